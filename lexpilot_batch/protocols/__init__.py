@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 from lexpilot_batch.protocols.base import Protocol
+from lexpilot_batch.protocols.dcg import DCG
+from lexpilot_batch.protocols.interaction import InteractionLJP
 from lexpilot_batch.protocols.lca import LCA
+from lexpilot_batch.protocols.ljp import DirectLJP, GoldLJP
 
-PROTOCOLS: dict[str, Protocol] = {p.task: p for p in (LCA(),)}
+PROTOCOLS: dict[str, Protocol] = {
+    p.task: p for p in (LCA(), DCG(), DirectLJP(), GoldLJP(), InteractionLJP())
+}
+
+# `--stage` name -> the tasks it prepares. `ljp-interaction` needs no `lca` thread of its own: its
+# thread requests the LCA underspecified steps itself, under the keys the LCA thread would use.
+STAGES: dict[str, tuple[str, ...]] = {
+    **{p.stage: (p.task,) for p in PROTOCOLS.values()},
+    "all": tuple(PROTOCOLS),
+}
