@@ -1,0 +1,384 @@
+"""The report: per-run metrics then mean and sample SD, grouping, the JSON shape, every renderer."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import pytest
+
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.report import (
+    FORMATS,
+    RunResults,
+    TaskRecords,
+    build_report,
+    display_width,
+    latex_escape,
+    render,
+)
+
+FAMILY = "婚姻家庭"  # sorts after CONTRACT by code point
+CONTRACT = "合同纠纷"
+SQRT2 = math.sqrt(2)
+
+
+def lca(*rows: tuple[str, str, str]) -> TaskRecords:
+    return TaskRecords(records=[
+        (cls, {"case_number": str(i), "history_type": truth, "response": "…", "label": label})
+        for i, (cls, truth, label) in enumerate(rows)
+    ])
+
+
+def dcg(*rows: tuple[str, bool]) -> TaskRecords:
+    return TaskRecords(records=[
+        (cls, {"case_number": str(i), "rounds": [], "success": success})
+        for i, (cls, success) in enumerate(rows)
+    ])
+
+
+def ljp(*cases: tuple[str, list[tuple[str, str]]], missing=(), failed=()) -> TaskRecords:
+    return TaskRecords(
+        records=[
+            (cls, {"case_number": str(i), "response": "…",
+                   "claims": [{"claim": f"诉请{j}", "gold": g, "predicted": p}
+                              for j, (g, p) in enumerate(claims)]})
+            for i, (cls, claims) in enumerate(cases)
+        ],
+        missing=list(missing),
+        failed=list(failed),
+    )
+
+
+def run(run_id: str, tasks: dict, group_key: str = "g1", model: str = "model-a",
+        usage: dict | None = None) -> RunResults:
+    return RunResults(run_id=run_id, model=model, user_model="user-m", judge_model="judge-m",
+                      group_key=group_key, settings={"temperature": 0.7, "max_tokens": 8192},
+                      tasks=tasks, usage=usage or {})
+
+
+def two_runs() -> list[RunResults]:
+    """Two comparable runs whose numbers are worked out by hand in the tests below."""
+    run1 = run("run1", {
+        # Overall TP=2 FP=1 FN=0 TN=1: F1_U=4/5, F1_C=2/3, Macro=11/15, Acc_C=1/2, Acc_U=1.
+        # FAMILY: TP=1 TN=1, everything 1. CONTRACT: TP=1 FP=1: F1_U=2/3, F1_C=0, Macro=1/3.
+        "lca": lca((FAMILY, "complete", "judgment"), (FAMILY, "underspecified", "clarification"),
+                   (CONTRACT, "complete", "clarification"),
+                   (CONTRACT, "underspecified", "clarification")),
+        "dcg": dcg((FAMILY, True), (CONTRACT, False), (CONTRACT, False)),  # 1/3
+        # All 支持: QWK undefined, accuracy 1.
+        "ljp_direct": ljp((FAMILY, [("支持", "支持"), ("支持", "支持")])),
+        "ljp_gold": ljp((FAMILY, [("支持", "驳回"), ("驳回", "驳回")])),
+    }, usage={"eval": {"requests": 4, "prompt_tokens": 600_000, "completion_tokens": 100_000},
+              "judge": {"requests": 4, "prompt_tokens": 10_000, "completion_tokens": 1_000}})
+    run2 = run("run2", {
+        # Always answers: TP=0 FP=0 FN=2 TN=2: F1_U=0, F1_C=2/3, Macro=1/3, Acc_C=1, Acc_U=0.
+        "lca": lca((FAMILY, "complete", "judgment"), (FAMILY, "underspecified", "judgment"),
+                   (CONTRACT, "complete", "judgment"), (CONTRACT, "underspecified", "judgment")),
+        "dcg": dcg((FAMILY, False), (CONTRACT, True), (CONTRACT, True)),  # 2/3
+        # gold 0,2 predicted 2,2: QWK = 1 - 2*4/8 = 0, accuracy 1/2.
+        "ljp_direct": ljp((FAMILY, [("支持", "驳回"), ("驳回", "驳回")])),
+    }, usage={"eval": {"requests": 4, "prompt_tokens": 400_000, "completion_tokens": 150_000}})
+    return [run2, run1]  # given out of order on purpose
+
+
+def only_group(report: dict) -> dict:
+    assert len(report["groups"]) == 1
+    return report["groups"][0]
+
+
+def test_metrics_are_computed_per_run_then_averaged():
+    group = only_group(build_report(two_runs()))
+    assert group["runs"] == ["run1", "run2"]
+    assert group["n_runs"] == 2
+    macro = group["tasks"]["lca"]["overall"]["macro_f1"]
+    assert macro["per_run"] == {"run1": pytest.approx(11 / 15), "run2": pytest.approx(1 / 3)}
+    assert macro["mean"] == pytest.approx((11 / 15 + 1 / 3) / 2)
+    assert macro["sd"] == pytest.approx((11 / 15 - 1 / 3) / SQRT2)  # ddof=1 of two values
+    assert macro["n_defined"] == 2
+    acc_c = group["tasks"]["lca"]["overall"]["acc_c"]
+    assert (acc_c["mean"], acc_c["sd"]) == (pytest.approx(0.75), pytest.approx(0.5 / SQRT2))
+    rate = group["tasks"]["dcg"]["overall"]["success_rate"]
+    assert rate["per_run"] == {"run1": pytest.approx(1 / 3), "run2": pytest.approx(2 / 3)}
+    assert (rate["mean"], rate["sd"]) == (pytest.approx(0.5), pytest.approx((1 / 3) / SQRT2))
+
+
+def test_macro_f1_is_not_pooled_over_runs():
+    # Pooling both runs' labels would give TP=2 FP=1 FN=2 TN=3: Macro = (4/7 + 6/9)/2 = 0.619,
+    # not the 0.533 of averaging per-run scores.
+    macro = only_group(build_report(two_runs()))["tasks"]["lca"]["overall"]["macro_f1"]
+    assert macro["mean"] != pytest.approx((4 / 7 + 6 / 9) / 2)
+
+
+def test_by_class_metrics_cover_only_represented_classes():
+    tasks = only_group(build_report(two_runs()))["tasks"]
+    assert list(tasks["lca"]["by_class"]) == [CONTRACT, FAMILY]
+    assert list(tasks["ljp_direct"]["by_class"]) == [FAMILY]
+    contract = tasks["lca"]["by_class"][CONTRACT]
+    assert contract["macro_f1"]["per_run"] == {"run1": pytest.approx(1 / 3), "run2": 0.0 + 1 / 3}
+    assert contract["f1_c"]["per_run"] == {"run1": 0.0, "run2": pytest.approx(2 / 3)}
+    family = tasks["lca"]["by_class"][FAMILY]
+    assert family["f1_u"]["per_run"] == {"run1": 1.0, "run2": 0.0}
+    dcg_classes = tasks["dcg"]["by_class"]
+    assert dcg_classes[CONTRACT]["success_rate"]["per_run"] == {"run1": 0.0, "run2": 1.0}
+
+
+def test_undefined_runs_are_excluded_and_counted():
+    qwk = only_group(build_report(two_runs()))["tasks"]["ljp_direct"]["overall"]["qwk"]
+    assert qwk["per_run"] == {"run1": None, "run2": pytest.approx(0.0)}
+    assert qwk["mean"] == pytest.approx(0.0)
+    assert qwk["sd"] is None
+    assert qwk["n_defined"] == 1
+
+
+def test_n_counts_histories_cases_and_claims():
+    tasks = only_group(build_report(two_runs()))["tasks"]
+    assert tasks["lca"]["n"] == {"run1": 4, "run2": 4}
+    assert tasks["dcg"]["n"] == {"run1": 3, "run2": 3}
+    assert tasks["ljp_direct"]["n"] == {"run1": 2, "run2": 2}
+
+
+def test_tasks_absent_from_every_run_are_omitted_and_partly_run_tasks_kept():
+    tasks = only_group(build_report(two_runs()))["tasks"]
+    assert list(tasks) == ["lca", "dcg", "ljp_direct", "ljp_gold"]
+    gold = tasks["ljp_gold"]
+    assert gold["n"] == {"run1": 2}
+    # gold 0,2 predicted 2,2 again: QWK 0, accuracy 1/2; one run, so no SD.
+    assert gold["overall"]["accuracy"] == {"mean": 0.5, "sd": None, "n_defined": 1,
+                                           "per_run": {"run1": 0.5}}
+    report = build_report(two_runs())
+    for fmt in ("table", "markdown", "latex"):
+        assert "run in 1 of the group's 2 runs only (run1)" in render(report, fmt)
+
+
+def test_runs_with_different_group_keys_are_never_pooled():
+    runs = [
+        run("run1", {"dcg": dcg((FAMILY, True))}, group_key="g1"),
+        run("run2", {"dcg": dcg((FAMILY, False))}, group_key="g2"),
+        run("run1", {"dcg": dcg((FAMILY, False))}, group_key="g1", model="model-0"),
+    ]
+    groups = build_report(runs)["groups"]
+    assert [(g["model"], g["group_key"], g["runs"]) for g in groups] == [
+        ("model-0", "g1", ["run1"]), ("model-a", "g1", ["run1"]), ("model-a", "g2", ["run2"])
+    ]
+    for group in groups:
+        rate = group["tasks"]["dcg"]["overall"]["success_rate"]
+        assert rate["sd"] is None
+        assert rate["mean"] == rate["per_run"][group["runs"][0]]
+
+
+def test_runs_are_sorted_naturally_and_duplicates_refused():
+    runs = [run(f"run{i}", {"dcg": dcg((FAMILY, True))}) for i in (10, 2, 1)]
+    assert only_group(build_report(runs))["runs"] == ["run1", "run2", "run10"]
+    with pytest.raises(LexpilotError, match="run2"):
+        build_report([*runs, run("run2", {})])
+
+
+def test_single_run_has_undefined_sd():
+    group = only_group(build_report([two_runs()[1]]))
+    for task in group["tasks"].values():
+        for summary in task["overall"].values():
+            assert summary["sd"] is None
+
+
+def test_json_shape_is_exactly_as_documented():
+    report = build_report(two_runs(), prices={"eval": {"input": 1, "output": 2}})
+    assert set(report) == {"groups"}
+    group = only_group(report)
+    assert set(group) == {"model", "user_model", "judge_model", "group_key", "runs", "n_runs",
+                          "settings", "tasks", "usage"}
+    assert group["settings"] == {"temperature": 0.7, "max_tokens": 8192}
+    for task in group["tasks"].values():
+        assert set(task) == {"overall", "by_class", "n", "partial", "missing", "failed"}
+        for summaries in [task["overall"], *task["by_class"].values()]:
+            for summary in summaries.values():
+                assert set(summary) == {"mean", "sd", "n_defined", "per_run"}
+    assert set(group["tasks"]["lca"]["overall"]) == {"macro_f1", "f1_u", "f1_c", "acc_c", "acc_u"}
+    assert set(group["tasks"]["dcg"]["overall"]) == {"success_rate"}
+    assert set(group["tasks"]["ljp_direct"]["overall"]) == {"qwk", "accuracy"}
+    assert set(group["usage"]) == {"roles", "total", "batch_discount"}
+    assert set(group["usage"]["total"]) == {"requests", "prompt_tokens", "completion_tokens",
+                                            "cost_usd"}
+    # It is plain JSON: a round trip changes nothing.
+    assert json.loads(json.dumps(report)) == report
+
+
+def test_partial_tasks_name_their_missing_and_failed_cases():
+    runs = [
+        run("run1", {"ljp_gold": ljp((FAMILY, [("支持", "支持")]), missing=["12", "3"],
+                                     failed=["9"])}),
+        run("run2", {"ljp_gold": ljp((FAMILY, [("支持", "驳回")]))}),
+    ]
+    group = only_group(build_report(runs))
+    task = group["tasks"]["ljp_gold"]
+    assert task["partial"] is True
+    assert task["missing"] == {"run1": ["3", "12"], "run2": []}
+    assert task["failed"] == {"run1": ["9"], "run2": []}
+    complete = only_group(build_report(two_runs()))["tasks"]["lca"]
+    assert complete["partial"] is False
+    report = build_report(runs)
+    for fmt in ("table", "markdown", "latex"):
+        assert "partial: 2 cases missing, 1 failed (run1: 3, 12, 9)" in render(report, fmt)
+    assert ",true," in render(report, "csv")
+
+
+def test_cost_uses_prices_per_million_tokens_and_the_batch_discount():
+    prices = {"eval": {"input": 2.0, "output": 8.0}, "judge": {"input": 1.0, "output": 4.0}}
+    usage = only_group(build_report(two_runs(), prices))["usage"]
+    assert list(usage["roles"]) == ["eval", "judge"]
+    eval_usage = usage["roles"]["eval"]
+    assert (eval_usage["requests"], eval_usage["prompt_tokens"],
+            eval_usage["completion_tokens"]) == (8, 1_000_000, 250_000)
+    # (1M * $2 + 0.25M * $8) / 1M = $4 list price, half with the batch discount.
+    assert eval_usage["cost_usd"] == pytest.approx(2.0)
+    # (10k * $1 + 1k * $4) / 1M = $0.014, half of it.
+    assert usage["roles"]["judge"]["cost_usd"] == pytest.approx(0.007)
+    assert usage["total"]["cost_usd"] == pytest.approx(2.007)
+    assert usage["total"]["requests"] == 12
+    assert usage["batch_discount"] == 0.5
+    full = only_group(build_report(two_runs(), prices, batch_discount=0))["usage"]
+    assert full["roles"]["eval"]["cost_usd"] == pytest.approx(4.0)
+
+
+def test_cost_is_undefined_without_a_price():
+    usage = only_group(build_report(two_runs()))["usage"]
+    assert usage["roles"]["eval"]["cost_usd"] is None
+    assert usage["total"]["cost_usd"] is None
+    assert usage["batch_discount"] is None
+    partial_prices = {"eval": {"input": 2.0, "output": 8.0}}
+    usage = only_group(build_report(two_runs(), partial_prices))["usage"]
+    assert usage["roles"]["judge"]["cost_usd"] is None
+    assert usage["total"]["cost_usd"] is None  # a total that leaves a role out would mislead
+
+
+def test_bad_prices_and_records_are_refused_with_the_place_named():
+    with pytest.raises(LexpilotError, match="eval"):
+        build_report(two_runs(), {"eval": {"input": 1.0}})
+    bad = run("run7", {"lca": lca((FAMILY, "complete", "maybe"))})
+    with pytest.raises(LexpilotError, match="run7"):
+        build_report([bad])
+    with pytest.raises(LexpilotError, match="ljp_other"):
+        build_report([run("run1", {"ljp_other": TaskRecords()})])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_renderer_shows_the_metric_values(fmt):
+    out = render(build_report(two_runs()), fmt)
+    # LCA Macro-F1 mean 0.5333 and SD 0.2828; DCG mean 0.5000 and SD 0.2357.
+    for text in ("0.5333", "0.2828", "0.2357", "model-a", FAMILY, CONTRACT):
+        assert text in out
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "latex"])
+def test_text_formats_use_four_decimals_and_plus_minus(fmt):
+    out = render(build_report(two_runs()), fmt)
+    pm = r" $\pm$ " if fmt == "latex" else " ± "
+    assert f"0.5333{pm}0.2828" in out
+    assert "0.5333333" not in out
+
+
+def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
+    # Every claim 支持 in both runs: QWK undefined in each run, so its mean is undefined too.
+    same_label = ljp((FAMILY, [("支持", "支持"), ("支持", "支持")]))
+    report = build_report([run("run1", {"ljp_gold": same_label}),
+                           run("run2", {"ljp_gold": same_label})])
+    qwk = only_group(report)["tasks"]["ljp_gold"]["overall"]["qwk"]
+    assert qwk == {"mean": None, "sd": None, "n_defined": 0,
+                   "per_run": {"run1": None, "run2": None}}
+    table = render(report, "table")
+    overall = next(line for line in table.splitlines() if line.lstrip().startswith("overall"))
+    assert overall.split() == ["overall", "—", "1.0000", "±", "0.0000"]
+    assert "— undefined: its denominator is zero" in table
+    markdown = render(report, "markdown")
+    assert "| model-a | undefined | 1.0000 ± 0.0000 |" in markdown
+    assert "- undefined: its denominator is zero" in markdown
+    latex = render(report, "latex")
+    assert r"model-a & -- & 1.0000 $\pm$ 0.0000 \\" in latex
+    assert "--: undefined" in latex
+    assert ",qwk,undefined,undefined,0,2,false,run1=undefined;run2=undefined" in render(
+        report, "csv")
+    assert '"mean": null' in render(report, "json")
+    for fmt in FORMATS:
+        assert "nan" not in render(report, fmt).lower()
+
+
+def test_a_mean_over_fewer_runs_says_so():
+    report = build_report(two_runs())  # ljp_direct QWK is defined in run2 only
+    assert "0.0000 [1/2]" in render(report, "table")
+    assert "0.0000 [1/2]" in render(report, "markdown")
+    assert r"0.0000\,[1/2]" in render(report, "latex")
+
+
+def test_csv_has_one_row_per_group_task_scope_metric():
+    rows = list(csv.DictReader(io.StringIO(render(build_report(two_runs()), "csv"))))
+    # lca: (overall + 2 classes) * 5, dcg: 3 * 1, ljp_direct: 2 * 2, ljp_gold: 2 * 2.
+    assert len(rows) == 15 + 3 + 4 + 4
+    row = next(r for r in rows if r["task"] == "lca" and r["scope"] == "overall"
+               and r["metric"] == "macro_f1")
+    assert float(row["mean"]) == pytest.approx(8 / 15)
+    assert row["n_runs"] == "2"
+    per_run = dict(item.split("=") for item in row["per_run"].split(";"))
+    assert float(per_run["run1"]) == pytest.approx(11 / 15)
+    qwk = next(r for r in rows if r["task"] == "ljp_direct" and r["scope"] == "overall"
+               and r["metric"] == "qwk")
+    assert qwk["per_run"].startswith("run1=undefined;run2=0.0")
+    assert {r["class"] for r in rows if r["scope"] == "class"} == {FAMILY, CONTRACT}
+
+
+def test_json_renders_chinese_unescaped_and_round_trips():
+    report = build_report(two_runs())
+    out = render(report, "json")
+    assert FAMILY in out
+    assert json.loads(out) == report
+    assert render(json.loads(out), "table") == render(report, "table")
+
+
+def test_table_columns_line_up_with_cjk_class_names():
+    assert display_width(FAMILY) == 8
+    assert display_width("ab±—") == 4
+    lines = render(build_report(two_runs()), "table").splitlines()
+    start = lines.index("LCA (4 histories per run)")
+    grid = lines[start + 1:start + 5]  # header, overall and the two classes
+    assert grid[1].lstrip().startswith("overall")
+    assert len({display_width(line) for line in grid}) == 1
+    # The first value column starts at the same display column on every row.
+    starts = {display_width(line[:line.index("0.")]) for line in grid[1:]}
+    assert len(starts) == 1
+
+
+def test_latex_escapes_and_uses_booktabs():
+    assert latex_escape("a_b&c%d$e#f{g}h~i^j\\k") == (
+        r"a\_b\&c\%d\$e\#f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}k")
+    runs = [run("run1", {"dcg": dcg((FAMILY, True))}, model="org/gpt_4o&x")]
+    out = render(build_report(runs), "latex")
+    assert r"org/gpt\_4o\&x" in out
+    for rule in (r"\toprule", r"\midrule", r"\bottomrule"):
+        assert rule in out
+    assert r"\multicolumn{1}{c}{DCG}" in out
+
+
+def test_markdown_has_a_model_table_and_a_class_table():
+    runs = [*two_runs(), run("run1", {"dcg": dcg((FAMILY, True))}, model="model-b")]
+    out = render(build_report(runs), "markdown")
+    assert "## Overall" in out and "## By cause class" in out
+    model_rows = [line for line in out.splitlines() if line.startswith("| model-")]
+    # Two models in the overall table, plus their class rows (2 + 1) in the class table.
+    assert len(model_rows) == 2 + 3
+    assert "n/a" in out  # model-b never ran LCA
+
+
+def test_render_refuses_unknown_formats_and_foreign_shapes():
+    report = build_report(two_runs())
+    with pytest.raises(LexpilotError, match="markdown"):
+        render(report, "html")
+    with pytest.raises(LexpilotError, match="shape"):
+        render({"groups": [{"model": "m"}]}, "table")
+
+
+def test_empty_report_renders():
+    report = build_report([])
+    assert report == {"groups": []}
+    for fmt in FORMATS:
+        assert render(report, fmt)
