@@ -1,0 +1,194 @@
+"""Moving a wave's files through a provider: upload, create, poll, download, ingest.
+
+Each step is recorded before the next begins, so a command killed anywhere resumes where it
+stopped: a file uploaded but not yet batched is batched; a batch created whose id was never
+recorded is found again by its metadata tag and adopted instead of created twice; result files
+are saved under `responses/` before they are ingested, and an ingested batch is never ingested
+again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.ingest import IngestStats, apply_result_files
+from lexpilot_batch.providers.base import BatchBackend, BatchInfo
+from lexpilot_batch.workspace import Workspace
+
+BackendFor = Callable[[str], BatchBackend]  # file roles ("eval", "judge+user") -> backend
+
+
+def file_sha256(path: Path) -> str | None:
+    if not path.exists():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def batch_tag(ws: Workspace, row: dict) -> dict[str, str]:
+    """Metadata naming the workspace file: how a batch is found again after a crash."""
+    return {
+        "lexpilot_workspace": ws.workspace_id,
+        "lexpilot_file": row["path"],
+        "lexpilot_sha256": row["sha256"][:32],
+    }
+
+
+class TamperedFile(LexpilotError):
+    """A compiled request file changed or vanished on disk before it was submitted."""
+
+
+def check_compiled_files(ws: Workspace) -> list[str]:
+    """Paths of compiled, unsubmitted files whose bytes no longer match what was compiled."""
+    bad = []
+    for row in ws.db.db.execute("SELECT path, sha256 FROM files WHERE status IN ('compiled', 'uploaded')"):
+        if file_sha256(ws.path(row["path"])) != row["sha256"]:
+            bad.append(row["path"])
+    return bad
+
+
+@dataclass
+class SubmitResult:
+    submitted: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+
+
+def submit_files(ws: Workspace, backend_for: BackendFor, on_file: Callable[[str], None] | None = None) -> SubmitResult:
+    """Upload and create a batch for every compiled file of the workspace, recording each step."""
+    result = SubmitResult()
+    rows = [dict(r) for r in ws.db.db.execute(
+        "SELECT * FROM files WHERE status IN ('compiled', 'uploaded', 'creating') ORDER BY pk"
+    )]
+    for row in rows:
+        backend = backend_for(row["roles"])
+        path = ws.path(row["path"])
+        if row["status"] == "compiled":
+            file_id = backend.upload(path)
+            _set(ws, row["pk"], status="uploaded", provider_file_id=file_id)
+            row.update(status="uploaded", provider_file_id=file_id)
+        tag = batch_tag(ws, row)
+        batch: BatchInfo | None = None
+        if row["status"] == "creating":
+            # We may have created it and died before recording its id: find it, never duplicate it.
+            batch = backend.find(tag)
+            if batch is not None:
+                result.adopted.append(row["path"])
+        if batch is None:
+            _set(ws, row["pk"], status="creating")
+            batch = backend.create(row["provider_file_id"], tag)
+        _set(
+            ws,
+            row["pk"],
+            status="submitted",
+            batch_id=batch.id,
+            batch_status=batch.status,
+            request_counts=json.dumps(batch.request_counts),
+            submitted_at=time.time(),
+        )
+        result.submitted.append(row["path"])
+        if on_file:
+            on_file(row["path"])
+    return result
+
+
+def _set(ws: Workspace, pk: int, **values: object) -> None:
+    columns = ", ".join(f"{k} = ?" for k in values)
+    with ws.db.transaction() as db:
+        db.execute(f"UPDATE files SET {columns} WHERE pk = ?", (*values.values(), pk))
+
+
+@dataclass
+class PollResult:
+    in_flight: int = 0
+    finished: list[str] = field(default_factory=list)
+    stats: IngestStats = field(default_factory=IngestStats)
+    batches: list[dict] = field(default_factory=list)  # for progress displays
+
+
+def poll_files(ws: Workspace, backend_for: BackendFor) -> PollResult:
+    """Retrieve every in-flight batch; save and ingest the terminal ones."""
+    result = PollResult()
+    rows = [dict(r) for r in ws.db.db.execute(
+        "SELECT * FROM files WHERE status IN ('submitted', 'downloaded') ORDER BY pk"
+    )]
+    for row in rows:
+        backend = backend_for(row["roles"])
+        if row["status"] == "submitted":
+            info = backend.retrieve(row["batch_id"])
+            result.batches.append({"path": row["path"], "status": info.status, "counts": info.request_counts})
+            if not info.terminal:
+                _set(ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts))
+                result.in_flight += 1
+                continue
+            _download(ws, backend, row, info)
+            row = dict(ws.db.db.execute("SELECT * FROM files WHERE pk = ?", (row["pk"],)).fetchone())
+        result.stats.add(ingest_file(ws, row))
+        result.finished.append(row["path"])
+    _close_finished_waves(ws)
+    return result
+
+
+def _download(ws: Workspace, backend: BatchBackend, row: dict, info: BatchInfo) -> None:
+    """Save the batch's result files untouched, then record that they are saved."""
+    stem = Path(row["path"]).stem
+    out_dir = ws.wave_dir("responses", row["wave"])
+    paths: dict[str, str | None] = {"output_path": None, "error_path": None}
+    for kind, file_id in (("output", info.output_file_id), ("error", info.error_file_id)):
+        if file_id:
+            dest = out_dir / f"{stem}.{kind}.jsonl"
+            backend.download(file_id, dest)
+            paths[f"{kind}_path"] = ws.relative(dest)
+    _set(
+        ws,
+        row["pk"],
+        status="downloaded",
+        batch_status=info.status,
+        request_counts=json.dumps(info.request_counts),
+        batch_errors=json.dumps(info.errors, ensure_ascii=False),
+        output_file_id=info.output_file_id,
+        error_file_id=info.error_file_id,
+        finished_at=time.time(),
+        **paths,
+    )
+
+
+def ingest_file(ws: Workspace, row: dict) -> IngestStats:
+    """Apply a downloaded batch's results in one transaction; the file is then `ingested`."""
+    paths = [ws.path(row[k]) for k in ("output_path", "error_path") if row[k]]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise LexpilotError(
+            f"saved result file(s) missing: {', '.join(missing)}; they were downloaded for batch "
+            f"{row['batch_id']} — restore them, or run `lexpilot-batch doctor` to download them again"
+        )
+    reason = f"not in the results of batch {row['batch_id']} ({row['batch_status']})"
+    errors = json.loads(row["batch_errors"] or "[]")
+    if row["batch_status"] == "failed" and errors:
+        first = errors[0]
+        reason = f"batch {row['batch_id']} failed: {first.get('code')}: {first.get('message')}"
+    with ws.db.transaction() as db:
+        current = db.execute("SELECT status FROM files WHERE pk = ?", (row["pk"],)).fetchone()
+        if current["status"] == "ingested":
+            return IngestStats()
+        stats = apply_result_files(db, row["pk"], paths, reason)
+        db.execute("UPDATE files SET status = 'ingested' WHERE pk = ?", (row["pk"],))
+    return stats
+
+
+def _close_finished_waves(ws: Workspace) -> None:
+    with ws.db.transaction() as db:
+        db.execute(
+            "UPDATE waves SET closed_at = ? WHERE closed_at IS NULL AND NOT EXISTS"
+            " (SELECT 1 FROM files WHERE files.wave = waves.n AND files.status != 'ingested')"
+            " AND EXISTS (SELECT 1 FROM files WHERE files.wave = waves.n)",
+            (time.time(),),
+        )

@@ -1,0 +1,350 @@
+"""Advancing threads and compiling every due request of the workspace into one wave of files.
+
+A wave's requests are grouped by (endpoint, model) across all runs and tasks, so each wave makes
+one batch per model (more only when a provider's per-file limits force shards). Compiling is
+deterministic: the same database state always yields the same files, byte for byte. That makes
+a wave that was compiled but not yet submitted safe to compile again — after a crash, or when
+`prepare` adds a run — by discarding it and redoing it from the database.
+
+Files are written before the transaction that records them commits; a crash in between leaves
+files that no row describes, and the next compile rewrites them from the same state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import IO, Any
+
+from lexpilot_batch.config import Endpoint, Limits, Settings
+from lexpilot_batch.data import Case
+from lexpilot_batch.protocols import PROTOCOLS
+from lexpilot_batch.protocols.base import Answer, CaseContext, Step
+from lexpilot_batch.workspace import Workspace, slug
+
+# Malformed or truncated content gets this many attempts whatever --retries says (SPEC §6).
+INVALID_ATTEMPTS = 3
+
+
+@dataclass
+class CompileResult:
+    wave: int | None = None
+    requests: int = 0
+    files: list[str] = field(default_factory=list)
+    done: int = 0
+    failed: int = 0
+    in_flight: bool = False
+
+    @property
+    def compiled(self) -> bool:
+        return self.wave is not None and self.requests > 0
+
+
+@dataclass(frozen=True)
+class RunContext:
+    pk: int
+    key: str
+    model: str
+    dataset: str
+    settings: Settings
+    templates: dict[str, str]
+    speculate: bool
+    retries: int
+
+
+def custom_id(run_key: str, case_idx: int, step: str, attempt: int) -> str:
+    """Short, ASCII, unique in the workspace: run, case, step (task and variant inside) and attempt."""
+    return f"{run_key}-{case_idx}-{step}-{attempt}"
+
+
+def request_line(cid: str, model: str, prompt: str, settings: Settings, role: str, url: str) -> bytes:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "temperature": settings.temperature_for(role),
+        "max_tokens": settings.max_tokens,
+        "n": 1,
+    }
+    line = {"custom_id": cid, "method": "POST", "url": url, "body": body}
+    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+class _WaveWriter:
+    """Streams request lines into per-(endpoint, model) shard files, within provider limits."""
+
+    def __init__(self, ws: Workspace, db: Any, wave: int, limits: dict[str, Limits]) -> None:
+        self.ws, self.db, self.wave, self.limits = ws, db, wave, limits
+        self.dir = ws.wave_dir("requests", wave)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.open: dict[tuple[str, str], dict] = {}
+        self.shards: dict[tuple[str, str], int] = defaultdict(int)
+        self.written: list[str] = []
+
+    def add(self, endpoint: Endpoint, model: str, role: str, line: bytes) -> int:
+        group = (endpoint.base_url, model)
+        limits = self.limits[role]
+        current = self.open.get(group)
+        if current is not None and (
+            current["n"] >= limits.max_requests or current["bytes"] + len(line) > limits.max_bytes
+        ):
+            self._close(group)
+            current = None
+        if current is None:
+            current = self._start(group, endpoint)
+        current["fh"].write(line)
+        current["hash"].update(line)
+        current["n"] += 1
+        current["bytes"] += len(line)
+        current["roles"].add(role)
+        return current["pk"]
+
+    def _start(self, group: tuple[str, str], endpoint: Endpoint) -> dict:
+        shard = self.shards[group]
+        self.shards[group] += 1
+        tmp = self.dir / f".building-{slug(group[0] + group[1], 12)}-{shard:03d}.jsonl"
+        cur = self.db.execute(
+            "INSERT INTO files (wave, path, roles, model, endpoint, shard, n_requests, bytes, sha256, status)"
+            " VALUES (?, ?, '', ?, ?, ?, 0, 0, '', 'compiled')",
+            (self.wave, self.ws.relative(tmp), group[1], endpoint.base_url, shard),
+        )
+        entry = {
+            "pk": cur.lastrowid,
+            "fh": open(tmp, "wb"),
+            "tmp": tmp,
+            "hash": hashlib.sha256(),
+            "n": 0,
+            "bytes": 0,
+            "roles": set(),
+            "shard": shard,
+            "model": group[1],
+        }
+        self.open[group] = entry
+        return entry
+
+    def _close(self, group: tuple[str, str]) -> None:
+        entry = self.open.pop(group)
+        fh: IO[bytes] = entry["fh"]
+        fh.flush()
+        fh.close()
+        roles = "+".join(sorted(entry["roles"]))
+        final = self.dir / f"{roles}__{slug(entry['model'])}__{entry['shard']:03d}.jsonl"
+        Path(entry["tmp"]).replace(final)
+        rel = self.ws.relative(final)
+        self.db.execute(
+            "UPDATE files SET path = ?, roles = ?, n_requests = ?, bytes = ?, sha256 = ? WHERE pk = ?",
+            (rel, roles, entry["n"], entry["bytes"], entry["hash"].hexdigest(), entry["pk"]),
+        )
+        self.written.append(rel)
+
+    def close(self) -> list[str]:
+        for group in list(self.open):
+            self._close(group)
+        return self.written
+
+    def abort(self) -> None:
+        for entry in self.open.values():
+            entry["fh"].close()
+            Path(entry["tmp"]).unlink(missing_ok=True)
+        self.open.clear()
+
+
+def _run_contexts(db: Any, retries: int) -> dict[int, RunContext]:
+    out = {}
+    for r in db.execute("SELECT pk, key, model, dataset, manifest, templates, speculate FROM runs"):
+        manifest = json.loads(r["manifest"])
+        out[r["pk"]] = RunContext(
+            r["pk"],
+            r["key"],
+            r["model"],
+            r["dataset"],
+            Settings(**manifest["settings"]),
+            json.loads(r["templates"]),
+            bool(r["speculate"]),
+            retries,
+        )
+    return out
+
+
+def _load_case_factory(db: Any):
+    @lru_cache(maxsize=256)
+    def load(dataset: str, idx: int) -> tuple[Case, str]:
+        row = db.execute("SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (dataset, idx)).fetchone()
+        return Case.model_validate_json(row["data"]), row["cause_class"]
+
+    return load
+
+
+def _target_wave(db: Any) -> tuple[int | None, bool]:
+    """The wave to compile into and whether it exists already; None while a wave is under way.
+
+    The latest wave may be compiled again only while none of its files has left the workspace.
+    """
+    latest = db.execute("SELECT n, closed_at FROM waves ORDER BY n DESC LIMIT 1").fetchone()
+    if latest is None:
+        return 1, False
+    if latest["closed_at"] is not None:
+        return latest["n"] + 1, False
+    started = db.execute(
+        "SELECT 1 FROM files WHERE wave = ? AND status != 'compiled' LIMIT 1", (latest["n"],)
+    ).fetchone()
+    if started:
+        return None, False
+    return latest["n"], True
+
+
+def compile_wave(
+    ws: Workspace,
+    endpoints: dict[str, Endpoint],
+    limits: dict[str, Limits],
+    retries: int = 3,
+) -> CompileResult:
+    """Advance every active thread and write all due requests into the open wave, atomically."""
+    result = CompileResult()
+    with ws.db.transaction() as db:
+        wave, existing = _target_wave(db)
+        if wave is None:
+            result.in_flight = True
+            return result
+        if existing:
+            stale = [r["path"] for r in db.execute("SELECT path FROM files WHERE wave = ?", (wave,))]
+            db.execute("DELETE FROM requests WHERE wave = ?", (wave,))
+            db.execute("DELETE FROM files WHERE wave = ?", (wave,))
+        else:
+            stale = []
+            db.execute("INSERT INTO waves (n, compiled_at) VALUES (?, ?)", (wave, time.time()))
+        writer = _WaveWriter(ws, db, wave, limits)
+        try:
+            _advance_all(ws, db, writer, endpoints, _run_contexts(db, retries), result)
+            written = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        for rel in stale:
+            if rel not in written:
+                ws.path(rel).unlink(missing_ok=True)
+        if not written:
+            db.execute("DELETE FROM waves WHERE n = ?", (wave,))
+        else:
+            result.wave = wave
+            result.files = written
+    return result
+
+
+def _advance_all(
+    ws: Workspace,
+    db: Any,
+    writer: _WaveWriter,
+    endpoints: dict[str, Endpoint],
+    runs: dict[int, RunContext],
+    result: CompileResult,
+) -> None:
+    load_case = _load_case_factory(db)
+    # Case-major order keeps each case's parsed data hot in the cache across runs.
+    groups = db.execute(
+        "SELECT DISTINCT case_idx, run_pk FROM threads WHERE status = 'active' ORDER BY case_idx, run_pk"
+    ).fetchall()
+    new_requests: list[tuple] = []
+    thread_updates: list[tuple] = []
+    discards: list[tuple] = []
+    for g in groups:
+        run = runs[g["run_pk"]]
+        case, cause_class = load_case(run.dataset, g["case_idx"])
+        ctx = CaseContext(case, cause_class, run.templates, run.speculate)
+        history: dict[str, list] = defaultdict(list)
+        answers: dict[str, Answer] = {}
+        for r in db.execute(
+            "SELECT step, attempt, status, text, value, error, error_kind FROM requests"
+            " WHERE run_pk = ? AND case_idx = ? ORDER BY attempt",
+            (run.pk, g["case_idx"]),
+        ):
+            history[r["step"]].append(r)
+            if r["status"] in ("answered", "discarded"):
+                answers[r["step"]] = Answer(r["text"], json.loads(r["value"]))
+        threads = db.execute(
+            "SELECT pk, task, variant FROM threads WHERE run_pk = ? AND case_idx = ? AND status = 'active'",
+            (run.pk, g["case_idx"]),
+        ).fetchall()
+        requested: set[str] = set()
+        for t in threads:
+            advance = PROTOCOLS[t["task"]].advance(ctx, t["variant"], answers)
+            for key in advance.unused:
+                discards.append((run.pk, g["case_idx"], key))
+            if advance.record is not None:
+                thread_updates.append(("done", json.dumps(advance.record, ensure_ascii=False), None, t["pk"]))
+                result.done += 1
+                continue
+            # A step out of attempts fails the thread only once nothing else can move it: a
+            # speculative reply that ran out may turn out not to be needed at all.
+            fresh, failures = [], []
+            for s in advance.due:
+                why = _exhausted(history.get(s.key, []), run.retries)
+                if why is not None:
+                    failures.append(f"{s.key} {why}")
+                elif s.key not in requested:
+                    fresh.append(s)
+            if failures and len(failures) == len(advance.due):
+                thread_updates.append(("failed", None, "; ".join(failures), t["pk"]))
+                result.failed += 1
+                continue
+            for step in fresh:
+                requested.add(step.key)
+                new_requests.append(_request(run, g["case_idx"], step, history.get(step.key, []), writer, endpoints))
+                result.requests += 1
+        if len(new_requests) >= 5000:
+            _flush(db, new_requests)
+    _flush(db, new_requests)
+    db.executemany("UPDATE threads SET status = ?, record = ?, reason = ? WHERE pk = ?", thread_updates)
+    db.executemany(
+        "UPDATE requests SET status = 'discarded' WHERE run_pk = ? AND case_idx = ? AND step = ? AND status = 'answered'",
+        discards,
+    )
+
+
+def _exhausted(attempts: list, retries: int) -> str | None:
+    """Why a step may not be tried again, or None. Pending or answered steps are never due."""
+    transport = [a for a in attempts if a["status"] == "failed" and a["error_kind"] == "transport"]
+    invalid = [a for a in attempts if a["status"] == "failed" and a["error_kind"] == "invalid"]
+    if len(transport) >= retries:
+        return f"failed {len(transport)} times at the provider (--retries {retries}); last: {transport[-1]['error']}"
+    if len(invalid) >= INVALID_ATTEMPTS:
+        return f"unusable output {len(invalid)} times; last: {invalid[-1]['error']}"
+    return None
+
+
+def _request(
+    run: RunContext, case_idx: int, step: Step, attempts: list, writer: _WaveWriter, endpoints: dict[str, Endpoint]
+) -> tuple:
+    attempt = max((a["attempt"] for a in attempts), default=0) + 1
+    cid = custom_id(run.key, case_idx, step.key, attempt)
+    model = run.settings.model_for(step.role, run.model)
+    endpoint = endpoints[step.role]
+    line = request_line(cid, model, step.prompt, run.settings, step.role, writer.limits[step.role].endpoint)
+    file_pk = writer.add(endpoint, model, step.role, line)
+    return (
+        cid,
+        run.pk,
+        case_idx,
+        step.key,
+        attempt,
+        step.role,
+        model,
+        step.parser,
+        step.n_claims,
+        writer.wave,
+        file_pk,
+        len(step.prompt),
+    )
+
+
+def _flush(db: Any, rows: list[tuple]) -> None:
+    db.executemany(
+        "INSERT INTO requests (custom_id, run_pk, case_idx, step, attempt, role, model, parser, n_claims, wave,"
+        " file_pk, status, prompt_chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+        rows,
+    )
+    rows.clear()

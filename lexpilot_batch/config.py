@@ -1,0 +1,93 @@
+"""Run settings and provider endpoints, from options and the seed's environment variables.
+
+API keys are read from the environment when a provider client is built and never stored: not in
+the database, a manifest, a request file, a log line nor an error message. Only the *name* of the
+variable a key came from is ever shown.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from lexpilot_batch.errors import ConfigError
+
+ROLES = ("eval", "user", "judge")
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_USER_MODEL = "DeepSeek-V4.1-Flash"
+DEFAULT_JUDGE_MODEL = "DeepSeek-R1"
+SIMULATED = "simulated"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Generation settings of a run: part of its manifest, so changing them needs a new run id."""
+
+    user_model: str = DEFAULT_USER_MODEL
+    judge_model: str = DEFAULT_JUDGE_MODEL
+    temperature: float = 0.7
+    judge_temperature: float = 0.1
+    max_tokens: int = 8192
+
+    def model_for(self, role: str, eval_model: str) -> str:
+        return {"eval": eval_model, "user": self.user_model, "judge": self.judge_model}[role]
+
+    def temperature_for(self, role: str) -> float:
+        return self.judge_temperature if role == "judge" else self.temperature
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How a provider wants its batch files cut and its batches created."""
+
+    max_requests: int = 50_000
+    max_bytes: int = 200 * 1024 * 1024
+    completion_window: str = "24h"
+    endpoint: str = "/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one role's requests go. `api_key` never leaves this object's use in a client."""
+
+    role: str
+    base_url: str
+    key_var: str
+    api_key: str | None = field(default=None, repr=False, compare=False)
+    backend: str = "batch"
+
+    @property
+    def label(self) -> str:
+        """The endpoint as a manifest records it (no key)."""
+        return self.base_url
+
+    def require_key(self) -> str:
+        if not self.api_key:
+            env_name = f"LEXPILOT_{self.role.upper()}_API_KEY"
+            raise ConfigError(
+                f"no API key for the {self.role} role ({self.base_url}): set {env_name} or OPENAI_API_KEY, "
+                "or use --provider simulated to rehearse offline"
+            )
+        return self.api_key
+
+
+def endpoints_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Endpoint]:
+    """Per role: `LEXPILOT_<ROLE>_BASE_URL/_API_KEY`, else `OPENAI_BASE_URL/_API_KEY`, else OpenAI."""
+    env = os.environ if environ is None else environ
+    endpoints = {}
+    for role in ROLES:
+        prefix = f"LEXPILOT_{role.upper()}_"
+        base_url = env.get(prefix + "BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        if env.get(prefix + "API_KEY"):
+            key_var = prefix + "API_KEY"
+        elif env.get("OPENAI_API_KEY"):
+            key_var = "OPENAI_API_KEY"
+        else:
+            key_var = prefix + "API_KEY"
+        endpoints[role] = Endpoint(role, base_url.rstrip("/"), key_var, env.get(key_var) or None)
+    return endpoints
+
+
+def simulated_endpoints(base_url: str) -> dict[str, Endpoint]:
+    return {role: Endpoint(role, base_url, "simulated", "simulated-key") for role in ROLES}

@@ -1,0 +1,229 @@
+"""The wave engine: where protocols (what to ask) meet providers (how to send it).
+
+`prepare` registers runs and compiles the open wave; `submit` sends compiled files;
+`poll_and_advance` polls, saves, ingests, advances every thread and compiles the next wave.
+All runs, tasks and models of a workspace move together, one wave at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lexpilot_batch import prompts
+from lexpilot_batch.batches import (
+    PollResult,
+    SubmitResult,
+    TamperedFile,
+    check_compiled_files,
+    poll_files,
+    submit_files,
+)
+from lexpilot_batch.compiler import CompileResult, compile_wave
+from lexpilot_batch.config import ROLES, SIMULATED, Endpoint, Limits, Settings, endpoints_from_env, simulated_endpoints
+from lexpilot_batch.data import load_dataset
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.protocols import STAGES
+from lexpilot_batch.providers.base import BatchBackend
+from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+from lexpilot_batch.runs import add_threads, check_model, check_run_id, register_run
+from lexpilot_batch.workspace import Workspace
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class ProviderOptions:
+    """How this invocation reaches providers; none of it is part of a run's results."""
+
+    provider: str | None = None  # None: what the workspace used last, else the environment
+    sim_faults: str | None = None
+    sim_seed: int = 0
+    timeout: float = 120.0
+    retries: int = 3
+    max_requests: int | None = None
+    max_bytes: int | None = None
+
+
+class Session:
+    """Endpoints, limits and (lazily) provider clients for one command on one workspace."""
+
+    def __init__(self, ws: Workspace, options: ProviderOptions) -> None:
+        self.ws = ws
+        self.options = options
+        provider = options.provider or ws.db.meta("provider") or "env"
+        if provider not in ("env", SIMULATED):
+            raise ConfigError(f"--provider must be 'env' or 'simulated', not {provider!r}")
+        self.provider = provider
+        self._server = None
+        self._endpoints: dict[str, Endpoint] | None = None
+        self._backends: dict[str, BatchBackend] = {}
+        base = Limits()
+        self.limits = {
+            role: Limits(
+                max_requests=options.max_requests or base.max_requests,
+                max_bytes=options.max_bytes or base.max_bytes,
+            )
+            for role in ROLES
+        }
+
+    @property
+    def endpoint_labels(self) -> dict[str, str]:
+        if self.provider == SIMULATED:
+            return {role: SIMULATED for role in ROLES}
+        return {role: e.label for role, e in self.endpoints.items()}
+
+    @property
+    def endpoints(self) -> dict[str, Endpoint]:
+        """Where each role's requests go. Compiling needs only this, never a key or a server."""
+        if self._endpoints is None:
+            if self.provider == SIMULATED:
+                self._endpoints = simulated_endpoints("simulated")
+            else:
+                self._endpoints = endpoints_from_env()
+        return self._endpoints
+
+    def _live_endpoints(self) -> dict[str, Endpoint]:
+        if self.provider != SIMULATED:
+            return self.endpoints
+        if self._server is None:
+            from lexpilot_batch.simulated import SimulatedServer, parse_faults
+
+            self._server = SimulatedServer(
+                self.ws.state_dir / "simulated", parse_faults(self.options.sim_faults), seed=self.options.sim_seed
+            )
+            self._server.start()
+        return simulated_endpoints(self._server.base_url)
+
+    def backend_for(self, roles: str) -> BatchBackend:
+        role = roles.split("+")[0]
+        if role not in self._backends:
+            endpoint = self._live_endpoints()[role]
+            self._backends[role] = OpenAIBatchBackend(endpoint, self.limits[role], timeout=self.options.timeout)
+        return self._backends[role]
+
+    def remember_provider(self) -> None:
+        if self.ws.db.meta("provider") != self.provider:
+            self.ws.db.set_meta("provider", self.provider)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+@dataclass
+class PrepareResult:
+    runs: list[str] = field(default_factory=list)
+    new_threads: int = 0
+    compiled: CompileResult = field(default_factory=CompileResult)
+
+
+def tasks_for_stage(stage: str) -> list[str]:
+    if stage not in STAGES:
+        raise ConfigError(f"--stage must be one of {', '.join(STAGES)}, not {stage!r}")
+    return list(STAGES[stage])
+
+
+def prepare(
+    ws: Workspace,
+    session: Session,
+    *,
+    stage: str,
+    run_ids: list[str],
+    model: str | None,
+    settings: Settings,
+    dataset_path: Path | None,
+    categories_path: Path | None,
+    limit: int | None,
+    prompts_path: Path | None,
+    speculate: bool,
+) -> PrepareResult:
+    """Register each run, create its threads for the stage, compile what is due."""
+    tasks = tasks_for_stage(stage)
+    model = check_model(model)
+    dataset = load_dataset(dataset_path, categories_path)
+    templates = prompts.load_templates(prompts_path)
+    result = PrepareResult()
+    for raw in run_ids:
+        run_id = check_run_id(raw)
+        run = register_run(
+            ws, run_id, model, settings, dataset, limit, templates, session.endpoint_labels, speculate
+        )
+        result.new_threads += add_threads(ws, run, tasks, dataset)
+        result.runs.append(run_id)
+    session.remember_provider()
+    result.compiled = compile_wave(ws, session.endpoints, session.limits, session.options.retries)
+    return result
+
+
+def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
+    _ensure_intact(ws, session)
+    return submit_files(ws, session.backend_for, on_file)
+
+
+def _ensure_intact(ws: Workspace, session: Session) -> None:
+    """Compiled files must be what the database says; a wave not yet sent is simply recompiled."""
+    bad = check_compiled_files(ws)
+    if not bad:
+        return
+    uploaded = ws.db.db.execute("SELECT 1 FROM files WHERE status != 'compiled' AND wave = "
+                                "(SELECT MAX(n) FROM waves) LIMIT 1").fetchone()
+    if uploaded:
+        raise TamperedFile(
+            f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
+            "submitted, so they cannot be rebuilt safely — restore them or run `lexpilot-batch doctor`"
+        )
+    compile_wave(ws, session.endpoints, session.limits, session.options.retries)
+
+
+@dataclass
+class AdvanceResult:
+    poll: PollResult
+    compiled: CompileResult | None
+    submitted: SubmitResult | None
+
+
+def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool) -> AdvanceResult:
+    submitted = submit(ws, session) if do_submit else None
+    poll = poll_files(ws, session.backend_for)
+    compiled = None
+    if poll.in_flight == 0:
+        compiled = compile_wave(ws, session.endpoints, session.limits, session.options.retries)
+        if do_submit and compiled.compiled:
+            submitted = submit(ws, session)
+    return AdvanceResult(poll, compiled, submitted)
+
+
+def work_left(ws: Workspace) -> dict[str, int]:
+    db = ws.db.db
+    return {
+        "unsubmitted": db.execute("SELECT COUNT(*) FROM files WHERE status IN ('compiled','uploaded','creating')").fetchone()[0],
+        "in_flight": db.execute("SELECT COUNT(*) FROM files WHERE status IN ('submitted','downloaded')").fetchone()[0],
+        "active_threads": db.execute("SELECT COUNT(*) FROM threads WHERE status = 'active'").fetchone()[0],
+    }
+
+
+def poll_and_advance(
+    ws: Workspace,
+    session: Session,
+    *,
+    do_submit: bool,
+    wait: bool,
+    poll_interval: float,
+    on_round: Callable[[AdvanceResult, dict[str, int]], None] | None = None,
+) -> dict[str, int]:
+    """One poll round, or with `wait` rounds until nothing is in flight or due."""
+    while True:
+        outcome = poll_and_advance_once(ws, session, do_submit)
+        left = work_left(ws)
+        if on_round:
+            on_round(outcome, left)
+        if not wait:
+            return left
+        if left["in_flight"] == 0 and (left["unsubmitted"] == 0 or not do_submit):
+            return left
+        if outcome.poll.in_flight:
+            time.sleep(poll_interval)

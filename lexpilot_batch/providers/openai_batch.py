@@ -1,0 +1,126 @@
+"""The `batch` backend: OpenAI-compatible Files + Batches through the official `openai` SDK.
+
+The same code talks to OpenAI, to providers that copy its API, and to our simulated provider; it
+knows nothing of which one it is. Errors that retrying will not fix become `ConfigError` /
+`ProviderError` naming the role and endpoint (never the key); transient ones are left to the
+SDK's own retries, and then reported so that the command can simply be run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import openai
+
+from lexpilot_batch.config import Endpoint, Limits
+from lexpilot_batch.errors import ConfigError, ProviderError
+from lexpilot_batch.providers.base import BatchBackend, BatchInfo
+from lexpilot_batch.workspace import write_atomic
+
+T = TypeVar("T")
+
+
+def _info(batch: object) -> BatchInfo:
+    counts = getattr(batch, "request_counts", None)
+    errors = getattr(batch, "errors", None)
+    return BatchInfo(
+        id=batch.id,  # type: ignore[attr-defined]
+        status=batch.status,  # type: ignore[attr-defined]
+        output_file_id=getattr(batch, "output_file_id", None),
+        error_file_id=getattr(batch, "error_file_id", None),
+        request_counts=(
+            {"total": counts.total, "completed": counts.completed, "failed": counts.failed} if counts else {}
+        ),
+        errors=[e.model_dump() for e in (getattr(errors, "data", None) or [])] if errors else [],
+        metadata=dict(getattr(batch, "metadata", None) or {}),
+    )
+
+
+class OpenAIBatchBackend(BatchBackend):
+    def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
+        self.endpoint = endpoint
+        self.limits = limits
+        self.client = openai.OpenAI(
+            base_url=endpoint.base_url,
+            api_key=endpoint.require_key(),
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        where = f"{self.endpoint.role} role at {self.endpoint.base_url}"
+        try:
+            return fn()
+        except openai.AuthenticationError:
+            raise ConfigError(
+                f"{what}: the provider rejected the API key for the {where} (HTTP 401); "
+                f"check {self.endpoint.key_var}"
+            ) from None
+        except openai.PermissionDeniedError as exc:
+            raise ConfigError(f"{what}: permission denied for the {where} (HTTP 403): {_message(exc)}") from None
+        except openai.NotFoundError as exc:
+            raise ProviderError(
+                f"{what}: not found at the {where} (HTTP 404): {_message(exc)}. If this endpoint has no "
+                f"Batch API, use --{self.endpoint.role}-backend sync"
+            ) from None
+        except openai.BadRequestError as exc:
+            raise ProviderError(f"{what}: the {where} refused the request (HTTP 400): {_message(exc)}") from None
+        except openai.APIStatusError as exc:
+            raise ProviderError(
+                f"{what}: the {where} answered HTTP {exc.status_code} after retries: {_message(exc)}; "
+                "nothing was lost, run the same command again later"
+            ) from None
+        except (openai.APIConnectionError, openai.APITimeoutError):
+            raise ProviderError(
+                f"{what}: could not reach the {where}; nothing was lost, run the same command again"
+            ) from None
+
+    def upload(self, path: Path) -> str:
+        def go() -> str:
+            with open(path, "rb") as fh:
+                return self.client.files.create(file=(path.name, fh), purpose="batch").id
+
+        return self._call(f"uploading {path.name}", go)
+
+    def create(self, input_file_id: str, metadata: dict[str, str]) -> BatchInfo:
+        batch = self._call(
+            "creating a batch",
+            lambda: self.client.batches.create(
+                input_file_id=input_file_id,
+                endpoint=self.limits.endpoint,  # type: ignore[arg-type]
+                completion_window=self.limits.completion_window,  # type: ignore[arg-type]
+                metadata=metadata,
+            ),
+        )
+        return _info(batch)
+
+    def find(self, metadata: dict[str, str]) -> BatchInfo | None:
+        def go() -> BatchInfo | None:
+            for batch in self.client.batches.list(limit=100):
+                meta = getattr(batch, "metadata", None) or {}
+                if all(meta.get(k) == v for k, v in metadata.items()):
+                    return _info(batch)
+            return None
+
+        return self._call("looking for an earlier batch", go)
+
+    def retrieve(self, batch_id: str) -> BatchInfo:
+        return _info(self._call(f"polling batch {batch_id}", lambda: self.client.batches.retrieve(batch_id)))
+
+    def download(self, file_id: str, dest: Path) -> None:
+        data = self._call(f"downloading file {file_id}", lambda: self.client.files.content(file_id).read())
+        write_atomic(dest, data)
+
+    def cancel(self, batch_id: str) -> BatchInfo:
+        return _info(self._call(f"cancelling batch {batch_id}", lambda: self.client.batches.cancel(batch_id)))
+
+
+def _message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+    return str(exc.message)

@@ -1,0 +1,214 @@
+"""Runs: registering a (run id, evaluated model) with its manifest, and creating its threads.
+
+A manifest pins everything that decides a run's results: dataset hash, selected cases, code and
+prompt hashes, the three models, endpoints (never keys), generation settings, package version.
+Re-running with the same run id and the same manifest resumes; any difference is refused with
+every differing field named, because mixing settings inside one run would silently corrupt it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from lexpilot_batch import __version__, prompts
+from lexpilot_batch.config import Settings
+from lexpilot_batch.data import Dataset
+from lexpilot_batch.errors import ConfigError, ManifestMismatch
+from lexpilot_batch.protocols import PROTOCOLS
+from lexpilot_batch.workspace import Workspace, slug, write_atomic
+
+_PACKAGE = Path(__file__).resolve().parent
+# The code that decides what is asked and how answers are read: changing it changes results.
+_RESULT_CODE = ("prompts.py", "judges.py", "data.py", "protocols")
+# Fields that are informative only: a different value does not make a different experiment.
+_INFORMATIVE = {"created_at", "version", "dataset_path"}
+
+
+def code_hash() -> str:
+    digest = hashlib.sha256()
+    for name in _RESULT_CODE:
+        target = _PACKAGE / name
+        files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+        for path in files:
+            digest.update(path.relative_to(_PACKAGE).as_posix().encode())
+            digest.update(path.read_bytes().replace(b"\r\n", b"\n"))
+    return digest.hexdigest()
+
+
+def run_key(run_id: str, model: str) -> str:
+    """Eight hex digits that start every custom_id of the run: short, ASCII, deterministic."""
+    return hashlib.sha256(f"{run_id}\0{model}".encode("utf-8")).hexdigest()[:8]
+
+
+def check_run_id(run_id: str) -> str:
+    run_id = run_id.strip()
+    if not run_id or len(run_id) > 100 or any(ord(c) < 32 for c in run_id):
+        raise ConfigError("--run-id must be 1-100 printable characters")
+    return run_id
+
+
+def check_model(model: str | None, option: str = "--model") -> str:
+    if not model or not model.strip():
+        raise ConfigError(f"no evaluated model: pass {option} or set LEXPILOT_MODEL (none is chosen for you)")
+    if len(model) > 200 or any(ord(c) < 32 for c in model):
+        raise ConfigError(f"{option} must be 1-200 printable characters")
+    return model.strip()
+
+
+@dataclass(frozen=True)
+class Run:
+    pk: int
+    run_id: str
+    model: str
+    key: str
+    manifest: dict
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(**self.manifest["settings"])
+
+
+def build_manifest(
+    run_id: str,
+    model: str,
+    settings: Settings,
+    dataset: Dataset,
+    case_indices: list[int],
+    templates: dict[str, str],
+    endpoints: dict[str, str],
+) -> dict:
+    return {
+        "run_id": run_id,
+        "model": model,
+        "user_model": settings.user_model,
+        "judge_model": settings.judge_model,
+        "dataset_sha256": dataset.sha256,
+        "dataset_path": str(dataset.path),
+        "case_ids": [str(dataset.cases[i].case_number) for i in case_indices],
+        "code_hash": code_hash(),
+        "prompts_hash": prompts.templates_hash(templates),
+        "settings": asdict(settings),
+        "endpoints": endpoints,
+        "version": __version__,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def manifest_differences(old: dict, new: dict) -> list[str]:
+    diffs = []
+    for field in sorted(set(old) | set(new)):
+        if field in _INFORMATIVE or old.get(field) == new.get(field):
+            continue
+        if field == "case_ids":
+            diffs.append(f"case_ids: {len(old.get(field, []))} cases selected before, {len(new.get(field, []))} now")
+        elif isinstance(old.get(field), dict) and isinstance(new.get(field), dict):
+            for key in sorted(set(old[field]) | set(new[field])):
+                if old[field].get(key) != new[field].get(key):
+                    diffs.append(f"{field}.{key}: {old[field].get(key)!r} before, {new[field].get(key)!r} now")
+        else:
+            diffs.append(f"{field}: {old.get(field)!r} before, {new.get(field)!r} now")
+    return diffs
+
+
+def manifest_path(ws: Workspace, run_id: str, model: str) -> Path:
+    return ws.runs_dir / slug(run_id) / slug(model) / "manifest.json"
+
+
+def register_run(
+    ws: Workspace,
+    run_id: str,
+    model: str,
+    settings: Settings,
+    dataset: Dataset,
+    limit: int | None,
+    templates: dict[str, str],
+    endpoints: dict[str, str],
+    speculate: bool,
+) -> Run:
+    """Create the run, or check that its manifest is unchanged; copy its cases into the workspace."""
+    if limit is not None and limit < 1:
+        raise ConfigError("--limit must be at least 1")
+    indices = list(range(len(dataset.cases)))[: limit or None]
+    manifest = build_manifest(run_id, model, settings, dataset, indices, templates, endpoints)
+    key = run_key(run_id, model)
+    with ws.db.transaction() as db:
+        row = db.execute("SELECT pk, manifest FROM runs WHERE run_id = ? AND model = ?", (run_id, model)).fetchone()
+        if row is not None:
+            old = json.loads(row["manifest"])
+            diffs = manifest_differences(old, manifest)
+            if diffs:
+                raise ManifestMismatch(
+                    f"run {run_id!r} of model {model!r} exists with different settings:\n"
+                    + "\n".join(f"  - {d}" for d in diffs)
+                    + "\nUse a new --run-id for a different experiment, or the original settings to resume."
+                )
+            db.execute("UPDATE runs SET speculate = ? WHERE pk = ?", (int(speculate), row["pk"]))
+            return Run(row["pk"], run_id, model, key, old)
+        clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
+        if clash is not None:  # a 32-bit hash collision: vanishingly rare, but never silent
+            raise ConfigError(f"run {run_id!r} collides with run {clash['run_id']!r}; choose another --run-id")
+        db.executemany(
+            "INSERT OR IGNORE INTO cases VALUES (?, ?, ?, ?, ?)",
+            (
+                (
+                    dataset.sha256,
+                    i,
+                    str(dataset.cases[i].case_number),
+                    dataset.class_of(dataset.cases[i]),
+                    dataset.cases[i].model_dump_json(),
+                )
+                for i in indices
+            ),
+        )
+        cur = db.execute(
+            "INSERT INTO runs (run_id, model, key, dataset, manifest, templates, speculate, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run_id,
+                model,
+                key,
+                dataset.sha256,
+                json.dumps(manifest, ensure_ascii=False),
+                json.dumps(templates, ensure_ascii=False),
+                int(speculate),
+                time.time(),
+            ),
+        )
+        run = Run(cur.lastrowid, run_id, model, key, manifest)
+    write_manifest_file(ws, run)
+    return run
+
+
+def write_manifest_file(ws: Workspace, run: Run) -> None:
+    text = json.dumps(run.manifest, ensure_ascii=False, indent=2) + "\n"
+    write_atomic(manifest_path(ws, run.run_id, run.model), text.encode("utf-8"))
+
+
+def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: Dataset) -> int:
+    """Create the run's threads for these tasks (existing ones are kept); returns how many are new."""
+    indices = [i for i, _ in enumerate(dataset.cases)][: len(run.manifest["case_ids"])]
+    rows = []
+    for task in tasks:
+        protocol = PROTOCOLS[task]
+        for i in indices:
+            for variant in protocol.variants(dataset.cases[i]):
+                rows.append((run.pk, task, i, variant))
+    with ws.db.transaction() as db:
+        before = db.total_changes
+        db.executemany(
+            "INSERT OR IGNORE INTO threads (run_pk, task, case_idx, variant, status) VALUES (?, ?, ?, ?, 'active')",
+            rows,
+        )
+        return db.total_changes - before
+
+
+def load_runs(ws: Workspace) -> list[Run]:
+    return [
+        Run(r["pk"], r["run_id"], r["model"], r["key"], json.loads(r["manifest"]))
+        for r in ws.db.db.execute("SELECT pk, run_id, model, key, manifest FROM runs ORDER BY pk")
+    ]

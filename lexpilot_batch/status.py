@@ -1,0 +1,113 @@
+"""What the workspace holds and how far each run has come, read from the database only."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lexpilot_batch.workspace import Workspace
+
+TASK_ORDER = ("lca", "dcg", "ljp_direct", "ljp_gold", "ljp_interaction")
+
+
+def collect(ws: Workspace) -> dict[str, Any]:
+    """The stable JSON of `status --format json`."""
+    db = ws.db.db
+    waves = db.execute("SELECT COUNT(*), MAX(n) FROM waves").fetchone()
+    open_wave = db.execute("SELECT MIN(n) FROM waves WHERE closed_at IS NULL").fetchone()[0]
+    runs = []
+    for run in db.execute("SELECT pk, run_id, model FROM runs ORDER BY pk").fetchall():
+        tasks: dict[str, dict[str, int]] = {}
+        for row in db.execute(
+            "SELECT task, status, COUNT(*) AS n FROM threads WHERE run_pk = ? GROUP BY task, status", (run["pk"],)
+        ):
+            entry = tasks.setdefault(row["task"], {"total": 0, "done": 0, "in_flight": 0, "failed": 0})
+            entry["total"] += row["n"]
+            entry[{"active": "in_flight", "done": "done", "failed": "failed"}[row["status"]]] += row["n"]
+        ordered = {t: tasks[t] for t in sorted(tasks, key=lambda t: (TASK_ORDER + (t,)).index(t))}
+        runs.append({"run_id": run["run_id"], "model": run["model"], "tasks": ordered})
+    requests: dict[str, dict[str, int]] = {}
+    usage: dict[str, dict[str, int]] = {}
+    for row in db.execute(
+        "SELECT role, status, COUNT(*) AS n, SUM(COALESCE(prompt_tokens, 0)) AS p,"
+        " SUM(COALESCE(completion_tokens, 0)) AS c, SUM(COALESCE(reasoning_tokens, 0)) AS r,"
+        " SUM(COALESCE(cached_tokens, 0)) AS k FROM requests GROUP BY role, status"
+    ):
+        entry = requests.setdefault(row["role"], {"pending": 0, "answered": 0, "failed": 0, "discarded": 0})
+        entry[row["status"]] += row["n"]
+        u = usage.setdefault(
+            row["role"], {"prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0, "cached_tokens": 0}
+        )
+        u["prompt_tokens"] += row["p"]
+        u["completion_tokens"] += row["c"]
+        u["reasoning_tokens"] += row["r"]
+        u["cached_tokens"] += row["k"]
+    files = [
+        {
+            "wave": r["wave"],
+            "path": r["path"],
+            "requests": r["n_requests"],
+            "status": r["status"],
+            "batch_id": r["batch_id"],
+            "batch_status": r["batch_status"],
+            "request_counts": json.loads(r["request_counts"]) if r["request_counts"] else None,
+        }
+        for r in db.execute("SELECT * FROM files WHERE status != 'ingested' ORDER BY pk")
+    ]
+    failures = [
+        {"run_id": r["run_id"], "model": r["model"], "task": r["task"], "case_number": r["case_number"],
+         "variant": r["variant"], "reason": r["reason"]}
+        for r in db.execute(
+            "SELECT runs.run_id, runs.model, t.task, t.variant, t.reason, c.case_number FROM threads t"
+            " JOIN runs ON runs.pk = t.run_pk JOIN cases c ON c.dataset = runs.dataset AND c.idx = t.case_idx"
+            " WHERE t.status = 'failed' ORDER BY t.pk"
+        )
+    ]
+    anomalies = db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0]
+    retried = db.execute("SELECT COUNT(*) FROM requests WHERE attempt > 1").fetchone()[0]
+    return {
+        "waves": waves[0],
+        "current_wave": open_wave if open_wave is not None else waves[1],
+        "runs": runs,
+        "requests": requests,
+        "retried_requests": retried,
+        "usage": usage,
+        "open_files": files,
+        "failed_threads": failures,
+        "anomalies": anomalies,
+    }
+
+
+def render(status: dict[str, Any]) -> str:
+    lines = [f"Waves compiled: {status['waves']}   current wave: {status['current_wave'] or '-'}"]
+    if not status["runs"]:
+        lines.append("No runs yet: start with `lexpilot-batch prepare --stage all --run-id run1 --model M`.")
+    for run in status["runs"]:
+        lines.append(f"\nRun {run['run_id']}  model {run['model']}")
+        lines.append(f"  {'task':<17}{'total':>7}{'done':>7}{'in flight':>11}{'failed':>8}")
+        for task, c in run["tasks"].items():
+            lines.append(f"  {task:<17}{c['total']:>7}{c['done']:>7}{c['in_flight']:>11}{c['failed']:>8}")
+    if status["requests"]:
+        lines.append(f"\n  {'role':<8}{'answered':>10}{'pending':>9}{'failed':>8}{'discarded':>11}"
+                     f"{'prompt tok':>12}{'compl. tok':>12}")
+        for role, c in sorted(status["requests"].items()):
+            u = status["usage"].get(role, {})
+            lines.append(
+                f"  {role:<8}{c['answered']:>10}{c['pending']:>9}{c['failed']:>8}{c['discarded']:>11}"
+                f"{u.get('prompt_tokens', 0):>12}{u.get('completion_tokens', 0):>12}"
+            )
+        lines.append(f"  retried requests (attempt > 1): {status['retried_requests']}")
+    if status["open_files"]:
+        lines.append("\nFiles not yet ingested:")
+        for f in status["open_files"]:
+            counts = f["request_counts"] or {}
+            done = f"{counts.get('completed', 0)}+{counts.get('failed', 0)}/{counts.get('total', f['requests'])}"
+            lines.append(f"  w{f['wave']:04d} {f['path']}  {f['status']}  {f['batch_status'] or ''} {done}")
+    if status["failed_threads"]:
+        lines.append(f"\nFailed threads ({len(status['failed_threads'])}):")
+        for f in status["failed_threads"][:20]:
+            variant = f"/{f['variant']}" if f["variant"] else ""
+            lines.append(f"  {f['run_id']} {f['task']} case {f['case_number']}{variant}: {f['reason']}")
+    if status["anomalies"]:
+        lines.append(f"\nIngest anomalies recorded: {status['anomalies']} (unknown/duplicate custom_ids, bad lines)")
+    return "\n".join(lines)

@@ -1,0 +1,236 @@
+"""The workspace's SQLite state: schema, named append-only migrations, transactions.
+
+One database per workspace (`state/lexpilot.sqlite3`, WAL). Each migration is a named function
+applied at open time inside the same transaction that records it, so a database is always at a
+named version. Never edit a released migration: append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
+
+DB_NAME = "lexpilot.sqlite3"
+
+
+def _run_script(db: sqlite3.Connection, script: str) -> None:
+    """Execute statements one by one: `executescript` would COMMIT the migration's transaction."""
+    statement = ""
+    for line in script.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+    if statement.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {statement[:60]!r}")
+
+
+def _m0001_initial(db: sqlite3.Connection) -> None:
+    _run_script(
+        db,
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+        -- Cases are copied in, so a workspace can be rescored even if the dataset file moves.
+        CREATE TABLE cases (
+            dataset TEXT NOT NULL,          -- SHA-256 of the dataset file
+            idx INTEGER NOT NULL,           -- position in the file
+            case_number TEXT NOT NULL,
+            cause_class TEXT NOT NULL,
+            data TEXT NOT NULL,             -- the case as JSON
+            PRIMARY KEY (dataset, idx)
+        );
+
+        CREATE TABLE runs (
+            pk INTEGER PRIMARY KEY,
+            run_id TEXT NOT NULL,
+            model TEXT NOT NULL,
+            key TEXT NOT NULL UNIQUE,       -- short hash of (run_id, model), starts every custom_id
+            dataset TEXT NOT NULL,
+            manifest TEXT NOT NULL,         -- JSON; compared on every prepare
+            templates TEXT NOT NULL,        -- JSON of the effective prompt templates
+            speculate INTEGER NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            UNIQUE (run_id, model)
+        );
+
+        CREATE TABLE threads (
+            pk INTEGER PRIMARY KEY,
+            run_pk INTEGER NOT NULL REFERENCES runs(pk),
+            task TEXT NOT NULL,
+            case_idx INTEGER NOT NULL,
+            variant TEXT NOT NULL,
+            status TEXT NOT NULL,           -- active | done | failed
+            record TEXT,                    -- JSON result record when done
+            reason TEXT,                    -- why it failed
+            UNIQUE (run_pk, task, case_idx, variant)
+        );
+        CREATE INDEX threads_active ON threads(status, run_pk, case_idx);
+
+        CREATE TABLE waves (
+            n INTEGER PRIMARY KEY,
+            compiled_at REAL NOT NULL,
+            closed_at REAL                  -- every batch terminal and ingested
+        );
+
+        -- One compiled request file; once submitted, exactly one batch.
+        CREATE TABLE files (
+            pk INTEGER PRIMARY KEY,
+            wave INTEGER NOT NULL REFERENCES waves(n),
+            path TEXT NOT NULL UNIQUE,      -- relative to the workspace root, '/' separated
+            roles TEXT NOT NULL,
+            model TEXT NOT NULL,
+            endpoint TEXT NOT NULL,
+            shard INTEGER NOT NULL,
+            n_requests INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            status TEXT NOT NULL,           -- compiled | uploaded | creating | submitted | downloaded | ingested
+            provider_file_id TEXT,
+            batch_id TEXT,
+            batch_status TEXT,
+            request_counts TEXT,
+            batch_errors TEXT,
+            output_file_id TEXT,
+            error_file_id TEXT,
+            output_path TEXT,
+            error_path TEXT,
+            submitted_at REAL,
+            finished_at REAL
+        );
+        CREATE INDEX files_status ON files(status, wave);
+
+        CREATE TABLE requests (
+            pk INTEGER PRIMARY KEY,
+            custom_id TEXT NOT NULL UNIQUE,
+            run_pk INTEGER NOT NULL REFERENCES runs(pk),
+            case_idx INTEGER NOT NULL,
+            step TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            model TEXT NOT NULL,
+            parser TEXT NOT NULL,
+            n_claims INTEGER NOT NULL DEFAULT 0,
+            wave INTEGER NOT NULL,
+            file_pk INTEGER NOT NULL REFERENCES files(pk),
+            status TEXT NOT NULL,           -- pending | answered | failed | discarded
+            text TEXT,
+            value TEXT,                     -- JSON of the parsed value
+            error TEXT,
+            error_kind TEXT,                -- transport | invalid
+            prompt_chars INTEGER NOT NULL,
+            prompt_tokens INTEGER,
+            completion_tokens INTEGER,
+            reasoning_tokens INTEGER,
+            cached_tokens INTEGER,
+            UNIQUE (run_pk, case_idx, step, attempt)
+        );
+        CREATE INDEX requests_case ON requests(run_pk, case_idx);
+        CREATE INDEX requests_file ON requests(file_pk);
+
+        -- What ingest saw that it could not apply: unknown or duplicated custom_ids, bad lines.
+        CREATE TABLE anomalies (
+            pk INTEGER PRIMARY KEY,
+            file_pk INTEGER,
+            kind TEXT NOT NULL,
+            custom_id TEXT,
+            detail TEXT NOT NULL,
+            at REAL NOT NULL
+        );
+        """
+    )
+
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
+    ("0001_initial", _m0001_initial),
+]
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet recorded, each with its record in one transaction."""
+    db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    done = {row[0] for row in db.execute("SELECT name FROM migrations")}
+    known = {name for name, _ in MIGRATIONS}
+    unknown = done - known
+    if unknown:
+        raise LexpilotError(
+            f"the workspace database has migrations this version does not know ({', '.join(sorted(unknown))}); "
+            "it was written by a newer lexpilot-batch: upgrade to use it"
+        )
+    applied = []
+    for name, step in MIGRATIONS:
+        if name in done:
+            continue
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            step(db)
+            db.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
+
+
+class Store:
+    """The open database. Writes go through `transaction()`; reads may happen anywhere."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction means one thing.
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        self.db.row_factory = sqlite3.Row
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            migrate(self.db)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise WorkspaceBusy(f"{path}: the database is busy; another process holds it") from None
+            raise LexpilotError(f"{path}: cannot open the workspace database ({exc})") from None
+        except sqlite3.DatabaseError as exc:
+            raise LexpilotError(
+                f"{path}: not a lexpilot-batch database ({exc}); move it away or use another --root"
+            ) from None
+        self._depth = 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic unit of state change; nested uses join the outer transaction."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield self.db
+            finally:
+                self._depth -= 1
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        else:
+            self.db.execute("COMMIT")
+        finally:
+            self._depth = 0
+
+    def meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,109 @@
+"""A workspace: the folder holding requests/, responses/, state/ and runs/, its lock and database.
+
+Only one process may write to a workspace at a time. The lock is an OS file lock (`filelock`:
+`fcntl` on POSIX, `msvcrt` on Windows), released by the OS when its holder dies, so a killed
+process never leaves the workspace locked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import uuid
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
+from lexpilot_batch.store import DB_NAME, Store
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def slug(text: str, length: int = 40) -> str:
+    """A filesystem-safe name (also on Windows) that stays unique through a short hash."""
+    readable = _UNSAFE.sub("-", text).strip(".-")[:length] or "x"
+    return f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write a whole file or nothing: a crash leaves the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class Workspace:
+    """An open workspace. Use as a context manager; `writable=True` takes the writer lock."""
+
+    def __init__(self, root: Path | None = None, writable: bool = True) -> None:
+        self.root = Path(root if root is not None else Path.cwd()).resolve()
+        self.writable = writable
+        self.state_dir = self.root / "state"
+        self.requests_dir = self.root / "requests"
+        self.responses_dir = self.root / "responses"
+        self.runs_dir = self.root / "runs"
+        self._lock: FileLock | None = None
+        self.store: Store | None = None
+
+    def __enter__(self) -> Workspace:
+        if self.root.exists() and not self.root.is_dir():
+            raise LexpilotError(f"{self.root}: --root must be a folder")
+        if not self.writable and not (self.state_dir / DB_NAME).exists():
+            raise LexpilotError(
+                f"{self.root}: no lexpilot-batch workspace here (no state/{DB_NAME}); "
+                "run `lexpilot-batch prepare` first or pass --root"
+            )
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.writable:
+            self._lock = FileLock(str(self.state_dir / "writer.lock"), timeout=0)
+            try:
+                self._lock.acquire()
+            except Timeout:
+                raise WorkspaceBusy(
+                    f"{self.root}: another lexpilot-batch command is writing to this workspace; "
+                    "wait for it to finish (or stop it) and run this command again"
+                ) from None
+        try:
+            self.store = Store(self.state_dir / DB_NAME)
+            if self.writable and self.store.meta("workspace_id") is None:
+                self.store.set_meta("workspace_id", uuid.uuid4().hex)
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    @property
+    def db(self) -> Store:
+        assert self.store is not None, "workspace not open"
+        return self.store
+
+    @property
+    def workspace_id(self) -> str:
+        return self.db.meta("workspace_id") or ""
+
+    def wave_dir(self, kind: str, wave: int) -> Path:
+        base = self.requests_dir if kind == "requests" else self.responses_dir
+        return base / f"w{wave:04d}"
+
+    def path(self, relative: str) -> Path:
+        return self.root / Path(*relative.split("/"))
+
+    def relative(self, path: Path) -> str:
+        return path.resolve().relative_to(self.root).as_posix()

@@ -1,0 +1,57 @@
+"""Shared drivers for engine tests: a workspace, a simulated session, a loop to the end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lexpilot_batch.config import Settings
+from lexpilot_batch.engine import ProviderOptions, Session, poll_and_advance, prepare
+from lexpilot_batch.workspace import Workspace
+
+
+def open_session(ws: Workspace, faults: str | None = None, **options) -> Session:
+    return Session(ws, ProviderOptions(provider="simulated", sim_faults=faults or "", **options))
+
+
+def prepare_runs(ws: Workspace, session: Session, stage: str = "lca", runs=("r1",), model: str = "sim-eval",
+                 speculate: bool = False, limit: int | None = None, settings: Settings | None = None,
+                 dataset: Path | None = None):
+    return prepare(
+        ws, session, stage=stage, run_ids=list(runs), model=model, settings=settings or Settings(),
+        dataset_path=dataset, categories_path=None, limit=limit, prompts_path=None, speculate=speculate,
+    )
+
+
+def finish(ws: Workspace, session: Session, max_rounds: int = 400) -> dict[str, int]:
+    """Submit and poll until nothing is left; fail loudly instead of looping forever."""
+    for _ in range(max_rounds):
+        left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
+        if left["in_flight"] == 0 and left["unsubmitted"] == 0:
+            return left
+        import time
+
+        time.sleep(0.02)
+    raise AssertionError("the workspace did not finish")
+
+
+def records(ws: Workspace) -> dict[tuple, dict]:
+    """Every finished record by (run id, model, task, case index, variant)."""
+    out = {}
+    for r in ws.db.db.execute(
+        "SELECT runs.run_id, runs.model, t.task, t.case_idx, t.variant, t.record FROM threads t"
+        " JOIN runs ON runs.pk = t.run_pk WHERE t.status = 'done'"
+    ):
+        out[(r["run_id"], r["model"], r["task"], r["case_idx"], r["variant"])] = json.loads(r["record"])
+    return out
+
+
+def thread_counts(ws: Workspace) -> dict[str, int]:
+    return {
+        r["status"]: r["n"]
+        for r in ws.db.db.execute("SELECT status, COUNT(*) AS n FROM threads GROUP BY status")
+    }
+
+
+def wave_count(ws: Workspace) -> int:
+    return ws.db.db.execute("SELECT COUNT(*) FROM waves").fetchone()[0]

@@ -1,0 +1,209 @@
+"""The wave engine end to end against the simulated provider over real HTTP."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from engine_helpers import finish, open_session, prepare_runs, records, thread_counts, wave_count
+
+from lexpilot_batch import prompts, status
+from lexpilot_batch.batches import batch_tag
+from lexpilot_batch.config import Settings
+from lexpilot_batch.data import load_dataset
+from lexpilot_batch.engine import submit
+from lexpilot_batch.errors import ManifestMismatch, WorkspaceBusy
+from lexpilot_batch.workspace import Workspace
+
+
+@pytest.fixture
+def ws(tmp_path):
+    with Workspace(tmp_path / "ws") as workspace:
+        yield workspace
+
+
+@pytest.fixture
+def session(ws):
+    s = open_session(ws)
+    yield s
+    s.close()
+
+
+def request_lines(ws: Workspace) -> dict[str, list[dict]]:
+    out = {}
+    for path in sorted(ws.requests_dir.rglob("*.jsonl")):
+        raw = path.read_bytes()
+        assert b"\n\n" not in raw and raw.endswith(b"\n"), f"{path} has blank lines"
+        out[ws.relative(path)] = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
+    return out
+
+
+def test_lca_finishes_in_two_waves_with_valid_batch_files(ws, session):
+    result = prepare_runs(ws, session, stage="lca")
+    assert result.compiled.wave == 1
+    n_cases = len(load_dataset(None).cases)
+    assert result.compiled.requests == 2 * n_cases
+    finish(ws, session)
+
+    assert wave_count(ws) == 2
+    assert thread_counts(ws) == {"done": 2 * n_cases}
+    recs = records(ws)
+    assert {r["label"] for r in recs.values()} <= {"judgment", "clarification"}
+    assert {r["history_type"] for r in recs.values()} == {"complete", "underspecified"}
+
+    files = request_lines(ws)
+    ids = [line["custom_id"] for lines in files.values() for line in lines]
+    assert len(ids) == len(set(ids))
+    assert all(len(i) <= 64 and i.isascii() for i in ids)
+    for path, lines in files.items():
+        assert len({line["body"]["model"] for line in lines}) == 1, path
+        assert all(line["url"] == "/v1/chat/completions" and line["method"] == "POST" for line in lines)
+        assert all(len(line["body"]["messages"]) == 1 and line["body"]["n"] == 1 for line in lines)
+
+
+def test_eval_files_never_contain_hidden_facts(ws, session):
+    prepare_runs(ws, session, stage="all")
+    finish(ws, session)
+    dataset = load_dataset(None)
+    hidden = set()
+    for case in dataset.cases:
+        rendered = prompts.render_key_details(case.key_details)
+        hidden |= {line.strip("- 【】") for line in rendered.splitlines() if len(line.strip("- 【】")) >= 8}
+    # The User Model's replies tell the lawyer facts, by design; everything else must not.
+    replies = [r[0] for r in ws.db.db.execute("SELECT text FROM requests WHERE role = 'user' AND text IS NOT NULL")]
+    assert any(h in reply for reply in replies for h in hidden), "control: replies should reveal facts"
+    eval_files = {p: lines for p, lines in request_lines(ws).items() if "eval" in p.split("/")[-1].split("__")[0]}
+    assert len(eval_files) >= 3
+    for path, lines in eval_files.items():
+        text = "\n".join(line["body"]["messages"][0]["content"] for line in lines)
+        for reply in replies:
+            text = text.replace(reply, "")
+        leaked = [h for h in hidden if h in text]
+        assert not leaked, f"{path} leaks hidden facts: {leaked[:3]}"
+
+
+def test_running_again_sends_nothing(ws, session):
+    prepare_runs(ws, session, stage="lca")
+    finish(ws, session)
+    before = ws.db.db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
+    again = prepare_runs(ws, session, stage="lca")
+    assert not again.compiled.compiled and again.new_threads == 0
+    finish(ws, session)
+    assert ws.db.db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == before
+    assert wave_count(ws) == 2
+
+
+def test_prepare_twice_before_submit_compiles_the_same_wave(ws, session):
+    first = prepare_runs(ws, session, stage="lca")
+    files_before = request_lines(ws)
+    second = prepare_runs(ws, session, stage="lca")
+    assert second.compiled.wave == first.compiled.wave == 1
+    assert request_lines(ws) == files_before
+    # A second run joins the same wave and the same file: one batch per model per wave.
+    third = prepare_runs(ws, session, stage="lca", runs=("r2",))
+    assert third.compiled.wave == 1 and third.compiled.requests == 2 * first.compiled.requests
+    assert len(request_lines(ws)) == 1
+
+
+def test_changed_settings_are_refused_naming_the_difference(ws, session):
+    prepare_runs(ws, session, stage="lca")
+    with pytest.raises(ManifestMismatch) as err:
+        prepare_runs(ws, session, stage="lca", settings=replace(Settings(), temperature=0.3))
+    assert "settings.temperature" in str(err.value) and "new --run-id" in str(err.value)
+    with pytest.raises(ManifestMismatch) as err:
+        prepare_runs(ws, session, stage="lca", limit=3)
+    assert "case_ids" in str(err.value)
+
+
+def test_manifest_file_written_without_keys(ws, session, monkeypatch):
+    prepare_runs(ws, session, stage="lca")
+    manifests = list(ws.runs_dir.rglob("manifest.json"))
+    assert len(manifests) == 1
+    manifest = json.loads(manifests[0].read_text(encoding="utf-8"))
+    assert manifest["run_id"] == "r1" and manifest["endpoints"]["eval"] == "simulated"
+    assert len(manifest["dataset_sha256"]) == 64 and manifest["case_ids"]
+
+
+def test_second_writer_is_refused(ws):
+    with pytest.raises(WorkspaceBusy):
+        with Workspace(ws.root):
+            pass
+    with Workspace(ws.root, writable=False) as reader:  # readers are welcome
+        assert reader.db.meta("workspace_id") == ws.workspace_id
+
+
+def test_sharding_respects_request_limit(ws):
+    session = open_session(ws, max_requests=5)
+    try:
+        result = prepare_runs(ws, session, stage="lca")
+        files = request_lines(ws)
+        assert len(files) == -(-result.compiled.requests // 5)
+        assert all(len(lines) <= 5 for lines in files.values())
+        finish(ws, session)
+        assert thread_counts(ws) == {"done": result.compiled.requests}
+    finally:
+        session.close()
+
+
+def test_crash_between_batch_create_and_commit_adopts_the_batch(ws, session, monkeypatch):
+    prepare_runs(ws, session, stage="lca")
+    import lexpilot_batch.batches as batches
+
+    real_set = batches._set
+
+    def dying_set(ws_, pk, **values):
+        if values.get("status") == "submitted":
+            raise KeyboardInterrupt  # killed right after the provider created the batch
+        real_set(ws_, pk, **values)
+
+    monkeypatch.setattr(batches, "_set", dying_set)
+    with pytest.raises(KeyboardInterrupt):
+        submit(ws, session)
+    monkeypatch.setattr(batches, "_set", real_set)
+    row = dict(ws.db.db.execute("SELECT * FROM files").fetchone())
+    assert row["status"] == "creating"
+    result = submit(ws, session)
+    assert result.adopted == [row["path"]]
+    backend = session.backend_for("eval")
+    tag = batch_tag(ws, row)
+    matching = [b for b in backend.client.batches.list(limit=100) if (b.metadata or {}) == tag]
+    assert len(matching) == 1
+    finish(ws, session)
+    assert set(thread_counts(ws)) == {"done"}
+
+
+def test_faults_still_score_every_history_exactly_once(tmp_path):
+    faults = "line_error=0.1,truncate=0.03,malformed_judge=0.1,expire_batch=0.3,fail_batch=0.15,http_500=0.05,seed=3"
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, faults, retries=6)
+        try:
+            prepare_runs(ws, session, stage="lca")
+            finish(ws, session)
+        finally:
+            session.close()
+        n_cases = len(load_dataset(None).cases)
+        assert thread_counts(ws) == {"done": 2 * n_cases}
+        answered = ws.db.db.execute(
+            "SELECT run_pk, case_idx, step, COUNT(*) AS n FROM requests WHERE status = 'answered'"
+            " GROUP BY run_pk, case_idx, step"
+        ).fetchall()
+        assert all(r["n"] == 1 for r in answered)
+        assert len(answered) == 4 * n_cases
+        info = status.collect(ws)
+        assert info["retried_requests"] > 0
+        assert sum(c["failed"] for c in info["requests"].values()) > 0
+        assert wave_count(ws) > 2
+
+
+def test_exhausted_retries_fail_the_thread_with_the_reason(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, "fail_batch=1.0,seed=1", retries=2)
+        try:
+            prepare_runs(ws, session, stage="lca", limit=2)
+            finish(ws, session)
+        finally:
+            session.close()
+        assert thread_counts(ws) == {"failed": 4}
+        reasons = [r[0] for r in ws.db.db.execute("SELECT reason FROM threads")]
+        assert all("lca." in r and "failed 2 times" in r for r in reasons)
