@@ -124,7 +124,10 @@ def poll_files(ws: Workspace, backend_for: BackendFor) -> PollResult:
         backend = backend_for(row["roles"])
         if row["status"] == "submitted":
             info = backend.retrieve(row["batch_id"])
-            result.batches.append({"path": row["path"], "status": info.status, "counts": info.request_counts})
+            result.batches.append(
+                {"wave": row["wave"], "path": row["path"], "status": info.status, "counts": info.request_counts,
+                 "requests": row["n_requests"], "elapsed": time.time() - (row["submitted_at"] or time.time())}
+            )
             if not info.terminal:
                 _set(ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts))
                 result.in_flight += 1

@@ -39,7 +39,6 @@ class _Typer(typer.Typer):
 
 app = _Typer(
     name="lexpilot-batch",
-    help="Run the LexPilot legal-consultation benchmark through provider Batch APIs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -278,28 +277,53 @@ def submit(
 
 
 def _progress_printer():
+    """One tqdm bar per wave over its requests' provider counts, and a summary line per step."""
+    from tqdm import tqdm
+
+    state: dict = {"bar": None, "wave": None}
+
+    def close_bar() -> None:
+        if state["bar"] is not None:
+            state["bar"].close()
+            state["bar"] = None
+
     def on_round(outcome, left) -> None:
         poll = outcome.poll
-        for b in poll.batches:
-            c = b["counts"] or {}
-            typer.echo(
-                f"  {b['path']}: {b['status']} {c.get('completed', 0)}+{c.get('failed', 0)}/{c.get('total', '?')}"
-            )
+        if poll.batches:
+            wave = poll.batches[0]["wave"]
+            total = sum((b["counts"] or {}).get("total") or b["requests"] for b in poll.batches)
+            done = sum((b["counts"] or {}).get("completed", 0) + (b["counts"] or {}).get("failed", 0)
+                       for b in poll.batches)
+            if state["wave"] != wave:
+                close_bar()
+                state["bar"] = tqdm(total=total, desc=f"wave {wave}", unit="req", dynamic_ncols=True)
+                state["wave"] = wave
+            bar = state["bar"]
+            bar.total = total
+            bar.n = done
+            statuses = ", ".join(f"{b['path'].rsplit('/', 1)[-1].split('__')[0]}:{b['status']}"
+                                 for b in poll.batches)
+            bar.set_postfix_str(f"{statuses} ({max(b['elapsed'] for b in poll.batches):.0f}s)")
+            bar.refresh()
         stats = poll.stats
+        say = tqdm.write
         if poll.finished:
-            typer.echo(
+            close_bar()
+            say(
                 f"Ingested {len(poll.finished)} batch(es): {stats.answered} answered, {stats.failed} failed"
                 + (f", {stats.missing} missing" if stats.missing else "")
                 + (f", {len(stats.anomalies)} anomalies" if stats.anomalies else "")
             )
             for a in stats.anomalies[:5]:
-                typer.echo(f"    {a}")
+                say(f"    {a}")
         compiled = outcome.compiled
         if compiled is not None and compiled.compiled:
-            typer.echo(f"Wave {compiled.wave}: {compiled.requests} requests compiled; "
-                       f"{compiled.done} threads finished, {compiled.failed} failed.")
+            say(f"Wave {compiled.wave}: {compiled.requests} requests compiled in {len(compiled.files)} file(s); "
+                f"{compiled.done} threads finished, {compiled.failed} failed.")
         elif compiled is not None and (compiled.done or compiled.failed):
-            typer.echo(f"{compiled.done} threads finished, {compiled.failed} failed.")
+            say(f"{compiled.done} threads finished, {compiled.failed} failed.")
+        if left["in_flight"] == 0:
+            close_bar()
 
     return on_round
 
@@ -474,12 +498,27 @@ def run(
 
 
 @app.command()
-def export() -> None:
-    """Write the records in the original benchmark code's result-file layout.
+def export(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the result files into.", file_okay=False)],
+    layout: Annotated[str, typer.Option("--layout", help="Only 'seed': the original code's file layout.")] = "seed",
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Only this run id.")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", help="Only this evaluated model.")] = None,
+    root: RootOpt = None,
+) -> None:
+    """Write finished records in the original benchmark code's result-file layout.
+
+    Writes runs/, AwN_gen/, Force_ask_gen/, Force_judge_gen/ and eval_results/ under --out.
 
     Example: lexpilot-batch export --layout seed --out results/
     """
-    _not_yet("export")
+    from lexpilot_batch.export import export_seed
+    from lexpilot_batch.workspace import Workspace
+
+    if layout != "seed":
+        raise LexpilotError("--layout must be 'seed' (the original benchmark code's result files)")
+    with Workspace(root, writable=False) as ws:
+        written = export_seed(ws, out, run_id, model)
+    typer.echo(f"Wrote {len(written)} file(s) under {out}.")
 
 
 @app.command()

@@ -42,8 +42,15 @@ class _VerdictsAnswer(BaseModel):
 
 
 def strip_reasoning(text: str) -> str:
-    """The answer without a `<think>...</think>` block (closed or left open at the start)."""
+    """The answer without a `<think>...</think>` block (closed or left open at the start).
+
+    A closing tag without its opening one is also a thought: chat templates that force thinking
+    put `<think>` in the prompt, so the output begins mid-thought and only what follows the last
+    `</think>` is the answer.
+    """
     text = _THINK.sub("", text)
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
     if text.lstrip().startswith("<think>"):
         # An unclosed block means the model never got to its answer.
         return ""

@@ -246,15 +246,31 @@ def template_slots(template: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(template) if name is not None}
 
 
+def _decorated_slots(template: str) -> list[str]:
+    """Slots written with a conversion or format spec (`{history!r}`, `{history:>9}`).
+
+    Such a slot either fails only when the template is filled, deep inside a run, or silently
+    alters the text it receives (`!r` turns the history's newlines into `\\n`).
+    """
+    return [
+        "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+        for _, name, spec, conv in string.Formatter().parse(template)
+        if name is not None and (conv or spec)
+    ]
+
+
 def load_templates(path: Path | None) -> dict[str, str]:
     """The default templates, with any given in the JSON object at `path` replacing theirs."""
     templates = dict(DEFAULT_TEMPLATES)
     if path is None:
         return templates
     try:
-        overrides = json.loads(Path(path).read_text(encoding="utf-8"))
+        # utf-8-sig: as for the dataset, a byte-order mark from a Windows editor is fine.
+        overrides = json.loads(Path(path).read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise DataError(f"{path}: prompts file not found") from None
+    except OSError as exc:
+        raise DataError(f"{path}: prompts file cannot be read ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(f"{path}: not a UTF-8 JSON file ({exc}); see README 'Prompts'") from None
     if not isinstance(overrides, dict):
@@ -269,9 +285,15 @@ def load_templates(path: Path | None) -> dict[str, str]:
             continue
         try:
             found = template_slots(text)
+            decorated = _decorated_slots(text)
         except ValueError as exc:
             problems.append(f"{name}: bad braces ({exc}); write literal braces as {{{{ and }}}}")
             continue
+        if decorated:
+            problems.append(
+                f"{name}: slot(s) {', '.join(decorated)} carry a conversion or format spec; "
+                "write slots plainly, e.g. {history}"
+            )
         missing, extra = SLOTS[name] - found, found - SLOTS[name]
         if missing:
             problems.append(f"{name}: missing slot(s) {', '.join('{' + s + '}' for s in sorted(missing))}")

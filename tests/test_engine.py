@@ -207,3 +207,40 @@ def test_exhausted_retries_fail_the_thread_with_the_reason(tmp_path):
         assert thread_counts(ws) == {"failed": 4}
         reasons = [r[0] for r in ws.db.db.execute("SELECT reason FROM threads")]
         assert all("lca." in r and "failed 2 times" in r for r in reasons)
+
+
+@pytest.mark.parametrize("speculate,max_waves", [(False, 11), (True, 8)])
+def test_whole_benchmark_two_models_several_runs_within_the_wave_budget(tmp_path, speculate, max_waves):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            for model in ("sim-a", "sim-b"):
+                prepare_runs(ws, session, stage="all", runs=("r1", "r2", "r3"), model=model, speculate=speculate)
+            finish(ws, session)
+        finally:
+            session.close()
+        info = status.collect(ws)
+        assert info["waves"] == wave_count(ws) <= max_waves
+        assert all(c["in_flight"] == 0 and c["failed"] == 0 for r in info["runs"] for c in r["tasks"].values())
+        assert len(info["runs"]) == 6 and all(len(r["tasks"]) == 5 for r in info["runs"])
+        # One batch per (endpoint, model) per wave, whatever the number of runs and tasks.
+        per_wave = ws.db.db.execute("SELECT wave, model, COUNT(*) AS n FROM files GROUP BY wave, model").fetchall()
+        assert all(r["n"] == 1 for r in per_wave)
+        discarded = sum(c["discarded"] for c in info["requests"].values())
+        assert (discarded > 0) == speculate
+
+
+def test_speculation_changes_no_record(tmp_path):
+    outcomes = []
+    for speculate in (False, True):
+        with Workspace(tmp_path / f"ws{speculate}") as ws:
+            session = open_session(ws)
+            try:
+                prepare_runs(ws, session, stage="ljp-interaction", speculate=speculate)
+                finish(ws, session)
+            finally:
+                session.close()
+            outcomes.append(records(ws))
+    assert outcomes[0] == outcomes[1]
+    stops = {r["stop_reason"] for r in outcomes[0].values()}
+    assert "judgment_round_1" in stops and len(stops) >= 3
