@@ -1,0 +1,23 @@
+"""The simulated provider: a loopback HTTP server speaking the OpenAI Files + Batches routes.
+
+It lets the whole product, and every test, run offline through the real `openai` SDK, with
+deterministic simulated eval, user and judge models and switchable faults. Modules:
+
+- `server`: HTTP routing, the loopback-only `SimulatedServer`, `serve_forever`
+- `api`: what each route does
+- `batches`: input validation, the simulated run, the batch lifecycle over time
+- `completions`: chat.completion bodies with usage, truncation and malformed judge output
+- `models`: the simulated roles, recognised from the prompt
+- `faults`: the fault spec (`parse_faults`) and its deterministic dice
+- `store`: the persisted state folder
+
+    with SimulatedServer(Path("sim-state"), parse_faults("line_error=0.05")) as server:
+        client = OpenAI(base_url=server.base_url, api_key="anything")
+"""
+
+from __future__ import annotations
+
+from lexpilot_batch.simulated.faults import Faults, FaultSpecError, parse_faults
+from lexpilot_batch.simulated.server import SimulatedServer, serve_forever
+
+__all__ = ["Faults", "FaultSpecError", "SimulatedServer", "parse_faults", "serve_forever"]

@@ -1,0 +1,207 @@
+"""What each simulated OpenAI route does, apart from HTTP: arguments in, JSON-able objects out.
+
+Failures raise `ApiError` with the status, type, param and code the real API would use (404 for
+unknown ids, 400 for bad requests); `server.py` turns them into responses.
+"""
+
+from __future__ import annotations
+
+import uuid
+from email import policy
+from email.parser import BytesParser
+from typing import Any
+
+from lexpilot_batch.simulated import batches, completions
+from lexpilot_batch.simulated.errors import ApiError, bad_request, not_found
+from lexpilot_batch.simulated.faults import Faults, draw
+from lexpilot_batch.simulated.models import JUDGE_KINDS
+from lexpilot_batch.simulated.store import Store
+
+MAX_FILE_BYTES = 200 * 1024 * 1024
+UPLOAD_PURPOSES = ("batch",)  # the only purpose this provider simulates
+
+
+class Api:
+    """The routes of one simulated provider over one state folder."""
+
+    def __init__(self, store: Store, faults: Faults, seed: int) -> None:
+        self.store = store
+        self.faults = faults
+        self.seed = seed
+
+    # --- files -------------------------------------------------------------------------------
+
+    def upload_file(self, content_type: str, body: bytes) -> dict[str, Any]:
+        fields, file_part = _parse_multipart(content_type, body)
+        purpose = fields.get("purpose")
+        if not purpose:
+            raise _missing("purpose")
+        if purpose not in UPLOAD_PURPOSES:
+            raise bad_request(
+                f"'{purpose}' is not a supported purpose here; the simulated provider accepts only 'batch'.",
+                "purpose",
+            )
+        if file_part is None:
+            raise _missing("file")
+        filename, data = file_part
+        if not filename.endswith(".jsonl"):
+            raise bad_request(
+                f"Invalid file format for Batch API ('{filename}'). Must be .jsonl",
+                "file",
+                "invalid_file_format",
+            )
+        if len(data) > MAX_FILE_BYTES:
+            raise bad_request(f"File is larger than {MAX_FILE_BYTES} bytes.", "file", "file_too_large")
+        return self.store.add_file(data, filename, purpose)
+
+    def _file(self, file_id: str) -> dict[str, Any]:
+        obj = self.store.get_file(file_id)
+        if obj is None:
+            raise not_found(f"No such File object: {file_id}")
+        return obj
+
+    def retrieve_file(self, file_id: str) -> dict[str, Any]:
+        return self._file(file_id)
+
+    def file_content(self, file_id: str) -> bytes:
+        self._file(file_id)
+        return self.store.file_bytes(file_id)
+
+    def delete_file(self, file_id: str) -> dict[str, Any]:
+        if not self.store.delete_file(file_id):
+            raise not_found(f"No such File object: {file_id}")
+        return {"id": file_id, "object": "file", "deleted": True}
+
+    def list_files(self, query: dict[str, str]) -> dict[str, Any]:
+        files = sorted(self.store.list_files(), key=lambda f: (f["created_at"], f["id"]), reverse=True)
+        if query.get("order") == "asc":
+            files.reverse()
+        if query.get("purpose"):
+            files = [f for f in files if f["purpose"] == query["purpose"]]
+        return _page(files, query, default_limit=10_000, max_limit=10_000)
+
+    # --- batches -----------------------------------------------------------------------------
+
+    def create_batch(self, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise bad_request("The request body must be a JSON object.")
+        for name in ("input_file_id", "endpoint", "completion_window"):
+            if not body.get(name):
+                raise _missing(name)
+        if body["endpoint"] != batches.ENDPOINT:
+            raise bad_request(
+                f"Unsupported endpoint '{body['endpoint']}': "
+                f"the simulated provider runs {batches.ENDPOINT} only.",
+                "endpoint",
+            )
+        if body["completion_window"] != batches.COMPLETION_WINDOW:
+            raise bad_request("completion_window must be '24h'.", "completion_window")
+        metadata = batches.check_metadata(body.get("metadata"))
+        source = self.store.get_file(body["input_file_id"])
+        if source is None:
+            raise not_found(f"No such File object: {body['input_file_id']}", "input_file_id")
+        if source["purpose"] != "batch":
+            raise bad_request(
+                f"File {source['id']} has purpose '{source['purpose']}'; "
+                "a batch input needs purpose 'batch'.",
+                "input_file_id",
+            )
+        record = batches.create(
+            self.store,
+            input_file_id=source["id"],
+            endpoint=body["endpoint"],
+            metadata=metadata,
+            seed=self.seed,
+            faults=self.faults,
+        )
+        return dict(record["batch"])
+
+    def _batch(self, batch_id: str) -> dict[str, Any]:
+        record = self.store.get_batch(batch_id)
+        if record is None:
+            raise not_found(f"No batch found with id '{batch_id}'.")
+        return record
+
+    def retrieve_batch(self, batch_id: str) -> dict[str, Any]:
+        return batches.current(self.store, self._batch(batch_id))
+
+    def cancel_batch(self, batch_id: str) -> dict[str, Any]:
+        return batches.cancel(self.store, self._batch(batch_id))
+
+    def list_batches(self, query: dict[str, str]) -> dict[str, Any]:
+        objects = [batches.current(self.store, r) for r in self.store.batches_newest_first()]
+        return _page(objects, query, default_limit=20, max_limit=100)
+
+    # --- synchronous chat --------------------------------------------------------------------
+
+    def chat_completion(self, body: Any) -> dict[str, Any]:
+        # No custom_id here: content faults are drawn per call, like the HTTP faults.
+        call = uuid.uuid4().hex
+        kind = completions.kind_of(body)
+        return completions.complete(
+            body,
+            self.seed,
+            key=call,
+            truncate=draw(self.faults.seed, "truncate", call) < self.faults.truncate,
+            malformed=kind in JUDGE_KINDS
+            and draw(self.faults.seed, "malformed", call) < self.faults.malformed_judge,
+        )
+
+
+def _missing(name: str) -> ApiError:
+    return bad_request(f"Missing required parameter: '{name}'.", name, "missing_required_parameter")
+
+
+def _page(
+    objects: list[dict[str, Any]], query: dict[str, str], default_limit: int, max_limit: int
+) -> dict[str, Any]:
+    """A cursor page: the objects after the `after` id, at most `limit` of them."""
+    raw = query.get("limit")
+    try:
+        limit = default_limit if raw is None else int(raw)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= max_limit:
+        raise bad_request(f"limit must be an integer between 1 and {max_limit}.", "limit")
+    after = query.get("after")
+    if after:
+        ids = [o["id"] for o in objects]
+        if after not in ids:
+            raise bad_request(f"No object found with id '{after}' for the 'after' cursor.", "after")
+        objects = objects[ids.index(after) + 1 :]
+    data = objects[:limit]
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": len(objects) > limit,
+    }
+
+
+def _parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[str, bytes] | None]:
+    """The text fields and the (filename, bytes) of the `file` field of a form upload.
+
+    The stdlib email parser reads multipart/form-data byte-exactly (the `cgi` module is gone
+    in Python 3.13).
+    """
+    if not content_type.lower().startswith("multipart/form-data") or "boundary=" not in content_type:
+        raise bad_request("Uploads must be multipart/form-data.", "file", "invalid_content_type")
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
+    message = BytesParser(policy=policy.HTTP).parsebytes(head + body)
+    if not message.is_multipart():
+        raise bad_request("Could not parse the multipart form.", "file", "invalid_content_type")
+    fields: dict[str, str] = {}
+    file_part: tuple[str, bytes] | None = None
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True) or b""
+        filename = part.get_filename()
+        if name == "file":
+            if filename is None:
+                raise bad_request("The 'file' field must carry a filename.", "file")
+            file_part = (filename, data)
+        elif isinstance(name, str):
+            fields[name] = data.decode("utf-8", errors="replace")
+    return fields, file_part
+

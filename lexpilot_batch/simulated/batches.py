@@ -1,0 +1,461 @@
+"""A simulated batch: input validation, the simulated run, and its lifecycle over time.
+
+At creation the input file is validated like the real service does (each bad line becomes an
+`errors.data` entry naming the 1-based line) and, when it is valid, every request is answered at
+once into a private results file, in a shuffled processing order. What a client then sees is a
+pure function of the stored record and the wall clock:
+
+    validating -> in_progress -> finalizing -> completed       (latency L: 10% / 80% / 10% of L)
+    validating -> failed                                       (bad input, or the fail_batch fault)
+    validating -> in_progress -> expired                       (expire_batch fault: part done)
+    ... -> cancelling -> cancelled                             (after a cancel request)
+
+`request_counts` advance with time while in progress. When a batch first reaches a terminal state
+its output and error files are written with ids derived from the batch id, so finalising again
+after a crash or a restart rewrites the same files instead of orphaning them. Because nothing
+depends on the server's memory, a batch created before a restart finishes after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import time
+from typing import Any
+
+from lexpilot_batch.simulated import completions
+from lexpilot_batch.simulated.errors import ApiError, bad_request
+from lexpilot_batch.simulated.faults import Faults, draw
+from lexpilot_batch.simulated.models import JUDGE_KINDS
+from lexpilot_batch.simulated.store import Store
+
+ENDPOINT = "/v1/chat/completions"
+COMPLETION_WINDOW = "24h"
+WINDOW_SECONDS = 24 * 3600
+MAX_REQUESTS = 50_000
+CANCEL_SECONDS = 0.2  # how long `cancelling` lasts
+TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+def _error(code: str, message: str, line: int | None = None, param: str | None = None) -> dict[str, Any]:
+    return {"code": code, "line": line, "message": message, "param": param}
+
+
+# --- validation ---------------------------------------------------------------------------------
+
+
+def validate_input(
+    data: bytes, endpoint: str
+) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
+    """The requests, their one model, and the validation errors (each naming its 1-based line)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return [], None, [_error("invalid_file_format", "The input file is not valid UTF-8 text.")]
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    if not any(line.strip() for line in lines):
+        return [], None, [_error("empty_file", "The batch input file is empty.")]
+    if len(lines) > MAX_REQUESTS:
+        return [], None, [
+            _error(
+                "too_many_requests",
+                f"The batch input file has {len(lines)} requests; the maximum is {MAX_REQUESTS}.",
+            )
+        ]
+    requests: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    model: str | None = None
+    for number, raw in enumerate(lines, 1):
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            errors.append(_error("invalid_json_line", "This line is not parseable as valid JSON.", number))
+            continue
+        missing = [f for f in ("custom_id", "method", "url", "body") if f not in obj]
+        if missing:
+            errors.append(
+                _error(
+                    "missing_required_parameter",
+                    f"Missing required parameter: '{missing[0]}'.",
+                    number,
+                    missing[0],
+                )
+            )
+            continue
+        problem = _line_problem(obj, endpoint, seen, model, number)
+        if problem:
+            errors.append(problem)
+            continue
+        seen.add(obj["custom_id"])
+        model = model or obj["body"]["model"]
+        requests.append(obj)
+    return requests, model, errors
+
+
+def _line_problem(
+    obj: dict[str, Any], endpoint: str, seen: set[str], model: str | None, number: int
+) -> dict[str, Any] | None:
+    custom_id, body = obj["custom_id"], obj["body"]
+    if not isinstance(custom_id, str) or not custom_id:
+        return _error("invalid_value", "custom_id must be a non-empty string.", number, "custom_id")
+    if custom_id in seen:
+        return _error(
+            "duplicate_custom_id",
+            "The custom_id for this request is a duplicate of another request. "
+            "The custom_id parameter must be unique for each request in a batch.",
+            number,
+            "custom_id",
+        )
+    if obj["method"] != "POST":
+        return _error("invalid_value", "Only the POST method is supported.", number, "method")
+    if obj["url"] != endpoint:
+        return _error(
+            "invalid_url",
+            f"The URL provided for this request does not match the batch endpoint {endpoint}.",
+            number,
+            "url",
+        )
+    if not isinstance(body, dict):
+        return _error("invalid_value", "body must be a JSON object.", number, "body")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return _error(
+            "missing_required_parameter", "Missing required parameter: 'body.model'.", number, "body.model"
+        )
+    if model is not None and body["model"] != model:
+        return _error(
+            "mismatched_model",
+            f"The provided model '{body['model']}' does not match the model '{model}' of the "
+            "previous lines. All requests in a batch must use the same model.",
+            number,
+            "body.model",
+        )
+    return None
+
+
+# --- the simulated run --------------------------------------------------------------------------
+
+
+def _hex(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode("utf-8")).hexdigest()
+
+
+def run_request(
+    request: dict[str, Any], batch_id: str, seed: int, faults: Faults, created: int
+) -> dict[str, Any]:
+    """One output/error-file line for one input request; faults drawn per custom_id."""
+    custom_id = request["custom_id"]
+    line: dict[str, Any] = {"id": "batch_req_" + _hex("req", batch_id, custom_id)[:32]}
+    line["custom_id"] = custom_id
+    request_id = "req_" + _hex("rid", batch_id, custom_id)[:32]
+    if draw(faults.seed, "line_error", custom_id) < faults.line_error:
+        # Both shapes seen in real error files: a bare error, or a 5xx response with an error body.
+        if draw(faults.seed, "line_error_shape", custom_id) < 0.5:
+            line.update(
+                response=None,
+                error={"code": "server_error", "message": "The server had an error processing your request."},
+            )
+        else:
+            error = {"message": "Internal server error.", "type": "server_error", "param": None, "code": None}
+            body = {"error": error}
+            line.update(response={"status_code": 500, "request_id": request_id, "body": body}, error=None)
+        return line
+    malformed = draw(faults.seed, "malformed", custom_id) < faults.malformed_judge
+    try:
+        body = completions.complete(
+            request["body"],
+            seed,
+            key=custom_id,
+            sample=custom_id,
+            truncate=draw(faults.seed, "truncate", custom_id) < faults.truncate,
+            malformed=malformed and completions.kind_of(request["body"]) in JUDGE_KINDS,
+            created=created,
+        )
+    except ApiError as exc:
+        # A request the endpoint itself rejects: a 4xx response in the error file.
+        response = {"status_code": exc.status, "request_id": request_id, "body": exc.body()}
+        line.update(response=response, error=None)
+        return line
+    line.update(response={"status_code": 200, "request_id": request_id, "body": body}, error=None)
+    return line
+
+
+def is_success(line: dict[str, Any]) -> bool:
+    response = line.get("response")
+    return bool(response) and response.get("status_code") == 200 and not line.get("error")
+
+
+# --- creation -----------------------------------------------------------------------------------
+
+
+def check_metadata(metadata: Any) -> dict[str, str] | None:
+    if metadata is None:
+        return None
+    if not isinstance(metadata, dict):
+        raise bad_request("metadata must be an object of string keys and values.", param="metadata")
+    if len(metadata) > 16:
+        raise bad_request(f"metadata has {len(metadata)} pairs; at most 16 are allowed.", param="metadata")
+    for key, value in metadata.items():
+        if not isinstance(value, str):
+            raise bad_request(f"metadata value for '{key}' must be a string.", param=f"metadata.{key}")
+        if len(key) > 64:
+            raise bad_request(f"metadata key '{key[:20]}...' is longer than 64 characters.", param="metadata")
+        if len(value) > 512:
+            raise bad_request(
+                f"metadata value for '{key}' is longer than 512 characters.", param=f"metadata.{key}"
+            )
+    return dict(metadata)
+
+
+def create(
+    store: Store,
+    *,
+    input_file_id: str,
+    endpoint: str,
+    metadata: dict[str, str] | None,
+    seed: int,
+    faults: Faults,
+) -> dict[str, Any]:
+    """Validate and run a new batch; returns its record (already persisted)."""
+    data = store.file_bytes(input_file_id)
+    digest = hashlib.sha256(data).hexdigest()
+    now = time.time()
+    batch_id = "batch_" + _hex("batch", now, digest, random.random())[:32]
+    requests, model, errors = validate_input(data, endpoint)
+    if not errors and draw(faults.seed, "fail_batch", digest) < faults.fail_batch:
+        errors = [
+            _error(
+                "token_limit_exceeded",
+                f"Enqueued token limit reached for {model} in organization org-simulated. "
+                "Limit: 2,000,000 enqueued tokens. Please try submitting your batch again later.",
+            )
+        ]
+    lines: list[str] = []
+    outcomes = ""
+    fate = "failed" if errors else "completed"
+    done_target = 0
+    if not errors:
+        order = list(range(len(requests)))
+        # The real service returns lines out of input order; clients must match on custom_id.
+        random.Random(_hex("shuffle", seed, digest)).shuffle(order)
+        for i in order:
+            line = run_request(requests[i], batch_id, seed, faults, int(now))
+            lines.append(json.dumps(line, ensure_ascii=False))
+            outcomes += "o" if is_success(line) else "e"
+        done_target = len(lines)
+        if draw(faults.seed, "expire_batch", digest) < faults.expire_batch:
+            fate = "expired"
+            share = 0.3 + 0.4 * draw(faults.seed, "expire_share", digest)
+            done_target = min(len(lines) - 1, math.floor(len(lines) * share)) if len(lines) > 1 else 0
+    latency = faults.latency
+    batch = {
+        "id": batch_id,
+        "object": "batch",
+        "endpoint": endpoint,
+        "model": model,
+        "errors": None,
+        "input_file_id": input_file_id,
+        "completion_window": COMPLETION_WINDOW,
+        "status": "validating",
+        "output_file_id": None,
+        "error_file_id": None,
+        "created_at": int(now),
+        "in_progress_at": None,
+        "expires_at": int(now) + WINDOW_SECONDS,
+        "finalizing_at": None,
+        "completed_at": None,
+        "failed_at": None,
+        "expired_at": None,
+        "cancelling_at": None,
+        "cancelled_at": None,
+        "request_counts": {"total": 0, "completed": 0, "failed": 0},
+        "usage": _usage([]),
+        "metadata": metadata,
+    }
+    sim = {
+        "created": now,
+        "seq": store.next_seq(),
+        "validated": now + 0.1 * latency,
+        "finalizing": now + 0.9 * latency,
+        "end": now + latency,
+        "fate": fate,
+        "errors": errors,
+        "total": len(lines),
+        "outcomes": outcomes,
+        "done_target": done_target,
+        "cancel": None,
+        "finalized": False,
+    }
+    record = {"batch": batch, "sim": sim}
+    if lines:
+        store.write_results(batch_id, lines)
+    store.put_batch(record)
+    return record
+
+
+# --- what a client sees at a given time ---------------------------------------------------------
+
+
+def _done(sim: dict[str, Any], now: float) -> int:
+    """Requests finished by `now` while in progress: linear in time up to the target."""
+    start = sim["validated"]
+    stop = sim["end"] if sim["fate"] == "expired" else sim["finalizing"]
+    if now >= stop or stop <= start:
+        return sim["done_target"]
+    return min(sim["done_target"], math.floor(sim["done_target"] * max(0.0, now - start) / (stop - start)))
+
+
+def _counts(sim: dict[str, Any], done: int) -> dict[str, int]:
+    completed = sim["outcomes"][:done].count("o")
+    return {"total": sim["total"], "completed": completed, "failed": done - completed}
+
+
+def _status(sim: dict[str, Any], now: float) -> str:
+    cancel = sim["cancel"]
+    if cancel:
+        return "cancelled" if now >= cancel["until"] else "cancelling"
+    if now < sim["validated"]:
+        return "validating"
+    if sim["fate"] == "failed":
+        return "failed"
+    if sim["fate"] == "expired":
+        return "expired" if now >= sim["end"] else "in_progress"
+    if now < sim["finalizing"]:
+        return "in_progress"
+    return "finalizing" if now < sim["end"] else "completed"
+
+
+def view(record: dict[str, Any], now: float) -> dict[str, Any]:
+    """The Batch object at time `now` (before finalisation: no output files yet)."""
+    batch, sim = dict(record["batch"]), record["sim"]
+    if sim["finalized"]:
+        return batch
+    status = _status(sim, now)
+    batch["status"] = status
+    cancelled_early = bool(sim["cancel"]) and sim["cancel"]["at"] < sim["validated"]
+    if sim["fate"] != "failed" and now >= sim["validated"] and not cancelled_early:
+        batch["in_progress_at"] = int(sim["validated"])
+    if status == "failed":
+        batch["failed_at"] = int(sim["validated"])
+        batch["errors"] = {"object": "list", "data": sim["errors"]}
+        return batch
+    if status == "validating":
+        pass  # nothing is known about the requests yet
+    elif status == "in_progress":
+        batch["request_counts"] = _counts(sim, _done(sim, now))
+    elif status in ("finalizing", "completed"):
+        batch["finalizing_at"] = int(sim["finalizing"])
+        batch["request_counts"] = _counts(sim, sim["total"])
+        if status == "completed":
+            batch["completed_at"] = int(sim["end"])
+    elif status == "expired":
+        batch["expired_at"] = int(sim["end"])
+        batch["request_counts"] = _counts(sim, sim["done_target"])
+    else:  # cancelling / cancelled
+        batch["cancelling_at"] = int(sim["cancel"]["at"])
+        batch["request_counts"] = _counts(sim, sim["cancel"]["done"])
+        if status == "cancelled":
+            batch["cancelled_at"] = int(sim["cancel"]["until"])
+    return batch
+
+
+def current(store: Store, record: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    """The Batch object now, writing its output and error files the first time it is terminal."""
+    now = time.time() if now is None else now
+    batch = view(record, now)
+    if batch["status"] not in TERMINAL or record["sim"]["finalized"]:
+        return batch
+    with store.lock:
+        # Another thread may have finalised or cancelled it meanwhile: decide on the stored record.
+        fresh = store.get_batch(batch["id"]) or record
+        batch = view(fresh, now)
+        if batch["status"] in TERMINAL and not fresh["sim"]["finalized"]:
+            return _finalize(store, fresh, batch)
+        return batch
+
+
+def _finalize(store: Store, record: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]:
+    sim = record["sim"]
+    if batch["status"] != "failed":
+        lines = [json.loads(line) for line in store.read_results(batch["id"])]
+        if batch["status"] == "completed":
+            finished = len(lines)
+        elif batch["status"] == "expired":
+            finished = sim["done_target"]
+        else:
+            finished = sim["cancel"]["done"]
+        output = [line for line in lines[:finished] if is_success(line)]
+        errors = [line for line in lines[:finished] if not is_success(line)]
+        code, message = (
+            ("batch_expired", "This request could not be executed before the completion window expired.")
+            if batch["status"] == "expired"
+            else ("batch_cancelled", "This request was not executed because the batch was cancelled.")
+        )
+        error = {"code": code, "message": message}
+        errors += [
+            {"id": line["id"], "custom_id": line["custom_id"], "response": None, "error": error}
+            for line in lines[finished:]
+        ]
+        batch["output_file_id"] = _write_lines(store, batch["id"], "output", output)
+        batch["error_file_id"] = _write_lines(store, batch["id"], "error", errors)
+        batch["request_counts"] = {
+            "total": len(lines),
+            "completed": len(output),
+            "failed": len(lines) - len(output),
+        }
+        batch["usage"] = _usage(output)
+    record = {"batch": batch, "sim": {**sim, "finalized": True}}
+    store.put_batch(record)
+    return dict(batch)
+
+
+def _write_lines(store: Store, batch_id: str, which: str, lines: list[dict[str, Any]]) -> str | None:
+    if not lines:
+        return None  # e.g. every request failed: no output file, as the real service does
+    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
+    file_id = "file-" + _hex("batch-file", batch_id, which)[:24]
+    store.add_file(data, f"{batch_id}_{which}.jsonl", "batch_output", file_id=file_id)
+    return file_id
+
+
+def _usage(output: list[dict[str, Any]]) -> dict[str, Any]:
+    usages = [line["response"]["body"].get("usage") or {} for line in output]
+
+    def total(field: str, details: str | None = None) -> int:
+        if details is None:
+            return sum(u.get(field, 0) for u in usages)
+        return sum((u.get(details) or {}).get(field, 0) for u in usages)
+
+    prompt, completion = total("prompt_tokens"), total("completion_tokens")
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": total("cached_tokens", "prompt_tokens_details")},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": total("reasoning_tokens", "completion_tokens_details")},
+        "total_tokens": prompt + completion,
+    }
+
+
+def cancel(store: Store, record: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    """Request cancellation: `cancelling` now, `cancelled` CANCEL_SECONDS later."""
+    now = time.time() if now is None else now
+    with store.lock:
+        record = store.get_batch(record["batch"]["id"]) or record
+        batch = current(store, record, now)
+        status = batch["status"]
+        if status in ("cancelling", "cancelled"):
+            return batch
+        if status in TERMINAL:
+            raise bad_request(f"Cannot cancel a batch with status '{status}'.", None, "invalid_state")
+        sim = record["sim"]
+        done = {"in_progress": _done(sim, now), "finalizing": sim["total"]}.get(status, 0)
+        request = {"at": now, "until": now + CANCEL_SECONDS, "done": done}
+        record = {**record, "sim": {**sim, "cancel": request}}
+        store.put_batch(record)
+        return view(record, now)

@@ -1,0 +1,142 @@
+"""`/v1/chat/completions` bodies: a simulated answer wrapped as a realistic chat.completion.
+
+Used by the synchronous route and by every line of a batch. The answer comes from `models`; this
+module adds the envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the
+per-request content faults: truncation (`finish_reason="length"`, content cut) and malformed judge
+JSON. Token counts are estimates (about 1.5 characters per token, which is roughly right for
+Chinese), enough for the product's usage bookkeeping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from lexpilot_batch.simulated import models
+from lexpilot_batch.simulated.errors import ApiError, bad_request
+
+CHARS_PER_TOKEN = 1.5
+
+
+def tokens(text: str) -> int:
+    return max(1, int(len(text) / CHARS_PER_TOKEN))
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: keep the text ones
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def check_body(body: Any) -> tuple[str, str]:
+    """The (model, prompt) of a chat.completions body; `ApiError` 400 when it is unusable.
+
+    The prompt is the last user message: the benchmark sends each filled template as one.
+    """
+    if not isinstance(body, dict):
+        raise bad_request("The request body must be a JSON object.", param=None)
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise bad_request("you must provide a model parameter", "model", "missing_required_parameter")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise bad_request(
+            "'messages' must be a non-empty array", param="messages", code="missing_required_parameter"
+        )
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or "role" not in message:
+            raise bad_request(f"Invalid message at messages[{i}]: a role is required.", f"messages[{i}]")
+    if body.get("stream"):
+        raise bad_request("stream=true is not supported by the simulated provider.", param="stream")
+    users = [_text_of(m.get("content")) for m in messages if m.get("role") == "user"]
+    prompt = users[-1] if users else "\n".join(_text_of(m.get("content")) for m in messages)
+    return model, prompt
+
+
+def _hex(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode("utf-8")).hexdigest()
+
+
+def complete(
+    body: Any,
+    seed: int,
+    *,
+    key: str,
+    truncate: bool = False,
+    malformed: bool = False,
+    created: int | None = None,
+    sample: str = "",
+) -> dict[str, Any]:
+    """The chat.completion for `body`; `key` makes its ids unique (a custom_id or a call id).
+
+    `truncate` cuts the answer as if `max_tokens` ran out; `malformed` (judge prompts only)
+    replaces the answer with one the judges' parsers reject.
+    """
+    model, prompt = check_body(body)
+    reply = models.respond(prompt, seed, sample=sample)
+    rng = models.rng_for(seed, f"envelope|{key}|{prompt}")
+    content = reply.content
+    reasoning = reply.reasoning
+    if malformed and reply.kind in models.JUDGE_KINDS:
+        content, reasoning = models.malformed_judge(reply.kind, prompt, rng), None
+
+    # About 3 tokens of chat framing per message, as OpenAI counts them.
+    prompt_tokens = sum(tokens(_text_of(m.get("content"))) + 3 for m in body["messages"])
+    # Judges are reasoning models in the benchmark's defaults: they think before answering.
+    reasoning_tokens = rng.randint(80, 600) if reply.kind in models.JUDGE_KINDS else 0
+    completion_tokens = tokens(content) + reasoning_tokens
+    # A provider caches the shared template prefix in 64-token blocks, on some calls only.
+    cached = (prompt_tokens // 2) // 64 * 64 if rng.random() < 0.5 else 0
+
+    finish_reason = "stop"
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    if isinstance(limit, int) and limit > 0 and completion_tokens > limit:
+        truncate = True
+    if truncate:
+        # Cut mid-answer: what a client sees when the output budget runs out.
+        keep = max(1, int(len(content) * rng.uniform(0.3, 0.7)))
+        content = content[:keep]
+        finish_reason = "length"
+        spent = limit if isinstance(limit, int) and limit > 0 else tokens(content) + reasoning_tokens
+        completion_tokens = spent
+
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None, "annotations": []}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    n = body.get("n", 1)
+    n = n if isinstance(n, int) and n > 0 else 1
+    return {
+        "id": "chatcmpl-" + _hex(seed, key, prompt)[:29],
+        "object": "chat.completion",
+        "created": int(time.time()) if created is None else created,
+        "model": model,
+        "choices": [
+            {"index": i, "message": dict(message), "logprobs": None, "finish_reason": finish_reason}
+            for i in range(n)
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens * n,
+            "total_tokens": prompt_tokens + completion_tokens * n,
+            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": reasoning_tokens * n,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        },
+        "service_tier": "default",
+        "system_fingerprint": "fp_lexsim",
+    }
+
+
+def kind_of(body: Any) -> str | None:
+    """The simulated role a body's prompt is for, or None when the body is unusable."""
+    try:
+        return models.identify_kind(check_body(body)[1])
+    except ApiError:
+        return None

@@ -1,0 +1,128 @@
+"""Switchable faults of the simulated provider, parsed from a spec string, and their dice.
+
+A spec looks like `"line_error=0.05,truncate=0.02,malformed_judge=0.1,expire_batch=0.1,
+fail_batch=0.05,http_429=0.05,http_500=0.05,latency=2,seed=7"`; every key is optional and every
+fault is off by default. `LEXPILOT_SIM_FAULTS` supplies the spec when none is given.
+
+Per-request and per-batch faults are drawn from a hash of (fault seed, kind, custom_id or batch
+input content), never from counters kept in memory: a restarted server, or a client that resubmits
+the same file after a crash, sees the same world, while a retry under a new custom_id gets a fresh
+draw. Only the HTTP 429/500 faults are drawn per call, since the SDK retries those by itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from dataclasses import dataclass, fields
+
+from lexpilot_batch.errors import ConfigError
+
+ENV_VAR = "LEXPILOT_SIM_FAULTS"
+
+PROBABILITIES = (
+    "line_error",
+    "truncate",
+    "malformed_judge",
+    "expire_batch",
+    "fail_batch",
+    "http_429",
+    "http_500",
+)
+
+
+class FaultSpecError(ConfigError, ValueError):
+    """A fault spec names an unknown key or gives a bad value."""
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Probabilities (0–1) of each fault, plus timing and the seed of the fault dice.
+
+    - `line_error`: a request lands in the error file (`server_error`, or status 500).
+    - `truncate`: a request is answered with `finish_reason="length"` and cut content.
+    - `malformed_judge`: a judge request's answer is not valid judge JSON.
+    - `expire_batch`: a batch expires with only part of its requests done.
+    - `fail_batch`: a batch fails validation (`token_limit_exceeded`).
+    - `http_429`, `http_500`: any HTTP call is answered 429 (with retry-after) or 500.
+    - `latency`: seconds from batch creation to its terminal state.
+    - `retry_after`: the wait, in seconds, that 429 and 500 answers ask for.
+    - `seed`: seed of the fault dice (independent of the simulated models' seed).
+    """
+
+    line_error: float = 0.0
+    truncate: float = 0.0
+    malformed_judge: float = 0.0
+    expire_batch: float = 0.0
+    fail_batch: float = 0.0
+    http_429: float = 0.0
+    http_500: float = 0.0
+    latency: float = 0.0
+    retry_after: float = 0.05
+    seed: int = 0
+
+    def describe(self) -> str:
+        """The spec string that reproduces these faults (only non-default keys)."""
+        default = Faults()
+        parts = [
+            f"{f.name}={getattr(self, f.name)}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+        return ",".join(parts) or "none"
+
+
+def _known() -> str:
+    return ", ".join(f.name for f in fields(Faults))
+
+
+def parse_faults(spec: str | None) -> Faults:
+    """Parse `key=value,...`; `None` means "use $LEXPILOT_SIM_FAULTS, else no faults".
+
+    Raises `FaultSpecError` (both a `LexpilotError` and a `ValueError`) naming the bad key.
+    """
+    if spec is None:
+        spec = os.environ.get(ENV_VAR, "")
+    spec = spec.strip()
+    if spec.lower() in ("", "none", "off"):
+        return Faults()
+    values: dict[str, float | int] = {}
+    for item in spec.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        key, sep, raw = item.partition("=")
+        key, raw = key.strip(), raw.strip()
+        if not sep:
+            raise FaultSpecError(f"faults spec: {item!r} is not key=value (known keys: {_known()})")
+        if key in values:
+            raise FaultSpecError(f"faults spec: key {key!r} given twice")
+        values[key] = _parse_value(key, raw)
+    return Faults(**values)  # type: ignore[arg-type]
+
+
+def _parse_value(key: str, raw: str) -> float | int:
+    if key == "seed":
+        try:
+            return int(raw)
+        except ValueError:
+            raise FaultSpecError(f"faults spec: seed={raw!r} must be an integer") from None
+    if key not in PROBABILITIES and key not in ("latency", "retry_after"):
+        raise FaultSpecError(f"faults spec: unknown key {key!r} (known keys: {_known()})")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if key in PROBABILITIES:
+        if not 0.0 <= value <= 1.0:
+            raise FaultSpecError(f"faults spec: {key}={raw!r} must be a probability between 0 and 1")
+    elif not (math.isfinite(value) and value >= 0.0):
+        raise FaultSpecError(f"faults spec: {key}={raw!r} must be a number of seconds >= 0")
+    return value
+
+
+def draw(seed: int, *parts: str) -> float:
+    """A uniform number in [0, 1) fixed by the seed and the parts (no hidden state)."""
+    digest = hashlib.sha256("|".join([str(seed), *parts]).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2.0**64

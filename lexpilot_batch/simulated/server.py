@@ -1,0 +1,353 @@
+"""The HTTP side of the simulated provider: a loopback-only server the `openai` SDK talks to.
+
+`SimulatedServer` serves the routes of `api.Api` under `/v1` from a daemon thread (stdlib
+`ThreadingHTTPServer`, HTTP/1.1 keep-alive); `serve_forever` runs one in the foreground. Every
+answer is JSON with `Content-Type: application/json` except file contents, and every failure is
+the OpenAI error body with its HTTP status. The HTTP 429/500 faults are injected here, before a
+route runs, so a faulted call never changes state and the SDK's own retry is always safe.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import random
+import re
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.simulated.api import Api
+from lexpilot_batch.simulated.errors import ApiError
+from lexpilot_batch.simulated.faults import Faults, parse_faults
+from lexpilot_batch.simulated.store import Store
+
+log = logging.getLogger(__name__)
+
+# (method, path pattern, Api method, what the Api method is given)
+_ROUTES: list[tuple[str, re.Pattern[str], str, str]] = [
+    ("POST", re.compile(r"/v1/files"), "upload_file", "multipart"),
+    ("GET", re.compile(r"/v1/files"), "list_files", "query"),
+    ("GET", re.compile(r"/v1/files/([^/]+)/content"), "file_content", "id"),
+    ("GET", re.compile(r"/v1/files/([^/]+)"), "retrieve_file", "id"),
+    ("DELETE", re.compile(r"/v1/files/([^/]+)"), "delete_file", "id"),
+    ("POST", re.compile(r"/v1/batches"), "create_batch", "json"),
+    ("GET", re.compile(r"/v1/batches"), "list_batches", "query"),
+    ("GET", re.compile(r"/v1/batches/([^/]+)"), "retrieve_batch", "id"),
+    ("POST", re.compile(r"/v1/batches/([^/]+)/cancel"), "cancel_batch", "id"),
+    ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "json"),
+]
+
+
+def check_loopback(host: str) -> str:
+    """The address to bind for `host`; refuses anything that is not a loopback address."""
+    if host.lower() == "localhost":
+        return "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        address = None
+    if address is None or not address.is_loopback:
+        raise ConfigError(
+            f"refusing to serve the simulated provider on {host!r}: it only binds a loopback "
+            "address (127.0.0.1, another 127.x.x.x, ::1 or localhost), never the network"
+        )
+    return str(address)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    sim: SimulatedServer
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self) -> None:
+        """Drop kept-alive connections, so that no old handler serves a stopped server's state."""
+        with self._open_lock:
+            open_now = list(self._open)
+        for connection in open_now:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by the client
+
+
+class _HTTPServerV6(_HTTPServer):
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: the SDK reuses connections
+    # Headers and body go out in separate writes; with Nagle on, delayed ACKs add ~40 ms to
+    # every keep-alive call.
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _read_body(self) -> bytes:
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline()
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _dispatch(self, method: str) -> None:
+        sim = self.server.sim
+        # The body is always read, even for an error answer, so keep-alive stays in step.
+        body = self._read_body()
+        path, _, raw_query = self.path.partition("?")
+        path = path.rstrip("/") or "/"
+        query = {k: v[-1] for k, v in parse_qs(raw_query).items()}
+        try:
+            route, args = self._route(method, path)
+            if not self.headers.get("Authorization", "").startswith("Bearer "):
+                raise ApiError(
+                    401,
+                    "You didn't provide an API key. Provide it in an Authorization header (Bearer KEY).",
+                    param=None,
+                    code="missing_api_key",
+                )
+            sim._record(self.headers.get("x-stainless-retry-count", "0"))
+            sim._http_fault()
+            name, style = route
+            fn: Callable[..., Any] = getattr(sim.api, name)
+            if style == "multipart":
+                result = fn(self.headers.get("Content-Type", ""), body)
+            elif style == "json":
+                result = fn(_json(body))
+            elif style == "query":
+                result = fn(query)
+            else:
+                result = fn(*args)
+        except ApiError as exc:
+            self._send(exc.status, json.dumps(exc.body()).encode("utf-8"), "application/json", exc.headers)
+            return
+        except Exception:  # a bug of ours: answer like the real service, log it for us
+            log.exception("simulated provider failed on %s %s", method, path)
+            error = ApiError(
+                500, "The server had an error while processing your request.", type="server_error"
+            )
+            self._send(500, json.dumps(error.body()).encode("utf-8"), "application/json")
+            return
+        if isinstance(result, bytes):
+            self._send(200, result, "application/octet-stream")
+        else:
+            self._send(200, json.dumps(result, ensure_ascii=False).encode("utf-8"), "application/json")
+
+    def _route(self, method: str, path: str) -> tuple[tuple[str, str], tuple[str, ...]]:
+        allowed = False
+        for route_method, pattern, name, style in _ROUTES:
+            match = pattern.fullmatch(path)
+            if match:
+                if route_method == method:
+                    return (name, style), tuple(unquote(g) for g in match.groups())
+                allowed = True
+        if allowed:
+            raise ApiError(405, f"Method {method} is not allowed on {path}.", code="method_not_allowed")
+        raise ApiError(404, f"Invalid URL ({method} {path})", param=None, code=None)
+
+    def _send(
+        self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("x-request-id", "req_" + random.getrandbits(96).to_bytes(12, "big").hex())
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ApiError(
+            400,
+            "We could not parse the JSON body of your request. The OpenAI API expects a JSON payload.",
+            param=None,
+            code=None,
+        ) from None
+
+
+class SimulatedServer:
+    """The simulated provider on a loopback port, serving from a daemon thread.
+
+    Usable as a context manager. `faults=None` reads `$LEXPILOT_SIM_FAULTS` (no faults if unset).
+    `seed` drives the simulated models and the shuffling of output files; `faults.seed` drives
+    the faults. All state lives in `state_dir`, so a new server on the same folder resumes.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        faults: Faults | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        seed: int = 0,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.faults = faults if faults is not None else parse_faults(None)
+        self.host = check_loopback(host)
+        self.port = port
+        self.seed = seed
+        self.stats: Counter[str] = Counter()  # calls, http_429, http_500, retried calls seen
+        self._lock = threading.Lock()
+        self._rng = random.Random(self.faults.seed)
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.api: Api | None = None
+
+    def start(self) -> None:
+        if self._httpd is not None:
+            return
+        self.api = Api(Store(self.state_dir), self.faults, self.seed)
+        cls = _HTTPServerV6 if ":" in self.host else _HTTPServer
+        try:
+            httpd = cls((self.host, self.port), _Handler)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {self.host}:{self.port} ({exc.strerror or exc}); choose another --port, "
+                "or 0 for any free one"
+            ) from None
+        httpd.sim = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="lexpilot-simulated", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._httpd.close_connections()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the simulated server is not started; call start() first")
+        port = self._httpd.server_address[1]
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> SimulatedServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- called by the handler ---------------------------------------------------------------
+
+    def _record(self, retry_count: str) -> None:
+        with self._lock:
+            self.stats["calls"] += 1
+            if retry_count not in ("", "0"):
+                self.stats["retried"] += 1
+
+    def _http_fault(self) -> None:
+        """Maybe answer 429 or 500 instead of running the route (drawn per call)."""
+        faults = self.faults
+        if not (faults.http_429 or faults.http_500):
+            return
+        with self._lock:
+            roll = self._rng.random()
+        wait = {
+            "retry-after": str(max(0, round(faults.retry_after))),
+            "retry-after-ms": str(int(faults.retry_after * 1000)),
+        }
+        if roll < faults.http_429:
+            with self._lock:
+                self.stats["http_429"] += 1
+            raise ApiError(
+                429,
+                "Rate limit reached for requests (simulated). Please try again shortly.",
+                type="requests",
+                code="rate_limit_exceeded",
+                headers=wait,
+            )
+        if roll < faults.http_429 + faults.http_500:
+            with self._lock:
+                self.stats["http_500"] += 1
+            # Real 500s carry no retry-after; ours do, so that retries in tests stay fast.
+            raise ApiError(
+                500,
+                "The server had an error while processing your request. Sorry about that!",
+                type="server_error",
+                headers=wait,
+            )
+
+
+def serve_forever(
+    state_dir: Path,
+    host: str,
+    port: int,
+    faults: Faults | None,
+    seed: int,
+    *,
+    url_line: bool = False,
+) -> None:
+    """Serve in the foreground until Ctrl-C, then shut down cleanly.
+
+    `url_line` first prints the bare base URL on a line of its own (for a parent process).
+    """
+    server = SimulatedServer(state_dir, faults=faults, host=host, port=port, seed=seed)
+    server.start()
+    try:
+        if url_line:
+            print(server.base_url, flush=True)
+        print(f"Simulated provider at {server.base_url} (state in {state_dir}); Ctrl-C to stop", flush=True)
+        if server.faults != Faults():
+            print(f"Faults: {server.faults.describe()}", flush=True)
+        while True:
+            time.sleep(0.5)  # interruptible by Ctrl-C on every platform, unlike Event.wait()
+    except KeyboardInterrupt:
+        print("Stopping the simulated provider.", file=sys.stderr, flush=True)
+    finally:
+        server.stop()

@@ -1,0 +1,158 @@
+"""The simulated provider's persisted state: uploaded and generated files, and batch records.
+
+Layout of the state folder (every write is a temp file + `os.replace`, so a crash leaves the old
+or the new version of a file, never half of one):
+
+    files/<file_id>.json           the FileObject
+    files/<file_id>.data           the file's bytes (written before its FileObject)
+    batches/<batch_id>.json        {"batch": Batch object as last persisted, "sim": timeline}
+    batches/<batch_id>.results     the simulated result lines, in processing order
+
+Everything is loaded into memory when the store opens, so a server restarted on the same folder
+knows every file and batch. One lock serialises writers inside a process; two servers on one
+folder are not supported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+_REPLACE_TRIES = 20  # Windows refuses os.replace while a reader holds the target open
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    for attempt in range(_REPLACE_TRIES):
+        try:
+            os.replace(tmp, path)
+            return
+        except PermissionError:
+            if attempt == _REPLACE_TRIES - 1:
+                tmp.unlink(missing_ok=True)
+                raise
+            time.sleep(0.05)
+
+
+def _dump(obj: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, indent=1).encode("utf-8")
+
+
+def new_id(prefix: str) -> str:
+    return prefix + uuid.uuid4().hex[:24]
+
+
+class Store:
+    """Files and batches of one state folder, cached in memory, persisted on every change."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.files_dir = self.root / "files"
+        self.batches_dir = self.root / "batches"
+        self.files_dir.mkdir(parents=True, exist_ok=True)
+        self.batches_dir.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.RLock()
+        self._files: dict[str, dict[str, Any]] = {}
+        self._batches: dict[str, dict[str, Any]] = {}
+        self._load()
+        self._seq = max((r["sim"]["seq"] for r in self._batches.values()), default=0)
+
+    def _load(self) -> None:
+        for folder in (self.files_dir, self.batches_dir):
+            for stray in folder.glob("*.tmp-*"):
+                stray.unlink(missing_ok=True)
+        for path in self.files_dir.glob("*.json"):
+            # A FileObject whose bytes are missing was never fully created: skip it.
+            if path.with_suffix(".data").exists():
+                self._files[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+        for path in self.batches_dir.glob("*.json"):
+            self._batches[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+
+    # --- files -------------------------------------------------------------------------------
+
+    def add_file(
+        self, data: bytes, filename: str, purpose: str, file_id: str | None = None
+    ) -> dict[str, Any]:
+        """Persist bytes and their FileObject; a given `file_id` is overwritten (idempotent)."""
+        file_id = file_id or new_id("file-")
+        now = int(time.time())
+        obj = {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(data),
+            "created_at": now,
+            "filename": filename,
+            "purpose": purpose,
+            "status": "processed",
+            "expires_at": now + 30 * 24 * 3600 if purpose == "batch" else None,
+            "status_details": None,
+        }
+        with self.lock:
+            atomic_write(self.files_dir / f"{file_id}.data", data)
+            atomic_write(self.files_dir / f"{file_id}.json", _dump(obj))
+            self._files[file_id] = obj
+        return dict(obj)
+
+    def get_file(self, file_id: str) -> dict[str, Any] | None:
+        with self.lock:
+            obj = self._files.get(file_id)
+            return dict(obj) if obj else None
+
+    def file_bytes(self, file_id: str) -> bytes:
+        with self.lock:
+            return (self.files_dir / f"{file_id}.data").read_bytes()
+
+    def list_files(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [dict(f) for f in self._files.values()]
+
+    def delete_file(self, file_id: str) -> bool:
+        with self.lock:
+            if self._files.pop(file_id, None) is None:
+                return False
+            # The FileObject goes first so that a crash never leaves an object without bytes.
+            (self.files_dir / f"{file_id}.json").unlink(missing_ok=True)
+            (self.files_dir / f"{file_id}.data").unlink(missing_ok=True)
+            return True
+
+    # --- batches -----------------------------------------------------------------------------
+
+    def put_batch(self, record: dict[str, Any]) -> None:
+        batch_id = record["batch"]["id"]
+        with self.lock:
+            atomic_write(self.batches_dir / f"{batch_id}.json", _dump(record))
+            self._batches[batch_id] = record
+
+    def next_seq(self) -> int:
+        """A creation counter: orders batches even when their timestamps tie."""
+        with self.lock:
+            self._seq += 1
+            return self._seq
+
+    def get_batch(self, batch_id: str) -> dict[str, Any] | None:
+        with self.lock:
+            return self._batches.get(batch_id)
+
+    def batches_newest_first(self) -> list[dict[str, Any]]:
+        with self.lock:
+            records = list(self._batches.values())
+        return sorted(records, key=lambda r: r["sim"]["seq"], reverse=True)
+
+    def write_results(self, batch_id: str, lines: list[str]) -> None:
+        body = "".join(line + "\n" for line in lines)
+        atomic_write(self.batches_dir / f"{batch_id}.results", body.encode("utf-8"))
+
+    def read_results(self, batch_id: str) -> list[str]:
+        path = self.batches_dir / f"{batch_id}.results"
+        if not path.exists():
+            return []
+        return path.read_text(encoding="utf-8").splitlines()

@@ -1,0 +1,244 @@
+"""The simulated provider's faults: the spec parser, the shape each fault produces, and the
+determinism that lets a retried request (new custom_id) draw again while a restart changes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from openai import OpenAI
+
+from lexpilot_batch import judges, prompts
+from lexpilot_batch.data import Message
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.simulated import Faults, SimulatedServer, parse_faults
+from lexpilot_batch.simulated.models import identify_kind, respond
+from lexpilot_batch.simulated.testing import jsonl, read_lines, request_line, submit, wait
+
+HISTORY = [
+    Message(role="user", content="我2021年3月借给朋友5万元，他写了借条，约定一年后还，现在一直不还。"),
+]
+DETAILS = ["借条约定年利率6%", "2022年5月被告归还了1万元"]
+CLAIMS = ["返还借款5万元", "支付利息", "承担诉讼费"]
+
+
+@pytest.fixture(autouse=True)
+def _no_env_faults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LEXPILOT_SIM_FAULTS", raising=False)
+
+
+def mixed_lines(n: int, prefix: str = "r") -> list[dict[str, Any]]:
+    """n requests cycling through eval and judge prompts."""
+    asked = [*HISTORY, Message(role="assistant", content="请问借条上有没有约定利息？")]
+    cycle = [
+        prompts.lexawn_prompt(HISTORY),
+        prompts.lca_classify_prompt(HISTORY, "请问借条上写了利息吗？"),
+        prompts.dcg_judge_prompt(HISTORY, "请问借条上有没有约定利息？", ["利息"], DETAILS),
+        prompts.extract_verdicts_prompt(CLAIMS, "第一项请求：结论：支持。"),
+        prompts.user_model_prompt(asked, ["利息"], DETAILS),
+        prompts.force_judge_prompt(HISTORY),
+    ]
+    return [request_line(f"{prefix}{i}", cycle[i % len(cycle)] + f"\n（{i}）") for i in range(n)]
+
+
+def run_batch(tmp_path: Path, spec: str, lines: list[dict[str, Any]], name: str = "sim") -> tuple[Any, list, list]:
+    with SimulatedServer(tmp_path / name, faults=parse_faults(spec)) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        batch = wait(client, submit(client, jsonl(lines)))
+        return batch, read_lines(client, batch.output_file_id), read_lines(client, batch.error_file_id)
+
+
+# --- the spec -----------------------------------------------------------------------------------
+
+
+def test_parse_the_full_spec() -> None:
+    faults = parse_faults(
+        "line_error=0.05,truncate=0.02,malformed_judge=0.1,expire_batch=0.1,fail_batch=0.05,"
+        "http_429=0.05,http_500=0.05,latency=2,seed=7"
+    )
+    assert faults == Faults(
+        line_error=0.05, truncate=0.02, malformed_judge=0.1, expire_batch=0.1, fail_batch=0.05,
+        http_429=0.05, http_500=0.05, latency=2.0, seed=7,
+    )
+    assert parse_faults(faults.describe()) == faults
+    assert parse_faults(" latency = 1 , ") == Faults(latency=1.0)
+    assert parse_faults("") == parse_faults("none") == Faults()
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ("line_eror=0.1", "line_eror"),
+        ("truncate=1.5", "truncate"),
+        ("http_429=-0.1", "http_429"),
+        ("latency=soon", "latency"),
+        ("latency=-1", "latency"),
+        ("seed=1.5", "seed"),
+        ("latency", "latency"),
+        ("truncate=0.1,truncate=0.2", "truncate"),
+    ],
+)
+def test_bad_specs_name_the_key(spec: str, named: str) -> None:
+    with pytest.raises(ValueError, match=named) as err:
+        parse_faults(spec)
+    assert isinstance(err.value, LexpilotError)
+
+
+def test_environment_supplies_the_spec(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("LEXPILOT_SIM_FAULTS", "fail_batch=1,seed=3")
+    assert parse_faults(None) == Faults(fail_batch=1.0, seed=3)
+    assert parse_faults("latency=0") == Faults()  # an explicit spec wins
+    with SimulatedServer(tmp_path / "sim") as server:
+        client = OpenAI(base_url=server.base_url, api_key="k")
+        assert wait(client, submit(client, jsonl(mixed_lines(2)))).status == "failed"
+
+
+# --- per-request faults -------------------------------------------------------------------------
+
+
+def test_line_errors_land_in_the_error_file_in_both_shapes(tmp_path: Path) -> None:
+    lines = mixed_lines(40)
+    batch, output, errors = run_batch(tmp_path, "line_error=0.4,seed=1", lines)
+    assert batch.status == "completed"
+    assert 0 < len(errors) < 40 and len(output) + len(errors) == 40
+    assert sorted(x["custom_id"] for x in output + errors) == sorted(x["custom_id"] for x in lines)
+    assert batch.request_counts.model_dump() == {"total": 40, "completed": len(output), "failed": len(errors)}
+    bare = [e for e in errors if e["response"] is None]
+    with_status = [e for e in errors if e["response"] is not None]
+    assert bare and with_status
+    assert all(e["error"]["code"] == "server_error" and e["error"]["message"] for e in bare)
+    for e in with_status:
+        assert e["error"] is None and e["response"]["status_code"] == 500
+        assert set(e["response"]["body"]["error"]) == {"message", "type", "param", "code"}
+
+
+def test_every_request_failing_leaves_no_output_file(tmp_path: Path) -> None:
+    batch, output, errors = run_batch(tmp_path, "line_error=1", mixed_lines(5))
+    assert batch.status == "completed" and batch.output_file_id is None
+    assert output == [] and len(errors) == 5
+
+
+def test_truncation_has_finish_reason_length_and_cut_content(tmp_path: Path) -> None:
+    lines = mixed_lines(6)
+    _, output, _ = run_batch(tmp_path, "truncate=1", lines)
+    prompt_of = {x["custom_id"]: x["body"]["messages"][0]["content"] for x in lines}
+    for line in output:
+        choice = line["response"]["body"]["choices"][0]
+        full = respond(prompt_of[line["custom_id"]], seed=0, sample=line["custom_id"]).content
+        assert choice["finish_reason"] == "length"
+        assert full.startswith(choice["message"]["content"]) and len(choice["message"]["content"]) < len(full)
+
+
+def test_a_small_max_tokens_truncates_without_any_fault(tmp_path: Path) -> None:
+    _, output, _ = run_batch(tmp_path, "none", [request_line("a", prompts.force_judge_prompt(HISTORY), max_tokens=5)])
+    body = output[0]["response"]["body"]
+    assert body["choices"][0]["finish_reason"] == "length" and body["usage"]["completion_tokens"] == 5
+
+
+PARSERS = {
+    prompts.LCA_CLASSIFY: judges.parse_lca_label,
+    prompts.DCG_JUDGE: judges.parse_dcg_decision,
+    prompts.EXTRACT_VERDICTS: lambda text: judges.parse_verdicts(text, len(CLAIMS)),
+}
+
+
+def test_malformed_judge_output_fails_the_parsers_and_spares_other_roles(tmp_path: Path) -> None:
+    lines = mixed_lines(36)
+    _, output, _ = run_batch(tmp_path, "malformed_judge=1", lines)
+    prompt_of = {x["custom_id"]: x["body"]["messages"][0]["content"] for x in lines}
+    judged = 0
+    for line in output:
+        choice = line["response"]["body"]["choices"][0]
+        kind = identify_kind(prompt_of[line["custom_id"]])
+        assert choice["finish_reason"] == "stop"
+        if kind in PARSERS:
+            judged += 1
+            with pytest.raises(judges.MalformedOutput):
+                PARSERS[kind](choice["message"]["content"])
+        else:
+            assert judges.parse_text(choice["message"]["content"]) == respond(prompt_of[line["custom_id"]], 0, sample=line["custom_id"]).content
+    assert judged == 18
+
+
+# --- per-batch faults ---------------------------------------------------------------------------
+
+
+def test_expired_batch_keeps_finished_requests(tmp_path: Path) -> None:
+    lines = mixed_lines(20)
+    batch, output, errors = run_batch(tmp_path, "expire_batch=1", lines)
+    assert batch.status == "expired" and batch.expired_at and batch.completed_at is None
+    assert 0 < len(output) < 20 and len(output) + len(errors) == 20
+    assert {e["error"]["code"] for e in errors} == {"batch_expired"}
+    assert all(e["response"] is None for e in errors)
+    assert all(line["response"]["status_code"] == 200 for line in output)
+    assert batch.request_counts.completed == len(output)
+
+
+def test_failed_batch_reports_token_limit(tmp_path: Path) -> None:
+    batch, output, errors = run_batch(tmp_path, "fail_batch=1", mixed_lines(3))
+    assert batch.status == "failed" and batch.failed_at
+    assert output == errors == [] and batch.output_file_id is None and batch.error_file_id is None
+    assert [e.code for e in batch.errors.data] == ["token_limit_exceeded"]
+
+
+# --- determinism --------------------------------------------------------------------------------
+
+
+def essence(lines: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Each line without its timestamps: custom_id and the answer or error."""
+    out = []
+    for line in lines:
+        body = (line["response"] or {}).get("body") or {}
+        choice = (body.get("choices") or [{}])[0]
+        what = json.dumps([line["error"], body.get("error"), choice.get("message"), choice.get("finish_reason")])
+        out.append((line["custom_id"], what))
+    return out
+
+
+def failed_ids(errors: list[dict[str, Any]]) -> set[str]:
+    return {e["custom_id"] for e in errors}
+
+
+def test_faults_follow_custom_ids_and_content_not_attempts(tmp_path: Path) -> None:
+    spec = "line_error=0.3,expire_batch=0.5,truncate=0.3,seed=5"
+    lines = mixed_lines(30)
+    first = run_batch(tmp_path, spec, lines, "a")
+    # A fresh server (a killed client resubmitting the same file) sees the same world.
+    second = run_batch(tmp_path, spec, lines, "b")
+    assert first[0].status == second[0].status
+    assert essence(first[1]) == essence(second[1]) and essence(first[2]) == essence(second[2])
+
+
+def test_a_retry_under_a_new_custom_id_draws_again(tmp_path: Path) -> None:
+    spec = "line_error=0.3,seed=5"
+    _, _, errors = run_batch(tmp_path, spec, mixed_lines(30), "a")
+    _, _, retried = run_batch(tmp_path, spec, mixed_lines(30, prefix="attempt2-"), "b")
+    assert errors and retried
+    assert {e["custom_id"].replace("attempt2-", "r") for e in retried} != failed_ids(errors)
+
+
+# --- HTTP faults --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["http_429", "http_500"])
+def test_http_faults_are_retried_by_the_sdk(tmp_path: Path, fault: str) -> None:
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults(f"{fault}=0.4,seed=2,retry_after=0.01")) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=30)
+        batch = wait(client, submit(client, jsonl(mixed_lines(4))), interval=0.0)
+        assert batch.status == "completed" and len(read_lines(client, batch.output_file_id)) == 4
+        assert server.stats[fault] > 0 and server.stats["retried"] > 0
+        assert server.stats["http_500" if fault == "http_429" else "http_429"] == 0
+
+
+def test_429_carries_retry_after(tmp_path: Path) -> None:
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults("http_429=1")) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        with pytest.raises(openai.RateLimitError) as err:
+            client.batches.list()
+    headers = err.value.response.headers
+    assert headers["retry-after"] in ("0", "1") and int(headers["retry-after-ms"]) == 50
+    assert err.value.response.headers["content-type"] == "application/json"
+    assert json.loads(err.value.response.text)["error"]["code"] == "rate_limit_exceeded"
