@@ -15,14 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.ingest import IngestStats, apply_result_files
+from lexpilot_batch.ingest import IngestStats, apply_result_files, read_lines
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo
-from lexpilot_batch.workspace import Workspace
-
-BackendFor = Callable[[str], BatchBackend]  # file roles ("eval", "judge+user") -> backend
-
+from lexpilot_batch.workspace import Workspace, write_atomic
 
 def file_sha256(path: Path) -> str | None:
     if not path.exists():
@@ -60,16 +58,25 @@ def check_compiled_files(ws: Workspace) -> list[str]:
 class SubmitResult:
     submitted: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
+    manual: list[str] = field(default_factory=list)  # left for the user to run elsewhere
 
 
-def submit_files(ws: Workspace, backend_for: BackendFor, on_file: Callable[[str], None] | None = None) -> SubmitResult:
-    """Upload and create a batch for every compiled file of the workspace, recording each step."""
+def submit_files(ws: Workspace, session: Any, on_file: Callable[[str], None] | None = None) -> SubmitResult:
+    """Send every compiled file of the workspace on its backend, recording each step."""
     result = SubmitResult()
     rows = [dict(r) for r in ws.db.db.execute(
         "SELECT * FROM files WHERE status IN ('compiled', 'uploaded', 'creating') ORDER BY pk"
     )]
     for row in rows:
-        backend = backend_for(row["roles"])
+        if row["backend"] in ("sync", "manual"):
+            # Nothing to upload: a sync file is executed when polled, a manual one by the user.
+            _set(ws, row["pk"], status="submitted", batch_id=row["backend"], batch_status="in_progress",
+                 submitted_at=time.time())
+            (result.manual if row["backend"] == "manual" else result.submitted).append(row["path"])
+            if on_file:
+                on_file(row["path"])
+            continue
+        backend: BatchBackend = session.backend_for(row["roles"])
         path = ws.path(row["path"])
         if row["status"] == "compiled":
             file_id = backend.upload(path)
@@ -109,20 +116,28 @@ def _set(ws: Workspace, pk: int, **values: object) -> None:
 @dataclass
 class PollResult:
     in_flight: int = 0
+    manual: list[str] = field(default_factory=list)  # waiting for `lexpilot-batch ingest`
     finished: list[str] = field(default_factory=list)
     stats: IngestStats = field(default_factory=IngestStats)
     batches: list[dict] = field(default_factory=list)  # for progress displays
 
 
-def poll_files(ws: Workspace, backend_for: BackendFor) -> PollResult:
-    """Retrieve every in-flight batch; save and ingest the terminal ones."""
+def poll_files(ws: Workspace, session: Any) -> PollResult:
+    """Retrieve every in-flight batch; save and ingest the terminal ones; run sync files."""
     result = PollResult()
     rows = [dict(r) for r in ws.db.db.execute(
         "SELECT * FROM files WHERE status IN ('submitted', 'downloaded') ORDER BY pk"
     )]
     for row in rows:
-        backend = backend_for(row["roles"])
-        if row["status"] == "submitted":
+        if row["status"] == "submitted" and row["backend"] == "manual":
+            result.in_flight += 1
+            result.manual.append(row["path"])
+            continue
+        if row["status"] == "submitted" and row["backend"] == "sync":
+            _run_sync(ws, session, row)
+            row = dict(ws.db.db.execute("SELECT * FROM files WHERE pk = ?", (row["pk"],)).fetchone())
+        elif row["status"] == "submitted":
+            backend: BatchBackend = session.backend_for(row["roles"])
             info = backend.retrieve(row["batch_id"])
             result.batches.append(
                 {"wave": row["wave"], "path": row["path"], "status": info.status, "counts": info.request_counts,
@@ -138,6 +153,16 @@ def poll_files(ws: Workspace, backend_for: BackendFor) -> PollResult:
         result.finished.append(row["path"])
     _close_finished_waves(ws)
     return result
+
+
+def _run_sync(ws: Workspace, session: Any, row: dict) -> None:
+    """Execute a file through chat completions; its output file grows as answers arrive."""
+    out = ws.wave_dir("responses", row["wave"]) / f"{Path(row['path']).stem}.output.jsonl"
+    runner = session.sync_runner_for(row["roles"])
+    stats = runner.run(ws.path(row["path"]), out)
+    counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
+    _set(ws, row["pk"], status="downloaded", batch_status="completed", request_counts=json.dumps(counts),
+         output_path=ws.relative(out), finished_at=time.time())
 
 
 def _download(ws: Workspace, backend: BatchBackend, row: dict, info: BatchInfo) -> None:
@@ -182,7 +207,7 @@ def ingest_file(ws: Workspace, row: dict) -> IngestStats:
         current = db.execute("SELECT status FROM files WHERE pk = ?", (row["pk"],)).fetchone()
         if current["status"] == "ingested":
             return IngestStats()
-        stats = apply_result_files(db, row["pk"], paths, reason)
+        stats = apply_result_files(db, [row["pk"]], paths, reason)
         db.execute("UPDATE files SET status = 'ingested' WHERE pk = ?", (row["pk"],))
     return stats
 
@@ -195,3 +220,67 @@ def _close_finished_waves(ws: Workspace) -> None:
             " AND EXISTS (SELECT 1 FROM files WHERE files.wave = waves.n)",
             (time.time(),),
         )
+
+
+def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tuple[IngestStats, list[str]]:
+    """Ingest a result file produced elsewhere (OpenAI output/error shape, or vLLM `run-batch`).
+
+    The file is first saved untouched under `responses/`, then applied in one transaction to the
+    request files its custom_ids belong to (only files of `wave` when given). A request file all
+    of whose requests are answered or failed is then done; the others stay in flight for a
+    further file. Ingesting the same file again changes nothing.
+    """
+    if not source.is_file():
+        raise LexpilotError(f"{source}: no such file to ingest")
+    data = source.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    ids: set[str] = set()
+    for number, line, raw in read_lines(source):
+        if line is not None and isinstance(line.get("custom_id"), str):
+            ids.add(line["custom_id"])
+    if not ids:
+        raise LexpilotError(
+            f"{source}: no result lines with a custom_id; expected the batch output shape "
+            '{"custom_id": ..., "response": {...}, "error": ...} one JSON object per line'
+        )
+    db = ws.db.db
+    found: dict[int, dict] = {}
+    for chunk in _chunks(sorted(ids), 500):
+        marks = ",".join("?" * len(chunk))
+        for r in db.execute(
+            f"SELECT DISTINCT f.* FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.custom_id IN ({marks})",
+            chunk,
+        ):
+            found[r["pk"]] = dict(r)
+    targets = [f for f in found.values() if wave is None or f["wave"] == wave]
+    if not targets:
+        where = f" of wave {wave}" if wave is not None else ""
+        raise LexpilotError(
+            f"{source}: none of its {len(ids)} custom_ids belong to a request file{where} of this workspace; "
+            "check --root and --wave"
+        )
+    first = min(f["wave"] for f in targets)
+    saved = ws.wave_dir("responses", first) / f"ingested-{digest[:12]}-{source.name}"
+    if not saved.exists():
+        write_atomic(saved, data)
+    with ws.db.transaction() as tx:
+        stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None)
+        done = []
+        for f in targets:
+            pending = tx.execute(
+                "SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = 'pending'", (f["pk"],)
+            ).fetchone()[0]
+            if pending == 0 and f["status"] != "ingested":
+                tx.execute(
+                    "UPDATE files SET status = 'ingested', batch_status = 'completed', output_path = ?,"
+                    " finished_at = ? WHERE pk = ?",
+                    (ws.relative(saved), time.time(), f["pk"]),
+                )
+                done.append(f["path"])
+    _close_finished_waves(ws)
+    return stats, done
+
+
+def _chunks(items: list[str], size: int):
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

@@ -6,6 +6,7 @@ non-zero exit; Ctrl-C exits 130 (state stays consistent because every write is t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from lexpilot_batch import __version__
-from lexpilot_batch.errors import LexpilotError, NotAvailable
+from lexpilot_batch.errors import LexpilotError
 
 class _Typer(typer.Typer):
     """Commands here exit 130 on Ctrl-C, after saying how to resume."""
@@ -91,21 +92,9 @@ def validate_data(dataset: DatasetOpt = None, categories: CategoriesOpt = None) 
     typer.echo(summary.render())
 
 
-def _not_yet(command: str) -> None:
-    raise NotAvailable(f"`lexpilot-batch {command}` is not available in this version yet.")
-
-
 RootOpt = Annotated[
     Optional[Path],
     typer.Option("--root", "--output-root", help="Workspace folder (default: the current directory).", file_okay=False),
-]
-ProviderOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--provider",
-        help="'env' (endpoints and keys from OPENAI_*/LEXPILOT_* variables) or 'simulated' (offline loopback "
-        "provider). Default: what this workspace used last, else 'env'.",
-    ),
 ]
 SimFaultsOpt = Annotated[
     Optional[str],
@@ -117,64 +106,201 @@ SimFaultsOpt = Annotated[
     ),
 ]
 SimSeedOpt = Annotated[int, typer.Option("--sim-seed", help="Seed of the simulated models.")]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", help="Seconds per provider HTTP call.", min=1)]
-RetriesOpt = Annotated[
-    int, typer.Option("--retries", help="Attempts per request for provider failures (malformed output: 3).", min=1)
-]
-MaxRequestsOpt = Annotated[
-    Optional[int], typer.Option("--max-requests-per-file", help="Shard limit (default 50,000).", min=1)
-]
-MaxBytesOpt = Annotated[
-    Optional[int], typer.Option("--max-bytes-per-file", help="Shard limit in bytes (default 200 MB).", min=1024)
-]
-StageOpt = Annotated[
-    str,
-    typer.Option("--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction or all."),
-]
-RunIdOpt = Annotated[
-    list[str], typer.Option("--run-id", help="Run id; repeat for several independent runs (run1 ... run5).")
-]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", envvar="LEXPILOT_MODEL", help="The evaluated model.")]
-UserModelOpt = Annotated[
-    str, typer.Option("--user-model", envvar="LEXPILOT_USER_MODEL", help="The User Model simulating the client.")
-]
-JudgeModelOpt = Annotated[str, typer.Option("--judge-model", envvar="LEXPILOT_JUDGE_MODEL", help="The judge model.")]
-LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Use only the first N cases (smoke runs).", min=1)]
-TemperatureOpt = Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")]
-JudgeTemperatureOpt = Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")]
-MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", help="max_tokens of every request.", min=1)]
-PromptsOpt = Annotated[
-    Optional[Path],
-    typer.Option("--prompts", help="JSON object replacing prompt templates by name (see README).", dir_okay=False),
-]
-SpeculateOpt = Annotated[
-    bool,
-    typer.Option(
-        "--speculate/--no-speculate",
-        help="Request User Model replies alongside the classification they depend on (8 waves instead of 11).",
+FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
+PollIntervalOpt = Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.", min=0)]
+
+
+def _backend_opt(role: str) -> object:
+    return Annotated[
+        Optional[str],
+        typer.Option(
+            f"--{role}-backend",
+            help=f"How {role}-role requests are sent: batch, sync, manual or simulated "
+            f"(env LEXPILOT_{role.upper()}_BACKEND; default: what this workspace used last, else batch).",
+        ),
+    ]
+
+
+# Options every command that talks to providers takes, gathered into one ProviderOptions.
+_PROVIDER_OPTIONS: list[tuple[str, object, object]] = [
+    ("root", RootOpt, None),
+    (
+        "provider",
+        Annotated[
+            Optional[str],
+            typer.Option(
+                "--provider",
+                help="'simulated' puts every role on the offline loopback provider; 'env' uses the "
+                "OPENAI_*/LEXPILOT_* variables for every role.",
+            ),
+        ],
+        None,
+    ),
+    ("eval_backend", _backend_opt("eval"), None),
+    ("user_backend", _backend_opt("user"), None),
+    ("judge_backend", _backend_opt("judge"), None),
+    (
+        "profile",
+        Annotated[
+            list[str],
+            typer.Option(
+                "--profile",
+                help="Provider profile: openai, azure, dashscope or generic, for all roles (NAME) or one "
+                "(ROLE=NAME); repeatable. Default: guessed from each role's base URL.",
+            ),
+        ],
+        [],
+    ),
+    ("sim_faults", SimFaultsOpt, None),
+    ("sim_seed", SimSeedOpt, 0),
+    ("timeout", Annotated[float, typer.Option("--timeout", help="Seconds per provider HTTP call.", min=1)], 120.0),
+    (
+        "retries",
+        Annotated[int, typer.Option("--retries", help="Attempts per request for provider failures "
+                                    "(malformed output always gets 3).", min=1)],
+        3,
+    ),
+    (
+        "concurrency",
+        Annotated[int, typer.Option("--concurrency", help="Parallel requests of the sync backend.", min=1)],
+        8,
+    ),
+    (
+        "max_requests_per_file",
+        Annotated[Optional[int], typer.Option("--max-requests-per-file", help="Override the profile's "
+                                              "requests per batch file.", min=1)],
+        None,
+    ),
+    (
+        "max_bytes_per_file",
+        Annotated[Optional[int], typer.Option("--max-bytes-per-file", help="Override the profile's bytes "
+                                              "per batch file.", min=1024)],
+        None,
+    ),
+    (
+        "completion_window",
+        Annotated[Optional[str], typer.Option("--completion-window", help="Override the profile's "
+                                              "completion window (e.g. 24h).")],
+        None,
+    ),
+    (
+        "batch_endpoint",
+        Annotated[Optional[str], typer.Option("--batch-endpoint", help="Override the profile's endpoint "
+                                              "path in request lines (e.g. /chat/completions).")],
+        None,
     ),
 ]
-SubmitFlag = Annotated[bool, typer.Option("--submit", help="Also submit what is compiled.")]
-WaitFlag = Annotated[bool, typer.Option("--wait", help="Keep polling until nothing is in flight or due.")]
-PollIntervalOpt = Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.", min=0)]
-FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
+
+# Options of the experiment itself: they go into the run manifest.
+_RUN_OPTIONS: list[tuple[str, object, object]] = [
+    ("stage", Annotated[str, typer.Option("--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction "
+                                          "or all.")], "all"),
+    ("run_id", Annotated[list[str], typer.Option("--run-id", help="Run id; repeat for several independent "
+                                                 "runs (run1 ... run5). Default: run1.")], []),
+    ("model", Annotated[Optional[str], typer.Option("--model", envvar="LEXPILOT_MODEL",
+                                                    help="The evaluated model (no default).")], None),
+    ("user_model", Annotated[str, typer.Option("--user-model", envvar="LEXPILOT_USER_MODEL",
+                                               help="The User Model simulating the client.")], "DeepSeek-V4.1-Flash"),
+    ("judge_model", Annotated[str, typer.Option("--judge-model", envvar="LEXPILOT_JUDGE_MODEL",
+                                                help="The judge model.")], "DeepSeek-R1"),
+    ("dataset", DatasetOpt, None),
+    ("categories", CategoriesOpt, None),
+    ("limit", Annotated[Optional[int], typer.Option("--limit", help="Use only the first N cases (smoke runs).",
+                                                    min=1)], None),
+    ("temperature", Annotated[float, typer.Option("--temperature", help="Evaluated and User Model "
+                                                  "temperature.")], 0.7),
+    ("judge_temperature", Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")], 0.1),
+    ("max_tokens", Annotated[int, typer.Option("--max-tokens", help="max_tokens of every request.", min=1)], 8192),
+    ("prompts_file", Annotated[Optional[Path], typer.Option("--prompts", help="JSON object replacing prompt "
+                                                            "templates by name (see README).", dir_okay=False)],
+     None),
+    ("speculate", Annotated[bool, typer.Option("--speculate/--no-speculate", help="Request User Model replies "
+                                               "alongside the classification they depend on (8 waves instead "
+                                               "of 11).")], False),
+]
 
 
-def _session(ws, provider, sim_faults, sim_seed, timeout, retries, max_requests, max_bytes):
-    from lexpilot_batch.engine import ProviderOptions, Session
+def _with(options: list[tuple[str, object, object]], into: str, build):
+    """Add a group of options to a command, handed to it as one object named `into`."""
+    import inspect
 
-    return Session(
-        ws,
-        ProviderOptions(
-            provider=provider,
-            sim_faults=sim_faults,
-            sim_seed=sim_seed,
-            timeout=timeout,
-            retries=retries,
-            max_requests=max_requests,
-            max_bytes=max_bytes,
-        ),
+    def decorator(func):
+        signature = inspect.signature(func, eval_str=True)
+        kept = [p for p in signature.parameters.values() if p.name != into]
+        added = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
+                 for n, a, d in options]
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            kwargs[into] = build({n: kwargs.pop(n) for n, _, _ in options})
+            return func(*args, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=[*kept, *added])
+        wrapper.__annotations__ = {p.name: p.annotation for p in [*kept, *added]}
+        return wrapper
+
+    return decorator
+
+
+def _provider_options(values: dict):
+    from lexpilot_batch.config import ROLES
+    from lexpilot_batch.engine import ProviderOptions
+
+    profiles: dict[str, str | None] = {}
+    for item in values["profile"]:
+        role, sep, name = item.partition("=")
+        if not sep:
+            profiles.update({r: item for r in ROLES})
+        elif role in ROLES:
+            profiles[role] = name
+        else:
+            raise LexpilotError(f"--profile {item!r}: the role must be one of {', '.join(ROLES)}")
+    return values["root"], ProviderOptions(
+        provider=values["provider"],
+        backends={"eval": values["eval_backend"], "user": values["user_backend"], "judge": values["judge_backend"]},
+        profiles=profiles,
+        sim_faults=values["sim_faults"],
+        sim_seed=values["sim_seed"],
+        timeout=values["timeout"],
+        retries=values["retries"],
+        concurrency=values["concurrency"],
+        max_requests=values["max_requests_per_file"],
+        max_bytes=values["max_bytes_per_file"],
+        completion_window=values["completion_window"],
+        batch_endpoint=values["batch_endpoint"],
     )
+
+
+def _run_options(values: dict) -> dict:
+    from lexpilot_batch.config import Settings
+
+    return {
+        "stage": values["stage"],
+        "run_ids": values["run_id"] or ["run1"],
+        "model": values["model"],
+        "settings": Settings(values["user_model"], values["judge_model"], values["temperature"],
+                             values["judge_temperature"], values["max_tokens"]),
+        "dataset_path": values["dataset"],
+        "categories_path": values["categories"],
+        "limit": values["limit"],
+        "prompts_path": values["prompts_file"],
+        "speculate": values["speculate"],
+    }
+
+
+@contextlib.contextmanager
+def _session(target):
+    """The writable workspace and a provider session for it, both closed on the way out."""
+    from lexpilot_batch.engine import Session
+    from lexpilot_batch.workspace import Workspace
+
+    root, options = target
+    with Workspace(root) as ws:
+        session = Session(ws, options)
+        try:
+            yield ws, session
+        finally:
+            session.close()
 
 
 def _say_prepared(result) -> None:
@@ -188,99 +314,76 @@ def _say_prepared(result) -> None:
             typer.echo(f"  {path}")
     else:
         typer.echo("Nothing is due: every thread of these runs is finished.")
+    _say_manual(result.compiled.manual_files)
 
 
-def _do_prepare(root, provider, sim_faults, sim_seed, timeout, retries, max_requests, max_bytes, stage, run_id,
-                model, user_model, judge_model, dataset, categories, limit, temperature, judge_temperature,
-                max_tokens, prompts_file, speculate):
-    from lexpilot_batch.config import Settings
-    from lexpilot_batch.engine import prepare as do_prepare
-    from lexpilot_batch.workspace import Workspace
-
-    settings = Settings(user_model, judge_model, temperature, judge_temperature, max_tokens)
-    with Workspace(root) as ws:
-        session = _session(ws, provider, sim_faults, sim_seed, timeout, retries, max_requests, max_bytes)
-        try:
-            result = do_prepare(
-                ws, session, stage=stage, run_ids=run_id or ["run1"], model=model, settings=settings,
-                dataset_path=dataset, categories_path=categories, limit=limit, prompts_path=prompts_file,
-                speculate=speculate,
-            )
-        finally:
-            session.close()
-    _say_prepared(result)
+def _say_manual(paths: list[str]) -> None:
+    """Tell the user exactly how to run files left to them (the `manual` backend)."""
+    if not paths:
+        return
+    typer.echo("\nThese files are yours to run (manual backend), e.g. with vLLM on a local model:")
+    for path in paths:
+        out = path.replace("requests/", "responses/", 1).replace(".jsonl", ".output.jsonl")
+        typer.echo(f"  python -m vllm.entrypoints.openai.run_batch -i {path} -o {out} --model MODEL")
+        typer.echo(f"  lexpilot-batch ingest {out}")
+    typer.echo("(or upload them in your provider's console and ingest the output and error files it gives you)")
 
 
 @app.command()
-def prepare(
-    stage: StageOpt = "all",
-    run_id: RunIdOpt = [],  # noqa: B006 - typer reads the default, it is never mutated
-    model: ModelOpt = None,
-    user_model: UserModelOpt = "DeepSeek-V4.1-Flash",
-    judge_model: JudgeModelOpt = "DeepSeek-R1",
-    dataset: DatasetOpt = None,
-    categories: CategoriesOpt = None,
-    limit: LimitOpt = None,
-    temperature: TemperatureOpt = 0.7,
-    judge_temperature: JudgeTemperatureOpt = 0.1,
-    max_tokens: MaxTokensOpt = 8192,
-    prompts_file: PromptsOpt = None,
-    speculate: SpeculateOpt = False,
-    root: RootOpt = None,
-    provider: ProviderOpt = None,
-    sim_faults: SimFaultsOpt = None,
-    sim_seed: SimSeedOpt = 0,
-    timeout: TimeoutOpt = 120.0,
-    retries: RetriesOpt = 3,
-    max_requests_per_file: MaxRequestsOpt = None,
-    max_bytes_per_file: MaxBytesOpt = None,
+@_with(_PROVIDER_OPTIONS, "target", _provider_options)
+@_with(_RUN_OPTIONS, "run", _run_options)
+def prepare(run: dict, target: tuple, dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Show what would be compiled and a projection for the whole run; write nothing.")] = False,
 ) -> None:
-    """Register a run and compile the requests now due into the open wave's batch files.
+    """Register runs and compile the requests now due into the open wave's batch files.
 
     Running it again with the same settings compiles nothing new; different settings for the same
-    run id are refused.
+    run id are refused, naming every difference.
 
     Example: lexpilot-batch prepare --stage lca --run-id run1 --model gpt-4o-mini
     """
-    _do_prepare(root, provider, sim_faults, sim_seed, timeout, retries, max_requests_per_file, max_bytes_per_file,
-                stage, run_id, model, user_model, judge_model, dataset, categories, limit, temperature,
-                judge_temperature, max_tokens, prompts_file, speculate)
+    from lexpilot_batch.engine import prepare as do_prepare
+
+    if dry_run:
+        _dry_run(run, target)
+        return
+    with _session(target) as (ws, session):
+        result = do_prepare(ws, session, **run)
+    _say_prepared(result)
+
+
+def _dry_run(run: dict, target: tuple) -> None:
+    from lexpilot_batch.estimate import dry_run_prepare, render
+
+    with _session(target) as (ws, session):
+        estimate = dry_run_prepare(ws, session, **run)
+    typer.echo(render(estimate))
 
 
 @app.command()
-def submit(
-    root: RootOpt = None,
-    provider: ProviderOpt = None,
-    sim_faults: SimFaultsOpt = None,
-    sim_seed: SimSeedOpt = 0,
-    timeout: TimeoutOpt = 120.0,
-    retries: RetriesOpt = 3,
-) -> None:
+@_with(_PROVIDER_OPTIONS, "target", _provider_options)
+def submit(target: tuple) -> None:
     """Upload every compiled, unsubmitted request file and create its batch.
 
     Example: lexpilot-batch submit
     """
     from lexpilot_batch.engine import submit as do_submit
-    from lexpilot_batch.workspace import Workspace
 
-    with Workspace(root) as ws:
-        session = _session(ws, provider, sim_faults, sim_seed, timeout, retries, None, None)
-        try:
-            result = do_submit(ws, session, on_file=lambda p: typer.echo(f"  submitted {p}"))
-        finally:
-            session.close()
-    if not result.submitted:
+    with _session(target) as (ws, session):
+        result = do_submit(ws, session, on_file=lambda p: typer.echo(f"  submitted {p}"))
+    if not result.submitted and not result.manual:
         typer.echo("Nothing to submit.")
-    else:
-        typer.echo(f"Submitted {len(result.submitted)} batch(es)"
+    elif result.submitted:
+        typer.echo(f"Submitted {len(result.submitted)} file(s)"
                    + (f", {len(result.adopted)} adopted from an interrupted submit." if result.adopted else "."))
+    _say_manual(result.manual)
 
 
 def _progress_printer():
     """One tqdm bar per wave over its requests' provider counts, and a summary line per step."""
     from tqdm import tqdm
 
-    state: dict = {"bar": None, "wave": None}
+    state: dict = {"bar": None, "wave": None, "manual": set()}
 
     def close_bar() -> None:
         if state["bar"] is not None:
@@ -310,7 +413,7 @@ def _progress_printer():
         if poll.finished:
             close_bar()
             say(
-                f"Ingested {len(poll.finished)} batch(es): {stats.answered} answered, {stats.failed} failed"
+                f"Ingested {len(poll.finished)} file(s): {stats.answered} answered, {stats.failed} failed"
                 + (f", {stats.missing} missing" if stats.missing else "")
                 + (f", {len(stats.anomalies)} anomalies" if stats.anomalies else "")
             )
@@ -322,18 +425,26 @@ def _progress_printer():
                 f"{compiled.done} threads finished, {compiled.failed} failed.")
         elif compiled is not None and (compiled.done or compiled.failed):
             say(f"{compiled.done} threads finished, {compiled.failed} failed.")
+        new_manual = [p for p in poll.manual if p not in state["manual"]]
+        if new_manual:
+            state["manual"].update(new_manual)
+            close_bar()
+            _say_manual(new_manual)
         if left["in_flight"] == 0:
             close_bar()
 
     return on_round
 
 
-def _do_poll(ws, session, do_submit, wait, poll_interval):
+def _advance(ws, session, do_submit: bool, wait: bool, poll_interval: float) -> dict:
     from lexpilot_batch.engine import poll_and_advance as do_poll
 
     left = do_poll(ws, session, do_submit=do_submit, wait=wait, poll_interval=poll_interval,
                    on_round=_progress_printer())
-    if left["in_flight"]:
+    if left["waiting_manual"]:
+        typer.echo(f"{left['waiting_manual']} file(s) wait for you to run them and `lexpilot-batch ingest` "
+                   "their output.")
+    elif left["in_flight"]:
         typer.echo(f"{left['in_flight']} batch(es) still in flight; run poll-and-advance again later.")
     elif left["unsubmitted"]:
         typer.echo(f"{left['unsubmitted']} file(s) compiled and waiting: run `lexpilot-batch submit`.")
@@ -343,32 +454,19 @@ def _do_poll(ws, session, do_submit, wait, poll_interval):
 
 
 @app.command("poll-and-advance")
+@_with(_PROVIDER_OPTIONS, "target", _provider_options)
 def poll_and_advance(
-    submit_: SubmitFlag = False,
-    wait: WaitFlag = False,
+    target: tuple,
+    submit_: Annotated[bool, typer.Option("--submit", help="Also submit what is compiled.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Keep polling until nothing is in flight or due.")] = False,
     poll_interval: PollIntervalOpt = 30.0,
-    root: RootOpt = None,
-    provider: ProviderOpt = None,
-    sim_faults: SimFaultsOpt = None,
-    sim_seed: SimSeedOpt = 0,
-    timeout: TimeoutOpt = 120.0,
-    retries: RetriesOpt = 3,
-    max_requests_per_file: MaxRequestsOpt = None,
-    max_bytes_per_file: MaxBytesOpt = None,
 ) -> None:
     """Poll in-flight batches; save, ingest and advance finished ones; compile the next wave.
 
     Example: lexpilot-batch poll-and-advance --submit --wait
     """
-    from lexpilot_batch.workspace import Workspace
-
-    with Workspace(root) as ws:
-        session = _session(ws, provider, sim_faults, sim_seed, timeout, retries, max_requests_per_file,
-                           max_bytes_per_file)
-        try:
-            _do_poll(ws, session, submit_, wait, poll_interval)
-        finally:
-            session.close()
+    with _session(target) as (ws, session):
+        _advance(ws, session, submit_, wait, poll_interval)
 
 
 @app.command()
@@ -449,30 +547,13 @@ def report(
 
 
 @app.command()
+@_with(_PROVIDER_OPTIONS, "target", _provider_options)
+@_with(_RUN_OPTIONS, "run_options", _run_options)
 def run(
-    stage: StageOpt = "all",
-    run_id: RunIdOpt = [],  # noqa: B006 - typer reads the default, it is never mutated
-    model: ModelOpt = None,
-    user_model: UserModelOpt = "DeepSeek-V4.1-Flash",
-    judge_model: JudgeModelOpt = "DeepSeek-R1",
-    dataset: DatasetOpt = None,
-    categories: CategoriesOpt = None,
-    limit: LimitOpt = None,
-    temperature: TemperatureOpt = 0.7,
-    judge_temperature: JudgeTemperatureOpt = 0.1,
-    max_tokens: MaxTokensOpt = 8192,
-    prompts_file: PromptsOpt = None,
-    speculate: SpeculateOpt = False,
+    run_options: dict,
+    target: tuple,
     poll_interval: PollIntervalOpt = 30.0,
     report_format: Annotated[str, typer.Option("--report-format", help="Format of the closing report.")] = "table",
-    root: RootOpt = None,
-    provider: ProviderOpt = None,
-    sim_faults: SimFaultsOpt = None,
-    sim_seed: SimSeedOpt = 0,
-    timeout: TimeoutOpt = 120.0,
-    retries: RetriesOpt = 3,
-    max_requests_per_file: MaxRequestsOpt = None,
-    max_bytes_per_file: MaxBytesOpt = None,
 ) -> None:
     """Prepare, submit and poll until every thread is finished, then print the report.
 
@@ -480,21 +561,14 @@ def run(
 
     Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
     """
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.engine import prepare as do_prepare
 
-    _do_prepare(root, provider, sim_faults, sim_seed, timeout, retries, max_requests_per_file, max_bytes_per_file,
-                stage, run_id, model, user_model, judge_model, dataset, categories, limit, temperature,
-                judge_temperature, max_tokens, prompts_file, speculate)
-    with Workspace(root) as ws:
-        session = _session(ws, provider, sim_faults, sim_seed, timeout, retries, max_requests_per_file,
-                           max_bytes_per_file)
-        try:
-            left = _do_poll(ws, session, True, True, poll_interval if session.provider != "simulated" else
-                            min(poll_interval, 0.2))
-        finally:
-            session.close()
+    with _session(target) as (ws, session):
+        _say_prepared(do_prepare(ws, session, **run_options))
+        interval = min(poll_interval, 0.2) if session.provider == "simulated" else poll_interval
+        left = _advance(ws, session, True, True, interval)
     if left["active_threads"] == 0:
-        _print_report(root, None, None, report_format, partial=False)
+        _print_report(target[0], None, None, report_format, partial=False)
 
 
 @app.command()
@@ -522,12 +596,31 @@ def export(
 
 
 @app.command()
-def ingest() -> None:
-    """Ingest a batch output file produced elsewhere (OpenAI or vLLM run-batch shape).
+def ingest(
+    file: Annotated[Path, typer.Argument(help="A batch output or error file, or vLLM run-batch's output.",
+                                         dir_okay=False)],
+    wave: Annotated[Optional[int], typer.Option("--wave", help="Only apply it to this wave's files.", min=1)] = None,
+    root: RootOpt = None,
+) -> None:
+    """Ingest a batch output file produced elsewhere (OpenAI output/error shape or vLLM run-batch).
 
-    Example: lexpilot-batch ingest vllm_output.jsonl --wave 3
+    The file is saved under responses/ first; ingesting it again changes nothing. Run
+    poll-and-advance afterwards to compile the next wave.
+
+    Example: lexpilot-batch ingest responses/w0003/eval__llama-3-8b-1a2b3c4d__000.output.jsonl --wave 3
     """
-    _not_yet("ingest")
+    from lexpilot_batch.batches import ingest_external
+    from lexpilot_batch.workspace import Workspace
+
+    with Workspace(root) as ws:
+        stats, done = ingest_external(ws, file, wave)
+    typer.echo(f"{file}: {stats.answered} answered, {stats.failed} failed"
+               + (f", {stats.duplicates} already ingested" if stats.duplicates else "")
+               + (f", {stats.unknown} unknown custom_ids" if stats.unknown else "")
+               + (f", {stats.bad_lines} unreadable lines" if stats.bad_lines else "") + ".")
+    for path in done:
+        typer.echo(f"  complete: {path}")
+    typer.echo("Next: lexpilot-batch poll-and-advance --submit")
 
 
 @app.command("serve-simulated")

@@ -39,6 +39,7 @@ class CompileResult:
     done: int = 0
     failed: int = 0
     in_flight: bool = False
+    manual_files: list[str] = field(default_factory=list)  # for the user to run (manual backend)
 
     @property
     def compiled(self) -> bool:
@@ -81,12 +82,13 @@ class _WaveWriter:
         self.ws, self.db, self.wave, self.limits = ws, db, wave, limits
         self.dir = ws.wave_dir("requests", wave)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.open: dict[tuple[str, str], dict] = {}
-        self.shards: dict[tuple[str, str], int] = defaultdict(int)
+        self.open: dict[tuple[str, str, str], dict] = {}
+        self.shards: dict[tuple[str, str, str], int] = defaultdict(int)
         self.written: list[str] = []
+        self.manual: list[str] = []
 
     def add(self, endpoint: Endpoint, model: str, role: str, line: bytes) -> int:
-        group = (endpoint.base_url, model)
+        group = (endpoint.backend, endpoint.base_url, model)
         limits = self.limits[role]
         current = self.open.get(group)
         if current is not None and (
@@ -103,14 +105,14 @@ class _WaveWriter:
         current["roles"].add(role)
         return current["pk"]
 
-    def _start(self, group: tuple[str, str], endpoint: Endpoint) -> dict:
+    def _start(self, group: tuple[str, str, str], endpoint: Endpoint) -> dict:
         shard = self.shards[group]
         self.shards[group] += 1
-        tmp = self.dir / f".building-{slug(group[0] + group[1], 12)}-{shard:03d}.jsonl"
+        tmp = self.dir / f".building-{slug('|'.join(group), 12)}-{shard:03d}.jsonl"
         cur = self.db.execute(
-            "INSERT INTO files (wave, path, roles, model, endpoint, shard, n_requests, bytes, sha256, status)"
-            " VALUES (?, ?, '', ?, ?, ?, 0, 0, '', 'compiled')",
-            (self.wave, self.ws.relative(tmp), group[1], endpoint.base_url, shard),
+            "INSERT INTO files (wave, path, roles, model, endpoint, backend, shard, n_requests, bytes, sha256, status)"
+            " VALUES (?, ?, '', ?, ?, ?, ?, 0, 0, '', 'compiled')",
+            (self.wave, self.ws.relative(tmp), group[2], endpoint.base_url, endpoint.backend, shard),
         )
         entry = {
             "pk": cur.lastrowid,
@@ -121,12 +123,13 @@ class _WaveWriter:
             "bytes": 0,
             "roles": set(),
             "shard": shard,
-            "model": group[1],
+            "model": group[2],
+            "backend": group[0],
         }
         self.open[group] = entry
         return entry
 
-    def _close(self, group: tuple[str, str]) -> None:
+    def _close(self, group: tuple[str, str, str]) -> None:
         entry = self.open.pop(group)
         fh: IO[bytes] = entry["fh"]
         fh.flush()
@@ -140,6 +143,8 @@ class _WaveWriter:
             (rel, roles, entry["n"], entry["bytes"], entry["hash"].hexdigest(), entry["pk"]),
         )
         self.written.append(rel)
+        if entry["backend"] == "manual":
+            self.manual.append(rel)
 
     def close(self) -> list[str]:
         for group in list(self.open):
@@ -191,6 +196,8 @@ def _target_wave(db: Any) -> tuple[int | None, bool]:
         return latest["n"] + 1, False
     started = db.execute(
         "SELECT 1 FROM files WHERE wave = ? AND status != 'compiled' LIMIT 1", (latest["n"],)
+    ).fetchone() or db.execute(  # a manual ingest may answer requests of a file never submitted
+        "SELECT 1 FROM requests WHERE wave = ? AND status != 'pending' LIMIT 1", (latest["n"],)
     ).fetchone()
     if started:
         return None, False
@@ -232,6 +239,7 @@ def compile_wave(
         else:
             result.wave = wave
             result.files = written
+            result.manual_files = writer.manual
     return result
 
 

@@ -47,6 +47,52 @@ class Limits:
     endpoint: str = "/v1/chat/completions"
 
 
+MB = 1024 * 1024
+# Built-in provider profiles (from each provider's batch documentation; every field can be
+# overridden on the command line because providers change them).
+PROFILES: dict[str, Limits] = {
+    "openai": Limits(50_000, 200 * MB, "24h", "/v1/chat/completions"),
+    # Azure OpenAI v1 routes live under /openai/v1; `model` is the Global Batch deployment name.
+    "azure": Limits(100_000, 200 * MB, "24h", "/chat/completions"),
+    # Alibaba Model Studio (DashScope), OpenAI-compatible mode: .../compatible-mode/v1
+    "dashscope": Limits(50_000, 500 * MB, "24h", "/v1/chat/completions"),
+    "generic": Limits(50_000, 200 * MB, "24h", "/v1/chat/completions"),
+}
+BACKENDS = ("batch", "sync", "manual", "simulated")
+
+
+def guess_profile(base_url: str) -> str:
+    """The profile a base URL most likely needs; `generic` when nothing is recognised."""
+    host = base_url.lower()
+    if "api.openai.com" in host:
+        return "openai"
+    if ".openai.azure.com" in host or "/openai/v1" in host:
+        return "azure"
+    if "dashscope" in host or "maas.aliyuncs.com" in host:
+        return "dashscope"
+    return "generic"
+
+
+def resolve_limits(
+    profile: str | None,
+    base_url: str,
+    max_requests: int | None = None,
+    max_bytes: int | None = None,
+    completion_window: str | None = None,
+    endpoint: str | None = None,
+) -> Limits:
+    name = profile or guess_profile(base_url)
+    if name not in PROFILES:
+        raise ConfigError(f"unknown provider profile {name!r}; known: {', '.join(PROFILES)}")
+    base = PROFILES[name]
+    return Limits(
+        max_requests=max_requests or base.max_requests,
+        max_bytes=max_bytes or base.max_bytes,
+        completion_window=completion_window or base.completion_window,
+        endpoint=endpoint or base.endpoint,
+    )
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """Where one role's requests go. `api_key` never leaves this object's use in a client."""
@@ -72,7 +118,26 @@ class Endpoint:
         return self.api_key
 
 
-def endpoints_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Endpoint]:
+def role_backends(
+    overrides: Mapping[str, str | None] | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Per role: `--<role>-backend`, else `LEXPILOT_<ROLE>_BACKEND`, else `batch`."""
+    env = os.environ if environ is None else environ
+    out = {}
+    for role in ROLES:
+        value = (overrides or {}).get(role) or env.get(f"LEXPILOT_{role.upper()}_BACKEND") or "batch"
+        if value not in BACKENDS:
+            raise ConfigError(
+                f"backend {value!r} for the {role} role is unknown; choose one of {', '.join(BACKENDS)} "
+                f"(--{role}-backend or LEXPILOT_{role.upper()}_BACKEND)"
+            )
+        out[role] = value
+    return out
+
+
+def endpoints_from_env(
+    environ: Mapping[str, str] | None = None, backends: Mapping[str, str] | None = None
+) -> dict[str, Endpoint]:
     """Per role: `LEXPILOT_<ROLE>_BASE_URL/_API_KEY`, else `OPENAI_BASE_URL/_API_KEY`, else OpenAI."""
     env = os.environ if environ is None else environ
     endpoints = {}
@@ -85,9 +150,10 @@ def endpoints_from_env(environ: Mapping[str, str] | None = None) -> dict[str, En
             key_var = "OPENAI_API_KEY"
         else:
             key_var = prefix + "API_KEY"
-        endpoints[role] = Endpoint(role, base_url.rstrip("/"), key_var, env.get(key_var) or None)
+        backend = (backends or {}).get(role, "batch")
+        endpoints[role] = Endpoint(role, base_url.rstrip("/"), key_var, env.get(key_var) or None, backend)
     return endpoints
 
 
-def simulated_endpoints(base_url: str) -> dict[str, Endpoint]:
-    return {role: Endpoint(role, base_url, "simulated", "simulated-key") for role in ROLES}
+def simulated_endpoint(role: str, base_url: str) -> Endpoint:
+    return Endpoint(role, base_url, "simulated", "simulated-key", SIMULATED)

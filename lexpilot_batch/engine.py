@@ -7,6 +7,8 @@ All runs, tasks and models of a workspace move together, one wave at a time.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +24,17 @@ from lexpilot_batch.batches import (
     submit_files,
 )
 from lexpilot_batch.compiler import CompileResult, compile_wave
-from lexpilot_batch.config import ROLES, SIMULATED, Endpoint, Limits, Settings, endpoints_from_env, simulated_endpoints
+from lexpilot_batch.config import (
+    ROLES,
+    SIMULATED,
+    Endpoint,
+    Limits,
+    Settings,
+    endpoints_from_env,
+    resolve_limits,
+    role_backends,
+    simulated_endpoint,
+)
 from lexpilot_batch.data import load_dataset
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.protocols import STAGES
@@ -38,56 +50,84 @@ Say = Callable[[str], None]
 class ProviderOptions:
     """How this invocation reaches providers; none of it is part of a run's results."""
 
-    provider: str | None = None  # None: what the workspace used last, else the environment
+    provider: str | None = None  # "simulated": every role on the simulated provider
+    backends: dict[str, str | None] = field(default_factory=dict)  # role -> batch|sync|manual|simulated
+    profiles: dict[str, str | None] = field(default_factory=dict)  # role -> openai|azure|dashscope|generic
     sim_faults: str | None = None
     sim_seed: int = 0
     timeout: float = 120.0
     retries: int = 3
+    concurrency: int = 8
     max_requests: int | None = None
     max_bytes: int | None = None
+    completion_window: str | None = None
+    batch_endpoint: str | None = None
 
 
 class Session:
-    """Endpoints, limits and (lazily) provider clients for one command on one workspace."""
+    """Endpoints, limits and (lazily) provider clients for one command on one workspace.
+
+    Backends are chosen per role: the command line, else `LEXPILOT_<ROLE>_BACKEND`, else what
+    this workspace used last, else `batch`. `--provider simulated` puts every role on the
+    simulated provider.
+    """
 
     def __init__(self, ws: Workspace, options: ProviderOptions) -> None:
         self.ws = ws
         self.options = options
-        provider = options.provider or ws.db.meta("provider") or "env"
-        if provider not in ("env", SIMULATED):
-            raise ConfigError(f"--provider must be 'env' or 'simulated', not {provider!r}")
-        self.provider = provider
+        if options.provider not in (None, "env", SIMULATED):
+            raise ConfigError(f"--provider must be 'env' or 'simulated', not {options.provider!r}")
+        remembered = json.loads(ws.db.meta("backends") or "{}")
+        explicit = {role: SIMULATED for role in ROLES} if options.provider == SIMULATED else {}
+        if options.provider == "env":
+            remembered = {}
+        explicit.update({r: b for r, b in options.backends.items() if b})
+        chosen = role_backends({r: explicit.get(r) for r in ROLES})
+        for role in ROLES:  # the environment and flags win; otherwise keep the workspace's choice
+            if role not in explicit and not os.environ.get(f"LEXPILOT_{role.upper()}_BACKEND"):
+                chosen[role] = remembered.get(role, chosen[role])
+        self.backends = chosen
         self._server = None
         self._endpoints: dict[str, Endpoint] | None = None
-        self._backends: dict[str, BatchBackend] = {}
-        base = Limits()
-        self.limits = {
-            role: Limits(
-                max_requests=options.max_requests or base.max_requests,
-                max_bytes=options.max_bytes or base.max_bytes,
-            )
-            for role in ROLES
-        }
+        self._clients: dict[tuple[str, str], object] = {}
 
     @property
-    def endpoint_labels(self) -> dict[str, str]:
-        if self.provider == SIMULATED:
-            return {role: SIMULATED for role in ROLES}
-        return {role: e.label for role, e in self.endpoints.items()}
+    def provider(self) -> str:
+        return SIMULATED if all(b == SIMULATED for b in self.backends.values()) else "env"
 
     @property
     def endpoints(self) -> dict[str, Endpoint]:
         """Where each role's requests go. Compiling needs only this, never a key or a server."""
         if self._endpoints is None:
-            if self.provider == SIMULATED:
-                self._endpoints = simulated_endpoints("simulated")
-            else:
-                self._endpoints = endpoints_from_env()
+            env = endpoints_from_env(backends=self.backends)
+            self._endpoints = {
+                role: simulated_endpoint(role, SIMULATED) if self.backends[role] == SIMULATED else env[role]
+                for role in ROLES
+            }
         return self._endpoints
 
-    def _live_endpoints(self) -> dict[str, Endpoint]:
-        if self.provider != SIMULATED:
-            return self.endpoints
+    @property
+    def endpoint_labels(self) -> dict[str, str]:
+        return {role: e.base_url for role, e in self.endpoints.items()}
+
+    @property
+    def limits(self) -> dict[str, Limits]:
+        o = self.options
+        return {
+            role: resolve_limits(
+                o.profiles.get(role) or os.environ.get(f"LEXPILOT_{role.upper()}_PROFILE"),
+                e.base_url,
+                o.max_requests,
+                o.max_bytes,
+                o.completion_window,
+                o.batch_endpoint,
+            )
+            for role, e in self.endpoints.items()
+        }
+
+    def _live_endpoint(self, role: str) -> Endpoint:
+        if self.backends[role] != SIMULATED:
+            return self.endpoints[role]
         if self._server is None:
             from lexpilot_batch.simulated import SimulatedServer, parse_faults
 
@@ -95,18 +135,33 @@ class Session:
                 self.ws.state_dir / "simulated", parse_faults(self.options.sim_faults), seed=self.options.sim_seed
             )
             self._server.start()
-        return simulated_endpoints(self._server.base_url)
+        return simulated_endpoint(role, self._server.base_url)
 
     def backend_for(self, roles: str) -> BatchBackend:
+        """The Files + Batches client for a file of these roles (`batch` and `simulated`)."""
         role = roles.split("+")[0]
-        if role not in self._backends:
-            endpoint = self._live_endpoints()[role]
-            self._backends[role] = OpenAIBatchBackend(endpoint, self.limits[role], timeout=self.options.timeout)
-        return self._backends[role]
+        key = ("batch", role)
+        if key not in self._clients:
+            self._clients[key] = OpenAIBatchBackend(
+                self._live_endpoint(role), self.limits[role], timeout=self.options.timeout
+            )
+        return self._clients[key]  # type: ignore[return-value]
 
-    def remember_provider(self) -> None:
-        if self.ws.db.meta("provider") != self.provider:
-            self.ws.db.set_meta("provider", self.provider)
+    def sync_runner_for(self, roles: str):
+        from lexpilot_batch.providers.sync import SyncRunner
+
+        role = roles.split("+")[0]
+        key = ("sync", role)
+        if key not in self._clients:
+            self._clients[key] = SyncRunner(
+                self._live_endpoint(role), concurrency=self.options.concurrency, timeout=self.options.timeout
+            )
+        return self._clients[key]
+
+    def remember_backends(self) -> None:
+        value = json.dumps(self.backends, sort_keys=True)
+        if self.ws.db.meta("backends") != value:
+            self.ws.db.set_meta("backends", value)
 
     def close(self) -> None:
         if self._server is not None:
@@ -154,14 +209,14 @@ def prepare(
         )
         result.new_threads += add_threads(ws, run, tasks, dataset)
         result.runs.append(run_id)
-    session.remember_provider()
+    session.remember_backends()
     result.compiled = compile_wave(ws, session.endpoints, session.limits, session.options.retries)
     return result
 
 
 def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
     _ensure_intact(ws, session)
-    return submit_files(ws, session.backend_for, on_file)
+    return submit_files(ws, session, on_file)
 
 
 def _ensure_intact(ws: Workspace, session: Session) -> None:
@@ -188,7 +243,7 @@ class AdvanceResult:
 
 def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool) -> AdvanceResult:
     submitted = submit(ws, session) if do_submit else None
-    poll = poll_files(ws, session.backend_for)
+    poll = poll_files(ws, session)
     compiled = None
     if poll.in_flight == 0:
         compiled = compile_wave(ws, session.endpoints, session.limits, session.options.retries)
@@ -199,10 +254,15 @@ def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool) -> A
 
 def work_left(ws: Workspace) -> dict[str, int]:
     db = ws.db.db
+
+    def count(sql: str) -> int:
+        return db.execute(sql).fetchone()[0]
+
     return {
-        "unsubmitted": db.execute("SELECT COUNT(*) FROM files WHERE status IN ('compiled','uploaded','creating')").fetchone()[0],
-        "in_flight": db.execute("SELECT COUNT(*) FROM files WHERE status IN ('submitted','downloaded')").fetchone()[0],
-        "active_threads": db.execute("SELECT COUNT(*) FROM threads WHERE status = 'active'").fetchone()[0],
+        "unsubmitted": count("SELECT COUNT(*) FROM files WHERE status IN ('compiled','uploaded','creating')"),
+        "in_flight": count("SELECT COUNT(*) FROM files WHERE status IN ('submitted','downloaded')"),
+        "waiting_manual": count("SELECT COUNT(*) FROM files WHERE status = 'submitted' AND backend = 'manual'"),
+        "active_threads": count("SELECT COUNT(*) FROM threads WHERE status = 'active'"),
     }
 
 
@@ -223,7 +283,7 @@ def poll_and_advance(
             on_round(outcome, left)
         if not wait:
             return left
-        if left["in_flight"] == 0 and (left["unsubmitted"] == 0 or not do_submit):
-            return left
+        if left["in_flight"] == left["waiting_manual"] and (left["unsubmitted"] == 0 or not do_submit):
+            return left  # done, or only the user can move it on (manual files)
         if outcome.poll.in_flight:
             time.sleep(poll_interval)

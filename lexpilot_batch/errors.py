@@ -40,9 +40,3 @@ class WorkspaceBusy(LexpilotError):
 
 class ProviderError(LexpilotError):
     """A provider refused a request in a way retrying will not fix."""
-
-
-class NotAvailable(LexpilotError):
-    """A command or option that this version does not provide yet."""
-
-    exit_code = 2

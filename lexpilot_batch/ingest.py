@@ -128,22 +128,25 @@ def read_lines(path: Path) -> Iterator[tuple[int, dict | None, str]]:
 
 def apply_result_files(
     db: Any,
-    file_pk: int,
+    file_pks: list[int],
     paths: list[Path],
     unanswered_reason: str | None,
 ) -> IngestStats:
-    """Apply a batch's result files to its requests (caller holds the transaction).
+    """Apply result files to the requests of these request files (caller holds the transaction).
 
-    `unanswered_reason`, when given, fails every request of the file that no line answered (the
+    `unanswered_reason`, when given, fails every request of the files that no line answered (the
     batch is over); when None (a partial manual ingest), such requests stay pending.
     """
     stats = IngestStats()
-    rows = {
-        r["custom_id"]: r
-        for r in db.execute(
-            "SELECT pk, custom_id, parser, n_claims, status FROM requests WHERE file_pk = ?", (file_pk,)
+    file_pk = file_pks[0] if len(file_pks) == 1 else None  # where anomalies are filed
+    rows = {}
+    for pk in file_pks:
+        rows.update(
+            (r["custom_id"], r)
+            for r in db.execute(
+                "SELECT pk, custom_id, parser, n_claims, status FROM requests WHERE file_pk = ?", (pk,)
+            )
         )
-    }
     seen: set[str] = set()
     updates: list[tuple] = []
     now = time.time()
@@ -165,7 +168,7 @@ def apply_result_files(
             row = rows.get(custom_id)
             if row is None:
                 stats.unknown += 1
-                anomaly("unknown_custom_id", custom_id, f"{path.name} line {number}: {custom_id!r} is not in this batch")
+                anomaly("unknown_custom_id", custom_id, f"{path.name} line {number}: {custom_id!r} is not a pending request here")
                 continue
             if custom_id in seen or row["status"] != "pending":
                 stats.duplicates += 1

@@ -146,8 +146,14 @@ def _m0001_initial(db: sqlite3.Connection) -> None:
     )
 
 
+def _m0002_file_backend(db: sqlite3.Connection) -> None:
+    # Which backend carries a file: batch (Files + Batches), sync, manual or simulated.
+    db.execute("ALTER TABLE files ADD COLUMN backend TEXT NOT NULL DEFAULT 'batch'")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
+    ("0002_file_backend", _m0002_file_backend),
 ]
 
 

@@ -6,12 +6,10 @@ version, error handling — runs as a real `python -m lexpilot_batch` process in
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from lexpilot_batch import __version__, cli
+from lexpilot_batch import __version__
 from lexpilot_batch.cli import app
 
 EXPECTED_COMMANDS = {
@@ -129,33 +127,3 @@ def test_validate_data_with_a_missing_file(tmp_path: Path) -> None:
 # --- commands not implemented yet ---------------------------------------------------------------
 
 
-def _still_not_available(callback: Callable[..., Any]) -> bool:
-    """Whether a command's function still only says "not available" (`cli._not_yet`).
-
-    Read from the source, not by running it: an implemented command run without arguments could
-    start a server or call a provider.
-    """
-    return "_not_yet(" in inspect.getsource(inspect.unwrap(callback))
-
-
-NOT_YET = sorted(name for name, command in COMMANDS.items() if _still_not_available(command.callback))
-
-
-def test_not_available_detection_works() -> None:
-    # Control for the detection above: a callback calling `_not_yet` is found, others are not.
-    def placeholder() -> None:
-        cli._not_yet("placeholder")
-
-    def implemented() -> None:
-        print("done")
-
-    assert _still_not_available(placeholder)
-    assert not _still_not_available(implemented)
-    assert not _still_not_available(COMMANDS["validate-data"].callback)
-
-
-@pytest.mark.parametrize("name", NOT_YET or [pytest.param("-", marks=pytest.mark.skip("all implemented"))])
-def test_not_available_commands_exit_non_zero(name: str, tmp_path: Path) -> None:
-    result = run_cli([name], tmp_path)
-    assert_clean_error(result, "not available")
-    assert list(tmp_path.iterdir()) == []
