@@ -15,8 +15,8 @@ from typing import TypeVar
 import openai
 
 from lexpilot_batch.config import Endpoint, Limits
-from lexpilot_batch.errors import ConfigError, ProviderError
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo
+from lexpilot_batch.providers.errors import translate
 from lexpilot_batch.workspace import write_atomic
 
 T = TypeVar("T")
@@ -50,32 +50,18 @@ class OpenAIBatchBackend(BatchBackend):
         )
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        where = f"{self.endpoint.role} role at {self.endpoint.base_url}"
         try:
             return fn()
-        except openai.AuthenticationError:
-            raise ConfigError(
-                f"{what}: the provider rejected the API key for the {where} (HTTP 401); "
-                f"check {self.endpoint.key_var}"
-            ) from None
-        except openai.PermissionDeniedError as exc:
-            raise ConfigError(f"{what}: permission denied for the {where} (HTTP 403): {_message(exc)}") from None
-        except openai.NotFoundError as exc:
-            raise ProviderError(
-                f"{what}: not found at the {where} (HTTP 404): {_message(exc)}. If this endpoint has no "
-                f"Batch API, use --{self.endpoint.role}-backend sync"
-            ) from None
-        except openai.BadRequestError as exc:
-            raise ProviderError(f"{what}: the {where} refused the request (HTTP 400): {_message(exc)}") from None
-        except openai.APIStatusError as exc:
-            raise ProviderError(
-                f"{what}: the {where} answered HTTP {exc.status_code} after retries: {_message(exc)}; "
-                "nothing was lost, run the same command again later"
-            ) from None
-        except (openai.APIConnectionError, openai.APITimeoutError):
-            raise ProviderError(
-                f"{what}: could not reach the {where}; nothing was lost, run the same command again"
-            ) from None
+        except openai.APIError as exc:
+            error = translate(
+                exc,
+                what,
+                self.endpoint,
+                not_found_hint=f"If this endpoint has no Batch API, use --{self.endpoint.role}-backend sync",
+            )
+            if error is None:
+                raise
+            raise error from None
 
     def upload(self, path: Path) -> str:
         def go() -> str:
@@ -115,12 +101,3 @@ class OpenAIBatchBackend(BatchBackend):
 
     def cancel(self, batch_id: str) -> BatchInfo:
         return _info(self._call(f"cancelling batch {batch_id}", lambda: self.client.batches.cancel(batch_id)))
-
-
-def _message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-    return str(exc.message)
