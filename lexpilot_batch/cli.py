@@ -107,6 +107,11 @@ SimFaultsOpt = Annotated[
 ]
 SimSeedOpt = Annotated[int, typer.Option("--sim-seed", help="Seed of the simulated models.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
+PricesOpt = Annotated[
+    Optional[Path],
+    typer.Option("--prices", help='JSON {"eval": {"input": USD/1M tokens, "output": USD/1M tokens}, ...} '
+                 "for cost estimates.", dir_okay=False),
+]
 PollIntervalOpt = Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.", min=0)]
 
 
@@ -332,8 +337,13 @@ def _say_manual(paths: list[str]) -> None:
 @app.command()
 @_with(_PROVIDER_OPTIONS, "target", _provider_options)
 @_with(_RUN_OPTIONS, "run", _run_options)
-def prepare(run: dict, target: tuple, dry_run: Annotated[bool, typer.Option(
+def prepare(
+    run: dict,
+    target: tuple,
+    dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Show what would be compiled and a projection for the whole run; write nothing.")] = False,
+    prices: PricesOpt = None,
+    format_: Annotated[str, typer.Option("--format", help="Dry-run output: table or json.")] = "table",
 ) -> None:
     """Register runs and compile the requests now due into the open wave's batch files.
 
@@ -345,19 +355,23 @@ def prepare(run: dict, target: tuple, dry_run: Annotated[bool, typer.Option(
     from lexpilot_batch.engine import prepare as do_prepare
 
     if dry_run:
-        _dry_run(run, target)
+        _dry_run(run, target, _load_prices(prices), format_)
         return
     with _session(target) as (ws, session):
         result = do_prepare(ws, session, **run)
     _say_prepared(result)
 
 
-def _dry_run(run: dict, target: tuple) -> None:
-    from lexpilot_batch.estimate import dry_run_prepare, render
+def _dry_run(run: dict, target: tuple, prices: dict | None, format_: str) -> None:
+    """Nothing is written, not even a new workspace's database."""
+    import json
 
-    with _session(target) as (ws, session):
-        estimate = dry_run_prepare(ws, session, **run)
-    typer.echo(render(estimate))
+    from lexpilot_batch.estimate import dry_run_prepare, open_readonly, render
+
+    root, options = target
+    with open_readonly(root, options) as (ws, session):
+        estimate = dry_run_prepare(ws, session, prices=prices, **run)
+    typer.echo(json.dumps(estimate.to_json(), ensure_ascii=False, indent=2) if format_ == "json" else render(estimate))
 
 
 @app.command()
@@ -389,6 +403,7 @@ def _progress_printer():
         if state["bar"] is not None:
             state["bar"].close()
             state["bar"] = None
+            state["wave"] = None  # a later round of the same wave opens a fresh bar
 
     def on_round(outcome, left) -> None:
         poll = outcome.poll
@@ -470,7 +485,13 @@ def poll_and_advance(
 
 
 @app.command()
-def status(format_: FormatOpt = "table", root: RootOpt = None) -> None:
+def status(
+    format_: FormatOpt = "table",
+    estimate: Annotated[bool, typer.Option("--estimate", help="Also project the remaining requests, tokens, "
+                                           "waves and cost.")] = False,
+    prices: PricesOpt = None,
+    root: RootOpt = None,
+) -> None:
     """Show threads done / in flight / failed per run and task, the wave, requests and tokens.
 
     Example: lexpilot-batch status --format json
@@ -482,9 +503,31 @@ def status(format_: FormatOpt = "table", root: RootOpt = None) -> None:
 
     if format_ not in ("table", "json"):
         raise LexpilotError("--format must be table or json")
+    price_table = _load_prices(prices)
     with Workspace(root, writable=False) as ws:
         data = status_mod.collect(ws)
-    typer.echo(json.dumps(data, ensure_ascii=False, indent=2) if format_ == "json" else status_mod.render(data))
+        projection = _estimate_workspace(ws, price_table) if estimate else None
+    if format_ == "json":
+        if projection is not None:
+            data["estimate"] = projection.to_json()
+        typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        return
+    typer.echo(status_mod.render(data))
+    if projection is not None:
+        from lexpilot_batch.estimate import render
+
+        typer.echo("\n" + render(projection))
+
+
+def _estimate_workspace(ws, prices):
+    from lexpilot_batch.engine import ProviderOptions, Session
+    from lexpilot_batch.estimate import estimate_workspace
+
+    session = Session(ws, ProviderOptions())
+    try:
+        return estimate_workspace(ws, session, prices)
+    finally:
+        session.close()
 
 
 def _load_prices(path: Path | None) -> dict | None:
@@ -527,11 +570,7 @@ def report(
     model: Annotated[Optional[str], typer.Option("--model", help="Only this evaluated model.")] = None,
     format_: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
     partial: Annotated[bool, typer.Option("--partial", help="Report unfinished tasks, marked as partial.")] = False,
-    prices: Annotated[
-        Optional[Path],
-        typer.Option("--prices", help='JSON {"eval": {"input": USD/1M, "output": USD/1M}, ...} for cost.',
-                     dir_okay=False),
-    ] = None,
+    prices: PricesOpt = None,
     batch_discount: Annotated[
         float, typer.Option("--batch-discount", help="Discount of batch over list prices.", min=0, max=1)
     ] = 0.5,

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from lexpilot_batch import __version__, prompts
 from lexpilot_batch.config import Settings
@@ -148,40 +149,48 @@ def register_run(
                     + "\nUse a new --run-id for a different experiment, or the original settings to resume."
                 )
             db.execute("UPDATE runs SET speculate = ? WHERE pk = ?", (int(speculate), row["pk"]))
-            return Run(row["pk"], run_id, model, key, old)
-        clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
-        if clash is not None:  # a 32-bit hash collision: vanishingly rare, but never silent
-            raise ConfigError(f"run {run_id!r} collides with run {clash['run_id']!r}; choose another --run-id")
-        db.executemany(
-            "INSERT OR IGNORE INTO cases VALUES (?, ?, ?, ?, ?)",
-            (
-                (
-                    dataset.sha256,
-                    i,
-                    str(dataset.cases[i].case_number),
-                    dataset.class_of(dataset.cases[i]),
-                    dataset.cases[i].model_dump_json(),
-                )
-                for i in indices
-            ),
-        )
-        cur = db.execute(
-            "INSERT INTO runs (run_id, model, key, dataset, manifest, templates, speculate, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                run_id,
-                model,
-                key,
-                dataset.sha256,
-                json.dumps(manifest, ensure_ascii=False),
-                json.dumps(templates, ensure_ascii=False),
-                int(speculate),
-                time.time(),
-            ),
-        )
-        run = Run(cur.lastrowid, run_id, model, key, manifest)
+            run = Run(row["pk"], run_id, model, key, old)
+        else:
+            run = _insert_run(db, run_id, model, key, dataset, indices, manifest, templates, speculate)
+    # Written after the commit, and again on every prepare: a kill in between is mended next time.
     write_manifest_file(ws, run)
     return run
+
+
+def _insert_run(db: Any, run_id: str, model: str, key: str, dataset: Dataset, indices: list[int], manifest: dict,
+                templates: dict[str, str], speculate: bool) -> Run:
+    """Insert the run and copy its cases (inside the caller's transaction)."""
+    clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
+    if clash is not None:  # a 32-bit hash collision: vanishingly rare, but never silent
+        raise ConfigError(f"run {run_id!r} collides with run {clash['run_id']!r}; choose another --run-id")
+    db.executemany(
+        "INSERT OR IGNORE INTO cases VALUES (?, ?, ?, ?, ?)",
+        (
+            (
+                dataset.sha256,
+                i,
+                str(dataset.cases[i].case_number),
+                dataset.class_of(dataset.cases[i]),
+                dataset.cases[i].model_dump_json(),
+            )
+            for i in indices
+        ),
+    )
+    cur = db.execute(
+        "INSERT INTO runs (run_id, model, key, dataset, manifest, templates, speculate, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            model,
+            key,
+            dataset.sha256,
+            json.dumps(manifest, ensure_ascii=False),
+            json.dumps(templates, ensure_ascii=False),
+            int(speculate),
+            time.time(),
+        ),
+    )
+    return Run(cur.lastrowid, run_id, model, key, manifest)
 
 
 def write_manifest_file(ws: Workspace, run: Run) -> None:

@@ -1,0 +1,292 @@
+"""Crash and resume (SPEC §8): SIGKILL the CLI anywhere, run it again, lose and duplicate nothing.
+
+Each scenario runs the two-run, all-task benchmark on the first six cases, kills
+`poll-and-advance --submit --wait` (and once `prepare`) with SIGKILL again and again, lets it
+finish, and compares the workspace with an uninterrupted run under the same simulated seed and
+faults: simulated answers depend only on (seed, custom_id, prompt) and the fault dice on custom_ids
+and file contents, so two providers that were asked the same things give the same records. Kills land
+at random moments (seeded) and, through `crash_helpers.py`'s self-kill hook, exactly in the windows
+between "the provider did it" and "the database recorded it".
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+from crash_helpers import KILL_POINTS, Client, SimServer, base_env, final_state, kill_phase, open_db
+from openai import OpenAI
+
+from lexpilot_batch.simulated import SimulatedServer, parse_faults
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL semantics; proc.kill() is TerminateProcess")
+
+SEED = 11
+# Every fault here is drawn from custom_ids or file contents, so both providers roll the same dice;
+# the latency keeps batches in flight long enough for kills to land while they are.
+FAULTS = "line_error=0.05,truncate=0.02,malformed_judge=0.1,expire_batch=0.1,fail_batch=0.05,latency=0.05,seed=7"
+PREPARE = ("prepare", "--stage", "all", "--run-id", "r1", "--run-id", "r2", "--model", "sim-eval", "--limit", "6")
+ADVANCE = ("poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05")
+IN_PROCESS = ["--provider", "simulated", "--sim-seed", str(SEED), "--sim-faults", FAULTS]
+
+
+def env_client(root: Path, server: SimServer) -> Client:
+    env = base_env(OPENAI_BASE_URL=server.url, OPENAI_API_KEY="sk-dummy")
+    return Client(root, env, log_path=root.parent / f"{root.name}.log")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict:
+    """The uninterrupted run, against its own provider process."""
+    base = tmp_path_factory.mktemp("reference")
+    with SimServer(base / "sim", SEED, FAULTS, base / "server.log") as server:
+        client = env_client(base / "ws", server)
+        client.run(*PREPARE)
+        client.run(*ADVANCE)
+    state = final_state(base / "ws")
+    threads = Counter(status for status, _, _ in state["threads"].values())
+    assert threads["done"] >= 60 and threads["active"] == 0, threads
+    # Controls: the faults really forced retries, and interaction threads went several rounds.
+    assert any(attempt > 1 for _, _, attempt, *_ in state["requests"].values())
+    assert max(wave for wave, *_ in state["requests"].values()) >= 8
+    return state
+
+
+class KillLog:
+    """Where each kill landed, from what the killed process left behind."""
+
+    def __init__(self, root: Path, server_state: Path) -> None:
+        self.root, self.server_state = root, server_state
+        self.fingerprint: str | None = None
+        self.orphans = 0
+        self.phases: list[str] = []
+
+    def before(self) -> None:
+        _, self.fingerprint, self.orphans = kill_phase(self.root, self.server_state, None)
+
+    def landed(self, how: str) -> None:
+        phase, self.fingerprint, orphans = kill_phase(self.root, self.server_state, self.fingerprint)
+        if orphans > self.orphans:
+            phase += " +upload not recorded"
+        self.orphans = orphans
+        self.phases.append(f"{how}: {phase}")
+
+    def summary(self, title: str) -> str:
+        counts = Counter(p.split(": ", 1)[1] for p in self.phases)
+        lines = [f"{title}: {len(self.phases)} kills"] + [f"  {p}" for p in self.phases]
+        lines.append("  by state: " + "; ".join(f"{k} ×{n}" for k, n in sorted(counts.items())))
+        return "\n".join(lines)
+
+
+def kill_randomly(client: Client, log: KillLog, rng: random.Random, kills: int, late: float = 0.5) -> int:
+    """SIGKILL poll-and-advance after random delays; stops early when a run ends by itself."""
+    landed = 0
+    for _ in range(kills):
+        delay = rng.uniform(0.05, late)  # into the command's work, which takes about a second in all
+        log.before()
+        if not client.kill_after(delay, *ADVANCE):
+            break
+        landed += 1
+        log.landed(f"random {delay:.2f}s")
+    return landed
+
+
+def kill_prepare(client: Client, log: KillLog, rng: random.Random) -> None:
+    """Kill `prepare` between the second run's commit and its threads', then at random; finish it."""
+    log.before()
+    assert client.kill_at("prepare.before_threads:2", *PREPARE)
+    log.landed("prepare.before_threads:2")
+    log.before()
+    delay = rng.uniform(0.0, 0.15)
+    if client.kill_after(delay, *PREPARE):
+        log.landed(f"prepare random {delay:.2f}s")
+    client.run(*PREPARE)
+
+
+# --- what must hold after any sequence of kills ---------------------------------------------------
+
+
+def check_same_as_reference(root: Path, reference: dict) -> None:
+    state = final_state(root)
+    assert set(state["threads"]) == set(reference["threads"])
+    differing = [k for k in reference["threads"] if state["threads"][k] != reference["threads"][k]]
+    assert not differing, f"{len(differing)} thread(s) differ from the uninterrupted run, e.g. {differing[:3]}"
+    missing = sorted(set(reference["requests"]) - set(state["requests"]))
+    extra = sorted(set(state["requests"]) - set(reference["requests"]))
+    assert not missing and not extra, f"requests lost: {missing[:5]}; requests added: {extra[:5]}"
+    changed = [c for c in reference["requests"] if state["requests"][c] != reference["requests"][c]]
+    assert not changed, [(c, reference["requests"][c], state["requests"][c]) for c in changed[:3]]
+
+
+def check_nothing_in_flight(client: Client) -> None:
+    argv, env = client.argv("status", "--format", "json")
+    out = subprocess.run(argv, env=env, capture_output=True, check=True, timeout=60).stdout
+    status = json.loads(out)
+    in_flight = {(r["run_id"], t): c["in_flight"] for r in status["runs"] for t, c in r["tasks"].items()}
+    assert sum(in_flight.values()) == 0, in_flight
+    assert status["open_files"] == []
+    assert sum(c["pending"] for c in status["requests"].values()) == 0, status["requests"]
+
+
+def check_workspace_bookkeeping(root: Path) -> None:
+    """Every result line is one known request, ingested once; every file was sent as one batch."""
+    db = open_db(root)
+    assert db is not None
+    try:
+        requests = {r["custom_id"]: dict(r) for r in db.execute("SELECT * FROM requests")}
+        files = {r["pk"]: dict(r) for r in db.execute("SELECT * FROM files")}
+        anomalies = [dict(r) for r in db.execute("SELECT kind, custom_id, detail FROM anomalies")]
+        answered = db.execute(
+            "SELECT run_pk, case_idx, step, COUNT(*) AS n FROM requests WHERE status IN ('answered', 'discarded')"
+            " GROUP BY run_pk, case_idx, step HAVING n > 1"
+        ).fetchall()
+    finally:
+        db.close()
+    assert not answered, f"steps answered more than once: {[tuple(r) for r in answered]}"
+    assert {f["status"] for f in files.values()} == {"ingested"}
+    assert all(f["batch_id"] for f in files.values())
+    assert len({f["batch_id"] for f in files.values()}) == len(files), "two workspace files share a batch"
+    saved = {}
+    for f in files.values():
+        for kind in ("output_path", "error_path"):
+            if f[kind]:
+                saved[f[kind]] = f["pk"]
+    on_disk = {p.relative_to(root).as_posix() for p in (root / "responses").rglob("*.jsonl") if not p.name.startswith(".")}
+    assert on_disk == set(saved), f"result files without a record: {sorted(on_disk - set(saved))}"
+    lines_of: dict[int, Counter] = defaultdict(Counter)
+    for rel, file_pk in saved.items():
+        for raw in (root / rel).read_text("utf-8").splitlines():
+            if not raw.strip():
+                continue
+            cid = json.loads(raw)["custom_id"]
+            row = requests.get(cid)
+            assert row is not None, f"{rel}: {cid} is no request of this workspace"
+            assert row["file_pk"] == file_pk, f"{rel}: {cid} belongs to another file"
+            assert row["status"] in ("answered", "failed", "discarded"), f"{rel}: {cid} is still {row['status']}"
+            lines_of[file_pk][cid] += 1
+    for file_pk, seen in lines_of.items():
+        assert max(seen.values()) == 1, f"{files[file_pk]['path']}: custom_id(s) answered twice in its results"
+    for cid, row in requests.items():
+        f = files[row["file_pk"]]
+        if f["batch_status"] == "completed":  # a completed batch answers every request it was given
+            assert lines_of[f["pk"]][cid] == 1, f"{cid} missing from the results of {f['path']}"
+    # A duplicate or unknown custom_id would mean a result applied twice or to the wrong request, a
+    # bad line a result file saved by halves; the provider here produces none of them by itself.
+    assert not anomalies, anomalies
+
+
+def check_provider_batches(base_url: str, root: Path) -> None:
+    """On the provider: one batch per workspace file, and no custom_id in two batches' inputs."""
+    db = open_db(root)
+    assert db is not None
+    try:
+        recorded = {r["batch_id"]: r["path"] for r in db.execute("SELECT batch_id, path FROM files")}
+        workspace_id = db.execute("SELECT value FROM meta WHERE key = 'workspace_id'").fetchone()[0]
+    finally:
+        db.close()
+    client = OpenAI(base_url=base_url, api_key="sk-dummy", max_retries=5)
+    batches = list(client.batches.list(limit=100))  # this provider serves this workspace only
+    assert all((b.metadata or {}).get("lexpilot_workspace") == workspace_id for b in batches)
+    by_file = Counter((b.metadata or {})["lexpilot_file"] for b in batches)
+    assert max(by_file.values()) == 1, f"workspace files batched twice: {[p for p, n in by_file.items() if n > 1]}"
+    assert {b.id for b in batches} == set(recorded), "provider batches and recorded batches differ"
+    owner: dict[str, str] = {}
+    for b in batches:
+        for raw in client.files.content(b.input_file_id).text.splitlines():
+            cid = json.loads(raw)["custom_id"]
+            assert cid not in owner, f"{cid} was sent in batch {owner[cid]} and again in {b.id}"
+            owner[cid] = b.id
+
+
+def check_manifests(root: Path) -> None:
+    for run_id in ("r1", "r2"):
+        found = list((root / "runs").glob(f"{run_id}-*/*/manifest.json"))
+        assert len(found) == 1, f"run {run_id}: manifest file missing under {root / 'runs'}"
+        assert json.loads(found[0].read_text("utf-8"))["run_id"] == run_id
+
+
+def check_all(client: Client, reference: dict, base_url: str) -> None:
+    check_same_as_reference(client.root, reference)
+    check_nothing_in_flight(client)
+    check_workspace_bookkeeping(client.root)
+    check_provider_batches(base_url, client.root)
+
+
+# --- the scenarios --------------------------------------------------------------------------------
+
+
+def test_random_sigkills_against_a_separate_provider_process(reference, tmp_path):
+    rng = random.Random(8)
+    with SimServer(tmp_path / "sim", SEED, FAULTS, tmp_path / "server.log") as server:
+        client = env_client(tmp_path / "ws", server)
+        log = KillLog(client.root, server.state_dir)
+        kill_prepare(client, log, rng)
+        landed = kill_randomly(client, log, rng, kills=7)
+        client.run(*ADVANCE)
+        print(log.summary("separate provider, random kills"))
+        assert landed >= 4, log.summary("too few kills landed before the run finished")
+        check_all(client, reference, server.url)
+
+
+def test_sigkill_at_every_commit_gap_against_a_separate_provider_process(reference, tmp_path):
+    # Each kill starts a fresh process, so ":1" is the first pass after the previous kill and ":2"
+    # the second (the next file of the same wave, or the next poll round).
+    points = [
+        "compile.before_commit:1",  # poll-and-advance compiles once wave 1 is in: this is wave 2
+        "submit.after_upload:1",
+        "submit.after_create:1",
+        "poll.after_download:1",
+        "ingest.before_commit:1",
+        "poll.before_close_waves:2",
+        "submit.after_create:2",
+        "ingest.before_commit:2",
+    ]
+    assert {p.split(":")[0] for p in points} | {"prepare.before_threads", "prepare.before_manifest"} == set(KILL_POINTS)
+    with SimServer(tmp_path / "sim", SEED, FAULTS, tmp_path / "server.log") as server:
+        client = env_client(tmp_path / "ws", server)
+        log = KillLog(client.root, server.state_dir)
+        client.run(*PREPARE)
+        for point in points:
+            log.before()
+            assert client.kill_at(point, *ADVANCE), f"the run finished before reaching {point}"
+            log.landed(point)
+        client.run(*ADVANCE)
+        print(log.summary("separate provider, chosen points"))
+        check_all(client, reference, server.url)
+
+
+def test_random_sigkills_with_the_in_process_provider(reference, tmp_path):
+    """`--provider simulated` dies with the client; its batches live on in the workspace."""
+    rng = random.Random(3)
+    root = tmp_path / "ws"
+    client = Client(root, base_env(), extra=IN_PROCESS, log_path=tmp_path / "ws.log")
+    log = KillLog(root, root / "state" / "simulated")
+    client.run(*PREPARE)
+    # The provider persisted the batch and died with the client before the id was recorded.
+    log.before()
+    assert client.kill_at("submit.after_create:1", *ADVANCE)
+    log.landed("submit.after_create:1")
+    landed = kill_randomly(client, log, rng, kills=2, late=0.9)  # the provider starts first
+    client.run(*ADVANCE)
+    print(log.summary("in-process provider"))
+    assert landed >= 1, log.summary("no random kill landed before the run finished")
+    check_same_as_reference(root, reference)
+    check_nothing_in_flight(client)
+    check_workspace_bookkeeping(root)
+    # The killed processes' provider state, served again, must hold one batch per file.
+    with SimulatedServer(root / "state" / "simulated", parse_faults(FAULTS), seed=SEED) as server:
+        check_provider_batches(server.base_url, root)
+
+
+def test_prepare_killed_after_registering_a_run_still_writes_its_manifest(tmp_path):
+    """SPEC §8: a run's manifest lives in the database *and* as runs/<run>/<model>/manifest.json."""
+    root = tmp_path / "ws"
+    client = Client(root, base_env(), extra=["--provider", "simulated"], log_path=tmp_path / "ws.log")
+    assert client.kill_at("prepare.before_manifest:1", *PREPARE)
+    client.run(*PREPARE)
+    check_manifests(root)

@@ -1,0 +1,341 @@
+"""Estimates: the dry run compiles in memory exactly what `prepare` compiles, writes nothing, and
+its projection brackets what a fault-free run really sends; costs and calibration by hand."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from engine_helpers import finish, open_session, prepare_runs, wave_count
+
+from lexpilot_batch import prompts
+from lexpilot_batch.config import ROLES, Settings
+from lexpilot_batch.data import load_dataset
+from lexpilot_batch.engine import ProviderOptions, poll_and_advance, submit
+from lexpilot_batch.errors import ManifestMismatch
+from lexpilot_batch.estimate import (
+    CHARS_PER_TOKEN,
+    COMPLETION_TOKENS,
+    RESPONSE_CHARS,
+    Estimate,
+    dry_run_prepare,
+    estimate_workspace,
+    open_readonly,
+    render,
+)
+from lexpilot_batch.workspace import Workspace
+
+SIMULATED = ProviderOptions(provider="simulated", sim_faults="")
+
+
+@pytest.fixture(autouse=True)
+def _no_backend_env(monkeypatch):
+    for role in ROLES:
+        monkeypatch.delenv(f"LEXPILOT_{role.upper()}_BACKEND", raising=False)
+    monkeypatch.delenv("LEXPILOT_SIM_FAULTS", raising=False)
+
+
+def dry_run(root: Path, stage: str, runs=("r1",), options: ProviderOptions = SIMULATED, **kwargs) -> Estimate:
+    run = {
+        "stage": stage, "run_ids": list(runs), "model": "sim-eval", "settings": Settings(), "dataset_path": None,
+        "categories_path": None, "limit": None, "prompts_path": None, "speculate": False,
+    }
+    extra = {k: kwargs.pop(k) for k in ("prices", "batch_discount", "clarify_probability") if k in kwargs}
+    run.update(kwargs)
+    with open_readonly(root, options) as (ws, session):
+        return dry_run_prepare(ws, session, **run, **extra)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def compiled_per_role(ws: Workspace, wave: int) -> dict[str, tuple[int, int]]:
+    """(requests, prompt characters) per role in the wave's request files."""
+    requests, chars = Counter(), Counter()
+    for path in sorted(ws.wave_dir("requests", wave).glob("*.jsonl")):
+        role = path.name.split("__")[0]
+        assert "+" not in role, "each role has its own model in these tests"
+        for line in path.read_text(encoding="utf-8").splitlines():
+            requests[role] += 1
+            chars[role] += len(json.loads(line)["body"]["messages"][0]["content"])
+    return {role: (requests[role], chars[role]) for role in requests}
+
+
+def estimated_per_role(estimate: Estimate) -> dict[str, tuple[int, int]]:
+    return {role: (w.requests, w.prompt_chars) for role, w in estimate.next_wave.items()}
+
+
+def sent_per_role(ws: Workspace, where: str = "1", args: tuple = ()) -> Counter:
+    rows = ws.db.db.execute(f"SELECT role, COUNT(*) AS n FROM requests WHERE {where} GROUP BY role", args)
+    return Counter({r["role"]: r["n"] for r in rows})
+
+
+def advance_one_wave(ws: Workspace, session) -> None:
+    """Submit the compiled wave, then poll until it is ingested and the next one compiled."""
+    submit(ws, session)
+    for _ in range(200):
+        left = poll_and_advance(ws, session, do_submit=False, wait=False, poll_interval=0)
+        if left["in_flight"] == 0:
+            return
+    raise AssertionError("the wave did not finish")
+
+
+def assert_ordered(estimate: Estimate) -> None:
+    spans = [estimate.projection_requests]
+    for p in estimate.projection.values():
+        spans += [p.requests, p.prompt_chars, p.prompt_tokens, p.completion_tokens]
+    for s in spans:
+        assert s.min <= s.expected + 1e-9 and s.expected <= s.max + 1e-9, s
+
+
+@pytest.mark.parametrize("speculate", [False, True])
+def test_dry_run_without_a_workspace_writes_nothing_and_brackets_the_real_run(tmp_path, speculate):
+    root = tmp_path / "ws"
+    estimate = dry_run(root, "all", speculate=speculate)
+    assert not root.exists(), "a dry run must not create the workspace"
+    assert estimate.wave == 1 and estimate.next_wave_source == "due"
+    assert_ordered(estimate)
+    assert estimate.waves_remaining.min == 4  # lca 2, dcg 4, direct/gold 2, interaction ≥ 3
+    assert estimate.waves_remaining.max == (8 if speculate else 11)
+
+    with Workspace(root) as ws:
+        session = open_session(ws)
+        try:
+            result = prepare_runs(ws, session, stage="all", speculate=speculate)
+            assert result.compiled.wave == 1
+            assert compiled_per_role(ws, 1) == estimated_per_role(estimate)
+            finish(ws, session)
+        finally:
+            session.close()
+        sent = sent_per_role(ws)
+        assert set(sent) == set(estimate.projection)
+        for role, p in estimate.projection.items():
+            assert p.requests.min <= sent[role] <= p.requests.max, role
+        total = sum(sent.values())
+        assert estimate.projection_requests.min <= total <= estimate.projection_requests.max
+        # The bracket is not trivially wide: consultations really ended at different rounds.
+        assert estimate.projection_requests.min < total < estimate.projection_requests.max
+        assert estimate.waves_remaining.min <= wave_count(ws) <= estimate.waves_remaining.max
+
+
+@pytest.mark.parametrize("moment", ["lca finished", "lca wave 2 compiled"])
+def test_dry_run_on_an_existing_workspace_changes_nothing_and_matches_prepare(tmp_path, moment):
+    root = tmp_path / "ws"
+    with Workspace(root) as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="lca")
+            if moment == "lca finished":
+                finish(ws, session)
+            else:
+                advance_one_wave(ws, session)
+        finally:
+            session.close()
+    before = snapshot(root)
+    with Workspace(root, writable=False) as ws:
+        db_before = list(ws.db.db.iterdump())
+
+    estimate = dry_run(root, "all", runs=("r1", "r2"))
+
+    assert snapshot(root) == before
+    with Workspace(root, writable=False) as ws:
+        assert list(ws.db.db.iterdump()) == db_before
+    assert [(r.run_id, r.new) for r in estimate.runs] == [("r1", False), ("r2", True)]
+    wave = 3 if moment == "lca finished" else 2
+    assert estimate.wave == wave
+    with Workspace(root) as ws:
+        session = open_session(ws)
+        try:
+            result = prepare_runs(ws, session, stage="all", runs=("r1", "r2"))
+        finally:
+            session.close()
+        assert result.compiled.wave == wave
+        compiled = compiled_per_role(ws, wave)
+        assert compiled == estimated_per_role(estimate)
+        # r1's interaction threads start from its answered LCA steps: user replies or extractions.
+        if moment == "lca finished":
+            assert {"user", "judge"} <= set(compiled)
+
+
+def test_dry_run_while_a_wave_is_in_flight_compiles_nothing(tmp_path):
+    root = tmp_path / "ws"
+    with Workspace(root) as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="lca")
+            submit(ws, session)
+        finally:
+            session.close()
+    n_cases = len(load_dataset(None).cases)
+    estimate = dry_run(root, "ljp-direct", runs=("r2",))
+    assert estimate.next_wave_source == "in_flight" and estimate.next_wave == {} and estimate.wave is None
+    assert estimate.in_flight_wave == 1 and estimate.in_flight_requests == {"eval": 2 * n_cases}
+    # After the LCA wave: its labels (n_cases each variant), then r2's direct gen, then its extraction.
+    assert estimate.projection["judge"].requests.max == 2 * n_cases + n_cases
+    assert estimate.projection["eval"].requests.max == n_cases
+    assert estimate.waves_remaining.max == 2
+    assert "Wave 1 is under way" in render(estimate)
+    with Workspace(root) as ws:
+        session = open_session(ws)
+        try:
+            result = prepare_runs(ws, session, stage="ljp-direct", runs=("r2",))
+        finally:
+            session.close()
+        assert result.compiled.in_flight and not result.compiled.compiled
+
+
+@pytest.mark.parametrize("waves,moment", [(1, "compiled"), (1, "in flight"), (2, "compiled"), (2, "in flight")])
+def test_estimate_workspace_mid_run_brackets_what_remains(tmp_path, waves, moment):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="all", limit=8)
+            for _ in range(waves):
+                advance_one_wave(ws, session)
+            if moment == "in flight":
+                submit(ws, session)
+            estimate = estimate_workspace(ws, session)
+            open_wave = waves + 1
+            if moment == "compiled":
+                assert estimate.wave == open_wave and estimate.next_wave_source == "compiled"
+                pending = sent_per_role(ws, "wave = ? AND status = 'pending'", (open_wave,))
+                assert {r: w.requests for r, w in estimate.next_wave.items()} == dict(pending)
+                already = sent_per_role(ws, "wave < ?", (open_wave,))
+            else:
+                assert estimate.wave is None and estimate.in_flight_wave == open_wave
+                assert estimate.next_wave == {}
+                already = sent_per_role(ws)
+            assert_ordered(estimate)
+            finish(ws, session)
+        finally:
+            session.close()
+        final = sent_per_role(ws)
+        for role in ROLES:
+            p = estimate.projection.get(role)
+            low, high = (p.requests.min, p.requests.max) if p else (0, 0)
+            assert already[role] + low <= final[role] <= already[role] + high, role
+        total = sum(final.values()) - sum(already.values())
+        assert estimate.projection_requests.min <= total <= estimate.projection_requests.max
+        assert estimate_workspace(ws, open_session(ws)).projection == {}
+
+
+def test_cost_by_hand_on_one_case(tmp_path):
+    case = load_dataset(None).cases[0]
+    gen_chars = len(prompts.force_judge_prompt(case.underspecified_history))
+    ext_chars = len(prompts.extract_verdicts_prompt(case.claims, "某" * RESPONSE_CHARS["eval"]))
+    prices = {"eval": {"input": 2.0, "output": 8.0}, "judge": {"input": 1.0, "output": 4.0}}
+    options = ProviderOptions(backends={"eval": "sync", "user": "batch", "judge": "batch"})
+
+    e = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=options, prices=prices)
+    gen_tokens, ext_tokens = round(gen_chars / CHARS_PER_TOKEN), round(ext_chars / CHARS_PER_TOKEN)
+    assert list(e.next_wave) == ["eval"]
+    w = e.next_wave["eval"]
+    assert (w.requests, w.prompt_chars, w.prompt_tokens, w.completion_tokens) == (
+        1, gen_chars, gen_tokens, COMPLETION_TOKENS["eval"])
+    eval_cost = (gen_tokens * 2.0 + COMPLETION_TOKENS["eval"] * 8.0) / 1e6  # sync: list price
+    judge_cost = (ext_tokens * 1.0 + COMPLETION_TOKENS["judge"] * 4.0) / 1e6 * 0.5  # batch: half
+    assert w.cost_usd == pytest.approx(eval_cost) and e.next_wave_cost_usd == pytest.approx(eval_cost)
+    judge = e.projection["judge"]
+    assert (judge.requests.min, judge.requests.max, judge.prompt_chars.max) == (1, 1, ext_chars)
+    assert judge.cost_usd.expected == pytest.approx(judge_cost)
+    for k in ("min", "expected", "max"):
+        assert getattr(e.projection_cost_usd, k) == pytest.approx(eval_cost + judge_cost)
+    assert "cost USD" in render(e)
+
+    manual = ProviderOptions(backends={"eval": "batch", "user": "batch", "judge": "manual"})
+    e = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=manual, prices=prices, batch_discount=0.25)
+    assert e.next_wave["eval"].cost_usd == pytest.approx((gen_tokens * 2.0 + COMPLETION_TOKENS["eval"] * 8.0)
+                                                         / 1e6 * 0.75)
+    assert e.projection["judge"].cost_usd is None and e.projection_cost_usd is None
+
+    unpriced = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=options, prices={"eval": prices["eval"]})
+    assert unpriced.projection["judge"].cost_usd is None and unpriced.projection_cost_usd is None
+    assert unpriced.next_wave_cost_usd == pytest.approx(eval_cost)  # the next wave has no judge request
+
+    free = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=options)
+    assert free.next_wave_cost_usd is None and free.projection_cost_usd is None and not free.prices_given
+    assert not (tmp_path / "none").exists()
+
+
+def test_calibration_from_answered_requests(tmp_path):
+    fresh = dry_run(tmp_path / "ws", "lca")
+    a = fresh.assumptions
+    assert a.chars_per_token == CHARS_PER_TOKEN and a.chars_per_token_measured_on == 0
+    assert a.completion_tokens == COMPLETION_TOKENS and a.clarify_probability == 0.5
+
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="lca")
+            finish(ws, session)
+        finally:
+            session.close()
+        db = ws.db.db
+        chars, tokens, n = db.execute(
+            "SELECT SUM(prompt_chars), SUM(prompt_tokens), COUNT(*) FROM requests WHERE prompt_tokens > 0"
+        ).fetchone()
+        eval_completion = db.execute(
+            "SELECT AVG(completion_tokens) FROM requests WHERE role = 'eval' AND status = 'answered'"
+        ).fetchone()[0]
+        eval_text = db.execute(
+            "SELECT AVG(LENGTH(text)) FROM requests WHERE role = 'eval' AND status = 'answered'"
+        ).fetchone()[0]
+        labels = [json.loads(r[0]) for r in db.execute(
+            "SELECT value FROM requests WHERE step = 'lca.u.cls' AND status = 'answered'")]
+
+    measured = dry_run(tmp_path / "ws", "lca", runs=("r2",))
+    a = measured.assumptions
+    assert a.chars_per_token == pytest.approx(chars / tokens) and a.chars_per_token_measured_on == n
+    assert 1.45 < a.chars_per_token < 1.6  # the simulated provider counts about 1.5 characters a token
+    assert a.completion_tokens["eval"] == round(eval_completion) and a.completion_tokens_measured_on["eval"] > 0
+    assert a.response_chars["eval"] == round(eval_text)
+    assert a.clarify_probability == pytest.approx(labels.count("clarification") / len(labels))
+    assert a.clarify_probability_measured_on == len(labels)
+    w = measured.next_wave["eval"]
+    assert w.prompt_tokens == round(w.prompt_chars / (chars / tokens))
+    assert w.prompt_tokens != round(w.prompt_chars / CHARS_PER_TOKEN)
+    assert w.completion_tokens == w.requests * round(eval_completion)
+    assert "measured on" in render(measured)
+
+
+def test_clarification_probability_weights_the_expectation(tmp_path):
+    never = dry_run(tmp_path / "ws", "ljp-interaction", clarify_probability=0.0)
+    always = dry_run(tmp_path / "ws", "ljp-interaction", clarify_probability=1.0)
+    n = len(load_dataset(None).cases)
+    for e in (never, always):
+        assert e.projection_requests.min == 3 * n  # a1, its label, extraction
+        assert e.projection_requests.max == 11 * n  # a1 c1 r1 a2 c2 r2 a3 c3 r3 final extraction
+        assert e.assumptions.clarify_probability_given
+    assert never.projection_requests.expected == pytest.approx(never.projection_requests.min)
+    assert always.projection_requests.expected == pytest.approx(always.projection_requests.max)
+    assert always.projection["user"].requests.expected == pytest.approx(3 * n)
+    assert never.waves_remaining.min == 3 and never.waves_remaining.max == 11
+
+
+def test_changed_settings_are_refused_as_prepare_refuses_them(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="lca")
+        finally:
+            session.close()
+    with pytest.raises(ManifestMismatch) as err:
+        dry_run(tmp_path / "ws", "lca", settings=replace(Settings(), temperature=0.3))
+    assert "settings.temperature" in str(err.value)
+
+
+def test_render_and_json(tmp_path):
+    e = dry_run(tmp_path / "ws", "lca", runs=("r1", "r2"))
+    text = render(e)
+    assert "Dry run: nothing was written." in text and "Next wave 1" in text
+    assert "Waves remaining: 2 to 2" in text and "Assumptions: 1.30 prompt chars/token (default)" in text
+    data = json.loads(json.dumps(e.to_json(), ensure_ascii=False))
+    n = len(load_dataset(None).cases)
+    assert data["next_wave"]["eval"]["requests"] == 4 * n
+    assert data["projection"]["judge"]["requests"] == {"min": 4 * n, "expected": 4 * n, "max": 4 * n}
+    assert [r["run_id"] for r in data["runs"]] == ["r1", "r2"]
+    assert data["assumptions"]["backends"] == {"eval": "simulated", "user": "simulated", "judge": "simulated"}
