@@ -22,6 +22,7 @@ from lexpilot_batch.ingest import IngestStats, apply_result_files, read_lines
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo
 from lexpilot_batch.workspace import Workspace, write_atomic
 
+
 def file_sha256(path: Path) -> str | None:
     if not path.exists():
         return None

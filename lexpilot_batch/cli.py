@@ -17,6 +17,7 @@ import typer
 from lexpilot_batch import __version__
 from lexpilot_batch.errors import LexpilotError
 
+
 class _Typer(typer.Typer):
     """Commands here exit 130 on Ctrl-C, after saying how to resume."""
 

@@ -184,7 +184,7 @@ def _load_case_factory(db: Any):
     return load
 
 
-def _target_wave(db: Any) -> tuple[int | None, bool]:
+def target_wave(db: Any) -> tuple[int | None, bool]:
     """The wave to compile into and whether it exists already; None while a wave is under way.
 
     The latest wave may be compiled again only while none of its files has left the workspace.
@@ -213,7 +213,7 @@ def compile_wave(
     """Advance every active thread and write all due requests into the open wave, atomically."""
     result = CompileResult()
     with ws.db.transaction() as db:
-        wave, existing = _target_wave(db)
+        wave, existing = target_wave(db)
         if wave is None:
             result.in_flight = True
             return result
@@ -263,46 +263,25 @@ def _advance_all(
         run = runs[g["run_pk"]]
         case, cause_class = load_case(run.dataset, g["case_idx"])
         ctx = CaseContext(case, cause_class, run.templates, run.speculate)
-        history: dict[str, list] = defaultdict(list)
-        answers: dict[str, Answer] = {}
-        for r in db.execute(
-            "SELECT step, attempt, status, text, value, error, error_kind FROM requests"
-            " WHERE run_pk = ? AND case_idx = ? ORDER BY attempt",
-            (run.pk, g["case_idx"]),
-        ):
-            history[r["step"]].append(r)
-            if r["status"] in ("answered", "discarded"):
-                answers[r["step"]] = Answer(r["text"], json.loads(r["value"]))
-        threads = db.execute(
-            "SELECT pk, task, variant FROM threads WHERE run_pk = ? AND case_idx = ? AND status = 'active'",
-            (run.pk, g["case_idx"]),
-        ).fetchall()
-        requested: set[str] = set()
-        for t in threads:
-            advance = PROTOCOLS[t["task"]].advance(ctx, t["variant"], answers)
-            for key in advance.unused:
-                discards.append((run.pk, g["case_idx"], key))
-            if advance.record is not None:
-                thread_updates.append(("done", json.dumps(advance.record, ensure_ascii=False), None, t["pk"]))
-                result.done += 1
-                continue
-            # A step out of attempts fails the thread only once nothing else can move it: a
-            # speculative reply that ran out may turn out not to be needed at all.
-            fresh, failures = [], []
-            for s in advance.due:
-                why = _exhausted(history.get(s.key, []), run.retries)
-                if why is not None:
-                    failures.append(f"{s.key} {why}")
-                elif s.key not in requested:
-                    fresh.append(s)
-            if failures and len(failures) == len(advance.due):
-                thread_updates.append(("failed", None, "; ".join(failures), t["pk"]))
-                result.failed += 1
-                continue
-            for step in fresh:
-                requested.add(step.key)
-                new_requests.append(_request(run, g["case_idx"], step, history.get(step.key, []), writer, endpoints))
-                result.requests += 1
+        history, answers = case_requests(db, run.pk, g["case_idx"])
+        threads = [
+            (t["pk"], t["task"], t["variant"])
+            for t in db.execute(
+                "SELECT pk, task, variant FROM threads WHERE run_pk = ? AND case_idx = ? AND status = 'active'",
+                (run.pk, g["case_idx"]),
+            )
+        ]
+        due = due_for_case(ctx, threads, answers, history, run.retries)
+        discards.extend((run.pk, g["case_idx"], key) for key in due.unused)
+        for pk, record in due.finished:
+            thread_updates.append(("done", json.dumps(record, ensure_ascii=False), None, pk))
+        for pk, reason in due.failed:
+            thread_updates.append(("failed", None, reason, pk))
+        result.done += len(due.finished)
+        result.failed += len(due.failed)
+        for step in due.steps:
+            new_requests.append(_request(run, g["case_idx"], step, history.get(step.key, []), writer, endpoints))
+        result.requests += len(due.steps)
         if len(new_requests) >= 5000:
             _flush(db, new_requests)
     _flush(db, new_requests)
@@ -313,7 +292,71 @@ def _advance_all(
     )
 
 
-def _exhausted(attempts: list, retries: int) -> str | None:
+def case_requests(db: Any, run_pk: int, case_idx: int) -> tuple[dict[str, list], dict[str, Answer]]:
+    """Every request of one (run, case) by step, oldest attempt first, and the answers so far."""
+    history: dict[str, list] = defaultdict(list)
+    answers: dict[str, Answer] = {}
+    for r in db.execute(
+        "SELECT step, attempt, status, text, value, error, error_kind, role, parser, n_claims, wave FROM requests"
+        " WHERE run_pk = ? AND case_idx = ? ORDER BY attempt",
+        (run_pk, case_idx),
+    ):
+        history[r["step"]].append(r)
+        if r["status"] in ("answered", "discarded"):
+            answers[r["step"]] = Answer(r["text"], json.loads(r["value"]))
+    return history, answers
+
+
+@dataclass
+class CaseDue:
+    """What one compile decides for one (run, case)."""
+
+    steps: list[Step] = field(default_factory=list)  # to request now, one per key, none out of attempts
+    finished: list[tuple[Any, dict]] = field(default_factory=list)  # (thread, record)
+    failed: list[tuple[Any, str]] = field(default_factory=list)  # (thread, reason)
+    active: list[tuple[Any, str, str]] = field(default_factory=list)  # threads still waiting
+    unused: set[str] = field(default_factory=set)  # speculative steps nobody will read
+
+
+def due_for_case(
+    ctx: CaseContext,
+    threads: list[tuple[Any, str, str]],
+    answers: dict[str, Answer],
+    history: dict[str, list],
+    retries: int,
+) -> CaseDue:
+    """Advance the threads `(handle, task, variant)` of one (run, case): pure, no I/O.
+
+    Steps shared by several threads (Interaction LJP's round 1 is LCA's) are requested once. A
+    step out of attempts fails a thread only once nothing else can move it: a speculative reply
+    that ran out may turn out not to be needed at all.
+    """
+    out = CaseDue()
+    requested: set[str] = set()
+    for thread in threads:
+        advance = PROTOCOLS[thread[1]].advance(ctx, thread[2], answers)
+        out.unused |= advance.unused
+        if advance.record is not None:
+            out.finished.append((thread[0], advance.record))
+            continue
+        fresh, failures = [], []
+        for step in advance.due:
+            why = exhausted(history.get(step.key, []), retries)
+            if why is not None:
+                failures.append(f"{step.key} {why}")
+            elif step.key not in requested:
+                fresh.append(step)
+        if failures and len(failures) == len(advance.due):
+            out.failed.append((thread[0], "; ".join(failures)))
+            continue
+        out.active.append(thread)
+        for step in fresh:
+            requested.add(step.key)
+            out.steps.append(step)
+    return out
+
+
+def exhausted(attempts: list, retries: int) -> str | None:
     """Why a step may not be tried again, or None. Pending or answered steps are never due."""
     transport = [a for a in attempts if a["status"] == "failed" and a["error_kind"] == "transport"]
     invalid = [a for a in attempts if a["status"] == "failed" and a["error_kind"] == "invalid"]

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lexpilot_batch import prompts
-from lexpilot_batch.compiler import _exhausted, _target_wave
+from lexpilot_batch.compiler import case_requests, due_for_case, target_wave
 from lexpilot_batch.config import (
     ROLES,
     SIMULATED,
@@ -57,15 +57,16 @@ from lexpilot_batch.config import (
 )
 from lexpilot_batch.data import Case, Dataset, load_dataset
 from lexpilot_batch.engine import ProviderOptions, Session, tasks_for_stage
-from lexpilot_batch.errors import ConfigError, LexpilotError, ManifestMismatch
+from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.protocols.base import Answer, CaseContext, Step
 from lexpilot_batch.protocols.interaction import MAX_ROUNDS, InteractionLJP, label_key
+from lexpilot_batch.report import check_prices
 from lexpilot_batch.runs import (
     build_manifest,
+    check_manifest,
     check_model,
     check_run_id,
-    manifest_differences,
     run_key,
 )
 from lexpilot_batch.store import DB_NAME
@@ -268,7 +269,7 @@ def dry_run_prepare(
     Checks what `prepare` checks (model, run ids, dataset, prompts, an existing run's manifest)
     and fails the same way. `ws` None means no workspace exists yet.
     """
-    _check_prices(prices, batch_discount)
+    check_prices(prices, batch_discount)
     tasks = tasks_for_stage(stage)
     model = check_model(model)
     if limit is not None and limit < 1:
@@ -291,7 +292,7 @@ def estimate_workspace(
     clarify_probability: float | None = None,
 ) -> Estimate:
     """The next wave of the workspace as it stands and the projection of all that remains."""
-    _check_prices(prices, batch_discount)
+    check_prices(prices, batch_discount)
     with _snapshot(ws):
         state = _State.read(ws, session.options.retries)
         return _build(state, "workspace", session, prices, batch_discount, clarify_probability, ws)
@@ -383,7 +384,7 @@ class _State:
             return state
         db = ws.db.db
         state.latest_wave = db.execute("SELECT MAX(n) FROM waves").fetchone()[0]
-        state.target, state.compiled = _target_wave(db)
+        state.target, state.compiled = target_wave(db)
         for r in db.execute("SELECT pk, run_id, model, key, dataset, manifest, templates, speculate FROM runs"):
             state.runs[r["key"]] = _Run(
                 r["run_id"], r["model"], r["key"], r["dataset"], Settings(**json.loads(r["manifest"])["settings"]),
@@ -442,13 +443,7 @@ class _State:
         session: AnySession,
     ) -> None:
         new = build_manifest(run.run_id, run.model, settings, dataset, indices, templates, session.endpoint_labels)
-        diffs = manifest_differences(self._manifest(run), new)
-        if diffs:
-            raise ManifestMismatch(
-                f"run {run.run_id!r} of model {run.model!r} exists with different settings:\n"
-                + "\n".join(f"  - {d}" for d in diffs)
-                + "\nUse a new --run-id for a different experiment, or the original settings to resume."
-            )
+        check_manifest(self._manifest(run), new, run.run_id, run.model)
 
     def _existing_threads(self, run: _Run) -> set[tuple[str, int, str]]:
         """Every thread of the run, whatever its status, and those already added in memory."""
@@ -473,16 +468,14 @@ class _State:
             row = db.execute("SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)).fetchone()
             ctx = CaseContext(Case.model_validate_json(row["data"]), row["cause_class"], run.templates, run.speculate)
             group = _Group(run, idx, ctx, threads)
-            for r in db.execute(
-                "SELECT step, attempt, status, text, value, error, error_kind, role, parser, n_claims, wave"
-                " FROM requests WHERE run_pk = ? AND case_idx = ? ORDER BY attempt",
-                (run.pk, idx),
-            ):
-                group.history.setdefault(r["step"], []).append(r)
-                if r["status"] in _ANSWERED:
-                    group.answers[r["step"]] = Answer(r["text"], json.loads(r["value"]))
-                elif r["status"] == "pending" and self.target is None:
-                    group.in_flight.append(_Pending(r["step"], r["role"], r["parser"], r["n_claims"]))
+            group.history, group.answers = case_requests(db, run.pk, idx)
+            if self.target is None:  # a wave in flight: its pending requests are answered first
+                group.in_flight = [
+                    _Pending(r["step"], r["role"], r["parser"], r["n_claims"])
+                    for rows in group.history.values()
+                    for r in rows
+                    if r["status"] == "pending"
+                ]
             yield group
 
 
@@ -491,31 +484,10 @@ class _State:
 
 def _due(group: _Group, threads: Sequence[tuple[str, str]], answers: Mapping[str, Answer],
          retries: int) -> tuple[list[Step], list[tuple[str, str]]]:
-    """One compile of one (run, case), as `compiler._advance_all` does it.
-
-    Returns the due steps (deduplicated by key, none out of attempts) and the threads still
-    active: finished threads and threads whose every due step is out of attempts drop out.
-    """
-    requested: set[str] = set()
-    due: list[Step] = []
-    active: list[tuple[str, str]] = []
-    for task, variant in threads:
-        advance = PROTOCOLS[task].advance(group.ctx, variant, answers)
-        if advance.record is not None:
-            continue
-        fresh, failures = [], 0
-        for step in advance.due:
-            if _exhausted(group.history.get(step.key, []), retries) is not None:
-                failures += 1
-            elif step.key not in requested:
-                fresh.append(step)
-        if failures and failures == len(advance.due):
-            continue
-        active.append((task, variant))
-        for step in fresh:
-            requested.add(step.key)
-            due.append(step)
-    return due, active
+    """One compile of one (run, case), exactly as the compiler decides it: the due steps and the
+    threads still active (finished threads and threads out of attempts drop out)."""
+    due = due_for_case(group.ctx, [(t, t[0], t[1]) for t in threads], dict(answers), group.history, retries)
+    return due.steps, [handle for handle, _, _ in due.active]
 
 
 def _synthetic(step: Step | _Pending, response_chars: Mapping[str, int]) -> Answer:
@@ -658,17 +630,6 @@ def _assumptions(ws: Workspace | None, clarify_probability: float | None, discou
 
 
 # --- Cost ------------------------------------------------------------------------------------
-
-
-def _check_prices(prices: Mapping[str, Mapping[str, float]] | None, discount: float) -> None:
-    if not 0 <= discount <= 1:
-        raise ConfigError(f"the batch discount must be between 0 and 1, got {discount}")
-    for role, price in (prices or {}).items():
-        if not isinstance(price, Mapping) or set(price) != {"input", "output"}:
-            raise ConfigError(
-                f"price of role {role!r} must be {{\"input\": USD per 1M prompt tokens, "
-                f"\"output\": USD per 1M completion tokens}}, got {price!r}"
-            )
 
 
 def cost_usd(prompt_tokens: float, completion_tokens: float, price: Mapping[str, float] | None,

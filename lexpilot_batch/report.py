@@ -285,7 +285,7 @@ def _usage(runs: list[RunResults], prices: Mapping[str, Mapping[str, float]] | N
             "batch_discount": discount if prices is not None else None}
 
 
-def _check_prices(prices: Mapping[str, Mapping[str, float]] | None, discount: float) -> None:
+def check_prices(prices: Mapping[str, Mapping[str, float]] | None, discount: float) -> None:
     if not 0 <= discount <= 1:
         raise LexpilotError(f"batch_discount must be between 0 and 1, got {discount}.")
     for role, price in (prices or {}).items():
@@ -303,7 +303,7 @@ def build_report(
     batch_discount: float = DEFAULT_BATCH_DISCOUNT,
 ) -> dict:
     """The report of `runs` as the stable JSON-ready dict documented in this module."""
-    _check_prices(prices, batch_discount)
+    check_prices(prices, batch_discount)
     for run in runs:
         unknown = sorted(set(run.tasks) - set(TASKS))
         if unknown:

@@ -116,6 +116,17 @@ def manifest_differences(old: dict, new: dict) -> list[str]:
     return diffs
 
 
+def check_manifest(old: dict, new: dict, run_id: str, model: str) -> None:
+    """Refuse to resume a run with different settings, naming every difference."""
+    diffs = manifest_differences(old, new)
+    if diffs:
+        raise ManifestMismatch(
+            f"run {run_id!r} of model {model!r} exists with different settings:\n"
+            + "\n".join(f"  - {d}" for d in diffs)
+            + "\nUse a new --run-id for a different experiment, or the original settings to resume."
+        )
+
+
 def manifest_path(ws: Workspace, run_id: str, model: str) -> Path:
     return ws.runs_dir / slug(run_id) / slug(model) / "manifest.json"
 
@@ -141,13 +152,7 @@ def register_run(
         row = db.execute("SELECT pk, manifest FROM runs WHERE run_id = ? AND model = ?", (run_id, model)).fetchone()
         if row is not None:
             old = json.loads(row["manifest"])
-            diffs = manifest_differences(old, manifest)
-            if diffs:
-                raise ManifestMismatch(
-                    f"run {run_id!r} of model {model!r} exists with different settings:\n"
-                    + "\n".join(f"  - {d}" for d in diffs)
-                    + "\nUse a new --run-id for a different experiment, or the original settings to resume."
-                )
+            check_manifest(old, manifest, run_id, model)
             db.execute("UPDATE runs SET speculate = ? WHERE pk = ?", (int(speculate), row["pk"]))
             run = Run(row["pk"], run_id, model, key, old)
         else:
