@@ -118,13 +118,17 @@ def _set(ws: Workspace, pk: int, **values: object) -> None:
 class PollResult:
     in_flight: int = 0
     manual: list[str] = field(default_factory=list)  # waiting for `lexpilot-batch ingest`
+    cancelled: list[str] = field(default_factory=list)  # asked to cancel: older than --max-wave-age
     finished: list[str] = field(default_factory=list)
     stats: IngestStats = field(default_factory=IngestStats)
     batches: list[dict] = field(default_factory=list)  # for progress displays
 
 
-def poll_files(ws: Workspace, session: Any) -> PollResult:
-    """Retrieve every in-flight batch; save and ingest the terminal ones; run sync files."""
+def poll_files(ws: Workspace, session: Any, max_age: float | None = None) -> PollResult:
+    """Retrieve every in-flight batch; save and ingest the terminal ones; run sync files.
+
+    A batch in flight for longer than `max_age` seconds is cancelled.
+    """
     result = PollResult()
     rows = [dict(r) for r in ws.db.db.execute(
         "SELECT * FROM files WHERE status IN ('submitted', 'downloaded') ORDER BY pk"
@@ -145,6 +149,12 @@ def poll_files(ws: Workspace, session: Any) -> PollResult:
                  "requests": row["n_requests"], "elapsed": time.time() - (row["submitted_at"] or time.time())}
             )
             if not info.terminal:
+                age = time.time() - (row["submitted_at"] or time.time())
+                if max_age is not None and age > max_age and info.status != "cancelling":
+                    # Too old: cancel it. Its finished requests are kept when it lands as
+                    # `cancelled`; the rest go back to due and are retried in the next wave.
+                    info = backend.cancel(row["batch_id"])
+                    result.cancelled.append(row["path"])
                 _set(ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts))
                 result.in_flight += 1
                 continue

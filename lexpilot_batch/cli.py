@@ -190,6 +190,13 @@ _PROVIDER_OPTIONS: list[tuple[str, object, object]] = [
         None,
     ),
     (
+        "max_wave_age",
+        Annotated[Optional[float], typer.Option("--max-wave-age", help="Hours after which a batch still running "
+                                                "is cancelled; its finished requests are kept and the rest "
+                                                "retried in the next wave.", min=0)],
+        None,
+    ),
+    (
         "batch_endpoint",
         Annotated[Optional[str], typer.Option("--batch-endpoint", help="Override the profile's endpoint "
                                               "path in request lines (e.g. /chat/completions).")],
@@ -274,6 +281,7 @@ def _provider_options(values: dict):
         max_bytes=values["max_bytes_per_file"],
         completion_window=values["completion_window"],
         batch_endpoint=values["batch_endpoint"],
+        max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
     )
 
 
@@ -441,6 +449,8 @@ def _progress_printer():
                 f"{compiled.done} threads finished, {compiled.failed} failed.")
         elif compiled is not None and (compiled.done or compiled.failed):
             say(f"{compiled.done} threads finished, {compiled.failed} failed.")
+        for path in poll.cancelled:
+            say(f"Cancelled {path}: older than --max-wave-age; its unfinished requests go to the next wave.")
         new_manual = [p for p in poll.manual if p not in state["manual"]]
         if new_manual:
             state["manual"].update(new_manual)

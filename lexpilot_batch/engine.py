@@ -62,6 +62,7 @@ class ProviderOptions:
     max_bytes: int | None = None
     completion_window: str | None = None
     batch_endpoint: str | None = None
+    max_wave_age: float | None = None  # seconds; older batches are cancelled and their rest re-queued
 
 
 class Session:
@@ -243,7 +244,7 @@ class AdvanceResult:
 
 def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool) -> AdvanceResult:
     submitted = submit(ws, session) if do_submit else None
-    poll = poll_files(ws, session)
+    poll = poll_files(ws, session, session.options.max_wave_age)
     compiled = None
     if poll.in_flight == 0:
         compiled = compile_wave(ws, session.endpoints, session.limits, session.options.retries)

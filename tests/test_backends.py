@@ -13,6 +13,7 @@ from lexpilot_batch.config import resolve_limits
 from lexpilot_batch.engine import ProviderOptions, Session, poll_and_advance
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.simulated import SimulatedServer
+from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.completions import complete
 from lexpilot_batch.workspace import Workspace
 
@@ -34,7 +35,7 @@ def vllm_output(request_file: Path, out: Path, broken: set[str] = frozenset()) -
         if cid in broken:
             lines.append({"id": f"vllm-{cid}", "custom_id": cid, "response": None, "error": "CUDA out of memory"})
             continue
-        body = complete(req["body"], 0, key=cid, sample=cid)
+        body = complete(req["body"], 0, key=cid, sample=sample_key(cid))
         lines.append({"id": f"vllm-{cid}", "custom_id": cid,
                       "response": {"status_code": 200, "request_id": f"vllm-{cid}", "body": body}, "error": None})
     out.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")

@@ -244,3 +244,46 @@ def test_speculation_changes_no_record(tmp_path):
     assert outcomes[0] == outcomes[1]
     stops = {r["stop_reason"] for r in outcomes[0].values()}
     assert "judgment_round_1" in stops and len(stops) >= 3
+
+
+def test_a_batch_that_never_finishes_is_cancelled_and_requeued(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        slow = open_session(ws, "latency=3600", max_wave_age=0.2)
+        try:
+            prepare_runs(ws, slow, stage="lca", limit=3)
+            from lexpilot_batch.engine import poll_and_advance
+
+            import time
+
+            poll_and_advance(ws, slow, do_submit=True, wait=False, poll_interval=0)
+            time.sleep(0.3)
+            for _ in range(50):  # cancel, then wait for `cancelled`, then ingest
+                poll_and_advance(ws, slow, do_submit=False, wait=False, poll_interval=0)
+                row = ws.db.db.execute("SELECT status, batch_status FROM files WHERE wave = 1").fetchone()
+                if row["status"] == "ingested":
+                    break
+                time.sleep(0.05)
+            assert row["batch_status"] == "cancelled"
+            # Every request of the cancelled batch failed as not done and is due again in wave 2.
+            failed = ws.db.db.execute("SELECT COUNT(*) FROM requests WHERE wave = 1 AND status = 'failed'").fetchone()[0]
+            again = ws.db.db.execute("SELECT COUNT(*) FROM requests WHERE wave = 2 AND attempt = 2").fetchone()[0]
+            assert failed == again == 6
+        finally:
+            slow.close()
+
+
+def test_faults_change_no_record(tmp_path):
+    """Retries under every per-request and per-batch fault end with the fault-free run's records."""
+    outcomes = []
+    for faults in ("", "line_error=0.1,truncate=0.03,malformed_judge=0.1,expire_batch=0.3,fail_batch=0.15,seed=5"):
+        with Workspace(tmp_path / f"ws{len(outcomes)}") as ws:
+            session = open_session(ws, faults, retries=8)
+            try:
+                prepare_runs(ws, session, stage="all", limit=8)
+                finish(ws, session)
+            finally:
+                session.close()
+            assert set(thread_counts(ws)) == {"done"}
+            outcomes.append((records(ws), status.collect(ws)["retried_requests"]))
+    assert outcomes[1][1] > 0, "the faults must have caused retries"
+    assert outcomes[0][0] == outcomes[1][0]

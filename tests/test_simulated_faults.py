@@ -16,6 +16,7 @@ from lexpilot_batch.data import Message
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.simulated import Faults, SimulatedServer, parse_faults
 from lexpilot_batch.simulated.models import identify_kind, respond
+from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.testing import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [
@@ -127,7 +128,7 @@ def test_truncation_has_finish_reason_length_and_cut_content(tmp_path: Path) -> 
     prompt_of = {x["custom_id"]: x["body"]["messages"][0]["content"] for x in lines}
     for line in output:
         choice = line["response"]["body"]["choices"][0]
-        full = respond(prompt_of[line["custom_id"]], seed=0, sample=line["custom_id"]).content
+        full = respond(prompt_of[line["custom_id"]], seed=0, sample=sample_key(line["custom_id"])).content
         assert choice["finish_reason"] == "length"
         assert full.startswith(choice["message"]["content"]) and len(choice["message"]["content"]) < len(full)
 
@@ -159,7 +160,7 @@ def test_malformed_judge_output_fails_the_parsers_and_spares_other_roles(tmp_pat
             with pytest.raises(judges.MalformedOutput):
                 PARSERS[kind](choice["message"]["content"])
         else:
-            assert judges.parse_text(choice["message"]["content"]) == respond(prompt_of[line["custom_id"]], 0, sample=line["custom_id"]).content
+            assert judges.parse_text(choice["message"]["content"]) == respond(prompt_of[line["custom_id"]], 0, sample=sample_key(line["custom_id"])).content
     assert judged == 18
 
 

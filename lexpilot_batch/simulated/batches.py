@@ -172,7 +172,7 @@ def run_request(
             request["body"],
             seed,
             key=custom_id,
-            sample=custom_id,
+            sample=sample_key(custom_id),
             truncate=draw(faults.seed, "truncate", custom_id) < faults.truncate,
             malformed=malformed and completions.kind_of(request["body"]) in JUDGE_KINDS,
             created=created,
@@ -459,3 +459,15 @@ def cancel(store: Store, record: dict[str, Any], now: float | None = None) -> di
         record = {**record, "sim": {**sim, "cancel": request}}
         store.put_batch(record)
         return view(record, now)
+
+
+def sample_key(custom_id: str) -> str:
+    """What a simulated model's sample depends on besides the prompt.
+
+    A trailing `-<digits>` of a custom_id is taken as an attempt counter and left out, so every
+    attempt of one request draws the same answer while distinct requests (other runs, other
+    cases) draw independently. Faults still draw on the whole custom_id. This is what lets a
+    test compare a run that retried through faults with a fault-free run, record for record.
+    """
+    stem, sep, tail = custom_id.rpartition("-")
+    return stem if sep and tail.isdigit() else custom_id
