@@ -287,3 +287,23 @@ def test_faults_change_no_record(tmp_path):
             outcomes.append((records(ws), status.collect(ws)["retried_requests"]))
     assert outcomes[1][1] > 0, "the faults must have caused retries"
     assert outcomes[0][0] == outcomes[1][0]
+
+
+def test_every_protocol_branch_is_reached_on_the_bundled_sample(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="all", runs=("r1", "r2", "r3"))
+            finish(ws, session)
+        finally:
+            session.close()
+        recs = records(ws)
+    stops = {r["stop_reason"] for k, r in recs.items() if k[2] == "ljp_interaction"}
+    assert stops == {"judgment_round_1", "judgment_round_2", "judgment_round_3", "forced_final_prediction"}
+    dcg = [r for k, r in recs.items() if k[2] == "dcg"]
+    decisions = {tuple(round_["decision"] for round_ in r["rounds"]) for r in dcg}
+    assert {("否", "是"), ("是", "否"), ("否", "否")} <= decisions  # incl. success only in round 2
+    labels = {(r["history_type"], r["label"]) for k, r in recs.items() if k[2] == "lca"}
+    assert len(labels) == 4
+    verdicts = {c["predicted"] for k, r in recs.items() if k[2].startswith("ljp") for c in r["claims"]}
+    assert verdicts == {"支持", "部分支持", "驳回"}
