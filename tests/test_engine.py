@@ -307,3 +307,24 @@ def test_every_protocol_branch_is_reached_on_the_bundled_sample(tmp_path):
     assert len(labels) == 4
     verdicts = {c["predicted"] for k, r in recs.items() if k[2].startswith("ljp") for c in r["claims"]}
     assert verdicts == {"支持", "部分支持", "驳回"}
+
+
+def test_runs_with_different_settings_are_reported_apart(tmp_path):
+    from lexpilot_batch import report as report_mod
+    from lexpilot_batch import results
+
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="lca", runs=("a1", "a2"), limit=6)
+            prepare_runs(ws, session, stage="lca", runs=("b1",), limit=6, settings=replace(Settings(), temperature=0.2))
+            finish(ws, session)
+        finally:
+            session.close()
+        built = report_mod.build_report(results.load_run_results(ws))
+    groups = {tuple(g["runs"]): g for g in built["groups"]}
+    assert set(groups) == {("a1", "a2"), ("b1",)}
+    single = groups[("b1",)]["tasks"]["lca"]["overall"]["macro_f1"]
+    assert single["sd"] is None and single["mean"] is not None
+    pair = groups[("a1", "a2")]["tasks"]["lca"]["overall"]["macro_f1"]
+    assert set(pair["per_run"]) == {"a1", "a2"} and pair["sd"] is not None
