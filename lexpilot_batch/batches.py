@@ -210,15 +210,20 @@ def ingest_file(ws: Workspace, row: dict) -> IngestStats:
             f"{row['batch_id']} — restore them, or run `lexpilot-batch doctor` to download them again"
         )
     reason = f"not in the results of batch {row['batch_id']} ({row['batch_status']})"
+    # Requests an expired or cancelled batch never reached were not tried; neither were those of
+    # a batch refused for the enqueued-token limit. Any other failed batch counts as a failure.
+    kind = "unexecuted" if row["batch_status"] in ("expired", "cancelled") else "transport"
     errors = json.loads(row["batch_errors"] or "[]")
     if row["batch_status"] == "failed" and errors:
         first = errors[0]
         reason = f"batch {row['batch_id']} failed: {first.get('code')}: {first.get('message')}"
+        if first.get("code") == "token_limit_exceeded":
+            kind = "unexecuted"
     with ws.db.transaction() as db:
         current = db.execute("SELECT status FROM files WHERE pk = ?", (row["pk"],)).fetchone()
         if current["status"] == "ingested":
             return IngestStats()
-        stats = apply_result_files(db, [row["pk"]], paths, reason)
+        stats = apply_result_files(db, [row["pk"]], paths, reason, kind)
         db.execute("UPDATE files SET status = 'ingested' WHERE pk = ?", (row["pk"],))
     return stats
 

@@ -29,6 +29,9 @@ from lexpilot_batch.workspace import Workspace, slug
 
 # Malformed or truncated content gets this many attempts whatever --retries says (SPEC §6).
 INVALID_ATTEMPTS = 3
+# Requests a batch never ran (expired, cancelled, enqueued-token limit) are not failures of theirs
+# and do not use up --retries; this bound only stops a provider that never runs them from looping.
+UNEXECUTED_ATTEMPTS = 10
 
 
 @dataclass
@@ -358,12 +361,17 @@ def due_for_case(
 
 def exhausted(attempts: list, retries: int) -> str | None:
     """Why a step may not be tried again, or None. Pending or answered steps are never due."""
-    transport = [a for a in attempts if a["status"] == "failed" and a["error_kind"] == "transport"]
-    invalid = [a for a in attempts if a["status"] == "failed" and a["error_kind"] == "invalid"]
+    failed = [a for a in attempts if a["status"] == "failed"]
+    transport = [a for a in failed if a["error_kind"] == "transport"]
+    invalid = [a for a in failed if a["error_kind"] == "invalid"]
+    unexecuted = [a for a in failed if a["error_kind"] == "unexecuted"]
     if len(transport) >= retries:
         return f"failed {len(transport)} times at the provider (--retries {retries}); last: {transport[-1]['error']}"
     if len(invalid) >= INVALID_ATTEMPTS:
         return f"unusable output {len(invalid)} times; last: {invalid[-1]['error']}"
+    if len(unexecuted) >= UNEXECUTED_ATTEMPTS:
+        return f"never run in {len(unexecuted)} batches (expired, cancelled or over the token limit); " \
+               f"last: {unexecuted[-1]['error']}"
     return None
 
 

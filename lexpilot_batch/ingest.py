@@ -20,6 +20,11 @@ from lexpilot_batch import judges
 from lexpilot_batch.judges import MalformedOutput
 
 
+# Error codes of requests a batch never ran: not the request's fault, so they do not use up its
+# --retries (they have a budget of their own, see compiler.UNEXECUTED_ATTEMPTS).
+UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled"})
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What one result line means for its request."""
@@ -28,7 +33,9 @@ class Outcome:
     text: str | None = None
     value: Any = None
     error: str | None = None
-    error_kind: str | None = None  # transport (provider or network) | invalid (unusable content)
+    # transport (provider or network) | invalid (unusable content) | unexecuted (the batch ended
+    # before running it: expired, cancelled, over the enqueued-token limit)
+    error_kind: str | None = None
     usage: dict[str, int] = field(default_factory=dict)
 
 
@@ -86,7 +93,9 @@ def outcome_of(line: dict, parser: str, n_claims: int) -> Outcome:
     error = line.get("error")
     response = line.get("response")
     if error:
-        return Outcome(False, error=_error_text(error), error_kind="transport")
+        code = error.get("code") if isinstance(error, dict) else None
+        kind = "unexecuted" if code in UNEXECUTED_CODES else "transport"
+        return Outcome(False, error=_error_text(error), error_kind=kind)
     if not isinstance(response, dict):
         return Outcome(False, error="no response and no error in the result line", error_kind="transport")
     status = response.get("status_code")
@@ -131,6 +140,7 @@ def apply_result_files(
     file_pks: list[int],
     paths: list[Path],
     unanswered_reason: str | None,
+    unanswered_kind: str = "transport",
 ) -> IngestStats:
     """Apply result files to the requests of these request files (caller holds the transaction).
 
@@ -202,12 +212,12 @@ def apply_result_files(
     )
     if unanswered_reason is not None:
         leftover = [
-            (unanswered_reason, r["pk"])
+            (unanswered_reason, unanswered_kind, r["pk"])
             for cid, r in rows.items()
             if cid not in seen and r["status"] == "pending"
         ]
         stats.missing = len(leftover)
         db.executemany(
-            "UPDATE requests SET status = 'failed', error = ?, error_kind = 'transport' WHERE pk = ?", leftover
+            "UPDATE requests SET status = 'failed', error = ?, error_kind = ? WHERE pk = ?", leftover
         )
     return stats

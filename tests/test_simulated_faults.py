@@ -243,3 +243,94 @@ def test_429_carries_retry_after(tmp_path: Path) -> None:
     assert headers["retry-after"] in ("0", "1") and int(headers["retry-after-ms"]) == 50
     assert err.value.response.headers["content-type"] == "application/json"
     assert json.loads(err.value.response.text)["error"]["code"] == "rate_limit_exceeded"
+
+
+# --- faults added for the engine's fault suite (tests/test_faults.py) ---------------------------
+
+
+def test_parse_the_added_keys_and_route_filter() -> None:
+    from lexpilot_batch.simulated.faults import ROUTES
+
+    faults = parse_faults(
+        "empty_content=0.1,line_400=0.2,stall_batch=0.3,http_slow=0.4,slow_seconds=1.5,"
+        "http_429=0.1,http_routes=create_batch+file_content"
+    )
+    assert faults == Faults(
+        empty_content=0.1, line_400=0.2, stall_batch=0.3, http_slow=0.4, slow_seconds=1.5, http_429=0.1,
+        http_routes="create_batch+file_content",
+    )
+    assert parse_faults(faults.describe()) == faults
+    assert faults.applies_to("create_batch") and not faults.applies_to("retrieve_batch")
+    assert Faults().applies_to("retrieve_batch")  # no filter: every route
+    with pytest.raises(ValueError, match="http_routes.*known routes") as err:
+        parse_faults("http_routes=create_batch+batches.create")
+    assert isinstance(err.value, LexpilotError)
+    with pytest.raises(ValueError, match="slow_seconds"):
+        parse_faults("slow_seconds=-1")
+    from lexpilot_batch.simulated.server import _ROUTES
+
+    assert {name for _, _, name, _ in _ROUTES} == set(ROUTES)
+
+
+def test_empty_content_answers_200_with_empty_or_null_content(tmp_path: Path) -> None:
+    batch, output, errors = run_batch(tmp_path, "empty_content=1", mixed_lines(12))
+    assert batch.status == "completed" and errors == [] and len(output) == 12
+    contents = [line["response"]["body"]["choices"][0]["message"]["content"] for line in output]
+    assert all(line["response"]["body"]["choices"][0]["finish_reason"] == "stop" for line in output)
+    assert set(contents) == {"", None}
+    assert not any("reasoning_content" in line["response"]["body"]["choices"][0]["message"] for line in output)
+
+
+def test_line_400_lands_in_the_error_file_with_its_body(tmp_path: Path) -> None:
+    batch, output, errors = run_batch(tmp_path, "line_400=0.5,seed=2", mixed_lines(20))
+    assert batch.status == "completed" and 0 < len(errors) < 20 and len(output) + len(errors) == 20
+    for e in errors:
+        assert e["error"] is None and e["response"]["status_code"] == 400
+        assert e["response"]["body"]["error"]["type"] == "invalid_request_error"
+    # Drawn per custom_id on its own dice: it does not move the other faults' draws.
+    _, _, with_other = run_batch(tmp_path, "line_400=0.5,line_error=0.2,seed=2", mixed_lines(20), "b")
+    assert {e["custom_id"] for e in errors} <= {e["custom_id"] for e in with_other}
+
+
+def test_a_stalled_batch_stays_in_progress_and_a_cancel_keeps_what_it_finished(tmp_path: Path) -> None:
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults("stall_batch=1")) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        batch_id = submit(client, jsonl(mixed_lines(10)))
+        stalled = client.batches.retrieve(batch_id)
+        assert stalled.status == "in_progress" and 3 <= stalled.request_counts.completed <= 7
+        assert client.batches.retrieve(batch_id).request_counts == stalled.request_counts  # no progress
+        assert client.batches.cancel(batch_id).status == "cancelling"
+        batch = wait(client, batch_id)
+        output, errors = read_lines(client, batch.output_file_id), read_lines(client, batch.error_file_id)
+    assert batch.status == "cancelled"
+    assert len(output) == stalled.request_counts.completed and len(output) + len(errors) == 10
+    assert {e["error"]["code"] for e in errors} == {"batch_cancelled"}
+
+
+def test_http_faults_can_be_confined_to_routes_and_are_counted_per_route(tmp_path: Path) -> None:
+    spec = "http_429=0.3,http_500=0.3,retry_after=0.01,http_routes=file_content+retrieve_batch,seed=4"
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults(spec)) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=30)
+        for _ in range(3):
+            batch = wait(client, submit(client, jsonl(mixed_lines(3))), interval=0.0)
+            assert len(read_lines(client, batch.output_file_id)) == 3
+        stats = server.stats
+    assert stats["calls:upload_file"] == stats["calls:create_batch"] == 3  # never faulted
+    faulted = {key.split(":")[1] for key in stats if key.startswith(("http_429:", "http_500:"))}
+    assert faulted == {"file_content", "retrieve_batch"}
+    assert stats["http_429"] + stats["http_500"] == sum(
+        stats[f"{f}:{r}"] for f in ("http_429", "http_500") for r in ("file_content", "retrieve_batch")
+    )
+    assert stats["retried"] == stats["retried:file_content"] + stats["retried:retrieve_batch"] > 0
+
+
+def test_a_slow_answer_times_the_client_out_after_the_route_ran(tmp_path: Path) -> None:
+    spec = "http_slow=1,slow_seconds=0.5,http_routes=create_batch"
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults(spec)) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0, timeout=0.2)
+        file = client.files.create(file=("input.jsonl", jsonl(mixed_lines(2))), purpose="batch")  # not slowed
+        with pytest.raises(openai.APITimeoutError):
+            client.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+        # The provider did the work although the client gave up: the batch exists.
+        assert len(client.batches.list().data) == 1
+        assert server.stats["http_slow:create_batch"] == 1 and server.stats["http_slow"] == 1

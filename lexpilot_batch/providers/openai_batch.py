@@ -8,6 +8,7 @@ SDK's own retries, and then reported so that the command can simply be run again
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -42,6 +43,7 @@ class OpenAIBatchBackend(BatchBackend):
     def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
         self.endpoint = endpoint
         self.limits = limits
+        self.max_retries = max_retries
         self.client = openai.OpenAI(
             base_url=endpoint.base_url,
             api_key=endpoint.require_key(),
@@ -71,16 +73,34 @@ class OpenAIBatchBackend(BatchBackend):
         return self._call(f"uploading {path.name}", go)
 
     def create(self, input_file_id: str, metadata: dict[str, str]) -> BatchInfo:
-        batch = self._call(
-            "creating a batch",
-            lambda: self.client.batches.create(
-                input_file_id=input_file_id,
-                endpoint=self.limits.endpoint,  # type: ignore[arg-type]
-                completion_window=self.limits.completion_window,  # type: ignore[arg-type]
-                metadata=metadata,
-            ),
-        )
-        return _info(batch)
+        """Create the batch, never twice: creating is not idempotent, so the SDK's blind retries
+        are off here; after an answer that may have been lost (timeout, dropped connection, 5xx)
+        we look for the tagged batch before trying again."""
+        client = self.client.with_options(max_retries=0)
+
+        def go() -> BatchInfo:
+            return _info(
+                client.batches.create(
+                    input_file_id=input_file_id,
+                    endpoint=self.limits.endpoint,  # type: ignore[arg-type]
+                    completion_window=self.limits.completion_window,  # type: ignore[arg-type]
+                    metadata=metadata,
+                )
+            )
+
+        for attempt in range(self.max_retries + 1):
+            try:
+                return go()
+            except openai.RateLimitError as exc:  # refused before anything was created
+                last: openai.APIError = exc
+            except (openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError) as exc:
+                last = exc
+                found = self.find(metadata)
+                if found is not None:
+                    return found
+            if attempt < self.max_retries:
+                time.sleep(_backoff(last, attempt))
+        return self._call("creating a batch", lambda: _raise(last))
 
     def find(self, metadata: dict[str, str]) -> BatchInfo | None:
         def go() -> BatchInfo | None:
@@ -101,3 +121,19 @@ class OpenAIBatchBackend(BatchBackend):
 
     def cancel(self, batch_id: str) -> BatchInfo:
         return _info(self._call(f"cancelling batch {batch_id}", lambda: self.client.batches.cancel(batch_id)))
+
+
+def _backoff(exc: openai.APIError, attempt: int) -> float:
+    """The provider's `retry-after` when it gives one, else exponential backoff (capped)."""
+    response = getattr(exc, "response", None)
+    headers = response.headers if response is not None else {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return min(float(headers.get(name)) * scale, 60.0)
+        except (TypeError, ValueError):
+            continue
+    return min(0.5 * 2**attempt, 8.0)
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc

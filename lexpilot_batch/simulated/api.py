@@ -145,6 +145,7 @@ class Api:
             truncate=draw(self.faults.seed, "truncate", call) < self.faults.truncate,
             malformed=kind in JUDGE_KINDS
             and draw(self.faults.seed, "malformed", call) < self.faults.malformed_judge,
+            empty=draw(self.faults.seed, "empty_content", call) < self.faults.empty_content,
         )
 
 

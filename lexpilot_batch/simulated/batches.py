@@ -8,6 +8,7 @@ pure function of the stored record and the wall clock:
     validating -> in_progress -> finalizing -> completed       (latency L: 10% / 80% / 10% of L)
     validating -> failed                                       (bad input, or the fail_batch fault)
     validating -> in_progress -> expired                       (expire_batch fault: part done)
+    validating -> in_progress ... (24 h) ... -> expired        (stall_batch fault: stops part-way)
     ... -> cancelling -> cancelled                             (after a cancel request)
 
 `request_counts` advance with time while in progress. When a batch first reaches a terminal state
@@ -166,6 +167,15 @@ def run_request(
             body = {"error": error}
             line.update(response={"status_code": 500, "request_id": request_id, "body": body}, error=None)
         return line
+    if draw(faults.seed, "line_400", custom_id) < faults.line_400:
+        error = {
+            "message": "Invalid request: the request could not be processed (simulated).",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+        line.update(response={"status_code": 400, "request_id": request_id, "body": {"error": error}}, error=None)
+        return line
     malformed = draw(faults.seed, "malformed", custom_id) < faults.malformed_judge
     try:
         body = completions.complete(
@@ -175,6 +185,7 @@ def run_request(
             sample=sample_key(custom_id),
             truncate=draw(faults.seed, "truncate", custom_id) < faults.truncate,
             malformed=malformed and completions.kind_of(request["body"]) in JUDGE_KINDS,
+            empty=draw(faults.seed, "empty_content", custom_id) < faults.empty_content,
             created=created,
         )
     except ApiError as exc:
@@ -253,6 +264,12 @@ def create(
             fate = "expired"
             share = 0.3 + 0.4 * draw(faults.seed, "expire_share", digest)
             done_target = min(len(lines) - 1, math.floor(len(lines) * share)) if len(lines) > 1 else 0
+        elif draw(faults.seed, "stall_batch", digest) < faults.stall_batch:
+            # Progresses like any batch until part-way, then never again: in_progress until the
+            # window ends. Only a cancel (keeping what it finished) ends it sooner.
+            fate = "stalled"
+            share = 0.3 + 0.4 * draw(faults.seed, "stall_share", digest)
+            done_target = min(len(lines) - 1, math.floor(len(lines) * share)) if len(lines) > 1 else 0
     latency = faults.latency
     batch = {
         "id": batch_id,
@@ -283,7 +300,7 @@ def create(
         "seq": store.next_seq(),
         "validated": now + 0.1 * latency,
         "finalizing": now + 0.9 * latency,
-        "end": now + latency,
+        "end": now + (WINDOW_SECONDS if fate == "stalled" else latency),
         "fate": fate,
         "errors": errors,
         "total": len(lines),
@@ -324,7 +341,7 @@ def _status(sim: dict[str, Any], now: float) -> str:
         return "validating"
     if sim["fate"] == "failed":
         return "failed"
-    if sim["fate"] == "expired":
+    if sim["fate"] in ("expired", "stalled"):
         return "expired" if now >= sim["end"] else "in_progress"
     if now < sim["finalizing"]:
         return "in_progress"

@@ -2,9 +2,9 @@
 
 Used by the synchronous route and by every line of a batch. The answer comes from `models`; this
 module adds the envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the
-per-request content faults: truncation (`finish_reason="length"`, content cut) and malformed judge
-JSON. Token counts are estimates (about 1.5 characters per token, which is roughly right for
-Chinese), enough for the product's usage bookkeeping.
+per-request content faults: truncation (`finish_reason="length"`, content cut), malformed judge
+JSON and empty content. Token counts are estimates (about 1.5 characters per token, which is
+roughly right for Chinese), enough for the product's usage bookkeeping.
 """
 
 from __future__ import annotations
@@ -67,13 +67,15 @@ def complete(
     key: str,
     truncate: bool = False,
     malformed: bool = False,
+    empty: bool = False,
     created: int | None = None,
     sample: str = "",
 ) -> dict[str, Any]:
     """The chat.completion for `body`; `key` makes its ids unique (a custom_id or a call id).
 
     `truncate` cuts the answer as if `max_tokens` ran out; `malformed` (judge prompts only)
-    replaces the answer with one the judges' parsers reject.
+    replaces the answer with one the judges' parsers reject; `empty` answers with empty or null
+    content and `finish_reason="stop"`.
     """
     model, prompt = check_body(body)
     reply = models.respond(prompt, seed, sample=sample)
@@ -104,6 +106,10 @@ def complete(
         completion_tokens = spent
 
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None, "annotations": []}
+    if empty and not truncate:
+        # Both shapes a client meets: an empty string, and null content.
+        message["content"] = "" if rng.random() < 0.5 else None
+        reasoning = None
     if reasoning:
         message["reasoning_content"] = reasoning
     n = body.get("n", 1)

@@ -3,11 +3,14 @@
 A spec looks like `"line_error=0.05,truncate=0.02,malformed_judge=0.1,expire_batch=0.1,
 fail_batch=0.05,http_429=0.05,http_500=0.05,latency=2,seed=7"`; every key is optional and every
 fault is off by default. `LEXPILOT_SIM_FAULTS` supplies the spec when none is given.
+`http_routes=create_batch+file_content` confines the per-call HTTP faults (429, 500, slow answers)
+to the named routes (`ROUTES`).
 
 Per-request and per-batch faults are drawn from a hash of (fault seed, kind, custom_id or batch
 input content), never from counters kept in memory: a restarted server, or a client that resubmits
 the same file after a crash, sees the same world, while a retry under a new custom_id gets a fresh
-draw. Only the HTTP 429/500 faults are drawn per call, since the SDK retries those by itself.
+draw. Only the per-call HTTP faults (429, 500, slow answers) are drawn per call, since the SDK
+retries those by itself.
 """
 
 from __future__ import annotations
@@ -29,6 +32,25 @@ PROBABILITIES = (
     "fail_batch",
     "http_429",
     "http_500",
+    "empty_content",
+    "line_400",
+    "stall_batch",
+    "http_slow",
+)
+SECONDS = ("latency", "retry_after", "slow_seconds")
+
+# The routes of the simulated server by name, for `http_routes` (the `Api` method behind each).
+ROUTES = (
+    "upload_file",
+    "list_files",
+    "file_content",
+    "retrieve_file",
+    "delete_file",
+    "create_batch",
+    "list_batches",
+    "retrieve_batch",
+    "cancel_batch",
+    "chat_completion",
 )
 
 
@@ -46,8 +68,19 @@ class Faults:
     - `expire_batch`: a batch expires with only part of its requests done.
     - `fail_batch`: a batch fails validation (`token_limit_exceeded`).
     - `http_429`, `http_500`: any HTTP call is answered 429 (with retry-after) or 500.
+    - `empty_content`: a request is answered (status 200, `finish_reason="stop"`) with empty or
+      null content.
+    - `line_400`: a request lands in the error file as a 400 response whose body holds the error
+      (`error` null), as seen in the wild.
+    - `stall_batch`: a batch stops part-way and stays `in_progress` until its 24 h window ends
+      (then `expired`); cancelling it keeps what it finished.
+    - `http_slow`: an HTTP call's answer is held back for `slow_seconds` *after* its route ran
+      (what a client that times out sees when the provider did the work but answered too late).
     - `latency`: seconds from batch creation to its terminal state.
     - `retry_after`: the wait, in seconds, that 429 and 500 answers ask for.
+    - `slow_seconds`: how long an `http_slow` answer is held back.
+    - `http_routes`: `+`-separated route names (`ROUTES`) the per-call HTTP faults are confined
+      to; empty means every route.
     - `seed`: seed of the fault dice (independent of the simulated models' seed).
     """
 
@@ -61,6 +94,16 @@ class Faults:
     latency: float = 0.0
     retry_after: float = 0.05
     seed: int = 0
+    empty_content: float = 0.0
+    line_400: float = 0.0
+    stall_batch: float = 0.0
+    http_slow: float = 0.0
+    slow_seconds: float = 2.0
+    http_routes: str = ""
+
+    def applies_to(self, route: str) -> bool:
+        """Whether the per-call HTTP faults apply to calls of this route."""
+        return not self.http_routes or route in self.http_routes.split("+")
 
     def describe(self) -> str:
         """The spec string that reproduces these faults (only non-default keys)."""
@@ -87,7 +130,7 @@ def parse_faults(spec: str | None) -> Faults:
     spec = spec.strip()
     if spec.lower() in ("", "none", "off"):
         return Faults()
-    values: dict[str, float | int] = {}
+    values: dict[str, float | int | str] = {}
     for item in spec.split(","):
         item = item.strip()
         if not item:
@@ -102,13 +145,22 @@ def parse_faults(spec: str | None) -> Faults:
     return Faults(**values)  # type: ignore[arg-type]
 
 
-def _parse_value(key: str, raw: str) -> float | int:
+def _parse_value(key: str, raw: str) -> float | int | str:
+    if key == "http_routes":
+        names = [name.strip() for name in raw.split("+") if name.strip()]
+        unknown = [name for name in names if name not in ROUTES]
+        if not names or unknown:
+            raise FaultSpecError(
+                f"faults spec: http_routes={raw!r} must name routes joined by '+' "
+                f"(known routes: {', '.join(ROUTES)})"
+            )
+        return "+".join(names)
     if key == "seed":
         try:
             return int(raw)
         except ValueError:
             raise FaultSpecError(f"faults spec: seed={raw!r} must be an integer") from None
-    if key not in PROBABILITIES and key not in ("latency", "retry_after"):
+    if key not in PROBABILITIES and key not in SECONDS:
         raise FaultSpecError(f"faults spec: unknown key {key!r} (known keys: {_known()})")
     try:
         value = float(raw)

@@ -4,7 +4,9 @@
 `ThreadingHTTPServer`, HTTP/1.1 keep-alive); `serve_forever` runs one in the foreground. Every
 answer is JSON with `Content-Type: application/json` except file contents, and every failure is
 the OpenAI error body with its HTTP status. The HTTP 429/500 faults are injected here, before a
-route runs, so a faulted call never changes state and the SDK's own retry is always safe.
+route runs, so a faulted call never changes state and the SDK's own retry is always safe. A slow
+answer (`http_slow`) is held back *after* its route ran, as when a provider does the work but
+answers after the client gave up: a retried POST then acts twice, as it would for real.
 """
 
 from __future__ import annotations
@@ -83,6 +85,13 @@ class _HTTPServer(ThreadingHTTPServer):
             self._open.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out has closed its end before a slow answer is written: expected.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            log.debug("client %s went away before its answer was written", client_address)
+            return
+        super().handle_error(request, client_address)
+
     def close_connections(self) -> None:
         """Drop kept-alive connections, so that no old handler serves a stopped server's state."""
         with self._open_lock:
@@ -146,9 +155,9 @@ class _Handler(BaseHTTPRequestHandler):
                     param=None,
                     code="missing_api_key",
                 )
-            sim._record(self.headers.get("x-stainless-retry-count", "0"))
-            sim._http_fault()
             name, style = route
+            sim._record(name, self.headers.get("x-stainless-retry-count", "0"))
+            sim._http_fault(name)
             fn: Callable[..., Any] = getattr(sim.api, name)
             if style == "multipart":
                 result = fn(self.headers.get("Content-Type", ""), body)
@@ -168,6 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
             )
             self._send(500, json.dumps(error.body()).encode("utf-8"), "application/json")
             return
+        sim._maybe_slow(name)
         if isinstance(result, bytes):
             self._send(200, result, "application/octet-stream")
         else:
@@ -231,7 +241,8 @@ class SimulatedServer:
         self.host = check_loopback(host)
         self.port = port
         self.seed = seed
-        self.stats: Counter[str] = Counter()  # calls, http_429, http_500, retried calls seen
+        # calls, http_429, http_500, http_slow, retried calls seen; each also per route ("calls:upload_file")
+        self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._rng = random.Random(self.faults.seed)
         self._httpd: _HTTPServer | None = None
@@ -285,16 +296,31 @@ class SimulatedServer:
 
     # --- called by the handler ---------------------------------------------------------------
 
-    def _record(self, retry_count: str) -> None:
+    def _count(self, what: str, route: str) -> None:
         with self._lock:
-            self.stats["calls"] += 1
-            if retry_count not in ("", "0"):
-                self.stats["retried"] += 1
+            self.stats[what] += 1
+            self.stats[f"{what}:{route}"] += 1
 
-    def _http_fault(self) -> None:
+    def _record(self, route: str, retry_count: str) -> None:
+        self._count("calls", route)
+        if retry_count not in ("", "0"):
+            self._count("retried", route)
+
+    def _maybe_slow(self, route: str) -> None:
+        """Maybe hold the answer of a call whose route has run (drawn per call)."""
+        faults = self.faults
+        if not faults.http_slow or not faults.applies_to(route):
+            return
+        with self._lock:
+            roll = self._rng.random()
+        if roll < faults.http_slow:
+            self._count("http_slow", route)
+            time.sleep(faults.slow_seconds)
+
+    def _http_fault(self, route: str) -> None:
         """Maybe answer 429 or 500 instead of running the route (drawn per call)."""
         faults = self.faults
-        if not (faults.http_429 or faults.http_500):
+        if not (faults.http_429 or faults.http_500) or not faults.applies_to(route):
             return
         with self._lock:
             roll = self._rng.random()
@@ -303,8 +329,7 @@ class SimulatedServer:
             "retry-after-ms": str(int(faults.retry_after * 1000)),
         }
         if roll < faults.http_429:
-            with self._lock:
-                self.stats["http_429"] += 1
+            self._count("http_429", route)
             raise ApiError(
                 429,
                 "Rate limit reached for requests (simulated). Please try again shortly.",
@@ -313,8 +338,7 @@ class SimulatedServer:
                 headers=wait,
             )
         if roll < faults.http_429 + faults.http_500:
-            with self._lock:
-                self.stats["http_500"] += 1
+            self._count("http_500", route)
             # Real 500s carry no retry-after; ours do, so that retries in tests stay fast.
             raise ApiError(
                 500,

@@ -1,0 +1,248 @@
+"""Drivers and checks for `test_faults.py`: run the whole benchmark under a fault, then hold the
+result against a fault-free run and against the provider's own files.
+
+The checks read the workspace's database and the result files it saved under `responses/`, and
+re-validate every answer independently of `lexpilot_batch.ingest`, so that a request answered from
+an error line, a non-200 response, an empty, truncated or malformed answer is caught even if ingest
+itself were wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine_helpers import finish, open_session, prepare_runs, records
+
+from lexpilot_batch import judges, status
+from lexpilot_batch.engine import Session, poll_and_advance
+from lexpilot_batch.ingest import read_lines
+from lexpilot_batch.workspace import Workspace
+
+LIMIT = 6  # cases per run: every task and every protocol branch, in about a second
+STAGE = "all"
+
+ThreadKey = tuple[str, str, str, int, str]  # run id, model, task, case index, variant
+
+
+@dataclass
+class Outcome:
+    """What a finished (or given up) workspace holds, read once while it is open."""
+
+    records: dict[ThreadKey, dict]
+    threads: dict[ThreadKey, tuple[str, str | None]]  # (status, reason)
+    requests: list[dict[str, Any]]
+    files: list[dict[str, Any]]
+    anomalies: list[dict[str, Any]]
+    status: dict[str, Any]
+    rendered: str
+    answered: set[tuple[str, int, str]]  # (run id, case index, step) answered
+    server: Counter = field(default_factory=Counter)  # the simulated provider's call counters
+    sim_batches: list[dict[str, Any]] = field(default_factory=list)  # Batch objects it holds
+
+    def by_custom_id(self) -> dict[str, dict[str, Any]]:
+        return {r["custom_id"]: r for r in self.requests}
+
+    def failed_requests(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r["status"] == "failed"]
+
+
+def read_outcome(ws: Workspace) -> Outcome:
+    db = ws.db.db
+    threads = {
+        (r["run_id"], r["model"], r["task"], r["case_idx"], r["variant"]): (r["status"], r["reason"])
+        for r in db.execute(
+            "SELECT runs.run_id, runs.model, t.task, t.case_idx, t.variant, t.status, t.reason FROM threads t"
+            " JOIN runs ON runs.pk = t.run_pk"
+        )
+    }
+    requests = [
+        dict(r)
+        for r in db.execute(
+            "SELECT q.*, runs.run_id FROM requests q JOIN runs ON runs.pk = q.run_pk ORDER BY q.pk"
+        )
+    ]
+    info = status.collect(ws)
+    return Outcome(
+        records=records(ws),
+        threads=threads,
+        requests=requests,
+        files=[dict(r) for r in db.execute("SELECT * FROM files ORDER BY pk")],
+        anomalies=[dict(r) for r in db.execute("SELECT * FROM anomalies ORDER BY pk")],
+        status=info,
+        rendered=status.render(info),
+        answered={(r["run_id"], r["case_idx"], r["step"]) for r in requests if r["status"] in ("answered", "discarded")},
+    )
+
+
+def simulated_batches(state_dir: Path) -> list[dict[str, Any]]:
+    """Every Batch object a simulated provider's state folder holds."""
+    folder = state_dir / "batches"
+    if not folder.is_dir():
+        return []
+    return [json.loads(p.read_text(encoding="utf-8"))["batch"] for p in sorted(folder.glob("*.json"))]
+
+
+Drive = Callable[[Workspace, Session], Any]
+
+
+def run_benchmark(
+    root: Path,
+    faults: str = "",
+    *,
+    limit: int = LIMIT,
+    retries: int = 8,
+    drive: Drive | None = None,
+    session_factory: Callable[[Workspace], Session] | None = None,
+    check: bool = True,
+    **options: Any,
+) -> Outcome:
+    """Prepare `--stage all` for `limit` cases, drive it to the end, check the invariants that hold
+    under every fault (unless `check` is false), and return what the workspace holds."""
+    with Workspace(root) as ws:
+        session = session_factory(ws) if session_factory else open_session(ws, faults, retries=retries, **options)
+        try:
+            prepare_runs(ws, session, stage=STAGE, limit=limit)
+            (drive or finish)(ws, session)
+            server = Counter(session._server.stats) if session._server is not None else Counter()
+        finally:
+            session.close()
+        outcome = read_outcome(ws)
+    outcome.server = server
+    outcome.sim_batches = simulated_batches(root / "state" / "simulated")
+    if check:
+        check_invariants(root, outcome)
+    return outcome
+
+
+def finish_despite(*errors: type[BaseException], max_rounds: int = 400) -> Drive:
+    """`finish`, where a round that raises one of `errors` (a lost answer, a stopped command) is
+    simply followed by the next one, as a user would run the command again."""
+
+    def drive(ws: Workspace, session: Session) -> int:
+        interrupted = 0
+        for _ in range(max_rounds):
+            try:
+                left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
+            except errors:
+                interrupted += 1
+                continue
+            if left["in_flight"] == 0 and left["unsubmitted"] == 0:
+                return interrupted
+            import time
+
+            time.sleep(0.02)
+        raise AssertionError("the workspace did not finish")
+
+    return drive
+
+
+# --- checks -------------------------------------------------------------------------------------
+
+
+def why_unusable(line: dict[str, Any], parser: str, n_claims: int) -> str | None:
+    """None for a usable answer line; otherwise what is wrong with it (SPEC §6, checked here
+    independently of the engine's ingest)."""
+    if line.get("error"):
+        return "error"
+    response = line.get("response")
+    if not isinstance(response, dict) or response.get("status_code") != 200:
+        return "status"
+    choices = (response.get("body") or {}).get("choices") or []
+    if not choices:
+        return "no choices"
+    if choices[0].get("finish_reason") != "stop":
+        return "truncated"
+    content = (choices[0].get("message") or {}).get("content")
+    if not isinstance(content, str) or not content.strip():
+        return "empty"
+    try:
+        answer_of(content, parser, n_claims)
+    except judges.MalformedOutput:
+        return "malformed"
+    return None
+
+
+def answer_of(content: str, parser: str, n_claims: int) -> tuple[str, Any]:
+    text = judges.parse_text(content)
+    value = {
+        "text": lambda: text,
+        "lca_label": lambda: judges.parse_lca_label(content),
+        "dcg_decision": lambda: judges.parse_dcg_decision(content),
+        "verdicts": lambda: judges.parse_verdicts(content, n_claims),
+    }[parser]()
+    return text, value
+
+
+def first_lines(root: Path, outcome: Outcome) -> dict[str, dict[str, Any]]:
+    """The first result line of each request in the saved files of its own request file, in the
+    order ingest reads them (output file, then error file): the one that decides the request."""
+    owner = {r["custom_id"]: r["file_pk"] for r in outcome.requests}
+    first: dict[str, dict[str, Any]] = {}
+    for f in outcome.files:
+        for key in ("output_path", "error_path"):
+            if not f[key]:
+                continue
+            for _, line, _ in read_lines(root / f[key]):
+                cid = line.get("custom_id") if line else None
+                if isinstance(cid, str) and owner.get(cid) == f["pk"] and cid not in first:
+                    first[cid] = line
+    return first
+
+
+def check_invariants(root: Path, outcome: Outcome) -> None:
+    """What holds whatever the fault: nothing garbage scored, one answer per step, no stray batch."""
+    assert not [r for r in outcome.requests if r["status"] == "pending"], "requests left pending at the end"
+    first = first_lines(root, outcome)
+    for r in outcome.requests:
+        line = first.get(r["custom_id"])
+        if r["status"] in ("answered", "discarded"):
+            assert line is not None, f"{r['custom_id']} answered without a result line"
+            why = why_unusable(line, r["parser"], r["n_claims"])
+            assert why is None, f"{r['custom_id']} was scored from an unusable line ({why}): {json.dumps(line)[:300]}"
+            content = line["response"]["body"]["choices"][0]["message"]["content"]
+            text, value = answer_of(content, r["parser"], r["n_claims"])
+            assert (r["text"], json.loads(r["value"])) == (text, value), f"{r['custom_id']} stored another answer"
+        elif line is not None:
+            assert why_unusable(line, r["parser"], r["n_claims"]) is not None, (
+                f"{r['custom_id']} failed although its line is a usable answer: {json.dumps(line)[:300]}"
+            )
+    # Per (run, case, step): attempts 1..n, every one but the last failed, at most one answered.
+    steps: dict[tuple, list[dict]] = {}
+    for r in outcome.requests:
+        steps.setdefault((r["run_id"], r["case_idx"], r["step"]), []).append(r)
+    for key, attempts in steps.items():
+        attempts.sort(key=lambda a: a["attempt"])
+        assert [a["attempt"] for a in attempts] == list(range(1, len(attempts) + 1)), key
+        assert all(a["status"] == "failed" for a in attempts[:-1]), f"{key}: a non-failed attempt was retried"
+        answered = [a for a in attempts if a["status"] in ("answered", "discarded")]
+        assert len(answered) <= 1, f"{key} answered {len(answered)} times"
+        waves = [a["wave"] for a in attempts]
+        assert waves == sorted(set(waves)), f"{key}: two attempts in one wave"
+    # The provider holds exactly one batch per submitted batch-backend file, each one recorded.
+    if outcome.sim_batches:
+        recorded = {f["batch_id"] for f in outcome.files}
+        per_file = Counter((b["metadata"] or {}).get("lexpilot_file") for b in outcome.sim_batches)
+        doubled = {path: n for path, n in per_file.items() if n > 1}
+        assert not doubled, f"the provider holds several batches for one request file: {doubled}"
+        stray = [b["id"] for b in outcome.sim_batches if b["id"] not in recorded]
+        assert not stray, f"batches the workspace does not know of: {stray}"
+
+
+def assert_same_as(expected: Outcome, outcome: Outcome) -> None:
+    """Every thread done, with the fault-free run's records, from the same answered steps."""
+    not_done = {k: v for k, v in outcome.threads.items() if v[0] != "done"}
+    assert not not_done, f"threads not done: {not_done}"
+    assert outcome.threads.keys() == expected.threads.keys()
+    assert outcome.records == expected.records
+    assert outcome.answered == expected.answered
+    requested = {(r["run_id"], r["case_idx"], r["step"]) for r in outcome.requests}
+    assert requested == expected.answered, "a step was requested that the fault-free run never needed"
+
+
+def retried(outcome: Outcome) -> list[dict[str, Any]]:
+    return [r for r in outcome.requests if r["attempt"] > 1]
