@@ -673,6 +673,27 @@ def ingest(
     typer.echo("Next: lexpilot-batch poll-and-advance --submit")
 
 
+@app.command()
+@_with(_PROVIDER_OPTIONS, "target", _provider_options)
+def doctor(
+    target: tuple,
+    repair: Annotated[bool, typer.Option("--repair", help="Fix what is safe to fix.")] = False,
+) -> None:
+    """Check the workspace: schema, changed or missing files, interrupted submits, stuck threads.
+
+    Each finding says how to repair it; --repair does what is safe (recompiling an unsent wave,
+    downloading results again, re-queuing what a damaged ingest left behind).
+
+    Example: lexpilot-batch doctor --repair
+    """
+    from lexpilot_batch.doctor import check, render_report
+
+    root, options = target
+    report = check(root, repair, options)
+    typer.echo(render_report(report))
+    raise typer.Exit(report.exit_code)
+
+
 @app.command("serve-simulated")
 def serve_simulated(
     host: Annotated[str, typer.Option("--host", help="Loopback address to bind (nothing else is allowed).")] = "127.0.0.1",

@@ -31,6 +31,7 @@ EXPECTED_COMMANDS = {
     "export",
     "ingest",
     "serve-simulated",
+    "doctor",
 }
 
 GROUP = typer.main.get_command(app)
