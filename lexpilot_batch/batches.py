@@ -43,7 +43,7 @@ def batch_tag(ws: Workspace, row: dict) -> dict[str, str]:
 
 
 class TamperedFile(LexpilotError):
-    """A compiled request file changed or vanished on disk before it was submitted."""
+    """A compiled request file changed or vanished on disk before it was sent."""
 
 
 def check_compiled_files(ws: Workspace) -> list[str]:
@@ -168,9 +168,17 @@ def poll_files(ws: Workspace, session: Any, max_age: float | None = None) -> Pol
 
 def _run_sync(ws: Workspace, session: Any, row: dict) -> None:
     """Execute a file through chat completions; its output file grows as answers arrive."""
+    path = ws.path(row["path"])
+    # `submit` only marked the file: it is read now, so this is the last moment to check that it
+    # still holds what was compiled (an edit made since would otherwise be sent and scored).
+    if file_sha256(path) != row["sha256"]:
+        raise TamperedFile(
+            f"request file {row['path']} changed on disk or vanished after it was compiled, so it is not sent. "
+            "Run `lexpilot-batch doctor --repair` to discard it (its requests are asked again), or restore it"
+        )
     out = ws.wave_dir("responses", row["wave"]) / f"{Path(row['path']).stem}.output.jsonl"
     runner = session.sync_runner_for(row["roles"])
-    stats = runner.run(ws.path(row["path"]), out)
+    stats = runner.run(path, out)
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
     _set(ws, row["pk"], status="downloaded", batch_status="completed", request_counts=json.dumps(counts),
          output_path=ws.relative(out), finished_at=time.time())

@@ -1,8 +1,10 @@
 """The LexPilot dataset: the case models, the cause-of-action → class mapping, and the loader.
 
 The loader reads a whole dataset file, checks every rule of the schema and either returns a
-complete `Dataset` or raises one `DataError` listing every problem it found (case and field
-named, what was expected said). Nothing is ever half-loaded. `validate_file` backs the
+complete `Dataset` or raises one `DataError` listing the problems it found (case and field
+named, what was expected said; the first MAX_PROBLEMS are shown, and checking stops after
+MAX_COUNTED). Nothing is ever half-loaded. Values quoted in problem lines are escaped so that
+none can act on a terminal. `validate_file` backs the
 `validate-data` command and returns a printable `DatasetSummary`.
 """
 
@@ -47,6 +49,15 @@ REQUIRED_FIELDS: tuple[str, ...] = (
 )
 # A broken file can hold thousands of problems; past this many the rest is noise on screen.
 MAX_PROBLEMS = 50
+# Past this many problems checking stops, so that a file of millions of wrong cases fails at once,
+# in bounded time and memory; below it the count stays exact.
+MAX_COUNTED = 1000
+# How deeply arrays and objects may nest inside one field of a case. Real cases need two levels;
+# a case is stored as JSON and read back, and pydantic's JSON reader gives up near 200.
+MAX_NESTING = 64
+# Characters a terminal acts on, or that reorder or hide what it shows: controls (C0, DEL, C1),
+# format characters (bidi overrides, zero-width ones) and the Unicode line and paragraph separators.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 class Message(BaseModel):
@@ -154,6 +165,23 @@ def _read_json(path: Path, what: str, hint: str) -> tuple[bytes, Any]:
     return raw, data
 
 
+# --- text safe to print ---------------------------------------------------------------------
+
+
+def has_unsafe_characters(text: str) -> bool:
+    """Whether printing `text` could move the cursor, drive the terminal or reorder the line."""
+    return any(unicodedata.category(ch) in _UNSAFE_CATEGORIES for ch in text)
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with each character `has_unsafe_characters` looks for written as its JSON escape."""
+    if not has_unsafe_characters(text):
+        return text
+    return "".join(
+        json.dumps(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE_CATEGORIES else ch for ch in text
+    )
+
+
 def _kind(value: Any) -> str:
     """A JSON value's type, as a reader of the JSON file would name it."""
     if value is None:
@@ -172,16 +200,51 @@ def _kind(value: Any) -> str:
 
 
 def _show(value: Any, limit: int = 40) -> str:
-    """A short JSON rendering of a value for a problem line."""
+    """A short JSON rendering of a value for a problem line, safe to print."""
     try:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         text = _kind(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return terminal_safe(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
 def _key_path(name: str, key: str) -> str:
     return f"{name}[{_show(key, 32)}]"
+
+
+# --- collecting problems -------------------------------------------------------------------
+
+
+class _TooManyProblems(Exception):
+    """Raised by `_Problems.add` at MAX_COUNTED problems: the rest of the file is not checked."""
+
+
+class _Problems:
+    """The problems found in one file: the first MAX_PROBLEMS kept as lines, the others counted."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.count = 0
+        self.stopped_at: str | None = None  # where checking stopped, once MAX_COUNTED were found
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def add(self, line: str) -> None:
+        self.count += 1
+        if len(self.lines) < MAX_PROBLEMS:
+            # Lines quote the file's own keys and values: none of them may act on the terminal.
+            self.lines.append(terminal_safe(line))
+        if self.count >= MAX_COUNTED:
+            raise _TooManyProblems
+
+    def listed(self) -> list[str]:
+        """The lines to show, with one more saying what was left out."""
+        hidden = self.count - len(self.lines)
+        if self.stopped_at:
+            stopped = f"checking stopped at {self.stopped_at}, so the rest of the file was not checked"
+            return [*self.lines, f"… and {hidden} more problems; {stopped}"]
+        return [*self.lines, f"… and {hidden} more problems"] if hidden else list(self.lines)
 
 
 # --- categories ------------------------------------------------------------------------------
@@ -218,37 +281,39 @@ def _read_categories(path: Path | None) -> _Categories:
             '{"class name": ["cause of action", ...], ...}. Fix it or pass another with '
             "--categories FILE."
         )
-    problems: list[str] = []
-    for key in getattr(data, "duplicate_keys", []):
-        problems.append(f"class {_show(key)} appears more than once; merge its causes in one list")
+    problems = _Problems()
     cause_to_class: dict[str, str] = {}
-    for class_name, causes in data.items():
-        if not class_name.strip():
-            problems.append("a class has an empty name; give every class a name")
-        if not isinstance(causes, list):
-            problems.append(
-                f"class {_show(class_name)}: is {_kind(causes)}; expected an array of causes"
-            )
-            continue
-        for i, cause in enumerate(causes):
-            if not isinstance(cause, str) or not cause.strip():
-                problems.append(
-                    f"class {_show(class_name)}[{i}]: is {_show(cause)}; expected a non-empty "
-                    "cause-of-action string"
-                )
+    class_name = ""
+    try:
+        for key in getattr(data, "duplicate_keys", []):
+            problems.add(f"class {_show(key)} appears more than once; merge its causes in one list")
+        for class_name, causes in data.items():
+            if not class_name.strip():
+                problems.add("a class has an empty name; give every class a name")
+            if not isinstance(causes, list):
+                problems.add(f"class {_show(class_name)}: is {_kind(causes)}; expected an array of causes")
                 continue
-            other = cause_to_class.get(cause)
-            if other is not None and other != class_name:
-                problems.append(
-                    f"cause {_show(cause)} is listed under both {_show(other)} and "
-                    f"{_show(class_name)}; keep it under one class"
-                )
-                continue
-            cause_to_class[cause] = class_name
+            for i, cause in enumerate(causes):
+                if not isinstance(cause, str) or not cause.strip():
+                    problems.add(
+                        f"class {_show(class_name)}[{i}]: is {_show(cause)}; expected a non-empty "
+                        "cause-of-action string"
+                    )
+                    continue
+                other = cause_to_class.get(cause)
+                if other is not None and other != class_name:
+                    problems.add(
+                        f"cause {_show(cause)} is listed under both {_show(other)} and "
+                        f"{_show(class_name)}; keep it under one class"
+                    )
+                    continue
+                cause_to_class[cause] = class_name
+    except _TooManyProblems:
+        problems.stopped_at = f"class {_show(class_name)}" if class_name else "the repeated class names"
     if problems:
         raise DataError(
             f"Categories file {path} is invalid; fix it or pass another with --categories FILE.",
-            problems,
+            problems.listed(),
         )
     return _Categories(path, tuple(data), cause_to_class)
 
@@ -269,7 +334,10 @@ def _valid_case_number(value: Any) -> bool:
     # bool is an int subclass in Python; `true` is no case number.
     if isinstance(value, bool):
         return False
-    return isinstance(value, int) or (isinstance(value, str) and bool(value.strip()))
+    if isinstance(value, int):
+        return True
+    # Case numbers are printed in every problem line, status and report: none may drive a terminal.
+    return isinstance(value, str) and bool(value.strip()) and not has_unsafe_characters(value)
 
 
 def case_label(index: int, raw: Any) -> str:
@@ -284,14 +352,12 @@ def case_label(index: int, raw: Any) -> str:
 class _CaseCheck:
     """Collects the problems of one case, each prefixed with the case's label and field path."""
 
-    def __init__(self, label: str, problems: list[str]) -> None:
+    def __init__(self, label: str, problems: _Problems) -> None:
         self.label = label
         self.problems = problems
-        self.count = 0
 
     def add(self, path: str, text: str) -> None:
-        self.count += 1
-        self.problems.append(f"{self.label}: {path}: {text}" if path else f"{self.label}: {text}")
+        self.problems.add(f"{self.label}: {path}: {text}" if path else f"{self.label}: {text}")
 
     def duplicates(self, path: str, obj: Any) -> None:
         for key in getattr(obj, "duplicate_keys", []):
@@ -419,10 +485,29 @@ def _normalise_aliases(check: _CaseCheck, raw: dict[str, Any]) -> dict[str, Any]
     return record
 
 
+def _too_deep(value: Any) -> bool:
+    """Whether arrays and objects nest more than MAX_NESTING levels in `value` (read level by level:
+    no recursion, and no further than one level past the bound)."""
+    level = [value]
+    for _ in range(MAX_NESTING + 1):
+        containers = [v for v in level if isinstance(v, (list, dict))]
+        if not containers:
+            return False
+        level = [child for c in containers for child in (c.values() if isinstance(c, dict) else c)]
+    return True
+
+
 def _check_case(check: _CaseCheck, raw: dict[str, Any]) -> dict[str, Any]:
     """Check every rule on one case object; return it with aliases normalised."""
     check.duplicates("", raw)
     record = _normalise_aliases(check, raw)
+    for name, value in record.items():
+        if _too_deep(value):
+            check.add(
+                name,
+                f"nests arrays or objects more than {MAX_NESTING} levels deep; a case is stored as JSON "
+                "and read back, which fails that deep: flatten it",
+            )
     missing = [name for name in REQUIRED_FIELDS if name not in record]
     if missing:
         aliases = [a for a, c in HISTORY_ALIASES.items() if c in missing]
@@ -432,11 +517,16 @@ def _check_case(check: _CaseCheck, raw: dict[str, Any]) -> dict[str, Any]:
             f"missing field{'s' if len(missing) > 1 else ''} {', '.join(missing)}{also}; "
             f"the case has fields: {', '.join(raw) or 'none'}",
         )
-    if "case_number" in record and not _valid_case_number(record["case_number"]):
-        check.add(
-            "case_number",
-            f"is {_show(record['case_number'])}; expected a non-empty string or an integer",
-        )
+    number = record.get("case_number")
+    if "case_number" in record and not _valid_case_number(number):
+        if isinstance(number, str) and number.strip():
+            check.add(
+                "case_number",
+                f"is {_show(number)}, which holds control or invisible formatting characters (shown "
+                "escaped); remove them",
+            )
+        else:
+            check.add("case_number", f"is {_show(number)}; expected a non-empty string or an integer")
     if "cause_of_action" in record:
         _check_text(check, "cause_of_action", record["cause_of_action"], "the cause of action")
     if "plaintiff_type" in record and not isinstance(record["plaintiff_type"], str):
@@ -459,12 +549,6 @@ def _check_case(check: _CaseCheck, raw: dict[str, Any]) -> dict[str, Any]:
             "case must have the same number of messages",
         )
     return record
-
-
-def _cap(problems: list[str]) -> list[str]:
-    if len(problems) <= MAX_PROBLEMS:
-        return problems
-    return [*problems[:MAX_PROBLEMS], f"… and {len(problems) - MAX_PROBLEMS} more problems"]
 
 
 def _unmapped_problem(unmapped: dict[str, list[str]], categories: _Categories) -> str:
@@ -531,7 +615,9 @@ def load_dataset(path: Path | None = None, categories: Path | None = None) -> Da
     """Read and validate a whole dataset file against the schema and the cause-class mapping.
 
     `None` reads the bundled sample and the bundled mapping. Returns a complete `Dataset` or
-    raises one `DataError` whose problems name every case and field at fault.
+    raises one `DataError` whose problems name every case and field at fault. Besides the schema, a
+    case_number may hold no control or formatting characters, and no field may nest arrays and
+    objects more than MAX_NESTING levels deep.
     """
     cats = _read_categories(categories)
     hint = "pass a LexPilot JSON file with --dataset FILE"
@@ -548,63 +634,66 @@ def load_dataset(path: Path | None = None, categories: Path | None = None) -> Da
     if not data:
         raise DataError(f"Dataset file {path} is an empty array; it needs at least one case.")
 
-    problems: list[str] = []
+    problems = _Problems()
     records: list[tuple[_CaseCheck, dict[str, Any]]] = []
     first_with_number: dict[str, str] = {}
     unmapped: dict[str, list[str]] = {}
-    for index, raw in enumerate(data, 1):
-        check = _CaseCheck(case_label(index, raw), problems)
-        if not isinstance(raw, dict):
-            check.add("", f"is {_kind(raw)}; expected an object with the case's fields")
-            continue
-        record = _check_case(check, raw)
-        number = record.get("case_number")
-        if _valid_case_number(number):
-            # Compared as text: 12 and "12" both become "12" in custom_ids and result files.
-            key = str(number)
-            if key in first_with_number:
-                check.add(
-                    "case_number",
-                    f"duplicates {first_with_number[key]}; case numbers must be unique "
-                    "(12 and \"12\" count as the same)",
+    try:
+        for index, raw in enumerate(data, 1):
+            check = _CaseCheck(case_label(index, raw), problems)
+            if not isinstance(raw, dict):
+                check.add("", f"is {_kind(raw)}; expected an object with the case's fields")
+                continue
+            record = _check_case(check, raw)
+            number = record.get("case_number")
+            if _valid_case_number(number):
+                # Compared as text: 12 and "12" both become "12" in custom_ids and result files.
+                key = str(number)
+                if key in first_with_number:
+                    check.add(
+                        "case_number",
+                        f"duplicates {first_with_number[key]}; case numbers must be unique "
+                        "(12 and \"12\" count as the same)",
+                    )
+                else:
+                    first_with_number[key] = check.label
+            cause = record.get("cause_of_action")
+            if isinstance(cause, str) and cause.strip() and cause not in cats.cause_to_class:
+                unmapped.setdefault(cause, []).append(check.label)
+            records.append((check, record))
+
+        if not problems and not unmapped:
+            cases: list[Case] = []
+            for check, record in records:
+                try:
+                    cases.append(Case.model_validate(record))
+                except ValidationError as exc:
+                    # The checks above should have caught everything; this keeps a gap in them
+                    # from ever surfacing as a pydantic traceback.
+                    for error in exc.errors():
+                        loc = ".".join(str(part) for part in error["loc"])
+                        check.add(loc, error["msg"])
+            if not problems:
+                return Dataset(
+                    path=path,
+                    sha256=hashlib.sha256(raw_bytes).hexdigest(),
+                    cases=cases,
+                    classes=dict(cats.cause_to_class),
+                    class_names=cats.class_names,
+                    categories_path=cats.path,
                 )
-            else:
-                first_with_number[key] = check.label
-        cause = record.get("cause_of_action")
-        if isinstance(cause, str) and cause.strip() and cause not in cats.cause_to_class:
-            unmapped.setdefault(cause, []).append(check.label)
-        records.append((check, record))
+    except _TooManyProblems:
+        problems.stopped_at = check.label
 
-    if not problems and not unmapped:
-        cases: list[Case] = []
-        for check, record in records:
-            try:
-                cases.append(Case.model_validate(record))
-            except ValidationError as exc:
-                # The checks above should have caught everything; this keeps a gap in them
-                # from ever surfacing as a pydantic traceback.
-                for error in exc.errors():
-                    loc = ".".join(str(part) for part in error["loc"])
-                    check.add(loc, error["msg"])
-        if not problems:
-            return Dataset(
-                path=path,
-                sha256=hashlib.sha256(raw_bytes).hexdigest(),
-                cases=cases,
-                classes=dict(cats.cause_to_class),
-                class_names=cats.class_names,
-                categories_path=cats.path,
-            )
-
-    total = len(problems) + (1 if unmapped else 0)
-    listed = _cap(problems)
+    total = problems.count + (1 if unmapped else 0)
+    listed = problems.listed()
     if unmapped:
         # Kept out of the cap: the user needs every unmapped cause to fix the mapping at once.
         listed = [*listed, _unmapped_problem(unmapped, cats)]
     raise DataError(
-        f"Dataset file {path} is invalid: {total} problem{'s' if total != 1 else ''}, nothing "
-        "was loaded (cases are counted from 1 in file order). Fix them and run "
-        f"`lexpilot-batch validate-data --dataset {path}` again.",
+        f"Dataset file {path} is invalid: {'at least ' if problems.stopped_at else ''}{total} "
+        f"problem{'s' if total != 1 else ''}, nothing was loaded (cases are counted from 1 in file "
+        f"order). Fix them and run `lexpilot-batch validate-data --dataset {path}` again.",
         listed,
     )
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from lexpilot_batch import __version__, prompts
 from lexpilot_batch.config import Settings
-from lexpilot_batch.data import Dataset
+from lexpilot_batch.data import Dataset, has_unsafe_characters
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.workspace import Workspace, slug, write_atomic
@@ -48,7 +48,8 @@ def run_key(run_id: str, model: str) -> str:
 
 def check_run_id(run_id: str) -> str:
     run_id = run_id.strip()
-    if not run_id or len(run_id) > 100 or any(ord(c) < 32 for c in run_id):
+    # Run ids and models are printed by status and report: nothing in them may drive a terminal.
+    if not run_id or len(run_id) > 100 or has_unsafe_characters(run_id):
         raise ConfigError("--run-id must be 1-100 printable characters")
     return run_id
 
@@ -56,7 +57,7 @@ def check_run_id(run_id: str) -> str:
 def check_model(model: str | None, option: str = "--model") -> str:
     if not model or not model.strip():
         raise ConfigError(f"no evaluated model: pass {option} or set LEXPILOT_MODEL (none is chosen for you)")
-    if len(model) > 200 or any(ord(c) < 32 for c in model):
+    if len(model) > 200 or has_unsafe_characters(model):
         raise ConfigError(f"{option} must be 1-200 printable characters")
     return model.strip()
 

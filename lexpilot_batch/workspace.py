@@ -19,12 +19,15 @@ from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
 from lexpilot_batch.store import DB_NAME, Store
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# Windows opens these as devices, whatever follows the first dot: `nul.txt` is NUL, `COM1.log` COM1.
+_DEVICES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))})
 
 
 def slug(text: str, length: int = 40) -> str:
     """A filesystem-safe name (also on Windows) that stays unique through a short hash."""
     readable = _UNSAFE.sub("-", text).strip(".-")[:length] or "x"
-    return f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
+    name = f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
+    return "_" + name if name.split(".")[0].upper() in _DEVICES else name
 
 
 def write_atomic(path: Path, data: bytes) -> None:

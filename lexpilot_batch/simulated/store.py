@@ -155,4 +155,7 @@ class Store:
         path = self.batches_dir / f"{batch_id}.results"
         if not path.exists():
             return []
-        return path.read_text(encoding="utf-8").splitlines()
+        # Only "\n" ends a line: str.splitlines() also breaks at U+2028, U+2029 and U+0085, which
+        # json.dumps(ensure_ascii=False) leaves raw inside strings.
+        text = path.read_text(encoding="utf-8")
+        return text.removesuffix("\n").split("\n") if text else []

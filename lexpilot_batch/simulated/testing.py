@@ -53,4 +53,4 @@ def read_lines(client: OpenAI, file_id: str | None) -> list[dict[str, Any]]:
     """The JSON lines of an output or error file ([] for no file)."""
     if file_id is None:
         return []
-    return [json.loads(line) for line in client.files.content(file_id).text.splitlines() if line]
+    return [json.loads(line) for line in client.files.content(file_id).text.split("\n") if line]
