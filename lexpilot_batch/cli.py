@@ -564,7 +564,7 @@ def _print_report(root, run_id, model, format_, partial, prices=None, batch_disc
     if format_ not in report_mod.FORMATS:
         raise LexpilotError(f"--format must be one of {', '.join(report_mod.FORMATS)}")
     with Workspace(root, writable=False) as ws:
-        runs = results.load_run_results(ws, run_id, model)
+        runs = results.load_run_results(ws, run_id, model, texts=False)
     problems = results.incomplete(runs)
     if problems and not partial:
         raise LexpilotError(

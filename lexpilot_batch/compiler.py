@@ -287,8 +287,10 @@ def _advance_all(
         result.requests += len(due.steps)
         if len(new_requests) >= 5000:
             _flush(db, new_requests)
+        if len(thread_updates) >= 500:
+            _finish_threads(db, thread_updates)
     _flush(db, new_requests)
-    db.executemany("UPDATE threads SET status = ?, record = ?, reason = ? WHERE pk = ?", thread_updates)
+    _finish_threads(db, thread_updates)
     db.executemany(
         "UPDATE requests SET status = 'discarded' WHERE run_pk = ? AND case_idx = ? AND step = ? AND status = 'answered'",
         discards,
@@ -306,7 +308,10 @@ def case_requests(db: Any, run_pk: int, case_idx: int) -> tuple[dict[str, list],
     ):
         history[r["step"]].append(r)
         if r["status"] in ("answered", "discarded"):
-            answers[r["step"]] = Answer(r["text"], json.loads(r["value"]))
+            # A text step's value is its text (ingest.parse_answer): no need to decode it again
+            # for every answer of every active case in every wave.
+            value = r["text"] if r["parser"] == "text" else json.loads(r["value"])
+            answers[r["step"]] = Answer(r["text"], value)
     return history, answers
 
 
@@ -398,6 +403,13 @@ def _request(
         file_pk,
         len(step.prompt),
     )
+
+
+def _finish_threads(db: Any, rows: list[tuple]) -> None:
+    # Finished records carry whole histories: written in chunks, a wave that finishes every
+    # thread of a 20x dataset would otherwise hold gigabytes of them until its end.
+    db.executemany("UPDATE threads SET status = ?, record = ?, reason = ? WHERE pk = ?", rows)
+    rows.clear()
 
 
 def _flush(db: Any, rows: list[tuple]) -> None:

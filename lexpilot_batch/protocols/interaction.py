@@ -46,6 +46,17 @@ def _dump(history: list[Message]) -> list[dict[str, Any]]:
     return [m.model_dump() for m in history]
 
 
+def _reply_step(ctx: CaseContext, k: int, history: list[Message]) -> Step:
+    """The User Model's reply to round k's response (`history` ends with it).
+
+    Built only when due: the prompt renders the whole history, and earlier rounds' replies are
+    already answered every time the thread is advanced again.
+    """
+    case = ctx.case
+    prompt = prompts.user_model_prompt(history, case.focal_points, case.key_details, ctx.templates)
+    return Step(reply_key(k), "user", prompt, "text")
+
+
 class InteractionLJP(Protocol):
     task = "ljp_interaction"
     stage = "ljp-interaction"
@@ -64,14 +75,6 @@ class InteractionLJP(Protocol):
 
             before = history
             history = [*before, Message(role="assistant", content=response.text)]
-            reply_step = Step(
-                reply_key(k),
-                "user",
-                prompts.user_model_prompt(
-                    history, case.focal_points, case.key_details, ctx.templates
-                ),
-                "text",
-            )
             label = answers.get(label_key(k))
             if label is None:
                 if k == 1:
@@ -80,7 +83,7 @@ class InteractionLJP(Protocol):
                     prompt = prompts.lca_classify_prompt(before, response.text, ctx.templates)
                     due = [Step(label_key(k), "judge", prompt, "lca_label")]
                 if ctx.speculate and reply_key(k) not in answers:
-                    due.append(reply_step)
+                    due.append(_reply_step(ctx, k, history))
                 return Advance(due=tuple(due))
 
             if label.value == "judgment":
@@ -94,7 +97,7 @@ class InteractionLJP(Protocol):
 
             reply = answers.get(reply_key(k))
             if reply is None:
-                return Advance(due=(reply_step,))
+                return Advance(due=(_reply_step(ctx, k, history),))
             rounds.append(
                 {"round": k, "response": response.text, "label": label.value, "reply": reply.text}
             )

@@ -183,20 +183,39 @@ def _page(
 def _parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[str, bytes] | None]:
     """The text fields and the (filename, bytes) of the `file` field of a form upload.
 
-    The stdlib email parser reads multipart/form-data byte-exactly (the `cgi` module is gone
-    in Python 3.13).
+    Each part's headers go through the stdlib email parser (the `cgi` module is gone in Python
+    3.13); its body is sliced out of the request as it is. Handing a whole 200 MB upload to the
+    email parser took seconds per file and several times the file's size in memory.
     """
     if not content_type.lower().startswith("multipart/form-data") or "boundary=" not in content_type:
         raise bad_request("Uploads must be multipart/form-data.", "file", "invalid_content_type")
-    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
-    message = BytesParser(policy=policy.HTTP).parsebytes(head + body)
-    if not message.is_multipart():
-        raise bad_request("Could not parse the multipart form.", "file", "invalid_content_type")
+    header = BytesParser(policy=policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode("latin-1"), headersonly=True
+    )
+    boundary = header.get_boundary()
+    if not boundary:
+        raise bad_request("Uploads must be multipart/form-data.", "file", "invalid_content_type")
+    delimiter = b"--" + boundary.encode("latin-1")
+    unreadable = bad_request("Could not parse the multipart form.", "file", "invalid_content_type")
     fields: dict[str, str] = {}
     file_part: tuple[str, bytes] | None = None
-    for part in message.iter_parts():
+    pos = body.find(delimiter)
+    if pos < 0:
+        raise unreadable
+    while True:
+        start = pos + len(delimiter)
+        if body.startswith(b"--", start):  # the close delimiter
+            break
+        head_end = body.find(b"\r\n\r\n", start)
+        if head_end < 0:
+            raise unreadable
+        end = body.find(b"\r\n" + delimiter, head_end + 4)
+        if end < 0:
+            raise unreadable
+        part = BytesParser(policy=policy.HTTP).parsebytes(body[start:head_end].lstrip(b"\r\n") + b"\r\n\r\n",
+                                                            headersonly=True)
         name = part.get_param("name", header="content-disposition")
-        data = part.get_payload(decode=True) or b""
+        data = body[head_end + 4 : end]
         filename = part.get_filename()
         if name == "file":
             if filename is None:
@@ -204,5 +223,6 @@ def _parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], tu
             file_part = (filename, data)
         elif isinstance(name, str):
             fields[name] = data.decode("utf-8", errors="replace")
+        pos = end + 2
     return fields, file_part
 
