@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.ingest import IngestStats, apply_result_files, read_lines
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo
@@ -178,7 +180,14 @@ def _run_sync(ws: Workspace, session: Any, row: dict) -> None:
         )
     out = ws.wave_dir("responses", row["wave"]) / f"{Path(row['path']).stem}.output.jsonl"
     runner = session.sync_runner_for(row["roles"])
-    stats = runner.run(path, out)
+    # disable=None: a bar on a terminal, silence in logs and pipes.
+    with tqdm(total=row["n_requests"], desc=f"sync {Path(row['path']).name}", unit="req", disable=None) as bar:
+
+        def progress(saved: int, total: int) -> None:
+            bar.total = total
+            bar.update(saved - bar.n)
+
+        stats = runner.run(path, out, on_progress=progress)
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
     _set(ws, row["pk"], status="downloaded", batch_status="completed", request_counts=json.dumps(counts),
          output_path=ws.relative(out), finished_at=time.time())

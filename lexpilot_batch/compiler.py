@@ -21,6 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
+from tqdm import tqdm
+
 from lexpilot_batch.config import Endpoint, Limits, Settings
 from lexpilot_batch.data import Case
 from lexpilot_batch.protocols import PROTOCOLS
@@ -259,6 +261,8 @@ def _advance_all(
     groups = db.execute(
         "SELECT DISTINCT case_idx, run_pk FROM threads WHERE status = 'active' ORDER BY case_idx, run_pk"
     ).fetchall()
+    # disable=None: a bar on a terminal (large waves take a while), silence in logs and pipes.
+    groups = tqdm(groups, desc=f"compiling wave {writer.wave}", unit="case", disable=None, leave=False)
     new_requests: list[tuple] = []
     thread_updates: list[tuple] = []
     discards: list[tuple] = []
