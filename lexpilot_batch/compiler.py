@@ -16,6 +16,7 @@ import hashlib
 import json
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -23,10 +24,11 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
+from lexpilot_batch import records
 from lexpilot_batch.config import Endpoint, Limits, Settings
 from lexpilot_batch.data import Case
 from lexpilot_batch.protocols import PROTOCOLS
-from lexpilot_batch.protocols.base import Answer, CaseContext, Step
+from lexpilot_batch.protocols.base import Advance, Answer, CaseContext, Protocol, Step
 from lexpilot_batch.workspace import Workspace, slug
 
 # Malformed or truncated content gets this many attempts whatever --retries says (SPEC §6).
@@ -180,11 +182,20 @@ def _run_contexts(db: Any, retries: int) -> dict[int, RunContext]:
     return out
 
 
+def stored_case(data: str) -> Case:
+    """A case as the workspace holds it (validated when it was copied in).
+
+    `json.loads` then validation is several times faster than pydantic's own JSON parser on
+    text this long, and cases are parsed again in every wave.
+    """
+    return Case.model_validate(json.loads(data))
+
+
 def _load_case_factory(db: Any):
     @lru_cache(maxsize=256)
     def load(dataset: str, idx: int) -> tuple[Case, str]:
         row = db.execute("SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (dataset, idx)).fetchone()
-        return Case.model_validate_json(row["data"]), row["cause_class"]
+        return stored_case(row["data"]), row["cause_class"]
 
     return load
 
@@ -248,6 +259,13 @@ def compile_wave(
     return result
 
 
+# Active (run, case) groups are read this many cases at a time: two queries per run and block
+# instead of two per group, and new rows are written only for cases already read.
+BLOCK_CASES = 64
+
+_REQUEST_COLUMNS = "case_idx, step, attempt, status, text, value, error, error_kind, role, parser, n_claims, wave"
+
+
 def _advance_all(
     ws: Workspace,
     db: Any,
@@ -257,42 +275,40 @@ def _advance_all(
     result: CompileResult,
 ) -> None:
     load_case = _load_case_factory(db)
-    # Case-major order keeps each case's parsed data hot in the cache across runs.
-    groups = db.execute(
-        "SELECT DISTINCT case_idx, run_pk FROM threads WHERE status = 'active' ORDER BY case_idx, run_pk"
-    ).fetchall()
+    n_groups = db.execute(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT run_pk, case_idx FROM threads WHERE status = 'active')"
+    ).fetchone()[0]
     # disable=None: a bar on a terminal (large waves take a while), silence in logs and pipes.
-    groups = tqdm(groups, desc=f"compiling wave {writer.wave}", unit="case", disable=None, leave=False)
+    bar = tqdm(total=n_groups, desc=f"compiling wave {writer.wave}", unit="case", disable=None, leave=False)
     new_requests: list[tuple] = []
     thread_updates: list[tuple] = []
     discards: list[tuple] = []
-    for g in groups:
-        run = runs[g["run_pk"]]
-        case, cause_class = load_case(run.dataset, g["case_idx"])
-        ctx = CaseContext(case, cause_class, run.templates, run.speculate)
-        history, answers = case_requests(db, run.pk, g["case_idx"])
-        threads = [
-            (t["pk"], t["task"], t["variant"])
-            for t in db.execute(
-                "SELECT pk, task, variant FROM threads WHERE run_pk = ? AND case_idx = ? AND status = 'active'",
-                (run.pk, g["case_idx"]),
-            )
-        ]
-        due = due_for_case(ctx, threads, answers, history, run.retries)
-        discards.extend((run.pk, g["case_idx"], key) for key in due.unused)
-        for pk, record in due.finished:
-            thread_updates.append(("done", json.dumps(record, ensure_ascii=False), None, pk))
-        for pk, reason in due.failed:
-            thread_updates.append(("failed", None, reason, pk))
-        result.done += len(due.finished)
-        result.failed += len(due.failed)
-        for step in due.steps:
-            new_requests.append(_request(run, g["case_idx"], step, history.get(step.key, []), writer, endpoints))
-        result.requests += len(due.steps)
-        if len(new_requests) >= 5000:
-            _flush(db, new_requests)
-        if len(thread_updates) >= 500:
-            _finish_threads(db, thread_updates)
+    try:
+        # Case-major order keeps each case's parsed data hot in the cache across runs.
+        for (case_idx, run_pk), threads, rows in _active_groups(db):
+            run = runs[run_pk]
+            case, cause_class = load_case(run.dataset, case_idx)
+            ctx = CaseContext(case, cause_class, run.templates, run.speculate)
+            history, answers = _by_step(rows)
+            due = due_for_case(ctx, threads, answers, history, run.retries)
+            discards.extend((run.pk, case_idx, key) for key in due.unused)
+            for pk, record in due.finished:
+                stored = json.dumps(records.compact(record, case), ensure_ascii=False)
+                thread_updates.append(("done", stored, None, pk))
+            for pk, reason in due.failed:
+                thread_updates.append(("failed", None, reason, pk))
+            result.done += len(due.finished)
+            result.failed += len(due.failed)
+            for step in due.steps:
+                new_requests.append(_request(run, case_idx, step, history.get(step.key, []), writer, endpoints))
+            result.requests += len(due.steps)
+            if len(new_requests) >= 5000:
+                _flush(db, new_requests)
+            if len(thread_updates) >= 500:
+                _finish_threads(db, thread_updates)
+            bar.update()
+    finally:
+        bar.close()
     _flush(db, new_requests)
     _finish_threads(db, thread_updates)
     db.executemany(
@@ -301,21 +317,66 @@ def _advance_all(
     )
 
 
+def _active_groups(db: Any) -> Iterator[tuple[tuple[int, int], list[tuple[int, str, str]], list]]:
+    """Every (case, run) with an active thread, in case-major order: its active threads
+    `(pk, task, variant)` and all its requests, oldest attempt first.
+
+    Only the steps the active threads read (`Protocol.reads`) are loaded: in the last waves only
+    Interaction LJP threads are left, and they need a fraction of their case's requests. A block's
+    rows are read in full before its groups are advanced, so the caller's inserts and updates (for
+    cases of this block) never meet an open cursor.
+    """
+    cases = [r[0] for r in db.execute("SELECT DISTINCT case_idx FROM threads WHERE status = 'active' ORDER BY case_idx")]
+    run_pks = [r[0] for r in db.execute("SELECT DISTINCT run_pk FROM threads WHERE status = 'active' ORDER BY run_pk")]
+    for start in range(0, len(cases), BLOCK_CASES):
+        low, high = cases[start], cases[min(start + BLOCK_CASES, len(cases)) - 1]
+        threads: dict[tuple[int, int], list[tuple[int, str, str]]] = defaultdict(list)
+        requests: dict[tuple[int, int], list] = defaultdict(list)
+        for run_pk in run_pks:
+            prefixes: set[str] = set()
+            for t in db.execute(
+                "SELECT case_idx, pk, task, variant FROM threads"
+                " WHERE status = 'active' AND run_pk = ? AND case_idx BETWEEN ? AND ? ORDER BY case_idx, pk",
+                (run_pk, low, high),
+            ):
+                threads[(t[0], run_pk)].append((t[1], t[2], t[3]))
+                prefixes.update(PROTOCOLS[t[2]].reads(t[3]))
+            if not prefixes:
+                continue
+            read = " OR ".join(["substr(step, 1, ?) = ?"] * len(prefixes))
+            for r in db.execute(
+                f"SELECT {_REQUEST_COLUMNS} FROM requests"
+                f" WHERE run_pk = ? AND case_idx BETWEEN ? AND ? AND ({read}) ORDER BY case_idx, attempt",
+                (run_pk, low, high, *(x for p in sorted(prefixes) for x in (len(p), p))),
+            ):
+                key = (r[0], run_pk)
+                if key in threads:
+                    requests[key].append(r)
+        for key in sorted(threads):
+            yield key, threads[key], requests.get(key, [])
+
+
 def case_requests(db: Any, run_pk: int, case_idx: int) -> tuple[dict[str, list], dict[str, Answer]]:
     """Every request of one (run, case) by step, oldest attempt first, and the answers so far."""
+    return _by_step(
+        db.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE run_pk = ? AND case_idx = ? ORDER BY attempt",
+            (run_pk, case_idx),
+        )
+    )
+
+
+def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
     history: dict[str, list] = defaultdict(list)
     answers: dict[str, Answer] = {}
-    for r in db.execute(
-        "SELECT step, attempt, status, text, value, error, error_kind, role, parser, n_claims, wave FROM requests"
-        " WHERE run_pk = ? AND case_idx = ? ORDER BY attempt",
-        (run_pk, case_idx),
-    ):
+    for r in rows:
         history[r["step"]].append(r)
-        if r["status"] in ("answered", "discarded"):
+        status = r["status"]
+        if status == "answered" or status == "discarded":
             # A text step's value is its text (ingest.parse_answer): no need to decode it again
             # for every answer of every active case in every wave.
-            value = r["text"] if r["parser"] == "text" else json.loads(r["value"])
-            answers[r["step"]] = Answer(r["text"], value)
+            text = r["text"]
+            answers[r["step"]] = Answer(text, text if r["parser"] == "text" else json.loads(r["value"]))
     return history, answers
 
 
@@ -346,7 +407,9 @@ def due_for_case(
     out = CaseDue()
     requested: set[str] = set()
     for thread in threads:
-        advance = PROTOCOLS[thread[1]].advance(ctx, thread[2], answers)
+        protocol = PROTOCOLS[thread[1]]
+        advance = protocol.advance(ctx, thread[2], answers)
+        _check_reads(protocol, thread[2], advance)
         out.unused |= advance.unused
         if advance.record is not None:
             out.finished.append((thread[0], advance.record))
@@ -366,6 +429,14 @@ def due_for_case(
             requested.add(step.key)
             out.steps.append(step)
     return out
+
+
+def _check_reads(protocol: Protocol, variant: str, advance: Advance) -> None:
+    """A step outside `reads` would be requested again every wave: its answers are never loaded."""
+    reads = protocol.reads(variant)
+    for key in (*(step.key for step in advance.due), *advance.unused):
+        if not key.startswith(reads):
+            raise RuntimeError(f"the {protocol.task} protocol asks for step {key!r}, outside the steps it reads {reads}")
 
 
 def exhausted(attempts: list, retries: int) -> str | None:

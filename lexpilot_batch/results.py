@@ -11,6 +11,9 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from lexpilot_batch import records
+from lexpilot_batch.compiler import stored_case
+from lexpilot_batch.data import Case
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords
 from lexpilot_batch.workspace import Workspace
@@ -66,9 +69,11 @@ def load_run_results(
     out = []
     for run in runs:
         manifest = json.loads(run["manifest"])
+        case_of = _LastCase()
         tasks: dict[str, TaskRecords] = defaultdict(TaskRecords)
         for t in db.execute(
-            f"SELECT t.task, t.variant, t.status, {record} AS record, c.case_number, c.cause_class FROM threads t"
+            f"SELECT t.task, t.variant, t.status, t.case_idx, {record} AS record, c.case_number, c.cause_class"
+            f"{', c.data' if texts else ''} FROM threads t"
             " JOIN runs r ON r.pk = t.run_pk JOIN cases c ON c.dataset = r.dataset AND c.idx = t.case_idx"
             " WHERE t.run_pk = ? ORDER BY t.case_idx, t.variant",
             (run["pk"],),
@@ -76,7 +81,10 @@ def load_run_results(
             entry = tasks[t["task"]]
             label = t["case_number"] + (f" ({t['variant']})" if t["variant"] else "")
             if t["status"] == "done":
-                entry.records.append((t["cause_class"], json.loads(t["record"])))
+                stored = json.loads(t["record"])
+                if texts and records.has_references(stored):
+                    stored = records.expand(stored, case_of(t["case_idx"], t["data"]))
+                entry.records.append((t["cause_class"], stored))
             elif t["status"] == "failed":
                 entry.failed.append(label)
             else:
@@ -102,6 +110,19 @@ def load_run_results(
             )
         )
     return out
+
+
+class _LastCase:
+    """Rows come in case order: the case parsed last serves every task and variant of it."""
+
+    def __init__(self) -> None:
+        self.idx: int | None = None
+        self.case: Case | None = None
+
+    def __call__(self, idx: int, data: str) -> Case:
+        if self.case is None or idx != self.idx:
+            self.idx, self.case = idx, stored_case(data)
+        return self.case
 
 
 def incomplete(runs: list[RunResults]) -> list[str]:

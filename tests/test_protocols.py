@@ -145,6 +145,9 @@ def drive(
             adv = protocol.advance(ctx, variant, answers)
             assert adv == protocol.advance(ctx, variant, answers), "advance is not deterministic"
             unused |= adv.unused
+            # The engine loads only the answers under `reads`: anything else would be re-requested.
+            reads = protocol.reads(variant)
+            assert all(key.startswith(reads) for key in (*(s.key for s in adv.due), *adv.unused)), reads
             if adv.record is not None:
                 assert not adv.due
                 records[f"{protocol.task}/{variant}"] = adv.record
@@ -557,6 +560,14 @@ def all_branches(templates: prompts.Templates | None = None) -> list[Outcome]:
             ctx = context(speculate=speculate, templates=templates)
             outcomes.append(drive([(InteractionLJP(), "")], ctx, interaction_script(stop_round)))
     return outcomes
+
+
+def test_the_engine_refuses_a_step_outside_what_a_protocol_reads(monkeypatch) -> None:
+    from lexpilot_batch import compiler
+
+    monkeypatch.setattr(LCA, "reads", lambda self, variant: ("lca.x.",))
+    with pytest.raises(RuntimeError, match="outside the steps it reads"):
+        compiler.due_for_case(context(), [(1, "lca", "c")], {}, {}, retries=3)
 
 
 def test_wave_depth_without_failures() -> None:

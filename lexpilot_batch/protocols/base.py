@@ -77,5 +77,10 @@ class Protocol(ABC):
         return ("",)
 
     @abstractmethod
+    def reads(self, variant: str) -> tuple[str, ...]:
+        """Prefixes of every step key this thread requests or reads: the engine loads only those
+        answers for it, and refuses a due step outside them."""
+
+    @abstractmethod
     def advance(self, ctx: CaseContext, variant: str, answers: Mapping[str, Answer]) -> Advance:
         """The due steps of this thread, or its record when every step it needs is answered."""

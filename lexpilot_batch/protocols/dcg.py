@@ -38,6 +38,9 @@ class DCG(Protocol):
     task = "dcg"
     stage = "dcg"
 
+    def reads(self, variant: str) -> tuple[str, ...]:
+        return ("dcg.",)
+
     def advance(self, ctx: CaseContext, variant: str, answers: Mapping[str, Answer]) -> Advance:
         case = ctx.case
         history = list(case.underspecified_history)

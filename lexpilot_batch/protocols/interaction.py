@@ -61,6 +61,10 @@ class InteractionLJP(Protocol):
     task = "ljp_interaction"
     stage = "ljp-interaction"
 
+    def reads(self, variant: str) -> tuple[str, ...]:
+        # Round 1 is LCA's underspecified step, under LCA's keys.
+        return (lca.key_prefix("u"), "int.")
+
     def advance(self, ctx: CaseContext, variant: str, answers: Mapping[str, Answer]) -> Advance:
         case = ctx.case
         history = list(case.underspecified_history)

@@ -19,12 +19,16 @@ def history_of(case: Case, variant: str) -> list[Message]:
     return case.complete_history if variant == "c" else case.underspecified_history
 
 
+def key_prefix(variant: str) -> str:
+    return f"lca.{variant}."
+
+
 def gen_key(variant: str) -> str:
-    return f"lca.{variant}.gen"
+    return key_prefix(variant) + "gen"
 
 
 def cls_key(variant: str) -> str:
-    return f"lca.{variant}.cls"
+    return key_prefix(variant) + "cls"
 
 
 def gen_step(ctx: CaseContext, variant: str) -> Step:
@@ -41,6 +45,9 @@ def cls_step(ctx: CaseContext, variant: str, response: str) -> Step:
 class LCA(Protocol):
     task = "lca"
     stage = "lca"
+
+    def reads(self, variant: str) -> tuple[str, ...]:
+        return (key_prefix(variant),)
 
     def variants(self, case: Case) -> tuple[str, ...]:
         return tuple(VARIANTS)

@@ -40,6 +40,9 @@ class _DirectPrediction(Protocol):
     def history(self, case: Case) -> list[Message]:
         raise NotImplementedError
 
+    def reads(self, variant: str) -> tuple[str, ...]:
+        return (f"{self.prefix}.",)
+
     def advance(self, ctx: CaseContext, variant: str, answers: Mapping[str, Answer]) -> Advance:
         history = self.history(ctx.case)
         gen_key, ext_key = f"{self.prefix}.gen", f"{self.prefix}.ext"

@@ -1,0 +1,74 @@
+"""Finished records are stored with the case's histories by reference and read back whole."""
+
+from __future__ import annotations
+
+import json
+
+from engine_helpers import finish, open_session, prepare_runs
+
+from lexpilot_batch import records
+from lexpilot_batch.data import load_dataset
+from lexpilot_batch.results import load_run_results
+from lexpilot_batch.workspace import Workspace
+
+
+def _dump(messages) -> list[dict]:
+    return [m.model_dump() for m in messages]
+
+
+def test_compact_references_every_history_prefix_and_expand_restores_the_record():
+    for case in load_dataset():
+        complete, under = _dump(case.complete_history), _dump(case.underspecified_history)
+        extra = [{"role": "assistant", "content": "请问合同是哪天签的？"}]
+        record = {
+            "case_number": case.case_number,
+            "history": under,
+            "continued_history": under + extra,
+            "complete": complete,
+            "rounds": [{"round": 1, "response": "r"}],
+            "claims": [],
+        }
+        stored = records.compact(record, case)
+        assert stored["history"] == [{records.REF: "underspecified_history"}]
+        assert stored["continued_history"] == [{records.REF: "underspecified_history"}, *extra]
+        assert stored["complete"] == [{records.REF: "complete_history"}]
+        assert stored["rounds"] == record["rounds"]
+        assert records.has_references(stored)
+        assert records.expand(json.loads(json.dumps(stored, ensure_ascii=False)), case) == record
+
+
+def test_lists_that_do_not_start_with_a_history_and_old_records_are_left_alone():
+    case = load_dataset().cases[0]
+    partial = _dump(case.complete_history)[1:] or [{"role": "user", "content": "别的"}]
+    record = {"history": partial, "rounds": [], "response": "x"}
+    assert records.compact(record, case) == record
+    assert not records.has_references(record)
+    assert records.expand(record, case) == record
+
+
+def test_the_database_holds_references_and_results_read_whole_histories(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        _check_workspace(ws)
+
+
+def _check_workspace(ws: Workspace) -> None:
+    session = open_session(ws)
+    prepare_runs(ws, session, stage="all", runs=("r1",), limit=4)
+    finish(ws, session)
+    stored = [json.loads(r[0]) for r in ws.db.db.execute("SELECT record FROM threads WHERE status = 'done'")]
+    assert len(stored) == 4 * 6 and all(records.has_references(r) for r in stored)
+
+    cases = {str(c.case_number): c for c in load_dataset()}
+    (run,) = load_run_results(ws)
+    for task, entry in run.tasks.items():
+        assert entry.records
+        for _, record in entry.records:
+            case = cases[str(record["case_number"])]
+            whole = (_dump(case.complete_history), _dump(case.underspecified_history))
+            assert record["history"] in whole, task
+            shown = record["history"]
+            if "continued_history" in record:
+                assert record["continued_history"][: len(shown)] == shown
+                assert len(record["continued_history"]) > len(shown)
+    (lean,) = load_run_results(ws, texts=False)
+    assert all("history" not in r for e in lean.tasks.values() for _, r in e.records)
