@@ -430,21 +430,36 @@ def child_report(root: Path, profile: str | None = None) -> dict[str, Any]:
         # Same digest = same metrics and usage: a patched engine must agree with the unpatched one
         # on every number (the code hash shown in the report's settings may differ).
         "digest": _metrics_digest(built[-1]) if built else None,
+        # Metrics only: also equal between a run with --speculate and one without.
+        "metrics_digest": _metrics_digest(built[-1], usage=False) if built else None,
         "peak_rss_mb": own_peak_rss_mb(),
     }
 
 
-def _metrics_digest(built: dict) -> str:
-    numbers = [{"runs": g["runs"], "tasks": g["tasks"], "usage": g["usage"]} for g in built["groups"]]
+def _metrics_digest(built: dict, usage: bool = True) -> str:
+    numbers = [{"runs": g["runs"], "tasks": g["tasks"], **({"usage": g["usage"]} if usage else {})}
+               for g in built["groups"]]
     blob = json.dumps(numbers, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
+class _Child:
+    """This script in a child process (`--child-...`); `result()` waits for its JSON line."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.args = args
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def result(self) -> dict[str, Any]:
+        out, err = self.proc.communicate()
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"child {' '.join(self.args)} failed:\n{err[-4000:]}")
+        return json.loads(out.strip().splitlines()[-1])
+
+
 def _run_child(args: list[str]) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), *args], capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(f"child {' '.join(args)} failed:\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _Child(args).result()
 
 
 # --- profiling -----------------------------------------------------------------------------------
@@ -455,7 +470,8 @@ def _start_profiler(path: str | None):
         return None
     from pyinstrument import Profiler  # pip install pyinstrument (a bench-only tool)
 
-    profiler = Profiler(interval=0.001)
+    # 1 ms samples; a long (20x) run is sampled every 10 ms to keep the profile itself small.
+    profiler = Profiler(interval=float(os.environ.get("BENCH_PROFILE_INTERVAL", "0.001")))
     profiler.start()
     return profiler
 
@@ -495,6 +511,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     n_cases = args.scale * BENCHMARK_CASES
     dataset = Path(args.dataset).resolve() if args.dataset else root / f"dataset-x{args.scale}-s{args.seed}.json"
     made = []
+    validation: _Child | None = None
     try:
         if not dataset.exists():
             start = time.perf_counter()
@@ -502,17 +519,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             made.append(dataset)
             log(f"generated {n_cases} cases, {dataset.stat().st_size / MB:.1f} MB, in "
                 f"{time.perf_counter() - start:.1f} s: {dataset}")
-        checked = _run_child(["--child-validate", str(dataset)])
-        if checked["cases"] != n_cases and not args.dataset:
-            raise SystemExit(f"{dataset} has {checked['cases']} cases, expected {n_cases}")
-        log(f"validated with load_dataset in {checked['seconds']} s (child peak RSS {checked['peak_rss_mb']} MB)")
+        # Validated with load_dataset in a child process, alongside the run (prepare validates the
+        # same file again and stops on the same errors), so that it costs neither memory in the
+        # measured process nor time on the 1x run's one-minute budget.
+        validation = _Child(["--child-validate", str(dataset)])
         made.append(ws_root)
         if args.simulator == "process":
             made.append(sim_dir)
-        result = _bench(args, dataset, ws_root, sim_dir, root, checked)
+        result = _bench(args, dataset, ws_root, sim_dir, root, validation)
+        if result["cases"] != n_cases and not args.dataset:
+            raise SystemExit(f"{dataset} has {result['cases']} cases, expected {n_cases}")
         result["dataset_mb"] = round(dataset.stat().st_size / MB, 1)
         return result
     finally:
+        if validation is not None and validation.proc.poll() is None:
+            validation.proc.kill()
+            validation.proc.communicate()
         if not args.keep:
             for path in made:
                 if path.is_dir():
@@ -528,7 +550,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _bench(args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path, root: Path,
-           checked: dict[str, Any]) -> dict[str, Any]:
+           validation: _Child) -> dict[str, Any]:
     from lexpilot_batch.config import Settings
     from lexpilot_batch.engine import ProviderOptions, Session, poll_and_advance, prepare
     from lexpilot_batch.workspace import Workspace
@@ -597,6 +619,9 @@ def _bench(args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path
             simulator.stop()
     engine_peak = peak_rss_mb()
     log(f"engine done in {engine_seconds:.1f} s: {counts}")
+    checked = validation.result()
+    log(f"the dataset validated with load_dataset in {checked['seconds']} s "
+        f"(its own process, peak RSS {checked['peak_rss_mb']} MB)")
 
     report_args = ["--child-report", str(ws_root)]
     if args.profile:
@@ -663,6 +688,7 @@ def _bench(args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path
         "simulator": args.simulator,
         "peak_rss_mb_by_process": {
             "engine": engine_peak,
+            "validate": checked["peak_rss_mb"],
             "report": reported["peak_rss_mb"],
             "simulator": simulator.peak_rss_mb if simulator is not None else None,
         },
@@ -670,6 +696,7 @@ def _bench(args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path
         "breakdown_seconds": {k: round(v, 3) for k, v in breakdown.items()},
         "report_parts": reported["parts"],
         "report_digest": reported["digest"],
+        "metrics_digest": reported["metrics_digest"],
         "request_status": counts["request_status"],
         "thread_status": counts["thread_status"],
         "files": counts["files"],
