@@ -27,6 +27,7 @@ from tqdm import tqdm
 from lexpilot_batch import records
 from lexpilot_batch.config import Endpoint, Limits, Settings
 from lexpilot_batch.data import Case
+from lexpilot_batch.prompts import Prompt
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.protocols.base import Advance, Answer, CaseContext, Protocol, Step
 from lexpilot_batch.workspace import Workspace, slug
@@ -70,16 +71,47 @@ def custom_id(run_key: str, case_idx: int, step: str, attempt: int) -> str:
     return f"{run_key}-{case_idx}-{step}-{attempt}"
 
 
-def request_line(cid: str, model: str, prompt: str, settings: Settings, role: str, url: str) -> bytes:
+class Pieces(dict[str, bytes]):
+    """Prompt pieces (`prompts.Prompt.parts`) JSON-escaped and UTF-8 encoded, each once."""
+
+    def __missing__(self, piece: str) -> bytes:
+        encoded = json.dumps(piece, ensure_ascii=False)[1:-1].encode("utf-8")
+        self[piece] = encoded
+        return encoded
+
+
+_START, _CONTENT = '{"custom_id":""', '"content":""'
+
+
+@lru_cache(maxsize=256)
+def _line_frame(model: str, url: str, temperature: float, max_tokens: int) -> tuple[bytes, bytes]:
+    """A request line's bytes after its custom_id up to its prompt, and after its prompt."""
     body = {
         "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "temperature": settings.temperature_for(role),
-        "max_tokens": settings.max_tokens,
+        "messages": [{"role": "user", "content": ""}],
+        "temperature": temperature,
+        "max_tokens": max_tokens,
         "n": 1,
     }
-    line = {"custom_id": cid, "method": "POST", "url": url, "body": body}
-    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    line = {"custom_id": "", "method": "POST", "url": url, "body": body}
+    # Every quote inside a JSON string is escaped: the one unescaped `"content":""` is the slot.
+    head, _, tail = json.dumps(line, ensure_ascii=False, separators=(",", ":")).partition(_CONTENT)
+    return (head[len(_START):] + '"content":"').encode("utf-8"), f'"{tail}\n'.encode("utf-8")
+
+
+def request_line(
+    cid: str, model: str, prompt: str, settings: Settings, role: str, url: str, pieces: Pieces | None = None
+) -> bytes:
+    """One batch input line, byte for byte `json.dumps` of it (compact, UTF-8, newline-ended).
+
+    The prompt is encoded piece by piece through `pieces`, which a caller keeps across the prompts
+    of a case: most of their text is the same messages.
+    """
+    middle, end = _line_frame(model, url, settings.temperature_for(role), settings.max_tokens)
+    pieces = Pieces() if pieces is None else pieces
+    parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
+    start = '{"custom_id":' + json.dumps(cid, ensure_ascii=False)
+    return b"".join((start.encode("utf-8"), middle, *[pieces[part] for part in parts], end))
 
 
 class _WaveWriter:
@@ -93,6 +125,7 @@ class _WaveWriter:
         self.shards: dict[tuple[str, str, str], int] = defaultdict(int)
         self.written: list[str] = []
         self.manual: list[str] = []
+        self.pieces = Pieces()  # of the case being compiled
 
     def add(self, endpoint: Endpoint, model: str, role: str, line: bytes) -> int:
         group = (endpoint.backend, endpoint.base_url, model)
@@ -263,7 +296,9 @@ def compile_wave(
 # instead of two per group, and new rows are written only for cases already read.
 BLOCK_CASES = 64
 
-_REQUEST_COLUMNS = "case_idx, step, attempt, status, text, value, error, error_kind, role, parser, n_claims, wave"
+# A text step's value is its text (ingest.parse_answer): not read twice.
+_REQUEST_COLUMNS = ("case_idx, step, attempt, status, text, CASE parser WHEN 'text' THEN NULL ELSE value END AS value,"
+                    " error, error_kind, role, parser, n_claims, wave")
 
 
 def _advance_all(
@@ -283,9 +318,13 @@ def _advance_all(
     new_requests: list[tuple] = []
     thread_updates: list[tuple] = []
     discards: list[tuple] = []
+    last_case = None
     try:
         # Case-major order keeps each case's parsed data hot in the cache across runs.
         for (case_idx, run_pk), threads, rows in _active_groups(db):
+            if case_idx != last_case:
+                writer.pieces.clear()
+                last_case = case_idx
             run = runs[run_pk]
             case, cause_class = load_case(run.dataset, case_idx)
             ctx = CaseContext(case, cause_class, run.templates, run.speculate)
@@ -462,7 +501,8 @@ def _request(
     cid = custom_id(run.key, case_idx, step.key, attempt)
     model = run.settings.model_for(step.role, run.model)
     endpoint = endpoints[step.role]
-    line = request_line(cid, model, step.prompt, run.settings, step.role, writer.limits[step.role].endpoint)
+    url = writer.limits[step.role].endpoint
+    line = request_line(cid, model, step.prompt, run.settings, step.role, url, writer.pieces)
     file_pk = writer.add(endpoint, model, step.role, line)
     return (
         cid,

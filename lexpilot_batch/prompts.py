@@ -15,6 +15,7 @@ import hashlib
 import json
 import string
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 
 from lexpilot_batch.data import KeyDetails, Message
@@ -148,10 +149,62 @@ SLOTS: dict[str, frozenset[str]] = {
 Templates = Mapping[str, str]
 
 
+class Prompt(str):
+    """A filled template that keeps the pieces it was joined from.
+
+    Every prompt of a case repeats the case's messages, across tasks, rounds and runs. Writing a
+    request line escapes and encodes each piece once per case (`compiler.request_line`) instead of
+    every prompt whole: JSON escaping and UTF-8 encoding both work character by character, so the
+    pieces' encodings joined are the whole prompt's.
+    """
+
+    parts: tuple[str, ...]
+
+    def __new__(cls, parts: Sequence[str]) -> Prompt:
+        prompt = super().__new__(cls, "".join(parts))
+        prompt.parts = tuple(parts)
+        return prompt
+
+
+_SPEAKERS = {"user": "User: ", "assistant": "Assistant: "}
+
+
+def _history_parts(history: Sequence[Message]) -> tuple[str, ...]:
+    parts: list[str] = []
+    for m in history:
+        if parts:
+            parts.append("\n")
+        parts += (_SPEAKERS[m.role], m.content)
+    return tuple(parts)
+
+
 def render_history(history: Sequence[Message]) -> str:
     """Every message, in order, as `User: ...` / `Assistant: ...` lines."""
-    speaker = {"user": "User", "assistant": "Assistant"}
-    return "\n".join(f"{speaker[m.role]}: {m.content}" for m in history)
+    return "".join(_history_parts(history))
+
+
+@lru_cache(maxsize=64)
+def _parsed(template: str) -> tuple[tuple[str, str | None], ...]:
+    return tuple((literal, name) for literal, name, _, _ in string.Formatter().parse(template))
+
+
+def _fill(template: str, **slots: str | tuple[str, ...]) -> Prompt:
+    """`template.format(**slots)` as a `Prompt`; a tuple slot is the pieces of its text.
+
+    Equal to `str.format` for the templates `load_templates` admits: named slots, no conversions
+    or format specs.
+    """
+    parts: list[str] = []
+    for literal, name in _parsed(template):
+        if literal:
+            parts.append(literal)
+        if name is not None:
+            value = slots[name]
+            if isinstance(value, tuple):
+                parts += value
+            else:
+                parts.append(value)
+    return Prompt(parts)
 
 
 def render_focal_points(focal_points: Sequence[str]) -> str:
@@ -178,19 +231,19 @@ def render_claims(claims: Sequence[str]) -> str:
 # --- evaluated model: the history only ---------------------------------------------------------
 
 
-def lexawn_prompt(history: Sequence[Message], templates: Templates = DEFAULT_TEMPLATES) -> str:
+def lexawn_prompt(history: Sequence[Message], templates: Templates = DEFAULT_TEMPLATES) -> Prompt:
     """The LexAwN response prompt (LCA and every interaction round)."""
-    return templates[LEXAWN].format(history=render_history(history))
+    return _fill(templates[LEXAWN], history=_history_parts(history))
 
 
-def force_ask_prompt(history: Sequence[Message], templates: Templates = DEFAULT_TEMPLATES) -> str:
+def force_ask_prompt(history: Sequence[Message], templates: Templates = DEFAULT_TEMPLATES) -> Prompt:
     """The DCG forced-clarification prompt."""
-    return templates[FORCE_ASK].format(history=render_history(history))
+    return _fill(templates[FORCE_ASK], history=_history_parts(history))
 
 
-def force_judge_prompt(history: Sequence[Message], templates: Templates = DEFAULT_TEMPLATES) -> str:
+def force_judge_prompt(history: Sequence[Message], templates: Templates = DEFAULT_TEMPLATES) -> Prompt:
     """The direct-prediction prompt shared by Direct, Gold and the forced final interaction turn."""
-    return templates[FORCE_JUDGE].format(history=render_history(history))
+    return _fill(templates[FORCE_JUDGE], history=_history_parts(history))
 
 
 # --- judges and the User Model ------------------------------------------------------------------
@@ -198,9 +251,9 @@ def force_judge_prompt(history: Sequence[Message], templates: Templates = DEFAUL
 
 def lca_classify_prompt(
     history: Sequence[Message], response: str, templates: Templates = DEFAULT_TEMPLATES
-) -> str:
+) -> Prompt:
     """Classify the new response only; the history is context."""
-    return templates[LCA_CLASSIFY].format(history=render_history(history), response=response)
+    return _fill(templates[LCA_CLASSIFY], history=_history_parts(history), response=response)
 
 
 def dcg_judge_prompt(
@@ -209,9 +262,10 @@ def dcg_judge_prompt(
     focal_points: Sequence[str],
     key_details: KeyDetails,
     templates: Templates = DEFAULT_TEMPLATES,
-) -> str:
-    return templates[DCG_JUDGE].format(
-        history=render_history(history),
+) -> Prompt:
+    return _fill(
+        templates[DCG_JUDGE],
+        history=_history_parts(history),
         question=question,
         focal_points=render_focal_points(focal_points),
         key_details=render_key_details(key_details),
@@ -223,10 +277,11 @@ def user_model_prompt(
     focal_points: Sequence[str],
     key_details: KeyDetails,
     templates: Templates = DEFAULT_TEMPLATES,
-) -> str:
+) -> Prompt:
     """The User Model's prompt; `history` ends with the assistant question it answers."""
-    return templates[USER_MODEL].format(
-        history=render_history(history),
+    return _fill(
+        templates[USER_MODEL],
+        history=_history_parts(history),
         focal_points=render_focal_points(focal_points),
         key_details=render_key_details(key_details),
     )
@@ -234,9 +289,9 @@ def user_model_prompt(
 
 def extract_verdicts_prompt(
     claims: Sequence[str], response: str, templates: Templates = DEFAULT_TEMPLATES
-) -> str:
+) -> Prompt:
     """Claim texts in `result_dict` order and the response; never the gold verdicts."""
-    return templates[EXTRACT_VERDICTS].format(claims=render_claims(claims), response=response)
+    return _fill(templates[EXTRACT_VERDICTS], claims=render_claims(claims), response=response)
 
 
 # --- overrides ----------------------------------------------------------------------------------

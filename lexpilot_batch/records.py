@@ -20,7 +20,7 @@ REF = "$case"
 
 def compact(record: dict[str, Any], case: Case) -> dict[str, Any]:
     """The record with every list that starts with one of the case's histories referencing it."""
-    histories = [(name, [m.model_dump() for m in getattr(case, name)]) for name in HISTORY_FIELDS]
+    histories = _dumped_histories(case)
     out = dict(record)
     for key, value in record.items():
         if not isinstance(value, list):
@@ -30,6 +30,15 @@ def compact(record: dict[str, Any], case: Case) -> dict[str, Any]:
                 out[key] = [{REF: name}, *value[len(messages):]]
                 break
     return out
+
+
+_last: list[Any] = [None, None]  # (case, its dumped histories): a wave finishes a case's threads together
+
+
+def _dumped_histories(case: Case) -> list[tuple[str, list[dict[str, Any]]]]:
+    if _last[0] is not case:
+        _last[:] = [case, [(name, [m.model_dump() for m in getattr(case, name)]) for name in HISTORY_FIELDS]]
+    return _last[1]
 
 
 def has_references(record: dict[str, Any]) -> bool:

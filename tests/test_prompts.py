@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lexpilot_batch import prompts, resources
 from lexpilot_batch.data import Case, KeyDetails, Message, load_dataset
@@ -437,3 +439,31 @@ def test_templates_hash_is_stable_and_changes_with_any_template(tmp_path: Path) 
     other = prompts.load_templates(write(tmp_path, {LEXAWN: "回复：{history}"}, "other.json"))
     assert prompts.templates_hash(same) == base
     assert prompts.templates_hash(other) != base
+
+
+# --- prompts keep their pieces ------------------------------------------------------------------
+
+_texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+_messages = st.lists(
+    st.builds(Message, role=st.sampled_from(["user", "assistant"]), content=_texts), max_size=6
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(history=_messages, response=_texts, override=_texts)
+def test_prompts_equal_str_format_and_their_pieces_join_to_them(history, response, override) -> None:
+    """Every builder equals `template.format` on the rendered history, for any text, in the
+    default templates and in an override with arbitrary literal text (braces doubled)."""
+    literal = override.replace("{", "{{").replace("}", "}}")
+    for templates in (DEFAULT_TEMPLATES, {**DEFAULT_TEMPLATES, LEXAWN: literal + "{history}" + literal}):
+        rendered = prompts.render_history(history)
+        built = [
+            (prompts.lexawn_prompt(history, templates), templates[LEXAWN].format(history=rendered)),
+            (prompts.lca_classify_prompt(history, response, templates),
+             templates[LCA_CLASSIFY].format(history=rendered, response=response)),
+            (prompts.extract_verdicts_prompt([response, "请求"], response, templates),
+             templates[EXTRACT_VERDICTS].format(claims=prompts.render_claims([response, "请求"]), response=response)),
+        ]
+        for prompt, expected in built:
+            assert prompt == expected
+            assert isinstance(prompt, prompts.Prompt) and "".join(prompt.parts) == expected

@@ -1,0 +1,50 @@
+"""Request lines are `json.dumps` of the request, byte for byte, however the prompt is pieced."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lexpilot_batch.compiler import Pieces, request_line
+from lexpilot_batch.config import Settings
+from lexpilot_batch.prompts import Prompt
+
+_texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+
+
+def _expected(cid: str, model: str, prompt: str, config: Settings, role: str, url: str) -> bytes:
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "temperature": config.temperature_for(role),
+        "max_tokens": config.max_tokens,
+        "n": 1,
+    }
+    line = {"custom_id": cid, "method": "POST", "url": url, "body": body}
+    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cid=_texts, model=_texts, url=_texts, parts=st.lists(_texts, max_size=6),
+    role=st.sampled_from(["eval", "user", "judge"]), temperature=st.floats(0, 2), max_tokens=st.integers(1, 10**6),
+)
+def test_request_line_is_json_dumps_of_the_request(cid, model, url, parts, role, temperature, max_tokens):
+    config = Settings(temperature=temperature, max_tokens=max_tokens)
+    pieces = Pieces()  # shared, as across the prompts of a case
+    prompt = Prompt(parts)
+    expected = _expected(cid, model, prompt, config, role, url)
+    assert request_line(cid, model, prompt, config, role, url, pieces) == expected
+    assert request_line(cid, model, prompt, config, role, url, pieces) == expected  # from the cache
+    assert request_line(cid, model, str(prompt), config, role, url) == expected
+    assert json.loads(expected)["body"]["messages"][0]["content"] == "".join(parts)
+
+
+def test_a_quote_in_the_model_name_cannot_be_mistaken_for_the_prompt_slot():
+    config = Settings()
+    model = '"content":""'
+    line = request_line("c-1", model, Prompt(["a", '"content":""', "b"]), config, "eval", "/v1/chat/completions")
+    assert json.loads(line)["body"]["model"] == model
+    assert json.loads(line)["body"]["messages"][0]["content"] == 'a"content":""b'
