@@ -296,7 +296,8 @@ def compile_wave(
 # instead of two per group, and new rows are written only for cases already read.
 BLOCK_CASES = 64
 
-# A text step's value is its text (ingest.parse_answer): not read twice.
+# A text step's value is its text (ingest.parse_answer): not read twice. Rows are read in the order
+# of the UNIQUE (run_pk, case_idx, step, attempt) index, so SQLite never sorts them.
 _REQUEST_COLUMNS = ("case_idx, step, attempt, status, text, CASE parser WHEN 'text' THEN NULL ELSE value END AS value,"
                     " error, error_kind, role, parser, n_claims, wave")
 
@@ -385,7 +386,7 @@ def _active_groups(db: Any) -> Iterator[tuple[tuple[int, int], list[tuple[int, s
             read = " OR ".join(["substr(step, 1, ?) = ?"] * len(prefixes))
             for r in db.execute(
                 f"SELECT {_REQUEST_COLUMNS} FROM requests"
-                f" WHERE run_pk = ? AND case_idx BETWEEN ? AND ? AND ({read}) ORDER BY case_idx, attempt",
+                f" WHERE run_pk = ? AND case_idx BETWEEN ? AND ? AND ({read}) ORDER BY case_idx, step, attempt",
                 (run_pk, low, high, *(x for p in sorted(prefixes) for x in (len(p), p))),
             ):
                 key = (r[0], run_pk)
@@ -399,7 +400,7 @@ def case_requests(db: Any, run_pk: int, case_idx: int) -> tuple[dict[str, list],
     """Every request of one (run, case) by step, oldest attempt first, and the answers so far."""
     return _by_step(
         db.execute(
-            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE run_pk = ? AND case_idx = ? ORDER BY attempt",
+            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE run_pk = ? AND case_idx = ? ORDER BY step, attempt",
             (run_pk, case_idx),
         )
     )

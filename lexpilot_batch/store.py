@@ -151,9 +151,16 @@ def _m0002_file_backend(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE files ADD COLUMN backend TEXT NOT NULL DEFAULT 'batch'")
 
 
+def _m0003_drop_requests_case(db: sqlite3.Connection) -> None:
+    # The UNIQUE (run_pk, case_idx, step, attempt) index serves every (run, case) lookup, in the
+    # step and attempt order the compiler reads; a second index only slowed every insert.
+    db.execute("DROP INDEX IF EXISTS requests_case")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
+    ("0003_drop_requests_case", _m0003_drop_requests_case),
 ]
 
 
