@@ -71,12 +71,27 @@ def custom_id(run_key: str, case_idx: int, step: str, attempt: int) -> str:
     return f"{run_key}-{case_idx}-{step}-{attempt}"
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 class Pieces(dict[str, bytes]):
-    """Prompt pieces (`prompts.Prompt.parts`) JSON-escaped and UTF-8 encoded, each once."""
+    """Prompt pieces (`prompts.Prompt.parts`) JSON-escaped and UTF-8 encoded, each once.
+
+    Emptied when it holds `limit` bytes: the compiler goes case by case, so what it needs again is
+    the current case's messages and the templates' literal text.
+    """
+
+    def __init__(self, limit: int = 8 << 20) -> None:
+        super().__init__()
+        self.limit, self.size = limit, 0
 
     def __missing__(self, piece: str) -> bytes:
-        encoded = json.dumps(piece, ensure_ascii=False)[1:-1].encode("utf-8")
+        encoded = _JSON.encode(piece)[1:-1].encode("utf-8")
+        if self.size + len(encoded) > self.limit:
+            self.clear()
+            self.size = 0
         self[piece] = encoded
+        self.size += len(encoded)
         return encoded
 
 
@@ -110,7 +125,7 @@ def request_line(
     middle, end = _line_frame(model, url, settings.temperature_for(role), settings.max_tokens)
     pieces = Pieces() if pieces is None else pieces
     parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
-    start = '{"custom_id":' + json.dumps(cid, ensure_ascii=False)
+    start = '{"custom_id":' + _JSON.encode(cid)
     return b"".join((start.encode("utf-8"), middle, *[pieces[part] for part in parts], end))
 
 
@@ -125,7 +140,7 @@ class _WaveWriter:
         self.shards: dict[tuple[str, str, str], int] = defaultdict(int)
         self.written: list[str] = []
         self.manual: list[str] = []
-        self.pieces = Pieces()  # of the case being compiled
+        self.pieces = Pieces()
 
     def add(self, endpoint: Endpoint, model: str, role: str, line: bytes) -> int:
         group = (endpoint.backend, endpoint.base_url, model)
@@ -319,13 +334,9 @@ def _advance_all(
     new_requests: list[tuple] = []
     thread_updates: list[tuple] = []
     discards: list[tuple] = []
-    last_case = None
     try:
         # Case-major order keeps each case's parsed data hot in the cache across runs.
         for (case_idx, run_pk), threads, rows in _active_groups(db):
-            if case_idx != last_case:
-                writer.pieces.clear()
-                last_case = case_idx
             run = runs[run_pk]
             case, cause_class = load_case(run.dataset, case_idx)
             ctx = CaseContext(case, cause_class, run.templates, run.speculate)

@@ -48,3 +48,13 @@ def test_a_quote_in_the_model_name_cannot_be_mistaken_for_the_prompt_slot():
     line = request_line("c-1", model, Prompt(["a", '"content":""', "b"]), config, "eval", "/v1/chat/completions")
     assert json.loads(line)["body"]["model"] == model
     assert json.loads(line)["body"]["messages"][0]["content"] == 'a"content":""b'
+
+
+def test_pieces_stay_within_their_byte_limit_and_lines_stay_exact():
+    config = Settings()
+    pieces = Pieces(limit=64)
+    for i in range(50):
+        prompt = Prompt(["模板：", f"第{i}条消息" * (i % 7), "\n", "回复"])
+        line = request_line(f"c-{i}", "m", prompt, config, "judge", "/v1/chat/completions", pieces)
+        assert line == _expected(f"c-{i}", "m", str(prompt), config, "judge", "/v1/chat/completions")
+        assert pieces.size == sum(len(v) for v in pieces.values()) <= 64 or len(pieces) == 1
