@@ -343,11 +343,12 @@ def _advance_all(
             history, answers = _by_step(rows)
             due = due_for_case(ctx, threads, answers, history, run.retries)
             discards.extend((run.pk, case_idx, key) for key in due.unused)
-            for pk, record in due.finished:
+            for (pk, task, _), record in due.finished:
                 stored = json.dumps(records.compact(record, case), ensure_ascii=False)
-                thread_updates.append(("done", stored, None, pk))
-            for pk, reason in due.failed:
-                thread_updates.append(("failed", None, reason, pk))
+                score = json.dumps(records.scored(task, record), ensure_ascii=False)
+                thread_updates.append(("done", stored, score, None, pk))
+            for (pk, _, _), reason in due.failed:
+                thread_updates.append(("failed", None, None, reason, pk))
             result.done += len(due.finished)
             result.failed += len(due.failed)
             for step in due.steps:
@@ -436,8 +437,8 @@ class CaseDue:
     """What one compile decides for one (run, case)."""
 
     steps: list[Step] = field(default_factory=list)  # to request now, one per key, none out of attempts
-    finished: list[tuple[Any, dict]] = field(default_factory=list)  # (thread, record)
-    failed: list[tuple[Any, str]] = field(default_factory=list)  # (thread, reason)
+    finished: list[tuple[tuple[Any, str, str], dict]] = field(default_factory=list)  # (thread, record)
+    failed: list[tuple[tuple[Any, str, str], str]] = field(default_factory=list)  # (thread, reason)
     active: list[tuple[Any, str, str]] = field(default_factory=list)  # threads still waiting
     unused: set[str] = field(default_factory=set)  # speculative steps nobody will read
 
@@ -463,7 +464,7 @@ def due_for_case(
         _check_reads(protocol, thread[2], advance)
         out.unused |= advance.unused
         if advance.record is not None:
-            out.finished.append((thread[0], advance.record))
+            out.finished.append((thread, advance.record))
             continue
         fresh, failures = [], []
         for step in advance.due:
@@ -473,7 +474,7 @@ def due_for_case(
             elif step.key not in requested:
                 fresh.append(step)
         if failures and len(failures) == len(advance.due):
-            out.failed.append((thread[0], "; ".join(failures)))
+            out.failed.append((thread, "; ".join(failures)))
             continue
         out.active.append(thread)
         for step in fresh:
@@ -535,7 +536,7 @@ def _request(
 def _finish_threads(db: Any, rows: list[tuple]) -> None:
     # Finished records carry whole histories: written in chunks, a wave that finishes every
     # thread of a 20x dataset would otherwise hold gigabytes of them until its end.
-    db.executemany("UPDATE threads SET status = ?, record = ?, reason = ? WHERE pk = ?", rows)
+    db.executemany("UPDATE threads SET status = ?, record = ?, score = ?, reason = ? WHERE pk = ?", rows)
     rows.clear()
 
 

@@ -6,9 +6,12 @@ workspace, and as often as you like.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from lexpilot_batch import records
@@ -39,21 +42,16 @@ def shown_settings(manifest: dict) -> dict[str, Any]:
     }
 
 
-# What a record keeps that no metric reads: the histories and texts, most of its bytes.
-_TEXT_FIELDS = ("$.history", "$.continued_history", "$.rounds", "$.response", "$.final_response")
-
-
 def load_run_results(
     ws: Workspace, run_id: str | None = None, model: str | None = None, *, texts: bool = True
 ) -> list[RunResults]:
     """One `RunResults` per matching run, with every task that has threads.
 
-    `texts=False` leaves the histories and response texts out of the records (SQLite drops
-    them before Python decodes anything): what the report reads, at a fraction of the time and
-    memory. The export needs them and keeps the default.
+    `texts=False` gives records holding only the fields the report scores (`records.scored`),
+    stored apart from the records: what the report reads, at a fraction of the time and memory.
+    The export needs whole records and keeps the default.
     """
     db = ws.db.db
-    record = "t.record" if texts else f"json_remove(t.record, {', '.join(repr(f) for f in _TEXT_FIELDS)})"
     where, args = [], []
     if run_id is not None:
         where.append("run_id = ?")
@@ -61,68 +59,118 @@ def load_run_results(
     if model is not None:
         where.append("model = ?")
         args.append(model)
-    sql = "SELECT pk, run_id, model, manifest FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "")
+    sql = "SELECT pk, run_id, model, dataset, manifest FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "")
     runs = db.execute(sql + " ORDER BY pk", args).fetchall()
     if not runs:
         what = " ".join(f"{k} {v!r}" for k, v in (("run", run_id), ("model", model)) if v is not None)
         raise LexpilotError(f"no run{' matching ' + what if what else 's'} in {ws.root}; check --run-id/--model/--root")
-    out = []
-    for run in runs:
-        manifest = json.loads(run["manifest"])
-        case_of = _LastCase()
-        tasks: dict[str, TaskRecords] = defaultdict(TaskRecords)
-        for t in db.execute(
-            f"SELECT t.task, t.variant, t.status, t.case_idx, {record} AS record, c.case_number, c.cause_class"
-            f"{', c.data' if texts else ''} FROM threads t"
-            " JOIN runs r ON r.pk = t.run_pk JOIN cases c ON c.dataset = r.dataset AND c.idx = t.case_idx"
-            " WHERE t.run_pk = ? ORDER BY t.case_idx, t.variant",
-            (run["pk"],),
-        ):
-            entry = tasks[t["task"]]
-            label = t["case_number"] + (f" ({t['variant']})" if t["variant"] else "")
-            if t["status"] == "done":
-                stored = json.loads(t["record"])
-                if texts and records.has_references(stored):
-                    stored = records.expand(stored, case_of(t["case_idx"], t["data"]))
-                entry.records.append((t["cause_class"], stored))
-            elif t["status"] == "failed":
-                entry.failed.append(label)
-            else:
-                entry.missing.append(label)
-        usage = {
-            r["role"]: {"requests": r["n"], "prompt_tokens": r["p"] or 0, "completion_tokens": r["c"] or 0}
-            for r in db.execute(
-                "SELECT role, COUNT(*) AS n, SUM(prompt_tokens) AS p, SUM(completion_tokens) AS c FROM requests"
-                " WHERE run_pk = ? AND status != 'pending' GROUP BY role",
-                (run["pk"],),
-            )
+    usage = _usage(db)
+    labels: dict[str, dict[int, tuple[str, str]]] = {}
+    with _without_gc_pauses():
+        return [_run_results(db, run, texts, usage.get(run["pk"], {}), labels) for run in runs]
+
+
+def _run_results(
+    db: Any, run: Any, texts: bool, usage: dict[str, dict[str, int]], labels: dict[str, dict[int, tuple[str, str]]]
+) -> RunResults:
+    manifest = json.loads(run["manifest"])
+    if run["dataset"] not in labels:
+        labels[run["dataset"]] = {
+            r[0]: (r[1], r[2])
+            for r in db.execute("SELECT idx, case_number, cause_class FROM cases WHERE dataset = ?", (run["dataset"],))
         }
-        out.append(
-            RunResults(
-                run_id=run["run_id"],
-                model=run["model"],
-                user_model=manifest["user_model"],
-                judge_model=manifest["judge_model"],
-                group_key=group_key(manifest),
-                settings=shown_settings(manifest),
-                tasks=dict(tasks),
-                usage=usage,
-            )
+    of_case = labels[run["dataset"]]
+    reader = _WholeRecords(db, run) if texts else _ScoredRecords(db, run)
+    tasks: dict[str, TaskRecords] = defaultdict(TaskRecords)
+    for task, variant, status, case_idx, *stored in reader.rows:
+        entry = tasks[task]
+        case_number, cause_class = of_case[case_idx]
+        if status == "done":
+            entry.records.append((cause_class, reader.record(task, *stored)))
+        elif status == "failed":
+            entry.failed.append(case_number + (f" ({variant})" if variant else ""))
+        else:
+            entry.missing.append(case_number + (f" ({variant})" if variant else ""))
+    return RunResults(
+        run_id=run["run_id"],
+        model=run["model"],
+        user_model=manifest["user_model"],
+        judge_model=manifest["judge_model"],
+        group_key=group_key(manifest),
+        settings=shown_settings(manifest),
+        tasks=dict(tasks),
+        usage=usage,
+    )
+
+
+@contextmanager
+def _without_gc_pauses() -> Iterator[None]:
+    """Hundreds of thousands of small records, none of them cyclic, would set off the cyclic
+    garbage collector again and again (a third of a 20x report's loading time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _plain_rows(db: Any, sql: str, args: tuple) -> Any:
+    cursor = db.cursor()
+    cursor.row_factory = None  # tuples: a report reads hundreds of thousands of rows
+    return cursor.execute(sql, args)
+
+
+class _ScoredRecords:
+    """What the report reads: each record's scored fields (`records.scored`), stored apart."""
+
+    def __init__(self, db: Any, run: Any) -> None:
+        # In the order of the (run, task, case, variant) index: nothing to sort.
+        self.rows = _plain_rows(
+            db,
+            "SELECT task, variant, status, case_idx, score,"
+            " CASE WHEN score IS NULL AND status = 'done' THEN record END"
+            " FROM threads WHERE run_pk = ? ORDER BY task, case_idx, variant",
+            (run["pk"],),
         )
+
+    def record(self, task: str, score: str | None, record: str | None) -> dict[str, Any]:
+        if score is not None:
+            return json.loads(score)
+        return records.scored(task, json.loads(record))  # finished before scores were stored
+
+
+class _WholeRecords:
+    """What the export reads: whole records, the case's histories put back (`records.expand`)."""
+
+    def __init__(self, db: Any, run: Any) -> None:
+        self.rows = _plain_rows(
+            db,
+            "SELECT t.task, t.variant, t.status, t.case_idx, t.case_idx, t.record, c.data FROM threads t"
+            " JOIN cases c ON c.dataset = ? AND c.idx = t.case_idx WHERE t.run_pk = ? ORDER BY t.case_idx, t.variant",
+            (run["dataset"], run["pk"]),
+        )
+        self.case: tuple[int, Case] | None = None  # rows come in case order: one parse per case
+
+    def record(self, task: str, case_idx: int, record: str, data: str) -> dict[str, Any]:
+        stored = json.loads(record)
+        if not records.has_references(stored):
+            return stored
+        if self.case is None or self.case[0] != case_idx:
+            self.case = (case_idx, stored_case(data))
+        return records.expand(stored, self.case[1])
+
+
+def _usage(db: Any) -> dict[int, dict[str, dict[str, int]]]:
+    """Requests and tokens by run and role, from the `requests_usage` index alone."""
+    out: dict[int, dict[str, dict[str, int]]] = defaultdict(dict)
+    for r in db.execute(
+        "SELECT run_pk, role, COUNT(*) AS n, SUM(prompt_tokens) AS p, SUM(completion_tokens) AS c"
+        " FROM requests WHERE status != 'pending' GROUP BY run_pk, role"
+    ):
+        out[r["run_pk"]][r["role"]] = {"requests": r["n"], "prompt_tokens": r["p"] or 0, "completion_tokens": r["c"] or 0}
     return out
-
-
-class _LastCase:
-    """Rows come in case order: the case parsed last serves every task and variant of it."""
-
-    def __init__(self) -> None:
-        self.idx: int | None = None
-        self.case: Case | None = None
-
-    def __call__(self, idx: int, data: str) -> Case:
-        if self.case is None or idx != self.idx:
-            self.idx, self.case = idx, stored_case(data)
-        return self.case
 
 
 def incomplete(runs: list[RunResults]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from engine_helpers import finish, open_session, prepare_runs
 
 from lexpilot_batch import records
@@ -72,3 +73,35 @@ def _check_workspace(ws: Workspace) -> None:
                 assert len(record["continued_history"]) > len(shown)
     (lean,) = load_run_results(ws, texts=False)
     assert all("history" not in r for e in lean.tasks.values() for _, r in e.records)
+
+
+def test_scored_keeps_what_the_report_scores_and_leaves_out_what_is_missing():
+    claims = [{"claim": "判令被告偿还借款", "gold": "支持", "predicted": "驳回"}]
+    assert records.scored("lca", {"history_type": "complete", "label": "judgment", "history": []}) == {
+        "history_type": "complete", "label": "judgment"}
+    assert records.scored("dcg", {"success": False, "rounds": []}) == {"success": False}
+    for task in ("ljp_direct", "ljp_gold", "ljp_interaction"):
+        assert records.scored(task, {"claims": claims, "response": "x"}) == {
+            "claims": [{"gold": "支持", "predicted": "驳回"}]}
+    assert records.scored("lca", {"label": "judgment"}) == {"label": "judgment"}
+    assert records.scored("ljp_gold", {"response": "x"}) == {}
+
+
+def test_reports_read_scores_and_fall_back_to_records_stored_without_them(tmp_path):
+    from lexpilot_batch.errors import LexpilotError
+    from lexpilot_batch.report import build_report
+
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="all", runs=("r1", "r2"), limit=6)
+        finish(ws, session)
+        db = ws.db.db
+        assert db.execute("SELECT COUNT(*) FROM threads WHERE status = 'done' AND score IS NULL").fetchone()[0] == 0
+        with_scores = build_report(load_run_results(ws, texts=False))
+        whole = build_report(load_run_results(ws, texts=True))
+        db.execute("UPDATE threads SET score = NULL")  # as finished by a version that stored none
+        assert build_report(load_run_results(ws, texts=False)) == with_scores == whole
+
+        db.execute("UPDATE threads SET score = '{}' WHERE pk = (SELECT MIN(pk) FROM threads WHERE task = 'dcg')")
+        with pytest.raises(LexpilotError, match="missing field 'success'"):
+            build_report(load_run_results(ws, texts=False))
