@@ -332,7 +332,7 @@ def instrument(meter: Meter) -> None:
     from lexpilot_batch import batches, compiler, engine
     from lexpilot_batch.protocols import PROTOCOLS
 
-    engine.load_dataset = meter.wrap(engine.load_dataset, "prepare.load_dataset")
+    engine.open_dataset = meter.wrap(engine.open_dataset, "prepare.load_dataset")
     engine.register_run = meter.wrap(engine.register_run, "prepare.register_run")
     engine.add_threads = meter.wrap(engine.add_threads, "prepare.add_threads")
     engine.compile_wave = meter.wrap(engine.compile_wave, "compile_wave")

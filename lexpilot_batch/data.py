@@ -1,24 +1,28 @@
 """The LexPilot dataset: the case models, the cause-of-action → class mapping, and the loader.
 
-The loader reads a whole dataset file, checks every rule of the schema and either returns a
-complete `Dataset` or raises one `DataError` listing the problems it found (case and field
-named, what was expected said; the first MAX_PROBLEMS are shown, and checking stops after
-MAX_COUNTED). Nothing is ever half-loaded. Values quoted in problem lines are escaped so that
-none can act on a terminal. `validate_file` backs the
+The loader reads a dataset file in chunks, one case at a time, checks every rule of the schema
+and either accepts the whole file or raises one `DataError` listing the problems it found (case
+and field named, what was expected said; the first MAX_PROBLEMS are shown, and checking stops
+after MAX_COUNTED). Nothing is ever half-loaded. `load_dataset` keeps every case in memory;
+`open_dataset` keeps only what is small (case numbers, classes, thread variants) and reads the
+cases again when they are copied, so that a dataset of any size fits in bounded memory. Values
+quoted in problem lines are escaped so that none can act on a terminal. `validate_file` backs the
 `validate-data` command and returns a printable `DatasetSummary`.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
+import re
 import statistics
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, BinaryIO, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -124,45 +128,291 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return marked
 
 
+def _not_utf8(what: str, path: Path, byte: int, line: int, offset: int) -> DataError:
+    return DataError(
+        f"{what} {path} is not UTF-8 text (byte 0x{byte:02x} at line {line}, byte offset {offset}); "
+        "save it as UTF-8 and try again."
+    )
+
+
+def _not_json(what: str, path: Path, msg: str, line: int, column: int, truncated: bool) -> DataError:
+    where = f"line {line} column {column}"
+    if truncated:
+        return DataError(
+            f"{what} {path} ends unexpectedly ({msg} at {where}): the file looks truncated; copy or "
+            "download it again."
+        )
+    return DataError(f"{what} {path} is not valid JSON: {msg} at {where}; fix the file there.")
+
+
+def _too_deep_to_read(what: str, path: Path) -> DataError:
+    return DataError(
+        f"{what} {path} nests arrays or objects too deeply to be read; it is not a LexPilot file, or "
+        "it is corrupted."
+    )
+
+
+def _unreadable(what: str, path: Path, hint: str, exc: OSError) -> DataError:
+    """The error for a path that could not be opened or read."""
+    if path.is_dir():  # Windows refuses to open a folder with "permission denied"
+        return DataError(f"{what} {path} is a folder; {hint}.")
+    if isinstance(exc, FileNotFoundError):
+        return DataError(f"{what} {path} does not exist; {hint}.")
+    return DataError(f"{what} {path} cannot be read ({exc.strerror}); {hint}.")
+
+
 def _read_json(path: Path, what: str, hint: str) -> tuple[bytes, Any]:
     """The file's bytes and parsed JSON, or one `DataError` line saying what is wrong with it."""
-    if path.is_dir():
-        raise DataError(f"{what} {path} is a folder; {hint}.")
     try:
         raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DataError(f"{what} {path} does not exist; {hint}.") from None
     except OSError as exc:
-        raise DataError(f"{what} {path} cannot be read ({exc.strerror}); {hint}.") from None
+        raise _unreadable(what, path, hint, exc) from None
+    bom = len(codecs.BOM_UTF8) if raw.startswith(codecs.BOM_UTF8) else 0
     try:
         # utf-8-sig: editors on Windows often save UTF-8 with a byte-order mark.
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(
-            f"{what} {path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at line {line}, "
-            f"byte offset {exc.start}); save it as UTF-8 and try again."
-        ) from None
+        # The codec counts from after the byte-order mark; the message counts from the file's start.
+        at = bom + exc.start
+        raise _not_utf8(what, path, raw[at], raw.count(b"\n", 0, at) + 1, at) from None
     if not text.strip():
         raise DataError(f"{what} {path} is empty; {hint}.")
     try:
         data = json.loads(text, object_pairs_hook=_object_pairs)
     except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
-            raise DataError(
-                f"{what} {path} ends unexpectedly ({exc.msg} at {where}): the file looks "
-                "truncated; copy or download it again."
-            ) from None
-        raise DataError(
-            f"{what} {path} is not valid JSON: {exc.msg} at {where}; fix the file there."
-        ) from None
+        truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        raise _not_json(what, path, exc.msg, exc.lineno, exc.colno, truncated) from None
     except RecursionError:
-        raise DataError(
-            f"{what} {path} nests arrays or objects too deeply to be read; it is not a "
-            "LexPilot file, or it is corrupted."
-        ) from None
+        raise _too_deep_to_read(what, path) from None
     return raw, data
+
+
+# --- reading a dataset file in chunks ------------------------------------------------------
+
+
+# Bytes read from a dataset file at a time: besides the case being parsed, all the reader holds.
+CHUNK_SIZE = 1 << 20
+# How far past a fault json's scanner may look before it reports one (the longest literal is
+# -Infinity; a \uXXXX\uXXXX pair is 12 characters): a fault this close to the end of the text read
+# so far may only be where a chunk ends, so it is parsed again with more of the file.
+_LOOKAHEAD = 16
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_COMMA = re.compile(r"[ \t\n\r]*,[ \t\n\r]*")
+
+
+class _CaseStream:
+    """The elements of a dataset file's top-level JSON array, parsed one by one as the file is read.
+
+    Iterating yields each element as `json.loads` would have parsed it (duplicate keys marked) and
+    holds only the element being parsed and a chunk of the file. A broken file raises the very
+    `DataError` that reading it whole would raise, same wording, line and column, and as there, a
+    byte that is not UTF-8 anywhere in the file comes before any JSON fault: past a fault the rest
+    of the file is still decoded, not parsed. A file whose top level is no array is read whole, as
+    before: it holds no cases, only its error is wanted. `sha256` is the digest of every byte of
+    the file once iterating has ended (or `skip_rest` was called).
+    """
+
+    def __init__(self, path: Path, hint: str, chunk_size: int = CHUNK_SIZE) -> None:
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be at least 1")
+        self.path = path
+        self.hint = hint
+        self.chunk_size = chunk_size
+        self.sha256 = ""
+        self._digest = hashlib.sha256()
+        self._file: BinaryIO | None = None
+        self._eof = False
+        # Bytes: a multi-byte character cut by the end of a chunk waits in `_pending`.
+        self._pending = b""
+        self._bom_checked = False
+        self._offset = 0  # where `_pending` starts in the file
+        self._newlines = 0  # newlines before `_offset`
+        # Text: `_text` is what is decoded and not yet dropped; `_pos` is where parsing stands in it.
+        self._text = ""
+        self._pos = 0
+        self._dropped = 0  # characters dropped before `_text`
+        self._line = 1  # line and column of `_text[0]`, counted as json counts them
+        self._column = 1
+        self._decoded = 0  # characters decoded so far
+        self._content_end = 0  # the text past here is whitespace so far (as `str.rstrip` sees it)
+        self._decoder = json.JSONDecoder(object_pairs_hook=_object_pairs)
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            with open(self.path, "rb") as self._file:
+                yield from self._elements()
+        except OSError as exc:
+            raise _unreadable("Dataset file", self.path, self.hint, exc) from None
+
+    def skip_rest(self) -> None:
+        """Read the rest of the file into the digest only, when no more elements are wanted."""
+        assert self._file is not None
+        while not self._eof:
+            chunk = self._read_bytes()
+            self._digest.update(chunk)
+            if not chunk:
+                self._finish()
+
+    # -- parsing --
+
+    def _elements(self) -> Iterator[Any]:
+        if self._skip_space() != "[":
+            self._whole_file()
+        self._pos += 1
+        if self._skip_space() == "]":
+            self._pos += 1
+        else:
+            while True:
+                yield self._value()
+                # Most often a comma, then the next element within the text read: one regex call.
+                comma = _COMMA.match(self._text, self._pos)
+                if comma and comma.end() < len(self._text) and self._text[comma.end()] != "]":
+                    self._pos = comma.end()
+                    continue
+                after = self._skip_space()
+                if after == "]":
+                    self._pos += 1
+                    break
+                if after != ",":
+                    raise self._invalid("Expecting ',' delimiter", self._pos)
+                comma = self._pos
+                self._pos += 1
+                if self._skip_space() == "]":
+                    raise self._trailing_comma(comma)
+        if self._skip_space():
+            raise self._invalid("Extra data", self._pos)
+
+    def _skip_space(self) -> str:
+        """Move past JSON whitespace; return the next character, "" at the end of the file."""
+        while True:
+            self._pos = _JSON_SPACE.match(self._text, self._pos).end()  # type: ignore[union-attr]
+            if self._pos < len(self._text):
+                return self._text[self._pos]
+            if not self._read_more():
+                return ""
+
+    def _value(self) -> Any:
+        """The JSON value at the current position, reading more of the file until it is whole."""
+        fault: json.JSONDecodeError | None = None
+        while True:
+            near_end = len(self._text) - _LOOKAHEAD
+            try:
+                value, end = self._decoder.raw_decode(self._text, self._pos)
+            except json.JSONDecodeError as exc:
+                if self._eof or not (exc.msg.startswith("Unterminated string") or exc.pos >= near_end):
+                    fault = exc
+                    break
+                # Read until the element has twice the text it had: a long one is parsed log(n) times.
+                self._read_more(max(1, len(self._text) - self._pos))
+            except RecursionError:
+                break
+            else:
+                # A number or a literal ending where the text read so far ends may go on after it.
+                if self._eof or end < near_end:
+                    self._pos = end
+                    return value
+                self._read_more()
+        if fault is None:
+            self._drain()
+            raise _too_deep_to_read("Dataset file", self.path)
+        raise self._invalid(fault.msg, fault.pos)
+
+    def _trailing_comma(self, comma: int) -> DataError:
+        # json names this fault differently across Python versions (and blames the comma or the
+        # bracket): ask it, on the smallest array with the same fault.
+        try:
+            json.loads("[0,]")
+        except json.JSONDecodeError as exc:
+            return self._invalid(exc.msg, comma if exc.pos == 2 else self._pos)
+        raise AssertionError("json accepted a trailing comma")
+
+    def _whole_file(self) -> None:
+        """Raise the error of a file that is empty or holds no array, reading it whole as before."""
+        self._file.close()  # type: ignore[union-attr]
+        _, data = _read_json(self.path, "Dataset file", self.hint)
+        if isinstance(data, list):  # it did not start with "[" a moment ago
+            raise _changed_while_read(self.path)
+        raise DataError(
+            f"Dataset file {self.path} holds {_kind(data)} at the top level; expected a JSON array "
+            "of case objects ([{\"case_number\": ..., ...}, ...])."
+        )
+
+    def _invalid(self, msg: str, pos: int) -> DataError:
+        """The error of a JSON fault at `pos` in `_text`, once the rest of the file is decoded."""
+        before = self._text.count("\n", 0, pos)
+        line = self._line + before
+        column = pos - self._text.rfind("\n", 0, pos) if before else self._column + pos
+        at = self._dropped + pos
+        self._drain()
+        truncated = at >= self._content_end or msg.startswith("Unterminated string")
+        return _not_json("Dataset file", self.path, msg, line, column, truncated)
+
+    # -- reading --
+
+    def _read_more(self, at_least: int = 1) -> bool:
+        """Drop the text parsed so far, then decode `at_least` more characters (or the rest of
+        the file); False when the file had nothing more."""
+        if self._eof:
+            return False
+        newlines = self._text.count("\n", 0, self._pos)
+        self._line += newlines
+        self._column = self._pos - self._text.rfind("\n", 0, self._pos) if newlines else self._column + self._pos
+        self._dropped += self._pos
+        parts = [self._text[self._pos :]]
+        self._pos = 0
+        got = 0
+        while got < at_least and not self._eof:
+            text = self._decode_chunk()
+            parts.append(text)
+            got += len(text)
+        self._text = "".join(parts)
+        return True
+
+    def _drain(self) -> None:
+        """Decode the rest of the file without keeping it: a later byte that is not UTF-8 wins."""
+        while not self._eof:
+            self._decode_chunk()
+
+    def _read_bytes(self) -> bytes:
+        assert self._file is not None
+        try:
+            return self._file.read(self.chunk_size)
+        except OSError as exc:
+            raise _unreadable("Dataset file", self.path, self.hint, exc) from None
+
+    def _decode_chunk(self) -> str:
+        chunk = self._read_bytes()
+        self._digest.update(chunk)
+        final = not chunk
+        data = self._pending + chunk
+        if not self._bom_checked:
+            # utf-8-sig: editors on Windows often save UTF-8 with a byte-order mark.
+            if not final and len(data) < len(codecs.BOM_UTF8) and codecs.BOM_UTF8.startswith(data):
+                self._pending = data
+                return ""
+            self._bom_checked = True
+            if data.startswith(codecs.BOM_UTF8):
+                data = data[len(codecs.BOM_UTF8) :]
+                self._offset = len(codecs.BOM_UTF8)
+        try:
+            text, used = codecs.utf_8_decode(data, "strict", final)
+        except UnicodeDecodeError as exc:
+            line = self._newlines + data.count(b"\n", 0, exc.start) + 1
+            raise _not_utf8("Dataset file", self.path, data[exc.start], line, self._offset + exc.start) from None
+        self._newlines += data.count(b"\n", 0, used)
+        self._offset += used
+        self._pending = data[used:]
+        kept = len(text.rstrip())
+        if kept:
+            self._content_end = self._decoded + kept
+        self._decoded += len(text)
+        if final:
+            self._finish()
+        return text
+
+    def _finish(self) -> None:
+        self._eof = True
+        self.sha256 = self._digest.hexdigest()
 
 
 # --- text safe to print ---------------------------------------------------------------------
@@ -572,8 +822,75 @@ def _unmapped_problem(unmapped: dict[str, list[str]], categories: _Categories) -
 
 
 @dataclass(frozen=True)
+class DatasetFile:
+    """A dataset file validated whole whose cases stay in the file; what is small is kept.
+
+    `read_cases` reads the cases again, refusing a file that no longer has the bytes it had.
+    """
+
+    path: Path
+    sha256: str
+    case_ids: tuple[str, ...]  # every case number as text, in file order
+    case_classes: tuple[str, ...]  # the cause class of every case, in file order
+    classes: dict[str, str]  # cause of action -> class name
+    class_names: tuple[str, ...]  # every class of the mapping, in the mapping's order
+    categories_path: Path | None = None
+    # Per case, task -> the names of its threads, for the tasks `open_dataset` was given.
+    variants: tuple[Mapping[str, tuple[str, ...]], ...] = ()
+    chunk_size: int = field(default=CHUNK_SIZE, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.case_ids)
+
+    def read_cases(self, limit: int | None = None) -> Iterator[Case]:
+        """The first `limit` cases (every case with `None`) in file order, read from the file again.
+
+        Raises `DataError` if the file is not the one that was validated any more. That is known
+        only once its last byte is read, after the last case: write what this yields inside a
+        transaction, so that such a file leaves nothing behind.
+        """
+        wanted = len(self) if limit is None else min(limit, len(self))
+        stream = _CaseStream(self.path, "pass a LexPilot JSON file with --dataset FILE", self.chunk_size)
+        elements = iter(stream)
+        read = 0
+        try:
+            for index, raw in zip(range(wanted), elements):
+                case = _case_again(raw)
+                if case is None or case.case_id != self.case_ids[index]:
+                    break
+                yield case
+                read += 1
+            stream.skip_rest()
+        except DataError as exc:  # no JSON array, or no UTF-8, any more
+            raise _changed_while_read(self.path, exc.args[0]) from None
+        finally:
+            elements.close()
+        if read < wanted or stream.sha256 != self.sha256:
+            raise _changed_while_read(self.path)
+
+
+def _case_again(raw: Any) -> Case | None:
+    """A case of a file validated before, or None when the file no longer holds a valid case there."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        # Checked already: only the history aliases need renaming.
+        return Case.model_validate(_normalise_aliases(_CaseCheck("", _Problems()), raw))
+    except ValidationError:
+        return None
+
+
+def _changed_while_read(path: Path, now: str | None = None) -> DataError:
+    return DataError(
+        f"Dataset file {path} changed while it was being read, so nothing was taken from it; run "
+        "the command again once whatever writes the file is done.",
+        [f"now: {now}"] if now else None,
+    )
+
+
+@dataclass(frozen=True)
 class Dataset:
-    """A fully validated dataset file and the cause-class mapping it was checked against."""
+    """A fully validated dataset file with every case in memory, and the cause-class mapping."""
 
     path: Path
     sha256: str
@@ -611,13 +928,13 @@ class Dataset:
         return [case.case_id for case in self.cases]
 
 
-def load_dataset(path: Path | None = None, categories: Path | None = None) -> Dataset:
-    """Read and validate a whole dataset file against the schema and the cause-class mapping.
+def _scan(
+    path: Path | None, categories: Path | None, on_case: Callable[[Case, str], None], chunk_size: int
+) -> DatasetFile:
+    """Read a dataset file once, in chunks, checking every case against the schema and the mapping.
 
-    `None` reads the bundled sample and the bundled mapping. Returns a complete `Dataset` or
-    raises one `DataError` whose problems name every case and field at fault. Besides the schema, a
-    case_number may hold no control or formatting characters, and no field may nest arrays and
-    objects more than MAX_NESTING levels deep.
+    `on_case(case, class)` sees the cases in file order as long as no problem is found; they are
+    valid only if this returns. Raises one `DataError` naming every problem otherwise.
     """
     cats = _read_categories(categories)
     hint = "pass a LexPilot JSON file with --dataset FILE"
@@ -625,21 +942,16 @@ def load_dataset(path: Path | None = None, categories: Path | None = None) -> Da
         path = _default_path(resources.sample_dataset, "sample dataset")
         hint = f"the bundled sample is missing, reinstall lexpilot-batch or {hint}"
     path = Path(path)
-    raw_bytes, data = _read_json(path, "Dataset file", hint)
-    if not isinstance(data, list):
-        raise DataError(
-            f"Dataset file {path} holds {_kind(data)} at the top level; expected a JSON array "
-            "of case objects ([{\"case_number\": ..., ...}, ...])."
-        )
-    if not data:
-        raise DataError(f"Dataset file {path} is an empty array; it needs at least one case.")
-
+    stream = _CaseStream(path, hint, chunk_size)
+    elements = iter(stream)
     problems = _Problems()
-    records: list[tuple[_CaseCheck, dict[str, Any]]] = []
     first_with_number: dict[str, str] = {}
     unmapped: dict[str, list[str]] = {}
+    case_ids: list[str] = []
+    case_classes: list[str] = []
+    index = 0
     try:
-        for index, raw in enumerate(data, 1):
+        for index, raw in enumerate(elements, 1):
             check = _CaseCheck(case_label(index, raw), problems)
             if not isinstance(raw, dict):
                 check.add("", f"is {_kind(raw)}; expected an object with the case's fields")
@@ -660,42 +972,95 @@ def load_dataset(path: Path | None = None, categories: Path | None = None) -> Da
             cause = record.get("cause_of_action")
             if isinstance(cause, str) and cause.strip() and cause not in cats.cause_to_class:
                 unmapped.setdefault(cause, []).append(check.label)
-            records.append((check, record))
-
-        if not problems and not unmapped:
-            cases: list[Case] = []
-            for check, record in records:
-                try:
-                    cases.append(Case.model_validate(record))
-                except ValidationError as exc:
-                    # The checks above should have caught everything; this keeps a gap in them
-                    # from ever surfacing as a pydantic traceback.
-                    for error in exc.errors():
-                        loc = ".".join(str(part) for part in error["loc"])
-                        check.add(loc, error["msg"])
-            if not problems:
-                return Dataset(
-                    path=path,
-                    sha256=hashlib.sha256(raw_bytes).hexdigest(),
-                    cases=cases,
-                    classes=dict(cats.cause_to_class),
-                    class_names=cats.class_names,
-                    categories_path=cats.path,
-                )
+            if problems or unmapped:
+                continue  # nothing will be loaded: the cases left are only checked
+            try:
+                case = Case.model_validate(record)
+            except ValidationError as exc:
+                # The checks above should have caught everything; this keeps a gap in them
+                # from ever surfacing as a pydantic traceback.
+                for error in exc.errors():
+                    check.add(".".join(str(part) for part in error["loc"]), error["msg"])
+                continue
+            cause_class = cats.cause_to_class[case.cause_of_action]
+            case_ids.append(case.case_id)
+            case_classes.append(cause_class)
+            on_case(case, cause_class)
     except _TooManyProblems:
         problems.stopped_at = check.label
+        for _ in elements:
+            pass  # parsed, not checked: a JSON fault or a byte not UTF-8 further on still comes first
 
-    total = problems.count + (1 if unmapped else 0)
-    listed = problems.listed()
-    if unmapped:
-        # Kept out of the cap: the user needs every unmapped cause to fix the mapping at once.
-        listed = [*listed, _unmapped_problem(unmapped, cats)]
-    raise DataError(
-        f"Dataset file {path} is invalid: {'at least ' if problems.stopped_at else ''}{total} "
-        f"problem{'s' if total != 1 else ''}, nothing was loaded (cases are counted from 1 in file "
-        f"order). Fix them and run `lexpilot-batch validate-data --dataset {path}` again.",
-        listed,
+    if index == 0:
+        raise DataError(f"Dataset file {path} is an empty array; it needs at least one case.")
+    if problems or unmapped:
+        total = problems.count + (1 if unmapped else 0)
+        listed = problems.listed()
+        if unmapped:
+            # Kept out of the cap: the user needs every unmapped cause to fix the mapping at once.
+            listed = [*listed, _unmapped_problem(unmapped, cats)]
+        raise DataError(
+            f"Dataset file {path} is invalid: {'at least ' if problems.stopped_at else ''}{total} "
+            f"problem{'s' if total != 1 else ''}, nothing was loaded (cases are counted from 1 in "
+            f"file order). Fix them and run `lexpilot-batch validate-data --dataset {path}` again.",
+            listed,
+        )
+    return DatasetFile(
+        path=path,
+        sha256=stream.sha256,
+        case_ids=tuple(case_ids),
+        case_classes=tuple(case_classes),
+        classes=dict(cats.cause_to_class),
+        class_names=cats.class_names,
+        categories_path=cats.path,
+        chunk_size=chunk_size,
     )
+
+
+def load_dataset(path: Path | None = None, categories: Path | None = None) -> Dataset:
+    """Read and validate a whole dataset file against the schema and the cause-class mapping.
+
+    `None` reads the bundled sample and the bundled mapping. Returns a complete `Dataset` or
+    raises one `DataError` whose problems name every case and field at fault. Besides the schema, a
+    case_number may hold no control or formatting characters, and no field may nest arrays and
+    objects more than MAX_NESTING levels deep. `open_dataset` checks the same and keeps no case.
+    """
+    cases: list[Case] = []
+    dataset = _scan(path, categories, lambda case, _: cases.append(case), CHUNK_SIZE)
+    return Dataset(
+        path=dataset.path,
+        sha256=dataset.sha256,
+        cases=cases,
+        classes=dataset.classes,
+        class_names=dataset.class_names,
+        categories_path=dataset.categories_path,
+    )
+
+
+def open_dataset(
+    path: Path | None = None,
+    categories: Path | None = None,
+    *,
+    variants: Mapping[str, Callable[[Case], tuple[str, ...]]] | None = None,
+    chunk_size: int = CHUNK_SIZE,
+) -> DatasetFile:
+    """Validate a dataset file exactly as `load_dataset` does, holding one case at a time, never all.
+
+    `variants` maps a task to the function naming that task's threads for a case
+    (`Protocol.variants`); what each returns is kept per case, so that threads can be created
+    without reading the cases again.
+    """
+    tasks = dict(variants or {})
+    per_case: list[Mapping[str, tuple[str, ...]]] = []
+    shared: dict[tuple[tuple[str, tuple[str, ...]], ...], Mapping[str, tuple[str, ...]]] = {}
+
+    def keep_variants(case: Case, _: str) -> None:
+        key = tuple((task, tuple(of(case))) for task, of in tasks.items())
+        if key not in shared:  # cases mostly have the same threads: they share one mapping
+            shared[key] = dict(key)
+        per_case.append(shared[key])
+
+    return replace(_scan(path, categories, keep_variants, chunk_size), variants=tuple(per_case))
 
 
 # --- summary ---------------------------------------------------------------------------------
@@ -728,26 +1093,10 @@ class DatasetSummary:
 
     @classmethod
     def of(cls, dataset: Dataset) -> DatasetSummary:
-        lengths = [
-            len(history)
-            for case in dataset.cases
-            for history in (case.complete_history, case.underspecified_history)
-        ]
-        per_class = Counter(dataset.class_of(case) for case in dataset.cases)
-        verdicts = Counter(v for case in dataset.cases for v in case.result_dict.values())
-        return cls(
-            path=dataset.path,
-            sha256=dataset.sha256,
-            categories_path=dataset.categories_path,
-            n_cases=len(dataset.cases),
-            n_histories=len(lengths),
-            messages_min=min(lengths),
-            messages_median=statistics.median(lengths),
-            messages_max=max(lengths),
-            n_causes=len({case.cause_of_action for case in dataset.cases}),
-            cases_per_class={name: per_class.get(name, 0) for name in dataset.class_names},
-            claims_per_verdict={v: verdicts.get(v, 0) for v in VERDICTS},
-        )
+        tally = _Tally()
+        for case in dataset.cases:
+            tally.add(case, dataset.class_of(case))
+        return tally.summary(dataset)
 
     def render(self) -> str:
         def table(rows: dict[str, int], total_label: str) -> list[str]:
@@ -782,10 +1131,45 @@ class DatasetSummary:
         return "\n".join(lines)
 
 
+class _Tally:
+    """What a summary counts, case by case, so that a file can be summarised as it is read."""
+
+    def __init__(self) -> None:
+        self.lengths: list[int] = []  # of every history
+        self.per_class: Counter[str] = Counter()
+        self.verdicts: Counter[str] = Counter()
+        self.causes: set[str] = set()
+
+    def add(self, case: Case, cause_class: str) -> None:
+        self.lengths += (len(case.complete_history), len(case.underspecified_history))
+        self.per_class[cause_class] += 1
+        self.verdicts.update(case.result_dict.values())
+        self.causes.add(case.cause_of_action)
+
+    def summary(self, dataset: Dataset | DatasetFile) -> DatasetSummary:
+        return DatasetSummary(
+            path=dataset.path,
+            sha256=dataset.sha256,
+            categories_path=dataset.categories_path,
+            n_cases=len(dataset),
+            n_histories=len(self.lengths),
+            messages_min=min(self.lengths),
+            messages_median=statistics.median(self.lengths),
+            messages_max=max(self.lengths),
+            n_causes=len(self.causes),
+            cases_per_class={name: self.per_class.get(name, 0) for name in dataset.class_names},
+            claims_per_verdict={v: self.verdicts.get(v, 0) for v in VERDICTS},
+        )
+
+
 def summarize(dataset: Dataset) -> DatasetSummary:
     return DatasetSummary.of(dataset)
 
 
 def validate_file(dataset: Path | None = None, categories: Path | None = None) -> DatasetSummary:
-    """Load and validate a dataset file (raises `DataError`) and summarise it for the terminal."""
-    return summarize(load_dataset(dataset, categories))
+    """Validate a dataset file (raises `DataError`) and summarise it for the terminal.
+
+    Read in chunks, as `open_dataset` does: a large file is summarised without being held whole.
+    """
+    tally = _Tally()
+    return tally.summary(_scan(dataset, categories, tally.add, CHUNK_SIZE))

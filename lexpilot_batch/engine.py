@@ -35,12 +35,12 @@ from lexpilot_batch.config import (
     role_backends,
     simulated_endpoint,
 )
-from lexpilot_batch.data import load_dataset
+from lexpilot_batch.data import open_dataset
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.protocols import STAGES
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
-from lexpilot_batch.runs import add_threads, check_model, check_run_id, register_run
+from lexpilot_batch.runs import add_threads, check_model, check_run_id, protocol_variants, register_run
 from lexpilot_batch.workspace import Workspace
 
 Say = Callable[[str], None]
@@ -197,10 +197,14 @@ def prepare(
     prompts_path: Path | None,
     speculate: bool,
 ) -> PrepareResult:
-    """Register each run, create its threads for the stage, compile what is due."""
+    """Register each run, create its threads for the stage, compile what is due.
+
+    The dataset is validated in one pass over the file that keeps no case in memory; its cases are
+    read again only to copy them into a workspace that does not have them yet.
+    """
     tasks = tasks_for_stage(stage)
     model = check_model(model)
-    dataset = load_dataset(dataset_path, categories_path)
+    dataset = open_dataset(dataset_path, categories_path, variants=protocol_variants(tasks))
     templates = prompts.load_templates(prompts_path)
     result = PrepareResult()
     for raw in run_ids:

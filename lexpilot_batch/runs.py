@@ -4,6 +4,8 @@ A manifest pins everything that decides a run's results: dataset hash, selected 
 prompt hashes, the three models, endpoints (never keys), generation settings, package version.
 Re-running with the same run id and the same manifest resumes; any difference is refused with
 every differing field named, because mixing settings inside one run would silently corrupt it.
+A run's cases are copied into the workspace from the dataset file once per dataset: later runs of
+the same file find them there.
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from lexpilot_batch import __version__, prompts
 from lexpilot_batch.config import Settings
-from lexpilot_batch.data import Dataset, has_unsafe_characters
+from lexpilot_batch.data import Case, Dataset, DatasetFile, has_unsafe_characters
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.workspace import Workspace, slug, write_atomic
@@ -79,11 +81,12 @@ def build_manifest(
     run_id: str,
     model: str,
     settings: Settings,
-    dataset: Dataset,
+    dataset: Dataset | DatasetFile,
     case_indices: list[int],
     templates: dict[str, str],
     endpoints: dict[str, str],
 ) -> dict:
+    case_ids = dataset.case_ids
     return {
         "run_id": run_id,
         "model": model,
@@ -91,7 +94,7 @@ def build_manifest(
         "judge_model": settings.judge_model,
         "dataset_sha256": dataset.sha256,
         "dataset_path": str(dataset.path),
-        "case_ids": [str(dataset.cases[i].case_number) for i in case_indices],
+        "case_ids": [case_ids[i] for i in case_indices],
         "code_hash": code_hash(),
         "prompts_hash": prompts.templates_hash(templates),
         "settings": asdict(settings),
@@ -137,7 +140,7 @@ def register_run(
     run_id: str,
     model: str,
     settings: Settings,
-    dataset: Dataset,
+    dataset: DatasetFile,
     limit: int | None,
     templates: dict[str, str],
     endpoints: dict[str, str],
@@ -146,7 +149,7 @@ def register_run(
     """Create the run, or check that its manifest is unchanged; copy its cases into the workspace."""
     if limit is not None and limit < 1:
         raise ConfigError("--limit must be at least 1")
-    indices = list(range(len(dataset.cases)))[: limit or None]
+    indices = list(range(len(dataset)))[: limit or None]
     manifest = build_manifest(run_id, model, settings, dataset, indices, templates, endpoints)
     key = run_key(run_id, model)
     with ws.db.transaction() as db:
@@ -163,25 +166,13 @@ def register_run(
     return run
 
 
-def _insert_run(db: Any, run_id: str, model: str, key: str, dataset: Dataset, indices: list[int], manifest: dict,
-                templates: dict[str, str], speculate: bool) -> Run:
+def _insert_run(db: Any, run_id: str, model: str, key: str, dataset: DatasetFile, indices: list[int],
+                manifest: dict, templates: dict[str, str], speculate: bool) -> Run:
     """Insert the run and copy its cases (inside the caller's transaction)."""
     clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
     if clash is not None:  # a 32-bit hash collision: vanishingly rare, but never silent
         raise ConfigError(f"run {run_id!r} collides with run {clash['run_id']!r}; choose another --run-id")
-    db.executemany(
-        "INSERT OR IGNORE INTO cases VALUES (?, ?, ?, ?, ?)",
-        (
-            (
-                dataset.sha256,
-                i,
-                str(dataset.cases[i].case_number),
-                dataset.class_of(dataset.cases[i]),
-                dataset.cases[i].model_dump_json(),
-            )
-            for i in indices
-        ),
-    )
+    _copy_cases(db, dataset, len(indices))
     cur = db.execute(
         "INSERT INTO runs (run_id, model, key, dataset, manifest, templates, speculate, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -199,20 +190,42 @@ def _insert_run(db: Any, run_id: str, model: str, key: str, dataset: Dataset, in
     return Run(cur.lastrowid, run_id, model, key, manifest)
 
 
+def _copy_cases(db: Any, dataset: DatasetFile, n: int) -> None:
+    """Copy the dataset's first `n` cases into the workspace, unless an earlier run already did.
+
+    The cases are read from the file again, one at a time; a file changed since it was validated
+    raises `DataError` and the caller's transaction copies nothing.
+    """
+    have = db.execute("SELECT COUNT(*) FROM cases WHERE dataset = ? AND idx < ?", (dataset.sha256, n)).fetchone()[0]
+    if have == n:
+        return
+    db.executemany(
+        "INSERT OR IGNORE INTO cases VALUES (?, ?, ?, ?, ?)",
+        (
+            (dataset.sha256, i, case.case_id, dataset.case_classes[i], case.model_dump_json())
+            for i, case in enumerate(dataset.read_cases(n))
+        ),
+    )
+
+
 def write_manifest_file(ws: Workspace, run: Run) -> None:
     text = json.dumps(run.manifest, ensure_ascii=False, indent=2) + "\n"
     write_atomic(manifest_path(ws, run.run_id, run.model), text.encode("utf-8"))
 
 
-def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: Dataset) -> int:
-    """Create the run's threads for these tasks (existing ones are kept); returns how many are new."""
-    indices = [i for i, _ in enumerate(dataset.cases)][: len(run.manifest["case_ids"])]
-    rows = []
-    for task in tasks:
-        protocol = PROTOCOLS[task]
-        for i in indices:
-            for variant in protocol.variants(dataset.cases[i]):
-                rows.append((run.pk, task, i, variant))
+def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: DatasetFile) -> int:
+    """Create the run's threads for these tasks (existing ones are kept); returns how many are new.
+
+    The variants of each case come from `dataset`, which must have been opened for these tasks
+    (`open_dataset(..., variants=protocol_variants(tasks))`).
+    """
+    n_cases = len(run.manifest["case_ids"])
+    rows = [
+        (run.pk, task, i, variant)
+        for task in tasks
+        for i, variants in enumerate(dataset.variants[:n_cases])
+        for variant in variants[task]
+    ]
     with ws.db.transaction() as db:
         before = db.total_changes
         db.executemany(
@@ -220,6 +233,11 @@ def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: Dataset)
             rows,
         )
         return db.total_changes - before
+
+
+def protocol_variants(tasks: Iterable[str]) -> dict[str, Callable[[Case], tuple[str, ...]]]:
+    """Task -> how its protocol names the threads of a case: what `open_dataset` keeps per case."""
+    return {task: PROTOCOLS[task].variants for task in tasks}
 
 
 def load_runs(ws: Workspace) -> list[Run]:

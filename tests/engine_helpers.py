@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lexpilot_batch import records as stored_records
+from lexpilot_batch.compiler import stored_case
 from lexpilot_batch.config import Settings
 from lexpilot_batch.engine import ProviderOptions, Session, poll_and_advance, prepare
 from lexpilot_batch.workspace import Workspace
@@ -36,13 +38,15 @@ def finish(ws: Workspace, session: Session, max_rounds: int = 400) -> dict[str, 
 
 
 def records(ws: Workspace) -> dict[tuple, dict]:
-    """Every finished record by (run id, model, task, case index, variant)."""
+    """Every finished record, as its protocol made it, by (run id, model, task, case index, variant)."""
     out = {}
     for r in ws.db.db.execute(
-        "SELECT runs.run_id, runs.model, t.task, t.case_idx, t.variant, t.record FROM threads t"
-        " JOIN runs ON runs.pk = t.run_pk WHERE t.status = 'done'"
+        "SELECT runs.run_id, runs.model, t.task, t.case_idx, t.variant, t.record, c.data FROM threads t"
+        " JOIN runs ON runs.pk = t.run_pk JOIN cases c ON c.dataset = runs.dataset AND c.idx = t.case_idx"
+        " WHERE t.status = 'done'"
     ):
-        out[(r["run_id"], r["model"], r["task"], r["case_idx"], r["variant"])] = json.loads(r["record"])
+        record = stored_records.expand(json.loads(r["record"]), stored_case(r["data"]))
+        out[(r["run_id"], r["model"], r["task"], r["case_idx"], r["variant"])] = record
     return out
 
 
