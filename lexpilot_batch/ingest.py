@@ -5,13 +5,18 @@ Accepts OpenAI's output and error files and vLLM `run-batch`'s single file (erro
 transaction; applying them again changes nothing. A line that cannot be read, a custom_id the
 workspace does not know, or one answered twice is recorded as an anomaly and reported, never
 silently dropped. A request the files do not mention is failed so that it is retried.
+
+Ingest runs for every request of every wave, so its inner loop is kept lean: lines parsed by one
+reused decoder, the file's requests read as plain tuples, each distinct answer of a file parsed
+once (judges give the same few answers thousands of times), no `Outcome` built per line.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,12 @@ from lexpilot_batch.judges import MalformedOutput
 # Error codes of requests a batch never ran: not the request's fault, so they do not use up its
 # --retries (they have a budget of their own, see compiler.UNEXECUTED_ATTEMPTS).
 UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled"})
+
+_DECODER = json.JSONDecoder()
+_ENCODE_VALUE = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(v, ensure_ascii=False)
+_USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
+_NO_USAGE = (None, None, None, None)
+_last = operator.itemgetter(-1)
 
 
 @dataclass(frozen=True)
@@ -62,16 +73,17 @@ def _error_text(error: Any) -> str:
     return str(error)
 
 
-def _usage(body: dict) -> dict[str, int]:
+def _usage(body: dict) -> tuple[int, int, int, int]:
+    """(prompt, completion, cached, reasoning) tokens, as `_USAGE_FIELDS` names them."""
     usage = body.get("usage") or {}
     prompt_details = usage.get("prompt_tokens_details") or {}
     completion_details = usage.get("completion_tokens_details") or {}
-    return {
-        "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-        "completion_tokens": int(usage.get("completion_tokens") or 0),
-        "cached_tokens": int(prompt_details.get("cached_tokens") or 0),
-        "reasoning_tokens": int(completion_details.get("reasoning_tokens") or 0),
-    }
+    return (
+        int(usage.get("prompt_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+        int(prompt_details.get("cached_tokens") or 0),
+        int(completion_details.get("reasoning_tokens") or 0),
+    )
 
 
 def parse_answer(content: str, parser: str, n_claims: int) -> tuple[str, Any]:
@@ -90,34 +102,73 @@ def parse_answer(content: str, parser: str, n_claims: int) -> tuple[str, Any]:
 
 def outcome_of(line: dict, parser: str, n_claims: int) -> Outcome:
     """Apply SPEC §6's validation to one result line."""
+    ok, text, value, error, error_kind, usage = _judge_line(line, parser, n_claims)
+    return Outcome(
+        ok,
+        text=text,
+        value=value,
+        error=error,
+        error_kind=error_kind,
+        usage=dict(zip(_USAGE_FIELDS, usage)) if usage is not _NO_USAGE else {},
+    )
+
+
+def _answer(content: str, parser: str, n_claims: int) -> tuple[bool, str | None, Any, str | None]:
+    """(ok, text, value, error) of a response's content."""
+    try:
+        text, value = parse_answer(content, parser, n_claims)
+    except MalformedOutput as exc:
+        return False, None, None, f"malformed: {exc}"
+    return True, text, value, None
+
+
+def _judge_line(
+    line: dict, parser: str, n_claims: int, answer: Callable[[str, str, int], tuple] = _answer
+) -> tuple[bool, str | None, Any, str | None, str | None, tuple]:
+    """`outcome_of` as a plain tuple (ok, text, value, error, error_kind, usage as `_usage`
+    gives it or `_NO_USAGE`): what ingest stores, without building an `Outcome` per line.
+    `answer` reads the content (`_answer`, or ingest's memo of it)."""
     error = line.get("error")
     response = line.get("response")
     if error:
         code = error.get("code") if isinstance(error, dict) else None
         kind = "unexecuted" if code in UNEXECUTED_CODES else "transport"
-        return Outcome(False, error=_error_text(error), error_kind=kind)
+        return False, None, None, _error_text(error), kind, _NO_USAGE
     if not isinstance(response, dict):
-        return Outcome(False, error="no response and no error in the result line", error_kind="transport")
+        return False, None, None, "no response and no error in the result line", "transport", _NO_USAGE
     status = response.get("status_code")
     body = response.get("body")
     if status != 200:
         detail = body.get("error") if isinstance(body, dict) else body
-        return Outcome(False, error=f"HTTP {status}: {_error_text(detail)}", error_kind="transport")
+        return False, None, None, f"HTTP {status}: {_error_text(detail)}", "transport", _NO_USAGE
     if not isinstance(body, dict) or not body.get("choices"):
-        return Outcome(False, error="response body has no choices", error_kind="transport")
+        return False, None, None, "response body has no choices", "transport", _NO_USAGE
     usage = _usage(body)
     choice = body["choices"][0] or {}
     message = choice.get("message") or {}
     content = message.get("content")
     if choice.get("finish_reason") == "length":
-        return Outcome(False, error="truncated (finish_reason=length)", error_kind="invalid", usage=usage)
+        return False, None, None, "truncated (finish_reason=length)", "invalid", usage
     if not isinstance(content, str) or not content.strip():
-        return Outcome(False, error="empty content", error_kind="invalid", usage=usage)
-    try:
-        text, value = parse_answer(content, parser, n_claims)
-    except MalformedOutput as exc:
-        return Outcome(False, error=f"malformed: {exc}", error_kind="invalid", usage=usage)
-    return Outcome(True, text=text, value=value, usage=usage)
+        return False, None, None, "empty content", "invalid", usage
+    ok, text, value, error = answer(content, parser, n_claims)
+    if not ok:
+        return False, None, None, error, "invalid", usage
+    return True, text, value, None, None, usage
+
+
+def _loads(text: str) -> Any:
+    """`json.loads(text)` for a stripped, non-empty line, minus its per-call overhead.
+
+    Same result and same `JSONDecodeError`s: json.loads refuses a BOM, skips JSON whitespace
+    (which a stripped line has at neither end) and refuses anything after the value.
+    """
+    if text.startswith("\ufeff"):
+        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    obj, end = _DECODER.raw_decode(text)
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return obj
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, dict | None, str]]:
@@ -128,7 +179,7 @@ def read_lines(path: Path) -> Iterator[tuple[int, dict | None, str]]:
             if not text:
                 continue
             try:
-                obj = json.loads(text)
+                obj = _loads(text)
             except json.JSONDecodeError:
                 yield number, None, text
                 continue
@@ -149,17 +200,29 @@ def apply_result_files(
     """
     stats = IngestStats()
     file_pk = file_pks[0] if len(file_pks) == 1 else None  # where anomalies are filed
-    rows = {}
+    # custom_id -> (pk, parser, n_claims, status): plain tuples, this reads every request of the file
+    rows: dict[str, tuple[int, str, int, str]] = {}
+    cursor = db.cursor()
+    cursor.row_factory = None
     for pk in file_pks:
-        rows.update(
-            (r["custom_id"], r)
-            for r in db.execute(
-                "SELECT pk, custom_id, parser, n_claims, status FROM requests WHERE file_pk = ?", (pk,)
-            )
-        )
+        for request_pk, custom_id, parser, n_claims, status in cursor.execute(
+            "SELECT pk, custom_id, parser, n_claims, status FROM requests WHERE file_pk = ?", (pk,)
+        ):
+            rows[custom_id] = (request_pk, parser, n_claims, status)
     seen: set[str] = set()
     updates: list[tuple] = []
     now = time.time()
+    # Judges answer the same few ways thousands of times: each distinct content is parsed, and its
+    # value encoded as stored, once per call. (Pure functions of the key; nothing outlives the call.)
+    answers: dict[tuple[str, str, int], tuple[bool, str | None, str | None, str | None]] = {}
+
+    def answer(content: str, parser: str, n_claims: int) -> tuple[bool, str | None, str | None, str | None]:
+        key = (content, parser, n_claims)
+        known = answers.get(key)
+        if known is None:
+            ok, text, value, error = _answer(content, parser, n_claims)
+            known = answers[key] = (ok, text, _ENCODE_VALUE(value) if ok else None, error)
+        return known
 
     def anomaly(kind: str, custom_id: str | None, detail: str) -> None:
         db.execute(
@@ -180,31 +243,29 @@ def apply_result_files(
                 stats.unknown += 1
                 anomaly("unknown_custom_id", custom_id, f"{path.name} line {number}: {custom_id!r} is not a pending request here")
                 continue
-            if custom_id in seen or row["status"] != "pending":
+            request_pk, parser, n_claims, status = row
+            if custom_id in seen or status != "pending":
                 stats.duplicates += 1
                 anomaly("duplicate", custom_id, f"{path.name} line {number}: {custom_id!r} was already ingested")
                 continue
             seen.add(custom_id)
-            outcome = outcome_of(line, row["parser"], row["n_claims"])
-            usage = outcome.usage
-            if outcome.ok:
+            ok, text, value_json, error, error_kind, usage = _judge_line(line, parser, n_claims, answer)
+            prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens = usage
+            if ok:
                 stats.answered += 1
+                updates.append(
+                    ("answered", text, value_json, None, None, prompt_tokens, completion_tokens,
+                     reasoning_tokens, cached_tokens, request_pk)
+                )
             else:
                 stats.failed += 1
-            updates.append(
-                (
-                    "answered" if outcome.ok else "failed",
-                    outcome.text,
-                    json.dumps(outcome.value, ensure_ascii=False) if outcome.ok else None,
-                    outcome.error,
-                    outcome.error_kind,
-                    usage.get("prompt_tokens"),
-                    usage.get("completion_tokens"),
-                    usage.get("reasoning_tokens"),
-                    usage.get("cached_tokens"),
-                    row["pk"],
+                updates.append(
+                    ("failed", None, None, error, error_kind, prompt_tokens, completion_tokens,
+                     reasoning_tokens, cached_tokens, request_pk)
                 )
-            )
+    # In key order rather than the shuffled order of the lines, so that each page of the table is
+    # visited once (every request is written at most once: the order changes nothing else).
+    updates.sort(key=_last)
     db.executemany(
         "UPDATE requests SET status = ?, text = ?, value = ?, error = ?, error_kind = ?, prompt_tokens = ?,"
         " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ? WHERE pk = ?",
@@ -212,9 +273,9 @@ def apply_result_files(
     )
     if unanswered_reason is not None:
         leftover = [
-            (unanswered_reason, unanswered_kind, r["pk"])
+            (unanswered_reason, unanswered_kind, r[0])
             for cid, r in rows.items()
-            if cid not in seen and r["status"] == "pending"
+            if cid not in seen and r[3] == "pending"
         ]
         stats.missing = len(leftover)
         db.executemany(

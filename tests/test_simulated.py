@@ -160,6 +160,11 @@ def test_latency_advances_request_counts(tmp_path: Path) -> None:
         pytest.param([None, b'{"custom_id": "q", "url": "/v1/chat/completions", "body": {}}'],
                      "missing_required_parameter", 2, "method", id="no-method"),
         pytest.param([], "empty_file", None, None, id="empty"),
+        # Blank in Unicode's sense (the ideographic space) is blank too.
+        pytest.param([b"   ", "\u3000".encode()], "empty_file", None, None, id="blank-lines"),
+        # Not UTF-8 anywhere, even after valid lines, fails the whole file before any line.
+        pytest.param([None, b'{"custom_id": "\xe4\xb8"}', b"{"], "invalid_file_format", None, None,
+                     id="not-utf8-late"),
     ],
 )
 def test_invalid_input_fails_the_batch_naming_the_line(
@@ -177,6 +182,25 @@ def test_invalid_input_fails_the_batch_naming_the_line(
     error = batch.errors.data[0]
     assert (error.code, error.line, error.param) == (code, line, param)
     assert error.message
+
+
+def test_a_file_over_the_request_limit_is_refused_unless_blank_or_not_utf8(
+    client: OpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lexpilot_batch.simulated import batches
+
+    monkeypatch.setattr(batches, "MAX_REQUESTS", 3)
+    valid = [json.dumps(request_line(f"r{i}", "你好")).encode() for i in range(4)]
+
+    def first_error(data: bytes) -> str:
+        batch = wait(client, submit(client, data))
+        assert batch.status == "failed" and batch.errors is not None
+        return batch.errors.data[0].code or ""
+
+    assert first_error(b"\n".join(valid) + b"\n") == "too_many_requests"
+    assert wait(client, submit(client, b"\n".join(valid[:3]) + b"\n")).status == "completed"
+    assert first_error(b" \n\n\n\n") == "empty_file"
+    assert first_error(b"\n".join(valid) + b"\n\xff\n") == "invalid_file_format"
 
 
 def test_bad_requests_are_400_and_unknown_ids_404(client: OpenAI) -> None:
@@ -290,6 +314,35 @@ def test_state_survives_a_restart(tmp_path: Path) -> None:
         assert finished.status == "completed" and finished.metadata == {"wave": "2"}
         assert len(read_lines(client, finished.output_file_id)) == 3
         assert [b.id for b in client.batches.list()] == [pending, done.id]
+
+
+def test_finalising_copies_the_result_lines_and_sums_their_usage(tmp_path: Path) -> None:
+    """The output and error files hold the result lines exactly as they were written; the usage is
+    the same whether it was summed at creation or, for a record saved without that sum (an older
+    state folder), from the output lines."""
+    lines = [request_line(f"r{i}", f"第{i}个问题：借款{i * 3}万元") for i in range(30)]
+    state = tmp_path / "sim"
+    with SimulatedServer(state, faults=parse_faults("line_error=0.3,seed=1")) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k")
+        older, newer = submit(client, jsonl(lines)), submit(client, jsonl(lines))
+    record_path = state / "batches" / f"{older}.json"
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    del record["sim"]["usage"]
+    record_path.write_text(json.dumps(record, ensure_ascii=False, indent=1), encoding="utf-8")
+    with SimulatedServer(state, faults=parse_faults("line_error=0.3,seed=1")) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k")
+        batches = {batch_id: wait(client, batch_id) for batch_id in (older, newer)}
+        for batch_id, batch in batches.items():
+            results = (state / "batches" / f"{batch_id}.results").read_text(encoding="utf-8").splitlines()
+            answered = [(json.loads(line)["response"] or {}).get("status_code") == 200 for line in results]
+            ok = [line for line, good in zip(results, answered) if good]
+            failed = [line for line, good in zip(results, answered) if not good]
+            assert 0 < len(ok) < 30 and len(ok) + len(failed) == 30
+            assert client.files.content(batch.output_file_id).text == "".join(line + "\n" for line in ok)
+            assert client.files.content(batch.error_file_id).text == "".join(line + "\n" for line in failed)
+            prompt = sum(json.loads(line)["response"]["body"]["usage"]["prompt_tokens"] for line in ok)
+            assert batch.usage is not None and batch.usage.input_tokens == prompt
+    assert batches[older].usage == batches[newer].usage
 
 
 def test_a_stopped_server_serves_nobody(tmp_path: Path) -> None:

@@ -217,3 +217,49 @@ def test_completion_usage_is_realistic(cases: list[Case]) -> None:
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     eval_body = {"model": "m", "messages": [{"role": "user", "content": filled[prompts.LEXAWN]}]}
     assert completions.complete(eval_body, 0, key="c2")["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
+
+
+# The readable definitions that models' faster patterns stand for (see the comment above them).
+READABLE = {
+    "_NUMBER": r"\d+(?:[.,，]\d+)*|[一二两三四五六七八九十百千万]+(?:万|千|百)?元",
+    "_AMOUNT": r"\d+(?:\.\d+)?\s*(?:万元|万|元)",
+    "_DATE": r"(?:\d{4}年)?\d{1,2}月(?:\d{1,2}日)?|\d{4}年",
+}
+
+
+def random_texts(seed: int, count: int) -> list[list[str]]:
+    """Short texts dense in what the patterns look for, in groups as a history joins them."""
+    rng = random.Random(seed)
+    alphabet = "0123456789０١" + "一二两三四五六七八九十百千万" + "年月日元万千百.,，。 \t\u3000借款合同押租金保险证退担"
+    words = [*models._TOPICS, "劳动合同", "2021年3月5日", "12.5万元", "3 \n元"]
+
+    def text() -> str:
+        parts = [
+            rng.choice(words) if rng.random() < 0.2 else "".join(rng.choices(alphabet, k=rng.randint(0, 4)))
+            for _ in range(rng.randint(0, 8))
+        ]
+        return "".join(parts)
+
+    return [[text() for _ in range(rng.randint(0, 4))] for _ in range(count)]
+
+
+def test_the_fast_patterns_find_what_the_readable_ones_do(cases: list[Case]) -> None:
+    samples = [t for group in random_texts(0, 4000) for t in group]
+    samples += [m.content for case in cases for m in case.complete_history + case.underspecified_history]
+    for name, readable in READABLE.items():
+        fast = getattr(models, name)
+        assert [fast.findall(t) for t in samples] == [re.findall(readable, t) for t in samples], name
+
+
+def test_a_history_read_message_by_message_reads_as_its_joined_text() -> None:
+    for texts in random_texts(1, 6000):
+        joined = "\n".join(texts)
+        assert models._topics_among(texts) == [t for t in models._TOPICS if t in joined]
+        assert models._amounts(texts) == re.findall(READABLE["_AMOUNT"], joined)
+        assert models._dates(texts) == re.findall(READABLE["_DATE"], joined)
+        turns = [("user", t) for t in texts]
+        assert models.count_facts(turns) == len(re.findall(READABLE["_NUMBER"], "\n".join(texts)))
+        assert models.bigrams(joined) == {
+            *(run[i : i + 2] for run in re.findall(r"[\u4e00-\u9fff]+", joined) for i in range(len(run) - 1)),
+            *re.findall(r"\d+", joined),
+        }

@@ -2,8 +2,9 @@
 
 At creation the input file is validated like the real service does (each bad line becomes an
 `errors.data` entry naming the 1-based line) and, when it is valid, every request is answered at
-once into a private results file, in a shuffled processing order. What a client then sees is a
-pure function of the stored record and the wall clock:
+once into a private results file, in a shuffled processing order. Validating and answering are one
+pass over the lines, so that no more than one request is held parsed at a time. What a client then
+sees is a pure function of the stored record and the wall clock:
 
     validating -> in_progress -> finalizing -> completed       (latency L: 10% / 80% / 10% of L)
     validating -> failed                                       (bad input, or the fail_batch fault)
@@ -24,12 +25,12 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.simulated import completions
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults, draw
-from lexpilot_batch.simulated.models import JUDGE_KINDS
 from lexpilot_batch.simulated.store import Store
 
 ENDPOINT = "/v1/chat/completions"
@@ -39,6 +40,9 @@ MAX_REQUESTS = 50_000
 CANCEL_SECONDS = 0.2  # how long `cancelling` lasts
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
+# json.dumps(obj, ensure_ascii=False), without building an encoder for every result line
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+
 
 def _error(code: str, message: str, line: int | None = None, param: str | None = None) -> dict[str, Any]:
     return {"code": code, "line": line, "message": message, "param": param}
@@ -47,31 +51,51 @@ def _error(code: str, message: str, line: int | None = None, param: str | None =
 # --- validation ---------------------------------------------------------------------------------
 
 
+_NOT_UTF8 = "The input file is not valid UTF-8 text."
+_EMPTY = "The batch input file is empty."
+
+
 def validate_input(
-    data: bytes, endpoint: str
-) -> tuple[list[dict[str, Any]], str | None, list[dict[str, Any]]]:
-    """The requests, their one model, and the validation errors (each naming its 1-based line)."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return [], None, [_error("invalid_file_format", "The input file is not valid UTF-8 text.")]
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
-    if not any(line.strip() for line in lines):
-        return [], None, [_error("empty_file", "The batch input file is empty.")]
-    if len(lines) > MAX_REQUESTS:
-        return [], None, [
+    data: bytes, endpoint: str, each: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[int, str | None, list[dict[str, Any]]]:
+    """How many requests are valid, their one model, and the errors (each naming its 1-based line).
+
+    A file that is not UTF-8, or empty, or too long has that one error. Each valid request is
+    handed to `each` as it is read, as long as no error has been found: a valid file is answered
+    in the same pass, and never held decoded or parsed whole.
+    """
+    # Lines end at "\n" only; the newline that ends the last line does not start another. A "\n"
+    # byte is never part of a longer UTF-8 sequence, so the file is UTF-8 if and only if each of
+    # its lines is, and a line decodes to the same text alone as inside the file.
+    count = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    if count > MAX_REQUESTS:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return 0, None, [_error("invalid_file_format", _NOT_UTF8)]
+        if text.isspace():
+            return 0, None, [_error("empty_file", _EMPTY)]
+        return 0, None, [
             _error(
                 "too_many_requests",
-                f"The batch input file has {len(lines)} requests; the maximum is {MAX_REQUESTS}.",
+                f"The batch input file has {count} requests; the maximum is {MAX_REQUESTS}.",
             )
         ]
-    requests: list[dict[str, Any]] = []
+    valid = 0
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
     model: str | None = None
-    for number, raw in enumerate(lines, 1):
+    blank = True  # so far, no line holds anything but whitespace
+    start = 0
+    for number in range(1, count + 1):
+        end = data.find(b"\n", start)
+        try:
+            raw = (data[start:] if end < 0 else data[start:end]).decode("utf-8")
+        except UnicodeDecodeError:
+            return 0, None, [_error("invalid_file_format", _NOT_UTF8)]
+        start = end + 1
+        if blank and raw and not raw.isspace():
+            blank = False
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError:
@@ -96,8 +120,12 @@ def validate_input(
             continue
         seen.add(obj["custom_id"])
         model = model or obj["body"]["model"]
-        requests.append(obj)
-    return requests, model, errors
+        valid += 1
+        if each is not None and not errors:
+            each(obj)
+    if blank:
+        return 0, None, [_error("empty_file", _EMPTY)]
+    return valid, model, errors
 
 
 def _line_problem(
@@ -147,6 +175,12 @@ def _hex(*parts: object) -> str:
     return hashlib.sha256("|".join(map(str, parts)).encode("utf-8")).hexdigest()
 
 
+def _hits(faults: Faults, name: str, probability: float, custom_id: str) -> bool:
+    """Whether a fault of this probability strikes this request (a draw is always < 1 and >= 0,
+    so a fault that is off or certain needs none)."""
+    return probability > 0 and draw(faults.seed, name, custom_id) < probability
+
+
 def run_request(
     request: dict[str, Any], batch_id: str, seed: int, faults: Faults, created: int
 ) -> dict[str, Any]:
@@ -155,7 +189,7 @@ def run_request(
     line: dict[str, Any] = {"id": "batch_req_" + _hex("req", batch_id, custom_id)[:32]}
     line["custom_id"] = custom_id
     request_id = "req_" + _hex("rid", batch_id, custom_id)[:32]
-    if draw(faults.seed, "line_error", custom_id) < faults.line_error:
+    if _hits(faults, "line_error", faults.line_error, custom_id):
         # Both shapes seen in real error files: a bare error, or a 5xx response with an error body.
         if draw(faults.seed, "line_error_shape", custom_id) < 0.5:
             line.update(
@@ -167,7 +201,7 @@ def run_request(
             body = {"error": error}
             line.update(response={"status_code": 500, "request_id": request_id, "body": body}, error=None)
         return line
-    if draw(faults.seed, "line_400", custom_id) < faults.line_400:
+    if _hits(faults, "line_400", faults.line_400, custom_id):
         error = {
             "message": "Invalid request: the request could not be processed (simulated).",
             "type": "invalid_request_error",
@@ -176,16 +210,16 @@ def run_request(
         }
         line.update(response={"status_code": 400, "request_id": request_id, "body": {"error": error}}, error=None)
         return line
-    malformed = draw(faults.seed, "malformed", custom_id) < faults.malformed_judge
     try:
         body = completions.complete(
             request["body"],
             seed,
             key=custom_id,
             sample=sample_key(custom_id),
-            truncate=draw(faults.seed, "truncate", custom_id) < faults.truncate,
-            malformed=malformed and completions.kind_of(request["body"]) in JUDGE_KINDS,
-            empty=draw(faults.seed, "empty_content", custom_id) < faults.empty_content,
+            truncate=_hits(faults, "truncate", faults.truncate, custom_id),
+            # Applies to judge prompts only: `complete` recognises the prompt anyway.
+            malformed=_hits(faults, "malformed", faults.malformed_judge, custom_id),
+            empty=_hits(faults, "empty_content", faults.empty_content, custom_id),
             created=created,
         )
     except ApiError as exc:
@@ -238,8 +272,28 @@ def create(
     digest = hashlib.sha256(data).hexdigest()
     now = time.time()
     batch_id = "batch_" + _hex("batch", now, digest, random.random())[:32]
-    requests, model, errors = validate_input(data, endpoint)
-    if not errors and draw(faults.seed, "fail_batch", digest) < faults.fail_batch:
+    # Drawn first, so that a batch refused for the token limit answers none of its requests.
+    refused = _hits(faults, "fail_batch", faults.fail_batch, digest)
+    answered: list[tuple[str, bool]] = []  # (result line, success), in input order
+    usages: list[dict[str, Any]] = []  # of the successes
+    crash: list[Exception] = []
+
+    def answer(request: dict[str, Any]) -> None:
+        if crash:
+            return
+        try:
+            line = run_request(request, batch_id, seed, faults, int(now))
+        except Exception as exc:  # raised below if the file is valid (a bad line fails it first)
+            crash.append(exc)
+            return
+        ok = is_success(line)
+        answered.append((_dumps(line), ok))
+        if ok:
+            usages.append(line["response"]["body"].get("usage") or {})
+
+    valid, model, errors = validate_input(data, endpoint, None if refused else answer)
+    del data
+    if not errors and refused:
         errors = [
             _error(
                 "token_limit_exceeded",
@@ -252,13 +306,13 @@ def create(
     fate = "failed" if errors else "completed"
     done_target = 0
     if not errors:
-        order = list(range(len(requests)))
+        if crash:
+            raise crash[0]
+        order = list(range(valid))
         # The real service returns lines out of input order; clients must match on custom_id.
         random.Random(_hex("shuffle", seed, digest)).shuffle(order)
-        for i in order:
-            line = run_request(requests[i], batch_id, seed, faults, int(now))
-            lines.append(json.dumps(line, ensure_ascii=False))
-            outcomes += "o" if is_success(line) else "e"
+        lines = [answered[i][0] for i in order]
+        outcomes = "".join("o" if answered[i][1] else "e" for i in order)
         done_target = len(lines)
         if draw(faults.seed, "expire_batch", digest) < faults.expire_batch:
             fate = "expired"
@@ -308,6 +362,8 @@ def create(
         "done_target": done_target,
         "cancel": None,
         "finalized": False,
+        # The usage of every successful line, for the output file of a batch that completes.
+        "usage": _totals(usages),
     }
     record = {"batch": batch, "sim": sim}
     if lines:
@@ -400,25 +456,32 @@ def current(store: Store, record: dict[str, Any], now: float | None = None) -> d
 def _finalize(store: Store, record: dict[str, Any], batch: dict[str, Any]) -> dict[str, Any]:
     sim = record["sim"]
     if batch["status"] != "failed":
-        lines = [json.loads(line) for line in store.read_results(batch["id"])]
+        # The result lines are copied as they were written: each is `json.dumps` of its line, so
+        # parsing and dumping it again would give the same text. `outcomes` says which succeeded.
+        lines = store.read_results(batch["id"])
+        outcomes = sim["outcomes"]
+        as_written = len(outcomes) == len(lines)
+        if not as_written:  # not the results file this record describes: read what it holds
+            outcomes = "".join("o" if is_success(json.loads(line)) else "e" for line in lines)
         if batch["status"] == "completed":
             finished = len(lines)
         elif batch["status"] == "expired":
             finished = sim["done_target"]
         else:
             finished = sim["cancel"]["done"]
-        output = [line for line in lines[:finished] if is_success(line)]
-        errors = [line for line in lines[:finished] if not is_success(line)]
+        done = list(zip(lines[:finished], outcomes))
+        output = [line for line, outcome in done if outcome == "o"]
+        errors = [line for line, outcome in done if outcome != "o"]
         code, message = (
             ("batch_expired", "This request could not be executed before the completion window expired.")
             if batch["status"] == "expired"
             else ("batch_cancelled", "This request was not executed because the batch was cancelled.")
         )
         error = {"code": code, "message": message}
-        errors += [
-            {"id": line["id"], "custom_id": line["custom_id"], "response": None, "error": error}
-            for line in lines[finished:]
-        ]
+        for raw in lines[finished:]:
+            line = json.loads(raw)
+            unrun = {"id": line["id"], "custom_id": line["custom_id"], "response": None, "error": error}
+            errors.append(_dumps(unrun))
         batch["output_file_id"] = _write_lines(store, batch["id"], "output", output)
         batch["error_file_id"] = _write_lines(store, batch["id"], "error", errors)
         batch["request_counts"] = {
@@ -426,23 +489,31 @@ def _finalize(store: Store, record: dict[str, Any], batch: dict[str, Any]) -> di
             "completed": len(output),
             "failed": len(lines) - len(output),
         }
-        batch["usage"] = _usage(output)
+        if finished == len(lines) and as_written and "usage" in sim:  # summed when they were made
+            batch["usage"] = sim["usage"]
+        else:
+            batch["usage"] = _usage([json.loads(line) for line in output])
     record = {"batch": batch, "sim": {**sim, "finalized": True}}
     store.put_batch(record)
     return dict(batch)
 
 
-def _write_lines(store: Store, batch_id: str, which: str, lines: list[dict[str, Any]]) -> str | None:
+def _write_lines(store: Store, batch_id: str, which: str, lines: list[str]) -> str | None:
+    """Save result lines (JSON text) as a file of the batch; returns its id."""
     if not lines:
         return None  # e.g. every request failed: no output file, as the real service does
-    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines).encode("utf-8")
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
     file_id = "file-" + _hex("batch-file", batch_id, which)[:24]
     store.add_file(data, f"{batch_id}_{which}.jsonl", "batch_output", file_id=file_id)
     return file_id
 
 
 def _usage(output: list[dict[str, Any]]) -> dict[str, Any]:
-    usages = [line["response"]["body"].get("usage") or {} for line in output]
+    return _totals([line["response"]["body"].get("usage") or {} for line in output])
+
+
+def _totals(usages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Batch object's `usage`: the chat.completion usages added up."""
 
     def total(field: str, details: str | None = None) -> int:
         if details is None:

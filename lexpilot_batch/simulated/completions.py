@@ -56,8 +56,11 @@ def check_body(body: Any) -> tuple[str, str]:
     return model, prompt
 
 
-def _hex(*parts: object) -> str:
-    return hashlib.sha256("|".join(map(str, parts)).encode("utf-8")).hexdigest()
+def _prompt_hex(head: str, encoded: bytes) -> str:
+    """sha256 of `head` + the encoded prompt, as hex."""
+    digest = hashlib.sha256(head.encode("utf-8"))
+    digest.update(encoded)
+    return digest.hexdigest()
 
 
 def complete(
@@ -78,8 +81,10 @@ def complete(
     content and `finish_reason="stop"`.
     """
     model, prompt = check_body(body)
-    reply = models.respond(prompt, seed, sample=sample)
-    rng = models.rng_for(seed, f"envelope|{key}|{prompt}")
+    # Three hashes cover the whole prompt (the answer's draws, the envelope's, the id): encode once.
+    encoded = prompt.encode("utf-8")
+    reply = models.respond(prompt, seed, sample=sample, encoded=encoded)
+    rng = models.rng_from(f"{seed}|envelope|{key}|", encoded)
     content = reply.content
     reasoning = reply.reasoning
     if malformed and reply.kind in models.JUDGE_KINDS:
@@ -115,7 +120,7 @@ def complete(
     n = body.get("n", 1)
     n = n if isinstance(n, int) and n > 0 else 1
     return {
-        "id": "chatcmpl-" + _hex(seed, key, prompt)[:29],
+        "id": "chatcmpl-" + _prompt_hex(f"{seed}|{key}|", encoded)[:29],
         "object": "chat.completion",
         "created": int(time.time()) if created is None else created,
         "model": model,

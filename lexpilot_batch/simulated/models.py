@@ -11,6 +11,13 @@ judges (judging more often the more concrete facts the history holds, so that Us
 push a consultation towards a judgment), forced questions are sometimes on target and sometimes
 not, and the judges answer consistently with what they are shown in every format that
 `lexpilot_batch.judges` accepts.
+
+Speed matters here: a batch of 10,800 prompts of ~6,000 characters is answered while the client
+waits for `batches.create`. So each text feature is computed once per history message (a message
+recurs in every run, task and wave of its case) and cached, the patterns are written so that the
+regex engine can skip to the first character a match can start with, and the prompt is encoded
+once for its three hashes. Every answer stays exactly what the plain definitions give; the tests
+compare the fast patterns with the readable ones they stand for.
 """
 
 from __future__ import annotations
@@ -18,10 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 import random
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 from lexpilot_batch import prompts
 from lexpilot_batch.data import VERDICTS
@@ -44,14 +53,29 @@ JUDGE_PER_USER_TURN = 0.1
 DCG_MIN_OVERLAP = 2
 
 _HISTORY_OPEN, _HISTORY_CLOSE = "<对话历史>", "</对话历史>"
-_NUMBER = re.compile(r"\d+(?:[.,，]\d+)*|[一二两三四五六七八九十百千万]+(?:万|千|百)?元")
-_AMOUNT = re.compile(r"\d+(?:\.\d+)?\s*(?:万元|万|元)")
-_DATE = re.compile(r"(?:\d{4}年)?\d{1,2}月(?:\d{1,2}日)?|\d{4}年")
+
+# What counts as a number, an amount and a date. The readable definitions are
+#     NUMBER = r"\d+(?:[.,，]\d+)*|[一二两三四五六七八九十百千万]+(?:万|千|百)?元"
+#     AMOUNT = r"\d+(?:\.\d+)?\s*(?:万元|万|元)"
+#     DATE   = r"(?:\d{4}年)?\d{1,2}月(?:\d{1,2}日)?|\d{4}年"
+# and the patterns below find exactly the same matches (tests/test_simulated_models.py checks it)
+# several times faster: each starts with one character class, which lets the regex engine skip
+# the long stretches of text where no match can start instead of trying every position.
+_CN_NUMERALS = "一二两三四五六七八九十百千万"
+_NUMBER = re.compile(
+    rf"[\d{_CN_NUMERALS}](?:(?<=\d)\d*(?:[.,，]\d+)*|(?<=[{_CN_NUMERALS}])[{_CN_NUMERALS}]*(?:万|千|百)?元)"
+)
+_AMOUNT = re.compile(r"\d\d*(?:\.\d+)?\s*(?:万元|万|元)")
+_DATE = re.compile(r"\d(?:\d{3}年\d{1,2}月(?:\d{1,2}日)?|\d?月(?:\d{1,2}日)?|\d{3}年)")
+# A message ending like this may start an amount that the next message of a joined text ends
+# (AMOUNT's `\s*` can cross the newline between them).
+_OPEN_END = re.compile(r"[\d\s]")  # matched against a text's last character
 _LABEL = re.compile(r"部分支持|不予支持|不支持|驳回|支持")
 _ITEM = re.compile(r"第([一二三四五六七八九十]|\d+)项")
 _CN_DIGITS = "一二三四五六七八九十"
 _CJK_RUN = re.compile(r"[\u4e00-\u9fff]+")
 _DIGIT_RUN = re.compile(r"\d+")
+_dumps = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(obj, ensure_ascii=False)
 
 # Legal objects the questioners look for in a history to aim a question at.
 _TOPICS = (
@@ -61,6 +85,27 @@ _TOPICS = (
     "财产", "遗产", "遗嘱", "股权", "保证", "担保", "物业费", "质量", "维修", "发票", "收据",
     "聊天记录", "快递", "网购", "退款", "保险", "贷款", "抵押", "宅基地", "土地", "承包",
 )
+
+
+def _can_hide(topic: str) -> bool:
+    """Whether a scan for all topics at once can miss `topic` although the text holds it.
+
+    The scan takes the leftmost match and goes on after it, so an occurrence of `topic` goes
+    unseen only where it overlaps another topic's match: inside it, sharing its start, or
+    starting in its last characters.
+    """
+    for other in _TOPICS:
+        if other == topic:
+            continue
+        if topic in other or topic.startswith(other):
+            return True
+        if any(other[-k:] == topic[:k] for k in range(1, min(len(other), len(topic)))):
+            return True
+    return False
+
+
+_TOPIC_SCAN = re.compile("|".join(map(re.escape, _TOPICS)))
+_HIDDEN_TOPICS = tuple(t for t in _TOPICS if _can_hide(t))  # checked one by one
 
 # Bigrams of everyday speech and of question frames: sharing them says nothing about a case.
 _STOP_BIGRAMS = frozenset(
@@ -123,14 +168,21 @@ def _matches_both(prompt: str, template: str) -> bool:
     return _matches_prefix(prompt, template) and _matches_suffix(prompt, template)
 
 
+@lru_cache(maxsize=64)
+def _fixed_text(template: str) -> tuple[str, str]:
+    """A template's fixed text before and after `{history}`, each '' when it is blank."""
+    prefix, _, suffix = template.partition("{history}")
+    return (prefix if prefix.strip() else ""), (suffix if suffix.strip() else "")
+
+
 def _matches_prefix(prompt: str, template: str) -> bool:
-    prefix = template.partition("{history}")[0]
-    return bool(prefix.strip()) and prompt.startswith(prefix)
+    prefix = _fixed_text(template)[0]
+    return bool(prefix) and prompt.startswith(prefix)
 
 
 def _matches_suffix(prompt: str, template: str) -> bool:
-    suffix = template.partition("{history}")[2]
-    return bool(suffix.strip()) and prompt.endswith(suffix)
+    suffix = _fixed_text(template)[1]
+    return bool(suffix) and prompt.endswith(suffix)
 
 
 def parse_history(prompt: str) -> list[tuple[str, str]]:
@@ -150,23 +202,78 @@ def parse_history(prompt: str) -> list[tuple[str, str]]:
 
 # --- text features ------------------------------------------------------------------------------
 
+# Texts whose features are kept: history messages, questions, fact sentences. A message recurs in
+# every run, task and wave of its case; a few thousand are live in one batch.
+_CACHED_TEXTS = 8192
+
 
 def bigrams(text: str) -> set[str]:
     """Character bigrams of every CJK run, plus every run of digits."""
-    grams: set[str] = set()
-    for run in _CJK_RUN.findall(text):
-        grams.update(run[i : i + 2] for i in range(len(run) - 1))
-    grams.update(_DIGIT_RUN.findall(text))
-    return grams
+    return set(_bigrams(text))
 
 
 def content_bigrams(text: str) -> set[str]:
-    return bigrams(text) - _STOP_BIGRAMS
+    return set(_content_bigrams(text))
+
+
+@lru_cache(maxsize=_CACHED_TEXTS)
+def _bigrams(text: str) -> frozenset[str]:
+    grams: set[str] = set()
+    for run in _CJK_RUN.findall(text):
+        grams.update(map(operator.add, run, run[1:]))  # run[i] + run[i + 1]
+    grams.update(_DIGIT_RUN.findall(text))
+    return frozenset(grams)
+
+
+@lru_cache(maxsize=_CACHED_TEXTS)
+def _content_bigrams(text: str) -> frozenset[str]:
+    return _bigrams(text) - _STOP_BIGRAMS
+
+
+@dataclass(frozen=True)
+class _Features:
+    """What the simulated models read in one history message."""
+
+    facts: int  # NUMBER matches
+    topics: frozenset[str]
+    amounts: tuple[str, ...]  # AMOUNT matches, in order
+    dates: tuple[str, ...]  # DATE matches, in order
+
+
+@lru_cache(maxsize=_CACHED_TEXTS)
+def _features(text: str) -> _Features:
+    topics = set(_TOPIC_SCAN.findall(text))
+    topics.update(t for t in _HIDDEN_TOPICS if t not in topics and t in text)
+    return _Features(
+        len(_NUMBER.findall(text)), frozenset(topics), tuple(_AMOUNT.findall(text)), tuple(_DATE.findall(text))
+    )
+
+
+# A history's texts are read as if joined by newlines ("\n".join(texts)). No topic and no DATE
+# match holds a newline, so theirs are the union / concatenation of each text's own; an AMOUNT
+# match can cross one only after a text that ends in a digit or a space.
+
+
+def _topics_among(texts: list[str]) -> list[str]:
+    found: set[str] = set()
+    for text in texts:
+        found |= _features(text).topics
+    return [t for t in _TOPICS if t in found]
+
+
+def _amounts(texts: list[str]) -> list[str]:
+    if any(not text or _OPEN_END.fullmatch(text[-1]) for text in texts[:-1]):
+        return _AMOUNT.findall("\n".join(texts))
+    return [amount for text in texts for amount in _features(text).amounts]
+
+
+def _dates(texts: list[str]) -> list[str]:
+    return [date for text in texts for date in _features(text).dates]
 
 
 def count_facts(turns: list[tuple[str, str]]) -> int:
     """Concrete facts the client has given: numbers, amounts and dates in the user turns."""
-    return sum(len(_NUMBER.findall(content)) for role, content in turns if role == "user")
+    return sum(_features(content).facts for role, content in turns if role == "user")
 
 
 def judge_probability(turns: list[tuple[str, str]]) -> float:
@@ -187,17 +294,13 @@ def is_question(response: str) -> bool:
     return text.endswith(("？", "?")) or "请问" in text or "？" in text[-60:]
 
 
-def _topics(text: str) -> list[str]:
-    return [t for t in _TOPICS if t in text]
-
-
 # --- the evaluated model ------------------------------------------------------------------------
 
 
 def _question(turns: list[tuple[str, str]], rng: random.Random, on_target: float) -> str:
     """One question ending in "？": aimed at the history's amounts, dates or objects, or not."""
-    said = "\n".join(content for _, content in turns)
-    topics, amounts, dates = _topics(said), _AMOUNT.findall(said), _DATE.findall(said)
+    said = [content for _, content in turns]
+    topics, amounts, dates = _topics_among(said), _amounts(said), _dates(said)
     if rng.random() < on_target and (topics or amounts or dates):
         options: list[str] = []
         for topic in topics:
@@ -223,8 +326,8 @@ def _question(turns: list[tuple[str, str]], rng: random.Random, on_target: float
 
 def _judgment(turns: list[tuple[str, str]], rng: random.Random, opener: str) -> str:
     """A claim-by-claim judgment that states 支持 / 部分支持 / 驳回 for each item it covers."""
-    said = "\n".join(content for role, content in turns if role == "user")
-    topic = rng.choice(_topics(said) or ["相关事实"])
+    said = [content for role, content in turns if role == "user"]
+    topic = rng.choice(_topics_among(said) or ["相关事实"])
     items = rng.randint(1, 3) + (1 if count_facts(turns) >= 4 else 0)
     reasons = {
         "支持": (
@@ -262,14 +365,15 @@ def _lexawn(prompt: str, rng: random.Random) -> str:
 # --- the User Model -----------------------------------------------------------------------------
 
 
-def _fact_sentences(details: str) -> list[str]:
+@lru_cache(maxsize=1024)
+def _fact_sentences(details: str) -> tuple[str, ...]:
     sentences: list[str] = []
     for line in details.split("\n"):
         line = line.strip().removeprefix("- ").strip()
         if not line or (line.startswith("【") and line.endswith("】")):
             continue  # a focal-point heading, not a fact
         sentences += [s.strip() for s in re.split(r"[。；;]", line) if s.strip()]
-    return sentences
+    return tuple(sentences)
 
 
 def _first_person(sentence: str) -> str:
@@ -279,9 +383,9 @@ def _first_person(sentence: str) -> str:
 def _user_model(prompt: str, rng: random.Random) -> str:
     turns = parse_history(prompt)
     question = next((c for role, c in reversed(turns) if role == "assistant"), "")
-    wanted = content_bigrams(question)
+    wanted = _content_bigrams(question)
     facts = _fact_sentences(_between(prompt, "<关键事实>", "</关键事实>") or "")
-    scored = [(len(wanted & bigrams(s)), i, s) for i, s in enumerate(facts)]
+    scored = [(len(wanted & _bigrams(s)), i, s) for i, s in enumerate(facts)]
     best = sorted((x for x in scored if x[0] > 0), key=lambda x: (-x[0], x[1]))[:2]
     if not best:
         return rng.choice(
@@ -302,7 +406,7 @@ def _dcg_decision(prompt: str) -> str:
     known = (_between(prompt, "<争议焦点>", "</争议焦点>") or "") + (
         _between(prompt, "<关键事实>", "</关键事实>") or ""
     )
-    return "是" if len(content_bigrams(question) & bigrams(known)) >= DCG_MIN_OVERLAP else "否"
+    return "是" if len(_content_bigrams(question) & _bigrams(known)) >= DCG_MIN_OVERLAP else "否"
 
 
 def count_claims(claims_block: str) -> int:
@@ -339,7 +443,7 @@ def extract_labels(response: str, n_claims: int, rng: random.Random) -> list[str
 
 def _judge_answer(obj: dict, rng: random.Random) -> tuple[str, str | None]:
     """The JSON answer, sometimes fenced or after a `<think>` block, as reasoning models do."""
-    text = json.dumps(obj, ensure_ascii=False)
+    text = _dumps(obj)
     thinking = "让我逐条对照材料进行分析。"
     roll = rng.random()
     if roll < 0.15:
@@ -376,19 +480,35 @@ def malformed_judge(kind: str, prompt: str, rng: random.Random) -> str:
 
 
 def rng_for(seed: int, prompt: str) -> random.Random:
-    digest = hashlib.sha256(f"{seed}|{prompt}".encode("utf-8")).digest()
-    return random.Random(int.from_bytes(digest[:16], "big"))
+    return rng_from(f"{seed}|", prompt.encode("utf-8"))
 
 
-def respond(prompt: str, seed: int, templates: Templates = DEFAULT_TEMPLATES, *, sample: str = "") -> Reply:
+def rng_from(head: str, encoded: bytes) -> random.Random:
+    """`rng_for` of a text given as `head` + the UTF-8 bytes of the rest: a long prompt is
+    encoded once for all the draws and ids that hash it."""
+    digest = hashlib.sha256(head.encode("utf-8"))
+    digest.update(encoded)
+    return random.Random(int.from_bytes(digest.digest()[:16], "big"))
+
+
+def respond(
+    prompt: str,
+    seed: int,
+    templates: Templates = DEFAULT_TEMPLATES,
+    *,
+    sample: str = "",
+    encoded: bytes | None = None,
+) -> Reply:
     """The simulated answer to one prompt; the same (seed, sample, prompt) always gives the same answer.
 
     `sample` is what makes two requests with the same prompt draw independently, as a model at a
     non-zero temperature would: a batch line's custom_id (so independent runs of a benchmark differ
-    and a retry is a fresh draw, while a rerun of the same request is identical).
+    and a retry is a fresh draw, while a rerun of the same request is identical). `encoded` is the
+    prompt's UTF-8 bytes when the caller has them already.
     """
     kind = identify_kind(prompt, templates)
-    rng = rng_for(seed, f"{sample}|{prompt}" if sample else prompt)
+    encoded = prompt.encode("utf-8") if encoded is None else encoded
+    rng = rng_from(f"{seed}|{sample}|" if sample else f"{seed}|", encoded)
     if kind == prompts.LEXAWN:
         return Reply(kind, _lexawn(prompt, rng))
     if kind == prompts.FORCE_ASK:

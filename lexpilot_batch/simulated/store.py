@@ -26,7 +26,7 @@ from typing import Any
 _REPLACE_TRIES = 20  # Windows refuses os.replace while a reader holds the target open
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes | memoryview) -> None:
     tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
     with open(tmp, "wb") as fh:
         fh.write(data)
@@ -80,7 +80,7 @@ class Store:
     # --- files -------------------------------------------------------------------------------
 
     def add_file(
-        self, data: bytes, filename: str, purpose: str, file_id: str | None = None
+        self, data: bytes | memoryview, filename: str, purpose: str, file_id: str | None = None
     ) -> dict[str, Any]:
         """Persist bytes and their FileObject; a given `file_id` is overwritten (idempotent)."""
         file_id = file_id or new_id("file-")
