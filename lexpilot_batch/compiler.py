@@ -422,13 +422,13 @@ def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
     history: dict[str, list] = defaultdict(list)
     answers: dict[str, Answer] = {}
     for r in rows:
-        history[r["step"]].append(r)
-        status = r["status"]
+        # By position (`_REQUEST_COLUMNS`): every answer of every active case, every wave.
+        step, status = r[1], r[3]
+        history[step].append(r)
         if status == "answered" or status == "discarded":
-            # A text step's value is its text (ingest.parse_answer): no need to decode it again
-            # for every answer of every active case in every wave.
-            text = r["text"]
-            answers[r["step"]] = Answer(text, text if r["parser"] == "text" else json.loads(r["value"]))
+            # A text step's value is its text (ingest.parse_answer): not decoded again.
+            text = r[4]
+            answers[step] = Answer(text, text if r[9] == "text" else json.loads(r[5]))
     return history, answers
 
 
@@ -485,14 +485,18 @@ def due_for_case(
 
 def _check_reads(protocol: Protocol, variant: str, advance: Advance) -> None:
     """A step outside `reads` would be requested again every wave: its answers are never loaded."""
+    if not advance.due and not advance.unused:
+        return
     reads = protocol.reads(variant)
-    for key in (*(step.key for step in advance.due), *advance.unused):
+    for key in [step.key for step in advance.due] + list(advance.unused):
         if not key.startswith(reads):
             raise RuntimeError(f"the {protocol.task} protocol asks for step {key!r}, outside the steps it reads {reads}")
 
 
 def exhausted(attempts: list, retries: int) -> str | None:
     """Why a step may not be tried again, or None. Pending or answered steps are never due."""
+    if not attempts:
+        return None
     failed = [a for a in attempts if a["status"] == "failed"]
     transport = [a for a in failed if a["error_kind"] == "transport"]
     invalid = [a for a in failed if a["error_kind"] == "invalid"]
