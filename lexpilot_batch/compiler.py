@@ -17,6 +17,7 @@ import json
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -129,6 +130,54 @@ def request_line(
     return b"".join((start.encode("utf-8"), middle, *[pieces[part] for part in parts], end))
 
 
+class _Sink:
+    """One request file being written. Lines are gathered into chunks that a background thread
+    hashes and writes (both release the GIL) while the compiler builds the next lines; at most one
+    chunk per file is in flight, and `finish` returns only once everything is on disk."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: Path, pool: ThreadPoolExecutor) -> None:
+        self.fh: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed by finish() or discard()
+        self.hash = hashlib.sha256()
+        self.pool = pool
+        self.buffer: list[bytes] = []
+        self.size = 0
+        self.pending: Future[None] | None = None
+
+    def write(self, line: bytes) -> None:
+        self.buffer.append(line)
+        self.size += len(line)
+        if self.size >= self.CHUNK:
+            self._send()
+
+    def _send(self) -> None:
+        chunk = b"".join(self.buffer)
+        self.buffer.clear()
+        self.size = 0
+        if self.pending is not None:
+            self.pending.result()  # raises what the thread raised
+        self.pending = self.pool.submit(self._store, chunk)
+
+    def _store(self, chunk: bytes) -> None:
+        self.hash.update(chunk)
+        self.fh.write(chunk)
+
+    def finish(self) -> str:
+        """Write what is left, close the file, and return its SHA-256."""
+        if self.buffer:
+            self._send()
+        if self.pending is not None:
+            self.pending.result()
+        self.fh.close()
+        return self.hash.hexdigest()
+
+    def discard(self) -> None:
+        if self.pending is not None:
+            wait([self.pending])
+        self.fh.close()
+
+
 class _WaveWriter:
     """Streams request lines into per-(endpoint, model) shard files, within provider limits."""
 
@@ -141,6 +190,7 @@ class _WaveWriter:
         self.written: list[str] = []
         self.manual: list[str] = []
         self.pieces = Pieces()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-files")
 
     def add(self, endpoint: Endpoint, model: str, role: str, line: bytes) -> int:
         group = (endpoint.backend, endpoint.base_url, model)
@@ -153,8 +203,7 @@ class _WaveWriter:
             current = None
         if current is None:
             current = self._start(group, endpoint)
-        current["fh"].write(line)
-        current["hash"].update(line)
+        current["sink"].write(line)
         current["n"] += 1
         current["bytes"] += len(line)
         current["roles"].add(role)
@@ -171,9 +220,8 @@ class _WaveWriter:
         )
         entry = {
             "pk": cur.lastrowid,
-            "fh": open(tmp, "wb"),
+            "sink": _Sink(tmp, self.pool),
             "tmp": tmp,
-            "hash": hashlib.sha256(),
             "n": 0,
             "bytes": 0,
             "roles": set(),
@@ -186,16 +234,14 @@ class _WaveWriter:
 
     def _close(self, group: tuple[str, str, str]) -> None:
         entry = self.open.pop(group)
-        fh: IO[bytes] = entry["fh"]
-        fh.flush()
-        fh.close()
+        sha256 = entry["sink"].finish()
         roles = "+".join(sorted(entry["roles"]))
         final = self.dir / f"{roles}__{slug(entry['model'])}__{entry['shard']:03d}.jsonl"
         Path(entry["tmp"]).replace(final)
         rel = self.ws.relative(final)
         self.db.execute(
             "UPDATE files SET path = ?, roles = ?, n_requests = ?, bytes = ?, sha256 = ? WHERE pk = ?",
-            (rel, roles, entry["n"], entry["bytes"], entry["hash"].hexdigest(), entry["pk"]),
+            (rel, roles, entry["n"], entry["bytes"], sha256, entry["pk"]),
         )
         self.written.append(rel)
         if entry["backend"] == "manual":
@@ -204,13 +250,15 @@ class _WaveWriter:
     def close(self) -> list[str]:
         for group in list(self.open):
             self._close(group)
+        self.pool.shutdown()
         return self.written
 
     def abort(self) -> None:
         for entry in self.open.values():
-            entry["fh"].close()
+            entry["sink"].discard()
             Path(entry["tmp"]).unlink(missing_ok=True)
         self.open.clear()
+        self.pool.shutdown()
 
 
 def _run_contexts(db: Any, retries: int) -> dict[int, RunContext]:

@@ -58,3 +58,33 @@ def test_pieces_stay_within_their_byte_limit_and_lines_stay_exact():
         line = request_line(f"c-{i}", "m", prompt, config, "judge", "/v1/chat/completions", pieces)
         assert line == _expected(f"c-{i}", "m", str(prompt), config, "judge", "/v1/chat/completions")
         assert pieces.size == sum(len(v) for v in pieces.values()) <= 64 or len(pieces) == 1
+
+
+def test_request_files_are_written_whole_in_order_with_their_hash(tmp_path, monkeypatch):
+    import hashlib
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pytest
+
+    from lexpilot_batch.compiler import _Sink
+
+    monkeypatch.setattr(_Sink, "CHUNK", 50)  # many chunks through the background thread
+    lines = [f'{{"custom_id":"c-{i}","x":"{"案" * (i % 13)}"}}\n'.encode() for i in range(300)]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        sink = _Sink(tmp_path / "f.jsonl", pool)
+        for line in lines:
+            sink.write(line)
+        assert sink.finish() == hashlib.sha256(b"".join(lines)).hexdigest()
+        assert (tmp_path / "f.jsonl").read_bytes() == b"".join(lines)
+
+        failing = _Sink(tmp_path / "g.jsonl", pool)
+
+        def full(chunk: bytes) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(failing, "_store", full)
+        with pytest.raises(OSError, match="No space left"):
+            for line in lines:
+                failing.write(line)
+            failing.finish()
+        failing.discard()
