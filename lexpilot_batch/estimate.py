@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lexpilot_batch import prompts
-from lexpilot_batch.compiler import case_requests, due_for_case, target_wave
+from lexpilot_batch.compiler import case_requests, due_for_case, stored_case, target_wave
 from lexpilot_batch.config import (
     ROLES,
     SIMULATED,
@@ -466,7 +466,7 @@ class _State:
                 continue
             assert db is not None
             row = db.execute("SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)).fetchone()
-            ctx = CaseContext(Case.model_validate_json(row["data"]), row["cause_class"], run.templates, run.speculate)
+            ctx = CaseContext(stored_case(row["data"]), row["cause_class"], run.templates, run.speculate)
             group = _Group(run, idx, ctx, threads)
             group.history, group.answers = case_requests(db, run.pk, idx)
             if self.target is None:  # a wave in flight: its pending requests are answered first
