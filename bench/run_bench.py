@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import contextlib
 import functools
 import hashlib
 import json
@@ -93,10 +94,8 @@ def tree_size(root: Path, exclude: Path | None = None) -> int:
         if exclude is not None and Path(dirpath) == exclude.parent and exclude.name in dirnames:
             dirnames.remove(exclude.name)
         for name in filenames:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
     return total
 
 
@@ -191,9 +190,16 @@ PLAINTIFF_TYPES = ("自然人", "自然人", "自然人", "法人", "非法人�
 def _fill(template: str, rng: random.Random) -> str:
     year = rng.randint(2015, 2023)
     return template.format(
-        y=year, y2=year + rng.randint(1, 3), m=rng.randint(1, 12), d=rng.randint(1, 28),
-        a=rng.randint(1, 300), b=rng.randint(500, 99_000), r=rng.choice((3.85, 6, 12, 15.4, 24)),
-        p=rng.choice(_PEOPLE), t=rng.choice(_THINGS), place=rng.choice(_PLACES),
+        y=year,
+        y2=year + rng.randint(1, 3),
+        m=rng.randint(1, 12),
+        d=rng.randint(1, 28),
+        a=rng.randint(1, 300),
+        b=rng.randint(500, 99_000),
+        r=rng.choice((3.85, 6, 12, 15.4, 24)),
+        p=rng.choice(_PEOPLE),
+        t=rng.choice(_THINGS),
+        place=rng.choice(_PLACES),
     )
 
 
@@ -220,8 +226,10 @@ class _Corpus:
 
 def _history(rng: random.Random, n: int, user: _Corpus, lawyer: _Corpus) -> list[dict[str, str]]:
     return [
-        {"role": "user" if i % 2 == 0 else "assistant",
-         "content": (user if i % 2 == 0 else lawyer).take(rng, rng.randint(200, 2000))}
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": (user if i % 2 == 0 else lawyer).take(rng, rng.randint(200, 2000)),
+        }
         for i in range(n)
     ]
 
@@ -236,8 +244,11 @@ def make_case(i: int, rng: random.Random, causes: list[str], corpora: dict[str, 
         key_details = [_fill(rng.choice(_DETAILS), rng) for _ in range(rng.randint(2, 5))]
     else:
         key_details = {
-            f: (_fill(rng.choice(_DETAILS), rng) if rng.random() < 0.4
-                else [_fill(rng.choice(_DETAILS), rng) for _ in range(rng.randint(1, 3))])
+            f: (
+                _fill(rng.choice(_DETAILS), rng)
+                if rng.random() < 0.4
+                else [_fill(rng.choice(_DETAILS), rng) for _ in range(rng.randint(1, 3))]
+            )
             for f in focal
         }
     claims = [_fill(t, rng) for t in rng.sample(_CLAIMS, rng.randint(2, 4))]
@@ -355,11 +366,22 @@ class SimulatorProcess:
     """`python -m lexpilot_batch.simulated` on a free loopback port; its first stdout line is the URL."""
 
     def __init__(self, state_dir: Path, log_path: Path) -> None:
-        self.log = open(log_path, "w", encoding="utf-8")
+        self.log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lexpilot_batch.simulated", "--state-dir", str(state_dir),
-             "--port", "0", "--faults", "none"],
-            stdout=subprocess.PIPE, stderr=self.log, text=True,
+            [
+                sys.executable,
+                "-m",
+                "lexpilot_batch.simulated",
+                "--state-dir",
+                str(state_dir),
+                "--port",
+                "0",
+                "--faults",
+                "none",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self.log,
+            text=True,
         )
         assert self.proc.stdout is not None
         self.base_url = self.proc.stdout.readline().strip()
@@ -437,8 +459,9 @@ def child_report(root: Path, profile: str | None = None) -> dict[str, Any]:
 
 
 def _metrics_digest(built: dict, usage: bool = True) -> str:
-    numbers = [{"runs": g["runs"], "tasks": g["tasks"], **({"usage": g["usage"]} if usage else {})}
-               for g in built["groups"]]
+    numbers = [
+        {"runs": g["runs"], "tasks": g["tasks"], **({"usage": g["usage"]} if usage else {})} for g in built["groups"]
+    ]
     blob = json.dumps(numbers, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
@@ -448,8 +471,12 @@ class _Child:
 
     def __init__(self, args: list[str]) -> None:
         self.args = args
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def result(self) -> dict[str, Any]:
         out, err = self.proc.communicate()
@@ -517,8 +544,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             start = time.perf_counter()
             generate_dataset(dataset, n_cases, args.seed)
             made.append(dataset)
-            log(f"generated {n_cases} cases, {dataset.stat().st_size / MB:.1f} MB, in "
-                f"{time.perf_counter() - start:.1f} s: {dataset}")
+            log(
+                f"generated {n_cases} cases, {dataset.stat().st_size / MB:.1f} MB, in "
+                f"{time.perf_counter() - start:.1f} s: {dataset}"
+            )
         # Validated with load_dataset in a child process, alongside the run (prepare validates the
         # same file again and stops on the same errors), so that it costs neither memory in the
         # measured process nor time on the 1x run's one-minute budget.
@@ -549,8 +578,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(f"kept {root}")
 
 
-def _bench(args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path, root: Path,
-           validation: _Child) -> dict[str, Any]:
+def _bench(
+    args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path, root: Path, validation: _Child
+) -> dict[str, Any]:
     from lexpilot_batch.config import Settings
     from lexpilot_batch.engine import ProviderOptions, Session, poll_and_advance, prepare
     from lexpilot_batch.workspace import Workspace
@@ -577,23 +607,38 @@ def _bench(args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path
             try:
                 mark = time.perf_counter()
                 prepared = prepare(
-                    ws, session, stage="all", run_ids=run_ids, model="bench-eval", settings=Settings(),
-                    dataset_path=dataset, categories_path=None, limit=None, prompts_path=None,
+                    ws,
+                    session,
+                    stage="all",
+                    run_ids=run_ids,
+                    model="bench-eval",
+                    settings=Settings(),
+                    dataset_path=dataset,
+                    categories_path=None,
+                    limit=None,
+                    prompts_path=None,
                     speculate=args.speculate,
                 )
-                log(f"prepared {len(run_ids)} runs, {prepared.new_threads} threads; wave 1: "
+                log(
+                    f"prepared {len(run_ids)} runs, {prepared.new_threads} threads; wave 1: "
                     f"{prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
-                    f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)")
+                    f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
+                )
                 for round_no in range(1, 200):
                     before = dict(meter.seconds)
                     mark = time.perf_counter()
                     left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
-                    spent = {k: round(v - before.get(k, 0.0), 2) for k, v in meter.seconds.items()
-                             if v - before.get(k, 0.0) > 0.005}
-                    wave = ws.db.db.execute("SELECT MAX(n) FROM waves").fetchone()[0]
+                    spent = {
+                        k: round(v - before.get(k, 0.0), 2)
+                        for k, v in meter.seconds.items()
+                        if v - before.get(k, 0.0) > 0.005
+                    }
+                    wave = ws.store.conn.execute("SELECT MAX(n) FROM waves").fetchone()[0]
                     wave_log.append({"round": round_no, "wave": wave, "seconds": spent})
-                    log(f"round {round_no}: now at wave {wave}, {time.perf_counter() - mark:.1f} s {spent} "
-                        f"RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB; left {left}")
+                    log(
+                        f"round {round_no}: now at wave {wave}, {time.perf_counter() - mark:.1f} s {spent} "
+                        f"RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB; left {left}"
+                    )
                     if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                         break
                     if left["in_flight"]:
@@ -601,14 +646,16 @@ def _bench(args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path
                 else:
                     raise RuntimeError("the workspace did not finish in 200 rounds")
                 engine_seconds = time.perf_counter() - started
-                db = ws.db.db
+                db = ws.store.conn
                 counts = {
                     "waves": db.execute("SELECT COUNT(*) FROM waves").fetchone()[0],
                     "requests": db.execute("SELECT COUNT(*) FROM requests").fetchone()[0],
-                    "request_status": {r[0]: r[1] for r in db.execute(
-                        "SELECT status, COUNT(*) FROM requests GROUP BY status")},
-                    "thread_status": {r[0]: r[1] for r in db.execute(
-                        "SELECT status, COUNT(*) FROM threads GROUP BY status")},
+                    "request_status": {
+                        r[0]: r[1] for r in db.execute("SELECT status, COUNT(*) FROM requests GROUP BY status")
+                    },
+                    "thread_status": {
+                        r[0]: r[1] for r in db.execute("SELECT status, COUNT(*) FROM threads GROUP BY status")
+                    },
                     "files": db.execute("SELECT COUNT(*) FROM files").fetchone()[0],
                 }
             finally:
@@ -620,8 +667,10 @@ def _bench(args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path
     engine_peak = peak_rss_mb()
     log(f"engine done in {engine_seconds:.1f} s: {counts}")
     checked = validation.result()
-    log(f"the dataset validated with load_dataset in {checked['seconds']} s "
-        f"(its own process, peak RSS {checked['peak_rss_mb']} MB)")
+    log(
+        f"the dataset validated with load_dataset in {checked['seconds']} s "
+        f"(its own process, peak RSS {checked['peak_rss_mb']} MB)"
+    )
 
     report_args = ["--child-report", str(ws_root)]
     if args.profile:
@@ -661,9 +710,12 @@ def _bench(args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path
         "prepare.load_dataset": s["prepare.load_dataset"],
         "prepare.register_run": s["prepare.register_run"],
         "prepare.add_threads": s["prepare.add_threads"],
-        "other": seconds["total"] - sum(v for k, v in seconds.items() if k != "total")
+        "other": seconds["total"]
+        - sum(v for k, v in seconds.items() if k != "total")
         - (s["poll_files"] - s["ingest.download"] - s["ingest.apply"])
-        - s["prepare.load_dataset"] - s["prepare.register_run"] - s["prepare.add_threads"],
+        - s["prepare.load_dataset"]
+        - s["prepare.register_run"]
+        - s["prepare.add_threads"],
     }
     if args.simulator == "process":
         ws_bytes = tree_size(ws_root)
@@ -713,8 +765,13 @@ def _commit() -> str | None:
     import lexpilot_batch
 
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(lexpilot_batch.__file__).resolve().parent, timeout=10)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(lexpilot_batch.__file__).resolve().parent,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
@@ -733,10 +790,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the generated files instead of deleting them")
     parser.add_argument("--dataset", help="use this dataset file instead of generating one (kept)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic dataset (default 0)")
-    parser.add_argument("--simulator", choices=("process", "in-process"), default="process",
-                        help="run the simulated provider in its own process (default) or in this one")
-    parser.add_argument("--profile", help="write a pyinstrument profile (.txt or .html) of the engine phase; "
-                        "the report's goes beside it (-report suffix). Timings of a profiled run are inflated")
+    parser.add_argument(
+        "--simulator",
+        choices=("process", "in-process"),
+        default="process",
+        help="run the simulated provider in its own process (default) or in this one",
+    )
+    parser.add_argument(
+        "--profile",
+        help="write a pyinstrument profile (.txt or .html) of the engine phase; "
+        "the report's goes beside it (-report suffix). Timings of a profiled run are inflated",
+    )
     parser.add_argument("--child-validate", help=argparse.SUPPRESS)
     parser.add_argument("--child-report", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

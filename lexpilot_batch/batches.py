@@ -51,7 +51,7 @@ class TamperedFile(LexpilotError):
 def check_compiled_files(ws: Workspace) -> list[str]:
     """Paths of compiled, unsubmitted files whose bytes no longer match what was compiled."""
     bad = []
-    for row in ws.db.db.execute("SELECT path, sha256 FROM files WHERE status IN ('compiled', 'uploaded')"):
+    for row in ws.store.conn.execute("SELECT path, sha256 FROM files WHERE status IN ('compiled', 'uploaded')"):
         if file_sha256(ws.path(row["path"])) != row["sha256"]:
             bad.append(row["path"])
     return bad
@@ -67,14 +67,23 @@ class SubmitResult:
 def submit_files(ws: Workspace, session: Any, on_file: Callable[[str], None] | None = None) -> SubmitResult:
     """Send every compiled file of the workspace on its backend, recording each step."""
     result = SubmitResult()
-    rows = [dict(r) for r in ws.db.db.execute(
-        "SELECT * FROM files WHERE status IN ('compiled', 'uploaded', 'creating') ORDER BY pk"
-    )]
+    rows = [
+        dict(r)
+        for r in ws.store.conn.execute(
+            "SELECT * FROM files WHERE status IN ('compiled', 'uploaded', 'creating') ORDER BY pk"
+        )
+    ]
     for row in rows:
         if row["backend"] in ("sync", "manual"):
             # Nothing to upload: a sync file is executed when polled, a manual one by the user.
-            _set(ws, row["pk"], status="submitted", batch_id=row["backend"], batch_status="in_progress",
-                 submitted_at=time.time())
+            _set(
+                ws,
+                row["pk"],
+                status="submitted",
+                batch_id=row["backend"],
+                batch_status="in_progress",
+                submitted_at=time.time(),
+            )
             (result.manual if row["backend"] == "manual" else result.submitted).append(row["path"])
             if on_file:
                 on_file(row["path"])
@@ -112,7 +121,7 @@ def submit_files(ws: Workspace, session: Any, on_file: Callable[[str], None] | N
 
 def _set(ws: Workspace, pk: int, **values: object) -> None:
     columns = ", ".join(f"{k} = ?" for k in values)
-    with ws.db.transaction() as db:
+    with ws.store.transaction() as db:
         db.execute(f"UPDATE files SET {columns} WHERE pk = ?", (*values.values(), pk))
 
 
@@ -132,9 +141,10 @@ def poll_files(ws: Workspace, session: Any, max_age: float | None = None) -> Pol
     A batch in flight for longer than `max_age` seconds is cancelled.
     """
     result = PollResult()
-    rows = [dict(r) for r in ws.db.db.execute(
-        "SELECT * FROM files WHERE status IN ('submitted', 'downloaded') ORDER BY pk"
-    )]
+    rows = [
+        dict(r)
+        for r in ws.store.conn.execute("SELECT * FROM files WHERE status IN ('submitted', 'downloaded') ORDER BY pk")
+    ]
     for row in rows:
         if row["status"] == "submitted" and row["backend"] == "manual":
             result.in_flight += 1
@@ -142,13 +152,19 @@ def poll_files(ws: Workspace, session: Any, max_age: float | None = None) -> Pol
             continue
         if row["status"] == "submitted" and row["backend"] == "sync":
             _run_sync(ws, session, row)
-            row = dict(ws.db.db.execute("SELECT * FROM files WHERE pk = ?", (row["pk"],)).fetchone())
+            row = dict(ws.store.conn.execute("SELECT * FROM files WHERE pk = ?", (row["pk"],)).fetchone())
         elif row["status"] == "submitted":
             backend: BatchBackend = session.backend_for(row["roles"])
             info = backend.retrieve(row["batch_id"])
             result.batches.append(
-                {"wave": row["wave"], "path": row["path"], "status": info.status, "counts": info.request_counts,
-                 "requests": row["n_requests"], "elapsed": time.time() - (row["submitted_at"] or time.time())}
+                {
+                    "wave": row["wave"],
+                    "path": row["path"],
+                    "status": info.status,
+                    "counts": info.request_counts,
+                    "requests": row["n_requests"],
+                    "elapsed": time.time() - (row["submitted_at"] or time.time()),
+                }
             )
             if not info.terminal:
                 age = time.time() - (row["submitted_at"] or time.time())
@@ -161,7 +177,7 @@ def poll_files(ws: Workspace, session: Any, max_age: float | None = None) -> Pol
                 result.in_flight += 1
                 continue
             _download(ws, backend, row, info)
-            row = dict(ws.db.db.execute("SELECT * FROM files WHERE pk = ?", (row["pk"],)).fetchone())
+            row = dict(ws.store.conn.execute("SELECT * FROM files WHERE pk = ?", (row["pk"],)).fetchone())
         result.stats.add(ingest_file(ws, row))
         result.finished.append(row["path"])
     _close_finished_waves(ws)
@@ -189,8 +205,15 @@ def _run_sync(ws: Workspace, session: Any, row: dict) -> None:
 
         stats = runner.run(path, out, on_progress=progress)
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
-    _set(ws, row["pk"], status="downloaded", batch_status="completed", request_counts=json.dumps(counts),
-         output_path=ws.relative(out), finished_at=time.time())
+    _set(
+        ws,
+        row["pk"],
+        status="downloaded",
+        batch_status="completed",
+        request_counts=json.dumps(counts),
+        output_path=ws.relative(out),
+        finished_at=time.time(),
+    )
 
 
 def _download(ws: Workspace, backend: BatchBackend, row: dict, info: BatchInfo) -> None:
@@ -236,7 +259,7 @@ def ingest_file(ws: Workspace, row: dict) -> IngestStats:
         reason = f"batch {row['batch_id']} failed: {first.get('code')}: {first.get('message')}"
         if first.get("code") == "token_limit_exceeded":
             kind = "unexecuted"
-    with ws.db.transaction() as db:
+    with ws.store.transaction() as db:
         current = db.execute("SELECT status FROM files WHERE pk = ?", (row["pk"],)).fetchone()
         if current["status"] == "ingested":
             return IngestStats()
@@ -246,7 +269,7 @@ def ingest_file(ws: Workspace, row: dict) -> IngestStats:
 
 
 def _close_finished_waves(ws: Workspace) -> None:
-    with ws.db.transaction() as db:
+    with ws.store.transaction() as db:
         db.execute(
             "UPDATE waves SET closed_at = ? WHERE closed_at IS NULL AND NOT EXISTS"
             " (SELECT 1 FROM files WHERE files.wave = waves.n AND files.status != 'ingested')"
@@ -268,7 +291,7 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
     data = source.read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     ids: set[str] = set()
-    for number, line, raw in read_lines(source):
+    for _number, line, _raw in read_lines(source):
         if line is not None and isinstance(line.get("custom_id"), str):
             ids.add(line["custom_id"])
     if not ids:
@@ -276,7 +299,7 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
             f"{source}: no result lines with a custom_id; expected the batch output shape "
             '{"custom_id": ..., "response": {...}, "error": ...} one JSON object per line'
         )
-    db = ws.db.db
+    db = ws.store.conn
     found: dict[int, dict] = {}
     for chunk in _chunks(sorted(ids), 500):
         marks = ",".join("?" * len(chunk))
@@ -296,7 +319,7 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
     saved = ws.wave_dir("responses", first) / f"ingested-{digest[:12]}-{source.name}"
     if not saved.exists():
         write_atomic(saved, data)
-    with ws.db.transaction() as tx:
+    with ws.store.transaction() as tx:
         stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None)
         done = []
         for f in targets:

@@ -10,7 +10,7 @@ import contextlib
 import functools
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -48,11 +48,11 @@ app = _Typer(
 )
 
 DatasetOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--dataset", help="Dataset JSON file (default: the bundled sample).", dir_okay=False),
 ]
 CategoriesOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option(
         "--categories",
         help="JSON object {class name: [cause of action, ...]} (default: the bundled mapping).",
@@ -94,11 +94,11 @@ def validate_data(dataset: DatasetOpt = None, categories: CategoriesOpt = None) 
 
 
 RootOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--root", "--output-root", help="Workspace folder (default: the current directory).", file_okay=False),
 ]
 SimFaultsOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--sim-faults",
         envvar="LEXPILOT_SIM_FAULTS",
@@ -109,16 +109,19 @@ SimFaultsOpt = Annotated[
 SimSeedOpt = Annotated[int, typer.Option("--sim-seed", help="Seed of the simulated models.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
 PricesOpt = Annotated[
-    Optional[Path],
-    typer.Option("--prices", help='JSON {"eval": {"input": USD/1M tokens, "output": USD/1M tokens}, ...} '
-                 "for cost estimates.", dir_okay=False),
+    Path | None,
+    typer.Option(
+        "--prices",
+        help='JSON {"eval": {"input": USD/1M tokens, "output": USD/1M tokens}, ...} for cost estimates.',
+        dir_okay=False,
+    ),
 ]
 PollIntervalOpt = Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.", min=0)]
 
 
 def _backend_opt(role: str) -> object:
     return Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             f"--{role}-backend",
             help=f"How {role}-role requests are sent: batch, sync, manual or simulated "
@@ -133,7 +136,7 @@ _PROVIDER_OPTIONS: list[tuple[str, object, object]] = [
     (
         "provider",
         Annotated[
-            Optional[str],
+            str | None,
             typer.Option(
                 "--provider",
                 help="'simulated' puts every role on the offline loopback provider; 'env' uses the "
@@ -162,8 +165,12 @@ _PROVIDER_OPTIONS: list[tuple[str, object, object]] = [
     ("timeout", Annotated[float, typer.Option("--timeout", help="Seconds per provider HTTP call.", min=1)], 120.0),
     (
         "retries",
-        Annotated[int, typer.Option("--retries", help="Attempts per request for provider failures "
-                                    "(malformed output always gets 3).", min=1)],
+        Annotated[
+            int,
+            typer.Option(
+                "--retries", help="Attempts per request for provider failures (malformed output always gets 3).", min=1
+            ),
+        ],
         3,
     ),
     (
@@ -173,63 +180,123 @@ _PROVIDER_OPTIONS: list[tuple[str, object, object]] = [
     ),
     (
         "max_requests_per_file",
-        Annotated[Optional[int], typer.Option("--max-requests-per-file", help="Override the profile's "
-                                              "requests per batch file.", min=1)],
+        Annotated[
+            int | None,
+            typer.Option("--max-requests-per-file", help="Override the profile's requests per batch file.", min=1),
+        ],
         None,
     ),
     (
         "max_bytes_per_file",
-        Annotated[Optional[int], typer.Option("--max-bytes-per-file", help="Override the profile's bytes "
-                                              "per batch file.", min=1024)],
+        Annotated[
+            int | None,
+            typer.Option("--max-bytes-per-file", help="Override the profile's bytes per batch file.", min=1024),
+        ],
         None,
     ),
     (
         "completion_window",
-        Annotated[Optional[str], typer.Option("--completion-window", help="Override the profile's "
-                                              "completion window (e.g. 24h).")],
+        Annotated[
+            str | None,
+            typer.Option("--completion-window", help="Override the profile's completion window (e.g. 24h)."),
+        ],
         None,
     ),
     (
         "max_wave_age",
-        Annotated[Optional[float], typer.Option("--max-wave-age", help="Hours after which a batch still running "
-                                                "is cancelled; its finished requests are kept and the rest "
-                                                "retried in the next wave.", min=0)],
+        Annotated[
+            float | None,
+            typer.Option(
+                "--max-wave-age",
+                help="Hours after which a batch still running "
+                "is cancelled; its finished requests are kept and the rest "
+                "retried in the next wave.",
+                min=0,
+            ),
+        ],
         None,
     ),
     (
         "batch_endpoint",
-        Annotated[Optional[str], typer.Option("--batch-endpoint", help="Override the profile's endpoint "
-                                              "path in request lines (e.g. /chat/completions).")],
+        Annotated[
+            str | None,
+            typer.Option(
+                "--batch-endpoint",
+                help="Override the profile's endpoint path in request lines (e.g. /chat/completions).",
+            ),
+        ],
         None,
     ),
 ]
 
 # Options of the experiment itself: they go into the run manifest.
 _RUN_OPTIONS: list[tuple[str, object, object]] = [
-    ("stage", Annotated[str, typer.Option("--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction "
-                                          "or all.")], "all"),
-    ("run_id", Annotated[list[str], typer.Option("--run-id", help="Run id; repeat for several independent "
-                                                 "runs (run1 ... run5). Default: run1.")], []),
-    ("model", Annotated[Optional[str], typer.Option("--model", envvar="LEXPILOT_MODEL",
-                                                    help="The evaluated model (no default).")], None),
-    ("user_model", Annotated[str, typer.Option("--user-model", envvar="LEXPILOT_USER_MODEL",
-                                               help="The User Model simulating the client.")], "DeepSeek-V4.1-Flash"),
-    ("judge_model", Annotated[str, typer.Option("--judge-model", envvar="LEXPILOT_JUDGE_MODEL",
-                                                help="The judge model.")], "DeepSeek-R1"),
+    (
+        "stage",
+        Annotated[str, typer.Option("--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction or all.")],
+        "all",
+    ),
+    (
+        "run_id",
+        Annotated[
+            list[str],
+            typer.Option(
+                "--run-id", help="Run id; repeat for several independent runs (run1 ... run5). Default: run1."
+            ),
+        ],
+        [],
+    ),
+    (
+        "model",
+        Annotated[
+            str | None, typer.Option("--model", envvar="LEXPILOT_MODEL", help="The evaluated model (no default).")
+        ],
+        None,
+    ),
+    (
+        "user_model",
+        Annotated[
+            str,
+            typer.Option("--user-model", envvar="LEXPILOT_USER_MODEL", help="The User Model simulating the client."),
+        ],
+        "DeepSeek-V4.1-Flash",
+    ),
+    (
+        "judge_model",
+        Annotated[str, typer.Option("--judge-model", envvar="LEXPILOT_JUDGE_MODEL", help="The judge model.")],
+        "DeepSeek-R1",
+    ),
     ("dataset", DatasetOpt, None),
     ("categories", CategoriesOpt, None),
-    ("limit", Annotated[Optional[int], typer.Option("--limit", help="Use only the first N cases (smoke runs).",
-                                                    min=1)], None),
-    ("temperature", Annotated[float, typer.Option("--temperature", help="Evaluated and User Model "
-                                                  "temperature.")], 0.7),
+    (
+        "limit",
+        Annotated[int | None, typer.Option("--limit", help="Use only the first N cases (smoke runs).", min=1)],
+        None,
+    ),
+    ("temperature", Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")], 0.7),
     ("judge_temperature", Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")], 0.1),
     ("max_tokens", Annotated[int, typer.Option("--max-tokens", help="max_tokens of every request.", min=1)], 8192),
-    ("prompts_file", Annotated[Optional[Path], typer.Option("--prompts", help="JSON object replacing prompt "
-                                                            "templates by name (see README).", dir_okay=False)],
-     None),
-    ("speculate", Annotated[bool, typer.Option("--speculate/--no-speculate", help="Request User Model replies "
-                                               "alongside the classification they depend on (8 waves instead "
-                                               "of 11).")], False),
+    (
+        "prompts_file",
+        Annotated[
+            Path | None,
+            typer.Option(
+                "--prompts", help="JSON object replacing prompt templates by name (see README).", dir_okay=False
+            ),
+        ],
+        None,
+    ),
+    (
+        "speculate",
+        Annotated[
+            bool,
+            typer.Option(
+                "--speculate/--no-speculate",
+                help="Request User Model replies alongside the classification they depend on (8 waves instead of 11).",
+            ),
+        ],
+        False,
+    ),
 ]
 
 
@@ -240,8 +307,7 @@ def _with(options: list[tuple[str, object, object]], into: str, build):
     def decorator(func):
         signature = inspect.signature(func, eval_str=True)
         kept = [p for p in signature.parameters.values() if p.name != into]
-        added = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
-                 for n, a, d in options]
+        added = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in options]
 
         @functools.wraps(func)
         def wrapper(*args, **kwargs):
@@ -292,8 +358,13 @@ def _run_options(values: dict) -> dict:
         "stage": values["stage"],
         "run_ids": values["run_id"] or ["run1"],
         "model": values["model"],
-        "settings": Settings(values["user_model"], values["judge_model"], values["temperature"],
-                             values["judge_temperature"], values["max_tokens"]),
+        "settings": Settings(
+            values["user_model"],
+            values["judge_model"],
+            values["temperature"],
+            values["judge_temperature"],
+            values["max_tokens"],
+        ),
         "dataset_path": values["dataset"],
         "categories_path": values["categories"],
         "limit": values["limit"],
@@ -349,8 +420,12 @@ def _say_manual(paths: list[str]) -> None:
 def prepare(
     run: dict,
     target: tuple,
-    dry_run: Annotated[bool, typer.Option(
-        "--dry-run", help="Show what would be compiled and a projection for the whole run; write nothing.")] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Show what would be compiled and a projection for the whole run; write nothing."
+        ),
+    ] = False,
     prices: PricesOpt = None,
     format_: Annotated[str, typer.Option("--format", help="Dry-run output: table or json.")] = "table",
 ) -> None:
@@ -397,8 +472,10 @@ def submit(target: tuple) -> None:
     if not result.submitted and not result.manual:
         typer.echo("Nothing to submit.")
     elif result.submitted:
-        typer.echo(f"Submitted {len(result.submitted)} file(s)"
-                   + (f", {len(result.adopted)} adopted from an interrupted submit." if result.adopted else "."))
+        typer.echo(
+            f"Submitted {len(result.submitted)} file(s)"
+            + (f", {len(result.adopted)} adopted from an interrupted submit." if result.adopted else ".")
+        )
     _say_manual(result.manual)
 
 
@@ -419,8 +496,9 @@ def _progress_printer():
         if poll.batches:
             wave = poll.batches[0]["wave"]
             total = sum((b["counts"] or {}).get("total") or b["requests"] for b in poll.batches)
-            done = sum((b["counts"] or {}).get("completed", 0) + (b["counts"] or {}).get("failed", 0)
-                       for b in poll.batches)
+            done = sum(
+                (b["counts"] or {}).get("completed", 0) + (b["counts"] or {}).get("failed", 0) for b in poll.batches
+            )
             if state["wave"] != wave:
                 close_bar()
                 state["bar"] = tqdm(total=total, desc=f"wave {wave}", unit="req", dynamic_ncols=True)
@@ -428,8 +506,7 @@ def _progress_printer():
             bar = state["bar"]
             bar.total = total
             bar.n = done
-            statuses = ", ".join(f"{b['path'].rsplit('/', 1)[-1].split('__')[0]}:{b['status']}"
-                                 for b in poll.batches)
+            statuses = ", ".join(f"{b['path'].rsplit('/', 1)[-1].split('__')[0]}:{b['status']}" for b in poll.batches)
             bar.set_postfix_str(f"{statuses} ({max(b['elapsed'] for b in poll.batches):.0f}s)")
             bar.refresh()
         stats = poll.stats
@@ -445,8 +522,10 @@ def _progress_printer():
                 say(f"    {a}")
         compiled = outcome.compiled
         if compiled is not None and compiled.compiled:
-            say(f"Wave {compiled.wave}: {compiled.requests} requests compiled in {len(compiled.files)} file(s); "
-                f"{compiled.done} threads finished, {compiled.failed} failed.")
+            say(
+                f"Wave {compiled.wave}: {compiled.requests} requests compiled in {len(compiled.files)} file(s); "
+                f"{compiled.done} threads finished, {compiled.failed} failed."
+            )
         elif compiled is not None and (compiled.done or compiled.failed):
             say(f"{compiled.done} threads finished, {compiled.failed} failed.")
         for path in poll.cancelled:
@@ -465,11 +544,13 @@ def _progress_printer():
 def _advance(ws, session, do_submit: bool, wait: bool, poll_interval: float) -> dict:
     from lexpilot_batch.engine import poll_and_advance as do_poll
 
-    left = do_poll(ws, session, do_submit=do_submit, wait=wait, poll_interval=poll_interval,
-                   on_round=_progress_printer())
+    left = do_poll(
+        ws, session, do_submit=do_submit, wait=wait, poll_interval=poll_interval, on_round=_progress_printer()
+    )
     if left["waiting_manual"]:
-        typer.echo(f"{left['waiting_manual']} file(s) wait for you to run them and `lexpilot-batch ingest` "
-                   "their output.")
+        typer.echo(
+            f"{left['waiting_manual']} file(s) wait for you to run them and `lexpilot-batch ingest` their output."
+        )
     elif left["in_flight"]:
         typer.echo(f"{left['in_flight']} batch(es) still in flight; run poll-and-advance again later.")
     elif left["unsubmitted"]:
@@ -498,8 +579,9 @@ def poll_and_advance(
 @app.command()
 def status(
     format_: FormatOpt = "table",
-    estimate: Annotated[bool, typer.Option("--estimate", help="Also project the remaining requests, tokens, "
-                                           "waves and cost.")] = False,
+    estimate: Annotated[
+        bool, typer.Option("--estimate", help="Also project the remaining requests, tokens, waves and cost.")
+    ] = False,
     prices: PricesOpt = None,
     root: RootOpt = None,
 ) -> None:
@@ -549,8 +631,10 @@ def _load_prices(path: Path | None) -> dict | None:
     try:
         prices = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LexpilotError(f"{path}: cannot read prices ({exc}); expected JSON "
-                            '{"eval": {"input": 2.5, "output": 10}, ...} in USD per 1M tokens') from None
+        raise LexpilotError(
+            f"{path}: cannot read prices ({exc}); expected JSON "
+            '{"eval": {"input": 2.5, "output": 10}, ...} in USD per 1M tokens'
+        ) from None
     if not isinstance(prices, dict):
         raise LexpilotError(f"{path}: prices must be a JSON object keyed by role (eval, user, judge)")
     return prices
@@ -568,7 +652,8 @@ def _print_report(root, run_id, model, format_, partial, prices=None, batch_disc
     problems = results.incomplete(runs)
     if problems and not partial:
         raise LexpilotError(
-            "some tasks are not complete:\n" + "\n".join(f"  - {p}" for p in problems)
+            "some tasks are not complete:\n"
+            + "\n".join(f"  - {p}" for p in problems)
             + "\nFinish them (poll-and-advance --submit --wait), or pass --partial to report what is scored."
         )
     built = report_mod.build_report(runs, prices, batch_discount=batch_discount)
@@ -577,8 +662,8 @@ def _print_report(root, run_id, model, format_, partial, prices=None, batch_disc
 
 @app.command()
 def report(
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Only this run id.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Only this evaluated model.")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Only this run id.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this evaluated model.")] = None,
     format_: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
     partial: Annotated[bool, typer.Option("--partial", help="Report unfinished tasks, marked as partial.")] = False,
     prices: PricesOpt = None,
@@ -625,8 +710,8 @@ def run(
 def export(
     out: Annotated[Path, typer.Option("--out", help="Folder to write the result files into.", file_okay=False)],
     layout: Annotated[str, typer.Option("--layout", help="Only 'seed': the original code's file layout.")] = "seed",
-    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Only this run id.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", help="Only this evaluated model.")] = None,
+    run_id: Annotated[str | None, typer.Option("--run-id", help="Only this run id.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Only this evaluated model.")] = None,
     root: RootOpt = None,
 ) -> None:
     """Write finished records in the original benchmark code's result-file layout.
@@ -647,9 +732,10 @@ def export(
 
 @app.command()
 def ingest(
-    file: Annotated[Path, typer.Argument(help="A batch output or error file, or vLLM run-batch's output.",
-                                         dir_okay=False)],
-    wave: Annotated[Optional[int], typer.Option("--wave", help="Only apply it to this wave's files.", min=1)] = None,
+    file: Annotated[
+        Path, typer.Argument(help="A batch output or error file, or vLLM run-batch's output.", dir_okay=False)
+    ],
+    wave: Annotated[int | None, typer.Option("--wave", help="Only apply it to this wave's files.", min=1)] = None,
     root: RootOpt = None,
 ) -> None:
     """Ingest a batch output file produced elsewhere (OpenAI output/error shape or vLLM run-batch).
@@ -664,10 +750,13 @@ def ingest(
 
     with Workspace(root) as ws:
         stats, done = ingest_external(ws, file, wave)
-    typer.echo(f"{file}: {stats.answered} answered, {stats.failed} failed"
-               + (f", {stats.duplicates} already ingested" if stats.duplicates else "")
-               + (f", {stats.unknown} unknown custom_ids" if stats.unknown else "")
-               + (f", {stats.bad_lines} unreadable lines" if stats.bad_lines else "") + ".")
+    typer.echo(
+        f"{file}: {stats.answered} answered, {stats.failed} failed"
+        + (f", {stats.duplicates} already ingested" if stats.duplicates else "")
+        + (f", {stats.unknown} unknown custom_ids" if stats.unknown else "")
+        + (f", {stats.bad_lines} unreadable lines" if stats.bad_lines else "")
+        + "."
+    )
     for path in done:
         typer.echo(f"  complete: {path}")
     typer.echo("Next: lexpilot-batch poll-and-advance --submit")
@@ -696,7 +785,9 @@ def doctor(
 
 @app.command("serve-simulated")
 def serve_simulated(
-    host: Annotated[str, typer.Option("--host", help="Loopback address to bind (nothing else is allowed).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", help="Loopback address to bind (nothing else is allowed).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.", min=0, max=65535)] = 0,
     state_dir: Annotated[
         Path, typer.Option("--state-dir", help="Folder keeping its files and batches across restarts.", file_okay=False)

@@ -112,7 +112,7 @@ def _line_frame(model: str, url: str, temperature: float, max_tokens: int) -> tu
     line = {"custom_id": "", "method": "POST", "url": url, "body": body}
     # Every quote inside a JSON string is escaped: the one unescaped `"content":""` is the slot.
     head, _, tail = json.dumps(line, ensure_ascii=False, separators=(",", ":")).partition(_CONTENT)
-    return (head[len(_START):] + '"content":"').encode("utf-8"), f'"{tail}\n'.encode("utf-8")
+    return (head[len(_START) :] + '"content":"').encode("utf-8"), f'"{tail}\n'.encode()
 
 
 def request_line(
@@ -306,11 +306,12 @@ def target_wave(db: Any) -> tuple[int | None, bool]:
         return 1, False
     if latest["closed_at"] is not None:
         return latest["n"] + 1, False
-    started = db.execute(
-        "SELECT 1 FROM files WHERE wave = ? AND status != 'compiled' LIMIT 1", (latest["n"],)
-    ).fetchone() or db.execute(  # a manual ingest may answer requests of a file never submitted
-        "SELECT 1 FROM requests WHERE wave = ? AND status != 'pending' LIMIT 1", (latest["n"],)
-    ).fetchone()
+    started = (
+        db.execute("SELECT 1 FROM files WHERE wave = ? AND status != 'compiled' LIMIT 1", (latest["n"],)).fetchone()
+        or db.execute(  # a manual ingest may answer requests of a file never submitted
+            "SELECT 1 FROM requests WHERE wave = ? AND status != 'pending' LIMIT 1", (latest["n"],)
+        ).fetchone()
+    )
     if started:
         return None, False
     return latest["n"], True
@@ -324,7 +325,7 @@ def compile_wave(
 ) -> CompileResult:
     """Advance every active thread and write all due requests into the open wave, atomically."""
     result = CompileResult()
-    with ws.db.transaction() as db:
+    with ws.store.transaction() as db:
         wave, existing = target_wave(db)
         if wave is None:
             result.in_flight = True
@@ -361,8 +362,10 @@ BLOCK_CASES = 64
 
 # A text step's value is its text (ingest.parse_answer): not read twice. Rows are read in the order
 # of the UNIQUE (run_pk, case_idx, step, attempt) index, so SQLite never sorts them.
-_REQUEST_COLUMNS = ("case_idx, step, attempt, status, text, CASE parser WHEN 'text' THEN NULL ELSE value END AS value,"
-                    " error, error_kind, role, parser, n_claims, wave")
+_REQUEST_COLUMNS = (
+    "case_idx, step, attempt, status, text, CASE parser WHEN 'text' THEN NULL ELSE value END AS value,"
+    " error, error_kind, role, parser, n_claims, wave"
+)
 
 
 def _advance_all(
@@ -426,7 +429,9 @@ def _active_groups(db: Any) -> Iterator[tuple[tuple[int, int], list[tuple[int, s
     rows are read in full before its groups are advanced, so the caller's inserts and updates (for
     cases of this block) never meet an open cursor.
     """
-    cases = [r[0] for r in db.execute("SELECT DISTINCT case_idx FROM threads WHERE status = 'active' ORDER BY case_idx")]
+    cases = [
+        r[0] for r in db.execute("SELECT DISTINCT case_idx FROM threads WHERE status = 'active' ORDER BY case_idx")
+    ]
     run_pks = [r[0] for r in db.execute("SELECT DISTINCT run_pk FROM threads WHERE status = 'active' ORDER BY run_pk")]
     for start in range(0, len(cases), BLOCK_CASES):
         low, high = cases[start], cases[min(start + BLOCK_CASES, len(cases)) - 1]
@@ -538,7 +543,9 @@ def _check_reads(protocol: Protocol, variant: str, advance: Advance) -> None:
     reads = protocol.reads(variant)
     for key in [step.key for step in advance.due] + list(advance.unused):
         if not key.startswith(reads):
-            raise RuntimeError(f"the {protocol.task} protocol asks for step {key!r}, outside the steps it reads {reads}")
+            raise RuntimeError(
+                f"the {protocol.task} protocol asks for step {key!r}, outside the steps it reads {reads}"
+            )
 
 
 def exhausted(attempts: list, retries: int) -> str | None:
@@ -554,8 +561,10 @@ def exhausted(attempts: list, retries: int) -> str | None:
     if len(invalid) >= INVALID_ATTEMPTS:
         return f"unusable output {len(invalid)} times; last: {invalid[-1]['error']}"
     if len(unexecuted) >= UNEXECUTED_ATTEMPTS:
-        return f"never run in {len(unexecuted)} batches (expired, cancelled or over the token limit); " \
-               f"last: {unexecuted[-1]['error']}"
+        return (
+            f"never run in {len(unexecuted)} batches (expired, cancelled or over the token limit); "
+            f"last: {unexecuted[-1]['error']}"
+        )
     return None
 
 

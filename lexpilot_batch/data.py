@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, Union
+from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -33,7 +33,7 @@ Role = Literal["user", "assistant"]
 Verdict = Literal["支持", "部分支持", "驳回"]
 VERDICTS: tuple[str, ...] = ("支持", "部分支持", "驳回")
 ROLES: tuple[str, ...] = ("user", "assistant")
-KeyDetails = Union[str, list[str], dict[str, Union[str, list[str]]]]
+KeyDetails = str | list[str] | dict[str, str | list[str]]
 
 HISTORY_FIELDS: tuple[str, ...] = ("complete_history", "underspecified_history")
 # The seed README does not name the history fields; these spellings mean the same thing and are
@@ -76,10 +76,10 @@ class Case(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    case_number: Union[str, int]
+    case_number: str | int
     cause_of_action: str
     plaintiff_type: str
-    focal_point: Union[str, list[str]]
+    focal_point: str | list[str]
     key_details: KeyDetails
     result_dict: dict[str, Verdict]
     complete_history: list[Message]
@@ -139,16 +139,14 @@ def _not_json(what: str, path: Path, msg: str, line: int, column: int, truncated
     where = f"line {line} column {column}"
     if truncated:
         return DataError(
-            f"{what} {path} ends unexpectedly ({msg} at {where}): the file looks truncated; copy or "
-            "download it again."
+            f"{what} {path} ends unexpectedly ({msg} at {where}): the file looks truncated; copy or download it again."
         )
     return DataError(f"{what} {path} is not valid JSON: {msg} at {where}; fix the file there.")
 
 
 def _too_deep_to_read(what: str, path: Path) -> DataError:
     return DataError(
-        f"{what} {path} nests arrays or objects too deeply to be read; it is not a LexPilot file, or "
-        "it is corrupted."
+        f"{what} {path} nests arrays or objects too deeply to be read; it is not a LexPilot file, or it is corrupted."
     )
 
 
@@ -334,7 +332,7 @@ class _CaseStream:
             raise _changed_while_read(self.path)
         raise DataError(
             f"Dataset file {self.path} holds {_kind(data)} at the top level; expected a JSON array "
-            "of case objects ([{\"case_number\": ..., ...}, ...])."
+            'of case objects ([{"case_number": ..., ...}, ...]).'
         )
 
     def _invalid(self, msg: str, pos: int) -> DataError:
@@ -427,9 +425,7 @@ def terminal_safe(text: str) -> str:
     """`text` with each character `has_unsafe_characters` looks for written as its JSON escape."""
     if not has_unsafe_characters(text):
         return text
-    return "".join(
-        json.dumps(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE_CATEGORIES else ch for ch in text
-    )
+    return "".join(json.dumps(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE_CATEGORIES else ch for ch in text)
 
 
 def _kind(value: Any) -> str:
@@ -708,15 +704,13 @@ def _check_history(check: _CaseCheck, name: str, value: Any) -> int | None:
         if roles[i] is not None and roles[i] == roles[i - 1]:
             check.add(
                 f"{name}[{i}].role",
-                f'is "{roles[i]}" right after another "{roles[i]}" message; roles must alternate '
-                "user/assistant",
+                f'is "{roles[i]}" right after another "{roles[i]}" message; roles must alternate user/assistant',
             )
     last = len(roles) - 1
     if last > 0 and roles[last] == "assistant":
         check.add(
             f"{name}[{last}].role",
-            'is "assistant"; a history must end with a user message (the next turn is the '
-            "model's)",
+            'is "assistant"; a history must end with a user message (the next turn is the model\'s)',
         )
     return len(value)
 
@@ -788,9 +782,7 @@ def _check_case(check: _CaseCheck, raw: dict[str, Any]) -> dict[str, Any]:
         _check_key_details(check, record["key_details"])
     if "result_dict" in record:
         _check_result_dict(check, record["result_dict"])
-    lengths = {
-        name: _check_history(check, name, record[name]) for name in HISTORY_FIELDS if name in record
-    }
+    lengths = {name: _check_history(check, name, record[name]) for name in HISTORY_FIELDS if name in record}
     complete, under = lengths.get("complete_history"), lengths.get("underspecified_history")
     if complete and under and complete != under:
         check.add(
@@ -854,7 +846,7 @@ class DatasetFile:
         elements = iter(stream)
         read = 0
         try:
-            for index, raw in zip(range(wanted), elements):
+            for index, raw in zip(range(wanted), elements, strict=False):
                 case = _case_again(raw)
                 if case is None or case.case_id != self.case_ids[index]:
                     break
@@ -965,7 +957,7 @@ def _scan(
                     check.add(
                         "case_number",
                         f"duplicates {first_with_number[key]}; case numbers must be unique "
-                        "(12 and \"12\" count as the same)",
+                        '(12 and "12" count as the same)',
                     )
                 else:
                     first_with_number[key] = check.label
@@ -1114,10 +1106,8 @@ class DatasetSummary:
             lines.append(f"Categories   {self.categories_path}")
         lines += [
             f"Cases        {self.n_cases}",
-            f"Histories    {self.n_histories} ({self.n_cases} complete + {self.n_cases} "
-            "underspecified)",
-            f"Messages     min {self.messages_min}, median {median}, max {self.messages_max} "
-            "per history",
+            f"Histories    {self.n_histories} ({self.n_cases} complete + {self.n_cases} underspecified)",
+            f"Messages     min {self.messages_min}, median {median}, max {self.messages_max} per history",
             f"Causes       {self.n_causes} distinct causes of action",
             "",
             "Cases per class",

@@ -101,19 +101,27 @@ def _schema_blockers(db: sqlite3.Connection) -> list[Finding]:
     try:
         done = {row[0] for row in db.execute("SELECT name FROM migrations")}
     except sqlite3.DatabaseError as exc:
-        return [Finding(SCHEMA, f"the state database has no migrations table ({exc})",
-                        "this is not a lexpilot-batch workspace database; check --root", False)]
+        return [
+            Finding(
+                SCHEMA,
+                f"the state database has no migrations table ({exc})",
+                "this is not a lexpilot-batch workspace database; check --root",
+                False,
+            )
+        ]
     unknown = sorted(done - {name for name, _ in MIGRATIONS})
     if not unknown:
         return []
-    return [Finding(
-        SCHEMA,
-        f"the workspace database has migrations this version does not know ({', '.join(unknown)}): "
-        "a newer lexpilot-batch wrote it",
-        "upgrade lexpilot-batch (pip install -U lexpilot-batch) before using this workspace; "
-        "this version must not write to it",
-        False,
-    )]
+    return [
+        Finding(
+            SCHEMA,
+            f"the workspace database has migrations this version does not know ({', '.join(unknown)}): "
+            "a newer lexpilot-batch wrote it",
+            "upgrade lexpilot-batch (pip install -U lexpilot-batch) before using this workspace; "
+            "this version must not write to it",
+            False,
+        )
+    ]
 
 
 def schema_findings(db: sqlite3.Connection) -> list[Finding]:
@@ -125,18 +133,20 @@ def schema_findings(db: sqlite3.Connection) -> list[Finding]:
     missing = [name for name, _ in MIGRATIONS if name not in done]
     if not missing:
         return []
-    return [Finding(
-        SCHEMA,
-        f"the workspace database lacks migrations {', '.join(missing)}",
-        "open the workspace with any lexpilot-batch command: migrations are applied when it opens",
-        False,
-    )]
+    return [
+        Finding(
+            SCHEMA,
+            f"the workspace database lacks migrations {', '.join(missing)}",
+            "open the workspace with any lexpilot-batch command: migrations are applied when it opens",
+            False,
+        )
+    ]
 
 
 def diagnose(ws: Workspace) -> list[Finding]:
     """Everything wrong or pending in the workspace, most serious kinds first. Changes nothing."""
     findings = [
-        *schema_findings(ws.db.db),
+        *schema_findings(ws.store.conn),
         *_request_files(ws),
         *_result_files(ws),
         *_pending_in_ingested(ws),
@@ -156,7 +166,7 @@ def _unsent(row: Any) -> bool:
 def _request_files(ws: Workspace) -> list[Finding]:
     """Request files whose bytes are not what was compiled (ingested files are not read again)."""
     findings = []
-    db = ws.db.db
+    db = ws.store.conn
     open_wave = target_wave(db)
     for row in db.execute(
         "SELECT * FROM files WHERE status IN ('compiled', 'uploaded', 'creating', 'submitted', 'downloaded')"
@@ -165,30 +175,45 @@ def _request_files(ws: Workspace) -> list[Finding]:
         actual = file_sha256(ws.path(row["path"]))
         if actual == row["sha256"]:
             continue
-        what = "is gone" if actual is None else f"changed on disk (sha256 {actual[:12]}…, compiled {row['sha256'][:12]}…)"
+        what = (
+            "is gone" if actual is None else f"changed on disk (sha256 {actual[:12]}…, compiled {row['sha256'][:12]}…)"
+        )
         if _unsent(row):
             if open_wave == (row["wave"], True):
-                fix = (f"discard wave {row['wave']} (nothing of it was sent); the next `lexpilot-batch poll-and-advance "
-                       "--submit` compiles it again from the database, the same requests byte for byte. "
-                       "`doctor --repair` discards it; `submit` also recompiles it by itself")
+                fix = (
+                    f"discard wave {row['wave']} (nothing of it was sent); the next `lexpilot-batch poll-and-advance "
+                    "--submit` compiles it again from the database, the same requests byte for byte. "
+                    "`doctor --repair` discards it; `submit` also recompiles it by itself"
+                )
             else:
-                fix = (f"part of wave {row['wave']} is already with the provider, so this file cannot be rebuilt "
-                       f"in place: discard it (`doctor --repair`) and its {row['n_requests']} requests are asked "
-                       "again in the next wave; or restore the file from a backup")
-            findings.append(Finding(
-                UNSENT_CHANGED,
-                f"{row['path']} {what} after it was compiled, before it was sent ({row['n_requests']} requests)",
-                fix, True, "error", (row["path"],),
-            ))
+                fix = (
+                    f"part of wave {row['wave']} is already with the provider, so this file cannot be rebuilt "
+                    f"in place: discard it (`doctor --repair`) and its {row['n_requests']} requests are asked "
+                    "again in the next wave; or restore the file from a backup"
+                )
+            findings.append(
+                Finding(
+                    UNSENT_CHANGED,
+                    f"{row['path']} {what} after it was compiled, before it was sent ({row['n_requests']} requests)",
+                    fix,
+                    True,
+                    "error",
+                    (row["path"],),
+                )
+            )
         else:
-            findings.append(Finding(
-                SENT_CHANGED,
-                f"{row['path']} {what} after it was sent (batch {row['batch_id'] or 'not yet recorded'})",
-                "nothing to repair: the provider received the file as compiled, so no result is affected and "
-                "nothing reads it again; the copy on disk just no longer shows what was sent. Restore it from "
-                "a backup if you keep the workspace as a record",
-                False, "info", (row["path"],),
-            ))
+            findings.append(
+                Finding(
+                    SENT_CHANGED,
+                    f"{row['path']} {what} after it was sent (batch {row['batch_id'] or 'not yet recorded'})",
+                    "nothing to repair: the provider received the file as compiled, so no result is affected and "
+                    "nothing reads it again; the copy on disk just no longer shows what was sent. Restore it from "
+                    "a backup if you keep the workspace as a record",
+                    False,
+                    "info",
+                    (row["path"],),
+                )
+            )
     return findings
 
 
@@ -205,32 +230,43 @@ def _result_damage(path: Path, expected: set[str]) -> str | None:
 def _result_files(ws: Workspace) -> list[Finding]:
     """Downloaded, not yet ingested: the saved result files must be there and readable."""
     findings = []
-    db = ws.db.db
+    db = ws.store.conn
     for row in db.execute("SELECT * FROM files WHERE status = 'downloaded' ORDER BY pk").fetchall():
         ids = {r[0] for r in db.execute("SELECT custom_id FROM requests WHERE file_pk = ?", (row["pk"],))}
-        fix = (f"forget the saved results (`doctor --repair`): nothing of {row['path']} was ingested yet, so the "
-               "next `poll-and-advance` downloads them again from the provider (a sync file is run again)")
+        fix = (
+            f"forget the saved results (`doctor --repair`): nothing of {row['path']} was ingested yet, so the "
+            "next `poll-and-advance` downloads them again from the provider (a sync file is run again)"
+        )
         for column in ("output_path", "error_path"):
             rel = row[column]
             if not rel:
                 continue
             path = ws.path(rel)
             if not path.exists():
-                findings.append(Finding(
-                    RESULT_MISSING,
-                    f"{rel} is gone: the saved results of {row['path']} (batch {row['batch_id']}), not yet ingested",
-                    fix, True, "error", (row["path"],),
-                ))
+                findings.append(
+                    Finding(
+                        RESULT_MISSING,
+                        f"{rel} is gone: the saved results of {row['path']} (batch {row['batch_id']}), not yet ingested",
+                        fix,
+                        True,
+                        "error",
+                        (row["path"],),
+                    )
+                )
                 continue
             why = _result_damage(path, ids)
             if why is not None:
-                findings.append(Finding(
-                    RESULT_DAMAGED,
-                    f"{rel} is damaged ({why}): the saved results of {row['path']} (batch {row['batch_id']}), "
-                    "not yet ingested",
-                    fix + "; the damaged file is kept beside it as .damaged",
-                    True, "error", (row["path"],),
-                ))
+                findings.append(
+                    Finding(
+                        RESULT_DAMAGED,
+                        f"{rel} is damaged ({why}): the saved results of {row['path']} (batch {row['batch_id']}), "
+                        "not yet ingested",
+                        fix + "; the damaged file is kept beside it as .damaged",
+                        True,
+                        "error",
+                        (row["path"],),
+                    )
+                )
     return findings
 
 
@@ -243,9 +279,11 @@ def _pending_in_ingested(ws: Workspace) -> list[Finding]:
             "and in every count of requests)",
             "mark them failed (`doctor --repair`); it does not count against --retries, as nothing was asked of "
             "the provider that failed",
-            True, "warning", (r["path"],),
+            True,
+            "warning",
+            (r["path"],),
         )
-        for r in ws.db.db.execute(
+        for r in ws.store.conn.execute(
             "SELECT f.path, COUNT(*) AS n FROM requests q JOIN files f ON f.pk = q.file_pk"
             " WHERE f.status = 'ingested' AND q.status = 'pending' GROUP BY f.pk ORDER BY f.pk"
         )
@@ -254,14 +292,18 @@ def _pending_in_ingested(ws: Workspace) -> list[Finding]:
 
 def _interrupted_submits(ws: Workspace) -> list[Finding]:
     findings = []
-    for row in ws.db.db.execute(
+    for row in ws.store.conn.execute(
         "SELECT path, status FROM files WHERE status IN ('uploaded', 'creating') ORDER BY pk"
     ):
         if row["status"] == "creating":
-            detail = (f"{row['path']}: a submit stopped between creating its batch and recording it; the provider "
-                      "may hold a batch the workspace does not know yet")
-            fix = ("run `lexpilot-batch submit` (or `poll-and-advance --submit`): it finds that batch by its "
-                   "metadata tag and adopts it, never creating a second one")
+            detail = (
+                f"{row['path']}: a submit stopped between creating its batch and recording it; the provider "
+                "may hold a batch the workspace does not know yet"
+            )
+            fix = (
+                "run `lexpilot-batch submit` (or `poll-and-advance --submit`): it finds that batch by its "
+                "metadata tag and adopts it, never creating a second one"
+            )
         else:
             detail = f"{row['path']}: uploaded, but a submit stopped before creating its batch"
             fix = "run `lexpilot-batch submit` (or `poll-and-advance --submit`): it creates the batch"
@@ -271,7 +313,7 @@ def _interrupted_submits(ws: Workspace) -> list[Finding]:
 
 def _waiting_threads(ws: Workspace) -> list[Finding]:
     """Active threads with nothing open or in flight and no pending request: nothing will move them."""
-    db = ws.db.db
+    db = ws.store.conn
     if db.execute("SELECT 1 FROM files WHERE status != 'ingested' LIMIT 1").fetchone():
         return []  # a wave is open or in flight: threads wait for it
     n = db.execute(
@@ -280,14 +322,17 @@ def _waiting_threads(ws: Workspace) -> list[Finding]:
     ).fetchone()[0]
     if not n:
         return []
-    return [Finding(
-        THREADS_WAITING,
-        f"{n} active thread(s) wait with no wave open or in flight: their next requests are not compiled yet "
-        "(a command stopped between ingesting a wave and compiling the next, or `prepare` ran while a wave "
-        "was in flight)",
-        "run `lexpilot-batch poll-and-advance --submit`: it compiles their next requests",
-        False, "action",
-    )]
+    return [
+        Finding(
+            THREADS_WAITING,
+            f"{n} active thread(s) wait with no wave open or in flight: their next requests are not compiled yet "
+            "(a command stopped between ingesting a wave and compiling the next, or `prepare` ran while a wave "
+            "was in flight)",
+            "run `lexpilot-batch poll-and-advance --submit`: it compiles their next requests",
+            False,
+            "action",
+        )
+    ]
 
 
 def _manifests(ws: Workspace) -> list[Finding]:
@@ -305,33 +350,41 @@ def _manifests(ws: Workspace) -> list[Finding]:
             if on_disk == run.manifest:
                 continue
             problem = "differs from the manifest the database holds"
-        findings.append(Finding(
-            MANIFEST,
-            f"{rel}, the manifest of run {run.run_id!r} of model {run.model!r}, {problem}",
-            "rewrite it from the database (`doctor --repair`, or any `prepare` of this run); the database "
-            "copy is the one every resume is checked against",
-            True, "warning", (rel,),
-        ))
+        findings.append(
+            Finding(
+                MANIFEST,
+                f"{rel}, the manifest of run {run.run_id!r} of model {run.model!r}, {problem}",
+                "rewrite it from the database (`doctor --repair`, or any `prepare` of this run); the database "
+                "copy is the one every resume is checked against",
+                True,
+                "warning",
+                (rel,),
+            )
+        )
     return findings
 
 
 def _anomalies(ws: Workspace) -> list[Finding]:
-    counts = {r["kind"]: r["n"] for r in ws.db.db.execute(
-        "SELECT kind, COUNT(*) AS n FROM anomalies GROUP BY kind ORDER BY kind"
-    )}
+    counts = {
+        r["kind"]: r["n"]
+        for r in ws.store.conn.execute("SELECT kind, COUNT(*) AS n FROM anomalies GROUP BY kind ORDER BY kind")
+    }
     if not counts:
         return []
     total = sum(counts.values())
     by_kind = ", ".join(f"{n} {kind}" for kind, n in counts.items())
-    return [Finding(
-        ANOMALIES,
-        f"{total} ingest anomal{'y' if total == 1 else 'ies'} recorded: {by_kind}",
-        "nothing to repair: each was reported when it was ingested, and none changed a result (a duplicate is "
-        "not applied twice, an unknown custom_id is not applied at all, and a request a bad line should have "
-        "answered is failed and asked again). Unknown custom_ids usually mean a result file of another "
-        "workspace was ingested here",
-        False, "info",
-    )]
+    return [
+        Finding(
+            ANOMALIES,
+            f"{total} ingest anomal{'y' if total == 1 else 'ies'} recorded: {by_kind}",
+            "nothing to repair: each was reported when it was ingested, and none changed a result (a duplicate is "
+            "not applied twice, an unknown custom_id is not applied at all, and a request a bad line should have "
+            "answered is failed and asked again). Unknown custom_ids usually mean a result file of another "
+            "workspace was ingested here",
+            False,
+            "info",
+        )
+    ]
 
 
 # --- repair -------------------------------------------------------------------------------------
@@ -360,7 +413,7 @@ def repair(ws: Workspace, findings: list[Finding], session: Session | None = Non
 
 
 def _discard_unsent(ws: Workspace, paths: list[str], session: Session | None) -> list[str]:
-    db = ws.db.db
+    db = ws.store.conn
     rows = []
     for rel in paths:
         row = db.execute("SELECT * FROM files WHERE path = ?", (rel,)).fetchone()
@@ -373,7 +426,7 @@ def _discard_unsent(ws: Workspace, paths: list[str], session: Session | None) ->
         if target_wave(db) == (wave, True):
             # Nothing of the wave has left: drop all of it, so that it is compiled again whole, into
             # the same wave, exactly as it was (compiling is deterministic).
-            with ws.db.transaction() as tx:
+            with ws.store.transaction() as tx:
                 files = [r["path"] for r in tx.execute("SELECT path FROM files WHERE wave = ?", (wave,))]
                 tx.execute("DELETE FROM requests WHERE wave = ?", (wave,))
                 tx.execute("DELETE FROM files WHERE wave = ?", (wave,))
@@ -384,13 +437,15 @@ def _discard_unsent(ws: Workspace, paths: list[str], session: Session | None) ->
             recompile = True
         else:
             for row in (r for r in rows if r["wave"] == wave):
-                with ws.db.transaction() as tx:
+                with ws.store.transaction() as tx:
                     tx.execute("DELETE FROM requests WHERE file_pk = ?", (row["pk"],))
                     tx.execute("DELETE FROM files WHERE pk = ?", (row["pk"],))
                 _set_aside(ws, row["path"], "discarded")
                 if row["output_path"]:  # a sync file run in part: those answers go with it
                     _set_aside(ws, row["output_path"], "discarded")
-                done.append(f"discarded {row['path']}: its {row['n_requests']} requests are asked again in the next wave")
+                done.append(
+                    f"discarded {row['path']}: its {row['n_requests']} requests are asked again in the next wave"
+                )
     if recompile and session is not None:
         result = compile_wave(ws, session.endpoints, session.limits, session.options.retries)
         if result.compiled:
@@ -399,14 +454,14 @@ def _discard_unsent(ws: Workspace, paths: list[str], session: Session | None) ->
 
 
 def _forget_results(ws: Workspace, rel: str) -> list[str]:
-    row = ws.db.db.execute("SELECT * FROM files WHERE path = ?", (rel,)).fetchone()
+    row = ws.store.conn.execute("SELECT * FROM files WHERE path = ?", (rel,)).fetchone()
     if row is None or row["status"] != "downloaded":
         return []
     # Damaged files are set aside before the database forgets them, so a sync run never resumes from one.
     for column in ("output_path", "error_path"):
         if row[column] and ws.path(row[column]).exists():
             _set_aside(ws, row[column], "damaged")
-    with ws.db.transaction() as tx:
+    with ws.store.transaction() as tx:
         tx.execute(
             "UPDATE files SET status = 'submitted', output_path = NULL, error_path = NULL, output_file_id = NULL,"
             " error_file_id = NULL, finished_at = NULL WHERE pk = ? AND status = 'downloaded'",
@@ -416,7 +471,7 @@ def _forget_results(ws: Workspace, rel: str) -> list[str]:
 
 
 def _fail_pending(ws: Workspace, rel: str) -> list[str]:
-    with ws.db.transaction() as tx:
+    with ws.store.transaction() as tx:
         row = tx.execute("SELECT pk, status FROM files WHERE path = ?", (rel,)).fetchone()
         if row is None or row["status"] != "ingested":
             return []

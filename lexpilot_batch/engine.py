@@ -78,7 +78,7 @@ class Session:
         self.options = options
         if options.provider not in (None, "env", SIMULATED):
             raise ConfigError(f"--provider must be 'env' or 'simulated', not {options.provider!r}")
-        remembered = json.loads(ws.db.meta("backends") or "{}")
+        remembered = json.loads(ws.store.meta("backends") or "{}")
         explicit = {role: SIMULATED for role in ROLES} if options.provider == SIMULATED else {}
         if options.provider == "env":
             remembered = {}
@@ -161,8 +161,8 @@ class Session:
 
     def remember_backends(self) -> None:
         value = json.dumps(self.backends, sort_keys=True)
-        if self.ws.db.meta("backends") != value:
-            self.ws.db.set_meta("backends", value)
+        if self.ws.store.meta("backends") != value:
+            self.ws.store.set_meta("backends", value)
 
     def close(self) -> None:
         if self._server is not None:
@@ -209,9 +209,7 @@ def prepare(
     result = PrepareResult()
     for raw in run_ids:
         run_id = check_run_id(raw)
-        run = register_run(
-            ws, run_id, model, settings, dataset, limit, templates, session.endpoint_labels, speculate
-        )
+        run = register_run(ws, run_id, model, settings, dataset, limit, templates, session.endpoint_labels, speculate)
         result.new_threads += add_threads(ws, run, tasks, dataset)
         result.runs.append(run_id)
     session.remember_backends()
@@ -229,8 +227,9 @@ def _ensure_intact(ws: Workspace, session: Session) -> None:
     bad = check_compiled_files(ws)
     if not bad:
         return
-    uploaded = ws.db.db.execute("SELECT 1 FROM files WHERE status != 'compiled' AND wave = "
-                                "(SELECT MAX(n) FROM waves) LIMIT 1").fetchone()
+    uploaded = ws.store.conn.execute(
+        "SELECT 1 FROM files WHERE status != 'compiled' AND wave = (SELECT MAX(n) FROM waves) LIMIT 1"
+    ).fetchone()
     if uploaded:
         raise TamperedFile(
             f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
@@ -258,7 +257,7 @@ def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool) -> A
 
 
 def work_left(ws: Workspace) -> dict[str, int]:
-    db = ws.db.db
+    db = ws.store.conn
 
     def count(sql: str) -> int:
         return db.execute(sql).fetchone()[0]

@@ -304,14 +304,14 @@ def _snapshot(ws: Workspace | None) -> Iterator[None]:
 
     A deferred transaction that only reads, rolled back: it takes no write lock and writes nothing.
     """
-    if ws is None or ws.db.db.in_transaction:
+    if ws is None or ws.store.conn.in_transaction:
         yield
         return
-    ws.db.db.execute("BEGIN")
+    ws.store.conn.execute("BEGIN")
     try:
         yield
     finally:
-        ws.db.db.execute("ROLLBACK")
+        ws.store.conn.execute("ROLLBACK")
 
 
 # --- The workspace's state, and runs a dry run would add ----------------------------------------
@@ -382,18 +382,22 @@ class _State:
         state = cls(ws, retries)
         if ws is None:
             return state
-        db = ws.db.db
+        db = ws.store.conn
         state.latest_wave = db.execute("SELECT MAX(n) FROM waves").fetchone()[0]
         state.target, state.compiled = target_wave(db)
         for r in db.execute("SELECT pk, run_id, model, key, dataset, manifest, templates, speculate FROM runs"):
             state.runs[r["key"]] = _Run(
-                r["run_id"], r["model"], r["key"], r["dataset"], Settings(**json.loads(r["manifest"])["settings"]),
-                json.loads(r["templates"]), bool(r["speculate"]), r["pk"],
+                r["run_id"],
+                r["model"],
+                r["key"],
+                r["dataset"],
+                Settings(**json.loads(r["manifest"])["settings"]),
+                json.loads(r["templates"]),
+                bool(r["speculate"]),
+                r["pk"],
             )
         by_pk = {run.pk: run for run in state.runs.values()}
-        for t in db.execute(
-            "SELECT run_pk, case_idx, task, variant FROM threads WHERE status = 'active' ORDER BY pk"
-        ):
+        for t in db.execute("SELECT run_pk, case_idx, task, variant FROM threads WHERE status = 'active' ORDER BY pk"):
             state.threads.setdefault((by_pk[t["run_pk"]].key, t["case_idx"]), []).append((t["task"], t["variant"]))
         return state
 
@@ -435,11 +439,16 @@ class _State:
 
     def _manifest(self, run: _Run) -> dict:
         assert self.ws is not None
-        row = self.ws.db.db.execute("SELECT manifest FROM runs WHERE pk = ?", (run.pk,)).fetchone()
+        row = self.ws.store.conn.execute("SELECT manifest FROM runs WHERE pk = ?", (run.pk,)).fetchone()
         return json.loads(row["manifest"])
 
     def _check_manifest(
-        self, run: _Run, settings: Settings, dataset: Dataset, indices: list[int], templates: dict[str, str],
+        self,
+        run: _Run,
+        settings: Settings,
+        dataset: Dataset,
+        indices: list[int],
+        templates: dict[str, str],
         session: AnySession,
     ) -> None:
         new = build_manifest(run.run_id, run.model, settings, dataset, indices, templates, session.endpoint_labels)
@@ -451,13 +460,15 @@ class _State:
         if run.pk is not None and self.ws is not None:
             out |= {
                 (r["task"], r["case_idx"], r["variant"])
-                for r in self.ws.db.db.execute("SELECT task, case_idx, variant FROM threads WHERE run_pk = ?", (run.pk,))
+                for r in self.ws.store.conn.execute(
+                    "SELECT task, case_idx, variant FROM threads WHERE run_pk = ?", (run.pk,)
+                )
             }
         return out
 
     def groups(self) -> Iterator[_Group]:
         """Every (run, case) with an active thread, its answers and its requests in flight."""
-        db = self.ws.db.db if self.ws is not None else None
+        db = self.ws.store.conn if self.ws is not None else None
         for (key, idx), threads in sorted(self.threads.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             run = self.runs[key]
             if run.pk is None:
@@ -465,7 +476,9 @@ class _State:
                 yield _Group(run, idx, CaseContext(case, cause_class, run.templates, run.speculate), threads)
                 continue
             assert db is not None
-            row = db.execute("SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)).fetchone()
+            row = db.execute(
+                "SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)
+            ).fetchone()
             ctx = CaseContext(stored_case(row["data"]), row["cause_class"], run.templates, run.speculate)
             group = _Group(run, idx, ctx, threads)
             group.history, group.answers = case_requests(db, run.pk, idx)
@@ -482,8 +495,9 @@ class _State:
 # --- Playing a (run, case) forward ----------------------------------------------------------------
 
 
-def _due(group: _Group, threads: Sequence[tuple[str, str]], answers: Mapping[str, Answer],
-         retries: int) -> tuple[list[Step], list[tuple[str, str]]]:
+def _due(
+    group: _Group, threads: Sequence[tuple[str, str]], answers: Mapping[str, Answer], retries: int
+) -> tuple[list[Step], list[tuple[str, str]]]:
     """One compile of one (run, case), exactly as the compiler decides it: the due steps and the
     threads still active (finished threads and threads out of attempts drop out)."""
     due = due_for_case(group.ctx, [(t, t[0], t[1]) for t in threads], dict(answers), group.history, retries)
@@ -503,8 +517,9 @@ def _synthetic(step: Step | _Pending, response_chars: Mapping[str, int]) -> Answ
     return Answer('{"label": "judgment"}', "judgment")  # a label no consultation thread reads
 
 
-def _outcomes(steps: Iterable[Step | _Pending], response_chars: Mapping[str, int], p: float,
-              branch: bool) -> list[tuple[float, dict[str, Answer]]]:
+def _outcomes(
+    steps: Iterable[Step | _Pending], response_chars: Mapping[str, int], p: float, branch: bool
+) -> list[tuple[float, dict[str, Answer]]]:
     """Every way these steps may be answered, with its probability: one per label combination."""
     fixed: dict[str, Answer] = {}
     labels: list[str] = []
@@ -537,16 +552,24 @@ def _play(group: _Group, retries: int, response_chars: Mapping[str, int], p: flo
     branch = any(task == _INTERACTION for task, _ in group.threads)
     leaves: list[_Leaf] = []
 
-    def walk(answers: dict[str, Answer], threads: list[tuple[str, str]], prob: float,
-             requests: Counter, chars: Counter, waves: int) -> None:
+    def walk(
+        answers: dict[str, Answer],
+        threads: list[tuple[str, str]],
+        prob: float,
+        requests: Counter,
+        chars: Counter,
+        waves: int,
+    ) -> None:
         while True:
             due, threads = _due(group, threads, answers, retries)
             if not due:
                 leaves.append(_Leaf(prob, requests, chars, waves))
                 return
             if waves >= _MAX_WAVES:
-                raise LexpilotError(f"case {group.ctx.case.case_number}: the projection does not end; "
-                                    "a protocol keeps asking for steps (a bug: please report it)")
+                raise LexpilotError(
+                    f"case {group.ctx.case.case_number}: the projection does not end; "
+                    "a protocol keeps asking for steps (a bug: please report it)"
+                )
             waves += 1
             for step in due:
                 requests[step.role] += 1
@@ -593,8 +616,9 @@ class _Tally:
 # --- Calibration ------------------------------------------------------------------------------
 
 
-def _assumptions(ws: Workspace | None, clarify_probability: float | None, discount: float,
-                 backends: Mapping[str, str]) -> Assumptions:
+def _assumptions(
+    ws: Workspace | None, clarify_probability: float | None, discount: float, backends: Mapping[str, str]
+) -> Assumptions:
     a = Assumptions(batch_discount=discount, backends=dict(backends))
     if clarify_probability is not None:
         if not 0 <= clarify_probability <= 1:
@@ -602,7 +626,7 @@ def _assumptions(ws: Workspace | None, clarify_probability: float | None, discou
         a.clarify_probability, a.clarify_probability_given = clarify_probability, True
     if ws is None:
         return a
-    db = ws.db.db
+    db = ws.store.conn
     chars, tokens, n = db.execute(
         "SELECT SUM(prompt_chars), SUM(prompt_tokens), COUNT(*) FROM requests WHERE prompt_tokens > 0"
     ).fetchone()
@@ -632,8 +656,13 @@ def _assumptions(ws: Workspace | None, clarify_probability: float | None, discou
 # --- Cost ------------------------------------------------------------------------------------
 
 
-def cost_usd(prompt_tokens: float, completion_tokens: float, price: Mapping[str, float] | None,
-             backend: str, batch_discount: float = DEFAULT_BATCH_DISCOUNT) -> float | None:
+def cost_usd(
+    prompt_tokens: float,
+    completion_tokens: float,
+    price: Mapping[str, float] | None,
+    backend: str,
+    batch_discount: float = DEFAULT_BATCH_DISCOUNT,
+) -> float | None:
     """List price of the tokens, less the batch discount where the backend earns it.
 
     None when there is no price or the work runs on the `manual` backend (its cost is not ours
@@ -756,7 +785,7 @@ def _compiled_wave(state: _State, session: AnySession) -> dict[str, RoleWave]:
     """The pending requests of the compiled, unsent wave, per role, as the database holds them."""
     assert state.ws is not None
     out: dict[str, RoleWave] = {}
-    for r in state.ws.db.db.execute(
+    for r in state.ws.store.conn.execute(
         "SELECT role, model, COUNT(*) AS n, SUM(prompt_chars) AS chars FROM requests"
         " WHERE wave = ? AND status = 'pending' GROUP BY role, model",
         (state.target,),
@@ -771,7 +800,7 @@ def _compiled_wave(state: _State, session: AnySession) -> dict[str, RoleWave]:
 def _in_flight(state: _State) -> dict[str, int]:
     if state.target is not None or state.ws is None:
         return {}
-    rows = state.ws.db.db.execute(
+    rows = state.ws.store.conn.execute(
         "SELECT role, COUNT(*) AS n FROM requests WHERE wave = ? AND status = 'pending' GROUP BY role",
         (state.latest_wave,),
     )
@@ -801,22 +830,30 @@ def render(estimate: Estimate) -> str:
     if e.runs:
         lines.append("Runs with work left (requests min / expected / max):")
         for r in e.runs:
-            lines.append(f"  {r.run_id}  {r.model}{'  (new)' if r.new else ''}  {r.active_threads} active threads, "
-                         f"{_three(r.requests)} requests")
+            lines.append(
+                f"  {r.run_id}  {r.model}{'  (new)' if r.new else ''}  {r.active_threads} active threads, "
+                f"{_three(r.requests)} requests"
+            )
     if e.in_flight_wave is not None:
         n = sum(e.in_flight_requests.values())
-        lines.append(f"Wave {e.in_flight_wave} is under way ({n} requests in flight); "
-                     "new work joins the next wave, and the projection starts after it.")
+        lines.append(
+            f"Wave {e.in_flight_wave} is under way ({n} requests in flight); "
+            "new work joins the next wave, and the projection starts after it."
+        )
 
     if e.next_wave:
         what = "compiled, not yet submitted" if e.next_wave_source == "compiled" else "what compiling would produce"
         lines.append(f"\nNext wave {e.wave} ({what}):")
-        lines.append(f"  {'role':<7}{'backend':<11}{'requests':>10}{'prompt chars':>14}{'~prompt tok':>13}"
-                     f"{'~compl. tok':>13}{'~cost USD':>12}  model(s)")
+        lines.append(
+            f"  {'role':<7}{'backend':<11}{'requests':>10}{'prompt chars':>14}{'~prompt tok':>13}"
+            f"{'~compl. tok':>13}{'~cost USD':>12}  model(s)"
+        )
         for role, w in e.next_wave.items():
-            lines.append(f"  {role:<7}{w.backend:<11}{w.requests:>10,}{w.prompt_chars:>14,}{w.prompt_tokens:>13,}"
-                         f"{w.completion_tokens:>13,}{_usd(w.cost_usd) if e.prices_given else '-':>12}"
-                         f"  {', '.join(w.models)}")
+            lines.append(
+                f"  {role:<7}{w.backend:<11}{w.requests:>10,}{w.prompt_chars:>14,}{w.prompt_tokens:>13,}"
+                f"{w.completion_tokens:>13,}{_usd(w.cost_usd) if e.prices_given else '-':>12}"
+                f"  {', '.join(w.models)}"
+            )
     elif e.next_wave_source != "in_flight":
         lines.append("\nNothing is due: every thread is finished." if not e.projection else "\nNothing is due now.")
 
@@ -824,18 +861,25 @@ def render(estimate: Estimate) -> str:
         lines.append("\nProjection to the end of every run (min / expected / max):")
         lines.append(f"  {'role':<7}{'requests':>24}{'~prompt tokens':>34}{'~completion tokens':>34}")
         for role, p in e.projection.items():
-            lines.append(f"  {role:<7}{_three(p.requests):>24}{_three(p.prompt_tokens):>34}"
-                         f"{_three(p.completion_tokens):>34}")
+            lines.append(
+                f"  {role:<7}{_three(p.requests):>24}{_three(p.prompt_tokens):>34}{_three(p.completion_tokens):>34}"
+            )
         lines.append(f"  {'total':<7}{_three(e.projection_requests):>24}")
         if e.prices_given:
-            lines.append("  cost USD: " + ", ".join(
-                f"{role} {_three(p.cost_usd, _usd) if p.cost_usd else 'n/a'}" for role, p in e.projection.items()
-            ) + f"; total {_three(e.projection_cost_usd, _usd) if e.projection_cost_usd else 'n/a'}")
+            lines.append(
+                "  cost USD: "
+                + ", ".join(
+                    f"{role} {_three(p.cost_usd, _usd) if p.cost_usd else 'n/a'}" for role, p in e.projection.items()
+                )
+                + f"; total {_three(e.projection_cost_usd, _usd) if e.projection_cost_usd else 'n/a'}"
+            )
         after = " after the one in flight" if e.in_flight_wave is not None else ""
         lines.append(f"Waves remaining{after}: {e.waves_remaining.min} to {e.waves_remaining.max}")
     if e.prices_given:
-        lines.append(f"Cost: list price per 1M tokens x (1 - {a.batch_discount:g}) on batch/simulated backends, "
-                     "full price on sync, n/a on manual or where a role has no price.")
+        lines.append(
+            f"Cost: list price per 1M tokens x (1 - {a.batch_discount:g}) on batch/simulated backends, "
+            "full price on sync, n/a on manual or where a role has no price."
+        )
     lines.append("Assumptions: " + _assumption_text(a))
     return "\n".join(lines)
 
@@ -845,15 +889,23 @@ def _measured(n: int) -> str:
 
 
 def _assumption_text(a: Assumptions) -> str:
-    clarify = ("given" if a.clarify_probability_given else _measured(a.clarify_probability_measured_on))
-    return "; ".join([
-        f"{a.chars_per_token:.2f} prompt chars/token ({_measured(a.chars_per_token_measured_on)})",
-        f"clarification probability {a.clarify_probability:.2f} ({clarify})",
-        "response chars " + ", ".join(
-            f"{r} {a.response_chars[r]} ({_measured(a.response_chars_measured_on[r])})" for r in ("eval", "user")
-        ),
-        "completion tokens/request " + ", ".join(
-            f"{r} {a.completion_tokens[r]} ({_measured(a.completion_tokens_measured_on[r])})" for r in ROLES
-        ),
-        "no failures or retries",
-    ]) + "."
+    clarify = "given" if a.clarify_probability_given else _measured(a.clarify_probability_measured_on)
+    return (
+        "; ".join(
+            [
+                f"{a.chars_per_token:.2f} prompt chars/token ({_measured(a.chars_per_token_measured_on)})",
+                f"clarification probability {a.clarify_probability:.2f} ({clarify})",
+                "response chars "
+                + ", ".join(
+                    f"{r} {a.response_chars[r]} ({_measured(a.response_chars_measured_on[r])})"
+                    for r in ("eval", "user")
+                ),
+                "completion tokens/request "
+                + ", ".join(
+                    f"{r} {a.completion_tokens[r]} ({_measured(a.completion_tokens_measured_on[r])})" for r in ROLES
+                ),
+                "no failures or retries",
+            ]
+        )
+        + "."
+    )

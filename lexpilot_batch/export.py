@@ -87,7 +87,7 @@ def export_seed(ws: Workspace, out_dir: Path, run_id: str | None = None, model: 
     Raises `LexpilotError` naming the filters when no run matches them.
     """
     out_dir = Path(out_dir)
-    db = ws.db.db
+    db = ws.store.conn
     written: list[Path] = []
     for run in load_run_results(ws, run_id, model):
         row = db.execute(

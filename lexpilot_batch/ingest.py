@@ -24,7 +24,6 @@ from typing import Any
 from lexpilot_batch import judges
 from lexpilot_batch.judges import MalformedOutput
 
-
 # Error codes of requests a batch never ran: not the request's fault, so they do not use up its
 # --retries (they have a budget of their own, see compiler.UNEXECUTED_ATTEMPTS).
 UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled"})
@@ -109,7 +108,7 @@ def outcome_of(line: dict, parser: str, n_claims: int) -> Outcome:
         value=value,
         error=error,
         error_kind=error_kind,
-        usage=dict(zip(_USAGE_FIELDS, usage)) if usage is not _NO_USAGE else {},
+        usage=dict(zip(_USAGE_FIELDS, usage, strict=True)) if usage is not _NO_USAGE else {},
     )
 
 
@@ -241,7 +240,11 @@ def apply_result_files(
             row = rows.get(custom_id)
             if row is None:
                 stats.unknown += 1
-                anomaly("unknown_custom_id", custom_id, f"{path.name} line {number}: {custom_id!r} is not a pending request here")
+                anomaly(
+                    "unknown_custom_id",
+                    custom_id,
+                    f"{path.name} line {number}: {custom_id!r} is not a pending request here",
+                )
                 continue
             request_pk, parser, n_claims, status = row
             if custom_id in seen or status != "pending":
@@ -254,14 +257,34 @@ def apply_result_files(
             if ok:
                 stats.answered += 1
                 updates.append(
-                    ("answered", text, value_json, None, None, prompt_tokens, completion_tokens,
-                     reasoning_tokens, cached_tokens, request_pk)
+                    (
+                        "answered",
+                        text,
+                        value_json,
+                        None,
+                        None,
+                        prompt_tokens,
+                        completion_tokens,
+                        reasoning_tokens,
+                        cached_tokens,
+                        request_pk,
+                    )
                 )
             else:
                 stats.failed += 1
                 updates.append(
-                    ("failed", None, None, error, error_kind, prompt_tokens, completion_tokens,
-                     reasoning_tokens, cached_tokens, request_pk)
+                    (
+                        "failed",
+                        None,
+                        None,
+                        error,
+                        error_kind,
+                        prompt_tokens,
+                        completion_tokens,
+                        reasoning_tokens,
+                        cached_tokens,
+                        request_pk,
+                    )
                 )
     # In key order rather than the shuffled order of the lines, so that each page of the table is
     # visited once (every request is written at most once: the order changes nothing else).
@@ -278,7 +301,5 @@ def apply_result_files(
             if cid not in seen and r[3] == "pending"
         ]
         stats.missing = len(leftover)
-        db.executemany(
-            "UPDATE requests SET status = 'failed', error = ?, error_kind = ? WHERE pk = ?", leftover
-        )
+        db.executemany("UPDATE requests SET status = 'failed', error = ?, error_kind = ? WHERE pk = ?", leftover)
     return stats

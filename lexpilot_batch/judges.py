@@ -105,4 +105,3 @@ def parse_text(text: str) -> str:
     if not answer:
         raise MalformedOutput("empty content")
     return answer
-

@@ -136,9 +136,7 @@ def verdict_index(label: str) -> int:
         raise ValueError(f"unknown verdict {label!r}; expected one of {VERDICTS}") from None
 
 
-def quadratic_weighted_kappa(
-    gold: Sequence[int], predicted: Sequence[int], n_labels: int = len(VERDICTS)
-) -> Metric:
+def quadratic_weighted_kappa(gold: Sequence[int], predicted: Sequence[int], n_labels: int = len(VERDICTS)) -> Metric:
     """Cohen's kappa with weights (i-j)^2/(K-1)^2 over the fixed labels 0..K-1.
 
     The same number as scikit-learn's `cohen_kappa_score(weights="quadratic",
@@ -159,17 +157,13 @@ def quadratic_weighted_kappa(
     gold_totals = [0] * n_labels
     pred_totals = [0] * n_labels
     observed = 0  # sum over items of (i-j)^2
-    for g, p in zip(gold, predicted):
+    for g, p in zip(gold, predicted, strict=True):
         gold_totals[g] += 1
         pred_totals[p] += 1
         observed += (g - p) ** 2
     # Expected disagreement times n: sum_ij (i-j)^2 * r_i * c_j. The common factor
     # 1/(K-1)^2 of the weights cancels in the ratio.
-    expected = sum(
-        (i - j) ** 2 * gold_totals[i] * pred_totals[j]
-        for i in range(n_labels)
-        for j in range(n_labels)
-    )
+    expected = sum((i - j) ** 2 * gold_totals[i] * pred_totals[j] for i in range(n_labels) for j in range(n_labels))
     if expected == 0:
         return None
     return 1 - n * observed / expected
@@ -179,7 +173,7 @@ def accuracy(gold: Sequence[object], predicted: Sequence[object]) -> Metric:
     """Share of items whose prediction equals the gold label; undefined with no items."""
     if len(gold) != len(predicted):
         raise ValueError(f"{len(gold)} gold labels but {len(predicted)} predictions")
-    return ratio(sum(g == p for g, p in zip(gold, predicted)), len(gold))
+    return ratio(sum(g == p for g, p in zip(gold, predicted, strict=True)), len(gold))
 
 
 def ljp_metrics(pairs: Iterable[tuple[str, str]]) -> dict[str, Metric]:

@@ -249,9 +249,7 @@ def force_judge_prompt(history: Sequence[Message], templates: Templates = DEFAUL
 # --- judges and the User Model ------------------------------------------------------------------
 
 
-def lca_classify_prompt(
-    history: Sequence[Message], response: str, templates: Templates = DEFAULT_TEMPLATES
-) -> Prompt:
+def lca_classify_prompt(history: Sequence[Message], response: str, templates: Templates = DEFAULT_TEMPLATES) -> Prompt:
     """Classify the new response only; the history is context."""
     return _fill(templates[LCA_CLASSIFY], history=_history_parts(history), response=response)
 
@@ -287,9 +285,7 @@ def user_model_prompt(
     )
 
 
-def extract_verdicts_prompt(
-    claims: Sequence[str], response: str, templates: Templates = DEFAULT_TEMPLATES
-) -> Prompt:
+def extract_verdicts_prompt(claims: Sequence[str], response: str, templates: Templates = DEFAULT_TEMPLATES) -> Prompt:
     """Claim texts in `result_dict` order and the response; never the gold verdicts."""
     return _fill(templates[EXTRACT_VERDICTS], claims=render_claims(claims), response=response)
 

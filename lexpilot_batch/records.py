@@ -26,8 +26,9 @@ def scored(task: str, record: dict[str, Any]) -> dict[str, Any]:
         claims = record.get("claims")
         if not isinstance(claims, list):
             return {}
-        return {"claims": [{k: c[k] for k in ("gold", "predicted") if k in c} if isinstance(c, dict) else c
-                           for c in claims]}
+        return {
+            "claims": [{k: c[k] for k in ("gold", "predicted") if k in c} if isinstance(c, dict) else c for c in claims]
+        }
     keys = ("history_type", "label") if task == "lca" else ("success",)
     return {k: record[k] for k in keys if k in record}
 
@@ -41,7 +42,7 @@ def compact(record: dict[str, Any], case: Case) -> dict[str, Any]:
             continue
         for name, messages in histories:
             if messages and value[: len(messages)] == messages:
-                out[key] = [{REF: name}, *value[len(messages):]]
+                out[key] = [{REF: name}, *value[len(messages) :]]
                 break
     return out
 

@@ -182,8 +182,9 @@ class Report(_Strict):
 
 def _natural_key(text: str) -> tuple:
     """Sort "run2" before "run10" and case "9" before "10"."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
-                 for part in re.split(r"(\d+)", str(text)) if part)
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", str(text)) if part
+    )
 
 
 def _task_metrics(task: str, records: list[dict]) -> dict[str, Metric]:
@@ -214,8 +215,7 @@ def _scored(run: RunResults, task: str, records: list[dict]) -> tuple[dict[str, 
 
 def _summary(per_run: dict[str, Metric]) -> dict:
     mean, sd = metrics.mean_sd(per_run.values())
-    return {"mean": mean, "sd": sd, "n_defined": metrics.n_defined(per_run.values()),
-            "per_run": per_run}
+    return {"mean": mean, "sd": sd, "n_defined": metrics.n_defined(per_run.values()), "per_run": per_run}
 
 
 def _summarise_task(task: str, runs: list[RunResults]) -> dict:
@@ -223,9 +223,7 @@ def _summarise_task(task: str, runs: list[RunResults]) -> dict:
     present = [run for run in runs if task in run.tasks]
     classes = sorted({cls for run in present for cls, _ in run.tasks[task].records})
     overall: dict[str, dict[str, Metric]] = {m: {} for m in names}
-    by_class: dict[str, dict[str, dict[str, Metric]]] = {
-        cls: {m: {} for m in names} for cls in classes
-    }
+    by_class: dict[str, dict[str, dict[str, Metric]]] = {cls: {m: {} for m in names} for cls in classes}
     n: dict[str, int] = {}
     missing: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
@@ -244,9 +242,7 @@ def _summarise_task(task: str, runs: list[RunResults]) -> dict:
         failed[run.run_id] = sorted(map(str, task_records.failed), key=_natural_key)
     return {
         "overall": {m: _summary(overall[m]) for m in names},
-        "by_class": {
-            cls: {m: _summary(by_class[cls][m]) for m in names} for cls in classes
-        },
+        "by_class": {cls: {m: _summary(by_class[cls][m]) for m in names} for cls in classes},
         "n": n,
         "partial": any(missing.values()) or any(failed.values()),
         "missing": missing,
@@ -254,17 +250,16 @@ def _summarise_task(task: str, runs: list[RunResults]) -> dict:
     }
 
 
-def _role_cost(usage: Mapping[str, int], price: Mapping[str, float] | None,
-               discount: float) -> float | None:
+def _role_cost(usage: Mapping[str, int], price: Mapping[str, float] | None, discount: float) -> float | None:
     if price is None:
         return None
-    list_price = (usage["prompt_tokens"] * float(price["input"])
-                  + usage["completion_tokens"] * float(price["output"])) / 1_000_000
+    list_price = (
+        usage["prompt_tokens"] * float(price["input"]) + usage["completion_tokens"] * float(price["output"])
+    ) / 1_000_000
     return list_price * (1 - discount)
 
 
-def _usage(runs: list[RunResults], prices: Mapping[str, Mapping[str, float]] | None,
-           discount: float) -> dict:
+def _usage(runs: list[RunResults], prices: Mapping[str, Mapping[str, float]] | None, discount: float) -> dict:
     totals: dict[str, dict[str, int]] = {}
     for run in runs:
         for role, counts in run.usage.items():
@@ -278,11 +273,8 @@ def _usage(runs: list[RunResults], prices: Mapping[str, Mapping[str, float]] | N
         roles[role] = {**totals[role], "cost_usd": _role_cost(totals[role], price, discount)}
     total: dict[str, Any] = {key: sum(r[key] for r in roles.values()) for key in USAGE_FIELDS}
     costs = [r["cost_usd"] for r in roles.values()]
-    total["cost_usd"] = (
-        float(sum(costs)) if prices is not None and all(c is not None for c in costs) else None
-    )
-    return {"roles": roles, "total": total,
-            "batch_discount": discount if prices is not None else None}
+    total["cost_usd"] = float(sum(costs)) if prices is not None and all(c is not None for c in costs) else None
+    return {"roles": roles, "total": total, "batch_discount": discount if prices is not None else None}
 
 
 def check_prices(prices: Mapping[str, Mapping[str, float]] | None, discount: float) -> None:
@@ -291,8 +283,8 @@ def check_prices(prices: Mapping[str, Mapping[str, float]] | None, discount: flo
     for role, price in (prices or {}).items():
         if not isinstance(price, Mapping) or set(price) != {"input", "output"}:
             raise LexpilotError(
-                f"Price of role {role!r} must be {{\"input\": USD per 1M prompt tokens, "
-                f"\"output\": USD per 1M completion tokens}}, got {price!r}."
+                f'Price of role {role!r} must be {{"input": USD per 1M prompt tokens, '
+                f'"output": USD per 1M completion tokens}}, got {price!r}.'
             )
 
 
@@ -308,8 +300,7 @@ def build_report(
         unknown = sorted(set(run.tasks) - set(TASKS))
         if unknown:
             raise LexpilotError(
-                f"Run {run.run_id} has unknown task(s) {', '.join(unknown)}; "
-                f"the report knows {', '.join(TASKS)}."
+                f"Run {run.run_id} has unknown task(s) {', '.join(unknown)}; the report knows {', '.join(TASKS)}."
             )
     by_key: dict[tuple[str, str, str, str], list[RunResults]] = {}
     for run in runs:
@@ -322,25 +313,24 @@ def build_report(
         twice = sorted({i for i in ids if ids.count(i) > 1})
         if twice:
             raise LexpilotError(
-                f"Run id(s) {', '.join(twice)} appear more than once for model {key[0]}; "
-                "each run must be given once."
+                f"Run id(s) {', '.join(twice)} appear more than once for model {key[0]}; each run must be given once."
             )
         model, user_model, judge_model, group_key = key
-        groups.append({
-            "model": model,
-            "user_model": user_model,
-            "judge_model": judge_model,
-            "group_key": group_key,
-            "runs": ids,
-            "n_runs": len(ids),
-            "settings": dict(members[0].settings),
-            "tasks": {
-                task: _summarise_task(task, members)
-                for task in TASKS
-                if any(task in r.tasks for r in members)
-            },
-            "usage": _usage(members, prices, batch_discount),
-        })
+        groups.append(
+            {
+                "model": model,
+                "user_model": user_model,
+                "judge_model": judge_model,
+                "group_key": group_key,
+                "runs": ids,
+                "n_runs": len(ids),
+                "settings": dict(members[0].settings),
+                "tasks": {
+                    task: _summarise_task(task, members) for task in TASKS if any(task in r.tasks for r in members)
+                },
+                "usage": _usage(members, prices, batch_discount),
+            }
+        )
     report = {"groups": groups}
     Report.model_validate(report)  # the documented shape is a promise; hold ourselves to it
     return report
@@ -349,19 +339,20 @@ def build_report(
 # --- Rendering helpers -----------------------------------------------------------------------
 
 UNDEFINED_NOTE = "its denominator is zero (for QWK: zero expected disagreement)"
-FEWER_RUNS_NOTE = ("[k/n]: defined in only k of the n runs; mean and SD are over those k "
-                   "(undefined runs are excluded, not counted as 0)")
+FEWER_RUNS_NOTE = (
+    "[k/n]: defined in only k of the n runs; mean and SD are over those k "
+    "(undefined runs are excluded, not counted as 0)"
+)
 PARTIAL_NOTE = "partial: some cases are not scored (not finished or failed); see the task notes"
-NUMBERS_NOTE = ("Values are fractions (not percentages) with 4 decimals: mean ± sample SD "
-                "(ddof=1) over runs, each metric computed within each run first.")
+NUMBERS_NOTE = (
+    "Values are fractions (not percentages) with 4 decimals: mean ± sample SD "
+    "(ddof=1) over runs, each metric computed within each run first."
+)
 
 
 def display_width(text: str) -> int:
     """Terminal columns taken by `text`: wide and full-width (e.g. CJK) characters take two."""
-    return sum(
-        0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
-        for ch in text
-    )
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def _pad(text: str, width: int, align: str) -> str:
@@ -372,10 +363,7 @@ def _pad(text: str, width: int, align: str) -> str:
 def _grid(rows: list[list[str]], align: str, indent: str = "") -> list[str]:
     """Rows of cells aligned in columns; `align` has one l/r per column."""
     widths = [max(display_width(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        indent + "  ".join(_pad(cell, widths[i], align[i]) for i, cell in enumerate(row)).rstrip()
-        for row in rows
-    ]
+    return [indent + "  ".join(_pad(cell, widths[i], align[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
 
 
 def _num(value: float) -> str:
@@ -420,7 +408,7 @@ def _settings_text(settings: Mapping[str, Any]) -> str:
 
 
 def _partial_text(task: Mapping[str, Any], limit: int = 10) -> str:
-    """"partial: 3 cases missing, 1 failed (run1: 4, 7; run2: 9)"."""
+    """ "partial: 3 cases missing, 1 failed (run1: 4, 7; run2: 9)"."""
     parts = []
     n_missing = sum(len(v) for v in task["missing"].values())
     n_failed = sum(len(v) for v in task["failed"].values())
@@ -439,8 +427,7 @@ def _task_remarks(task: Mapping[str, Any], group: Mapping[str, Any]) -> list[str
     """What a reader must know before trusting a task's numbers: fewer runs, unscored cases."""
     remarks = []
     if _task_runs(task) < group["n_runs"]:
-        remarks.append(f"run in {_task_runs(task)} of the group's {group['n_runs']} runs only "
-                       f"({', '.join(task['n'])})")
+        remarks.append(f"run in {_task_runs(task)} of the group's {group['n_runs']} runs only ({', '.join(task['n'])})")
     if task["partial"]:
         remarks.append(_partial_text(task))
     return remarks
@@ -472,16 +459,19 @@ def _usage_rows(usage: Mapping[str, Any]) -> list[list[str]]:
 
     rows = [["role", "requests", "prompt tokens", "completion tokens", "est. cost (USD)"]]
     for role, u in [*usage["roles"].items(), ("total", usage["total"])]:
-        rows.append([role, f"{u['requests']:,}", f"{u['prompt_tokens']:,}",
-                     f"{u['completion_tokens']:,}", cost(u["cost_usd"])])
+        rows.append(
+            [role, f"{u['requests']:,}", f"{u['prompt_tokens']:,}", f"{u['completion_tokens']:,}", cost(u["cost_usd"])]
+        )
     return rows
 
 
 def _cost_note(usage: Mapping[str, Any]) -> str:
     if usage["batch_discount"] is None:
         return "No prices given: costs not estimated."
-    return (f"Estimated cost = list price per 1M tokens × (1 − batch discount "
-            f"{usage['batch_discount']:g}); n/a where a role has no price.")
+    return (
+        f"Estimated cost = list price per 1M tokens × (1 − batch discount "
+        f"{usage['batch_discount']:g}); n/a where a role has no price."
+    )
 
 
 # --- Renderers -------------------------------------------------------------------------------
@@ -494,9 +484,24 @@ def _render_json(report: dict) -> str:
 def _render_csv(report: dict) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["model", "user_model", "judge_model", "group_key", "task", "scope",
-                     "class", "metric", "mean", "sd", "n_defined", "n_runs", "partial",
-                     "per_run"])
+    writer.writerow(
+        [
+            "model",
+            "user_model",
+            "judge_model",
+            "group_key",
+            "task",
+            "scope",
+            "class",
+            "metric",
+            "mean",
+            "sd",
+            "n_defined",
+            "n_runs",
+            "partial",
+            "per_run",
+        ]
+    )
 
     def show(value: float | None) -> str:
         return "undefined" if value is None else repr(value)
@@ -509,9 +514,21 @@ def _render_csv(report: dict) -> str:
             for scope, cls, summaries in scopes:
                 for metric, s in summaries.items():
                     per_run = ";".join(f"{r}={show(v)}" for r, v in s["per_run"].items())
-                    writer.writerow([*head, task_name, scope, cls, metric, show(s["mean"]),
-                                     show(s["sd"]), s["n_defined"], _task_runs(task),
-                                     str(task["partial"]).lower(), per_run])
+                    writer.writerow(
+                        [
+                            *head,
+                            task_name,
+                            scope,
+                            cls,
+                            metric,
+                            show(s["mean"]),
+                            show(s["sd"]),
+                            s["n_defined"],
+                            _task_runs(task),
+                            str(task["partial"]).lower(),
+                            per_run,
+                        ]
+                    )
     return out.getvalue()
 
 
@@ -533,9 +550,11 @@ def _render_table(report: dict) -> str:
             names = TASK_METRICS[task_name]
             n_runs = _task_runs(task)
             sizes = set(task["n"].values())
-            size = (f"{sizes.pop():,} {TASK_UNITS[task_name]} per run" if len(sizes) == 1
-                    else f"{TASK_UNITS[task_name]} per run: "
-                    + ", ".join(f"{r}={v:,}" for r, v in task["n"].items()))
+            size = (
+                f"{sizes.pop():,} {TASK_UNITS[task_name]} per run"
+                if len(sizes) == 1
+                else f"{TASK_UNITS[task_name]} per run: " + ", ".join(f"{r}={v:,}" for r, v in task["n"].items())
+            )
             lines += ["", f"{TASK_TITLES[task_name]} ({size})"]
             if task["partial"]:
                 style.used.add("partial")
@@ -549,8 +568,9 @@ def _render_table(report: dict) -> str:
                 per_run = [["run", "n", *(METRIC_TITLES[m] for m in names)]]
                 for run_id, size_n in task["n"].items():
                     values = [task["overall"][m]["per_run"][run_id] for m in names]
-                    per_run.append([run_id, f"{size_n:,}", *(
-                        style.undefined if v is None else _num(v) for v in values)])
+                    per_run.append(
+                        [run_id, f"{size_n:,}", *(style.undefined if v is None else _num(v) for v in values)]
+                    )
                     if any(v is None for v in values):
                         style.used.add("undefined")
                 lines += ["  per run (overall):"]
@@ -598,8 +618,7 @@ def _md_notes(style: _Style) -> list[str]:
 
 def _render_markdown(report: dict) -> str:
     groups = report["groups"]
-    style = _Style(undefined="undefined", pm=" ± ", not_run="n/a",
-                   fewer=lambda k, n: f" [{k}/{n}]", partial_mark=" †")
+    style = _Style(undefined="undefined", pm=" ± ", not_run="n/a", fewer=lambda k, n: f" [{k}/{n}]", partial_mark=" †")
     lines = ["# LexPilot results", "", NUMBERS_NOTE, ""]
     if not groups:
         return "\n".join([*lines, "No runs to report."]) + "\n"
@@ -609,8 +628,7 @@ def _render_markdown(report: dict) -> str:
         out = []
         for task_name, metric in columns:
             task = group["tasks"].get(task_name)
-            summaries = None if task is None else (
-                task["overall"] if cls is None else task["by_class"].get(cls))
+            summaries = None if task is None else (task["overall"] if cls is None else task["by_class"].get(cls))
             summary = None if summaries is None else summaries[metric]
             partial = task is not None and task["partial"]
             out.append(style.cell(summary, _task_runs(task) if task else 0, partial))
@@ -630,11 +648,13 @@ def _render_markdown(report: dict) -> str:
 
     lines += ["## Runs", ""]
     for g in groups:
-        lines.append(f"- **{_md_escape(_group_label(g, groups))}** (user model "
-                     f"{_md_escape(g['user_model'])}, judge {_md_escape(g['judge_model'])}): "
-                     f"{g['n_runs']} run{'s' if g['n_runs'] != 1 else ''} "
-                     f"({', '.join(g['runs'])}); "
-                     f"settings: {_md_escape(_settings_text(g['settings']))}")
+        lines.append(
+            f"- **{_md_escape(_group_label(g, groups))}** (user model "
+            f"{_md_escape(g['user_model'])}, judge {_md_escape(g['judge_model'])}): "
+            f"{g['n_runs']} run{'s' if g['n_runs'] != 1 else ''} "
+            f"({', '.join(g['runs'])}); "
+            f"settings: {_md_escape(_settings_text(g['settings']))}"
+        )
         for task_name, task in g["tasks"].items():
             for remark in _task_remarks(task, g):
                 lines.append(f"  - {TASK_TITLES[task_name]}: {remark}")
@@ -650,13 +670,31 @@ def _render_markdown(report: dict) -> str:
 
 
 _LATEX_SPECIALS = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-    "|": r"\textbar{}", "[": "{[}", "]": "{]}", "<": r"\textless{}", ">": r"\textgreater{}",
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "|": r"\textbar{}",
+    "[": "{[}",
+    "]": "{]}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
 }
 _LATEX_METRICS = {
-    "macro_f1": "Macro-F1", "f1_u": r"F1$_U$", "f1_c": r"F1$_C$", "acc_c": r"Acc$_C$",
-    "acc_u": r"Acc$_U$", "success_rate": "Success", "qwk": "QWK", "accuracy": "Acc",
+    "macro_f1": "Macro-F1",
+    "f1_u": r"F1$_U$",
+    "f1_c": r"F1$_C$",
+    "acc_c": r"Acc$_C$",
+    "acc_u": r"Acc$_U$",
+    "success_rate": "Success",
+    "qwk": "QWK",
+    "accuracy": "Acc",
 }
 
 
@@ -665,8 +703,9 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in text)
 
 
-def _latex_table(columns: list[tuple[str, str]], lead: list[str], body: list[str],
-                 caption: str, notes: list[str]) -> list[str]:
+def _latex_table(
+    columns: list[tuple[str, str]], lead: list[str], body: list[str], caption: str, notes: list[str]
+) -> list[str]:
     tasks: list[tuple[str, int]] = []
     for task, _ in columns:
         if tasks and tasks[-1][0] == task:
@@ -707,9 +746,11 @@ def _render_latex(report: dict) -> str:
         "% " + NUMBERS_NOTE.replace("±", "+/-"),
     ]
     for g in groups:
-        lines.append(f"% {_group_label(g, groups)}: runs {', '.join(g['runs'])}; user model "
-                     f"{g['user_model']}; judge {g['judge_model']}; "
-                     f"settings: {_settings_text(g['settings'])}")
+        lines.append(
+            f"% {_group_label(g, groups)}: runs {', '.join(g['runs'])}; user model "
+            f"{g['user_model']}; judge {g['judge_model']}; "
+            f"settings: {_settings_text(g['settings'])}"
+        )
         for task_name, task in g["tasks"].items():
             for remark in _task_remarks(task, g):
                 lines.append(f"%   {TASK_TITLES[task_name]}: {remark}")
@@ -718,8 +759,9 @@ def _render_latex(report: dict) -> str:
     columns = _columns(report)
 
     def table(by_class: bool) -> list[str]:
-        style = _Style(undefined="--", pm=r" $\pm$ ", not_run="n/a",
-                       fewer=lambda k, n: rf"\,[{k}/{n}]", partial_mark=r"$^\dagger$")
+        style = _Style(
+            undefined="--", pm=r" $\pm$ ", not_run="n/a", fewer=lambda k, n: rf"\,[{k}/{n}]", partial_mark=r"$^\dagger$"
+        )
         body: list[str] = []
         for gi, g in enumerate(groups):
             scopes: list[str | None] = _classes(g) if by_class else [None]
@@ -730,13 +772,16 @@ def _render_latex(report: dict) -> str:
                 row = [label] + ([latex_escape(cls)] if by_class else [])
                 for task_name, metric in columns:
                     task = g["tasks"].get(task_name)
-                    summaries = None if task is None else (
-                        task["overall"] if cls is None else task["by_class"].get(cls))
-                    row.append(style.cell(
-                        None if summaries is None else summaries[metric],
-                        _task_runs(task) if task else 0,
-                        task is not None and task["partial"],
-                    ))
+                    summaries = (
+                        None if task is None else (task["overall"] if cls is None else task["by_class"].get(cls))
+                    )
+                    row.append(
+                        style.cell(
+                            None if summaries is None else summaries[metric],
+                            _task_runs(task) if task else 0,
+                            task is not None and task["partial"],
+                        )
+                    )
                 body.append(" & ".join(row) + r" \\")
         notes = []
         if "undefined" in style.used:
@@ -748,7 +793,8 @@ def _render_latex(report: dict) -> str:
         if "not_run" in style.used:
             notes.append("n/a: no records (task not run, or class not represented).")
         caption = ("LexPilot results by cause class" if by_class else "LexPilot results") + (
-            r" (mean $\pm$ sample SD over runs)")
+            r" (mean $\pm$ sample SD over runs)"
+        )
         lead = ["Model", "Class"] if by_class else ["Model"]
         return _latex_table(columns, lead, body, caption, notes)
 

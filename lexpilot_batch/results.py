@@ -22,8 +22,16 @@ from lexpilot_batch.report import RunResults, TaskRecords
 from lexpilot_batch.workspace import Workspace
 
 # What makes two runs comparable (SPEC §9); informative manifest fields stay out.
-_GROUP_FIELDS = ("dataset_sha256", "case_ids", "code_hash", "prompts_hash", "model", "user_model",
-                 "judge_model", "settings")
+_GROUP_FIELDS = (
+    "dataset_sha256",
+    "case_ids",
+    "code_hash",
+    "prompts_hash",
+    "model",
+    "user_model",
+    "judge_model",
+    "settings",
+)
 
 
 def group_key(manifest: dict) -> str:
@@ -51,7 +59,7 @@ def load_run_results(
     stored apart from the records: what the report reads, at a fraction of the time and memory.
     The export needs whole records and keeps the default.
     """
-    db = ws.db.db
+    db = ws.store.conn
     where, args = [], []
     if run_id is not None:
         where.append("run_id = ?")
@@ -177,7 +185,11 @@ def _usage(db: Any) -> dict[int, dict[str, dict[str, int]]]:
         "SELECT run_pk, role, COUNT(*) AS n, SUM(prompt_tokens) AS p, SUM(completion_tokens) AS c"
         " FROM requests WHERE status != 'pending' GROUP BY run_pk, role"
     ):
-        out[r["run_pk"]][r["role"]] = {"requests": r["n"], "prompt_tokens": r["p"] or 0, "completion_tokens": r["c"] or 0}
+        out[r["run_pk"]][r["role"]] = {
+            "requests": r["n"],
+            "prompt_tokens": r["p"] or 0,
+            "completion_tokens": r["c"] or 0,
+        }
     return out
 
 

@@ -45,7 +45,7 @@ def code_hash() -> str:
 
 def run_key(run_id: str, model: str) -> str:
     """Eight hex digits that start every custom_id of the run: short, ASCII, deterministic."""
-    return hashlib.sha256(f"{run_id}\0{model}".encode("utf-8")).hexdigest()[:8]
+    return hashlib.sha256(f"{run_id}\0{model}".encode()).hexdigest()[:8]
 
 
 def check_run_id(run_id: str) -> str:
@@ -152,7 +152,7 @@ def register_run(
     indices = list(range(len(dataset)))[: limit or None]
     manifest = build_manifest(run_id, model, settings, dataset, indices, templates, endpoints)
     key = run_key(run_id, model)
-    with ws.db.transaction() as db:
+    with ws.store.transaction() as db:
         row = db.execute("SELECT pk, manifest FROM runs WHERE run_id = ? AND model = ?", (run_id, model)).fetchone()
         if row is not None:
             old = json.loads(row["manifest"])
@@ -166,8 +166,17 @@ def register_run(
     return run
 
 
-def _insert_run(db: Any, run_id: str, model: str, key: str, dataset: DatasetFile, indices: list[int],
-                manifest: dict, templates: dict[str, str], speculate: bool) -> Run:
+def _insert_run(
+    db: Any,
+    run_id: str,
+    model: str,
+    key: str,
+    dataset: DatasetFile,
+    indices: list[int],
+    manifest: dict,
+    templates: dict[str, str],
+    speculate: bool,
+) -> Run:
     """Insert the run and copy its cases (inside the caller's transaction)."""
     clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
     if clash is not None:  # a 32-bit hash collision: vanishingly rare, but never silent
@@ -226,7 +235,7 @@ def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: DatasetF
         for i, variants in enumerate(dataset.variants[:n_cases])
         for variant in variants[task]
     ]
-    with ws.db.transaction() as db:
+    with ws.store.transaction() as db:
         before = db.total_changes
         db.executemany(
             "INSERT OR IGNORE INTO threads (run_pk, task, case_idx, variant, status) VALUES (?, ?, ?, ?, 'active')",
@@ -243,5 +252,5 @@ def protocol_variants(tasks: Iterable[str]) -> dict[str, Callable[[Case], tuple[
 def load_runs(ws: Workspace) -> list[Run]:
     return [
         Run(r["pk"], r["run_id"], r["model"], r["key"], json.loads(r["manifest"]))
-        for r in ws.db.db.execute("SELECT pk, run_id, model, key, manifest FROM runs ORDER BY pk")
+        for r in ws.store.conn.execute("SELECT pk, run_id, model, key, manifest FROM runs ORDER BY pk")
     ]

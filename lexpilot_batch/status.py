@@ -12,7 +12,7 @@ TASK_ORDER = ("lca", "dcg", "ljp_direct", "ljp_gold", "ljp_interaction")
 
 def collect(ws: Workspace) -> dict[str, Any]:
     """The stable JSON of `status --format json`."""
-    db = ws.db.db
+    db = ws.store.conn
     waves = db.execute("SELECT COUNT(*), MAX(n) FROM waves").fetchone()
     open_wave = db.execute("SELECT MIN(n) FROM waves WHERE closed_at IS NULL").fetchone()[0]
     runs = []
@@ -55,8 +55,14 @@ def collect(ws: Workspace) -> dict[str, Any]:
         for r in db.execute("SELECT * FROM files WHERE status != 'ingested' ORDER BY pk")
     ]
     failures = [
-        {"run_id": r["run_id"], "model": r["model"], "task": r["task"], "case_number": r["case_number"],
-         "variant": r["variant"], "reason": r["reason"]}
+        {
+            "run_id": r["run_id"],
+            "model": r["model"],
+            "task": r["task"],
+            "case_number": r["case_number"],
+            "variant": r["variant"],
+            "reason": r["reason"],
+        }
         for r in db.execute(
             "SELECT runs.run_id, runs.model, t.task, t.variant, t.reason, c.case_number FROM threads t"
             " JOIN runs ON runs.pk = t.run_pk JOIN cases c ON c.dataset = runs.dataset AND c.idx = t.case_idx"
@@ -88,8 +94,10 @@ def render(status: dict[str, Any]) -> str:
         for task, c in run["tasks"].items():
             lines.append(f"  {task:<17}{c['total']:>7}{c['done']:>7}{c['in_flight']:>11}{c['failed']:>8}")
     if status["requests"]:
-        lines.append(f"\n  {'role':<8}{'answered':>10}{'pending':>9}{'failed':>8}{'discarded':>11}"
-                     f"{'prompt tok':>12}{'compl. tok':>12}")
+        lines.append(
+            f"\n  {'role':<8}{'answered':>10}{'pending':>9}{'failed':>8}{'discarded':>11}"
+            f"{'prompt tok':>12}{'compl. tok':>12}"
+        )
         for role, c in sorted(status["requests"].items()):
             u = status["usage"].get(role, {})
             lines.append(

@@ -142,7 +142,7 @@ def _m0001_initial(db: sqlite3.Connection) -> None:
             detail TEXT NOT NULL,
             at REAL NOT NULL
         );
-        """
+        """,
     )
 
 
@@ -207,13 +207,13 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction means one thing.
-        self.db = sqlite3.connect(path, isolation_level=None, timeout=30.0)
-        self.db.row_factory = sqlite3.Row
+        self.conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+        self.conn.row_factory = sqlite3.Row
         try:
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute("PRAGMA foreign_keys=ON")
-            migrate(self.db)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            migrate(self.conn)
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise WorkspaceBusy(f"{path}: the database is busy; another process holds it") from None
@@ -230,24 +230,24 @@ class Store:
         if self._depth:
             self._depth += 1
             try:
-                yield self.db
+                yield self.conn
             finally:
                 self._depth -= 1
             return
-        self.db.execute("BEGIN IMMEDIATE")
+        self.conn.execute("BEGIN IMMEDIATE")
         self._depth = 1
         try:
-            yield self.db
+            yield self.conn
         except BaseException:
-            self.db.execute("ROLLBACK")
+            self.conn.execute("ROLLBACK")
             raise
         else:
-            self.db.execute("COMMIT")
+            self.conn.execute("COMMIT")
         finally:
             self._depth = 0
 
     def meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
     def set_meta(self, key: str, value: str) -> None:
@@ -255,4 +255,4 @@ class Store:
             db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
     def close(self) -> None:
-        self.db.close()
+        self.conn.close()

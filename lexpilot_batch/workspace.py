@@ -52,7 +52,7 @@ class Workspace:
         self.responses_dir = self.root / "responses"
         self.runs_dir = self.root / "runs"
         self._lock: FileLock | None = None
-        self.store: Store | None = None
+        self._store: Store | None = None
 
     def __enter__(self) -> Workspace:
         if self.root.exists() and not self.root.is_dir():
@@ -73,18 +73,18 @@ class Workspace:
                     "wait for it to finish (or stop it) and run this command again"
                 ) from None
         try:
-            self.store = Store(self.state_dir / DB_NAME)
-            if self.writable and self.store.meta("workspace_id") is None:
-                self.store.set_meta("workspace_id", uuid.uuid4().hex)
+            self._store = Store(self.state_dir / DB_NAME)
+            if self.writable and self._store.meta("workspace_id") is None:
+                self._store.set_meta("workspace_id", uuid.uuid4().hex)
         except BaseException:
             self._release()
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
         self._release()
 
     def _release(self) -> None:
@@ -93,13 +93,14 @@ class Workspace:
             self._lock = None
 
     @property
-    def db(self) -> Store:
-        assert self.store is not None, "workspace not open"
-        return self.store
+    def store(self) -> Store:
+        """The open database: `store.conn` to read, `store.transaction()` to write."""
+        assert self._store is not None, "workspace not open"
+        return self._store
 
     @property
     def workspace_id(self) -> str:
-        return self.db.meta("workspace_id") or ""
+        return self.store.meta("workspace_id") or ""
 
     def wave_dir(self, kind: str, wave: int) -> Path:
         base = self.requests_dir if kind == "requests" else self.responses_dir

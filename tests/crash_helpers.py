@@ -92,10 +92,21 @@ class SimServer:
 
     def __init__(self, state_dir: Path, seed: int, faults: str, log: Path) -> None:
         self.state_dir = state_dir
-        self._log = open(log, "wb")
+        self._log = open(log, "wb")  # noqa: SIM115 - closed when the process stops
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "lexpilot_batch.simulated", "--state-dir", str(state_dir), "--port", "0",
-             "--seed", str(seed), "--faults", faults],
+            [
+                sys.executable,
+                "-m",
+                "lexpilot_batch.simulated",
+                "--state-dir",
+                str(state_dir),
+                "--port",
+                "0",
+                "--seed",
+                str(seed),
+                "--faults",
+                faults,
+            ],
             stdout=subprocess.PIPE,
             stderr=self._log,
             env=base_env(),
@@ -244,8 +255,13 @@ def kill_phase(root: Path, server_state: Path, before: str | None) -> tuple[str,
         return f"startup ({exc})", "", 0
     db.close()
     fingerprint = json.dumps(
-        [[(f["pk"], f["status"], f["batch_status"]) for f in files], list(waves), [tuple(r) for r in requests],
-         [tuple(r) for r in threads], runs]
+        [
+            [(f["pk"], f["status"], f["batch_status"]) for f in files],
+            list(waves),
+            [tuple(r) for r in requests],
+            [tuple(r) for r in threads],
+            runs,
+        ]
     )
     uploaded, created = server_objects(server_state)
     unrecorded_uploads = uploaded - {f["provider_file_id"] for f in files}

@@ -16,12 +16,29 @@ def open_session(ws: Workspace, faults: str | None = None, **options) -> Session
     return Session(ws, ProviderOptions(provider="simulated", sim_faults=faults or "", **options))
 
 
-def prepare_runs(ws: Workspace, session: Session, stage: str = "lca", runs=("r1",), model: str = "sim-eval",
-                 speculate: bool = False, limit: int | None = None, settings: Settings | None = None,
-                 dataset: Path | None = None):
+def prepare_runs(
+    ws: Workspace,
+    session: Session,
+    stage: str = "lca",
+    runs=("r1",),
+    model: str = "sim-eval",
+    speculate: bool = False,
+    limit: int | None = None,
+    settings: Settings | None = None,
+    dataset: Path | None = None,
+):
     return prepare(
-        ws, session, stage=stage, run_ids=list(runs), model=model, settings=settings or Settings(),
-        dataset_path=dataset, categories_path=None, limit=limit, prompts_path=None, speculate=speculate,
+        ws,
+        session,
+        stage=stage,
+        run_ids=list(runs),
+        model=model,
+        settings=settings or Settings(),
+        dataset_path=dataset,
+        categories_path=None,
+        limit=limit,
+        prompts_path=None,
+        speculate=speculate,
     )
 
 
@@ -40,7 +57,7 @@ def finish(ws: Workspace, session: Session, max_rounds: int = 400) -> dict[str, 
 def records(ws: Workspace) -> dict[tuple, dict]:
     """Every finished record, as its protocol made it, by (run id, model, task, case index, variant)."""
     out = {}
-    for r in ws.db.db.execute(
+    for r in ws.store.conn.execute(
         "SELECT runs.run_id, runs.model, t.task, t.case_idx, t.variant, t.record, c.data FROM threads t"
         " JOIN runs ON runs.pk = t.run_pk JOIN cases c ON c.dataset = runs.dataset AND c.idx = t.case_idx"
         " WHERE t.status = 'done'"
@@ -52,10 +69,9 @@ def records(ws: Workspace) -> dict[tuple, dict]:
 
 def thread_counts(ws: Workspace) -> dict[str, int]:
     return {
-        r["status"]: r["n"]
-        for r in ws.db.db.execute("SELECT status, COUNT(*) AS n FROM threads GROUP BY status")
+        r["status"]: r["n"] for r in ws.store.conn.execute("SELECT status, COUNT(*) AS n FROM threads GROUP BY status")
     }
 
 
 def wave_count(ws: Workspace) -> int:
-    return ws.db.db.execute("SELECT COUNT(*) FROM waves").fetchone()[0]
+    return ws.store.conn.execute("SELECT COUNT(*) FROM waves").fetchone()[0]

@@ -52,7 +52,7 @@ class Outcome:
 
 
 def read_outcome(ws: Workspace) -> Outcome:
-    db = ws.db.db
+    db = ws.store.conn
     threads = {
         (r["run_id"], r["model"], r["task"], r["case_idx"], r["variant"]): (r["status"], r["reason"])
         for r in db.execute(
@@ -62,9 +62,7 @@ def read_outcome(ws: Workspace) -> Outcome:
     }
     requests = [
         dict(r)
-        for r in db.execute(
-            "SELECT q.*, runs.run_id FROM requests q JOIN runs ON runs.pk = q.run_pk ORDER BY q.pk"
-        )
+        for r in db.execute("SELECT q.*, runs.run_id FROM requests q JOIN runs ON runs.pk = q.run_pk ORDER BY q.pk")
     ]
     info = status.collect(ws)
     return Outcome(
@@ -75,7 +73,9 @@ def read_outcome(ws: Workspace) -> Outcome:
         anomalies=[dict(r) for r in db.execute("SELECT * FROM anomalies ORDER BY pk")],
         status=info,
         rendered=status.render(info),
-        answered={(r["run_id"], r["case_idx"], r["step"]) for r in requests if r["status"] in ("answered", "discarded")},
+        answered={
+            (r["run_id"], r["case_idx"], r["step"]) for r in requests if r["status"] in ("answered", "discarded")
+        },
     )
 
 

@@ -36,8 +36,14 @@ def vllm_output(request_file: Path, out: Path, broken: set[str] = frozenset()) -
             lines.append({"id": f"vllm-{cid}", "custom_id": cid, "response": None, "error": "CUDA out of memory"})
             continue
         body = complete(req["body"], 0, key=cid, sample=sample_key(cid))
-        lines.append({"id": f"vllm-{cid}", "custom_id": cid,
-                      "response": {"status_code": 200, "request_id": f"vllm-{cid}", "body": body}, "error": None})
+        lines.append(
+            {
+                "id": f"vllm-{cid}",
+                "custom_id": cid,
+                "response": {"status_code": 200, "request_id": f"vllm-{cid}", "body": body},
+                "error": None,
+            }
+        )
     out.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
 
 
@@ -45,7 +51,7 @@ def drive_with_manual_judge(ws: Workspace, session: Session, tmp_path: Path) -> 
     ingested = 0
     for _ in range(100):
         left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
-        manual = ws.db.db.execute(
+        manual = ws.store.conn.execute(
             "SELECT path FROM files WHERE backend = 'manual' AND status != 'ingested' ORDER BY pk"
         ).fetchall()
         for row in manual:
@@ -79,12 +85,14 @@ def test_batch_eval_sync_user_manual_judge_completes_like_all_batch(server, tmp_
         try:
             prepare_runs(ws, session, stage="all", limit=6)
             ingested = drive_with_manual_judge(ws, session, tmp_path)
-            backends = {r["backend"] for r in ws.db.db.execute("SELECT DISTINCT backend FROM files")}
+            backends = {r["backend"] for r in ws.store.conn.execute("SELECT DISTINCT backend FROM files")}
             assert backends == {"batch", "sync", "manual"}
             assert ingested >= 3
             assert set(thread_counts(ws)) == {"done"}
             # The vLLM line that failed inline was retried as a new attempt and then answered.
-            retried = ws.db.db.execute("SELECT COUNT(*) FROM requests WHERE role = 'judge' AND attempt = 2").fetchone()
+            retried = ws.store.conn.execute(
+                "SELECT COUNT(*) FROM requests WHERE role = 'judge' AND attempt = 2"
+            ).fetchone()
             assert retried[0] == 1
             mixed = records(ws)
             # Every saved response file is under responses/, including the ingested vLLM files.
@@ -108,15 +116,15 @@ def test_ingesting_the_same_file_twice_changes_nothing(server, tmp_path):
         session = Session(ws, ProviderOptions(backends={"eval": "manual", "user": "manual", "judge": "manual"}))
         try:
             prepare_runs(ws, session, stage="lca", limit=3)
-            request_file = ws.path(ws.db.db.execute("SELECT path FROM files").fetchone()["path"])
+            request_file = ws.path(ws.store.conn.execute("SELECT path FROM files").fetchone()["path"])
             out = tmp_path / "out.jsonl"
             vllm_output(request_file, out)
             stats, done = ingest_external(ws, out, wave=1)
             assert stats.answered == 6 and len(done) == 1
-            before = ws.db.db.execute("SELECT custom_id, status, text FROM requests ORDER BY pk").fetchall()
+            before = ws.store.conn.execute("SELECT custom_id, status, text FROM requests ORDER BY pk").fetchall()
             stats2, done2 = ingest_external(ws, out)
             assert stats2.answered == 0 and stats2.duplicates == 6 and done2 == []
-            after = ws.db.db.execute("SELECT custom_id, status, text FROM requests ORDER BY pk").fetchall()
+            after = ws.store.conn.execute("SELECT custom_id, status, text FROM requests ORDER BY pk").fetchall()
             assert [tuple(r) for r in before] == [tuple(r) for r in after]
             with pytest.raises(LexpilotError, match="wave 2"):
                 ingest_external(ws, out, wave=2)
@@ -130,7 +138,7 @@ def test_partial_manual_output_leaves_the_rest_pending(server, tmp_path):
         try:
             prepare_runs(ws, session, stage="lca", limit=3)
             poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
-            request_file = ws.path(ws.db.db.execute("SELECT path FROM files").fetchone()["path"])
+            request_file = ws.path(ws.store.conn.execute("SELECT path FROM files").fetchone()["path"])
             full = tmp_path / "full.jsonl"
             vllm_output(request_file, full)
             lines = full.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -138,14 +146,14 @@ def test_partial_manual_output_leaves_the_rest_pending(server, tmp_path):
             (tmp_path / "part2.jsonl").write_text("".join(lines[2:]), encoding="utf-8")
             _, done = ingest_external(ws, tmp_path / "part1.jsonl")
             assert done == []
-            pending = ws.db.db.execute("SELECT COUNT(*) FROM requests WHERE status = 'pending'").fetchone()[0]
+            pending = ws.store.conn.execute("SELECT COUNT(*) FROM requests WHERE status = 'pending'").fetchone()[0]
             assert pending == 4
             left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
             assert left["waiting_manual"] == 1  # no new wave while the file is unfinished
             _, done = ingest_external(ws, tmp_path / "part2.jsonl")
             assert len(done) == 1
             poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
-            assert ws.db.db.execute("SELECT COUNT(*) FROM waves").fetchone()[0] == 2
+            assert ws.store.conn.execute("SELECT COUNT(*) FROM waves").fetchone()[0] == 2
         finally:
             session.close()
 
@@ -182,6 +190,5 @@ def test_missing_key_names_the_variable(tmp_path, monkeypatch):
 
 
 def test_unknown_backend_is_a_clear_error(tmp_path):
-    with Workspace(tmp_path / "ws") as ws:
-        with pytest.raises(ConfigError, match="--eval-backend"):
-            Session(ws, ProviderOptions(backends={"eval": "carrier-pigeon"}))
+    with Workspace(tmp_path / "ws") as ws, pytest.raises(ConfigError, match="--eval-backend"):
+        Session(ws, ProviderOptions(backends={"eval": "carrier-pigeon"}))

@@ -126,5 +126,3 @@ def test_validate_data_with_a_missing_file(tmp_path: Path) -> None:
 
 
 # --- commands not implemented yet ---------------------------------------------------------------
-
-

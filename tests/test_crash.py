@@ -156,7 +156,9 @@ def check_workspace_bookkeeping(root: Path) -> None:
         for kind in ("output_path", "error_path"):
             if f[kind]:
                 saved[f[kind]] = f["pk"]
-    on_disk = {p.relative_to(root).as_posix() for p in (root / "responses").rglob("*.jsonl") if not p.name.startswith(".")}
+    on_disk = {
+        p.relative_to(root).as_posix() for p in (root / "responses").rglob("*.jsonl") if not p.name.startswith(".")
+    }
     assert on_disk == set(saved), f"result files without a record: {sorted(on_disk - set(saved))}"
     lines_of: dict[int, Counter] = defaultdict(Counter)
     for rel, file_pk in saved.items():

@@ -363,7 +363,7 @@ def _file_error(tmp_path: Path, content: bytes) -> str:
 
 
 def test_not_json(tmp_path: Path) -> None:
-    text = _file_error(tmp_path, '[\n  {"case_number": 1,}\n]'.encode())
+    text = _file_error(tmp_path, b'[\n  {"case_number": 1,}\n]')
     assert "is not valid JSON" in text and "line 2 column" in text
 
 

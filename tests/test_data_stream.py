@@ -93,7 +93,7 @@ def test_a_boundary_right_at_each_place_between_elements(tmp_path: Path) -> None
     path = tmp_path / "cases.json"
     path.write_bytes(raw)
     expected = json.loads(raw)
-    for at in [i for i, byte in enumerate(raw) if byte in b",:{}[]\""][:200]:
+    for at in [i for i, byte in enumerate(raw) if byte in b',:{}[]"'][:200]:
         # A first chunk that ends just before / just after a delimiter or a quote.
         for chunk_size in (at, at + 1):
             if chunk_size:
@@ -233,8 +233,30 @@ def test_a_byte_not_utf8_counts_from_the_start_of_the_file_after_a_byte_order_ma
 def test_random_corruptions_get_the_error_reading_them_whole_gives(tmp_path: Path) -> None:
     rng = random.Random(20)
     base = json.dumps([make_case(case_number=i) for i in range(2)], ensure_ascii=False, indent=1).encode()
-    pieces = [b"[", b"]", b"{", b"}", b",", b":", b'"', b"\\", b"\\u", b"\\ud83d", b" ", b"\n", b"1", b"-",
-              b".", b"e", b"\xe4", b"\xb8", b"\xef\xbb\xbf", "\u3000".encode(), b"tru", b"\x01"]
+    pieces = [
+        b"[",
+        b"]",
+        b"{",
+        b"}",
+        b",",
+        b":",
+        b'"',
+        b"\\",
+        b"\\u",
+        b"\\ud83d",
+        b" ",
+        b"\n",
+        b"1",
+        b"-",
+        b".",
+        b"e",
+        b"\xe4",
+        b"\xb8",
+        b"\xef\xbb\xbf",
+        "\u3000".encode(),
+        b"tru",
+        b"\x01",
+    ]
     path = tmp_path / "cases.json"
     for _ in range(300):
         raw = bytearray(base)
@@ -255,7 +277,7 @@ def test_random_corruptions_get_the_error_reading_them_whole_gives(tmp_path: Pat
 def test_a_file_error_comes_before_the_problems_of_the_cases_before_it(tmp_path: Path) -> None:
     bad_case = json.dumps(make_case(result_dict={}), ensure_ascii=False)
     path = tmp_path / "cases.json"
-    path.write_text(f"[{bad_case}, {bad_case}, {{\"a\": 1,}}]", encoding="utf-8")
+    path.write_text(f'[{bad_case}, {bad_case}, {{"a": 1,}}]', encoding="utf-8")
     with pytest.raises(DataError) as info:
         open_dataset(path, chunk_size=5)
     assert "is not valid JSON: Expecting property name" in str(info.value) and not info.value.problems
@@ -346,7 +368,7 @@ def test_prepare_leaves_nothing_behind_when_the_file_changes_before_its_cases_ar
         with pytest.raises(DataError, match="changed while it was being read"):
             prepare_runs(ws, session, stage="lca", runs=("r1", "r2"), dataset=path)
         session.close()
-        db = ws.db.db
+        db = ws.store.conn
         assert db.execute("SELECT COUNT(*) FROM cases").fetchone()[0] == 0
         assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
 
@@ -371,7 +393,7 @@ def test_cases_are_copied_once_per_dataset_not_once_per_run(tmp_path: Path, monk
         prepare_runs(ws, session, stage="all", runs=("r5",), dataset=path)
         assert reads == [2, n_cases]
         session.close()
-        stored = ws.db.db.execute("SELECT idx, case_number, cause_class, data FROM cases ORDER BY idx").fetchall()
+        stored = ws.store.conn.execute("SELECT idx, case_number, cause_class, data FROM cases ORDER BY idx").fetchall()
     whole = load_dataset(path)
     assert [tuple(row) for row in stored] == [
         (i, case.case_id, whole.class_of(case), case.model_dump_json()) for i, case in enumerate(whole.cases)

@@ -52,7 +52,7 @@ def kinds(findings: list[doctor.Finding]) -> list[str]:
 
 def files(ws: Workspace, status: str | None = None) -> list[dict]:
     sql = "SELECT * FROM files" + (" WHERE status = ?" if status else "") + " ORDER BY pk"
-    return [dict(r) for r in ws.db.db.execute(sql, (status,) if status else ())]
+    return [dict(r) for r in ws.store.conn.execute(sql, (status,) if status else ())]
 
 
 def finishes_like(ws: Workspace, session, untouched: dict) -> None:
@@ -198,11 +198,14 @@ def delete(path: Path) -> str:
     return "is gone"
 
 
-@pytest.mark.parametrize(("damage", "kind"), [
-    (delete, doctor.RESULT_MISSING),
-    (cut_mid_line, doctor.RESULT_DAMAGED),
-    (answer_for_another_file, doctor.RESULT_DAMAGED),
-])
+@pytest.mark.parametrize(
+    ("damage", "kind"),
+    [
+        (delete, doctor.RESULT_MISSING),
+        (cut_mid_line, doctor.RESULT_DAMAGED),
+        (answer_for_another_file, doctor.RESULT_DAMAGED),
+    ],
+)
 def test_a_lost_or_damaged_result_file_is_downloaded_again(ws, untouched, monkeypatch, damage, kind):
     session = start(ws)
     row = download_without_ingest(ws, session, monkeypatch)
@@ -294,7 +297,7 @@ def lose_answers(ws: Workspace, session, n: int) -> None:
     submit(ws, session)
     while files(ws, "submitted"):
         poll_files(ws, session)
-    with ws.db.transaction() as db:
+    with ws.store.transaction() as db:
         db.execute(
             "UPDATE requests SET status = 'pending', text = NULL, value = NULL"
             " WHERE pk IN (SELECT pk FROM requests WHERE wave = 1 ORDER BY pk LIMIT ?)",
@@ -309,9 +312,9 @@ def test_requests_left_pending_in_an_ingested_file_are_failed_without_costing_a_
     pending = [f for f in findings if f.kind == doctor.PENDING_IN_INGESTED]
     assert len(pending) == 1 and "3 of its requests are still pending" in pending[0].detail
     assert doctor.repair(ws, findings) == [f"{pending[0].targets[0]}: failed 3 request(s) left pending"]
-    assert ws.db.db.execute("SELECT COUNT(*) FROM requests WHERE status = 'pending'").fetchone()[0] == 0
+    assert ws.store.conn.execute("SELECT COUNT(*) FROM requests WHERE status = 'pending'").fetchone()[0] == 0
     finishes_like(ws, session, untouched)
-    assert ws.db.db.execute("SELECT COUNT(*) FROM requests WHERE attempt = 2").fetchone()[0] == 3
+    assert ws.store.conn.execute("SELECT COUNT(*) FROM requests WHERE attempt = 2").fetchone()[0] == 3
 
 
 def test_without_the_repair_lost_requests_stay_pending_for_ever(ws, untouched):
@@ -321,7 +324,7 @@ def test_without_the_repair_lost_requests_stay_pending_for_ever(ws, untouched):
     finish(ws, session)
     session.close()
     assert records(ws) == untouched
-    assert ws.db.db.execute("SELECT COUNT(*) FROM requests WHERE status = 'pending'").fetchone()[0] == 3
+    assert ws.store.conn.execute("SELECT COUNT(*) FROM requests WHERE status = 'pending'").fetchone()[0] == 3
     assert kinds(doctor.diagnose(ws)) == [doctor.PENDING_IN_INGESTED]
 
 
@@ -453,9 +456,12 @@ def test_diagnose_reads_only(ws):
     ws.path(files(ws)[0]["path"]).write_bytes(b"x\n")
 
     def snapshot() -> tuple:
-        listing = sorted((p.relative_to(ws.root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
-                         for p in ws.root.rglob("*") if p.is_file() and "state" not in p.parts)
-        db = ws.db.db
+        listing = sorted(
+            (p.relative_to(ws.root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+            for p in ws.root.rglob("*")
+            if p.is_file() and "state" not in p.parts
+        )
+        db = ws.store.conn
         tables = {t: db.execute(f"SELECT * FROM {t}").fetchall() for t in ("files", "requests", "threads", "waves")}
         return listing, {t: [tuple(r) for r in rows] for t, rows in tables.items()}
 
@@ -472,9 +478,15 @@ def test_the_doctor_command(tmp_path):
         ws.path(files(ws)[0]["path"]).unlink()
 
     def doctor_cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "lexpilot_batch", "doctor", "--root", str(root), *args],
-                              check=False, env=base_env(), capture_output=True, text=True, encoding="utf-8",
-                              timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "lexpilot_batch", "doctor", "--root", str(root), *args],
+            check=False,
+            env=base_env(),
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=60,
+        )
 
     looked = doctor_cli()
     assert looked.returncode == 1, looked.stderr

@@ -71,7 +71,9 @@ def test_eval_files_never_contain_hidden_facts(ws, session):
         rendered = prompts.render_key_details(case.key_details)
         hidden |= {line.strip("- 【】") for line in rendered.splitlines() if len(line.strip("- 【】")) >= 8}
     # The User Model's replies tell the lawyer facts, by design; everything else must not.
-    replies = [r[0] for r in ws.db.db.execute("SELECT text FROM requests WHERE role = 'user' AND text IS NOT NULL")]
+    replies = [
+        r[0] for r in ws.store.conn.execute("SELECT text FROM requests WHERE role = 'user' AND text IS NOT NULL")
+    ]
     assert any(h in reply for reply in replies for h in hidden), "control: replies should reveal facts"
     eval_files = {p: lines for p, lines in request_lines(ws).items() if "eval" in p.split("/")[-1].split("__")[0]}
     assert len(eval_files) >= 3
@@ -86,11 +88,11 @@ def test_eval_files_never_contain_hidden_facts(ws, session):
 def test_running_again_sends_nothing(ws, session):
     prepare_runs(ws, session, stage="lca")
     finish(ws, session)
-    before = ws.db.db.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
+    before = ws.store.conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0]
     again = prepare_runs(ws, session, stage="lca")
     assert not again.compiled.compiled and again.new_threads == 0
     finish(ws, session)
-    assert ws.db.db.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == before
+    assert ws.store.conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == before
     assert wave_count(ws) == 2
 
 
@@ -126,11 +128,10 @@ def test_manifest_file_written_without_keys(ws, session, monkeypatch):
 
 
 def test_second_writer_is_refused(ws):
-    with pytest.raises(WorkspaceBusy):
-        with Workspace(ws.root):
-            pass
+    with pytest.raises(WorkspaceBusy), Workspace(ws.root):
+        pass
     with Workspace(ws.root, writable=False) as reader:  # readers are welcome
-        assert reader.db.meta("workspace_id") == ws.workspace_id
+        assert reader.store.meta("workspace_id") == ws.workspace_id
 
 
 def test_sharding_respects_request_limit(ws):
@@ -161,7 +162,7 @@ def test_crash_between_batch_create_and_commit_adopts_the_batch(ws, session, mon
     with pytest.raises(KeyboardInterrupt):
         submit(ws, session)
     monkeypatch.setattr(batches, "_set", real_set)
-    row = dict(ws.db.db.execute("SELECT * FROM files").fetchone())
+    row = dict(ws.store.conn.execute("SELECT * FROM files").fetchone())
     assert row["status"] == "creating"
     result = submit(ws, session)
     assert result.adopted == [row["path"]]
@@ -184,7 +185,7 @@ def test_faults_still_score_every_history_exactly_once(tmp_path):
             session.close()
         n_cases = len(load_dataset(None).cases)
         assert thread_counts(ws) == {"done": 2 * n_cases}
-        answered = ws.db.db.execute(
+        answered = ws.store.conn.execute(
             "SELECT run_pk, case_idx, step, COUNT(*) AS n FROM requests WHERE status = 'answered'"
             " GROUP BY run_pk, case_idx, step"
         ).fetchall()
@@ -205,7 +206,7 @@ def test_exhausted_retries_fail_the_thread_with_the_reason(tmp_path):
         finally:
             session.close()
         assert thread_counts(ws) == {"failed": 4}
-        reasons = [r[0] for r in ws.db.db.execute("SELECT reason FROM threads")]
+        reasons = [r[0] for r in ws.store.conn.execute("SELECT reason FROM threads")]
         assert all("lca." in r and "failed 2 times" in r for r in reasons)
 
 
@@ -224,7 +225,7 @@ def test_whole_benchmark_two_models_several_runs_within_the_wave_budget(tmp_path
         assert all(c["in_flight"] == 0 and c["failed"] == 0 for r in info["runs"] for c in r["tasks"].values())
         assert len(info["runs"]) == 6 and all(len(r["tasks"]) == 5 for r in info["runs"])
         # One batch per (endpoint, model) per wave, whatever the number of runs and tasks.
-        per_wave = ws.db.db.execute("SELECT wave, model, COUNT(*) AS n FROM files GROUP BY wave, model").fetchall()
+        per_wave = ws.store.conn.execute("SELECT wave, model, COUNT(*) AS n FROM files GROUP BY wave, model").fetchall()
         assert all(r["n"] == 1 for r in per_wave)
         discarded = sum(c["discarded"] for c in info["requests"].values())
         assert (discarded > 0) == speculate
@@ -251,22 +252,24 @@ def test_a_batch_that_never_finishes_is_cancelled_and_requeued(tmp_path):
         slow = open_session(ws, "latency=3600", max_wave_age=0.2)
         try:
             prepare_runs(ws, slow, stage="lca", limit=3)
-            from lexpilot_batch.engine import poll_and_advance
-
             import time
+
+            from lexpilot_batch.engine import poll_and_advance
 
             poll_and_advance(ws, slow, do_submit=True, wait=False, poll_interval=0)
             time.sleep(0.3)
             for _ in range(50):  # cancel, then wait for `cancelled`, then ingest
                 poll_and_advance(ws, slow, do_submit=False, wait=False, poll_interval=0)
-                row = ws.db.db.execute("SELECT status, batch_status FROM files WHERE wave = 1").fetchone()
+                row = ws.store.conn.execute("SELECT status, batch_status FROM files WHERE wave = 1").fetchone()
                 if row["status"] == "ingested":
                     break
                 time.sleep(0.05)
             assert row["batch_status"] == "cancelled"
             # Every request of the cancelled batch failed as not done and is due again in wave 2.
-            failed = ws.db.db.execute("SELECT COUNT(*) FROM requests WHERE wave = 1 AND status = 'failed'").fetchone()[0]
-            again = ws.db.db.execute("SELECT COUNT(*) FROM requests WHERE wave = 2 AND attempt = 2").fetchone()[0]
+            failed = ws.store.conn.execute(
+                "SELECT COUNT(*) FROM requests WHERE wave = 1 AND status = 'failed'"
+            ).fetchone()[0]
+            again = ws.store.conn.execute("SELECT COUNT(*) FROM requests WHERE wave = 2 AND attempt = 2").fetchone()[0]
             assert failed == again == 6
         finally:
             slow.close()
@@ -342,7 +345,7 @@ def test_requests_a_batch_never_ran_do_not_use_up_retries(tmp_path):
         finally:
             session.close()
         assert thread_counts(ws) == {"failed": 2}
-        attempts = ws.db.db.execute("SELECT MAX(attempt) FROM requests").fetchone()[0]
+        attempts = ws.store.conn.execute("SELECT MAX(attempt) FROM requests").fetchone()[0]
         assert attempts == UNEXECUTED_ATTEMPTS > 2
-        reasons = {r[0] for r in ws.db.db.execute("SELECT reason FROM threads")}
+        reasons = {r[0] for r in ws.store.conn.execute("SELECT reason FROM threads")}
         assert all("never run in" in r and "token_limit_exceeded" in r for r in reasons)

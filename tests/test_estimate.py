@@ -40,8 +40,15 @@ def _no_backend_env(monkeypatch):
 
 def dry_run(root: Path, stage: str, runs=("r1",), options: ProviderOptions = SIMULATED, **kwargs) -> Estimate:
     run = {
-        "stage": stage, "run_ids": list(runs), "model": "sim-eval", "settings": Settings(), "dataset_path": None,
-        "categories_path": None, "limit": None, "prompts_path": None, "speculate": False,
+        "stage": stage,
+        "run_ids": list(runs),
+        "model": "sim-eval",
+        "settings": Settings(),
+        "dataset_path": None,
+        "categories_path": None,
+        "limit": None,
+        "prompts_path": None,
+        "speculate": False,
     }
     extra = {k: kwargs.pop(k) for k in ("prices", "batch_discount", "clarify_probability") if k in kwargs}
     run.update(kwargs)
@@ -70,7 +77,7 @@ def estimated_per_role(estimate: Estimate) -> dict[str, tuple[int, int]]:
 
 
 def sent_per_role(ws: Workspace, where: str = "1", args: tuple = ()) -> Counter:
-    rows = ws.db.db.execute(f"SELECT role, COUNT(*) AS n FROM requests WHERE {where} GROUP BY role", args)
+    rows = ws.store.conn.execute(f"SELECT role, COUNT(*) AS n FROM requests WHERE {where} GROUP BY role", args)
     return Counter({r["role"]: r["n"] for r in rows})
 
 
@@ -137,13 +144,13 @@ def test_dry_run_on_an_existing_workspace_changes_nothing_and_matches_prepare(tm
             session.close()
     before = snapshot(root)
     with Workspace(root, writable=False) as ws:
-        db_before = list(ws.db.db.iterdump())
+        db_before = list(ws.store.conn.iterdump())
 
     estimate = dry_run(root, "all", runs=("r1", "r2"))
 
     assert snapshot(root) == before
     with Workspace(root, writable=False) as ws:
-        assert list(ws.db.db.iterdump()) == db_before
+        assert list(ws.store.conn.iterdump()) == db_before
     assert [(r.run_id, r.new) for r in estimate.runs] == [("r1", False), ("r2", True)]
     wave = 3 if moment == "lca finished" else 2
     assert estimate.wave == wave
@@ -235,7 +242,11 @@ def test_cost_by_hand_on_one_case(tmp_path):
     assert list(e.next_wave) == ["eval"]
     w = e.next_wave["eval"]
     assert (w.requests, w.prompt_chars, w.prompt_tokens, w.completion_tokens) == (
-        1, gen_chars, gen_tokens, COMPLETION_TOKENS["eval"])
+        1,
+        gen_chars,
+        gen_tokens,
+        COMPLETION_TOKENS["eval"],
+    )
     eval_cost = (gen_tokens * 2.0 + COMPLETION_TOKENS["eval"] * 8.0) / 1e6  # sync: list price
     judge_cost = (ext_tokens * 1.0 + COMPLETION_TOKENS["judge"] * 4.0) / 1e6 * 0.5  # batch: half
     assert w.cost_usd == pytest.approx(eval_cost) and e.next_wave_cost_usd == pytest.approx(eval_cost)
@@ -248,8 +259,9 @@ def test_cost_by_hand_on_one_case(tmp_path):
 
     manual = ProviderOptions(backends={"eval": "batch", "user": "batch", "judge": "manual"})
     e = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=manual, prices=prices, batch_discount=0.25)
-    assert e.next_wave["eval"].cost_usd == pytest.approx((gen_tokens * 2.0 + COMPLETION_TOKENS["eval"] * 8.0)
-                                                         / 1e6 * 0.75)
+    assert e.next_wave["eval"].cost_usd == pytest.approx(
+        (gen_tokens * 2.0 + COMPLETION_TOKENS["eval"] * 8.0) / 1e6 * 0.75
+    )
     assert e.projection["judge"].cost_usd is None and e.projection_cost_usd is None
 
     unpriced = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=options, prices={"eval": prices["eval"]})
@@ -274,7 +286,7 @@ def test_calibration_from_answered_requests(tmp_path):
             finish(ws, session)
         finally:
             session.close()
-        db = ws.db.db
+        db = ws.store.conn
         chars, tokens, n = db.execute(
             "SELECT SUM(prompt_chars), SUM(prompt_tokens), COUNT(*) FROM requests WHERE prompt_tokens > 0"
         ).fetchone()
@@ -284,8 +296,10 @@ def test_calibration_from_answered_requests(tmp_path):
         eval_text = db.execute(
             "SELECT AVG(LENGTH(text)) FROM requests WHERE role = 'eval' AND status = 'answered'"
         ).fetchone()[0]
-        labels = [json.loads(r[0]) for r in db.execute(
-            "SELECT value FROM requests WHERE step = 'lca.u.cls' AND status = 'answered'")]
+        labels = [
+            json.loads(r[0])
+            for r in db.execute("SELECT value FROM requests WHERE step = 'lca.u.cls' AND status = 'answered'")
+        ]
 
     measured = dry_run(tmp_path / "ws", "lca", runs=("r2",))
     a = measured.assumptions

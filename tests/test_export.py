@@ -28,29 +28,69 @@ FILES: dict[str, dict[str, set[str]]] = {
     "lca": {
         "AwN_gen/{run}/{model}/a1.jsonl": {"case_number", "history_type", "history", "response"},
         "eval_results/{run}/{model}/LCA_results.jsonl": {
-            "case_number", "history_type", "history", "response", "label", "cause_of_action", "cause_class"},
+            "case_number",
+            "history_type",
+            "history",
+            "response",
+            "label",
+            "cause_of_action",
+            "cause_class",
+        },
     },
     "ljp_interaction": {
         "AwN_gen/{run}/{model}/interaction.jsonl": {
-            "case_number", "history", "continued_history", "rounds", "stop_reason", "final_response"},
+            "case_number",
+            "history",
+            "continued_history",
+            "rounds",
+            "stop_reason",
+            "final_response",
+        },
         "eval_results/{run}/{model}/LJP_interaction.jsonl": {
-            "case_number", "history", "response", "claims", "continued_history", "rounds", "stop_reason",
-            "final_response", "cause_of_action", "cause_class"},
+            "case_number",
+            "history",
+            "response",
+            "claims",
+            "continued_history",
+            "rounds",
+            "stop_reason",
+            "final_response",
+            "cause_of_action",
+            "cause_class",
+        },
     },
     "dcg": {
         "Force_ask_gen/{run}/{model}/force_ask.jsonl": {"case_number", "history", "rounds"},
         "eval_results/{run}/{model}/DCG_results.jsonl": {
-            "case_number", "history", "rounds", "success", "cause_of_action", "cause_class"},
+            "case_number",
+            "history",
+            "rounds",
+            "success",
+            "cause_of_action",
+            "cause_class",
+        },
     },
     "ljp_direct": {
         "Force_judge_gen/{run}/{model}/a1_direct.jsonl": {"case_number", "history", "response"},
         "eval_results/{run}/{model}/LJP_direct.jsonl": {
-            "case_number", "history", "response", "claims", "cause_of_action", "cause_class"},
+            "case_number",
+            "history",
+            "response",
+            "claims",
+            "cause_of_action",
+            "cause_class",
+        },
     },
     "ljp_gold": {
         "Force_judge_gen/{run}/{model}/a1_force_judge.jsonl": {"case_number", "history", "response"},
         "eval_results/{run}/{model}/LJP_gold.jsonl": {
-            "case_number", "history", "response", "claims", "cause_of_action", "cause_class"},
+            "case_number",
+            "history",
+            "response",
+            "claims",
+            "cause_of_action",
+            "cause_class",
+        },
     },
 }
 TOP_FOLDERS = ("runs", "AwN_gen", "Force_ask_gen", "Force_judge_gen", "eval_results")
@@ -119,7 +159,8 @@ def test_records_follow_dataset_order_and_keep_histories(exported, dataset):
     for run_id in RUNS:
         a1 = read_jsonl(out / path_of("AwN_gen/{run}/{model}/a1.jsonl", run_id))
         assert [(r["case_number"], r["history_type"]) for r in a1] == [
-            (n, t) for n in numbers for t in ("complete", "underspecified")]
+            (n, t) for n in numbers for t in ("complete", "underspecified")
+        ]
         for r in a1:
             case = dataset.cases[numbers.index(r["case_number"])]
             source = case.complete_history if r["history_type"] == "complete" else case.underspecified_history
@@ -130,7 +171,7 @@ def test_records_follow_dataset_order_and_keep_histories(exported, dataset):
             for template in files:
                 recs = read_jsonl(out / path_of(template, run_id))
                 assert [r["case_number"] for r in recs] == numbers, template
-                for r, case in zip(recs, dataset.cases):
+                for r, case in zip(recs, dataset.cases, strict=False):
                     source = case.complete_history if task == "ljp_gold" else case.underspecified_history
                     assert r["history"] == [m.model_dump() for m in source], template
 
@@ -140,14 +181,14 @@ def test_claims_are_in_result_dict_order(exported, dataset):
     for run_id in RUNS:
         for task in ("ljp_direct", "ljp_gold", "ljp_interaction"):
             template = next(t for t in FILES[task] if t.startswith("eval_results"))
-            for rec, case in zip(read_jsonl(out / path_of(template, run_id)), dataset.cases):
+            for rec, case in zip(read_jsonl(out / path_of(template, run_id)), dataset.cases, strict=False):
                 assert [(c["claim"], c["gold"]) for c in rec["claims"]] == list(case.result_dict.items())
                 assert all(c["predicted"] in ("支持", "部分支持", "驳回") for c in rec["claims"])
 
 
 def test_generation_and_eval_records_agree(exported, finished):
     out, _ = exported
-    classes = {r["case_number"]: r["cause_class"] for r in finished.db.db.execute("SELECT * FROM cases")}
+    classes = {r["case_number"]: r["cause_class"] for r in finished.store.conn.execute("SELECT * FROM cases")}
     for run_id in RUNS:
         a1 = read_jsonl(out / path_of("AwN_gen/{run}/{model}/a1.jsonl", run_id))
         lca_res = read_jsonl(out / path_of("eval_results/{run}/{model}/LCA_results.jsonl", run_id))
@@ -172,7 +213,7 @@ def test_generation_and_eval_records_agree(exported, finished):
 
 def test_manifest_equals_the_database(exported, finished):
     out, _ = exported
-    for row in finished.db.db.execute("SELECT run_id, model, manifest FROM runs"):
+    for row in finished.store.conn.execute("SELECT run_id, model, manifest FROM runs"):
         path = out / path_of("runs/{run}/{model}/manifest.json", row["run_id"])
         assert json.loads(path.read_text(encoding="utf-8")) == json.loads(row["manifest"])
         # The same bytes as the workspace's own copy.
@@ -220,7 +261,7 @@ def test_undefined_metrics_agree_with_the_report(tmp_path):
             finish(ws, session)
         finally:
             session.close()
-        with ws.db.transaction() as db:
+        with ws.store.transaction() as db:
             # LCA: only underspecified histories, all asked -> F1_C, Acc_C and Macro-F1 undefined.
             db.execute("UPDATE threads SET status = 'failed' WHERE task = 'lca' AND variant = 'c'")
             # DCG: nothing finished -> no denominator.
@@ -231,8 +272,9 @@ def test_undefined_metrics_agree_with_the_report(tmp_path):
                     record["label"] = "clarification"
                 elif row["task"] == "ljp_direct":  # one label everywhere: zero expected disagreement
                     record["claims"] = [{**c, "gold": "支持", "predicted": "支持"} for c in record["claims"]]
-                db.execute("UPDATE threads SET record = ? WHERE pk = ?", (json.dumps(record, ensure_ascii=False),
-                                                                          row["pk"]))
+                db.execute(
+                    "UPDATE threads SET record = ? WHERE pk = ?", (json.dumps(record, ensure_ascii=False), row["pk"])
+                )
         export_seed(ws, tmp_path / "out")
         assert assert_report_matches(ws, tmp_path / "out") > 0
         mine = score_export(tmp_path / "out")[("r1", MODEL)]
@@ -245,8 +287,13 @@ def test_undefined_metrics_agree_with_the_report(tmp_path):
 def test_independent_scorer_edge_cases():
     """The independent scorer itself, on numbers worked out by hand."""
     always_ask = [{"history_type": t, "label": "clarification"} for t in ("complete", "underspecified")] * 3
-    assert lca(always_ask) == {"macro_f1": pytest.approx(1 / 3), "f1_u": pytest.approx(2 / 3), "f1_c": 0.0,
-                               "acc_c": 0.0, "acc_u": 1.0}
+    assert lca(always_ask) == {
+        "macro_f1": pytest.approx(1 / 3),
+        "f1_u": pytest.approx(2 / 3),
+        "f1_c": 0.0,
+        "acc_c": 0.0,
+        "acc_u": 1.0,
+    }
     only_u = [{"history_type": "underspecified", "label": "clarification"}]
     assert lca(only_u) == {"macro_f1": None, "f1_u": 1.0, "f1_c": None, "acc_c": None, "acc_u": 1.0}
     same = [{"claims": [{"gold": "支持", "predicted": "支持"}] * 3}]
@@ -319,10 +366,14 @@ def test_no_hidden_facts_or_gold_where_they_do_not_belong(exported, dataset):
                     assert "label" not in keys or task == "ljp_interaction", template
         # Before any User Model reply nothing the evaluated model wrote or saw may hold a hidden fact.
         seen_before_reply = []
-        for template in ("eval_results/{run}/{model}/LCA_results.jsonl", "eval_results/{run}/{model}/LJP_direct.jsonl",
-                         "eval_results/{run}/{model}/LJP_gold.jsonl"):
-            seen_before_reply += _strings([{k: v for k, v in r.items() if k != "claims"}
-                                           for r in read_jsonl(out / path_of(template, run_id))])
+        for template in (
+            "eval_results/{run}/{model}/LCA_results.jsonl",
+            "eval_results/{run}/{model}/LJP_direct.jsonl",
+            "eval_results/{run}/{model}/LJP_gold.jsonl",
+        ):
+            seen_before_reply += _strings(
+                [{k: v for k, v in r.items() if k != "claims"} for r in read_jsonl(out / path_of(template, run_id))]
+            )
         for r in read_jsonl(out / path_of("eval_results/{run}/{model}/DCG_results.jsonl", run_id)):
             seen_before_reply += _strings(r["history"]) + [r["rounds"][0]["question"]]
             replies.append(r["rounds"][0]["reply"])

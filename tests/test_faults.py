@@ -218,8 +218,9 @@ def test_every_line_failing_fails_every_thread_after_its_retries(tmp_path):
     assert Counter(r["attempt"] for r in outcome.requests) == {1: 5 * LIMIT, 2: 5 * LIMIT}
     assert all(r["status"] == "failed" for r in outcome.requests)
     # Every request failing: each batch `completed` with no output file, only an error file.
-    assert all(f["batch_status"] == "completed" and f["output_file_id"] is None and f["error_path"]
-               for f in outcome.files)
+    assert all(
+        f["batch_status"] == "completed" and f["output_file_id"] is None and f["error_path"] for f in outcome.files
+    )
 
 
 # --- 2. per-batch faults ------------------------------------------------------------------------
@@ -251,8 +252,13 @@ def test_expired_batches_keep_what_they_finished_and_resend_only_the_rest(tmp_pa
     assert_same_as(baseline, outcome)
     kept, resent = kept_and_resent(outcome, "expired")
     assert kept > 0 and resent > 0
-    expired = [r for f in outcome.files if f["batch_status"] == "expired"
-               for r in outcome.requests if r["file_pk"] == f["pk"] and r["status"] == "failed"]
+    expired = [
+        r
+        for f in outcome.files
+        if f["batch_status"] == "expired"
+        for r in outcome.requests
+        if r["file_pk"] == f["pk"] and r["status"] == "failed"
+    ]
     assert all(r["error"].startswith("batch_expired") for r in expired)
     # Wave 1 (one eval file) expired part-way: what it finished is answered at attempt 1, and only
     # the rest has an attempt 2.
@@ -260,7 +266,9 @@ def test_expired_batches_keep_what_they_finished_and_resend_only_the_rest(tmp_pa
     assert [f["batch_status"] for f in wave1] == ["expired"]
     first = [r for r in outcome.requests if r["wave"] == 1]
     done_in_1 = {(r["case_idx"], r["step"]) for r in first if r["status"] == "answered"}
-    again = {(r["case_idx"], r["step"]) for r in outcome.requests if r["attempt"] == 2 and r["step"] in FIRST_STEP.values()}
+    again = {
+        (r["case_idx"], r["step"]) for r in outcome.requests if r["attempt"] == 2 and r["step"] in FIRST_STEP.values()
+    }
     assert done_in_1 and again and not done_in_1 & again
     assert done_in_1 | again == {(r["case_idx"], r["step"]) for r in first}
 
@@ -330,7 +338,7 @@ def test_batches_cancelled_by_someone_else_keep_what_they_finished(tmp_path, bas
         for _ in range(400):
             left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
             # With no latency only a stalled batch is ever seen in progress: cancel it "in the console".
-            for f in ws.db.db.execute(
+            for f in ws.store.conn.execute(
                 "SELECT * FROM files WHERE status = 'submitted' AND batch_status = 'in_progress'"
             ).fetchall():
                 session.backend_for(f["roles"]).client.batches.cancel(f["batch_id"])
@@ -398,8 +406,9 @@ def test_http_429_and_500_on_every_batch_route_are_retried(tmp_path, baseline):
 
 def test_http_429_and_500_on_batches_list_while_adopting(tmp_path, baseline, monkeypatch):
     lost = lose_every_create_answer_once(monkeypatch)
-    outcome = run_benchmark(tmp_path / "ws", f"{HTTP},http_routes=list_batches,seed=2",
-                            drive=finish_despite(LostAnswer))
+    outcome = run_benchmark(
+        tmp_path / "ws", f"{HTTP},http_routes=list_batches,seed=2", drive=finish_despite(LostAnswer)
+    )
     assert_same_as(baseline, outcome)
     assert len(lost) == len(outcome.files)  # every batch was adopted, none created twice
     assert_http_faults_hit_only(outcome.server, "list_batches")
@@ -487,8 +496,9 @@ SAFE_TO_REPEAT = ["upload_file", "retrieve_batch", "file_content"]
 
 
 def test_calls_answering_after_the_timeout_are_retried(tmp_path, baseline):
-    outcome = run_benchmark(tmp_path / "ws", f"http_slow=0.05,{SLOW},http_routes={'+'.join(SAFE_TO_REPEAT)},seed=20",
-                            timeout=TIMEOUT)
+    outcome = run_benchmark(
+        tmp_path / "ws", f"http_slow=0.05,{SLOW},http_routes={'+'.join(SAFE_TO_REPEAT)},seed=20", timeout=TIMEOUT
+    )
     assert_same_as(baseline, outcome)
     for route in SAFE_TO_REPEAT:
         assert outcome.server[f"http_slow:{route}"] > 0, dict(outcome.server)
@@ -496,8 +506,12 @@ def test_calls_answering_after_the_timeout_are_retried(tmp_path, baseline):
 
 
 def test_chat_completions_answering_after_the_timeout_are_retried(tmp_path, sync_baseline, monkeypatch):
-    provider = SyncProvider(tmp_path / "provider", f"http_slow=0.02,{SLOW},http_routes=chat_completion,seed=14",
-                            monkeypatch, timeout=TIMEOUT)
+    provider = SyncProvider(
+        tmp_path / "provider",
+        f"http_slow=0.02,{SLOW},http_routes=chat_completion,seed=14",
+        monkeypatch,
+        timeout=TIMEOUT,
+    )
     try:
         outcome = run_benchmark(tmp_path / "ws", session_factory=provider.session)
         stats = Counter(provider.server.stats)
@@ -512,13 +526,17 @@ def test_a_timed_out_batch_create_makes_no_second_batch(tmp_path, baseline):
     has created the batch all the same; the SDK retries the POST by itself (`max_retries=5`, and
     the OpenAI SDK sends no idempotency key) and the provider creates a second batch for the same
     file. The engine records only the last one; the first runs, is billed, and is never ingested."""
-    outcome = run_benchmark(tmp_path / "ws", f"http_slow=0.02,{SLOW},http_routes=create_batch,seed=3",
-                            timeout=TIMEOUT, check=False)
+    outcome = run_benchmark(
+        tmp_path / "ws", f"http_slow=0.02,{SLOW},http_routes=create_batch,seed=3", timeout=TIMEOUT, check=False
+    )
     assert outcome.server["http_slow:create_batch"] == 1
     assert_same_as(baseline, outcome)  # the results themselves are right
     recorded = {f["batch_id"] for f in outcome.files}
-    orphans = [(b["id"], b["status"], (b["metadata"] or {}).get("lexpilot_file"))
-               for b in outcome.sim_batches if b["id"] not in recorded]
+    orphans = [
+        (b["id"], b["status"], (b["metadata"] or {}).get("lexpilot_file"))
+        for b in outcome.sim_batches
+        if b["id"] not in recorded
+    ]
     assert not orphans, f"batches created twice for one file, never recorded nor ingested: {orphans}"
     check_invariants(tmp_path / "ws", outcome)
 
@@ -568,8 +586,7 @@ def test_duplicated_unknown_and_cut_lines_are_recorded_and_never_double_answer(t
                 (json.dumps(forged, ensure_ascii=False) + "\n").encode(),  # same custom_id, other answer
                 (json.dumps({**first, "custom_id": "zz-not-ours-1"}, ensure_ascii=False) + "\n").encode(),
             ]
-            injected.update(same=first["custom_id"], conflicting=second["custom_id"],
-                            cut=json.loads(last)["custom_id"])
+            injected.update(same=first["custom_id"], conflicting=second["custom_id"], cut=json.loads(last)["custom_id"])
             earlier.extend(json.loads(x)["custom_id"] for x in lines[:-1])
         else:  # an answer for a request of wave 1, already ingested: not this file's to apply
             extra = [(json.dumps({**first, "custom_id": earlier[2]}, ensure_ascii=False) + "\n").encode()]
@@ -584,8 +601,13 @@ def test_duplicated_unknown_and_cut_lines_are_recorded_and_never_double_answer(t
     kinds = Counter(a["kind"] for a in outcome.anomalies)
     assert kinds == {"duplicate": 2, "unknown_custom_id": 2, "bad_line": 1}
     assert {a["custom_id"] for a in outcome.anomalies if a["kind"] == "duplicate"} == {
-        injected["same"], injected["conflicting"]}
-    assert {a["custom_id"] for a in outcome.anomalies if a["kind"] == "unknown_custom_id"} == {"zz-not-ours-1", earlier[2]}
+        injected["same"],
+        injected["conflicting"],
+    }
+    assert {a["custom_id"] for a in outcome.anomalies if a["kind"] == "unknown_custom_id"} == {
+        "zz-not-ours-1",
+        earlier[2],
+    }
     assert outcome.status["anomalies"] == 5 and "Ingest anomalies recorded: 5" in outcome.rendered
     by_id = outcome.by_custom_id()
     # The duplicates: answered once, from the first line (the records equal the fault-free ones).
@@ -604,18 +626,27 @@ def test_duplicated_unknown_and_cut_lines_are_recorded_and_never_double_answer(t
 def cli(*args: str, root: Path, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "lexpilot_batch", *args, "--root", str(root)],
-        env=base_env(), capture_output=True, text=True, timeout=timeout, check=False,
+        env=base_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
 def cli_together(*commands: list[str], root: Path, timeout: float = 60) -> list[subprocess.CompletedProcess]:
     procs = [
-        subprocess.Popen([sys.executable, "-m", "lexpilot_batch", *args, "--root", str(root)], env=base_env(),
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "lexpilot_batch", *args, "--root", str(root)],
+            env=base_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for args in commands
     ]
     done = []
-    for args, proc in zip(commands, procs):
+    for args, proc in zip(commands, procs, strict=True):
         out, err = proc.communicate(timeout=timeout)
         done.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
     return done
@@ -632,9 +663,26 @@ def test_a_second_writer_is_refused_and_a_reader_is_welcome(tmp_path):
     log_path = tmp_path / "writer.log"
     with open(log_path, "w", encoding="utf-8") as log:
         writer = subprocess.Popen(
-            [sys.executable, "-m", "lexpilot_batch", "poll-and-advance", "--submit", "--wait", "--poll-interval",
-             "0.1", "--provider", "simulated", "--sim-faults", "latency=600", "--root", str(root)],
-            env=base_env(), stdout=log, stderr=log, text=True,
+            [
+                sys.executable,
+                "-m",
+                "lexpilot_batch",
+                "poll-and-advance",
+                "--submit",
+                "--wait",
+                "--poll-interval",
+                "0.1",
+                "--provider",
+                "simulated",
+                "--sim-faults",
+                "latency=600",
+                "--root",
+                str(root),
+            ],
+            env=base_env(),
+            stdout=log,
+            stderr=log,
+            text=True,
         )
         try:
             deadline = time.monotonic() + 30
@@ -644,8 +692,10 @@ def test_a_second_writer_is_refused_and_a_reader_is_welcome(tmp_path):
                     assert time.monotonic() < deadline, "the first writer never submitted"
                     time.sleep(0.05)
 
-            with pytest.raises(WorkspaceBusy, match="another lexpilot-batch command is writing to this workspace"), \
-                    Workspace(root):
+            with (
+                pytest.raises(WorkspaceBusy, match="another lexpilot-batch command is writing to this workspace"),
+                Workspace(root),
+            ):
                 pass
             # A second writer and a reader, side by side.
             second, reader = cli_together(
@@ -681,7 +731,7 @@ def test_status_reads_while_a_write_transaction_is_open(tmp_path):
             prepare_runs(ws, session, stage="lca", limit=2)
         finally:
             session.close()
-        with ws.db.transaction() as db:
+        with ws.store.transaction() as db:
             db.execute("INSERT INTO anomalies (kind, detail, at) VALUES ('bad_line', 'uncommitted', 0)")
             started = time.monotonic()
             during = cli("status", "--format", "json", root=root, timeout=25)

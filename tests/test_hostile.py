@@ -50,9 +50,19 @@ def sample(n: int | None = None) -> list[dict]:
 
 def prepare(ws, session, *, stage, dataset, categories=None, runs=("r1",), model="sim-eval", limit=None):
     """engine.prepare with a dataset and categories of the test's own."""
-    return engine.prepare(ws, session, stage=stage, run_ids=list(runs), model=model, settings=Settings(),
-                          dataset_path=dataset, categories_path=categories, limit=limit, prompts_path=None,
-                          speculate=False)
+    return engine.prepare(
+        ws,
+        session,
+        stage=stage,
+        run_ids=list(runs),
+        model=model,
+        settings=Settings(),
+        dataset_path=dataset,
+        categories_path=categories,
+        limit=limit,
+        prompts_path=None,
+        speculate=False,
+    )
 
 
 def write_json(path: Path, data) -> Path:
@@ -63,8 +73,15 @@ def write_json(path: Path, data) -> Path:
 def cli(args: list[str], cwd: Path, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
     """`python -m lexpilot_batch ARGS`, with no provider settings from this machine."""
     return subprocess.run(
-        [sys.executable, "-m", "lexpilot_batch", *args], check=False, cwd=cwd, env=base_env(**env), capture_output=True,
-        text=True, encoding="utf-8", errors="replace", timeout=timeout,
+        [sys.executable, "-m", "lexpilot_batch", *args],
+        check=False,
+        cwd=cwd,
+        env=base_env(**env),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=timeout,
     )
 
 
@@ -151,7 +168,9 @@ def test_control_characters_in_contents_and_causes_round_trip_through_a_run(tmp_
         mine = {k: r for k, r in records(ws).items() if k[3] == 0}
         lca_u = mine[("r1", "sim-eval", "lca", 0, "u")]
         assert lca_u["history"] == cases[0]["underspecified_history"]  # every character kept
-        assert [c["claim"] for c in mine[("r1", "sim-eval", "ljp_gold", 0, "")]["claims"]] == list(cases[0]["result_dict"])
+        assert [c["claim"] for c in mine[("r1", "sim-eval", "ljp_gold", 0, "")]["claims"]] == list(
+            cases[0]["result_dict"]
+        )
         out = tmp_path / "out"
         export_seed(ws, out)
     assert jsonl_files_parse(tmp_path / "ws") >= 10
@@ -208,7 +227,7 @@ def test_nested_key_details_are_a_clear_error_and_nested_extra_fields_are_kept(t
         finish(ws, session)
         session.close()
         assert thread_counts(ws) == {"done": 4}
-        [data] = ws.db.db.execute("SELECT data FROM cases WHERE idx = 0").fetchone()
+        [data] = ws.store.conn.execute("SELECT data FROM cases WHERE idx = 0").fetchone()
         assert json.loads(data)["judges_notes"] == nest(10)
 
 
@@ -224,11 +243,37 @@ def test_a_case_nested_hundreds_of_levels_is_refused_or_runs(tmp_path):
         cases = sample(2)
         cases[0]["judges_notes"] = nest(depth)
         dataset = write_json(tmp_path / f"nested{depth}.json", cases)
-        result = cli(["prepare", "--stage", "lca", "--model", "sim-eval", "--provider", "simulated",
-                      "--dataset", str(dataset), "--root", str(tmp_path / f"ws{depth}")], tmp_path)
+        result = cli(
+            [
+                "prepare",
+                "--stage",
+                "lca",
+                "--model",
+                "sim-eval",
+                "--provider",
+                "simulated",
+                "--dataset",
+                str(dataset),
+                "--root",
+                str(tmp_path / f"ws{depth}"),
+            ],
+            tmp_path,
+        )
         if result.returncode == 0:
-            done = cli(["poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05", "--provider",
-                        "simulated", "--root", str(tmp_path / f"ws{depth}")], tmp_path)
+            done = cli(
+                [
+                    "poll-and-advance",
+                    "--submit",
+                    "--wait",
+                    "--poll-interval",
+                    "0.05",
+                    "--provider",
+                    "simulated",
+                    "--root",
+                    str(tmp_path / f"ws{depth}"),
+                ],
+                tmp_path,
+            )
             assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
         else:
             assert_clean_failure(result, "case #1", "judges_notes")
@@ -255,13 +300,13 @@ def test_a_100_mb_dataset_loads_in_bounded_time(tmp_path):
 def test_100_mb_of_junk_fails_at_once_with_one_line(tmp_path):
     binary = tmp_path / "junk.bin"
     binary.write_bytes(os.urandom(2**20) * 100)
-    lines = assert_clean_failure(cli(["validate-data", "--dataset", str(binary)], tmp_path, timeout=20),
-                                 "not UTF-8")
+    lines = assert_clean_failure(cli(["validate-data", "--dataset", str(binary)], tmp_path, timeout=20), "not UTF-8")
     assert len(lines) == 1
     text = tmp_path / "junk.csv"
     text.write_bytes(b"case_number,cause,content\n" + b"1,\xe6\xb0\x91\xe9\x97\xb4,hello world\n" * (100 * 2**20 // 30))
-    lines = assert_clean_failure(cli(["validate-data", "--dataset", str(text)], tmp_path, timeout=20),
-                                 "not valid JSON", "line 1 column 1")
+    lines = assert_clean_failure(
+        cli(["validate-data", "--dataset", str(text)], tmp_path, timeout=20), "not valid JSON", "line 1 column 1"
+    )
     assert len(lines) == 1
 
 
@@ -277,7 +322,12 @@ def test_a_file_of_millions_of_wrong_cases_fails_in_bounded_time_and_memory(tmp_
     try:
         result = subprocess.run(
             [sys.executable, "-m", "lexpilot_batch", "validate-data", "--dataset", str(junk)],
-            check=False, env=base_env(), capture_output=True, text=True, encoding="utf-8", timeout=3,
+            check=False,
+            env=base_env(),
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            timeout=3,
             preexec_fn=limit_memory if sys.platform != "win32" else None,
         )
     except subprocess.TimeoutExpired:
@@ -290,13 +340,30 @@ def test_a_file_of_millions_of_wrong_cases_fails_in_bounded_time_and_memory(tmp_
 
 
 def test_a_prompts_file_with_a_missing_and_an_extra_slot_is_refused_by_prepare(tmp_path):
-    prompts_file = write_json(tmp_path / "prompts.json", {
-        LEXAWN: DEFAULT_TEMPLATES[LEXAWN].replace("{history}", "（历史）"),
-        FORCE_ASK: DEFAULT_TEMPLATES[FORCE_ASK] + "\n{key_details}",  # would leak the hidden facts
-    })
+    prompts_file = write_json(
+        tmp_path / "prompts.json",
+        {
+            LEXAWN: DEFAULT_TEMPLATES[LEXAWN].replace("{history}", "（历史）"),
+            FORCE_ASK: DEFAULT_TEMPLATES[FORCE_ASK] + "\n{key_details}",  # would leak the hidden facts
+        },
+    )
     root = tmp_path / "ws"
-    result = cli(["prepare", "--stage", "all", "--model", "sim-eval", "--provider", "simulated",
-                  "--prompts", str(prompts_file), "--root", str(root)], tmp_path)
+    result = cli(
+        [
+            "prepare",
+            "--stage",
+            "all",
+            "--model",
+            "sim-eval",
+            "--provider",
+            "simulated",
+            "--prompts",
+            str(prompts_file),
+            "--root",
+            str(root),
+        ],
+        tmp_path,
+    )
     lines = assert_clean_failure(result, str(prompts_file))
     assert lines[1:] == ["  - lexawn: missing slot(s) {history}", "  - force_ask: unknown slot(s) {key_details}"]
     assert result.stdout == ""
@@ -305,8 +372,21 @@ def test_a_prompts_file_with_a_missing_and_an_extra_slot_is_refused_by_prepare(t
 
 # --- hostile run ids and model names ---------------------------------------------------------------
 
-RUN_IDS = ["../escape", "a/b", "a\\b", "c:d", "with space", "中文运行", "CON", "..", "aux", "x" * 100,
-           "-rf", ".hidden", "COM1"]
+RUN_IDS = [
+    "../escape",
+    "a/b",
+    "a\\b",
+    "c:d",
+    "with space",
+    "中文运行",
+    "CON",
+    "..",
+    "aux",
+    "x" * 100,
+    "-rf",
+    ".hidden",
+    "COM1",
+]
 MODELS = ["../../m:od el\\中/CON", "org/Qwen2.5-72B:latest", "m" * 200]
 
 
@@ -333,9 +413,9 @@ def test_hostile_run_ids_and_models_stay_inside_the_workspace(tmp_path):
         finish(ws, session)
         session.close()
         assert thread_counts(ws) == {"done": len(RUN_IDS) * len(MODELS) * 6}
-        stored = {(r["run_id"], r["model"]) for r in ws.db.db.execute("SELECT run_id, model FROM runs")}
+        stored = {(r["run_id"], r["model"]) for r in ws.store.conn.execute("SELECT run_id, model FROM runs")}
         assert stored == {(r, m) for r in RUN_IDS for m in MODELS}
-        ids = [r[0] for r in ws.db.db.execute("SELECT custom_id FROM requests")]
+        ids = [r[0] for r in ws.store.conn.execute("SELECT custom_id FROM requests")]
         assert ids and all(len(i) <= 64 and i.isascii() and SAFE_NAME.match(i) for i in ids)
         export_seed(ws, tmp_path / "out")
     assert listing(tmp_path, root) - before == {p for p in listing(tmp_path, root) if p.startswith("out")}
@@ -358,7 +438,7 @@ def test_run_ids_and_models_with_control_characters_are_refused(tmp_path, bad):
         with pytest.raises(ConfigError, match="--model must be 1-200 printable characters"):
             prepare_runs(ws, session, model=f"sim{bad}", limit=1)
         session.close()
-        assert ws.db.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+        assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
 
 
 def test_overlong_run_ids_and_models_are_refused(tmp_path):
@@ -373,8 +453,22 @@ def test_overlong_run_ids_and_models_are_refused(tmp_path):
 
 def test_a_control_character_run_id_is_one_clear_line_from_the_cli(tmp_path):
     root = tmp_path / "ws"
-    result = cli(["prepare", "--stage", "lca", "--model", "sim-eval", "--provider", "simulated",
-                  "--run-id", "run\x1b]0;pwned\x07", "--root", str(root)], tmp_path)
+    result = cli(
+        [
+            "prepare",
+            "--stage",
+            "lca",
+            "--model",
+            "sim-eval",
+            "--provider",
+            "simulated",
+            "--run-id",
+            "run\x1b]0;pwned\x07",
+            "--root",
+            str(root),
+        ],
+        tmp_path,
+    )
     lines = assert_clean_failure(result, "--run-id must be 1-100 printable characters")
     assert len(lines) == 1 and not UNSAFE_FOR_TERMINALS.search(result.stderr)
 
@@ -429,12 +523,10 @@ def start(ws: Workspace, **options):
 
 
 def file_rows(ws: Workspace, status: str) -> list[dict]:
-    return [dict(r) for r in ws.db.db.execute("SELECT * FROM files WHERE status = ? ORDER BY pk", (status,))]
+    return [dict(r) for r in ws.store.conn.execute("SELECT * FROM files WHERE status = ? ORDER BY pk", (status,))]
 
 
-def test_a_saved_result_file_removed_before_ingest_is_named_and_doctor_downloads_it_again(
-    ws, untouched, monkeypatch
-):
+def test_a_saved_result_file_removed_before_ingest_is_named_and_doctor_downloads_it_again(ws, untouched, monkeypatch):
     session = start(ws)
     submit(ws, session)
     real = batches.ingest_file
@@ -494,7 +586,7 @@ def test_a_request_file_edited_after_part_of_its_wave_was_sent_is_refused(ws, un
     target = file_rows(ws, "compiled")[0]
     with open(ws.path(target["path"]), "ab") as fh:
         fh.write(b"\n")
-    for attempt in range(2):  # refused every time, before anything else is sent
+    for _ in range(2):  # refused every time, before anything else is sent
         with pytest.raises(TamperedFile) as caught:
             poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
         assert target["path"] in str(caught.value) and "lexpilot-batch doctor" in str(caught.value)

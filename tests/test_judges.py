@@ -32,7 +32,7 @@ from lexpilot_batch.judges import (
         ("我先分析一下案情……</think>\n\n正式回答。", "正式回答。"),
         ("<think>", ""),
         ("<think>想到一半", ""),
-        ("  \n<think>想到一半 {\"label\": \"judgment\"}", ""),
+        ('  \n<think>想到一半 {"label": "judgment"}', ""),
         ("<think>a</think><think>想到一半", ""),
         ("", ""),
     ],

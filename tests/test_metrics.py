@@ -72,20 +72,21 @@ def test_always_ask_and_always_answer_score_one_third_on_paired_data(n):
     assert ask["macro_f1"] == pytest.approx(1 / 3)
     assert answer["macro_f1"] == pytest.approx(1 / 3)
     assert (ask["f1_u"], ask["f1_c"], ask["acc_u"], ask["acc_c"]) == (pytest.approx(2 / 3), 0, 1, 0)
-    assert (answer["f1_u"], answer["f1_c"], answer["acc_u"], answer["acc_c"]) == (
-        0, pytest.approx(2 / 3), 0, 1)
+    assert (answer["f1_u"], answer["f1_c"], answer["acc_u"], answer["acc_c"]) == (0, pytest.approx(2 / 3), 0, 1)
 
 
 def test_lca_counts_follow_underspecified_as_positive():
-    counts = metrics.lca_counts([
-        ("underspecified", "clarification"),
-        ("underspecified", "clarification"),
-        ("underspecified", "judgment"),
-        ("complete", "clarification"),
-        ("complete", "judgment"),
-        ("complete", "judgment"),
-        ("complete", "judgment"),
-    ])
+    counts = metrics.lca_counts(
+        [
+            ("underspecified", "clarification"),
+            ("underspecified", "clarification"),
+            ("underspecified", "judgment"),
+            ("complete", "clarification"),
+            ("complete", "judgment"),
+            ("complete", "judgment"),
+            ("complete", "judgment"),
+        ]
+    )
     assert counts == metrics.LcaCounts(tp=2, fp=1, fn=1, tn=3)
     assert counts.f1_u == pytest.approx(4 / 6)
     assert counts.f1_c == pytest.approx(6 / 8)

@@ -37,9 +37,7 @@ HISTORY_7 = [
     Message(role="assistant", content="〈M5〉您催讨过吗？有没有记录？"),
     Message(role="user", content="〈M6〉微信上催过好几次。"),
 ]
-EXPECTED_LINES = [
-    f"{'User' if m.role == 'user' else 'Assistant'}: {m.content}" for m in HISTORY_7
-]
+EXPECTED_LINES = [f"{'User' if m.role == 'user' else 'Assistant'}: {m.content}" for m in HISTORY_7]
 
 FOCAL_POINTS = ["借贷关系是否成立", "逾期利息如何计算"]
 KEY_DETAILS_DICT: dict[str, str | list[str]] = {
@@ -59,9 +57,7 @@ def fill_all(name: str, templates: dict[str, str] | None = None) -> str:
         FORCE_ASK: lambda: prompts.force_ask_prompt(HISTORY_7, t),
         FORCE_JUDGE: lambda: prompts.force_judge_prompt(HISTORY_7, t),
         LCA_CLASSIFY: lambda: prompts.lca_classify_prompt(HISTORY_7, "〈RESPONSE〉", t),
-        DCG_JUDGE: lambda: prompts.dcg_judge_prompt(
-            HISTORY_7, "〈QUESTION〉", FOCAL_POINTS, KEY_DETAILS_DICT, t
-        ),
+        DCG_JUDGE: lambda: prompts.dcg_judge_prompt(HISTORY_7, "〈QUESTION〉", FOCAL_POINTS, KEY_DETAILS_DICT, t),
         USER_MODEL: lambda: prompts.user_model_prompt(HISTORY_7, FOCAL_POINTS, KEY_DETAILS_DICT, t),
         EXTRACT_VERDICTS: lambda: prompts.extract_verdicts_prompt(CLAIMS, "〈RESPONSE〉", t),
     }
@@ -74,7 +70,7 @@ def assert_in_order(text: str, needles: Sequence[str]) -> None:
     for needle in needles:
         assert needle in text, f"{needle!r} missing from prompt"
         positions.append(text.index(needle))
-    assert positions == sorted(positions), f"out of order: {list(zip(needles, positions))}"
+    assert positions == sorted(positions), f"out of order: {list(zip(needles, positions, strict=False))}"
 
 
 def key_detail_fragments(key_details: KeyDetails) -> set[str]:
@@ -164,9 +160,8 @@ def test_history_with_braces_and_newlines_is_kept_verbatim() -> None:
 
 # --- isolation ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(
-    "builder", [prompts.lexawn_prompt, prompts.force_ask_prompt, prompts.force_judge_prompt]
-)
+
+@pytest.mark.parametrize("builder", [prompts.lexawn_prompt, prompts.force_ask_prompt, prompts.force_judge_prompt])
 def test_eval_builders_take_only_a_history(builder: Callable[..., str]) -> None:
     params = inspect.signature(builder).parameters
     assert list(params) == ["history", "templates"]
@@ -201,9 +196,7 @@ def _isolation_check(cases: Iterable[Case]) -> int:
             rendered = prompts.render_history(h)
             assert prompts.lexawn_prompt(h) == DEFAULT_TEMPLATES[LEXAWN].replace("{history}", rendered)
             assert prompts.force_ask_prompt(h) == DEFAULT_TEMPLATES[FORCE_ASK].replace("{history}", rendered)
-            assert prompts.force_judge_prompt(h) == DEFAULT_TEMPLATES[FORCE_JUDGE].replace(
-                "{history}", rendered
-            )
+            assert prompts.force_judge_prompt(h) == DEFAULT_TEMPLATES[FORCE_JUDGE].replace("{history}", rendered)
         # Positive control: the same scan finds every detail in the prompts that must hold them.
         judge = prompts.dcg_judge_prompt(history, "请问有借条吗？", case.focal_points, case.key_details)
         user = prompts.user_model_prompt(history, case.focal_points, case.key_details)
@@ -278,7 +271,10 @@ def test_render_key_details_dict_groups_details_under_their_focal_point() -> Non
 
 
 def test_render_claims_keeps_claim_order() -> None:
-    assert prompts.render_claims(CLAIMS) == "1. 判令被告偿还借款本金三万元\n2. 判令被告支付逾期利息\n3. 判令被告承担本案诉讼费用"
+    assert (
+        prompts.render_claims(CLAIMS)
+        == "1. 判令被告偿还借款本金三万元\n2. 判令被告支付逾期利息\n3. 判令被告承担本案诉讼费用"
+    )
     reversed_claims = list(reversed(CLAIMS))
     assert_in_order(prompts.render_claims(reversed_claims), reversed_claims)
     filled = prompts.extract_verdicts_prompt(reversed_claims, "〈RESPONSE〉")
@@ -405,8 +401,9 @@ def test_conversions_and_format_specs_are_refused(tmp_path: Path, slot: str) -> 
 
 
 def test_a_valid_override_can_always_be_filled(tmp_path: Path) -> None:
-    overrides = {name: "前言 " + " ".join("{" + s + "}" for s in sorted(slots)) + " {{}}"
-                 for name, slots in SLOTS.items()}
+    overrides = {
+        name: "前言 " + " ".join("{" + s + "}" for s in sorted(slots)) + " {{}}" for name, slots in SLOTS.items()
+    }
     loaded = prompts.load_templates(write(tmp_path, overrides))
     for name in SLOTS:
         filled = fill_all(name, loaded)
@@ -444,9 +441,7 @@ def test_templates_hash_is_stable_and_changes_with_any_template(tmp_path: Path) 
 # --- prompts keep their pieces ------------------------------------------------------------------
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
-_messages = st.lists(
-    st.builds(Message, role=st.sampled_from(["user", "assistant"]), content=_texts), max_size=6
-)
+_messages = st.lists(st.builds(Message, role=st.sampled_from(["user", "assistant"]), content=_texts), max_size=6)
 
 
 @settings(max_examples=200, deadline=None)
@@ -459,10 +454,14 @@ def test_prompts_equal_str_format_and_their_pieces_join_to_them(history, respons
         rendered = prompts.render_history(history)
         built = [
             (prompts.lexawn_prompt(history, templates), templates[LEXAWN].format(history=rendered)),
-            (prompts.lca_classify_prompt(history, response, templates),
-             templates[LCA_CLASSIFY].format(history=rendered, response=response)),
-            (prompts.extract_verdicts_prompt([response, "请求"], response, templates),
-             templates[EXTRACT_VERDICTS].format(claims=prompts.render_claims([response, "请求"]), response=response)),
+            (
+                prompts.lca_classify_prompt(history, response, templates),
+                templates[LCA_CLASSIFY].format(history=rendered, response=response),
+            ),
+            (
+                prompts.extract_verdicts_prompt([response, "请求"], response, templates),
+                templates[EXTRACT_VERDICTS].format(claims=prompts.render_claims([response, "请求"]), response=response),
+            ),
         ]
         for prompt, expected in built:
             assert prompt == expected

@@ -241,9 +241,7 @@ def test_dcg_steps_and_dependencies() -> None:
     q1j_again, q2j = dcg.advance(ctx, "", answers).due
     assert q1j_again == q1j
     assert (q2j.key, q2j.role, q2j.parser) == ("dcg.q2j", "judge", "dcg_decision")
-    assert q2j.prompt == prompts.dcg_judge_prompt(
-        second_history, marker("dcg.q2"), FOCAL_POINTS, KEY_DETAILS
-    )
+    assert q2j.prompt == prompts.dcg_judge_prompt(second_history, marker("dcg.q2"), FOCAL_POINTS, KEY_DETAILS)
 
     answers["dcg.q2j"] = Answer('{"decision": "否"}', "否")
     assert [s.key for s in dcg.advance(ctx, "", answers).due] == ["dcg.q1j"]
@@ -278,7 +276,7 @@ def test_dcg_never_judges_questions_already_in_the_history() -> None:
     out = drive([(DCG(), "")], ctx, Script(decisions={"dcg.q1j": "是", "dcg.q2j": "是"}))
     judged = [s for s in out.steps.values() if s.parser == "dcg_decision"]
     assert [s.key for s in judged] == ["dcg.q1j", "dcg.q2j"]
-    for step, question in zip(judged, ["dcg.q1", "dcg.q2"]):
+    for step, question in zip(judged, ["dcg.q1", "dcg.q2"], strict=True):
         slot = step.prompt.split("<追问>")[1].split("</追问>")[0]
         assert slot.strip() == marker(question)
     assert len(out.records["dcg/"]["rounds"]) == 2
@@ -372,9 +370,7 @@ def continued(case: Case, keys: Sequence[str]) -> list[Message]:
         ),
     ],
 )
-def test_interaction_rounds(
-    stop_round: int | None, new_keys: list[str], stop_reason: str, extra_pairs: int
-) -> None:
+def test_interaction_rounds(stop_round: int | None, new_keys: list[str], stop_reason: str, extra_pairs: int) -> None:
     case = make_case(extra_pairs)
     ctx = context(case)
     out = drive([(InteractionLJP(), "")], ctx, interaction_script(stop_round))
@@ -405,9 +401,7 @@ def test_interaction_rounds(
     assert record["rounds"] == expected_rounds
 
     # Verdicts come from the final new response only, and nothing after a judgment is asked.
-    assert out.steps["int.ext"].prompt == prompts.extract_verdicts_prompt(
-        list(CLAIMS), marker(final_key)
-    )
+    assert out.steps["int.ext"].prompt == prompts.extract_verdicts_prompt(list(CLAIMS), marker(final_key))
     assert out.waves[-1] == ["int.ext"]
     if stop_round is not None:
         assert f"int.r{stop_round}" not in out.steps
@@ -425,20 +419,12 @@ def test_interaction_step_prompts() -> None:
         return continued(case, keys)
 
     assert s["lca.u.gen"].prompt == prompts.lexawn_prompt(case.underspecified_history)
-    assert s["lca.u.cls"].prompt == prompts.lca_classify_prompt(
-        case.underspecified_history, marker("lca.u.gen")
-    )
+    assert s["lca.u.cls"].prompt == prompts.lca_classify_prompt(case.underspecified_history, marker("lca.u.gen"))
     assert s["int.r1"].prompt == prompts.user_model_prompt(upto("lca.u.gen"), fp, k)
     assert s["int.a2"].prompt == prompts.lexawn_prompt(upto("lca.u.gen", "int.r1"))
-    assert s["int.c2"].prompt == prompts.lca_classify_prompt(
-        upto("lca.u.gen", "int.r1"), marker("int.a2")
-    )
-    assert s["int.r2"].prompt == prompts.user_model_prompt(
-        upto("lca.u.gen", "int.r1", "int.a2"), fp, k
-    )
-    assert s["int.a3"].prompt == prompts.lexawn_prompt(
-        upto("lca.u.gen", "int.r1", "int.a2", "int.r2")
-    )
+    assert s["int.c2"].prompt == prompts.lca_classify_prompt(upto("lca.u.gen", "int.r1"), marker("int.a2"))
+    assert s["int.r2"].prompt == prompts.user_model_prompt(upto("lca.u.gen", "int.r1", "int.a2"), fp, k)
+    assert s["int.a3"].prompt == prompts.lexawn_prompt(upto("lca.u.gen", "int.r1", "int.a2", "int.r2"))
     assert s["int.c3"].prompt == prompts.lca_classify_prompt(
         upto("lca.u.gen", "int.r1", "int.a2", "int.r2"), marker("int.a3")
     )
@@ -461,9 +447,7 @@ def test_interaction_round_one_is_the_lca_underspecified_thread() -> None:
     assert together.waves[0] == ["lca.u.gen"] and together.waves[1] == ["lca.u.cls"]
     alone = drive([(InteractionLJP(), "")], ctx, script)
     assert alone.records["ljp_interaction/"] == together.records["ljp_interaction/"]
-    assert together.records["lca/u"]["response"] == alone.records["ljp_interaction/"]["rounds"][0][
-        "response"
-    ]
+    assert together.records["lca/u"]["response"] == alone.records["ljp_interaction/"]["rounds"][0]["response"]
     # An LCA stage that already ran answers round 1: the interaction reuses it.
     lca_first = drive([(LCA(), "u")], ctx, Script(labels={"lca.u.cls": "judgment"}))
     later = drive([(InteractionLJP(), "")], ctx, Script(), answers=lca_first.answers)
@@ -487,9 +471,7 @@ def test_speculation_gives_the_same_records(stop_round: int | None) -> None:
         assert spec.unused == {wasted} and wasted in spec.answers
         assert marker(wasted) not in json.dumps(spec.records, ensure_ascii=False)
         # The reply was requested together with the label it turned out not to need.
-        assert spec.wave_of(wasted) == spec.wave_of(
-            "lca.u.cls" if stop_round == 1 else f"int.c{stop_round}"
-        )
+        assert spec.wave_of(wasted) == spec.wave_of("lca.u.cls" if stop_round == 1 else f"int.c{stop_round}")
     assert not plain.unused
 
 

@@ -56,7 +56,7 @@ def _check_workspace(ws: Workspace) -> None:
     session = open_session(ws)
     prepare_runs(ws, session, stage="all", runs=("r1",), limit=4)
     finish(ws, session)
-    stored = [json.loads(r[0]) for r in ws.db.db.execute("SELECT record FROM threads WHERE status = 'done'")]
+    stored = [json.loads(r[0]) for r in ws.store.conn.execute("SELECT record FROM threads WHERE status = 'done'")]
     assert len(stored) == 4 * 6 and all(records.has_references(r) for r in stored)
 
     cases = {str(c.case_number): c for c in load_dataset()}
@@ -78,11 +78,14 @@ def _check_workspace(ws: Workspace) -> None:
 def test_scored_keeps_what_the_report_scores_and_leaves_out_what_is_missing():
     claims = [{"claim": "判令被告偿还借款", "gold": "支持", "predicted": "驳回"}]
     assert records.scored("lca", {"history_type": "complete", "label": "judgment", "history": []}) == {
-        "history_type": "complete", "label": "judgment"}
+        "history_type": "complete",
+        "label": "judgment",
+    }
     assert records.scored("dcg", {"success": False, "rounds": []}) == {"success": False}
     for task in ("ljp_direct", "ljp_gold", "ljp_interaction"):
         assert records.scored(task, {"claims": claims, "response": "x"}) == {
-            "claims": [{"gold": "支持", "predicted": "驳回"}]}
+            "claims": [{"gold": "支持", "predicted": "驳回"}]
+        }
     assert records.scored("lca", {"label": "judgment"}) == {"label": "judgment"}
     assert records.scored("ljp_gold", {"response": "x"}) == {}
 
@@ -95,7 +98,7 @@ def test_reports_read_scores_and_fall_back_to_records_stored_without_them(tmp_pa
         session = open_session(ws)
         prepare_runs(ws, session, stage="all", runs=("r1", "r2"), limit=6)
         finish(ws, session)
-        db = ws.db.db
+        db = ws.store.conn
         assert db.execute("SELECT COUNT(*) FROM threads WHERE status = 'done' AND score IS NULL").fetchone()[0] == 0
         with_scores = build_report(load_run_results(ws, texts=False))
         whole = build_report(load_run_results(ws, texts=True))

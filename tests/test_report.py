@@ -26,25 +26,33 @@ SQRT2 = math.sqrt(2)
 
 
 def lca(*rows: tuple[str, str, str]) -> TaskRecords:
-    return TaskRecords(records=[
-        (cls, {"case_number": str(i), "history_type": truth, "response": "…", "label": label})
-        for i, (cls, truth, label) in enumerate(rows)
-    ])
+    return TaskRecords(
+        records=[
+            (cls, {"case_number": str(i), "history_type": truth, "response": "…", "label": label})
+            for i, (cls, truth, label) in enumerate(rows)
+        ]
+    )
 
 
 def dcg(*rows: tuple[str, bool]) -> TaskRecords:
-    return TaskRecords(records=[
-        (cls, {"case_number": str(i), "rounds": [], "success": success})
-        for i, (cls, success) in enumerate(rows)
-    ])
+    return TaskRecords(
+        records=[
+            (cls, {"case_number": str(i), "rounds": [], "success": success}) for i, (cls, success) in enumerate(rows)
+        ]
+    )
 
 
 def ljp(*cases: tuple[str, list[tuple[str, str]]], missing=(), failed=()) -> TaskRecords:
     return TaskRecords(
         records=[
-            (cls, {"case_number": str(i), "response": "…",
-                   "claims": [{"claim": f"诉请{j}", "gold": g, "predicted": p}
-                              for j, (g, p) in enumerate(claims)]})
+            (
+                cls,
+                {
+                    "case_number": str(i),
+                    "response": "…",
+                    "claims": [{"claim": f"诉请{j}", "gold": g, "predicted": p} for j, (g, p) in enumerate(claims)],
+                },
+            )
             for i, (cls, claims) in enumerate(cases)
         ],
         missing=list(missing),
@@ -52,35 +60,60 @@ def ljp(*cases: tuple[str, list[tuple[str, str]]], missing=(), failed=()) -> Tas
     )
 
 
-def run(run_id: str, tasks: dict, group_key: str = "g1", model: str = "model-a",
-        usage: dict | None = None) -> RunResults:
-    return RunResults(run_id=run_id, model=model, user_model="user-m", judge_model="judge-m",
-                      group_key=group_key, settings={"temperature": 0.7, "max_tokens": 8192},
-                      tasks=tasks, usage=usage or {})
+def run(
+    run_id: str, tasks: dict, group_key: str = "g1", model: str = "model-a", usage: dict | None = None
+) -> RunResults:
+    return RunResults(
+        run_id=run_id,
+        model=model,
+        user_model="user-m",
+        judge_model="judge-m",
+        group_key=group_key,
+        settings={"temperature": 0.7, "max_tokens": 8192},
+        tasks=tasks,
+        usage=usage or {},
+    )
 
 
 def two_runs() -> list[RunResults]:
     """Two comparable runs whose numbers are worked out by hand in the tests below."""
-    run1 = run("run1", {
-        # Overall TP=2 FP=1 FN=0 TN=1: F1_U=4/5, F1_C=2/3, Macro=11/15, Acc_C=1/2, Acc_U=1.
-        # FAMILY: TP=1 TN=1, everything 1. CONTRACT: TP=1 FP=1: F1_U=2/3, F1_C=0, Macro=1/3.
-        "lca": lca((FAMILY, "complete", "judgment"), (FAMILY, "underspecified", "clarification"),
-                   (CONTRACT, "complete", "clarification"),
-                   (CONTRACT, "underspecified", "clarification")),
-        "dcg": dcg((FAMILY, True), (CONTRACT, False), (CONTRACT, False)),  # 1/3
-        # All 支持: QWK undefined, accuracy 1.
-        "ljp_direct": ljp((FAMILY, [("支持", "支持"), ("支持", "支持")])),
-        "ljp_gold": ljp((FAMILY, [("支持", "驳回"), ("驳回", "驳回")])),
-    }, usage={"eval": {"requests": 4, "prompt_tokens": 600_000, "completion_tokens": 100_000},
-              "judge": {"requests": 4, "prompt_tokens": 10_000, "completion_tokens": 1_000}})
-    run2 = run("run2", {
-        # Always answers: TP=0 FP=0 FN=2 TN=2: F1_U=0, F1_C=2/3, Macro=1/3, Acc_C=1, Acc_U=0.
-        "lca": lca((FAMILY, "complete", "judgment"), (FAMILY, "underspecified", "judgment"),
-                   (CONTRACT, "complete", "judgment"), (CONTRACT, "underspecified", "judgment")),
-        "dcg": dcg((FAMILY, False), (CONTRACT, True), (CONTRACT, True)),  # 2/3
-        # gold 0,2 predicted 2,2: QWK = 1 - 2*4/8 = 0, accuracy 1/2.
-        "ljp_direct": ljp((FAMILY, [("支持", "驳回"), ("驳回", "驳回")])),
-    }, usage={"eval": {"requests": 4, "prompt_tokens": 400_000, "completion_tokens": 150_000}})
+    run1 = run(
+        "run1",
+        {
+            # Overall TP=2 FP=1 FN=0 TN=1: F1_U=4/5, F1_C=2/3, Macro=11/15, Acc_C=1/2, Acc_U=1.
+            # FAMILY: TP=1 TN=1, everything 1. CONTRACT: TP=1 FP=1: F1_U=2/3, F1_C=0, Macro=1/3.
+            "lca": lca(
+                (FAMILY, "complete", "judgment"),
+                (FAMILY, "underspecified", "clarification"),
+                (CONTRACT, "complete", "clarification"),
+                (CONTRACT, "underspecified", "clarification"),
+            ),
+            "dcg": dcg((FAMILY, True), (CONTRACT, False), (CONTRACT, False)),  # 1/3
+            # All 支持: QWK undefined, accuracy 1.
+            "ljp_direct": ljp((FAMILY, [("支持", "支持"), ("支持", "支持")])),
+            "ljp_gold": ljp((FAMILY, [("支持", "驳回"), ("驳回", "驳回")])),
+        },
+        usage={
+            "eval": {"requests": 4, "prompt_tokens": 600_000, "completion_tokens": 100_000},
+            "judge": {"requests": 4, "prompt_tokens": 10_000, "completion_tokens": 1_000},
+        },
+    )
+    run2 = run(
+        "run2",
+        {
+            # Always answers: TP=0 FP=0 FN=2 TN=2: F1_U=0, F1_C=2/3, Macro=1/3, Acc_C=1, Acc_U=0.
+            "lca": lca(
+                (FAMILY, "complete", "judgment"),
+                (FAMILY, "underspecified", "judgment"),
+                (CONTRACT, "complete", "judgment"),
+                (CONTRACT, "underspecified", "judgment"),
+            ),
+            "dcg": dcg((FAMILY, False), (CONTRACT, True), (CONTRACT, True)),  # 2/3
+            # gold 0,2 predicted 2,2: QWK = 1 - 2*4/8 = 0, accuracy 1/2.
+            "ljp_direct": ljp((FAMILY, [("支持", "驳回"), ("驳回", "驳回")])),
+        },
+        usage={"eval": {"requests": 4, "prompt_tokens": 400_000, "completion_tokens": 150_000}},
+    )
     return [run2, run1]  # given out of order on purpose
 
 
@@ -146,8 +179,7 @@ def test_tasks_absent_from_every_run_are_omitted_and_partly_run_tasks_kept():
     gold = tasks["ljp_gold"]
     assert gold["n"] == {"run1": 2}
     # gold 0,2 predicted 2,2 again: QWK 0, accuracy 1/2; one run, so no SD.
-    assert gold["overall"]["accuracy"] == {"mean": 0.5, "sd": None, "n_defined": 1,
-                                           "per_run": {"run1": 0.5}}
+    assert gold["overall"]["accuracy"] == {"mean": 0.5, "sd": None, "n_defined": 1, "per_run": {"run1": 0.5}}
     report = build_report(two_runs())
     for fmt in ("table", "markdown", "latex"):
         assert "run in 1 of the group's 2 runs only (run1)" in render(report, fmt)
@@ -161,7 +193,9 @@ def test_runs_with_different_group_keys_are_never_pooled():
     ]
     groups = build_report(runs)["groups"]
     assert [(g["model"], g["group_key"], g["runs"]) for g in groups] == [
-        ("model-0", "g1", ["run1"]), ("model-a", "g1", ["run1"]), ("model-a", "g2", ["run2"])
+        ("model-0", "g1", ["run1"]),
+        ("model-a", "g1", ["run1"]),
+        ("model-a", "g2", ["run2"]),
     ]
     for group in groups:
         rate = group["tasks"]["dcg"]["overall"]["success_rate"]
@@ -187,8 +221,17 @@ def test_json_shape_is_exactly_as_documented():
     report = build_report(two_runs(), prices={"eval": {"input": 1, "output": 2}})
     assert set(report) == {"groups"}
     group = only_group(report)
-    assert set(group) == {"model", "user_model", "judge_model", "group_key", "runs", "n_runs",
-                          "settings", "tasks", "usage"}
+    assert set(group) == {
+        "model",
+        "user_model",
+        "judge_model",
+        "group_key",
+        "runs",
+        "n_runs",
+        "settings",
+        "tasks",
+        "usage",
+    }
     assert group["settings"] == {"temperature": 0.7, "max_tokens": 8192}
     for task in group["tasks"].values():
         assert set(task) == {"overall", "by_class", "n", "partial", "missing", "failed"}
@@ -199,16 +242,14 @@ def test_json_shape_is_exactly_as_documented():
     assert set(group["tasks"]["dcg"]["overall"]) == {"success_rate"}
     assert set(group["tasks"]["ljp_direct"]["overall"]) == {"qwk", "accuracy"}
     assert set(group["usage"]) == {"roles", "total", "batch_discount"}
-    assert set(group["usage"]["total"]) == {"requests", "prompt_tokens", "completion_tokens",
-                                            "cost_usd"}
+    assert set(group["usage"]["total"]) == {"requests", "prompt_tokens", "completion_tokens", "cost_usd"}
     # It is plain JSON: a round trip changes nothing.
     assert json.loads(json.dumps(report)) == report
 
 
 def test_partial_tasks_name_their_missing_and_failed_cases():
     runs = [
-        run("run1", {"ljp_gold": ljp((FAMILY, [("支持", "支持")]), missing=["12", "3"],
-                                     failed=["9"])}),
+        run("run1", {"ljp_gold": ljp((FAMILY, [("支持", "支持")]), missing=["12", "3"], failed=["9"])}),
         run("run2", {"ljp_gold": ljp((FAMILY, [("支持", "驳回")]))}),
     ]
     group = only_group(build_report(runs))
@@ -229,8 +270,11 @@ def test_cost_uses_prices_per_million_tokens_and_the_batch_discount():
     usage = only_group(build_report(two_runs(), prices))["usage"]
     assert list(usage["roles"]) == ["eval", "judge"]
     eval_usage = usage["roles"]["eval"]
-    assert (eval_usage["requests"], eval_usage["prompt_tokens"],
-            eval_usage["completion_tokens"]) == (8, 1_000_000, 250_000)
+    assert (eval_usage["requests"], eval_usage["prompt_tokens"], eval_usage["completion_tokens"]) == (
+        8,
+        1_000_000,
+        250_000,
+    )
     # (1M * $2 + 0.25M * $8) / 1M = $4 list price, half with the batch discount.
     assert eval_usage["cost_usd"] == pytest.approx(2.0)
     # (10k * $1 + 1k * $4) / 1M = $0.014, half of it.
@@ -282,11 +326,9 @@ def test_text_formats_use_four_decimals_and_plus_minus(fmt):
 def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
     # Every claim 支持 in both runs: QWK undefined in each run, so its mean is undefined too.
     same_label = ljp((FAMILY, [("支持", "支持"), ("支持", "支持")]))
-    report = build_report([run("run1", {"ljp_gold": same_label}),
-                           run("run2", {"ljp_gold": same_label})])
+    report = build_report([run("run1", {"ljp_gold": same_label}), run("run2", {"ljp_gold": same_label})])
     qwk = only_group(report)["tasks"]["ljp_gold"]["overall"]["qwk"]
-    assert qwk == {"mean": None, "sd": None, "n_defined": 0,
-                   "per_run": {"run1": None, "run2": None}}
+    assert qwk == {"mean": None, "sd": None, "n_defined": 0, "per_run": {"run1": None, "run2": None}}
     table = render(report, "table")
     overall = next(line for line in table.splitlines() if line.lstrip().startswith("overall"))
     assert overall.split() == ["overall", "—", "1.0000", "±", "0.0000"]
@@ -297,8 +339,7 @@ def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
     latex = render(report, "latex")
     assert r"model-a & -- & 1.0000 $\pm$ 0.0000 \\" in latex
     assert "--: undefined" in latex
-    assert ",qwk,undefined,undefined,0,2,false,run1=undefined;run2=undefined" in render(
-        report, "csv")
+    assert ",qwk,undefined,undefined,0,2,false,run1=undefined;run2=undefined" in render(report, "csv")
     assert '"mean": null' in render(report, "json")
     for fmt in FORMATS:
         assert "nan" not in render(report, fmt).lower()
@@ -315,14 +356,12 @@ def test_csv_has_one_row_per_group_task_scope_metric():
     rows = list(csv.DictReader(io.StringIO(render(build_report(two_runs()), "csv"))))
     # lca: (overall + 2 classes) * 5, dcg: 3 * 1, ljp_direct: 2 * 2, ljp_gold: 2 * 2.
     assert len(rows) == 15 + 3 + 4 + 4
-    row = next(r for r in rows if r["task"] == "lca" and r["scope"] == "overall"
-               and r["metric"] == "macro_f1")
+    row = next(r for r in rows if r["task"] == "lca" and r["scope"] == "overall" and r["metric"] == "macro_f1")
     assert float(row["mean"]) == pytest.approx(8 / 15)
     assert row["n_runs"] == "2"
     per_run = dict(item.split("=") for item in row["per_run"].split(";"))
     assert float(per_run["run1"]) == pytest.approx(11 / 15)
-    qwk = next(r for r in rows if r["task"] == "ljp_direct" and r["scope"] == "overall"
-               and r["metric"] == "qwk")
+    qwk = next(r for r in rows if r["task"] == "ljp_direct" and r["scope"] == "overall" and r["metric"] == "qwk")
     assert qwk["per_run"].startswith("run1=undefined;run2=0.0")
     assert {r["class"] for r in rows if r["scope"] == "class"} == {FAMILY, CONTRACT}
 
@@ -340,17 +379,18 @@ def test_table_columns_line_up_with_cjk_class_names():
     assert display_width("ab±—") == 4
     lines = render(build_report(two_runs()), "table").splitlines()
     start = lines.index("LCA (4 histories per run)")
-    grid = lines[start + 1:start + 5]  # header, overall and the two classes
+    grid = lines[start + 1 : start + 5]  # header, overall and the two classes
     assert grid[1].lstrip().startswith("overall")
     assert len({display_width(line) for line in grid}) == 1
     # The first value column starts at the same display column on every row.
-    starts = {display_width(line[:line.index("0.")]) for line in grid[1:]}
+    starts = {display_width(line[: line.index("0.")]) for line in grid[1:]}
     assert len(starts) == 1
 
 
 def test_latex_escapes_and_uses_booktabs():
     assert latex_escape("a_b&c%d$e#f{g}h~i^j\\k") == (
-        r"a\_b\&c\%d\$e\#f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}k")
+        r"a\_b\&c\%d\$e\#f\{g\}h\textasciitilde{}i\textasciicircum{}j\textbackslash{}k"
+    )
     runs = [run("run1", {"dcg": dcg((FAMILY, True))}, model="org/gpt_4o&x")]
     out = render(build_report(runs), "latex")
     assert r"org/gpt\_4o\&x" in out

@@ -28,8 +28,13 @@ def _expected(cid: str, model: str, prompt: str, config: Settings, role: str, ur
 
 @settings(max_examples=300, deadline=None)
 @given(
-    cid=_texts, model=_texts, url=_texts, parts=st.lists(_texts, max_size=6),
-    role=st.sampled_from(["eval", "user", "judge"]), temperature=st.floats(0, 2), max_tokens=st.integers(1, 10**6),
+    cid=_texts,
+    model=_texts,
+    url=_texts,
+    parts=st.lists(_texts, max_size=6),
+    role=st.sampled_from(["eval", "user", "judge"]),
+    temperature=st.floats(0, 2),
+    max_tokens=st.integers(1, 10**6),
 )
 def test_request_line_is_json_dumps_of_the_request(cid, model, url, parts, role, temperature, max_tokens):
     config = Settings(temperature=temperature, max_tokens=max_tokens)

@@ -29,8 +29,14 @@ NEEDLES = sorted({part for key in (SENTINEL, JUDGE_SENTINEL) for part in (key, k
 
 
 def cli(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "lexpilot_batch", *args], check=False, cwd=cwd, env=env,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "lexpilot_batch", *args],
+        check=False,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 def leaks(data: bytes) -> list[str]:
@@ -132,8 +138,16 @@ class _Rejecting(BaseHTTPRequestHandler):
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
         key = self.headers.get("Authorization", "").removeprefix("Bearer ")
         self.keys_seen.append(key)
-        body = json.dumps({"error": {"message": f"Incorrect API key provided: {key}.", "type": "invalid_request_error",
-                                     "param": None, "code": "invalid_api_key"}}).encode()
+        body = json.dumps(
+            {
+                "error": {
+                    "message": f"Incorrect API key provided: {key}.",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": "invalid_api_key",
+                }
+            }
+        ).encode()
         self.send_response(401)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -159,11 +173,14 @@ def rejecting() -> Iterator[str]:
         server.server_close()
 
 
-@pytest.mark.parametrize(("keys", "variable", "backend"), [
-    ({"OPENAI_API_KEY": SENTINEL}, "OPENAI_API_KEY", "batch"),
-    ({"OPENAI_API_KEY": JUDGE_SENTINEL, "LEXPILOT_EVAL_API_KEY": SENTINEL}, "LEXPILOT_EVAL_API_KEY", "batch"),
-    ({"OPENAI_API_KEY": SENTINEL}, "OPENAI_API_KEY", "sync"),
-])
+@pytest.mark.parametrize(
+    ("keys", "variable", "backend"),
+    [
+        ({"OPENAI_API_KEY": SENTINEL}, "OPENAI_API_KEY", "batch"),
+        ({"OPENAI_API_KEY": JUDGE_SENTINEL, "LEXPILOT_EVAL_API_KEY": SENTINEL}, "LEXPILOT_EVAL_API_KEY", "batch"),
+        ({"OPENAI_API_KEY": SENTINEL}, "OPENAI_API_KEY", "sync"),
+    ],
+)
 def test_a_rejected_key_names_its_variable_not_the_key(tmp_path, rejecting, keys, variable, backend):
     env = base_env(OPENAI_BASE_URL=rejecting, **keys)
     target = ["--provider", "env", "--eval-backend", backend, "--root", str(tmp_path / "ws")]

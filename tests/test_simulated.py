@@ -24,7 +24,10 @@ from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.testing import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [
-    Message(role="user", content="我2021年3月借给朋友5万元，他写了借条，约定一年后还，现在一直不还。我想要求他还钱并支付利息。"),
+    Message(
+        role="user",
+        content="我2021年3月借给朋友5万元，他写了借条，约定一年后还，现在一直不还。我想要求他还钱并支付利息。",
+    ),
 ]
 DETAILS = ["借条约定年利率6%", "2022年5月被告通过微信归还了1万元"]
 
@@ -61,7 +64,12 @@ def client(server: SimulatedServer) -> OpenAI:
 def test_round_trip_completed(client: OpenAI) -> None:
     lines = [request_line(cid, prompt, max_tokens=8192) for cid, prompt in all_prompts().items()]
     upload = client.files.create(file=("wave.jsonl", jsonl(lines)), purpose="batch")
-    assert (upload.object, upload.purpose, upload.filename, upload.bytes) == ("file", "batch", "wave.jsonl", len(jsonl(lines)))
+    assert (upload.object, upload.purpose, upload.filename, upload.bytes) == (
+        "file",
+        "batch",
+        "wave.jsonl",
+        len(jsonl(lines)),
+    )
     assert client.files.retrieve(upload.id).id == upload.id
     assert client.files.content(upload.id).read() == jsonl(lines)
 
@@ -146,25 +154,59 @@ def test_latency_advances_request_counts(tmp_path: Path) -> None:
     ("lines", "code", "line", "param"),
     [
         pytest.param([b'{"custom_id": "a"', None], "invalid_json_line", 1, None, id="not-json"),
-        pytest.param([None, None, b'{"custom_id": "r0", "method": "POST", "url": "/v1/chat/completions", '
-                      b'"body": {"model": "sim-model", "messages": [{"role": "user", "content": "x"}]}}'],
-                     "duplicate_custom_id", 3, "custom_id", id="duplicate"),
-        pytest.param([None, b'{"custom_id": "z", "method": "POST", "url": "/v1/chat/completions", '
-                      b'"body": {"model": "other", "messages": [{"role": "user", "content": "x"}]}}'],
-                     "mismatched_model", 2, "body.model", id="two-models"),
-        pytest.param([None, b'{"custom_id": "z", "method": "POST", "url": "/v1/embeddings", '
-                      b'"body": {"model": "sim-model", "input": "x"}}'],
-                     "invalid_url", 2, "url", id="wrong-url"),
-        pytest.param([None, b'{"method": "POST", "url": "/v1/chat/completions", "body": {}}'],
-                     "missing_required_parameter", 2, "custom_id", id="no-custom-id"),
-        pytest.param([None, b'{"custom_id": "q", "url": "/v1/chat/completions", "body": {}}'],
-                     "missing_required_parameter", 2, "method", id="no-method"),
+        pytest.param(
+            [
+                None,
+                None,
+                b'{"custom_id": "r0", "method": "POST", "url": "/v1/chat/completions", '
+                b'"body": {"model": "sim-model", "messages": [{"role": "user", "content": "x"}]}}',
+            ],
+            "duplicate_custom_id",
+            3,
+            "custom_id",
+            id="duplicate",
+        ),
+        pytest.param(
+            [
+                None,
+                b'{"custom_id": "z", "method": "POST", "url": "/v1/chat/completions", '
+                b'"body": {"model": "other", "messages": [{"role": "user", "content": "x"}]}}',
+            ],
+            "mismatched_model",
+            2,
+            "body.model",
+            id="two-models",
+        ),
+        pytest.param(
+            [
+                None,
+                b'{"custom_id": "z", "method": "POST", "url": "/v1/embeddings", '
+                b'"body": {"model": "sim-model", "input": "x"}}',
+            ],
+            "invalid_url",
+            2,
+            "url",
+            id="wrong-url",
+        ),
+        pytest.param(
+            [None, b'{"method": "POST", "url": "/v1/chat/completions", "body": {}}'],
+            "missing_required_parameter",
+            2,
+            "custom_id",
+            id="no-custom-id",
+        ),
+        pytest.param(
+            [None, b'{"custom_id": "q", "url": "/v1/chat/completions", "body": {}}'],
+            "missing_required_parameter",
+            2,
+            "method",
+            id="no-method",
+        ),
         pytest.param([], "empty_file", None, None, id="empty"),
         # Blank in Unicode's sense (the ideographic space) is blank too.
         pytest.param([b"   ", "\u3000".encode()], "empty_file", None, None, id="blank-lines"),
         # Not UTF-8 anywhere, even after valid lines, fails the whole file before any line.
-        pytest.param([None, b'{"custom_id": "\xe4\xb8"}', b"{"], "invalid_file_format", None, None,
-                     id="not-utf8-late"),
+        pytest.param([None, b'{"custom_id": "\xe4\xb8"}', b"{"], "invalid_file_format", None, None, id="not-utf8-late"),
     ],
 )
 def test_invalid_input_fails_the_batch_naming_the_line(
@@ -172,8 +214,7 @@ def test_invalid_input_fails_the_batch_naming_the_line(
 ) -> None:
     # None stands for a valid line with a fresh custom_id.
     raw = [
-        item if item is not None else json.dumps(request_line(f"r{i}", "你好")).encode()
-        for i, item in enumerate(lines)
+        item if item is not None else json.dumps(request_line(f"r{i}", "你好")).encode() for i, item in enumerate(lines)
     ]
     batch = wait(client, submit(client, b"\n".join(raw) + (b"\n" if raw else b"")))
     assert batch.status == "failed" and batch.failed_at
@@ -335,8 +376,8 @@ def test_finalising_copies_the_result_lines_and_sums_their_usage(tmp_path: Path)
         for batch_id, batch in batches.items():
             results = (state / "batches" / f"{batch_id}.results").read_text(encoding="utf-8").splitlines()
             answered = [(json.loads(line)["response"] or {}).get("status_code") == 200 for line in results]
-            ok = [line for line, good in zip(results, answered) if good]
-            failed = [line for line, good in zip(results, answered) if not good]
+            ok = [line for line, good in zip(results, answered, strict=True) if good]
+            failed = [line for line, good in zip(results, answered, strict=True) if not good]
             assert 0 < len(ok) < 30 and len(ok) + len(failed) == 30
             assert client.files.content(batch.output_file_id).text == "".join(line + "\n" for line in ok)
             assert client.files.content(batch.error_file_id).text == "".join(line + "\n" for line in failed)

@@ -15,8 +15,8 @@ from lexpilot_batch import judges, prompts
 from lexpilot_batch.data import Message
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.simulated import Faults, SimulatedServer, parse_faults
-from lexpilot_batch.simulated.models import identify_kind, respond
 from lexpilot_batch.simulated.batches import sample_key
+from lexpilot_batch.simulated.models import identify_kind, respond
 from lexpilot_batch.simulated.testing import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [
@@ -61,8 +61,15 @@ def test_parse_the_full_spec() -> None:
         "http_429=0.05,http_500=0.05,latency=2,seed=7"
     )
     assert faults == Faults(
-        line_error=0.05, truncate=0.02, malformed_judge=0.1, expire_batch=0.1, fail_batch=0.05,
-        http_429=0.05, http_500=0.05, latency=2.0, seed=7,
+        line_error=0.05,
+        truncate=0.02,
+        malformed_judge=0.1,
+        expire_batch=0.1,
+        fail_batch=0.05,
+        http_429=0.05,
+        http_500=0.05,
+        latency=2.0,
+        seed=7,
     )
     assert parse_faults(faults.describe()) == faults
     assert parse_faults(" latency = 1 , ") == Faults(latency=1.0)
@@ -160,7 +167,10 @@ def test_malformed_judge_output_fails_the_parsers_and_spares_other_roles(tmp_pat
             with pytest.raises(judges.MalformedOutput):
                 PARSERS[kind](choice["message"]["content"])
         else:
-            assert judges.parse_text(choice["message"]["content"]) == respond(prompt_of[line["custom_id"]], 0, sample=sample_key(line["custom_id"])).content
+            assert (
+                judges.parse_text(choice["message"]["content"])
+                == respond(prompt_of[line["custom_id"]], 0, sample=sample_key(line["custom_id"])).content
+            )
     assert judged == 18
 
 
@@ -256,7 +266,12 @@ def test_parse_the_added_keys_and_route_filter() -> None:
         "http_429=0.1,http_routes=create_batch+file_content"
     )
     assert faults == Faults(
-        empty_content=0.1, line_400=0.2, stall_batch=0.3, http_slow=0.4, slow_seconds=1.5, http_429=0.1,
+        empty_content=0.1,
+        line_400=0.2,
+        stall_batch=0.3,
+        http_slow=0.4,
+        slow_seconds=1.5,
+        http_429=0.1,
         http_routes="create_batch+file_content",
     )
     assert parse_faults(faults.describe()) == faults

@@ -84,7 +84,7 @@ def test_every_role_passes_the_parsers(cases: list[Case]) -> None:
             for kind, parse in (
                 (prompts.LCA_CLASSIFY, judges.parse_lca_label),
                 (prompts.DCG_JUDGE, judges.parse_dcg_decision),
-                (prompts.EXTRACT_VERDICTS, lambda t, n=len(case.claims): judges.parse_verdicts(t, n)),
+                (prompts.EXTRACT_VERDICTS, lambda t, n=len(case.claims): judges.parse_verdicts(t, n)),  # noqa: B008 - binds this case
             ):
                 reply = models.respond(filled[kind], seed)
                 parse(reply.content)
@@ -102,7 +102,9 @@ def test_same_seed_and_prompt_same_answer(cases: list[Case]) -> None:
 
 def test_the_classifier_agrees_with_the_response() -> None:
     def label(response: str) -> str:
-        return judges.parse_lca_label(ask(0, prompts.lca_classify_prompt([Message(role="user", content="x")], response)))
+        return judges.parse_lca_label(
+            ask(0, prompts.lca_classify_prompt([Message(role="user", content="x")], response))
+        )
 
     assert label("为了判断，我还需要知道：借款时有没有写借条？") == "clarification"
     assert label("请问您方便提供转账记录吗？谢谢。") == "clarification"
@@ -115,13 +117,19 @@ def test_the_extractor_reads_the_numbered_conclusions() -> None:
     verdicts = judges.parse_verdicts(ask(0, prompts.extract_verdicts_prompt(claims, response)), 4)
     assert verdicts[:3] == ["部分支持", "驳回", "支持"] and verdicts[3] in ("部分支持", "驳回", "支持")
     unnumbered = "该项请求不予支持；利息部分支持。"
-    assert judges.parse_verdicts(ask(0, prompts.extract_verdicts_prompt(["甲", "乙"], unnumbered)), 2) == ["驳回", "部分支持"]
+    assert judges.parse_verdicts(ask(0, prompts.extract_verdicts_prompt(["甲", "乙"], unnumbered)), 2) == [
+        "驳回",
+        "部分支持",
+    ]
 
 
 def test_the_user_model_answers_from_the_key_details(cases: list[Case]) -> None:
     case = cases[0]
     details = prompts.render_key_details(case.key_details)
-    history = [*case.underspecified_history, Message(role="assistant", content="请问借款是通过什么方式交付的，有没有借条？")]
+    history = [
+        *case.underspecified_history,
+        Message(role="assistant", content="请问借款是通过什么方式交付的，有没有借条？"),
+    ]
     reply = ask(0, prompts.user_model_prompt(history, case.focal_points, case.key_details))
     facts = [s for s in re.split(r"[。；\n]", reply.split("：", 1)[1]) if s.strip()]
     assert facts and all(f.replace("我", "原告").replace("对方", "被告").strip("。") in details for f in facts)
@@ -230,7 +238,9 @@ READABLE = {
 def random_texts(seed: int, count: int) -> list[list[str]]:
     """Short texts dense in what the patterns look for, in groups as a history joins them."""
     rng = random.Random(seed)
-    alphabet = "0123456789０١" + "一二两三四五六七八九十百千万" + "年月日元万千百.,，。 \t\u3000借款合同押租金保险证退担"
+    alphabet = (
+        "0123456789０١" + "一二两三四五六七八九十百千万" + "年月日元万千百.,，。 \t\u3000借款合同押租金保险证退担"
+    )
     words = [*models._TOPICS, "劳动合同", "2021年3月5日", "12.5万元", "3 \n元"]
 
     def text() -> str:

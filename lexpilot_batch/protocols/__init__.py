@@ -8,9 +8,7 @@ from lexpilot_batch.protocols.interaction import InteractionLJP
 from lexpilot_batch.protocols.lca import LCA
 from lexpilot_batch.protocols.ljp import DirectLJP, GoldLJP
 
-PROTOCOLS: dict[str, Protocol] = {
-    p.task: p for p in (LCA(), DCG(), DirectLJP(), GoldLJP(), InteractionLJP())
-}
+PROTOCOLS: dict[str, Protocol] = {p.task: p for p in (LCA(), DCG(), DirectLJP(), GoldLJP(), InteractionLJP())}
 
 # `--stage` name -> the tasks it prepares. `ljp-interaction` needs no `lca` thread of its own: its
 # thread requests the LCA underspecified steps itself, under the keys the LCA thread would use.

@@ -28,9 +28,7 @@ Q1, Q1_JUDGE, R1, Q2, Q2_JUDGE = "dcg.q1", "dcg.q1j", "dcg.r1", "dcg.q2", "dcg.q
 
 def _judge_step(ctx: CaseContext, key: str, history: Sequence[Message], question: str) -> Step:
     case = ctx.case
-    prompt = prompts.dcg_judge_prompt(
-        history, question, case.focal_points, case.key_details, ctx.templates
-    )
+    prompt = prompts.dcg_judge_prompt(history, question, case.focal_points, case.key_details, ctx.templates)
     return Step(key, "judge", prompt, "dcg_decision")
 
 
@@ -58,9 +56,7 @@ class DCG(Protocol):
         r1 = answers.get(R1)
         q2 = q2_judge = None
         if r1 is None:
-            prompt = prompts.user_model_prompt(
-                after_q1, case.focal_points, case.key_details, ctx.templates
-            )
+            prompt = prompts.user_model_prompt(after_q1, case.focal_points, case.key_details, ctx.templates)
             due.append(Step(R1, "user", prompt, "text"))
         else:
             after_r1 = [*after_q1, Message(role="user", content=r1.text)]

@@ -95,16 +95,12 @@ class InteractionLJP(Protocol):
                 # Under speculation the reply was requested with this label: it is never read.
                 speculative = ctx.speculate or reply_key(k) in answers
                 unused = frozenset({reply_key(k)}) if speculative else frozenset()
-                return self._finish(
-                    ctx, answers, history, rounds, f"judgment_round_{k}", response.text, unused
-                )
+                return self._finish(ctx, answers, history, rounds, f"judgment_round_{k}", response.text, unused)
 
             reply = answers.get(reply_key(k))
             if reply is None:
                 return Advance(due=(_reply_step(ctx, k, history),))
-            rounds.append(
-                {"round": k, "response": response.text, "label": label.value, "reply": reply.text}
-            )
+            rounds.append({"round": k, "response": response.text, "label": label.value, "reply": reply.text})
             history = [*history, Message(role="user", content=reply.text)]
 
         final = answers.get(FINAL)
@@ -112,9 +108,7 @@ class InteractionLJP(Protocol):
             prompt = prompts.force_judge_prompt(history, ctx.templates)
             return Advance(due=(Step(FINAL, "eval", prompt, "text"),))
         history = [*history, Message(role="assistant", content=final.text)]
-        return self._finish(
-            ctx, answers, history, rounds, "forced_final_prediction", final.text, frozenset()
-        )
+        return self._finish(ctx, answers, history, rounds, "forced_final_prediction", final.text, frozenset())
 
     def _finish(
         self,

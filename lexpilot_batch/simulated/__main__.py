@@ -27,9 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         epilog="example: python -m lexpilot_batch.simulated --state-dir sim-state --port 0 "
         '--faults "line_error=0.05,latency=2"',
     )
-    parser.add_argument(
-        "--state-dir", type=Path, required=True, help="folder holding the server's files and batches"
-    )
+    parser.add_argument("--state-dir", type=Path, required=True, help="folder holding the server's files and batches")
     parser.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free one (default)")
     parser.add_argument(

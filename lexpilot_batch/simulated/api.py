@@ -90,8 +90,7 @@ class Api:
                 raise _missing(name)
         if body["endpoint"] != batches.ENDPOINT:
             raise bad_request(
-                f"Unsupported endpoint '{body['endpoint']}': "
-                f"the simulated provider runs {batches.ENDPOINT} only.",
+                f"Unsupported endpoint '{body['endpoint']}': the simulated provider runs {batches.ENDPOINT} only.",
                 "endpoint",
             )
         if body["completion_window"] != batches.COMPLETION_WINDOW:
@@ -102,8 +101,7 @@ class Api:
             raise not_found(f"No such File object: {body['input_file_id']}", "input_file_id")
         if source["purpose"] != "batch":
             raise bad_request(
-                f"File {source['id']} has purpose '{source['purpose']}'; "
-                "a batch input needs purpose 'batch'.",
+                f"File {source['id']} has purpose '{source['purpose']}'; a batch input needs purpose 'batch'.",
                 "input_file_id",
             )
         record = batches.create(
@@ -143,8 +141,7 @@ class Api:
             self.seed,
             key=call,
             truncate=draw(self.faults.seed, "truncate", call) < self.faults.truncate,
-            malformed=kind in JUDGE_KINDS
-            and draw(self.faults.seed, "malformed", call) < self.faults.malformed_judge,
+            malformed=kind in JUDGE_KINDS and draw(self.faults.seed, "malformed", call) < self.faults.malformed_judge,
             empty=draw(self.faults.seed, "empty_content", call) < self.faults.empty_content,
         )
 
@@ -153,9 +150,7 @@ def _missing(name: str) -> ApiError:
     return bad_request(f"Missing required parameter: '{name}'.", name, "missing_required_parameter")
 
 
-def _page(
-    objects: list[dict[str, Any]], query: dict[str, str], default_limit: int, max_limit: int
-) -> dict[str, Any]:
+def _page(objects: list[dict[str, Any]], query: dict[str, str], default_limit: int, max_limit: int) -> dict[str, Any]:
     """A cursor page: the objects after the `after` id, at most `limit` of them."""
     raw = query.get("limit")
     try:
@@ -180,9 +175,7 @@ def _page(
     }
 
 
-def _parse_multipart(
-    content_type: str, body: bytes
-) -> tuple[dict[str, str], tuple[str, memoryview] | None]:
+def _parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[str, memoryview] | None]:
     """The text fields and the (filename, bytes) of the `file` field of a form upload.
 
     Each part's headers go through the stdlib email parser (the `cgi` module is gone in Python
@@ -215,8 +208,9 @@ def _parse_multipart(
         end = body.find(b"\r\n" + delimiter, head_end + 4)
         if end < 0:
             raise unreadable
-        part = BytesParser(policy=policy.HTTP).parsebytes(body[start:head_end].lstrip(b"\r\n") + b"\r\n\r\n",
-                                                            headersonly=True)
+        part = BytesParser(policy=policy.HTTP).parsebytes(
+            body[start:head_end].lstrip(b"\r\n") + b"\r\n\r\n", headersonly=True
+        )
         name = part.get_param("name", header="content-disposition")
         data = view[head_end + 4 : end]
         filename = part.get_filename()
@@ -228,4 +222,3 @@ def _parse_multipart(
             fields[name] = bytes(data).decode("utf-8", errors="replace")
         pos = end + 2
     return fields, file_part
-

@@ -75,12 +75,16 @@ def validate_input(
             return 0, None, [_error("invalid_file_format", _NOT_UTF8)]
         if text.isspace():
             return 0, None, [_error("empty_file", _EMPTY)]
-        return 0, None, [
-            _error(
-                "too_many_requests",
-                f"The batch input file has {count} requests; the maximum is {MAX_REQUESTS}.",
-            )
-        ]
+        return (
+            0,
+            None,
+            [
+                _error(
+                    "too_many_requests",
+                    f"The batch input file has {count} requests; the maximum is {MAX_REQUESTS}.",
+                )
+            ],
+        )
     valid = 0
     errors: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -154,9 +158,7 @@ def _line_problem(
     if not isinstance(body, dict):
         return _error("invalid_value", "body must be a JSON object.", number, "body")
     if not isinstance(body.get("model"), str) or not body["model"]:
-        return _error(
-            "missing_required_parameter", "Missing required parameter: 'body.model'.", number, "body.model"
-        )
+        return _error("missing_required_parameter", "Missing required parameter: 'body.model'.", number, "body.model")
     if model is not None and body["model"] != model:
         return _error(
             "mismatched_model",
@@ -181,9 +183,7 @@ def _hits(faults: Faults, name: str, probability: float, custom_id: str) -> bool
     return probability > 0 and draw(faults.seed, name, custom_id) < probability
 
 
-def run_request(
-    request: dict[str, Any], batch_id: str, seed: int, faults: Faults, created: int
-) -> dict[str, Any]:
+def run_request(request: dict[str, Any], batch_id: str, seed: int, faults: Faults, created: int) -> dict[str, Any]:
     """One output/error-file line for one input request; faults drawn per custom_id."""
     custom_id = request["custom_id"]
     line: dict[str, Any] = {"id": "batch_req_" + _hex("req", batch_id, custom_id)[:32]}
@@ -252,9 +252,7 @@ def check_metadata(metadata: Any) -> dict[str, str] | None:
         if len(key) > 64:
             raise bad_request(f"metadata key '{key[:20]}...' is longer than 64 characters.", param="metadata")
         if len(value) > 512:
-            raise bad_request(
-                f"metadata value for '{key}' is longer than 512 characters.", param=f"metadata.{key}"
-            )
+            raise bad_request(f"metadata value for '{key}' is longer than 512 characters.", param=f"metadata.{key}")
     return dict(metadata)
 
 
@@ -469,7 +467,7 @@ def _finalize(store: Store, record: dict[str, Any], batch: dict[str, Any]) -> di
             finished = sim["done_target"]
         else:
             finished = sim["cancel"]["done"]
-        done = list(zip(lines[:finished], outcomes))
+        done = list(zip(lines[:finished], outcomes, strict=False))
         output = [line for line, outcome in done if outcome == "o"]
         errors = [line for line, outcome in done if outcome != "o"]
         code, message = (

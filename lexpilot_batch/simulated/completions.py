@@ -43,9 +43,7 @@ def check_body(body: Any) -> tuple[str, str]:
         raise bad_request("you must provide a model parameter", "model", "missing_required_parameter")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise bad_request(
-            "'messages' must be a non-empty array", param="messages", code="missing_required_parameter"
-        )
+        raise bad_request("'messages' must be a non-empty array", param="messages", code="missing_required_parameter")
     for i, message in enumerate(messages):
         if not isinstance(message, dict) or "role" not in message:
             raise bad_request(f"Invalid message at messages[{i}]: a role is required.", f"messages[{i}]")
@@ -125,8 +123,7 @@ def complete(
         "created": int(time.time()) if created is None else created,
         "model": model,
         "choices": [
-            {"index": i, "message": dict(message), "logprobs": None, "finish_reason": finish_reason}
-            for i in range(n)
+            {"index": i, "message": dict(message), "logprobs": None, "finish_reason": finish_reason} for i in range(n)
         ],
         "usage": {
             "prompt_tokens": prompt_tokens,

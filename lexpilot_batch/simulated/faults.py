@@ -151,8 +151,7 @@ def _parse_value(key: str, raw: str) -> float | int | str:
         unknown = [name for name in names if name not in ROUTES]
         if not names or unknown:
             raise FaultSpecError(
-                f"faults spec: http_routes={raw!r} must name routes joined by '+' "
-                f"(known routes: {', '.join(ROUTES)})"
+                f"faults spec: http_routes={raw!r} must name routes joined by '+' (known routes: {', '.join(ROUTES)})"
             )
         return "+".join(names)
     if key == "seed":

@@ -79,11 +79,58 @@ _dumps = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(obj, ensure_a
 
 # Legal objects the questioners look for in a history to aim a question at.
 _TOPICS = (
-    "借款", "借条", "欠条", "转账", "利息", "还款", "合同", "协议", "工资", "加班费", "社保",
-    "劳动合同", "经济补偿", "辞退", "房屋", "房租", "租金", "押金", "装修", "车辆", "交通事故",
-    "医疗费", "误工费", "伤残", "赔偿", "货款", "定金", "违约金", "彩礼", "抚养", "离婚",
-    "财产", "遗产", "遗嘱", "股权", "保证", "担保", "物业费", "质量", "维修", "发票", "收据",
-    "聊天记录", "快递", "网购", "退款", "保险", "贷款", "抵押", "宅基地", "土地", "承包",
+    "借款",
+    "借条",
+    "欠条",
+    "转账",
+    "利息",
+    "还款",
+    "合同",
+    "协议",
+    "工资",
+    "加班费",
+    "社保",
+    "劳动合同",
+    "经济补偿",
+    "辞退",
+    "房屋",
+    "房租",
+    "租金",
+    "押金",
+    "装修",
+    "车辆",
+    "交通事故",
+    "医疗费",
+    "误工费",
+    "伤残",
+    "赔偿",
+    "货款",
+    "定金",
+    "违约金",
+    "彩礼",
+    "抚养",
+    "离婚",
+    "财产",
+    "遗产",
+    "遗嘱",
+    "股权",
+    "保证",
+    "担保",
+    "物业费",
+    "质量",
+    "维修",
+    "发票",
+    "收据",
+    "聊天记录",
+    "快递",
+    "网购",
+    "退款",
+    "保险",
+    "贷款",
+    "抵押",
+    "宅基地",
+    "土地",
+    "承包",
 )
 
 
@@ -109,10 +156,66 @@ _HIDDEN_TOPICS = tuple(t for t in _TOPICS if _can_hide(t))  # checked one by one
 
 # Bigrams of everyday speech and of question frames: sharing them says nothing about a case.
 _STOP_BIGRAMS = frozenset(
-    """请问 您的 是否 对方 有没 没有 多少 具体 什么 时候 哪些 这个 那个 我们 你们 他们 一下
-    情况 目前 现在 之前 之后 当时 关于 怎么 怎样 是怎 样的 的是 已经 一个 问题 事情 以及 或者
-    还是 比如 提到 这件 件事 么时 需要 知道 了解 确认 可以 能否 能不 不能 如果 因为 所以 但是
-    时间 之间 一些 相关 方面""".split()
+    [
+        "请问",
+        "您的",
+        "是否",
+        "对方",
+        "有没",
+        "没有",
+        "多少",
+        "具体",
+        "什么",
+        "时候",
+        "哪些",
+        "这个",
+        "那个",
+        "我们",
+        "你们",
+        "他们",
+        "一下",
+        "情况",
+        "目前",
+        "现在",
+        "之前",
+        "之后",
+        "当时",
+        "关于",
+        "怎么",
+        "怎样",
+        "是怎",
+        "样的",
+        "的是",
+        "已经",
+        "一个",
+        "问题",
+        "事情",
+        "以及",
+        "或者",
+        "还是",
+        "比如",
+        "提到",
+        "这件",
+        "件事",
+        "么时",
+        "需要",
+        "知道",
+        "了解",
+        "确认",
+        "可以",
+        "能否",
+        "能不",
+        "不能",
+        "如果",
+        "因为",
+        "所以",
+        "但是",
+        "时间",
+        "之间",
+        "一些",
+        "相关",
+        "方面",
+    ]
 )
 
 
@@ -281,9 +384,7 @@ def judge_probability(turns: list[tuple[str, str]]) -> float:
     user_turns = sum(1 for role, _ in turns if role == "user")
     # The log: the first few facts matter most; a long complete history is not a certainty.
     score = (
-        JUDGE_BIAS
-        + JUDGE_PER_LOG_FACT * math.log1p(count_facts(turns))
-        + JUDGE_PER_USER_TURN * max(user_turns - 1, 0)
+        JUDGE_BIAS + JUDGE_PER_LOG_FACT * math.log1p(count_facts(turns)) + JUDGE_PER_USER_TURN * max(user_turns - 1, 0)
     )
     return 1.0 / (1.0 + math.exp(-score))
 

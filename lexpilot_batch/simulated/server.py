@@ -11,6 +11,7 @@ answers after the client gave up: a retried POST then acts twice, as it would fo
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
@@ -97,10 +98,8 @@ class _HTTPServer(ThreadingHTTPServer):
         with self._open_lock:
             open_now = list(self._open)
         for connection in open_now:
-            try:
+            with contextlib.suppress(OSError):  # already closed by the client
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by the client
 
 
 class _HTTPServerV6(_HTTPServer):
@@ -172,9 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         except Exception:  # a bug of ours: answer like the real service, log it for us
             log.exception("simulated provider failed on %s %s", method, path)
-            error = ApiError(
-                500, "The server had an error while processing your request.", type="server_error"
-            )
+            error = ApiError(500, "The server had an error while processing your request.", type="server_error")
             self._send(500, json.dumps(error.body()).encode("utf-8"), "application/json")
             return
         sim._maybe_slow(name)
@@ -195,9 +192,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(405, f"Method {method} is not allowed on {path}.", code="method_not_allowed")
         raise ApiError(404, f"Invalid URL ({method} {path})", param=None, code=None)
 
-    def _send(
-        self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
