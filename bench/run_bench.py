@@ -582,7 +582,9 @@ def _bench(
     args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path, root: Path, validation: _Child
 ) -> dict[str, Any]:
     from lexpilot_batch.config import Settings
-    from lexpilot_batch.engine import ProviderOptions, Session, poll_and_advance, prepare
+    from lexpilot_batch.engine import poll_and_advance, prepare
+    from lexpilot_batch.providers.session import ProviderOptions, Session
+    from lexpilot_batch.runs import RunSpec
     from lexpilot_batch.workspace import Workspace
 
     meter = Meter()
@@ -606,19 +608,10 @@ def _bench(
             session = Session(ws, options)
             try:
                 mark = time.perf_counter()
-                prepared = prepare(
-                    ws,
-                    session,
-                    stage="all",
-                    run_ids=run_ids,
-                    model="bench-eval",
-                    settings=Settings(),
-                    dataset_path=dataset,
-                    categories_path=None,
-                    limit=None,
-                    prompts_path=None,
-                    speculate=args.speculate,
+                spec = RunSpec(
+                    tuple(run_ids), "bench-eval", "all", Settings(), dataset=dataset, speculate=args.speculate
                 )
+                prepared = prepare(ws, session, spec)
                 log(
                     f"prepared {len(run_ids)} runs, {prepared.new_threads} threads; wave 1: "
                     f"{prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "

@@ -10,12 +10,16 @@ import contextlib
 import functools
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lexpilot_batch import __version__
+from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, load_prices
 from lexpilot_batch.errors import LexpilotError
+
+if TYPE_CHECKING:
+    from lexpilot_batch.runs import RunSpec
 
 
 class _Typer(typer.Typer):
@@ -305,8 +309,14 @@ def _with(options: list[tuple[str, object, object]], into: str, build):
     import inspect
 
     def decorator(func):
-        signature = inspect.signature(func, eval_str=True)
-        kept = [p for p in signature.parameters.values() if p.name != into]
+        # Annotations are strings here (postponed evaluation): typer needs the kept ones evaluated,
+        # and the one replaced by `into` is left as it is, so its type is imported only to check.
+        signature = inspect.signature(func)
+        kept = [
+            p.replace(annotation=eval(p.annotation, func.__globals__)) if isinstance(p.annotation, str) else p
+            for p in signature.parameters.values()
+            if p.name != into
+        ]
         added = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in options]
 
         @functools.wraps(func)
@@ -323,7 +333,7 @@ def _with(options: list[tuple[str, object, object]], into: str, build):
 
 def _provider_options(values: dict):
     from lexpilot_batch.config import ROLES
-    from lexpilot_batch.engine import ProviderOptions
+    from lexpilot_batch.providers.session import ProviderOptions
 
     profiles: dict[str, str | None] = {}
     for item in values["profile"]:
@@ -351,32 +361,33 @@ def _provider_options(values: dict):
     )
 
 
-def _run_options(values: dict) -> dict:
+def _run_spec(values: dict):
     from lexpilot_batch.config import Settings
+    from lexpilot_batch.runs import RunSpec
 
-    return {
-        "stage": values["stage"],
-        "run_ids": values["run_id"] or ["run1"],
-        "model": values["model"],
-        "settings": Settings(
+    return RunSpec(
+        stage=values["stage"],
+        run_ids=tuple(values["run_id"] or ["run1"]),
+        model=values["model"],
+        settings=Settings(
             values["user_model"],
             values["judge_model"],
             values["temperature"],
             values["judge_temperature"],
             values["max_tokens"],
         ),
-        "dataset_path": values["dataset"],
-        "categories_path": values["categories"],
-        "limit": values["limit"],
-        "prompts_path": values["prompts_file"],
-        "speculate": values["speculate"],
-    }
+        dataset=values["dataset"],
+        categories=values["categories"],
+        limit=values["limit"],
+        prompts=values["prompts_file"],
+        speculate=values["speculate"],
+    )
 
 
 @contextlib.contextmanager
 def _session(target):
     """The writable workspace and a provider session for it, both closed on the way out."""
-    from lexpilot_batch.engine import Session
+    from lexpilot_batch.providers.session import Session
     from lexpilot_batch.workspace import Workspace
 
     root, options = target
@@ -416,9 +427,9 @@ def _say_manual(paths: list[str]) -> None:
 
 @app.command()
 @_with(_PROVIDER_OPTIONS, "target", _provider_options)
-@_with(_RUN_OPTIONS, "run", _run_options)
+@_with(_RUN_OPTIONS, "spec", _run_spec)
 def prepare(
-    run: dict,
+    spec: RunSpec,
     target: tuple,
     dry_run: Annotated[
         bool,
@@ -439,14 +450,14 @@ def prepare(
     from lexpilot_batch.engine import prepare as do_prepare
 
     if dry_run:
-        _dry_run(run, target, _load_prices(prices), format_)
+        _dry_run(spec, target, load_prices(prices), format_)
         return
     with _session(target) as (ws, session):
-        result = do_prepare(ws, session, **run)
+        result = do_prepare(ws, session, spec)
     _say_prepared(result)
 
 
-def _dry_run(run: dict, target: tuple, prices: dict | None, format_: str) -> None:
+def _dry_run(spec: RunSpec, target: tuple, prices: dict | None, format_: str) -> None:
     """Nothing is written, not even a new workspace's database."""
     import json
 
@@ -454,7 +465,7 @@ def _dry_run(run: dict, target: tuple, prices: dict | None, format_: str) -> Non
 
     root, options = target
     with open_readonly(root, options) as (ws, session):
-        estimate = dry_run_prepare(ws, session, prices=prices, **run)
+        estimate = dry_run_prepare(ws, session, spec, prices=prices)
     typer.echo(json.dumps(estimate.to_json(), ensure_ascii=False, indent=2) if format_ == "json" else render(estimate))
 
 
@@ -596,7 +607,7 @@ def status(
 
     if format_ not in ("table", "json"):
         raise LexpilotError("--format must be table or json")
-    price_table = _load_prices(prices)
+    price_table = load_prices(prices)
     with Workspace(root, writable=False) as ws:
         data = status_mod.collect(ws)
         projection = _estimate_workspace(ws, price_table) if estimate else None
@@ -613,8 +624,8 @@ def status(
 
 
 def _estimate_workspace(ws, prices):
-    from lexpilot_batch.engine import ProviderOptions, Session
     from lexpilot_batch.estimate import estimate_workspace
+    from lexpilot_batch.providers.session import ProviderOptions, Session
 
     session = Session(ws, ProviderOptions())
     try:
@@ -623,24 +634,7 @@ def _estimate_workspace(ws, prices):
         session.close()
 
 
-def _load_prices(path: Path | None) -> dict | None:
-    import json
-
-    if path is None:
-        return None
-    try:
-        prices = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise LexpilotError(
-            f"{path}: cannot read prices ({exc}); expected JSON "
-            '{"eval": {"input": 2.5, "output": 10}, ...} in USD per 1M tokens'
-        ) from None
-    if not isinstance(prices, dict):
-        raise LexpilotError(f"{path}: prices must be a JSON object keyed by role (eval, user, judge)")
-    return prices
-
-
-def _print_report(root, run_id, model, format_, partial, prices=None, batch_discount=0.5) -> None:
+def _print_report(root, run_id, model, format_, partial, prices=None, batch_discount=DEFAULT_BATCH_DISCOUNT) -> None:
     from lexpilot_batch import report as report_mod
     from lexpilot_batch import results
     from lexpilot_batch.workspace import Workspace
@@ -669,7 +663,7 @@ def report(
     prices: PricesOpt = None,
     batch_discount: Annotated[
         float, typer.Option("--batch-discount", help="Discount of batch over list prices.", min=0, max=1)
-    ] = 0.5,
+    ] = DEFAULT_BATCH_DISCOUNT,
     root: RootOpt = None,
 ) -> None:
     """Print the benchmark's metrics per run and cause class, with mean and SD over comparable runs.
@@ -678,14 +672,14 @@ def report(
 
     Example: lexpilot-batch report --format markdown
     """
-    _print_report(root, run_id, model, format_, partial, _load_prices(prices), batch_discount)
+    _print_report(root, run_id, model, format_, partial, load_prices(prices), batch_discount)
 
 
 @app.command()
 @_with(_PROVIDER_OPTIONS, "target", _provider_options)
-@_with(_RUN_OPTIONS, "run_options", _run_options)
+@_with(_RUN_OPTIONS, "spec", _run_spec)
 def run(
-    run_options: dict,
+    spec: RunSpec,
     target: tuple,
     poll_interval: PollIntervalOpt = 30.0,
     report_format: Annotated[str, typer.Option("--report-format", help="Format of the closing report.")] = "table",
@@ -699,7 +693,7 @@ def run(
     from lexpilot_batch.engine import prepare as do_prepare
 
     with _session(target) as (ws, session):
-        _say_prepared(do_prepare(ws, session, **run_options))
+        _say_prepared(do_prepare(ws, session, spec))
         interval = min(poll_interval, 0.2) if session.provider == "simulated" else poll_interval
         left = _advance(ws, session, True, True, interval)
     if left["active_threads"] == 0:

@@ -31,6 +31,7 @@ from lexpilot_batch.data import Case
 from lexpilot_batch.prompts import Prompt
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.protocols.base import Advance, Answer, CaseContext, Protocol, Step
+from lexpilot_batch.tasks import TASKS
 from lexpilot_batch.workspace import Workspace, slug
 
 # Malformed or truncated content gets this many attempts whatever --retries says (SPEC §6).
@@ -396,7 +397,7 @@ def _advance_all(
             discards.extend((run.pk, case_idx, key) for key in due.unused)
             for (pk, task, _), record in due.finished:
                 stored = json.dumps(records.compact(record, case), ensure_ascii=False)
-                score = json.dumps(records.scored(task, record), ensure_ascii=False)
+                score = json.dumps(TASKS[task].scored(record), ensure_ascii=False)
                 thread_updates.append(("done", stored, score, None, pk))
             for (pk, _, _), reason in due.failed:
                 thread_updates.append(("failed", None, None, reason, pk))

@@ -48,7 +48,7 @@ from lexpilot_batch.store import DB_NAME, MIGRATIONS
 from lexpilot_batch.workspace import Workspace
 
 if TYPE_CHECKING:
-    from lexpilot_batch.engine import ProviderOptions, Session
+    from lexpilot_batch.providers.session import ProviderOptions, Session
 
 SCHEMA = "schema"
 UNSENT_CHANGED = "unsent_request_file_changed"
@@ -512,8 +512,8 @@ def check(root: Path | None = None, do_repair: bool = False, options: ProviderOp
     running one makes this refuse, clearly). A database written by a newer version is reported,
     never opened for writing.
     """
-    from lexpilot_batch.engine import ProviderOptions as Options
-    from lexpilot_batch.engine import Session
+    from lexpilot_batch.providers.session import ProviderOptions as Options
+    from lexpilot_batch.providers.session import Session
 
     base = Path(root if root is not None else Path.cwd()).resolve()
     db_path = base / "state" / DB_NAME

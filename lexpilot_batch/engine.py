@@ -7,12 +7,9 @@ All runs, tasks and models of a workspace move together, one wave at a time.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from lexpilot_batch import prompts
 from lexpilot_batch.batches import (
@@ -24,150 +21,10 @@ from lexpilot_batch.batches import (
     submit_files,
 )
 from lexpilot_batch.compiler import CompileResult, compile_wave
-from lexpilot_batch.config import (
-    ROLES,
-    SIMULATED,
-    Endpoint,
-    Limits,
-    Settings,
-    endpoints_from_env,
-    resolve_limits,
-    role_backends,
-    simulated_endpoint,
-)
 from lexpilot_batch.data import open_dataset
-from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.protocols import STAGES
-from lexpilot_batch.providers.base import BatchBackend
-from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
-from lexpilot_batch.runs import add_threads, check_model, check_run_id, protocol_variants, register_run
+from lexpilot_batch.providers.session import Session
+from lexpilot_batch.runs import RunSpec, add_threads, check_model, check_run_id, protocol_variants, register_run
 from lexpilot_batch.workspace import Workspace
-
-Say = Callable[[str], None]
-
-
-@dataclass
-class ProviderOptions:
-    """How this invocation reaches providers; none of it is part of a run's results."""
-
-    provider: str | None = None  # "simulated": every role on the simulated provider
-    backends: dict[str, str | None] = field(default_factory=dict)  # role -> batch|sync|manual|simulated
-    profiles: dict[str, str | None] = field(default_factory=dict)  # role -> openai|azure|dashscope|generic
-    sim_faults: str | None = None
-    sim_seed: int = 0
-    timeout: float = 120.0
-    retries: int = 3
-    concurrency: int = 8
-    max_requests: int | None = None
-    max_bytes: int | None = None
-    completion_window: str | None = None
-    batch_endpoint: str | None = None
-    max_wave_age: float | None = None  # seconds; older batches are cancelled and their rest re-queued
-
-
-class Session:
-    """Endpoints, limits and (lazily) provider clients for one command on one workspace.
-
-    Backends are chosen per role: the command line, else `LEXPILOT_<ROLE>_BACKEND`, else what
-    this workspace used last, else `batch`. `--provider simulated` puts every role on the
-    simulated provider.
-    """
-
-    def __init__(self, ws: Workspace, options: ProviderOptions) -> None:
-        self.ws = ws
-        self.options = options
-        if options.provider not in (None, "env", SIMULATED):
-            raise ConfigError(f"--provider must be 'env' or 'simulated', not {options.provider!r}")
-        remembered = json.loads(ws.store.meta("backends") or "{}")
-        explicit = {role: SIMULATED for role in ROLES} if options.provider == SIMULATED else {}
-        if options.provider == "env":
-            remembered = {}
-        explicit.update({r: b for r, b in options.backends.items() if b})
-        chosen = role_backends({r: explicit.get(r) for r in ROLES})
-        for role in ROLES:  # the environment and flags win; otherwise keep the workspace's choice
-            if role not in explicit and not os.environ.get(f"LEXPILOT_{role.upper()}_BACKEND"):
-                chosen[role] = remembered.get(role, chosen[role])
-        self.backends = chosen
-        self._server = None
-        self._endpoints: dict[str, Endpoint] | None = None
-        self._clients: dict[tuple[str, str], object] = {}
-
-    @property
-    def provider(self) -> str:
-        return SIMULATED if all(b == SIMULATED for b in self.backends.values()) else "env"
-
-    @property
-    def endpoints(self) -> dict[str, Endpoint]:
-        """Where each role's requests go. Compiling needs only this, never a key or a server."""
-        if self._endpoints is None:
-            env = endpoints_from_env(backends=self.backends)
-            self._endpoints = {
-                role: simulated_endpoint(role, SIMULATED) if self.backends[role] == SIMULATED else env[role]
-                for role in ROLES
-            }
-        return self._endpoints
-
-    @property
-    def endpoint_labels(self) -> dict[str, str]:
-        return {role: e.base_url for role, e in self.endpoints.items()}
-
-    @property
-    def limits(self) -> dict[str, Limits]:
-        o = self.options
-        return {
-            role: resolve_limits(
-                o.profiles.get(role) or os.environ.get(f"LEXPILOT_{role.upper()}_PROFILE"),
-                e.base_url,
-                o.max_requests,
-                o.max_bytes,
-                o.completion_window,
-                o.batch_endpoint,
-            )
-            for role, e in self.endpoints.items()
-        }
-
-    def _live_endpoint(self, role: str) -> Endpoint:
-        if self.backends[role] != SIMULATED:
-            return self.endpoints[role]
-        if self._server is None:
-            from lexpilot_batch.simulated import SimulatedServer, parse_faults
-
-            self._server = SimulatedServer(
-                self.ws.state_dir / "simulated", parse_faults(self.options.sim_faults), seed=self.options.sim_seed
-            )
-            self._server.start()
-        return simulated_endpoint(role, self._server.base_url)
-
-    def backend_for(self, roles: str) -> BatchBackend:
-        """The Files + Batches client for a file of these roles (`batch` and `simulated`)."""
-        role = roles.split("+")[0]
-        key = ("batch", role)
-        if key not in self._clients:
-            self._clients[key] = OpenAIBatchBackend(
-                self._live_endpoint(role), self.limits[role], timeout=self.options.timeout
-            )
-        return self._clients[key]  # type: ignore[return-value]
-
-    def sync_runner_for(self, roles: str):
-        from lexpilot_batch.providers.sync import SyncRunner
-
-        role = roles.split("+")[0]
-        key = ("sync", role)
-        if key not in self._clients:
-            self._clients[key] = SyncRunner(
-                self._live_endpoint(role), concurrency=self.options.concurrency, timeout=self.options.timeout
-            )
-        return self._clients[key]
-
-    def remember_backends(self) -> None:
-        value = json.dumps(self.backends, sort_keys=True)
-        if self.ws.store.meta("backends") != value:
-            self.ws.store.set_meta("backends", value)
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
 
 
 @dataclass
@@ -177,39 +34,22 @@ class PrepareResult:
     compiled: CompileResult = field(default_factory=CompileResult)
 
 
-def tasks_for_stage(stage: str) -> list[str]:
-    if stage not in STAGES:
-        raise ConfigError(f"--stage must be one of {', '.join(STAGES)}, not {stage!r}")
-    return list(STAGES[stage])
-
-
-def prepare(
-    ws: Workspace,
-    session: Session,
-    *,
-    stage: str,
-    run_ids: list[str],
-    model: str | None,
-    settings: Settings,
-    dataset_path: Path | None,
-    categories_path: Path | None,
-    limit: int | None,
-    prompts_path: Path | None,
-    speculate: bool,
-) -> PrepareResult:
-    """Register each run, create its threads for the stage, compile what is due.
+def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
+    """Register each run of `spec`, create its threads for the stage, compile what is due.
 
     The dataset is validated in one pass over the file that keeps no case in memory; its cases are
     read again only to copy them into a workspace that does not have them yet.
     """
-    tasks = tasks_for_stage(stage)
-    model = check_model(model)
-    dataset = open_dataset(dataset_path, categories_path, variants=protocol_variants(tasks))
-    templates = prompts.load_templates(prompts_path)
+    tasks = spec.tasks
+    model = check_model(spec.model)
+    dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
+    templates = prompts.load_templates(spec.prompts)
     result = PrepareResult()
-    for raw in run_ids:
+    for raw in spec.run_ids:
         run_id = check_run_id(raw)
-        run = register_run(ws, run_id, model, settings, dataset, limit, templates, session.endpoint_labels, speculate)
+        run = register_run(
+            ws, run_id, model, spec.settings, dataset, spec.limit, templates, session.endpoint_labels, spec.speculate
+        )
         result.new_threads += add_threads(ws, run, tasks, dataset)
         result.runs.append(run_id)
     session.remember_backends()

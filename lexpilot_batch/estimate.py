@@ -49,20 +49,18 @@ from lexpilot_batch import prompts
 from lexpilot_batch.compiler import case_requests, due_for_case, stored_case, target_wave
 from lexpilot_batch.config import (
     ROLES,
-    SIMULATED,
     Settings,
-    endpoints_from_env,
-    role_backends,
-    simulated_endpoint,
 )
+from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
+from lexpilot_batch.costs import total as total_cost
 from lexpilot_batch.data import Case, Dataset, load_dataset
-from lexpilot_batch.engine import ProviderOptions, Session, tasks_for_stage
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.protocols.base import Answer, CaseContext, Step
 from lexpilot_batch.protocols.interaction import MAX_ROUNDS, InteractionLJP, label_key
-from lexpilot_batch.report import check_prices
+from lexpilot_batch.providers.session import ProviderOptions, Session
 from lexpilot_batch.runs import (
+    RunSpec,
     build_manifest,
     check_manifest,
     check_model,
@@ -77,8 +75,6 @@ RESPONSE_CHARS: dict[str, int] = {"eval": 600, "user": 150, "judge": 30}
 COMPLETION_TOKENS: dict[str, int] = {"eval": 500, "user": 120, "judge": 400}
 CLARIFY_PROBABILITY = 0.5
 MIN_LABELS = 10  # answered labels needed before their clarification rate replaces the default
-DEFAULT_BATCH_DISCOUNT = 0.5
-DISCOUNTED_BACKENDS: tuple[str, ...] = ("batch", SIMULATED)
 
 # The labels whose value decides how long a consultation goes on: the only branch points.
 _BRANCHING = frozenset(label_key(k) for k in range(1, MAX_ROUNDS + 1))
@@ -194,39 +190,8 @@ class Estimate:
 # --- Opening a workspace without writing to it -------------------------------------------------
 
 
-@dataclass
-class DetachedSession:
-    """What an estimate needs of a `Session` where there is no workspace to open one on.
-
-    The backends are chosen as `Session` chooses them for a fresh workspace: flags, then the
-    environment, then `batch`.
-    """
-
-    options: ProviderOptions
-    backends: dict[str, str]
-
-    @classmethod
-    def of(cls, options: ProviderOptions) -> DetachedSession:
-        if options.provider not in (None, "env", SIMULATED):
-            raise ConfigError(f"--provider must be 'env' or 'simulated', not {options.provider!r}")
-        explicit = {role: SIMULATED for role in ROLES} if options.provider == SIMULATED else {}
-        explicit.update({r: b for r, b in options.backends.items() if b})
-        return cls(options, role_backends({r: explicit.get(r) for r in ROLES}))
-
-    @property
-    def endpoint_labels(self) -> dict[str, str]:
-        env = endpoints_from_env(backends=self.backends)
-        return {
-            role: simulated_endpoint(role, SIMULATED).base_url if backend == SIMULATED else env[role].base_url
-            for role, backend in self.backends.items()
-        }
-
-
-AnySession = Session | DetachedSession
-
-
 @contextlib.contextmanager
-def open_readonly(root: Path | None, options: ProviderOptions) -> Iterator[tuple[Workspace | None, AnySession]]:
+def open_readonly(root: Path | None, options: ProviderOptions) -> Iterator[tuple[Workspace | None, Session]]:
     """The workspace opened read-only (no lock, no writes), or None where there is none yet.
 
     Opening writable would create `state/`, the database and the lock, and record an id: a dry
@@ -234,7 +199,7 @@ def open_readonly(root: Path | None, options: ProviderOptions) -> Iterator[tuple
     """
     probe = Workspace(root, writable=False)
     if not (probe.state_dir / DB_NAME).is_file():
-        yield None, DetachedSession.of(options)
+        yield None, Session(None, options)
         return
     with probe as ws:
         session = Session(ws, options)
@@ -249,43 +214,37 @@ def open_readonly(root: Path | None, options: ProviderOptions) -> Iterator[tuple
 
 def dry_run_prepare(
     ws: Workspace | None,
-    session: AnySession,
+    session: Session,
+    spec: RunSpec,
     *,
-    stage: str,
-    run_ids: list[str],
-    model: str | None,
-    settings: Settings,
-    dataset_path: Path | None,
-    categories_path: Path | None,
-    limit: int | None,
-    prompts_path: Path | None,
-    speculate: bool,
     prices: Mapping[str, Mapping[str, float]] | None = None,
     batch_discount: float = DEFAULT_BATCH_DISCOUNT,
     clarify_probability: float | None = None,
 ) -> Estimate:
-    """What `engine.prepare` with these arguments would compile, and the projection; writes nothing.
+    """What `engine.prepare` of `spec` would compile, and the projection; writes nothing.
 
     Checks what `prepare` checks (model, run ids, dataset, prompts, an existing run's manifest)
     and fails the same way. `ws` None means no workspace exists yet.
     """
     check_prices(prices, batch_discount)
-    tasks = tasks_for_stage(stage)
-    model = check_model(model)
-    if limit is not None and limit < 1:
+    tasks = spec.tasks
+    model = check_model(spec.model)
+    if spec.limit is not None and spec.limit < 1:
         raise ConfigError("--limit must be at least 1")
-    dataset = load_dataset(dataset_path, categories_path)
-    templates = prompts.load_templates(prompts_path)
+    dataset = load_dataset(spec.dataset, spec.categories)
+    templates = prompts.load_templates(spec.prompts)
     with _snapshot(ws):
         state = _State.read(ws, session.options.retries)
-        for raw in run_ids:
-            state.add_run(check_run_id(raw), model, settings, dataset, limit, templates, speculate, tasks, session)
+        for raw in spec.run_ids:
+            state.add_run(
+                check_run_id(raw), model, spec.settings, dataset, spec.limit, templates, spec.speculate, tasks, session
+            )
         return _build(state, "dry_run", session, prices, batch_discount, clarify_probability, ws)
 
 
 def estimate_workspace(
     ws: Workspace,
-    session: AnySession,
+    session: Session,
     prices: Mapping[str, Mapping[str, float]] | None = None,
     *,
     batch_discount: float = DEFAULT_BATCH_DISCOUNT,
@@ -411,7 +370,7 @@ class _State:
         templates: dict[str, str],
         speculate: bool,
         tasks: Sequence[str],
-        session: AnySession,
+        session: Session,
     ) -> None:
         """What `runs.register_run` and `runs.add_threads` would do, in memory only."""
         key = run_key(run_id, model)
@@ -449,7 +408,7 @@ class _State:
         dataset: Dataset,
         indices: list[int],
         templates: dict[str, str],
-        session: AnySession,
+        session: Session,
     ) -> None:
         new = build_manifest(run.run_id, run.model, settings, dataset, indices, templates, session.endpoint_labels)
         check_manifest(self._manifest(run), new, run.run_id, run.model)
@@ -653,39 +612,13 @@ def _assumptions(
     return a
 
 
-# --- Cost ------------------------------------------------------------------------------------
-
-
-def cost_usd(
-    prompt_tokens: float,
-    completion_tokens: float,
-    price: Mapping[str, float] | None,
-    backend: str,
-    batch_discount: float = DEFAULT_BATCH_DISCOUNT,
-) -> float | None:
-    """List price of the tokens, less the batch discount where the backend earns it.
-
-    None when there is no price or the work runs on the `manual` backend (its cost is not ours
-    to know: a local model, or a console with its own pricing).
-    """
-    if price is None or backend == "manual":
-        return None
-    factor = 1 - batch_discount if backend in DISCOUNTED_BACKENDS else 1.0
-    return (prompt_tokens * float(price["input"]) + completion_tokens * float(price["output"])) / 1_000_000 * factor
-
-
-def _total(costs: Iterable[float | None]) -> float | None:
-    costs = list(costs)
-    return None if any(c is None for c in costs) else float(sum(c for c in costs if c is not None))
-
-
 # --- Building the estimate ---------------------------------------------------------------------
 
 
 def _build(
     state: _State,
     mode: Literal["dry_run", "workspace"],
-    session: AnySession,
+    session: Session,
     prices: Mapping[str, Mapping[str, float]] | None,
     discount: float,
     clarify_probability: float | None,
@@ -754,7 +687,7 @@ def _build(
         wave=state.target,
         next_wave_source=source,
         next_wave=wave,
-        next_wave_cost_usd=_total(w.cost_usd for w in wave.values()) if prices is not None else None,
+        next_wave_cost_usd=total_cost(w.cost_usd for w in wave.values()) if prices is not None else None,
         in_flight_wave=state.latest_wave if state.target is None else None,
         in_flight_requests=_in_flight(state),
         projection=projection,
@@ -781,7 +714,7 @@ def _projection_cost(projection: Mapping[str, RoleProjection]) -> Span | None:
     return sum((s for s in spans if s is not None), Span())
 
 
-def _compiled_wave(state: _State, session: AnySession) -> dict[str, RoleWave]:
+def _compiled_wave(state: _State, session: Session) -> dict[str, RoleWave]:
     """The pending requests of the compiled, unsent wave, per role, as the database holds them."""
     assert state.ws is not None
     out: dict[str, RoleWave] = {}

@@ -27,6 +27,7 @@ from typing import Any
 
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.results import load_run_results
+from lexpilot_batch.tasks import TASKS
 from lexpilot_batch.workspace import Workspace, slug, write_atomic
 
 Record = dict[str, Any]
@@ -45,25 +46,13 @@ def _force_ask(record: Record) -> Record:
     }
 
 
-# task -> its generation file (folder, name, which part of the record it holds).
-_GENERATIONS: dict[str, tuple[str, str, Callable[[Record], Record]]] = {
-    "lca": ("AwN_gen", "a1.jsonl", _pick("case_number", "history_type", "history", "response")),
-    "ljp_interaction": (
-        "AwN_gen",
-        "interaction.jsonl",
-        _pick("case_number", "history", "continued_history", "rounds", "stop_reason", "final_response"),
-    ),
-    "dcg": ("Force_ask_gen", "force_ask.jsonl", _force_ask),
-    "ljp_direct": ("Force_judge_gen", "a1_direct.jsonl", _pick("case_number", "history", "response")),
-    "ljp_gold": ("Force_judge_gen", "a1_force_judge.jsonl", _pick("case_number", "history", "response")),
-}
-# task -> its file under eval_results/.
-_EVAL_FILES = {
-    "lca": "LCA_results.jsonl",
-    "dcg": "DCG_results.jsonl",
-    "ljp_direct": "LJP_direct.jsonl",
-    "ljp_gold": "LJP_gold.jsonl",
-    "ljp_interaction": "LJP_interaction.jsonl",
+# task -> which part of the record its generation file (`tasks.Task.generation`) holds.
+_GENERATED: dict[str, Callable[[Record], Record]] = {
+    "lca": _pick("case_number", "history_type", "history", "response"),
+    "ljp_interaction": _pick("case_number", "history", "continued_history", "rounds", "stop_reason", "final_response"),
+    "dcg": _force_ask,
+    "ljp_direct": _pick("case_number", "history", "response"),
+    "ljp_gold": _pick("case_number", "history", "response"),
 }
 
 
@@ -102,16 +91,16 @@ def export_seed(ws: Workspace, out_dir: Path, run_id: str | None = None, model: 
 
         text = json.dumps(manifest, ensure_ascii=False, indent=2) + "\n"
         written.append(_write(out_dir / "runs" / where / "manifest.json", text.encode("utf-8"), out_dir))
-        for task, file_name in _EVAL_FILES.items():
-            if task not in run.tasks:
+        for task in TASKS.values():
+            if task.name not in run.tasks:
                 continue
-            records = run.tasks[task].records
-            folder, gen_name, project = _GENERATIONS[task]
-            data = _jsonl([project(record) for _, record in records])
+            records = run.tasks[task.name].records
+            folder, gen_name = task.generation
+            data = _jsonl([_GENERATED[task.name](record) for _, record in records])
             written.append(_write(out_dir / folder / where / gen_name, data, out_dir))
             scored = [
                 {**record, "cause_of_action": causes[str(record["case_number"])], "cause_class": cause_class}
                 for cause_class, record in records
             ]
-            written.append(_write(out_dir / "eval_results" / where / file_name, _jsonl(scored), out_dir))
+            written.append(_write(out_dir / "eval_results" / where / task.eval_file, _jsonl(scored), out_dir))
     return written

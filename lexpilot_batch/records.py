@@ -18,21 +18,6 @@ from lexpilot_batch.data import HISTORY_FIELDS, Case
 REF = "$case"
 
 
-def scored(task: str, record: dict[str, Any]) -> dict[str, Any]:
-    """What the report scores of a record (`report._task_metrics`): LCA's history type and label,
-    DCG's success, each LJP claim's gold and predicted verdicts. A field the record lacks is left
-    out, so the report names it instead of scoring a wrong shape."""
-    if task.startswith("ljp"):
-        claims = record.get("claims")
-        if not isinstance(claims, list):
-            return {}
-        return {
-            "claims": [{k: c[k] for k in ("gold", "predicted") if k in c} if isinstance(c, dict) else c for c in claims]
-        }
-    keys = ("history_type", "label") if task == "lca" else ("success",)
-    return {k: record[k] for k in keys if k in record}
-
-
 def compact(record: dict[str, Any], case: Case) -> dict[str, Any]:
     """The record with every list that starts with one of the case's histories referencing it."""
     histories = _dumped_histories(case)

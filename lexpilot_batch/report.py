@@ -32,10 +32,9 @@ show fractions (not percentages) with 4 decimals. Groups are sorted by (model, u
 model, group key), runs by run id, tasks in benchmark order, classes by name.
 
 Cost. `prices` maps a role to `{"input": USD per 1M prompt tokens, "output": USD per 1M
-completion tokens}`; the estimate is list price times `(1 - batch_discount)`, the discount being
-0.5 by default because providers' Batch APIs charge about half. Pass `batch_discount=0` for
-work done through the sync backend. A role without a price has `cost_usd: null`, and then so
-does the total.
+completion tokens}`; each backend's tokens cost what `costs.cost_usd` says (batch work at the
+batch discount, 0.5 by default; sync work at list price; manual work unpriced). A role without a
+price, or with unpriced work, has `cost_usd: null`, and then so does the total.
 """
 
 from __future__ import annotations
@@ -52,45 +51,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lexpilot_batch import metrics
+from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd
+from lexpilot_batch.costs import total as total_cost
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.metrics import Metric
+from lexpilot_batch.tasks import METRIC_TITLES, TASKS
 
-TASKS: tuple[str, ...] = ("lca", "dcg", "ljp_direct", "ljp_gold", "ljp_interaction")
-TASK_METRICS: dict[str, tuple[str, ...]] = {
-    "lca": metrics.LCA_METRICS,
-    "dcg": metrics.DCG_METRICS,
-    "ljp_direct": metrics.LJP_METRICS,
-    "ljp_gold": metrics.LJP_METRICS,
-    "ljp_interaction": metrics.LJP_METRICS,
-}
-TASK_TITLES = {
-    "lca": "LCA",
-    "dcg": "DCG",
-    "ljp_direct": "Direct LJP",
-    "ljp_gold": "Gold LJP",
-    "ljp_interaction": "Interaction LJP",
-}
-TASK_UNITS = {
-    "lca": "histories",
-    "dcg": "cases",
-    "ljp_direct": "claims",
-    "ljp_gold": "claims",
-    "ljp_interaction": "claims",
-}
-METRIC_TITLES = {
-    "macro_f1": "Macro-F1",
-    "f1_u": "F1_U",
-    "f1_c": "F1_C",
-    "acc_c": "Acc_C",
-    "acc_u": "Acc_U",
-    "success_rate": "Success",
-    "qwk": "QWK",
-    "accuracy": "Acc",
-}
 ROLE_ORDER = ("eval", "user", "judge")
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens")
 FORMATS = ("table", "json", "csv", "markdown", "latex")
-DEFAULT_BATCH_DISCOUNT = 0.5
 
 
 # --- Inputs ----------------------------------------------------------------------------------
@@ -120,7 +89,8 @@ class RunResults:
     group_key: str
     settings: dict = field(default_factory=dict)
     tasks: dict[str, TaskRecords] = field(default_factory=dict)
-    usage: dict[str, dict[str, int]] = field(default_factory=dict)
+    # role -> backend -> {requests, prompt_tokens, completion_tokens}
+    usage: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
 
 
 # --- The JSON shape --------------------------------------------------------------------------
@@ -187,23 +157,9 @@ def _natural_key(text: str) -> tuple:
     )
 
 
-def _task_metrics(task: str, records: list[dict]) -> dict[str, Metric]:
-    if task == "lca":
-        return metrics.lca_metrics((r["history_type"], r["label"]) for r in records)
-    if task == "dcg":
-        return metrics.dcg_metrics(r["success"] for r in records)
-    return metrics.ljp_metrics((c["gold"], c["predicted"]) for r in records for c in r["claims"])
-
-
-def _task_size(task: str, records: list[dict]) -> int:
-    if task.startswith("ljp"):
-        return sum(len(r["claims"]) for r in records)
-    return len(records)
-
-
 def _scored(run: RunResults, task: str, records: list[dict]) -> tuple[dict[str, Metric], int]:
     try:
-        return _task_metrics(task, records), _task_size(task, records)
+        return TASKS[task].score(records), TASKS[task].size(records)
     except (KeyError, TypeError, ValueError) as exc:
         detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise LexpilotError(
@@ -219,7 +175,7 @@ def _summary(per_run: dict[str, Metric]) -> dict:
 
 
 def _summarise_task(task: str, runs: list[RunResults]) -> dict:
-    names = TASK_METRICS[task]
+    names = TASKS[task].metrics
     present = [run for run in runs if task in run.tasks]
     classes = sorted({cls for run in present for cls, _ in run.tasks[task].records})
     overall: dict[str, dict[str, Metric]] = {m: {} for m in names}
@@ -250,42 +206,31 @@ def _summarise_task(task: str, runs: list[RunResults]) -> dict:
     }
 
 
-def _role_cost(usage: Mapping[str, int], price: Mapping[str, float] | None, discount: float) -> float | None:
-    if price is None:
-        return None
-    list_price = (
-        usage["prompt_tokens"] * float(price["input"]) + usage["completion_tokens"] * float(price["output"])
-    ) / 1_000_000
-    return list_price * (1 - discount)
-
-
-def _usage(runs: list[RunResults], prices: Mapping[str, Mapping[str, float]] | None, discount: float) -> dict:
-    totals: dict[str, dict[str, int]] = {}
+def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> dict:
+    """Requests and tokens per role over the group's runs, and their cost: `costs.cost_usd` of each
+    backend's tokens (batch work at the discount, sync work at list price, manual work unpriced)."""
+    by_backend: dict[str, dict[str, dict[str, int]]] = {}
     for run in runs:
-        for role, counts in run.usage.items():
-            into = totals.setdefault(role, dict.fromkeys(USAGE_FIELDS, 0))
-            for key in USAGE_FIELDS:
-                into[key] += int(counts.get(key, 0) or 0)
-    order = [r for r in ROLE_ORDER if r in totals] + sorted(set(totals) - set(ROLE_ORDER))
+        for role, backends in run.usage.items():
+            for backend, counts in backends.items():
+                into = by_backend.setdefault(role, {}).setdefault(backend, dict.fromkeys(USAGE_FIELDS, 0))
+                for key in USAGE_FIELDS:
+                    into[key] += int(counts.get(key, 0) or 0)
+    order = [r for r in ROLE_ORDER if r in by_backend] + sorted(set(by_backend) - set(ROLE_ORDER))
     roles = {}
     for role in order:
         price = None if prices is None else prices.get(role)
-        roles[role] = {**totals[role], "cost_usd": _role_cost(totals[role], price, discount)}
+        parts = by_backend[role].items()
+        roles[role] = {
+            **{key: sum(counts[key] for _, counts in parts) for key in USAGE_FIELDS},
+            "cost_usd": total_cost(
+                cost_usd(counts["prompt_tokens"], counts["completion_tokens"], price, backend, discount)
+                for backend, counts in parts
+            ),
+        }
     total: dict[str, Any] = {key: sum(r[key] for r in roles.values()) for key in USAGE_FIELDS}
-    costs = [r["cost_usd"] for r in roles.values()]
-    total["cost_usd"] = float(sum(costs)) if prices is not None and all(c is not None for c in costs) else None
+    total["cost_usd"] = total_cost(r["cost_usd"] for r in roles.values()) if prices is not None else None
     return {"roles": roles, "total": total, "batch_discount": discount if prices is not None else None}
-
-
-def check_prices(prices: Mapping[str, Mapping[str, float]] | None, discount: float) -> None:
-    if not 0 <= discount <= 1:
-        raise LexpilotError(f"batch_discount must be between 0 and 1, got {discount}.")
-    for role, price in (prices or {}).items():
-        if not isinstance(price, Mapping) or set(price) != {"input", "output"}:
-            raise LexpilotError(
-                f'Price of role {role!r} must be {{"input": USD per 1M prompt tokens, '
-                f'"output": USD per 1M completion tokens}}, got {price!r}.'
-            )
 
 
 def build_report(
@@ -442,7 +387,7 @@ def _group_label(group: Mapping[str, Any], groups: list[Mapping[str, Any]]) -> s
 def _columns(report: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(task, metric) columns for every task any group has, in benchmark order."""
     tasks = [t for t in TASKS if any(t in g["tasks"] for g in report["groups"])]
-    return [(t, m) for t in tasks for m in TASK_METRICS[t]]
+    return [(t, m) for t in tasks for m in TASKS[t].metrics]
 
 
 def _classes(group: Mapping[str, Any]) -> list[str]:
@@ -547,15 +492,15 @@ def _render_table(report: dict) -> str:
             f"settings: {_settings_text(group['settings'])}",
         ]
         for task_name, task in group["tasks"].items():
-            names = TASK_METRICS[task_name]
+            names = TASKS[task_name].metrics
             n_runs = _task_runs(task)
             sizes = set(task["n"].values())
             size = (
-                f"{sizes.pop():,} {TASK_UNITS[task_name]} per run"
+                f"{sizes.pop():,} {TASKS[task_name].unit} per run"
                 if len(sizes) == 1
-                else f"{TASK_UNITS[task_name]} per run: " + ", ".join(f"{r}={v:,}" for r, v in task["n"].items())
+                else f"{TASKS[task_name].unit} per run: " + ", ".join(f"{r}={v:,}" for r, v in task["n"].items())
             )
-            lines += ["", f"{TASK_TITLES[task_name]} ({size})"]
+            lines += ["", f"{TASKS[task_name].title} ({size})"]
             if task["partial"]:
                 style.used.add("partial")
             lines += [f"  ** {remark}" for remark in _task_remarks(task, group)]
@@ -634,7 +579,7 @@ def _render_markdown(report: dict) -> str:
             out.append(style.cell(summary, _task_runs(task) if task else 0, partial))
         return out
 
-    header = [f"{TASK_TITLES[t]} {METRIC_TITLES[m]}" for t, m in columns]
+    header = [f"{TASKS[t].title} {METRIC_TITLES[m]}" for t, m in columns]
     rows = [["Model", *header]]
     rows += [[_md_escape(_group_label(g, groups)), *cells(g, None)] for g in groups]
     lines += ["## Overall", "", *_md_table(rows, "l" + "r" * len(columns)), ""]
@@ -657,7 +602,7 @@ def _render_markdown(report: dict) -> str:
         )
         for task_name, task in g["tasks"].items():
             for remark in _task_remarks(task, g):
-                lines.append(f"  - {TASK_TITLES[task_name]}: {remark}")
+                lines.append(f"  - {TASKS[task_name].title}: {remark}")
     for g in groups:
         if g["usage"]["roles"]:
             lines += ["", f"## Usage: {_md_escape(_group_label(g, groups))}", ""]
@@ -715,7 +660,7 @@ def _latex_table(
     spec = "l" * len(lead) + "".join("c" * width for _, width in tasks)
     top, rules, col = [""] * len(lead), [], len(lead) + 1
     for task, width in tasks:
-        top.append(rf"\multicolumn{{{width}}}{{c}}{{{TASK_TITLES[task]}}}")
+        top.append(rf"\multicolumn{{{width}}}{{c}}{{{TASKS[task].title}}}")
         rules.append(rf"\cmidrule(lr){{{col}-{col + width - 1}}}")
         col += width
     lines = [
@@ -753,7 +698,7 @@ def _render_latex(report: dict) -> str:
         )
         for task_name, task in g["tasks"].items():
             for remark in _task_remarks(task, g):
-                lines.append(f"%   {TASK_TITLES[task_name]}: {remark}")
+                lines.append(f"%   {TASKS[task_name].title}: {remark}")
     if not groups:
         return "\n".join([*lines, "% No runs to report."]) + "\n"
     columns = _columns(report)

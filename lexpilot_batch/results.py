@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from lexpilot_batch.compiler import stored_case
 from lexpilot_batch.data import Case
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords
+from lexpilot_batch.tasks import TASKS
 from lexpilot_batch.workspace import Workspace
 
 # What makes two runs comparable (SPEC §9); informative manifest fields stay out.
@@ -55,7 +57,7 @@ def load_run_results(
 ) -> list[RunResults]:
     """One `RunResults` per matching run, with every task that has threads.
 
-    `texts=False` gives records holding only the fields the report scores (`records.scored`),
+    `texts=False` gives records holding only the fields the report scores (`tasks.Task.scored`),
     stored apart from the records: what the report reads, at a fraction of the time and memory.
     The export needs whole records and keeps the default.
     """
@@ -79,7 +81,11 @@ def load_run_results(
 
 
 def _run_results(
-    db: Any, run: Any, texts: bool, usage: dict[str, dict[str, int]], labels: dict[str, dict[int, tuple[str, str]]]
+    db: Any,
+    run: Any,
+    texts: bool,
+    usage: dict[str, dict[str, dict[str, int]]],
+    labels: dict[str, dict[int, tuple[str, str]]],
 ) -> RunResults:
     manifest = json.loads(run["manifest"])
     if run["dataset"] not in labels:
@@ -131,7 +137,7 @@ def _plain_rows(db: Any, sql: str, args: tuple) -> Any:
 
 
 class _ScoredRecords:
-    """What the report reads: each record's scored fields (`records.scored`), stored apart.
+    """What the report reads: each record's scored fields (`tasks.Task.scored`), stored apart.
 
     Scores repeat (a label, a success, a few verdict pairs): equal scores are decoded once and
     the records share the one read-only dict, which keeps a 20x report's memory and time down.
@@ -154,7 +160,7 @@ class _ScoredRecords:
             if decoded is None:
                 decoded = self.decoded[score] = json.loads(score)
             return decoded
-        return records.scored(task, json.loads(record))  # finished before scores were stored
+        return TASKS[task].scored(json.loads(record))  # finished before scores were stored
 
 
 class _WholeRecords:
@@ -178,18 +184,17 @@ class _WholeRecords:
         return records.expand(stored, self.case[1])
 
 
-def _usage(db: Any) -> dict[int, dict[str, dict[str, int]]]:
-    """Requests and tokens by run and role, from the `requests_usage` index alone."""
-    out: dict[int, dict[str, dict[str, int]]] = defaultdict(dict)
-    for r in db.execute(
-        "SELECT run_pk, role, COUNT(*) AS n, SUM(prompt_tokens) AS p, SUM(completion_tokens) AS c"
-        " FROM requests WHERE status != 'pending' GROUP BY run_pk, role"
+def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, int]]]]:
+    """Requests and tokens by run, role and backend (what their cost depends on), from the
+    `requests_usage` index and the small files table."""
+    out: dict[int, dict[str, dict[str, dict[str, int]]]] = defaultdict(dict)
+    for run_pk, role, backend, n, p, c in db.execute(
+        "SELECT q.run_pk, q.role, f.backend, COUNT(*), SUM(q.prompt_tokens), SUM(q.completion_tokens)"
+        " FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != 'pending'"
+        " GROUP BY q.run_pk, q.role, f.backend"
     ):
-        out[r["run_pk"]][r["role"]] = {
-            "requests": r["n"],
-            "prompt_tokens": r["p"] or 0,
-            "completion_tokens": r["c"] or 0,
-        }
+        counts = {"requests": n, "prompt_tokens": p or 0, "completion_tokens": c or 0}
+        out[run_pk].setdefault(role, {})[backend] = counts
     return out
 
 

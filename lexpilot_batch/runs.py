@@ -14,7 +14,7 @@ import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from lexpilot_batch import __version__, prompts
 from lexpilot_batch.config import Settings
 from lexpilot_batch.data import Case, Dataset, DatasetFile, has_unsafe_characters
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
-from lexpilot_batch.protocols import PROTOCOLS
+from lexpilot_batch.protocols import PROTOCOLS, tasks_for_stage
 from lexpilot_batch.workspace import Workspace, slug, write_atomic
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -62,6 +62,26 @@ def check_model(model: str | None, option: str = "--model") -> str:
     if len(model) > 200 or has_unsafe_characters(model):
         raise ConfigError(f"{option} must be 1-200 printable characters")
     return model.strip()
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What `prepare` is asked for: the runs of one experiment, its stage, and everything that goes
+    into their manifests (models, settings, dataset and case selection, prompts)."""
+
+    run_ids: tuple[str, ...] = ("run1",)
+    model: str | None = None  # the evaluated model: no default, `check_model` says so
+    stage: str = "all"
+    settings: Settings = field(default_factory=Settings)
+    dataset: Path | None = None  # None: the bundled sample
+    categories: Path | None = None  # None: the bundled mapping
+    limit: int | None = None  # only the first N cases
+    prompts: Path | None = None  # a prompts file replacing templates by name
+    speculate: bool = False
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tasks_for_stage(self.stage)
 
 
 @dataclass(frozen=True)
@@ -106,17 +126,17 @@ def build_manifest(
 
 def manifest_differences(old: dict, new: dict) -> list[str]:
     diffs = []
-    for field in sorted(set(old) | set(new)):
-        if field in _INFORMATIVE or old.get(field) == new.get(field):
+    for name in sorted(set(old) | set(new)):
+        if name in _INFORMATIVE or old.get(name) == new.get(name):
             continue
-        if field == "case_ids":
-            diffs.append(f"case_ids: {len(old.get(field, []))} cases selected before, {len(new.get(field, []))} now")
-        elif isinstance(old.get(field), dict) and isinstance(new.get(field), dict):
-            for key in sorted(set(old[field]) | set(new[field])):
-                if old[field].get(key) != new[field].get(key):
-                    diffs.append(f"{field}.{key}: {old[field].get(key)!r} before, {new[field].get(key)!r} now")
+        if name == "case_ids":
+            diffs.append(f"case_ids: {len(old.get(name, []))} cases selected before, {len(new.get(name, []))} now")
+        elif isinstance(old.get(name), dict) and isinstance(new.get(name), dict):
+            for key in sorted(set(old[name]) | set(new[name])):
+                if old[name].get(key) != new[name].get(key):
+                    diffs.append(f"{name}.{key}: {old[name].get(key)!r} before, {new[name].get(key)!r} now")
         else:
-            diffs.append(f"{field}: {old.get(field)!r} before, {new.get(field)!r} now")
+            diffs.append(f"{name}: {old.get(name)!r} before, {new.get(name)!r} now")
     return diffs
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lexpilot_batch.tasks import in_order
 from lexpilot_batch.workspace import Workspace
-
-TASK_ORDER = ("lca", "dcg", "ljp_direct", "ljp_gold", "ljp_interaction")
 
 
 def collect(ws: Workspace) -> dict[str, Any]:
@@ -24,7 +23,7 @@ def collect(ws: Workspace) -> dict[str, Any]:
             entry = tasks.setdefault(row["task"], {"total": 0, "done": 0, "in_flight": 0, "failed": 0})
             entry["total"] += row["n"]
             entry[{"active": "in_flight", "done": "done", "failed": "failed"}[row["status"]]] += row["n"]
-        ordered = {t: tasks[t] for t in sorted(tasks, key=lambda t: (TASK_ORDER + (t,)).index(t))}
+        ordered = {t: tasks[t] for t in in_order(tasks)}
         runs.append({"run_id": run["run_id"], "model": run["model"], "tasks": ordered})
     requests: dict[str, dict[str, int]] = {}
     usage: dict[str, dict[str, int]] = {}

@@ -158,11 +158,20 @@ def _m0003_drop_requests_case(db: sqlite3.Connection) -> None:
 
 
 def _m0004_scores_and_usage(db: sqlite3.Connection) -> None:
-    # What the report scores of each finished record (records.scored), so that reporting never
+    # What the report scores of each finished record (tasks.Task.scored), so that reporting never
     # decodes records; NULL for threads finished before this migration (read from the record).
     db.execute("ALTER TABLE threads ADD COLUMN score TEXT")
     # Usage by run and role read from the index alone, not from every request row and its texts.
     db.execute("CREATE INDEX requests_usage ON requests(run_pk, role, status, prompt_tokens, completion_tokens)")
+
+
+def _m0005_usage_by_file(db: sqlite3.Connection) -> None:
+    # Usage is costed per backend (`costs.cost_usd`), which each request's file records: the covering
+    # index gains file_pk so that reporting still reads no request row.
+    db.execute("DROP INDEX IF EXISTS requests_usage")
+    db.execute(
+        "CREATE INDEX requests_usage ON requests(run_pk, role, status, file_pk, prompt_tokens, completion_tokens)"
+    )
 
 
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
@@ -170,6 +179,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0002_file_backend", _m0002_file_backend),
     ("0003_drop_requests_case", _m0003_drop_requests_case),
     ("0004_scores_and_usage", _m0004_scores_and_usage),
+    ("0005_usage_by_file", _m0005_usage_by_file),
 ]
 
 

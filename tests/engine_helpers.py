@@ -8,7 +8,9 @@ from pathlib import Path
 from lexpilot_batch import records as stored_records
 from lexpilot_batch.compiler import stored_case
 from lexpilot_batch.config import Settings
-from lexpilot_batch.engine import ProviderOptions, Session, poll_and_advance, prepare
+from lexpilot_batch.engine import poll_and_advance, prepare
+from lexpilot_batch.providers.session import ProviderOptions, Session
+from lexpilot_batch.runs import RunSpec
 from lexpilot_batch.workspace import Workspace
 
 
@@ -27,19 +29,8 @@ def prepare_runs(
     settings: Settings | None = None,
     dataset: Path | None = None,
 ):
-    return prepare(
-        ws,
-        session,
-        stage=stage,
-        run_ids=list(runs),
-        model=model,
-        settings=settings or Settings(),
-        dataset_path=dataset,
-        categories_path=None,
-        limit=limit,
-        prompts_path=None,
-        speculate=speculate,
-    )
+    spec = RunSpec(tuple(runs), model, stage, settings or Settings(), dataset=dataset, limit=limit, speculate=speculate)
+    return prepare(ws, session, spec)
 
 
 def finish(ws: Workspace, session: Session, max_rounds: int = 400) -> dict[str, int]:

@@ -19,8 +19,9 @@ from typing import Any
 from engine_helpers import finish, open_session, prepare_runs, records
 
 from lexpilot_batch import judges, status
-from lexpilot_batch.engine import Session, poll_and_advance
+from lexpilot_batch.engine import poll_and_advance
 from lexpilot_batch.ingest import read_lines
+from lexpilot_batch.providers.session import Session
 from lexpilot_batch.workspace import Workspace
 
 LIMIT = 6  # cases per run: every task and every protocol branch, in about a second

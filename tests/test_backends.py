@@ -10,8 +10,9 @@ from engine_helpers import finish, open_session, prepare_runs, records, thread_c
 
 from lexpilot_batch.batches import ingest_external
 from lexpilot_batch.config import resolve_limits
-from lexpilot_batch.engine import ProviderOptions, Session, poll_and_advance
+from lexpilot_batch.engine import poll_and_advance
 from lexpilot_batch.errors import ConfigError, LexpilotError
+from lexpilot_batch.providers.session import ProviderOptions, Session
 from lexpilot_batch.simulated import SimulatedServer
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.completions import complete

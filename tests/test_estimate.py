@@ -14,7 +14,7 @@ from engine_helpers import finish, open_session, prepare_runs, wave_count
 from lexpilot_batch import prompts
 from lexpilot_batch.config import ROLES, Settings
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.engine import ProviderOptions, poll_and_advance, submit
+from lexpilot_batch.engine import poll_and_advance, submit
 from lexpilot_batch.errors import ManifestMismatch
 from lexpilot_batch.estimate import (
     CHARS_PER_TOKEN,
@@ -26,6 +26,8 @@ from lexpilot_batch.estimate import (
     open_readonly,
     render,
 )
+from lexpilot_batch.providers.session import ProviderOptions
+from lexpilot_batch.runs import RunSpec
 from lexpilot_batch.workspace import Workspace
 
 SIMULATED = ProviderOptions(provider="simulated", sim_faults="")
@@ -39,21 +41,10 @@ def _no_backend_env(monkeypatch):
 
 
 def dry_run(root: Path, stage: str, runs=("r1",), options: ProviderOptions = SIMULATED, **kwargs) -> Estimate:
-    run = {
-        "stage": stage,
-        "run_ids": list(runs),
-        "model": "sim-eval",
-        "settings": Settings(),
-        "dataset_path": None,
-        "categories_path": None,
-        "limit": None,
-        "prompts_path": None,
-        "speculate": False,
-    }
     extra = {k: kwargs.pop(k) for k in ("prices", "batch_discount", "clarify_probability") if k in kwargs}
-    run.update(kwargs)
+    spec = RunSpec(tuple(runs), "sim-eval", stage, **kwargs)
     with open_readonly(root, options) as (ws, session):
-        return dry_run_prepare(ws, session, **run, **extra)
+        return dry_run_prepare(ws, session, spec, **extra)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -69,9 +69,10 @@ from fault_helpers import (
 )
 
 import lexpilot_batch.batches as batches_module
-from lexpilot_batch.engine import ProviderOptions, Session, poll_and_advance
+from lexpilot_batch.engine import poll_and_advance
 from lexpilot_batch.errors import ProviderError, WorkspaceBusy
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+from lexpilot_batch.providers.session import ProviderOptions, Session
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.faults import Faults, draw
 from lexpilot_batch.workspace import Workspace

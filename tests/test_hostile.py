@@ -27,6 +27,7 @@ from lexpilot_batch.engine import poll_and_advance, submit
 from lexpilot_batch.errors import ConfigError, DataError, LexpilotError
 from lexpilot_batch.export import export_seed
 from lexpilot_batch.prompts import DEFAULT_TEMPLATES, FORCE_ASK, LEXAWN
+from lexpilot_batch.runs import RunSpec
 from lexpilot_batch.workspace import Workspace, slug
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_cases.json"
@@ -50,19 +51,8 @@ def sample(n: int | None = None) -> list[dict]:
 
 def prepare(ws, session, *, stage, dataset, categories=None, runs=("r1",), model="sim-eval", limit=None):
     """engine.prepare with a dataset and categories of the test's own."""
-    return engine.prepare(
-        ws,
-        session,
-        stage=stage,
-        run_ids=list(runs),
-        model=model,
-        settings=Settings(),
-        dataset_path=dataset,
-        categories_path=categories,
-        limit=limit,
-        prompts_path=None,
-        speculate=False,
-    )
+    spec = RunSpec(tuple(runs), model, stage, Settings(), dataset=dataset, categories=categories, limit=limit)
+    return engine.prepare(ws, session, spec)
 
 
 def write_json(path: Path, data) -> Path:

@@ -75,21 +75,6 @@ def _check_workspace(ws: Workspace) -> None:
     assert all("history" not in r for e in lean.tasks.values() for _, r in e.records)
 
 
-def test_scored_keeps_what_the_report_scores_and_leaves_out_what_is_missing():
-    claims = [{"claim": "判令被告偿还借款", "gold": "支持", "predicted": "驳回"}]
-    assert records.scored("lca", {"history_type": "complete", "label": "judgment", "history": []}) == {
-        "history_type": "complete",
-        "label": "judgment",
-    }
-    assert records.scored("dcg", {"success": False, "rounds": []}) == {"success": False}
-    for task in ("ljp_direct", "ljp_gold", "ljp_interaction"):
-        assert records.scored(task, {"claims": claims, "response": "x"}) == {
-            "claims": [{"gold": "支持", "predicted": "驳回"}]
-        }
-    assert records.scored("lca", {"label": "judgment"}) == {"label": "judgment"}
-    assert records.scored("ljp_gold", {"response": "x"}) == {}
-
-
 def test_reports_read_scores_and_fall_back_to_records_stored_without_them(tmp_path):
     from lexpilot_batch.errors import LexpilotError
     from lexpilot_batch.report import build_report

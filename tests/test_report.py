@@ -94,8 +94,8 @@ def two_runs() -> list[RunResults]:
             "ljp_gold": ljp((FAMILY, [("支持", "驳回"), ("驳回", "驳回")])),
         },
         usage={
-            "eval": {"requests": 4, "prompt_tokens": 600_000, "completion_tokens": 100_000},
-            "judge": {"requests": 4, "prompt_tokens": 10_000, "completion_tokens": 1_000},
+            "eval": {"batch": {"requests": 4, "prompt_tokens": 600_000, "completion_tokens": 100_000}},
+            "judge": {"batch": {"requests": 4, "prompt_tokens": 10_000, "completion_tokens": 1_000}},
         },
     )
     run2 = run(
@@ -112,7 +112,7 @@ def two_runs() -> list[RunResults]:
             # gold 0,2 predicted 2,2: QWK = 1 - 2*4/8 = 0, accuracy 1/2.
             "ljp_direct": ljp((FAMILY, [("支持", "驳回"), ("驳回", "驳回")])),
         },
-        usage={"eval": {"requests": 4, "prompt_tokens": 400_000, "completion_tokens": 150_000}},
+        usage={"eval": {"batch": {"requests": 4, "prompt_tokens": 400_000, "completion_tokens": 150_000}}},
     )
     return [run2, run1]  # given out of order on purpose
 
@@ -284,6 +284,25 @@ def test_cost_uses_prices_per_million_tokens_and_the_batch_discount():
     assert usage["batch_discount"] == 0.5
     full = only_group(build_report(two_runs(), prices, batch_discount=0))["usage"]
     assert full["roles"]["eval"]["cost_usd"] == pytest.approx(4.0)
+
+
+def test_cost_is_the_estimates_formula_per_backend():
+    """Sync work is at list price, batch work at the discount, manual work unpriced: the report
+    costs tokens exactly as the estimate projects them (`costs.cost_usd`)."""
+    from lexpilot_batch.costs import cost_usd
+
+    price = {"input": 2.0, "output": 8.0}
+    mixed = {
+        "batch": {"requests": 2, "prompt_tokens": 300_000, "completion_tokens": 50_000},
+        "sync": {"requests": 1, "prompt_tokens": 100_000, "completion_tokens": 20_000},
+    }
+    runs = [run("run1", {"dcg": dcg((FAMILY, True))}, usage={"eval": mixed})]
+    usage = only_group(build_report(runs, {"eval": price}))["usage"]
+    expected = cost_usd(300_000, 50_000, price, "batch") + cost_usd(100_000, 20_000, price, "sync")
+    assert usage["roles"]["eval"]["cost_usd"] == pytest.approx(expected) == pytest.approx(0.5 * 1.0 + 0.36)
+    assert usage["roles"]["eval"]["requests"] == 3
+    local = [run("run1", {"dcg": dcg((FAMILY, True))}, usage={"eval": {**mixed, "manual": mixed["sync"]}})]
+    assert only_group(build_report(local, {"eval": price}))["usage"]["roles"]["eval"]["cost_usd"] is None
 
 
 def test_cost_is_undefined_without_a_price():

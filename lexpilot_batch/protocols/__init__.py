@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.protocols.base import Protocol
 from lexpilot_batch.protocols.dcg import DCG
 from lexpilot_batch.protocols.interaction import InteractionLJP
@@ -16,3 +17,10 @@ STAGES: dict[str, tuple[str, ...]] = {
     **{p.stage: (p.task,) for p in PROTOCOLS.values()},
     "all": tuple(PROTOCOLS),
 }
+
+
+def tasks_for_stage(stage: str) -> tuple[str, ...]:
+    """The tasks a `--stage` prepares."""
+    if stage not in STAGES:
+        raise ConfigError(f"--stage must be one of {', '.join(STAGES)}, not {stage!r}")
+    return STAGES[stage]
