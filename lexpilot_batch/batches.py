@@ -20,19 +20,10 @@ from typing import Any
 from tqdm import tqdm
 
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.fileio import file_sha256, write_atomic
 from lexpilot_batch.ingest import IngestStats, apply_result_files, read_lines
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo
-from lexpilot_batch.workspace import Workspace, write_atomic
-
-
-def file_sha256(path: Path) -> str | None:
-    if not path.exists():
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+from lexpilot_batch.workspace import Workspace
 
 
 def batch_tag(ws: Workspace, row: dict) -> dict[str, str]:

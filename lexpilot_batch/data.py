@@ -17,7 +17,6 @@ import hashlib
 import json
 import re
 import statistics
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -28,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lexpilot_batch import resources
 from lexpilot_batch.errors import DataError
+from lexpilot_batch.text import display_width, has_unsafe_characters, pad, terminal_safe
 
 Role = Literal["user", "assistant"]
 Verdict = Literal["支持", "部分支持", "驳回"]
@@ -61,7 +61,6 @@ MAX_COUNTED = 1000
 MAX_NESTING = 64
 # Characters a terminal acts on, or that reorder or hide what it shows: controls (C0, DEL, C1),
 # format characters (bidi overrides, zero-width ones) and the Unicode line and paragraph separators.
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 class Message(BaseModel):
@@ -411,21 +410,6 @@ class _CaseStream:
     def _finish(self) -> None:
         self._eof = True
         self.sha256 = self._digest.hexdigest()
-
-
-# --- text safe to print ---------------------------------------------------------------------
-
-
-def has_unsafe_characters(text: str) -> bool:
-    """Whether printing `text` could move the cursor, drive the terminal or reorder the line."""
-    return any(unicodedata.category(ch) in _UNSAFE_CATEGORIES for ch in text)
-
-
-def terminal_safe(text: str) -> str:
-    """`text` with each character `has_unsafe_characters` looks for written as its JSON escape."""
-    if not has_unsafe_characters(text):
-        return text
-    return "".join(json.dumps(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE_CATEGORIES else ch for ch in text)
 
 
 def _kind(value: Any) -> str:
@@ -1058,15 +1042,6 @@ def open_dataset(
 # --- summary ---------------------------------------------------------------------------------
 
 
-def _width(text: str) -> int:
-    """Terminal columns: Chinese characters take two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def _pad(text: str, width: int) -> str:
-    return text + " " * max(0, width - _width(text))
-
-
 @dataclass(frozen=True)
 class DatasetSummary:
     """What `validate-data` prints about a valid dataset."""
@@ -1093,9 +1068,9 @@ class DatasetSummary:
     def render(self) -> str:
         def table(rows: dict[str, int], total_label: str) -> list[str]:
             items = [*rows.items(), (total_label, sum(rows.values()))]
-            key_width = max(_width(k) for k, _ in items) + 2
+            key_width = max(display_width(k) for k, _ in items) + 2
             num_width = max(len(str(n)) for _, n in items)
-            return [f"  {_pad(k, key_width)}{n:>{num_width}}" for k, n in items]
+            return [f"  {pad(k, key_width)}{n:>{num_width}}" for k, n in items]
 
         median = f"{self.messages_median:g}"
         lines = [

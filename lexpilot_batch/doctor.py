@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lexpilot_batch.batches import file_sha256
 from lexpilot_batch.compiler import compile_wave, target_wave
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.fileio import file_sha256
 from lexpilot_batch.ingest import read_lines
 from lexpilot_batch.runs import load_runs, manifest_path, write_manifest_file
 from lexpilot_batch.store import DB_NAME, MIGRATIONS

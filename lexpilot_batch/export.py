@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.fileio import write_atomic
 from lexpilot_batch.results import load_run_results
 from lexpilot_batch.tasks import TASKS
-from lexpilot_batch.workspace import Workspace, slug, write_atomic
+from lexpilot_batch.workspace import Workspace, slug
 
 Record = dict[str, Any]
 

@@ -43,7 +43,6 @@ import csv
 import io
 import json
 import re
-import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +55,7 @@ from lexpilot_batch.costs import total as total_cost
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.metrics import Metric
 from lexpilot_batch.tasks import METRIC_TITLES, TASKS
+from lexpilot_batch.text import display_width, pad
 
 ROLE_ORDER = ("eval", "user", "judge")
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens")
@@ -295,20 +295,10 @@ NUMBERS_NOTE = (
 )
 
 
-def display_width(text: str) -> int:
-    """Terminal columns taken by `text`: wide and full-width (e.g. CJK) characters take two."""
-    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def _pad(text: str, width: int, align: str) -> str:
-    gap = " " * max(0, width - display_width(text))
-    return text + gap if align == "l" else gap + text
-
-
 def _grid(rows: list[list[str]], align: str, indent: str = "") -> list[str]:
     """Rows of cells aligned in columns; `align` has one l/r per column."""
     widths = [max(display_width(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(_pad(cell, widths[i], align[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    return [indent + "  ".join(pad(cell, widths[i], align[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
 
 
 def _num(value: float) -> str:

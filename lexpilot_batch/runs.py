@@ -20,10 +20,12 @@ from typing import Any
 
 from lexpilot_batch import __version__, prompts
 from lexpilot_batch.config import Settings
-from lexpilot_batch.data import Case, Dataset, DatasetFile, has_unsafe_characters
+from lexpilot_batch.data import Case, Dataset, DatasetFile
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
+from lexpilot_batch.fileio import write_atomic
 from lexpilot_batch.protocols import PROTOCOLS, tasks_for_stage
-from lexpilot_batch.workspace import Workspace, slug, write_atomic
+from lexpilot_batch.text import has_unsafe_characters
+from lexpilot_batch.workspace import Workspace, slug
 
 _PACKAGE = Path(__file__).resolve().parent
 # The code that decides what is asked and how answers are read: changing it changes results.

@@ -8,7 +8,6 @@ process never leaves the workspace locked.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import uuid
 from pathlib import Path
@@ -28,17 +27,6 @@ def slug(text: str, length: int = 40) -> str:
     readable = _UNSAFE.sub("-", text).strip(".-")[:length] or "x"
     name = f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
     return "_" + name if name.split(".")[0].upper() in _DEVICES else name
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write a whole file or nothing: a crash leaves the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 class Workspace:

@@ -10,15 +10,8 @@ import math
 import pytest
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report import (
-    FORMATS,
-    RunResults,
-    TaskRecords,
-    build_report,
-    display_width,
-    latex_escape,
-    render,
-)
+from lexpilot_batch.report import FORMATS, RunResults, TaskRecords, build_report, latex_escape, render
+from lexpilot_batch.text import display_width
 
 FAMILY = "婚姻家庭"  # sorts after CONTRACT by code point
 CONTRACT = "合同纠纷"

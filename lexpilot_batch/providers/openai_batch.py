@@ -16,9 +16,9 @@ from typing import TypeVar
 import openai
 
 from lexpilot_batch.config import Endpoint, Limits
+from lexpilot_batch.fileio import write_atomic
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo
 from lexpilot_batch.providers.errors import translate
-from lexpilot_batch.workspace import write_atomic
 
 T = TypeVar("T")
 

@@ -16,31 +16,13 @@ folder are not supported.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-_REPLACE_TRIES = 20  # Windows refuses os.replace while a reader holds the target open
-
-
-def atomic_write(path: Path, data: bytes | memoryview) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    for attempt in range(_REPLACE_TRIES):
-        try:
-            os.replace(tmp, path)
-            return
-        except PermissionError:
-            if attempt == _REPLACE_TRIES - 1:
-                tmp.unlink(missing_ok=True)
-                raise
-            time.sleep(0.05)
+from lexpilot_batch.fileio import TMP_SUFFIX, write_atomic
 
 
 def _dump(obj: Any) -> bytes:
@@ -68,7 +50,7 @@ class Store:
 
     def _load(self) -> None:
         for folder in (self.files_dir, self.batches_dir):
-            for stray in folder.glob("*.tmp-*"):
+            for stray in folder.glob(f".*{TMP_SUFFIX}"):
                 stray.unlink(missing_ok=True)
         for path in self.files_dir.glob("*.json"):
             # A FileObject whose bytes are missing was never fully created: skip it.
@@ -97,8 +79,8 @@ class Store:
             "status_details": None,
         }
         with self.lock:
-            atomic_write(self.files_dir / f"{file_id}.data", data)
-            atomic_write(self.files_dir / f"{file_id}.json", _dump(obj))
+            write_atomic(self.files_dir / f"{file_id}.data", data)
+            write_atomic(self.files_dir / f"{file_id}.json", _dump(obj))
             self._files[file_id] = obj
         return dict(obj)
 
@@ -129,7 +111,7 @@ class Store:
     def put_batch(self, record: dict[str, Any]) -> None:
         batch_id = record["batch"]["id"]
         with self.lock:
-            atomic_write(self.batches_dir / f"{batch_id}.json", _dump(record))
+            write_atomic(self.batches_dir / f"{batch_id}.json", _dump(record))
             self._batches[batch_id] = record
 
     def next_seq(self) -> int:
@@ -149,7 +131,7 @@ class Store:
 
     def write_results(self, batch_id: str, lines: list[str]) -> None:
         body = "".join(line + "\n" for line in lines)
-        atomic_write(self.batches_dir / f"{batch_id}.results", body.encode("utf-8"))
+        write_atomic(self.batches_dir / f"{batch_id}.results", body.encode("utf-8"))
 
     def read_results(self, batch_id: str) -> list[str]:
         path = self.batches_dir / f"{batch_id}.results"

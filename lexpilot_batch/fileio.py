@@ -1,0 +1,52 @@
+"""Files written whole or not at all, and their hashes.
+
+Every file the product writes for keeps (request and result files, manifests, exports, the
+simulated provider's state) goes through `write_atomic`: a crash leaves the old file or the new
+one, never half of one. Windows refuses to replace a file another process holds open (a virus
+scanner, an indexer, a reader), so the replace is retried for a moment before giving up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from pathlib import Path
+
+_REPLACE_TRIES = 20
+_REPLACE_PAUSE = 0.05  # seconds between tries: a second in all
+TMP_SUFFIX = ".tmp"  # `.<name>.<random>.tmp` beside the target, until it replaces it
+
+
+def write_atomic(path: Path, data: bytes | memoryview) -> None:
+    """Write `data` to `path` whole or not at all (creating its folder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        for attempt in range(_REPLACE_TRIES):
+            try:
+                os.replace(tmp, path)
+                return
+            except PermissionError:
+                if attempt == _REPLACE_TRIES - 1:
+                    raise
+                time.sleep(_REPLACE_PAUSE)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def file_sha256(path: Path) -> str | None:
+    """The SHA-256 of a file's bytes, or None when there is no such file."""
+    if not path.exists():
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -1,0 +1,33 @@
+"""Text as a terminal shows it: how wide Chinese text is, and what must never reach a terminal raw."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+
+# Control, format and line/paragraph separator characters: they can move the cursor, drive the
+# terminal or reorder a line (bidirectional overrides are format characters).
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def display_width(text: str) -> int:
+    """Terminal columns taken by `text`: wide and full-width (e.g. CJK) characters take two."""
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def pad(text: str, width: int, align: str = "l") -> str:
+    """`text` padded with spaces to `width` columns, on the right (`l`) or on the left (`r`)."""
+    gap = " " * max(0, width - display_width(text))
+    return text + gap if align == "l" else gap + text
+
+
+def has_unsafe_characters(text: str) -> bool:
+    """Whether printing `text` could move the cursor, drive the terminal or reorder the line."""
+    return any(unicodedata.category(ch) in _UNSAFE_CATEGORIES for ch in text)
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with each character `has_unsafe_characters` looks for written as its JSON escape."""
+    if not has_unsafe_characters(text):
+        return text
+    return "".join(json.dumps(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE_CATEGORIES else ch for ch in text)
