@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from lexpilot_batch import records
 from lexpilot_batch.config import Endpoint, Limits, Settings
-from lexpilot_batch.data import Case
+from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.prompts import Prompt
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.protocols.base import Advance, Answer, CaseContext, Protocol, Step
@@ -277,15 +277,6 @@ def _run_contexts(db: Any, retries: int) -> dict[int, RunContext]:
             retries,
         )
     return out
-
-
-def stored_case(data: str) -> Case:
-    """A case as the workspace holds it (validated when it was copied in).
-
-    `json.loads` then validation is several times faster than pydantic's own JSON parser on
-    text this long, and cases are parsed again in every wave.
-    """
-    return Case.model_validate(json.loads(data))
 
 
 def _load_case_factory(db: Any):

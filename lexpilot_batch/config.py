@@ -103,11 +103,6 @@ class Endpoint:
     api_key: str | None = field(default=None, repr=False, compare=False)
     backend: str = "batch"
 
-    @property
-    def label(self) -> str:
-        """The endpoint as a manifest records it (no key)."""
-        return self.base_url
-
     def require_key(self) -> str:
         if not self.api_key:
             env_name = f"LEXPILOT_{self.role.upper()}_API_KEY"

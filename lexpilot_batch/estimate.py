@@ -46,14 +46,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lexpilot_batch import prompts
-from lexpilot_batch.compiler import case_requests, due_for_case, stored_case, target_wave
+from lexpilot_batch.compiler import case_requests, due_for_case, target_wave
 from lexpilot_batch.config import (
     ROLES,
     Settings,
 )
 from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
 from lexpilot_batch.costs import total as total_cost
-from lexpilot_batch.data import Case, Dataset, load_dataset
+from lexpilot_batch.data import Case, Dataset, load_dataset, stored_case
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.protocols.base import Answer, CaseContext, Step

@@ -16,8 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from lexpilot_batch import records
-from lexpilot_batch.compiler import stored_case
-from lexpilot_batch.data import Case
+from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords
 from lexpilot_batch.tasks import TASKS

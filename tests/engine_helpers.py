@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from lexpilot_batch import records as stored_records
-from lexpilot_batch.compiler import stored_case
 from lexpilot_batch.config import Settings
+from lexpilot_batch.data import stored_case
 from lexpilot_batch.engine import poll_and_advance, prepare
 from lexpilot_batch.providers.session import ProviderOptions, Session
 from lexpilot_batch.runs import RunSpec

@@ -16,12 +16,12 @@ import openai
 import pytest
 from openai import OpenAI
 from openai.types.chat import ChatCompletion
+from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
 from lexpilot_batch import prompts
 from lexpilot_batch.data import Message
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
-from lexpilot_batch.simulated.testing import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [
     Message(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sim_helpers import jsonl, request_line
 
 from lexpilot_batch import ingest, prompts
 from lexpilot_batch.config import Endpoint
@@ -23,7 +24,6 @@ from lexpilot_batch.providers.sync import SyncRunner, saved_custom_ids
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated import models as sim_models
 from lexpilot_batch.simulated.errors import ApiError
-from lexpilot_batch.simulated.testing import jsonl, request_line
 
 KEY = "sk-test-secret-4242"
 HISTORY = [

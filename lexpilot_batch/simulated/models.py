@@ -315,10 +315,6 @@ def bigrams(text: str) -> set[str]:
     return set(_bigrams(text))
 
 
-def content_bigrams(text: str) -> set[str]:
-    return set(_content_bigrams(text))
-
-
 @lru_cache(maxsize=_CACHED_TEXTS)
 def _bigrams(text: str) -> frozenset[str]:
     grams: set[str] = set()

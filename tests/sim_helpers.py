@@ -1,4 +1,4 @@
-"""Small helpers for tests that drive the simulated provider through the `openai` SDK."""
+"""Helpers for tests that drive the simulated provider through the `openai` SDK."""
 
 from __future__ import annotations
 
