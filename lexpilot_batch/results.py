@@ -159,6 +159,7 @@ class _ScoredRecords:
             if decoded is None:
                 decoded = self.decoded[score] = json.loads(score)
             return decoded
+        assert record is not None, "a finished thread without a score has its record read"
         return TASKS[task].scored(json.loads(record))  # finished before scores were stored
 
 

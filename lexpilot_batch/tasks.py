@@ -13,7 +13,7 @@ scoring a wrong shape.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ class Task:
     metrics: tuple[str, ...]
     eval_file: str  # eval_results/<run>/<model>/<eval_file>
     generation: tuple[str, str]  # (folder, file name) of its generation file in the seed layout
-    _score: Callable[[list[Record]], dict[str, Metric]]
+    _score: Callable[[Sequence[Record]], dict[str, Metric]]
     _scored_keys: tuple[str, ...]
 
     @property
@@ -55,11 +55,11 @@ class Task:
             }
         return {k: record[k] for k in self._scored_keys if k in record}
 
-    def score(self, records: list[Record]) -> dict[str, Metric]:
+    def score(self, records: Sequence[Record]) -> dict[str, Metric]:
         """Every metric of this task over these (scored) records of one run."""
         return self._score(records)
 
-    def size(self, records: list[Record]) -> int:
+    def size(self, records: Sequence[Record]) -> int:
         """`n`: histories (LCA), cases (DCG) or claims (LJP) scored."""
         if self.is_ljp:
             return sum(len(r["claims"]) for r in records)

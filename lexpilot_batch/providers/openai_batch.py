@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import openai
 
@@ -100,7 +100,7 @@ class OpenAIBatchBackend(BatchBackend):
                     return found
             if attempt < self.max_retries:
                 time.sleep(_backoff(last, attempt))
-        return self._call("creating a batch", lambda: _raise(last))
+        return self._call("creating a batch", lambda: _raise(last))  # raises: the last error, translated
 
     def find(self, metadata: dict[str, str]) -> BatchInfo | None:
         def go() -> BatchInfo | None:
@@ -128,12 +128,15 @@ def _backoff(exc: openai.APIError, attempt: int) -> float:
     response = getattr(exc, "response", None)
     headers = response.headers if response is not None else {}
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
         try:
-            return min(float(headers.get(name)) * scale, 60.0)
-        except (TypeError, ValueError):
+            return min(float(value) * scale, 60.0)
+        except ValueError:
             continue
     return min(0.5 * 2**attempt, 8.0)
 
 
-def _raise(exc: BaseException) -> None:
+def _raise(exc: BaseException) -> NoReturn:
     raise exc

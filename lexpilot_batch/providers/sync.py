@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -368,7 +368,7 @@ def _saved_custom_id(raw: bytes) -> str | None:
     return custom_id if isinstance(custom_id, str) else None
 
 
-def _requests(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def _requests(path: Path) -> Generator[tuple[str, dict[str, Any]], None, None]:
     """(custom_id, body) of every request line, streaming; `LexpilotError` for a line that is not one."""
     with open(path, "rb") as fh:
         for number, raw in enumerate(fh, 1):

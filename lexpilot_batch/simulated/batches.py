@@ -233,7 +233,7 @@ def run_request(request: dict[str, Any], batch_id: str, seed: int, faults: Fault
 
 def is_success(line: dict[str, Any]) -> bool:
     response = line.get("response")
-    return bool(response) and response.get("status_code") == 200 and not line.get("error")
+    return isinstance(response, dict) and response.get("status_code") == 200 and not line.get("error")
 
 
 # --- creation -----------------------------------------------------------------------------------

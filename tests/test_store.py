@@ -1,0 +1,197 @@
+"""The workspace database: a blank database migrated to head has the expected schema, and so
+does one upgraded from every earlier released version."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import pytest
+
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.store import MIGRATIONS, Store
+
+# table -> [(column, type, NOT NULL, primary-key position)], in column order
+TABLES = {
+    "anomalies": [
+        ("pk", "INTEGER", 0, 1),
+        ("file_pk", "INTEGER", 0, 0),
+        ("kind", "TEXT", 1, 0),
+        ("custom_id", "TEXT", 0, 0),
+        ("detail", "TEXT", 1, 0),
+        ("at", "REAL", 1, 0),
+    ],
+    "cases": [
+        ("dataset", "TEXT", 1, 1),
+        ("idx", "INTEGER", 1, 2),
+        ("case_number", "TEXT", 1, 0),
+        ("cause_class", "TEXT", 1, 0),
+        ("data", "TEXT", 1, 0),
+    ],
+    "files": [
+        ("pk", "INTEGER", 0, 1),
+        ("wave", "INTEGER", 1, 0),
+        ("path", "TEXT", 1, 0),
+        ("roles", "TEXT", 1, 0),
+        ("model", "TEXT", 1, 0),
+        ("endpoint", "TEXT", 1, 0),
+        ("shard", "INTEGER", 1, 0),
+        ("n_requests", "INTEGER", 1, 0),
+        ("bytes", "INTEGER", 1, 0),
+        ("sha256", "TEXT", 1, 0),
+        ("status", "TEXT", 1, 0),
+        ("provider_file_id", "TEXT", 0, 0),
+        ("batch_id", "TEXT", 0, 0),
+        ("batch_status", "TEXT", 0, 0),
+        ("request_counts", "TEXT", 0, 0),
+        ("batch_errors", "TEXT", 0, 0),
+        ("output_file_id", "TEXT", 0, 0),
+        ("error_file_id", "TEXT", 0, 0),
+        ("output_path", "TEXT", 0, 0),
+        ("error_path", "TEXT", 0, 0),
+        ("submitted_at", "REAL", 0, 0),
+        ("finished_at", "REAL", 0, 0),
+        ("backend", "TEXT", 1, 0),
+    ],
+    "meta": [("key", "TEXT", 0, 1), ("value", "TEXT", 1, 0)],
+    "migrations": [("name", "TEXT", 0, 1), ("applied_at", "REAL", 1, 0)],
+    "requests": [
+        ("pk", "INTEGER", 0, 1),
+        ("custom_id", "TEXT", 1, 0),
+        ("run_pk", "INTEGER", 1, 0),
+        ("case_idx", "INTEGER", 1, 0),
+        ("step", "TEXT", 1, 0),
+        ("attempt", "INTEGER", 1, 0),
+        ("role", "TEXT", 1, 0),
+        ("model", "TEXT", 1, 0),
+        ("parser", "TEXT", 1, 0),
+        ("n_claims", "INTEGER", 1, 0),
+        ("wave", "INTEGER", 1, 0),
+        ("file_pk", "INTEGER", 1, 0),
+        ("status", "TEXT", 1, 0),
+        ("text", "TEXT", 0, 0),
+        ("value", "TEXT", 0, 0),
+        ("error", "TEXT", 0, 0),
+        ("error_kind", "TEXT", 0, 0),
+        ("prompt_chars", "INTEGER", 1, 0),
+        ("prompt_tokens", "INTEGER", 0, 0),
+        ("completion_tokens", "INTEGER", 0, 0),
+        ("reasoning_tokens", "INTEGER", 0, 0),
+        ("cached_tokens", "INTEGER", 0, 0),
+    ],
+    "runs": [
+        ("pk", "INTEGER", 0, 1),
+        ("run_id", "TEXT", 1, 0),
+        ("model", "TEXT", 1, 0),
+        ("key", "TEXT", 1, 0),
+        ("dataset", "TEXT", 1, 0),
+        ("manifest", "TEXT", 1, 0),
+        ("templates", "TEXT", 1, 0),
+        ("speculate", "INTEGER", 1, 0),
+        ("created_at", "REAL", 1, 0),
+    ],
+    "threads": [
+        ("pk", "INTEGER", 0, 1),
+        ("run_pk", "INTEGER", 1, 0),
+        ("task", "TEXT", 1, 0),
+        ("case_idx", "INTEGER", 1, 0),
+        ("variant", "TEXT", 1, 0),
+        ("status", "TEXT", 1, 0),
+        ("record", "TEXT", 0, 0),
+        ("reason", "TEXT", 0, 0),
+        ("score", "TEXT", 0, 0),
+    ],
+    "waves": [("n", "INTEGER", 0, 1), ("compiled_at", "REAL", 1, 0), ("closed_at", "REAL", 0, 0)],
+}
+# index -> (table, columns, unique); UNIQUE constraints are SQLite's own autoindexes
+INDEXES = {
+    "files_status": ("files", ("status", "wave"), False),
+    "requests_file": ("requests", ("file_pk",), False),
+    "requests_usage": (
+        "requests",
+        ("run_pk", "role", "status", "file_pk", "prompt_tokens", "completion_tokens"),
+        False,
+    ),
+    "threads_active": ("threads", ("status", "run_pk", "case_idx"), False),
+}
+UNIQUE = {
+    ("files", ("path",)),
+    ("requests", ("custom_id",)),
+    ("requests", ("run_pk", "case_idx", "step", "attempt")),
+    ("runs", ("key",)),
+    ("runs", ("run_id", "model")),
+    ("threads", ("run_pk", "task", "case_idx", "variant")),
+}
+FOREIGN_KEYS = {
+    ("threads", "run_pk", "runs", "pk"),
+    ("files", "wave", "waves", "n"),
+    ("requests", "run_pk", "runs", "pk"),
+    ("requests", "file_pk", "files", "pk"),
+}
+
+
+def schema(db: sqlite3.Connection) -> dict:
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    columns = {t: [(c[1], c[2], c[3], c[5]) for c in db.execute(f"PRAGMA table_info({t})")] for t in tables}
+    indexes, unique, foreign = {}, set(), set()
+    for table in tables:
+        for _, name, is_unique, origin, _ in db.execute(f"PRAGMA index_list({table})"):
+            cols = tuple(c[2] for c in db.execute(f"PRAGMA index_info({name})"))
+            if origin == "u":
+                unique.add((table, cols))
+            elif origin == "c":
+                indexes[name] = (table, cols, bool(is_unique))
+        for row in db.execute(f"PRAGMA foreign_key_list({table})"):
+            foreign.add((table, row[3], row[2], row[4]))
+    return {"tables": columns, "indexes": indexes, "unique": unique, "foreign_keys": foreign}
+
+
+def test_a_blank_database_migrated_to_head_has_the_expected_schema(tmp_path):
+    store = Store(tmp_path / "db.sqlite3")
+    try:
+        assert schema(store.conn) == {
+            "tables": TABLES,
+            "indexes": INDEXES,
+            "unique": UNIQUE,
+            "foreign_keys": FOREIGN_KEYS,
+        }
+        assert [r[0] for r in store.conn.execute("SELECT name FROM migrations ORDER BY rowid")] == [
+            name for name, _ in MIGRATIONS
+        ]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("released", range(1, len(MIGRATIONS)))
+def test_a_database_of_every_earlier_version_upgrades_to_the_same_schema(tmp_path, released):
+    path = tmp_path / "db.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    for name, step in MIGRATIONS[:released]:  # as that version left it
+        db.execute("BEGIN")
+        step(db)
+        db.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+        db.execute("COMMIT")
+    db.close()
+    store = Store(path)
+    try:
+        assert schema(store.conn)["tables"] == TABLES
+        assert schema(store.conn)["indexes"] == INDEXES
+        assert schema(store.conn)["unique"] == UNIQUE
+    finally:
+        store.close()
+    again = Store(path)  # nothing left to apply
+    try:
+        assert again.conn.execute("SELECT COUNT(*) FROM migrations").fetchone()[0] == len(MIGRATIONS)
+    finally:
+        again.close()
+
+
+def test_a_database_from_a_newer_version_is_refused(tmp_path):
+    path = tmp_path / "db.sqlite3"
+    Store(path).close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("INSERT INTO migrations VALUES ('9999_from_the_future', 0)")
+    db.close()
+    with pytest.raises(LexpilotError, match="newer lexpilot-batch"):
+        Store(path)
