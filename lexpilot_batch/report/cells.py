@@ -1,0 +1,53 @@
+"""How the text formats write one metric's cell (mean ± SD, marks), and the notes that explain the marks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+UNDEFINED_NOTE = "its denominator is zero (for QWK: zero expected disagreement)"
+FEWER_RUNS_NOTE = (
+    "[k/n]: defined in only k of the n runs; mean and SD are over those k "
+    "(undefined runs are excluded, not counted as 0)"
+)
+PARTIAL_NOTE = "partial: some cases are not scored (not finished or failed); see the task notes"
+NUMBERS_NOTE = (
+    "Values are fractions (not percentages) with 4 decimals: mean ± sample SD "
+    "(ddof=1) over runs, each metric computed within each run first."
+)
+
+
+def number_text(value: float) -> str:
+    """A value as the text formats show it: a fraction with 4 decimals."""
+    return f"{value:.4f}"
+
+
+@dataclass
+class Style:
+    """How one text format writes a cell, and which notes the cells have used."""
+
+    undefined: str
+    pm: str
+    not_run: str
+    fewer: Callable[[int, int], str]
+    partial_mark: str = ""
+    used: set[str] = field(default_factory=set)
+
+    def cell(self, summary: Mapping[str, Any] | None, n_runs: int, partial: bool = False) -> str:
+        if summary is None:
+            self.used.add("not_run")
+            return self.not_run
+        mean, sd, k = summary["mean"], summary["sd"], summary["n_defined"]
+        if mean is None:
+            self.used.add("undefined")
+            text = self.undefined
+        else:
+            text = number_text(mean) if sd is None else f"{number_text(mean)}{self.pm}{number_text(sd)}"
+            if k < n_runs:
+                self.used.add("fewer")
+                text += self.fewer(k, n_runs)
+        if partial and self.partial_mark:
+            self.used.add("partial")
+            text += self.partial_mark
+        return text
