@@ -1,10 +1,13 @@
-"""How the text formats write one metric's cell (mean ± SD, marks), and the notes that explain the marks."""
+"""How the text formats write a metric's cell (mean ± SD, marks) and a group's row of cells, and the
+notes that explain the marks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from lexpilot_batch.report.layout import task_runs
 
 UNDEFINED_NOTE = "its denominator is zero (for QWK: zero expected disagreement)"
 FEWER_RUNS_NOTE = (
@@ -51,3 +54,15 @@ class Style:
             self.used.add("partial")
             text += self.partial_mark
         return text
+
+    def row(self, group: Mapping[str, Any], columns: list[tuple[str, str]], cls: str | None = None) -> list[str]:
+        """One group's cells for these (task, metric) columns, overall or (with `cls`) in one cause
+        class; `not_run` where the group has no such task or the class has no records in it."""
+        out = []
+        for task_name, metric in columns:
+            task = group["tasks"].get(task_name)
+            summaries = None if task is None else (task["overall"] if cls is None else task["by_class"].get(cls))
+            summary = None if summaries is None else summaries[metric]
+            partial = task is not None and task["partial"]
+            out.append(self.cell(summary, task_runs(task) if task else 0, partial))
+        return out

@@ -10,7 +10,6 @@ from lexpilot_batch.report.layout import (
     metric_columns,
     settings_text,
     task_remarks,
-    task_runs,
 )
 from lexpilot_batch.tasks import TASKS
 
@@ -114,19 +113,7 @@ def render_latex(report: dict) -> str:
                 body.append(r"\midrule")
             for si, cls in enumerate(scopes):
                 label = latex_escape(group_label(g, groups)) if si == 0 else ""
-                row = [label] + ([latex_escape(cls)] if cls is not None else [])
-                for task_name, metric in columns:
-                    task = g["tasks"].get(task_name)
-                    summaries = (
-                        None if task is None else (task["overall"] if cls is None else task["by_class"].get(cls))
-                    )
-                    row.append(
-                        style.cell(
-                            None if summaries is None else summaries[metric],
-                            task_runs(task) if task else 0,
-                            task is not None and task["partial"],
-                        )
-                    )
+                row = [label] + ([latex_escape(cls)] if cls is not None else []) + style.row(g, columns, cls)
                 body.append(" & ".join(row) + r" \\")
         notes = []
         if "undefined" in style.used:

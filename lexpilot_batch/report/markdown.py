@@ -3,9 +3,6 @@ with their remarks, usage per group, then the notes its cells used."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NUMBERS_NOTE, PARTIAL_NOTE, UNDEFINED_NOTE, Style
 from lexpilot_batch.report.layout import (
     cost_note,
@@ -14,7 +11,6 @@ from lexpilot_batch.report.layout import (
     metric_columns,
     settings_text,
     task_remarks,
-    task_runs,
     usage_rows,
 )
 from lexpilot_batch.tasks import METRIC_TITLES, TASKS
@@ -53,25 +49,15 @@ def render_markdown(report: dict) -> str:
         return "\n".join([*lines, "No runs to report."]) + "\n"
     columns = metric_columns(report)
 
-    def cells(group: Mapping[str, Any], cls: str | None) -> list[str]:
-        out = []
-        for task_name, metric in columns:
-            task = group["tasks"].get(task_name)
-            summaries = None if task is None else (task["overall"] if cls is None else task["by_class"].get(cls))
-            summary = None if summaries is None else summaries[metric]
-            partial = task is not None and task["partial"]
-            out.append(style.cell(summary, task_runs(task) if task else 0, partial))
-        return out
-
     header = [f"{TASKS[t].title} {METRIC_TITLES[m]}" for t, m in columns]
     rows = [["Model", *header]]
-    rows += [[_md_escape(group_label(g, groups)), *cells(g, None)] for g in groups]
+    rows += [[_md_escape(group_label(g, groups)), *style.row(g, columns)] for g in groups]
     lines += ["## Overall", "", *_md_table(rows, "l" + "r" * len(columns)), ""]
 
     rows = [["Model", "Class", *header]]
     for g in groups:
         for cls in group_classes(g):
-            rows.append([_md_escape(group_label(g, groups)), _md_escape(cls), *cells(g, cls)])
+            rows.append([_md_escape(group_label(g, groups)), _md_escape(cls), *style.row(g, columns, cls)])
     if len(rows) > 1:
         lines += ["## By cause class", "", *_md_table(rows, "ll" + "r" * len(columns)), ""]
 
