@@ -1,0 +1,68 @@
+"""How the text formats write a metric's cell (mean ± SD, marks) and a group's row of cells, and the
+notes that explain the marks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lexpilot_batch.report.layout import task_runs
+
+UNDEFINED_NOTE = "its denominator is zero (for QWK: zero expected disagreement)"
+FEWER_RUNS_NOTE = (
+    "[k/n]: defined in only k of the n runs; mean and SD are over those k "
+    "(undefined runs are excluded, not counted as 0)"
+)
+PARTIAL_NOTE = "partial: some cases are not scored (not finished or failed); see the task notes"
+NUMBERS_NOTE = (
+    "Values are fractions (not percentages) with 4 decimals: mean ± sample SD "
+    "(ddof=1) over runs, each metric computed within each run first."
+)
+
+
+def number_text(value: float) -> str:
+    """A value as the text formats show it: a fraction with 4 decimals."""
+    return f"{value:.4f}"
+
+
+@dataclass
+class Style:
+    """How one text format writes a cell, and which notes the cells have used."""
+
+    undefined: str
+    pm: str
+    not_run: str
+    fewer: Callable[[int, int], str]
+    partial_mark: str = ""
+    used: set[str] = field(default_factory=set)
+
+    def cell(self, summary: Mapping[str, Any] | None, n_runs: int, partial: bool = False) -> str:
+        if summary is None:
+            self.used.add("not_run")
+            return self.not_run
+        mean, sd, k = summary["mean"], summary["sd"], summary["n_defined"]
+        if mean is None:
+            self.used.add("undefined")
+            text = self.undefined
+        else:
+            text = number_text(mean) if sd is None else f"{number_text(mean)}{self.pm}{number_text(sd)}"
+            if k < n_runs:
+                self.used.add("fewer")
+                text += self.fewer(k, n_runs)
+        if partial and self.partial_mark:
+            self.used.add("partial")
+            text += self.partial_mark
+        return text
+
+    def row(self, group: Mapping[str, Any], columns: list[tuple[str, str]], cls: str | None = None) -> list[str]:
+        """One group's cells for these (task, metric) columns, overall or (with `cls`) in one cause
+        class; `not_run` where the group has no such task or the class has no records in it."""
+        out = []
+        for task_name, metric in columns:
+            task = group["tasks"].get(task_name)
+            summaries = None if task is None else (task["overall"] if cls is None else task["by_class"].get(cls))
+            summary = None if summaries is None else summaries[metric]
+            partial = task is not None and task["partial"]
+            out.append(self.cell(summary, task_runs(task) if task else 0, partial))
+        return out

@@ -1,0 +1,40 @@
+"""Which report formats there are, and `render`: a format is one module with one function of the report.
+
+A new format is a module beside these (a function of the `Report`-shaped dict that returns the
+text) and one line in `RENDERERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.report.csv import render_csv
+from lexpilot_batch.report.json import render_json
+from lexpilot_batch.report.latex import render_latex
+from lexpilot_batch.report.markdown import render_markdown
+from lexpilot_batch.report.model import Report
+from lexpilot_batch.report.table import render_table
+
+RENDERERS: dict[str, Callable[[dict], str]] = {
+    "table": render_table,
+    "json": render_json,
+    "csv": render_csv,
+    "markdown": render_markdown,
+    "latex": render_latex,
+}
+FORMATS = tuple(RENDERERS)
+
+
+def render(report: dict, fmt: str) -> str:
+    """`report` (as `build_report` returns it, or read back from its JSON) in format `fmt`."""
+    renderer = RENDERERS.get(fmt)
+    if renderer is None:
+        raise LexpilotError(f"Unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+    try:
+        Report.model_validate(report)
+    except ValidationError as exc:
+        raise LexpilotError(f"The report does not have the documented shape: {exc}") from exc
+    return renderer(report)

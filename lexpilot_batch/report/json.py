@@ -1,0 +1,9 @@
+"""The report as JSON: the documented shape (`report.model`), Chinese unescaped, floats at full precision."""
+
+from __future__ import annotations
+
+import json
+
+
+def render_json(report: dict) -> str:
+    return json.dumps(report, ensure_ascii=False, indent=2) + "\n"

@@ -1,0 +1,91 @@
+"""What the text formats show around the cells: group labels, metric columns, class rows, task remarks,
+settings, and the usage table with its cost note."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from lexpilot_batch.tasks import TASKS
+
+
+def settings_text(settings: Mapping[str, Any]) -> str:
+    """A group's generation settings as one line: "k=v, ..." sorted by key, or "(none)"."""
+
+    def show(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, sort_keys=True)
+
+    return ", ".join(f"{k}={show(v)}" for k, v in sorted(settings.items())) or "(none)"
+
+
+def _partial_text(task: Mapping[str, Any], limit: int = 10) -> str:
+    """ "partial: 3 cases missing, 1 failed (run1: 4, 7; run2: 9)"."""
+    parts = []
+    n_missing = sum(len(v) for v in task["missing"].values())
+    n_failed = sum(len(v) for v in task["failed"].values())
+    counts = [f"{n_missing} case{'s' if n_missing != 1 else ''} missing"]
+    if n_failed:
+        counts.append(f"{n_failed} failed")
+    for run_id in task["n"]:
+        cases = task["missing"].get(run_id, []) + task["failed"].get(run_id, [])
+        if cases:
+            shown = ", ".join(cases[:limit]) + (", …" if len(cases) > limit else "")
+            parts.append(f"{run_id}: {shown}")
+    return f"partial: {', '.join(counts)} ({'; '.join(parts)})"
+
+
+def task_remarks(task: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]:
+    """What a reader must know before trusting a task's numbers: fewer runs, unscored cases."""
+    remarks = []
+    if task_runs(task) < group["n_runs"]:
+        remarks.append(f"run in {task_runs(task)} of the group's {group['n_runs']} runs only ({', '.join(task['n'])})")
+    if task["partial"]:
+        remarks.append(_partial_text(task))
+    return remarks
+
+
+def group_label(group: Mapping[str, Any], groups: list[Mapping[str, Any]]) -> str:
+    """The model name, with the group key when the model has several groups."""
+    same = sum(g["model"] == group["model"] for g in groups)
+    return group["model"] if same == 1 else f"{group['model']} [{group['group_key'][:8]}]"
+
+
+def metric_columns(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(task, metric) columns for every task any group has, in benchmark order."""
+    tasks = [t for t in TASKS if any(t in g["tasks"] for g in report["groups"])]
+    return [(t, m) for t in tasks for m in TASKS[t].metrics]
+
+
+def group_classes(group: Mapping[str, Any]) -> list[str]:
+    """Every cause class any task of the group has records in, by name."""
+    return sorted({cls for task in group["tasks"].values() for cls in task["by_class"]})
+
+
+def task_runs(task: Mapping[str, Any]) -> int:
+    """How many of the group's runs have this task."""
+    return len(task["n"])
+
+
+def usage_rows(usage: Mapping[str, Any]) -> list[list[str]]:
+    """The usage table: a header, one row per role, then the total."""
+
+    def cost(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    rows = [["role", "requests", "prompt tokens", "completion tokens", "est. cost (USD)"]]
+    for role, u in [*usage["roles"].items(), ("total", usage["total"])]:
+        rows.append(
+            [role, f"{u['requests']:,}", f"{u['prompt_tokens']:,}", f"{u['completion_tokens']:,}", cost(u["cost_usd"])]
+        )
+    return rows
+
+
+def cost_note(usage: Mapping[str, Any]) -> str:
+    """The line under the usage table that says how cost was estimated, or that it was not."""
+    if usage["batch_discount"] is None:
+        return "No prices given: costs not estimated."
+    return (
+        f"Estimated cost = list price per 1M tokens × (1 − batch discount "
+        f"{usage['batch_discount']:g}); n/a where a role has no price."
+    )
