@@ -23,6 +23,9 @@ from lexpilot_batch.data.problems import Problems, TooManyProblems, kind
 from lexpilot_batch.data.stream import CHUNK_SIZE, CaseStream, changed_while_read
 from lexpilot_batch.errors import DataError
 
+# What a problem reading a dataset file tells the user to do.
+_HINT = "pass a LexPilot JSON file with --dataset FILE"
+
 
 @dataclass(frozen=True)
 class DatasetFile:
@@ -53,7 +56,7 @@ class DatasetFile:
         transaction, so that such a file leaves nothing behind.
         """
         wanted = len(self) if limit is None else min(limit, len(self))
-        stream = CaseStream(self.path, "pass a LexPilot JSON file with --dataset FILE", self.chunk_size)
+        stream = CaseStream(self.path, _HINT, self.chunk_size)
         elements = iter(stream)
         read = 0
         try:
@@ -132,7 +135,7 @@ def scan(
     valid only if this returns. Raises one `DataError` naming every problem otherwise.
     """
     cats = read_categories(categories)
-    hint = "pass a LexPilot JSON file with --dataset FILE"
+    hint = _HINT
     if path is None:
         path = default_path(resources.sample_dataset, "sample dataset")
         hint = f"the bundled sample is missing, reinstall lexpilot-batch or {hint}"

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
 Role = Literal["user", "assistant"]
 Verdict = Literal["支持", "部分支持", "驳回"]
-VERDICTS: tuple[str, ...] = ("支持", "部分支持", "驳回")
-ROLES: tuple[str, ...] = ("user", "assistant")
+VERDICTS: tuple[str, ...] = get_args(Verdict)
+ROLES: tuple[str, ...] = get_args(Role)
 KeyDetails = str | list[str] | dict[str, str | list[str]]
 
 HISTORY_FIELDS: tuple[str, ...] = ("complete_history", "underspecified_history")
@@ -20,15 +20,6 @@ HISTORY_ALIASES: dict[str, str] = {
     "complete_consultation": "complete_history",
     "underspecified_consultation": "underspecified_history",
 }
-REQUIRED_FIELDS: tuple[str, ...] = (
-    "case_number",
-    "cause_of_action",
-    "plaintiff_type",
-    "focal_point",
-    "key_details",
-    "result_dict",
-    *HISTORY_FIELDS,
-)
 
 
 class Message(BaseModel):
@@ -65,6 +56,10 @@ class Case(BaseModel):
     def claims(self) -> list[str]:
         """Claim texts in `result_dict` insertion order: the order every verdict list follows."""
         return list(self.result_dict)
+
+
+# Every field `Case` cannot do without, in its order: the loader names the missing ones in this order.
+REQUIRED_FIELDS: tuple[str, ...] = tuple(name for name, info in Case.model_fields.items() if info.is_required())
 
 
 def stored_case(data: str) -> Case:
