@@ -29,7 +29,7 @@ from lexpilot_batch.workspace import Workspace, slug
 
 _PACKAGE = Path(__file__).resolve().parent
 # The code that decides what is asked and how answers are read: changing it changes results.
-_RESULT_CODE = ("prompts.py", "judges.py", "data.py", "protocols")
+_RESULT_CODE = ("prompts.py", "judges.py", "data", "protocols")
 # Fields that are informative only: a different value does not make a different experiment.
 _INFORMATIVE = {"created_at", "version", "dataset_path"}
 

@@ -1,7 +1,7 @@
 """Reading a dataset file in chunks: the same values and the same errors as reading it whole, any
 chunk size; a file changed between validating it and copying its cases; cases copied once.
 
-The whole-file reader (`_read_json`, which still reads categories files) is the reference: for
+The whole-file reader (`read_json`, which still reads categories files) is the reference: for
 every file, broken or not, the chunked reader must say exactly what it says.
 """
 
@@ -21,13 +21,13 @@ from test_data import make_case
 from lexpilot_batch import data, engine
 from lexpilot_batch.data import (
     DatasetFile,
-    _CaseStream,
-    _read_json,
     load_dataset,
     open_dataset,
     summarize,
     validate_file,
 )
+from lexpilot_batch.data.jsonfile import object_pairs, read_json
+from lexpilot_batch.data.stream import CaseStream
 from lexpilot_batch.errors import DataError
 from lexpilot_batch.workspace import Workspace
 
@@ -44,14 +44,14 @@ CHUNK_SIZES = (1, 2, 3, 4, 5, 7, 13, 64, 1 << 20)
 
 
 def stream(path: Path, chunk_size: int) -> tuple[list[Any], str]:
-    reader = _CaseStream(path, HINT, chunk_size)
+    reader = CaseStream(path, HINT, chunk_size)
     return list(reader), reader.sha256
 
 
 def whole_file_error(path: Path) -> str | None:
     """What reading the file whole says about it as JSON ("not a list"/"empty" for the shapes)."""
     try:
-        _, parsed = _read_json(path, "Dataset file", HINT)
+        _, parsed = read_json(path, "Dataset file", HINT)
     except DataError as exc:
         return str(exc)
     if not isinstance(parsed, list):
@@ -76,7 +76,7 @@ def test_every_chunk_size_gives_the_values_and_digest_of_the_whole_file(tmp_path
     raw = bom + MIXED.encode("utf-8")
     path = tmp_path / "mixed.json"
     path.write_bytes(raw)
-    expected = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=data._object_pairs)
+    expected = json.loads(raw.decode("utf-8-sig"), object_pairs_hook=object_pairs)
     # Every size up to 40 puts a boundary at every kind of place: inside a multi-byte character,
     # inside a string and an escape, inside a number, between elements.
     for chunk_size in (*range(1, 41), 1 << 20):
@@ -211,11 +211,11 @@ def test_line_and_column_count_in_the_whole_file(tmp_path: Path) -> None:
     path.write_bytes('[{"a": 1}\n,\n {"b": "中文\x01"}]'.encode())
     for chunk_size in CHUNK_SIZES:
         with pytest.raises(DataError, match="Invalid control character at at line 3 column 11; fix the file"):
-            list(_CaseStream(path, HINT, chunk_size))
+            list(CaseStream(path, HINT, chunk_size))
     path.write_bytes(b'[{"a": 1},\n {"b": 2}\n')
     for chunk_size in CHUNK_SIZES:
         with pytest.raises(DataError, match=r"ends unexpectedly \(Expecting ',' delimiter at line 3 column 1\)"):
-            list(_CaseStream(path, HINT, chunk_size))
+            list(CaseStream(path, HINT, chunk_size))
 
 
 def test_a_byte_not_utf8_counts_from_the_start_of_the_file_after_a_byte_order_mark(tmp_path: Path) -> None:
@@ -225,9 +225,9 @@ def test_a_byte_not_utf8_counts_from_the_start_of_the_file_after_a_byte_order_ma
     assert raw.index(b"\xff") == 8
     for chunk_size in CHUNK_SIZES:
         with pytest.raises(DataError, match=r"is not UTF-8 text \(byte 0xff at line 2, byte offset 8\)"):
-            list(_CaseStream(path, HINT, chunk_size))
+            list(CaseStream(path, HINT, chunk_size))
     with pytest.raises(DataError, match=r"is not UTF-8 text \(byte 0xff at line 2, byte offset 8\)"):
-        _read_json(path, "Dataset file", HINT)
+        read_json(path, "Dataset file", HINT)
 
 
 def test_random_corruptions_get_the_error_reading_them_whole_gives(tmp_path: Path) -> None:
