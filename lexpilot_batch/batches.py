@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -37,6 +37,9 @@ from lexpilot_batch.waves import (
 )
 from lexpilot_batch.workspace import Workspace
 
+if TYPE_CHECKING:
+    from lexpilot_batch.providers.session import Session
+
 
 def batch_tag(ws: Workspace, row: dict) -> dict[str, str]:
     """Metadata naming the workspace file: how a batch is found again after a crash."""
@@ -58,7 +61,7 @@ class SubmitResult:
     manual: list[str] = field(default_factory=list)  # left for the user to run elsewhere
 
 
-def submit_files(ws: Workspace, session: Any, on_file: Callable[[str], None] | None = None) -> SubmitResult:
+def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
     """Send every compiled file of the workspace on its backend, recording each step."""
     result = SubmitResult()
     rows = files_in(ws.store.conn, TO_SUBMIT)
@@ -118,7 +121,7 @@ class PollResult:
     batches: list[dict] = field(default_factory=list)  # for progress displays
 
 
-def poll_files(ws: Workspace, session: Any, max_age: float | None = None) -> PollResult:
+def poll_files(ws: Workspace, session: Session, max_age: float | None = None) -> PollResult:
     """Retrieve every in-flight batch; save and ingest the terminal ones; run sync files.
 
     A batch in flight for longer than `max_age` seconds is cancelled.
@@ -164,7 +167,7 @@ def poll_files(ws: Workspace, session: Any, max_age: float | None = None) -> Pol
     return result
 
 
-def _run_sync(ws: Workspace, session: Any, row: dict) -> None:
+def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
     """Execute a file through chat completions; its output file grows as answers arrive."""
     path = ws.path(row["path"])
     # `submit` only marked the file: it is read now, so this is the last moment to check that it

@@ -8,6 +8,9 @@ a wave that was compiled but not yet submitted safe to compile again — after a
 
 Files are written before the transaction that records them commits; a crash in between leaves
 files that no row describes, and the next compile rewrites them from the same state.
+
+What is due for a case is decided in `threads`; a request's bytes in `request_lines`; its file in
+`request_files`; which wave to compile into, and the discarding of an unsent one, in `waves`.
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ def compile_wave(
 # instead of two per group, and new rows are written only for cases already read.
 BLOCK_CASES = 64
 
-# A text step's value is its text (ingest.parse_answer): not read twice. Rows are read in the order
+# A text step's value is its text (answers.parse_answer): not read twice. Rows are read in the order
 # of the UNIQUE (run_pk, case_idx, step, attempt) index, so SQLite never sorts them.
 _REQUEST_COLUMNS = (
     "case_idx, step, attempt, status, text, CASE parser WHEN 'text' THEN NULL ELSE value END AS value,"
@@ -245,7 +248,7 @@ def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
         step, status = r[1], r[3]
         history[step].append(r)
         if status == "answered" or status == "discarded":
-            # A text step's value is its text (ingest.parse_answer): not decoded again.
+            # A text step's value is its text (answers.parse_answer): not decoded again.
             text = r[4]
             answers[step] = Answer(text, text if r[9] == "text" else json.loads(r[5]))
     return history, answers

@@ -19,7 +19,7 @@ ingested, and only then is the next wave compiled. A file's states (`files.statu
                      results are forgotten and fetched again), and an unsent file (`unsent`) is
                      discarded with its requests, which the next compile asks again
 
-A wave nothing of which has left the workspace (`wave_started`) is discarded whole
+A wave nothing of which has left the workspace (not `wave_started`) is discarded whole
 (`discard_unsent_wave`) and compiled again, identically: by the compiler after a crash or when
 `prepare` adds a run, and by `doctor` when one of its files changed on disk.
 """
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from lexpilot_batch.fileio import file_sha256
@@ -49,13 +49,13 @@ OPEN = TO_SUBMIT + IN_FLIGHT  # every state but `ingested`
 # --- files --------------------------------------------------------------------------------------
 
 
-def _states(states: Sequence[str]) -> str:
+def _marks(states: Sequence[str]) -> str:
     return ", ".join("?" * len(states))
 
 
 def files_in(db: sqlite3.Connection, states: Sequence[str]) -> list[dict[str, Any]]:
     """Every file in one of `states`, in the order they were compiled."""
-    return [dict(r) for r in db.execute(f"SELECT * FROM files WHERE status IN ({_states(states)}) ORDER BY pk", states)]
+    return [dict(r) for r in db.execute(f"SELECT * FROM files WHERE status IN ({_marks(states)}) ORDER BY pk", states)]
 
 
 def file_row(db: sqlite3.Connection, pk: int) -> dict[str, Any]:
@@ -95,7 +95,7 @@ def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
         yield items[i : i + size]
 
 
-def unsent(row: Any) -> bool:
+def unsent(row: Mapping[str, Any]) -> bool:
     """Whether nobody has read the file yet: a sync file is only read when it is polled."""
     return row["status"] in (COMPILED, UPLOADED) or (row["status"] == SUBMITTED and row["backend"] == "sync")
 
@@ -225,8 +225,8 @@ def work_left(ws: Workspace) -> dict[str, int]:
         return db.execute(sql, params).fetchone()[0]
 
     return {
-        "unsubmitted": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_states(TO_SUBMIT)})", *TO_SUBMIT),
-        "in_flight": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_states(IN_FLIGHT)})", *IN_FLIGHT),
+        "unsubmitted": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_marks(TO_SUBMIT)})", *TO_SUBMIT),
+        "in_flight": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_marks(IN_FLIGHT)})", *IN_FLIGHT),
         "waiting_manual": count("SELECT COUNT(*) FROM files WHERE status = ? AND backend = 'manual'", SUBMITTED),
         "active_threads": count("SELECT COUNT(*) FROM threads WHERE status = 'active'"),
     }
