@@ -1,4 +1,4 @@
-"""Moving a wave's files through a provider: upload, create, poll, download, ingest.
+"""Moving a wave's files through a provider: upload, create, poll, download (then `ingest`).
 
 Each step is recorded before the next begins, so a command killed anywhere resumes where it
 stopped: a file uploaded but not yet batched is batched; a batch created whose id was never
@@ -9,21 +9,36 @@ again.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.fileio import file_sha256, write_atomic
-from lexpilot_batch.ingest import IngestStats, apply_result_files, read_lines
+from lexpilot_batch.fileio import file_sha256
+from lexpilot_batch.ingest import IngestStats, ingest_file
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo
+from lexpilot_batch.waves import (
+    COMPILED,
+    CREATING,
+    DOWNLOADED,
+    IN_FLIGHT,
+    SUBMITTED,
+    TO_SUBMIT,
+    UPLOADED,
+    close_finished_waves,
+    file_row,
+    files_in,
+    set_file,
+)
 from lexpilot_batch.workspace import Workspace
+
+if TYPE_CHECKING:
+    from lexpilot_batch.providers.session import Session
 
 
 def batch_tag(ws: Workspace, row: dict) -> dict[str, str]:
@@ -39,15 +54,6 @@ class TamperedFile(LexpilotError):
     """A compiled request file changed or vanished on disk before it was sent."""
 
 
-def check_compiled_files(ws: Workspace) -> list[str]:
-    """Paths of compiled, unsubmitted files whose bytes no longer match what was compiled."""
-    bad = []
-    for row in ws.store.conn.execute("SELECT path, sha256 FROM files WHERE status IN ('compiled', 'uploaded')"):
-        if file_sha256(ws.path(row["path"])) != row["sha256"]:
-            bad.append(row["path"])
-    return bad
-
-
 @dataclass
 class SubmitResult:
     submitted: list[str] = field(default_factory=list)
@@ -55,22 +61,17 @@ class SubmitResult:
     manual: list[str] = field(default_factory=list)  # left for the user to run elsewhere
 
 
-def submit_files(ws: Workspace, session: Any, on_file: Callable[[str], None] | None = None) -> SubmitResult:
+def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
     """Send every compiled file of the workspace on its backend, recording each step."""
     result = SubmitResult()
-    rows = [
-        dict(r)
-        for r in ws.store.conn.execute(
-            "SELECT * FROM files WHERE status IN ('compiled', 'uploaded', 'creating') ORDER BY pk"
-        )
-    ]
+    rows = files_in(ws.store.conn, TO_SUBMIT)
     for row in rows:
         if row["backend"] in ("sync", "manual"):
             # Nothing to upload: a sync file is executed when polled, a manual one by the user.
-            _set(
+            set_file(
                 ws,
                 row["pk"],
-                status="submitted",
+                status=SUBMITTED,
                 batch_id=row["backend"],
                 batch_status="in_progress",
                 submitted_at=time.time(),
@@ -81,24 +82,24 @@ def submit_files(ws: Workspace, session: Any, on_file: Callable[[str], None] | N
             continue
         backend: BatchBackend = session.backend_for(row["roles"])
         path = ws.path(row["path"])
-        if row["status"] == "compiled":
+        if row["status"] == COMPILED:
             file_id = backend.upload(path)
-            _set(ws, row["pk"], status="uploaded", provider_file_id=file_id)
-            row.update(status="uploaded", provider_file_id=file_id)
+            set_file(ws, row["pk"], status=UPLOADED, provider_file_id=file_id)
+            row.update(status=UPLOADED, provider_file_id=file_id)
         tag = batch_tag(ws, row)
         batch: BatchInfo | None = None
-        if row["status"] == "creating":
+        if row["status"] == CREATING:
             # We may have created it and died before recording its id: find it, never duplicate it.
             batch = backend.find(tag)
             if batch is not None:
                 result.adopted.append(row["path"])
         if batch is None:
-            _set(ws, row["pk"], status="creating")
+            set_file(ws, row["pk"], status=CREATING)
             batch = backend.create(row["provider_file_id"], tag)
-        _set(
+        set_file(
             ws,
             row["pk"],
-            status="submitted",
+            status=SUBMITTED,
             batch_id=batch.id,
             batch_status=batch.status,
             request_counts=json.dumps(batch.request_counts),
@@ -108,12 +109,6 @@ def submit_files(ws: Workspace, session: Any, on_file: Callable[[str], None] | N
         if on_file:
             on_file(row["path"])
     return result
-
-
-def _set(ws: Workspace, pk: int, **values: object) -> None:
-    columns = ", ".join(f"{k} = ?" for k in values)
-    with ws.store.transaction() as db:
-        db.execute(f"UPDATE files SET {columns} WHERE pk = ?", (*values.values(), pk))
 
 
 @dataclass
@@ -126,25 +121,22 @@ class PollResult:
     batches: list[dict] = field(default_factory=list)  # for progress displays
 
 
-def poll_files(ws: Workspace, session: Any, max_age: float | None = None) -> PollResult:
+def poll_files(ws: Workspace, session: Session, max_age: float | None = None) -> PollResult:
     """Retrieve every in-flight batch; save and ingest the terminal ones; run sync files.
 
     A batch in flight for longer than `max_age` seconds is cancelled.
     """
     result = PollResult()
-    rows = [
-        dict(r)
-        for r in ws.store.conn.execute("SELECT * FROM files WHERE status IN ('submitted', 'downloaded') ORDER BY pk")
-    ]
+    rows = files_in(ws.store.conn, IN_FLIGHT)
     for row in rows:
-        if row["status"] == "submitted" and row["backend"] == "manual":
+        if row["status"] == SUBMITTED and row["backend"] == "manual":
             result.in_flight += 1
             result.manual.append(row["path"])
             continue
-        if row["status"] == "submitted" and row["backend"] == "sync":
+        if row["status"] == SUBMITTED and row["backend"] == "sync":
             _run_sync(ws, session, row)
-            row = dict(ws.store.conn.execute("SELECT * FROM files WHERE pk = ?", (row["pk"],)).fetchone())
-        elif row["status"] == "submitted":
+            row = file_row(ws.store.conn, row["pk"])
+        elif row["status"] == SUBMITTED:
             backend: BatchBackend = session.backend_for(row["roles"])
             info = backend.retrieve(row["batch_id"])
             result.batches.append(
@@ -164,18 +156,18 @@ def poll_files(ws: Workspace, session: Any, max_age: float | None = None) -> Pol
                     # `cancelled`; the rest go back to due and are retried in the next wave.
                     info = backend.cancel(row["batch_id"])
                     result.cancelled.append(row["path"])
-                _set(ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts))
+                set_file(ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts))
                 result.in_flight += 1
                 continue
             _download(ws, backend, row, info)
-            row = dict(ws.store.conn.execute("SELECT * FROM files WHERE pk = ?", (row["pk"],)).fetchone())
+            row = file_row(ws.store.conn, row["pk"])
         result.stats.add(ingest_file(ws, row))
         result.finished.append(row["path"])
-    _close_finished_waves(ws)
+    close_finished_waves(ws)
     return result
 
 
-def _run_sync(ws: Workspace, session: Any, row: dict) -> None:
+def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
     """Execute a file through chat completions; its output file grows as answers arrive."""
     path = ws.path(row["path"])
     # `submit` only marked the file: it is read now, so this is the last moment to check that it
@@ -196,10 +188,10 @@ def _run_sync(ws: Workspace, session: Any, row: dict) -> None:
 
         stats = runner.run(path, out, on_progress=progress)
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
-    _set(
+    set_file(
         ws,
         row["pk"],
-        status="downloaded",
+        status=DOWNLOADED,
         batch_status="completed",
         request_counts=json.dumps(counts),
         output_path=ws.relative(out),
@@ -217,10 +209,10 @@ def _download(ws: Workspace, backend: BatchBackend, row: dict, info: BatchInfo) 
             dest = out_dir / f"{stem}.{kind}.jsonl"
             backend.download(file_id, dest)
             paths[f"{kind}_path"] = ws.relative(dest)
-    _set(
+    set_file(
         ws,
         row["pk"],
-        status="downloaded",
+        status=DOWNLOADED,
         batch_status=info.status,
         request_counts=json.dumps(info.request_counts),
         batch_errors=json.dumps(info.errors, ensure_ascii=False),
@@ -229,105 +221,3 @@ def _download(ws: Workspace, backend: BatchBackend, row: dict, info: BatchInfo) 
         finished_at=time.time(),
         **paths,
     )
-
-
-def ingest_file(ws: Workspace, row: dict) -> IngestStats:
-    """Apply a downloaded batch's results in one transaction; the file is then `ingested`."""
-    paths = [ws.path(row[k]) for k in ("output_path", "error_path") if row[k]]
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing:
-        raise LexpilotError(
-            f"saved result file(s) missing: {', '.join(missing)}; they were downloaded for batch "
-            f"{row['batch_id']} — restore them, or run `lexpilot-batch doctor` to download them again"
-        )
-    reason = f"not in the results of batch {row['batch_id']} ({row['batch_status']})"
-    # Requests an expired or cancelled batch never reached were not tried; neither were those of
-    # a batch refused for the enqueued-token limit. Any other failed batch counts as a failure.
-    kind = "unexecuted" if row["batch_status"] in ("expired", "cancelled") else "transport"
-    errors = json.loads(row["batch_errors"] or "[]")
-    if row["batch_status"] == "failed" and errors:
-        first = errors[0]
-        reason = f"batch {row['batch_id']} failed: {first.get('code')}: {first.get('message')}"
-        if first.get("code") == "token_limit_exceeded":
-            kind = "unexecuted"
-    with ws.store.transaction() as db:
-        current = db.execute("SELECT status FROM files WHERE pk = ?", (row["pk"],)).fetchone()
-        if current["status"] == "ingested":
-            return IngestStats()
-        stats = apply_result_files(db, [row["pk"]], paths, reason, kind)
-        db.execute("UPDATE files SET status = 'ingested' WHERE pk = ?", (row["pk"],))
-    return stats
-
-
-def _close_finished_waves(ws: Workspace) -> None:
-    with ws.store.transaction() as db:
-        db.execute(
-            "UPDATE waves SET closed_at = ? WHERE closed_at IS NULL AND NOT EXISTS"
-            " (SELECT 1 FROM files WHERE files.wave = waves.n AND files.status != 'ingested')"
-            " AND EXISTS (SELECT 1 FROM files WHERE files.wave = waves.n)",
-            (time.time(),),
-        )
-
-
-def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tuple[IngestStats, list[str]]:
-    """Ingest a result file produced elsewhere (OpenAI output/error shape, or vLLM `run-batch`).
-
-    The file is first saved untouched under `responses/`, then applied in one transaction to the
-    request files its custom_ids belong to (only files of `wave` when given). A request file all
-    of whose requests are answered or failed is then done; the others stay in flight for a
-    further file. Ingesting the same file again changes nothing.
-    """
-    if not source.is_file():
-        raise LexpilotError(f"{source}: no such file to ingest")
-    data = source.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    ids: set[str] = set()
-    for _number, line, _raw in read_lines(source):
-        if line is not None and isinstance(line.get("custom_id"), str):
-            ids.add(line["custom_id"])
-    if not ids:
-        raise LexpilotError(
-            f"{source}: no result lines with a custom_id; expected the batch output shape "
-            '{"custom_id": ..., "response": {...}, "error": ...} one JSON object per line'
-        )
-    db = ws.store.conn
-    found: dict[int, dict] = {}
-    for chunk in _chunks(sorted(ids), 500):
-        marks = ",".join("?" * len(chunk))
-        for r in db.execute(
-            f"SELECT DISTINCT f.* FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.custom_id IN ({marks})",
-            chunk,
-        ):
-            found[r["pk"]] = dict(r)
-    targets = [f for f in found.values() if wave is None or f["wave"] == wave]
-    if not targets:
-        where = f" of wave {wave}" if wave is not None else ""
-        raise LexpilotError(
-            f"{source}: none of its {len(ids)} custom_ids belong to a request file{where} of this workspace; "
-            "check --root and --wave"
-        )
-    first = min(f["wave"] for f in targets)
-    saved = ws.wave_dir("responses", first) / f"ingested-{digest[:12]}-{source.name}"
-    if not saved.exists():
-        write_atomic(saved, data)
-    with ws.store.transaction() as tx:
-        stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None)
-        done = []
-        for f in targets:
-            pending = tx.execute(
-                "SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = 'pending'", (f["pk"],)
-            ).fetchone()[0]
-            if pending == 0 and f["status"] != "ingested":
-                tx.execute(
-                    "UPDATE files SET status = 'ingested', batch_status = 'completed', output_path = ?,"
-                    " finished_at = ? WHERE pk = ?",
-                    (ws.relative(saved), time.time(), f["pk"]),
-                )
-                done.append(f["path"])
-    _close_finished_waves(ws)
-    return stats, done
-
-
-def _chunks(items: list[str], size: int):
-    for i in range(0, len(items), size):
-        yield items[i : i + size]

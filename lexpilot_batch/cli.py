@@ -739,7 +739,7 @@ def ingest(
 
     Example: lexpilot-batch ingest responses/w0003/eval__llama-3-8b-1a2b3c4d__000.output.jsonl --wave 3
     """
-    from lexpilot_batch.batches import ingest_external
+    from lexpilot_batch.ingest import ingest_external
     from lexpilot_batch.workspace import Workspace
 
     with Workspace(root) as ws:

@@ -12,18 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lexpilot_batch import prompts
-from lexpilot_batch.batches import (
-    PollResult,
-    SubmitResult,
-    TamperedFile,
-    check_compiled_files,
-    poll_files,
-    submit_files,
-)
+from lexpilot_batch.batches import PollResult, SubmitResult, TamperedFile, poll_files, submit_files
 from lexpilot_batch.compiler import CompileResult, compile_wave
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.providers.session import Session
 from lexpilot_batch.runs import RunSpec, add_threads, check_model, check_run_id, protocol_variants, register_run
+from lexpilot_batch.waves import check_compiled_files, latest_wave_started, work_left
 from lexpilot_batch.workspace import Workspace
 
 
@@ -67,10 +61,7 @@ def _ensure_intact(ws: Workspace, session: Session) -> None:
     bad = check_compiled_files(ws)
     if not bad:
         return
-    uploaded = ws.store.conn.execute(
-        "SELECT 1 FROM files WHERE status != 'compiled' AND wave = (SELECT MAX(n) FROM waves) LIMIT 1"
-    ).fetchone()
-    if uploaded:
+    if latest_wave_started(ws.store.conn):
         raise TamperedFile(
             f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
             "submitted, so they cannot be rebuilt safely — restore them or run `lexpilot-batch doctor`"
@@ -94,20 +85,6 @@ def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool) -> A
         if do_submit and compiled.compiled:
             submitted = submit(ws, session)
     return AdvanceResult(poll, compiled, submitted)
-
-
-def work_left(ws: Workspace) -> dict[str, int]:
-    db = ws.store.conn
-
-    def count(sql: str) -> int:
-        return db.execute(sql).fetchone()[0]
-
-    return {
-        "unsubmitted": count("SELECT COUNT(*) FROM files WHERE status IN ('compiled','uploaded','creating')"),
-        "in_flight": count("SELECT COUNT(*) FROM files WHERE status IN ('submitted','downloaded')"),
-        "waiting_manual": count("SELECT COUNT(*) FROM files WHERE status = 'submitted' AND backend = 'manual'"),
-        "active_threads": count("SELECT COUNT(*) FROM threads WHERE status = 'active'"),
-    }
 
 
 def poll_and_advance(

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lexpilot_batch import prompts
-from lexpilot_batch.compiler import case_requests, due_for_case, target_wave
+from lexpilot_batch.compiler import case_requests
 from lexpilot_batch.config import (
     ROLES,
     Settings,
@@ -68,6 +68,8 @@ from lexpilot_batch.runs import (
     run_key,
 )
 from lexpilot_batch.store import DB_NAME
+from lexpilot_batch.threads import due_for_case
+from lexpilot_batch.waves import target_wave
 from lexpilot_batch.workspace import Workspace
 
 CHARS_PER_TOKEN = 1.3

@@ -1,52 +1,39 @@
-"""Reading provider result files back into request state.
+"""Reading provider result files back into request state: ingesting a downloaded batch, or a
+result file the user ran elsewhere (the manual backend).
 
 Accepts OpenAI's output and error files and vLLM `run-batch`'s single file (errors inline,
 `error` a string or an object). Everything one batch's result files change is applied in one
 transaction; applying them again changes nothing. A line that cannot be read, a custom_id the
 workspace does not know, or one answered twice is recorded as an anomaly and reported, never
-silently dropped. A request the files do not mention is failed so that it is retried.
+silently dropped. A request the files do not mention is failed so that it is retried. What a line
+means is decided in `answers`.
 
 Ingest runs for every request of every wave, so its inner loop is kept lean: lines parsed by one
 reused decoder, the file's requests read as plain tuples, each distinct answer of a file parsed
-once (judges give the same few answers thousands of times), no `Outcome` built per line.
+once (judges give the same few answers thousands of times), nothing but a tuple built per line.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import operator
+import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lexpilot_batch import judges
-from lexpilot_batch.judges import MalformedOutput
-
-# Error codes of requests a batch never ran: not the request's fault, so they do not use up its
-# --retries (they have a budget of their own, see compiler.UNEXECUTED_ATTEMPTS).
-UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled"})
+from lexpilot_batch.answers import judge_line, read_content
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.fileio import write_atomic
+from lexpilot_batch.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
+from lexpilot_batch.workspace import Workspace
 
 _DECODER = json.JSONDecoder()
 _ENCODE_VALUE = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(v, ensure_ascii=False)
-_USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
-_NO_USAGE = (None, None, None, None)
 _last = operator.itemgetter(-1)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one result line means for its request."""
-
-    ok: bool
-    text: str | None = None
-    value: Any = None
-    error: str | None = None
-    # transport (provider or network) | invalid (unusable content) | unexecuted (the batch ended
-    # before running it: expired, cancelled, over the enqueued-token limit)
-    error_kind: str | None = None
-    usage: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -63,97 +50,6 @@ class IngestStats:
         for name in ("answered", "failed", "missing", "duplicates", "unknown", "bad_lines"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.anomalies.extend(other.anomalies)
-
-
-def _error_text(error: Any) -> str:
-    if isinstance(error, dict):
-        code, message = error.get("code"), error.get("message")
-        return f"{code}: {message}" if code else str(message or error)
-    return str(error)
-
-
-def _usage(body: dict) -> tuple[int, int, int, int]:
-    """(prompt, completion, cached, reasoning) tokens, as `_USAGE_FIELDS` names them."""
-    usage = body.get("usage") or {}
-    prompt_details = usage.get("prompt_tokens_details") or {}
-    completion_details = usage.get("completion_tokens_details") or {}
-    return (
-        int(usage.get("prompt_tokens") or 0),
-        int(usage.get("completion_tokens") or 0),
-        int(prompt_details.get("cached_tokens") or 0),
-        int(completion_details.get("reasoning_tokens") or 0),
-    )
-
-
-def parse_answer(content: str, parser: str, n_claims: int) -> tuple[str, Any]:
-    """The usable text and value of a response, or `MalformedOutput`."""
-    text = judges.parse_text(content)
-    if parser == "text":
-        return text, text
-    if parser == "lca_label":
-        return text, judges.parse_lca_label(content)
-    if parser == "dcg_decision":
-        return text, judges.parse_dcg_decision(content)
-    if parser == "verdicts":
-        return text, judges.parse_verdicts(content, n_claims)
-    raise ValueError(f"unknown parser {parser!r}")
-
-
-def outcome_of(line: dict, parser: str, n_claims: int) -> Outcome:
-    """Apply SPEC §6's validation to one result line."""
-    ok, text, value, error, error_kind, usage = _judge_line(line, parser, n_claims)
-    return Outcome(
-        ok,
-        text=text,
-        value=value,
-        error=error,
-        error_kind=error_kind,
-        usage=dict(zip(_USAGE_FIELDS, usage, strict=True)) if usage is not _NO_USAGE else {},
-    )
-
-
-def _answer(content: str, parser: str, n_claims: int) -> tuple[bool, str | None, Any, str | None]:
-    """(ok, text, value, error) of a response's content."""
-    try:
-        text, value = parse_answer(content, parser, n_claims)
-    except MalformedOutput as exc:
-        return False, None, None, f"malformed: {exc}"
-    return True, text, value, None
-
-
-def _judge_line(
-    line: dict, parser: str, n_claims: int, answer: Callable[[str, str, int], tuple] = _answer
-) -> tuple[bool, str | None, Any, str | None, str | None, tuple]:
-    """`outcome_of` as a plain tuple (ok, text, value, error, error_kind, usage as `_usage`
-    gives it or `_NO_USAGE`): what ingest stores, without building an `Outcome` per line.
-    `answer` reads the content (`_answer`, or ingest's memo of it)."""
-    error = line.get("error")
-    response = line.get("response")
-    if error:
-        code = error.get("code") if isinstance(error, dict) else None
-        kind = "unexecuted" if code in UNEXECUTED_CODES else "transport"
-        return False, None, None, _error_text(error), kind, _NO_USAGE
-    if not isinstance(response, dict):
-        return False, None, None, "no response and no error in the result line", "transport", _NO_USAGE
-    status = response.get("status_code")
-    body = response.get("body")
-    if status != 200:
-        detail = body.get("error") if isinstance(body, dict) else body
-        return False, None, None, f"HTTP {status}: {_error_text(detail)}", "transport", _NO_USAGE
-    if not isinstance(body, dict) or not body.get("choices"):
-        return False, None, None, "response body has no choices", "transport", _NO_USAGE
-    usage = _usage(body)
-    choice = body["choices"][0] or {}
-    message = choice.get("message") or {}
-    content = message.get("content")
-    if choice.get("finish_reason") == "length":
-        return False, None, None, "truncated (finish_reason=length)", "invalid", usage
-    if not isinstance(content, str) or not content.strip():
-        return False, None, None, "empty content", "invalid", usage
-    ok, text, value, error = answer(content, parser, n_claims)
-    if not ok:
-        return False, None, None, error, "invalid", usage
-    return True, text, value, None, None, usage
 
 
 def _loads(text: str) -> Any:
@@ -186,7 +82,7 @@ def read_lines(path: Path) -> Iterator[tuple[int, dict | None, str]]:
 
 
 def apply_result_files(
-    db: Any,
+    db: sqlite3.Connection,
     file_pks: list[int],
     paths: list[Path],
     unanswered_reason: str | None,
@@ -219,7 +115,7 @@ def apply_result_files(
         key = (content, parser, n_claims)
         known = answers.get(key)
         if known is None:
-            ok, text, value, error = _answer(content, parser, n_claims)
+            ok, text, value, error = read_content(content, parser, n_claims)
             known = answers[key] = (ok, text, _ENCODE_VALUE(value) if ok else None, error)
         return known
 
@@ -252,7 +148,7 @@ def apply_result_files(
                 anomaly("duplicate", custom_id, f"{path.name} line {number}: {custom_id!r} was already ingested")
                 continue
             seen.add(custom_id)
-            ok, text, value_json, error, error_kind, usage = _judge_line(line, parser, n_claims, answer)
+            ok, text, value_json, error, error_kind, usage = judge_line(line, parser, n_claims, answer)
             prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens = usage
             if ok:
                 stats.answered += 1
@@ -303,3 +199,84 @@ def apply_result_files(
         stats.missing = len(leftover)
         db.executemany("UPDATE requests SET status = 'failed', error = ?, error_kind = ? WHERE pk = ?", leftover)
     return stats
+
+
+def ingest_file(ws: Workspace, row: dict) -> IngestStats:
+    """Apply a downloaded batch's results in one transaction; the file is then `ingested`."""
+    paths = [ws.path(row[k]) for k in ("output_path", "error_path") if row[k]]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise LexpilotError(
+            f"saved result file(s) missing: {', '.join(missing)}; they were downloaded for batch "
+            f"{row['batch_id']} — restore them, or run `lexpilot-batch doctor` to download them again"
+        )
+    reason = f"not in the results of batch {row['batch_id']} ({row['batch_status']})"
+    # Requests an expired or cancelled batch never reached were not tried; neither were those of
+    # a batch refused for the enqueued-token limit. Any other failed batch counts as a failure.
+    kind = "unexecuted" if row["batch_status"] in ("expired", "cancelled") else "transport"
+    errors = json.loads(row["batch_errors"] or "[]")
+    if row["batch_status"] == "failed" and errors:
+        first = errors[0]
+        reason = f"batch {row['batch_id']} failed: {first.get('code')}: {first.get('message')}"
+        if first.get("code") == "token_limit_exceeded":
+            kind = "unexecuted"
+    with ws.store.transaction() as db:
+        if file_status(db, row["pk"]) == INGESTED:
+            return IngestStats()
+        stats = apply_result_files(db, [row["pk"]], paths, reason, kind)
+        update_file(db, row["pk"], status=INGESTED)
+    return stats
+
+
+def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tuple[IngestStats, list[str]]:
+    """Ingest a result file produced elsewhere (OpenAI output/error shape, or vLLM `run-batch`).
+
+    The file is first saved untouched under `responses/`, then applied in one transaction to the
+    request files its custom_ids belong to (only files of `wave` when given). A request file all
+    of whose requests are answered or failed is then done; the others stay in flight for a
+    further file. Ingesting the same file again changes nothing.
+    """
+    if not source.is_file():
+        raise LexpilotError(f"{source}: no such file to ingest")
+    data = source.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    ids: set[str] = set()
+    for _number, line, _raw in read_lines(source):
+        if line is not None and isinstance(line.get("custom_id"), str):
+            ids.add(line["custom_id"])
+    if not ids:
+        raise LexpilotError(
+            f"{source}: no result lines with a custom_id; expected the batch output shape "
+            '{"custom_id": ..., "response": {...}, "error": ...} one JSON object per line'
+        )
+    found = files_of_requests(ws.store.conn, ids)
+    targets = [f for f in found if wave is None or f["wave"] == wave]
+    if not targets:
+        where = f" of wave {wave}" if wave is not None else ""
+        raise LexpilotError(
+            f"{source}: none of its {len(ids)} custom_ids belong to a request file{where} of this workspace; "
+            "check --root and --wave"
+        )
+    first = min(f["wave"] for f in targets)
+    saved = ws.wave_dir("responses", first) / f"ingested-{digest[:12]}-{source.name}"
+    if not saved.exists():
+        write_atomic(saved, data)
+    with ws.store.transaction() as tx:
+        stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None)
+        done = []
+        for f in targets:
+            pending = tx.execute(
+                "SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = 'pending'", (f["pk"],)
+            ).fetchone()[0]
+            if pending == 0 and f["status"] != INGESTED:
+                update_file(
+                    tx,
+                    f["pk"],
+                    status=INGESTED,
+                    batch_status="completed",
+                    output_path=ws.relative(saved),
+                    finished_at=time.time(),
+                )
+                done.append(f["path"])
+    close_finished_waves(ws)
+    return stats, done

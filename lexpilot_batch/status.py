@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from lexpilot_batch.tasks import in_order
+from lexpilot_batch.waves import OPEN, files_in
 from lexpilot_batch.workspace import Workspace
 
 
@@ -51,7 +52,7 @@ def collect(ws: Workspace) -> dict[str, Any]:
             "batch_status": r["batch_status"],
             "request_counts": json.loads(r["request_counts"]) if r["request_counts"] else None,
         }
-        for r in db.execute("SELECT * FROM files WHERE status != 'ingested' ORDER BY pk")
+        for r in files_in(db, OPEN)
     ]
     failures = [
         {

@@ -36,14 +36,14 @@ KILL_POINTS: dict[str, tuple[str, str, str]] = {
     "prepare.before_threads": ("lexpilot_batch.engine", "add_threads", "before"),
     "prepare.before_manifest": ("lexpilot_batch.runs", "write_manifest_file", "before"),
     # compile: the wave's files are renamed into place, the transaction recording them is open
-    "compile.before_commit": ("lexpilot_batch.compiler", "_WaveWriter.close", "after"),
+    "compile.before_commit": ("lexpilot_batch.request_files", "WaveWriter.close", "after"),
     # submit: the provider holds the uploaded file / the created batch, the database does not know
     "submit.after_upload": ("lexpilot_batch.providers.openai_batch", "OpenAIBatchBackend.upload", "after"),
     "submit.after_create": ("lexpilot_batch.providers.openai_batch", "OpenAIBatchBackend.create", "after"),
     # poll: a result file is saved but not recorded; a file's results applied but not committed
     "poll.after_download": ("lexpilot_batch.providers.openai_batch", "OpenAIBatchBackend.download", "after"),
-    "ingest.before_commit": ("lexpilot_batch.batches", "apply_result_files", "after"),
-    "poll.before_close_waves": ("lexpilot_batch.batches", "_close_finished_waves", "before"),
+    "ingest.before_commit": ("lexpilot_batch.ingest", "apply_result_files", "after"),
+    "poll.before_close_waves": ("lexpilot_batch.batches", "close_finished_waves", "before"),
 }
 
 

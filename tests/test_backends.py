@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records, thread_counts
 
-from lexpilot_batch.batches import ingest_external
 from lexpilot_batch.config import resolve_limits
 from lexpilot_batch.engine import poll_and_advance
 from lexpilot_batch.errors import ConfigError, LexpilotError
+from lexpilot_batch.ingest import ingest_external
 from lexpilot_batch.providers.session import ProviderOptions, Session
 from lexpilot_batch.simulated import SimulatedServer
 from lexpilot_batch.simulated.batches import sample_key

@@ -14,9 +14,10 @@ from crash_helpers import base_env
 from engine_helpers import finish, open_session, prepare_runs, records, thread_counts
 
 from lexpilot_batch import batches, doctor
-from lexpilot_batch.batches import TamperedFile, ingest_external, poll_files
+from lexpilot_batch.batches import TamperedFile, poll_files
 from lexpilot_batch.engine import submit
 from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
+from lexpilot_batch.ingest import ingest_external
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
 from lexpilot_batch.providers.session import ProviderOptions
 from lexpilot_batch.workspace import Workspace

@@ -151,17 +151,17 @@ def test_crash_between_batch_create_and_commit_adopts_the_batch(ws, session, mon
     prepare_runs(ws, session, stage="lca")
     import lexpilot_batch.batches as batches
 
-    real_set = batches._set
+    real_set = batches.set_file
 
     def dying_set(ws_, pk, **values):
         if values.get("status") == "submitted":
             raise KeyboardInterrupt  # killed right after the provider created the batch
         real_set(ws_, pk, **values)
 
-    monkeypatch.setattr(batches, "_set", dying_set)
+    monkeypatch.setattr(batches, "set_file", dying_set)
     with pytest.raises(KeyboardInterrupt):
         submit(ws, session)
-    monkeypatch.setattr(batches, "_set", real_set)
+    monkeypatch.setattr(batches, "set_file", real_set)
     row = dict(ws.store.conn.execute("SELECT * FROM files").fetchone())
     assert row["status"] == "creating"
     result = submit(ws, session)
@@ -335,7 +335,7 @@ def test_runs_with_different_settings_are_reported_apart(tmp_path):
 
 def test_requests_a_batch_never_ran_do_not_use_up_retries(tmp_path):
     """Over the enqueued-token limit every time: retried past --retries, then stopped by its own bound."""
-    from lexpilot_batch.compiler import UNEXECUTED_ATTEMPTS
+    from lexpilot_batch.threads import UNEXECUTED_ATTEMPTS
 
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws, "fail_batch=1.0,seed=1", retries=2)

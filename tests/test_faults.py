@@ -366,7 +366,7 @@ class LostAnswer(Exception):
 
 
 def lose_every_create_answer_once(monkeypatch: pytest.MonkeyPatch) -> set[int]:
-    real = batches_module._set
+    real = batches_module.set_file
     lost: set[int] = set()
 
     def _set(ws, pk, **values):
@@ -375,7 +375,7 @@ def lose_every_create_answer_once(monkeypatch: pytest.MonkeyPatch) -> set[int]:
             raise LostAnswer
         real(ws, pk, **values)
 
-    monkeypatch.setattr(batches_module, "_set", _set)
+    monkeypatch.setattr(batches_module, "set_file", _set)
     return lost
 
 

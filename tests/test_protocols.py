@@ -545,11 +545,11 @@ def all_branches(templates: prompts.Templates | None = None) -> list[Outcome]:
 
 
 def test_the_engine_refuses_a_step_outside_what_a_protocol_reads(monkeypatch) -> None:
-    from lexpilot_batch import compiler
+    from lexpilot_batch import threads
 
     monkeypatch.setattr(LCA, "reads", lambda self, variant: ("lca.x.",))
     with pytest.raises(RuntimeError, match="outside the steps it reads"):
-        compiler.due_for_case(context(), [(1, "lca", "c")], {}, {}, retries=3)
+        threads.due_for_case(context(), [(1, "lca", "c")], {}, {}, retries=3)
 
 
 def test_wave_depth_without_failures() -> None:

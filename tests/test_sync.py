@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from sim_helpers import jsonl, request_line
 
-from lexpilot_batch import ingest, prompts
+from lexpilot_batch import prompts
+from lexpilot_batch.answers import judge_line
 from lexpilot_batch.config import Endpoint
 from lexpilot_batch.data import Message
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
@@ -120,8 +121,8 @@ def test_every_line_has_the_batch_output_shape_and_ingest_reads_it(server: Simul
         assert line["response"]["request_id"].startswith("req_")
         body = line["response"]["body"]
         assert body["object"] == "chat.completion" and body["usage"]["prompt_tokens"] > 0
-        outcome = ingest.outcome_of(line, parser, n_claims)
-        assert outcome.ok, (cid, outcome.error)
+        ok, _, _, error, _, _ = judge_line(line, parser, n_claims)
+        assert ok, (cid, error)
         # Fields the SDK's models do not declare survive: the raw JSON is what is saved.
         expected = sim_models.respond(prompt, server.seed).reasoning
         assert body["choices"][0]["message"].get("reasoning_content") == expected
@@ -217,8 +218,8 @@ def test_429_beyond_the_retries_is_a_rate_limited_line(
     assert server.stats["calls"] - before == 3 + 3  # the unlucky one: first try and two retries
     line = {x["custom_id"]: x for x in output_lines(tmp_path / "out.jsonl")}[items[2][0]]
     assert line["response"] is None and line["error"]["code"] == "rate_limited"
-    outcome = ingest.outcome_of(line, "text", 0)
-    assert not outcome.ok and outcome.error_kind == "transport" and "rate_limited" in (outcome.error or "")
+    ok, _, _, error, kind, _ = judge_line(line, "text", 0)
+    assert not ok and kind == "transport" and "rate_limited" in (error or "")
 
 
 def test_resume_sends_only_what_is_missing_and_cuts_a_partial_line(server: SimulatedServer, tmp_path: Path) -> None:
@@ -282,8 +283,8 @@ def test_a_400_is_written_as_a_line_and_does_not_stop_the_run(server: SimulatedS
     assert line["error"] is None
     assert line["response"]["status_code"] == 400 and line["response"]["request_id"].startswith("req_")
     assert "messages" in line["response"]["body"]["error"]["message"]
-    outcome = ingest.outcome_of(line, "text", 0)
-    assert not outcome.ok and outcome.error_kind == "transport" and (outcome.error or "").startswith("HTTP 400")
+    ok, _, _, error, kind, _ = judge_line(line, "text", 0)
+    assert not ok and kind == "transport" and (error or "").startswith("HTTP 400")
 
 
 def test_a_missing_key_is_a_config_error_naming_the_variable() -> None:
@@ -376,7 +377,7 @@ def test_after_a_success_failures_are_lines_and_a_timeout_is_request_timeout(
     assert "HTTP 500" in by_id[items[3][0]]["error"]["message"]
     assert by_id[items[5][0]]["response"]["status_code"] == 404
     for cid, _, parser, n_claims in (items[1], items[3], items[5]):
-        assert not ingest.outcome_of(by_id[cid], parser, n_claims).ok
+        assert not judge_line(by_id[cid], parser, n_claims)[0]
 
 
 def test_an_outage_mid_run_stops_it_and_a_later_run_finishes(

@@ -1,0 +1,100 @@
+"""What one result line means for its request (SPEC §6), pure: an answer with its text and parsed
+value, or a failure of one of three kinds, and the tokens it used.
+
+Failure kinds: `transport` (provider or network), `invalid` (unusable content: truncated, empty,
+malformed for its parser) and `unexecuted` (the batch ended before running it: expired, cancelled,
+over the enqueued-token limit). The kind decides which attempt budget a retry uses
+(`threads.exhausted`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lexpilot_batch import judges
+from lexpilot_batch.judges import MalformedOutput
+
+# Error codes of requests a batch never ran: not the request's fault, so they do not use up its
+# --retries (they have a budget of their own, see threads.UNEXECUTED_ATTEMPTS).
+UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled"})
+
+_NO_USAGE = (None, None, None, None)
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        code, message = error.get("code"), error.get("message")
+        return f"{code}: {message}" if code else str(message or error)
+    return str(error)
+
+
+def _usage(body: dict) -> tuple[int, int, int, int]:
+    """(prompt, completion, cached, reasoning) tokens."""
+    usage = body.get("usage") or {}
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    completion_details = usage.get("completion_tokens_details") or {}
+    return (
+        int(usage.get("prompt_tokens") or 0),
+        int(usage.get("completion_tokens") or 0),
+        int(prompt_details.get("cached_tokens") or 0),
+        int(completion_details.get("reasoning_tokens") or 0),
+    )
+
+
+def parse_answer(content: str, parser: str, n_claims: int) -> tuple[str, Any]:
+    """The usable text and value of a response, or `MalformedOutput`."""
+    text = judges.parse_text(content)
+    if parser == "text":
+        return text, text
+    if parser == "lca_label":
+        return text, judges.parse_lca_label(content)
+    if parser == "dcg_decision":
+        return text, judges.parse_dcg_decision(content)
+    if parser == "verdicts":
+        return text, judges.parse_verdicts(content, n_claims)
+    raise ValueError(f"unknown parser {parser!r}")
+
+
+def read_content(content: str, parser: str, n_claims: int) -> tuple[bool, str | None, Any, str | None]:
+    """(ok, text, value, error) of a response's content."""
+    try:
+        text, value = parse_answer(content, parser, n_claims)
+    except MalformedOutput as exc:
+        return False, None, None, f"malformed: {exc}"
+    return True, text, value, None
+
+
+def judge_line(
+    line: dict, parser: str, n_claims: int, answer: Callable[[str, str, int], tuple] = read_content
+) -> tuple[bool, str | None, Any, str | None, str | None, tuple]:
+    """Apply SPEC §6's validation to one result line: (ok, text, value, error, error_kind, usage as
+    `_usage` gives it, or four Nones), a plain tuple, as ingest judges every line of every file.
+    `answer` reads the content (`read_content`, or ingest's memo of it)."""
+    error = line.get("error")
+    response = line.get("response")
+    if error:
+        code = error.get("code") if isinstance(error, dict) else None
+        kind = "unexecuted" if code in UNEXECUTED_CODES else "transport"
+        return False, None, None, _error_text(error), kind, _NO_USAGE
+    if not isinstance(response, dict):
+        return False, None, None, "no response and no error in the result line", "transport", _NO_USAGE
+    status = response.get("status_code")
+    body = response.get("body")
+    if status != 200:
+        detail = body.get("error") if isinstance(body, dict) else body
+        return False, None, None, f"HTTP {status}: {_error_text(detail)}", "transport", _NO_USAGE
+    if not isinstance(body, dict) or not body.get("choices"):
+        return False, None, None, "response body has no choices", "transport", _NO_USAGE
+    usage = _usage(body)
+    choice = body["choices"][0] or {}
+    message = choice.get("message") or {}
+    content = message.get("content")
+    if choice.get("finish_reason") == "length":
+        return False, None, None, "truncated (finish_reason=length)", "invalid", usage
+    if not isinstance(content, str) or not content.strip():
+        return False, None, None, "empty content", "invalid", usage
+    ok, text, value, error = answer(content, parser, n_claims)
+    if not ok:
+        return False, None, None, error, "invalid", usage
+    return True, text, value, None, None, usage

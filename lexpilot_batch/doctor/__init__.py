@@ -1,0 +1,76 @@
+"""Checking a workspace for what crashes, hand edits and bugs can leave behind, and mending it.
+
+`diagnose` only reads: the database, and the files the database names. `repair` mends what can be
+mended without guessing, each repair in one transaction, and says what it did; everything else is
+reported with what to do in words. `check` is the whole `lexpilot-batch doctor` command.
+
+The kinds and the `Finding` live in `findings`, the checks in `diagnosis`, the mending in `repairs`,
+the command and its rendering in `command`; every name is re-exported here.
+
+Repairs never need a provider. A changed request file nobody has received yet is discarded from
+the database, and the next command that compiles (`poll-and-advance`) asks for its requests again,
+with that command's own provider settings; a lost or damaged result file of a batch nothing was
+ingested from is forgotten, and the next poll downloads it again. A repair never re-asks a
+request whose answer was ingested, so a repaired run ends with the records an untouched one has.
+
+What is checked:
+
+| kind | severity | repair |
+| --- | --- | --- |
+| `schema` — migrations this version does not know (a newer version wrote it) | error | no: upgrade |
+| `unsent_request_file_changed` — compiled, not yet sent, bytes differ or gone | error | discard: asked again |
+| `sent_request_file_changed` — already with the provider, bytes on disk differ | info | no: explained |
+| `result_file_missing` / `result_file_damaged` — downloaded, not ingested | error | download again |
+| `interrupted_submit` — uploaded or creating: a submit stopped half-way | action | no: run `submit` |
+| `pending_in_ingested_file` — requests left pending in an ingested file | warning | fail them |
+| `threads_waiting` — active threads, nothing open, nothing pending | action | no: `poll-and-advance` |
+| `ingest_anomalies` — unknown / duplicate custom_ids, bad lines, by kind | info | no: explained |
+| `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
+
+The database keeps no hash of downloaded result files, so a "damaged" one is one that can be seen
+to be damaged: a line that is not a result object, or a custom_id that is not one of the file's
+requests. A file cut exactly between two lines looks whole; its missing requests fail at ingest
+and are retried, so nothing wrong is ever scored.
+"""
+
+from lexpilot_batch.doctor.command import check, render, render_report
+from lexpilot_batch.doctor.diagnosis import diagnose, schema_findings
+from lexpilot_batch.doctor.findings import (
+    ANOMALIES,
+    INTERRUPTED_SUBMIT,
+    MANIFEST,
+    PENDING_IN_INGESTED,
+    RESULT_DAMAGED,
+    RESULT_MISSING,
+    SCHEMA,
+    SENT_CHANGED,
+    SEVERITIES,
+    THREADS_WAITING,
+    UNSENT_CHANGED,
+    DoctorReport,
+    Finding,
+)
+from lexpilot_batch.doctor.repairs import PENDING_FAILED, repair
+
+__all__ = [
+    "ANOMALIES",
+    "INTERRUPTED_SUBMIT",
+    "MANIFEST",
+    "PENDING_FAILED",
+    "PENDING_IN_INGESTED",
+    "RESULT_DAMAGED",
+    "RESULT_MISSING",
+    "SCHEMA",
+    "SENT_CHANGED",
+    "SEVERITIES",
+    "THREADS_WAITING",
+    "UNSENT_CHANGED",
+    "DoctorReport",
+    "Finding",
+    "check",
+    "diagnose",
+    "render",
+    "render_report",
+    "repair",
+    "schema_findings",
+]

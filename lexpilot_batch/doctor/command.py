@@ -1,0 +1,75 @@
+"""The `lexpilot-batch doctor [--repair]` command: diagnose, repair, and render what was found and done."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lexpilot_batch.doctor.diagnosis import diagnose, schema_blockers
+from lexpilot_batch.doctor.findings import SEVERITIES, DoctorReport, Finding
+from lexpilot_batch.doctor.repairs import repair
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.store import DB_NAME
+from lexpilot_batch.workspace import Workspace
+
+if TYPE_CHECKING:
+    from lexpilot_batch.providers.session import ProviderOptions
+
+
+def check(root: Path | None = None, do_repair: bool = False, options: ProviderOptions | None = None) -> DoctorReport:
+    """`lexpilot-batch doctor [--repair]`: diagnose (and repair) the workspace at `root`.
+
+    Holds the writer lock throughout, so no other command changes the workspace under it (and a
+    running one makes this refuse, clearly). A database written by a newer version is reported,
+    never opened for writing.
+    """
+    from lexpilot_batch.providers.session import ProviderOptions as Options
+    from lexpilot_batch.providers.session import Session
+
+    base = Path(root if root is not None else Path.cwd()).resolve()
+    db_path = base / "state" / DB_NAME
+    if not db_path.is_file():
+        raise LexpilotError(f"{base}: no lexpilot-batch workspace here (no state/{DB_NAME}); pass --root")
+    raw = sqlite3.connect(db_path)
+    try:
+        early = schema_blockers(raw)
+    finally:
+        raw.close()
+    if early:
+        return DoctorReport(early, [], early)
+    with Workspace(base) as ws:
+        found = diagnose(ws)
+        if not do_repair or not any(f.repairable for f in found):
+            return DoctorReport(found, [], found)
+        session = Session(ws, options or Options())
+        try:
+            done = repair(ws, found, session)
+        finally:
+            session.close()
+        return DoctorReport(found, done, diagnose(ws))
+
+
+def render(findings: list[Finding]) -> str:
+    """The findings for the terminal: kind, what and where, what to do."""
+    if not findings:
+        return "No problems found."
+    counts = Counter(f.severity for f in findings)
+    head = ", ".join(f"{counts[s]} {s}" for s in SEVERITIES if counts[s])
+    lines = [f"{len(findings)} finding(s): {head}"]
+    for i, f in enumerate(findings, 1):
+        lines.append(f"\n{i}. [{f.severity}] {f.kind}: {f.detail}")
+        lines.append(f"   what to do: {f.fix}")
+        if f.repairable:
+            lines.append("   `lexpilot-batch doctor --repair` does this.")
+    return "\n".join(lines)
+
+
+def render_report(report: DoctorReport) -> str:
+    """What `doctor` prints: the findings, and after `--repair` what was done and what is left."""
+    if not report.repaired:
+        return render(report.found)
+    lines = ["Repaired:", *(f"  - {line}" for line in report.repaired), ""]
+    lines.append("After repair: " + render(report.remaining))
+    return "\n".join(lines)

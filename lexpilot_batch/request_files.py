@@ -1,0 +1,147 @@
+"""Writing a wave's request files: one file per (backend, endpoint, model), cut into shards within
+the provider's limits, each written and hashed by a background thread while lines are built.
+
+The files' rows are recorded through `waves` inside the caller's (the compiler's) transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import IO
+
+from lexpilot_batch.config import Endpoint, Limits
+from lexpilot_batch.request_lines import Pieces
+from lexpilot_batch.waves import add_compiled_file, update_file
+from lexpilot_batch.workspace import Workspace, slug
+
+
+class _Sink:
+    """One request file being written. Lines are gathered into chunks that a background thread
+    hashes and writes (both release the GIL) while the compiler builds the next lines; at most one
+    chunk per file is in flight, and `finish` returns only once everything is on disk."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: Path, pool: ThreadPoolExecutor) -> None:
+        self.fh: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed by finish() or discard()
+        self.hash = hashlib.sha256()
+        self.pool = pool
+        self.buffer: list[bytes] = []
+        self.size = 0
+        self.pending: Future[None] | None = None
+
+    def write(self, line: bytes) -> None:
+        self.buffer.append(line)
+        self.size += len(line)
+        if self.size >= self.CHUNK:
+            self._send()
+
+    def _send(self) -> None:
+        chunk = b"".join(self.buffer)
+        self.buffer.clear()
+        self.size = 0
+        if self.pending is not None:
+            self.pending.result()  # raises what the thread raised
+        self.pending = self.pool.submit(self._store, chunk)
+
+    def _store(self, chunk: bytes) -> None:
+        self.hash.update(chunk)
+        self.fh.write(chunk)
+
+    def finish(self) -> str:
+        """Write what is left, close the file, and return its SHA-256."""
+        if self.buffer:
+            self._send()
+        if self.pending is not None:
+            self.pending.result()
+        self.fh.close()
+        return self.hash.hexdigest()
+
+    def discard(self) -> None:
+        if self.pending is not None:
+            wait([self.pending])
+        self.fh.close()
+
+
+class WaveWriter:
+    """Streams request lines into per-(endpoint, model) shard files, within provider limits."""
+
+    def __init__(self, ws: Workspace, db: sqlite3.Connection, wave: int, limits: dict[str, Limits]) -> None:
+        self.ws, self.db, self.wave, self.limits = ws, db, wave, limits
+        self.dir = ws.wave_dir("requests", wave)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.open: dict[tuple[str, str, str], dict] = {}
+        self.shards: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.written: list[str] = []
+        self.manual: list[str] = []
+        self.pieces = Pieces()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-files")
+
+    def add(self, endpoint: Endpoint, model: str, role: str, line: bytes) -> int:
+        group = (endpoint.backend, endpoint.base_url, model)
+        limits = self.limits[role]
+        current = self.open.get(group)
+        if current is not None and (
+            current["n"] >= limits.max_requests or current["bytes"] + len(line) > limits.max_bytes
+        ):
+            self._close(group)
+            current = None
+        if current is None:
+            current = self._start(group, endpoint)
+        current["sink"].write(line)
+        current["n"] += 1
+        current["bytes"] += len(line)
+        current["roles"].add(role)
+        return current["pk"]
+
+    def _start(self, group: tuple[str, str, str], endpoint: Endpoint) -> dict:
+        shard = self.shards[group]
+        self.shards[group] += 1
+        tmp = self.dir / f".building-{slug('|'.join(group), 12)}-{shard:03d}.jsonl"
+        pk = add_compiled_file(
+            self.db, self.wave, self.ws.relative(tmp), group[2], endpoint.base_url, endpoint.backend, shard
+        )
+        entry = {
+            "pk": pk,
+            "sink": _Sink(tmp, self.pool),
+            "tmp": tmp,
+            "n": 0,
+            "bytes": 0,
+            "roles": set(),
+            "shard": shard,
+            "model": group[2],
+            "backend": group[0],
+        }
+        self.open[group] = entry
+        return entry
+
+    def _close(self, group: tuple[str, str, str]) -> None:
+        entry = self.open.pop(group)
+        sha256 = entry["sink"].finish()
+        roles = "+".join(sorted(entry["roles"]))
+        final = self.dir / f"{roles}__{slug(entry['model'])}__{entry['shard']:03d}.jsonl"
+        Path(entry["tmp"]).replace(final)
+        rel = self.ws.relative(final)
+        update_file(
+            self.db, entry["pk"], path=rel, roles=roles, n_requests=entry["n"], bytes=entry["bytes"], sha256=sha256
+        )
+        self.written.append(rel)
+        if entry["backend"] == "manual":
+            self.manual.append(rel)
+
+    def close(self) -> list[str]:
+        for group in list(self.open):
+            self._close(group)
+        self.pool.shutdown()
+        return self.written
+
+    def abort(self) -> None:
+        for entry in self.open.values():
+            entry["sink"].discard()
+            Path(entry["tmp"]).unlink(missing_ok=True)
+        self.open.clear()
+        self.pool.shutdown()
