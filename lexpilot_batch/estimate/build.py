@@ -19,14 +19,13 @@ from lexpilot_batch import prompts
 from lexpilot_batch.config import ROLES
 from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
 from lexpilot_batch.costs import total as total_cost
-from lexpilot_batch.data import load_dataset
-from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.data import open_dataset
 from lexpilot_batch.estimate.calibration import calibrate
 from lexpilot_batch.estimate.model import Estimate, RoleProjection, RoleWave, RunProjection, Span, WaveRange
 from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import State, snapshot
 from lexpilot_batch.providers.session import Session
-from lexpilot_batch.runs import RunSpec, check_model, check_run_id
+from lexpilot_batch.runs import RunSpec, check_limit, check_model, check_run_id, protocol_variants
 from lexpilot_batch.workspace import Workspace
 
 
@@ -42,14 +41,15 @@ def dry_run_prepare(
     """What `engine.prepare` of `spec` would compile, and the projection; writes nothing.
 
     Checks what `prepare` checks (model, run ids, dataset, prompts, an existing run's manifest)
-    and fails the same way. `ws` None means no workspace exists yet.
+    and fails the same way. `ws` None means no workspace exists yet. As in `prepare`, the dataset
+    is validated in one pass that keeps no case; the cases of new runs are read again one at a
+    time, as the projection reaches them.
     """
     check_prices(prices, batch_discount)
     tasks = spec.tasks
     model = check_model(spec.model)
-    if spec.limit is not None and spec.limit < 1:
-        raise ConfigError("--limit must be at least 1")
-    dataset = load_dataset(spec.dataset, spec.categories)
+    check_limit(spec.limit)
+    dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
     templates = prompts.load_templates(spec.prompts)
     with snapshot(ws):
         state = State.read(ws, session.options.retries)

@@ -1,24 +1,27 @@
 """The state an estimate starts from: the workspace read in one snapshot, never written, and the
-runs a dry run would add to it, as `runs.register_run` and `runs.add_threads` would add them."""
+runs a dry run would add to it, as `runs.register_run` and `runs.add_threads` would add them.
+
+The cases of those new runs stay in their dataset file: `State.groups` reads them again one at a
+time, in case order, as the estimate reaches them, so that a dry run never holds the dataset.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import cast
 
 from lexpilot_batch import prompts
 from lexpilot_batch.compiler import case_requests, target_wave
 from lexpilot_batch.config import Settings
-from lexpilot_batch.data import Case, Dataset, stored_case
-from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.protocols import PROTOCOLS
+from lexpilot_batch.data import Case, DatasetFile, stored_case
 from lexpilot_batch.protocols.base import Answer, CaseContext
 from lexpilot_batch.providers.session import ProviderOptions, Session
-from lexpilot_batch.runs import build_manifest, check_manifest, run_key
+from lexpilot_batch.runs import build_manifest, check_key_free, check_manifest, run_key, run_threads, selected_cases
 from lexpilot_batch.store import DB_NAME
 from lexpilot_batch.workspace import Workspace
 
@@ -60,6 +63,8 @@ def snapshot(ws: Workspace | None) -> Iterator[None]:
 
 @dataclass
 class RunView:
+    """A run as the estimate sees it: registered in the workspace (`pk`), or one a dry run would add."""
+
     run_id: str
     model: str
     key: str
@@ -68,7 +73,8 @@ class RunView:
     templates: dict[str, str]
     speculate: bool
     pk: int | None = None  # None: not in the workspace
-    cases: dict[int, tuple[Case, str]] = field(default_factory=dict)  # for new runs: idx -> (case, class)
+    manifest: dict | None = None  # None: not read from the workspace yet
+    source: DatasetFile | None = None  # for new runs: the file their cases are read from
 
     @cached_property
     def templates_hash(self) -> str:
@@ -147,53 +153,52 @@ class State:
         run_id: str,
         model: str,
         settings: Settings,
-        dataset: Dataset,
+        dataset: DatasetFile,
         limit: int | None,
         templates: dict[str, str],
         speculate: bool,
         tasks: Sequence[str],
         session: Session,
     ) -> None:
-        """What `runs.register_run` and `runs.add_threads` would do, in memory only."""
+        """What `runs.register_run` and `runs.add_threads` would do, in memory only.
+
+        `dataset` must have been opened for these tasks (`open_dataset(..., variants=...)`).
+        """
+        indices = selected_cases(len(dataset), limit)
+        manifest = build_manifest(run_id, model, settings, dataset, indices, templates, session.endpoint_labels)
         key = run_key(run_id, model)
-        indices = list(range(len(dataset.cases)))[: limit or None]
         run = self.runs.get(key)
-        if run is not None and (run.run_id, run.model) != (run_id, model):
-            raise ConfigError(f"run {run_id!r} collides with run {run.run_id!r}; choose another --run-id")
-        if run is not None and run.pk is not None:
-            self._check_manifest(run, settings, dataset, indices, templates, session)
-            indices = indices[: len(self._manifest(run)["case_ids"])]
-        elif run is None:
-            run = RunView(run_id, model, key, dataset.sha256, settings, dict(templates), speculate)
-            run.cases = {i: (dataset.cases[i], dataset.class_of(dataset.cases[i])) for i in indices}
+        check_key_free(run_id, model, None if run is None else (run.run_id, run.model))
+        if run is not None:
+            check_manifest(self._manifest(run), manifest, run_id, model)
+        else:
+            run = RunView(
+                run_id,
+                model,
+                key,
+                dataset.sha256,
+                settings,
+                dict(templates),
+                speculate,
+                manifest=manifest,
+                source=dataset,
+            )
             self.runs[key] = run
             self.new_runs.add(key)
         run.speculate = speculate  # `register_run` records the flag of the latest prepare
         existing = self._existing_threads(run)
-        for task in tasks:
-            protocol = PROTOCOLS[task]
-            for i in indices:
-                for variant in protocol.variants(dataset.cases[i]):
-                    if (task, i, variant) not in existing:
-                        existing.add((task, i, variant))
-                        self.threads.setdefault((key, i), []).append((task, variant))
+        for task, i, variant in run_threads(self._manifest(run), tasks, dataset.variants):
+            if (task, i, variant) not in existing:
+                existing.add((task, i, variant))
+                self.threads.setdefault((key, i), []).append((task, variant))
 
     def _manifest(self, run: RunView) -> dict:
-        assert self.ws is not None
-        row = self.ws.store.conn.execute("SELECT manifest FROM runs WHERE pk = ?", (run.pk,)).fetchone()
-        return json.loads(row["manifest"])
-
-    def _check_manifest(
-        self,
-        run: RunView,
-        settings: Settings,
-        dataset: Dataset,
-        indices: list[int],
-        templates: dict[str, str],
-        session: Session,
-    ) -> None:
-        new = build_manifest(run.run_id, run.model, settings, dataset, indices, templates, session.endpoint_labels)
-        check_manifest(self._manifest(run), new, run.run_id, run.model)
+        """The run's manifest: as the workspace holds it, or as a dry run would register it."""
+        if run.manifest is None:
+            assert self.ws is not None
+            row = self.ws.store.conn.execute("SELECT manifest FROM runs WHERE pk = ?", (run.pk,)).fetchone()
+            run.manifest = json.loads(row["manifest"])
+        return run.manifest
 
     def _existing_threads(self, run: RunView) -> set[tuple[str, int, str]]:
         """Every thread of the run, whatever its status, and those already added in memory."""
@@ -208,26 +213,72 @@ class State:
         return out
 
     def groups(self) -> Iterator[Group]:
-        """Every (run, case) with an active thread, its answers and its requests in flight."""
+        """Every (run, case) with an active thread, its answers and its requests in flight.
+
+        In case order, so that the cases of new runs are read from their file one at a time. The
+        file is read to its end after the last group: a file changed since `open_dataset` is
+        refused there, as `prepare` refuses it.
+        """
         db = self.ws.store.conn if self.ws is not None else None
-        for (key, idx), threads in sorted(self.threads.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-            run = self.runs[key]
-            if run.pk is None:
-                case, cause_class = run.cases[idx]
-                yield Group(run, idx, CaseContext(case, cause_class, run.templates, run.speculate), threads)
-                continue
-            assert db is not None
-            row = db.execute(
-                "SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)
-            ).fetchone()
-            ctx = CaseContext(stored_case(row["data"]), row["cause_class"], run.templates, run.speculate)
-            group = Group(run, idx, ctx, threads)
-            group.history, group.answers = case_requests(db, run.pk, idx)
-            if self.target is None:  # a wave in flight: its pending requests are answered first
-                group.in_flight = [
-                    Pending(r["step"], r["role"], r["parser"], r["n_claims"])
-                    for rows in group.history.values()
-                    for r in rows
-                    if r["status"] == "pending"
-                ]
-            yield group
+        groups = sorted(self.threads.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+        files: dict[str, _CaseFile] = {}
+        for (key, idx), _ in reversed(groups):  # the last group of a file has its last case
+            source = self.runs[key].source
+            if source is not None and source.sha256 not in files:
+                files[source.sha256] = _CaseFile(source, idx + 1)
+        try:
+            for (key, idx), threads in groups:
+                run = self.runs[key]
+                if run.pk is None:
+                    case, cause_class = files[run.dataset].case(idx)
+                    yield Group(run, idx, CaseContext(case, cause_class, run.templates, run.speculate), threads)
+                    continue
+                assert db is not None
+                row = db.execute(
+                    "SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)
+                ).fetchone()
+                ctx = CaseContext(stored_case(row["data"]), row["cause_class"], run.templates, run.speculate)
+                group = Group(run, idx, ctx, threads)
+                group.history, group.answers = case_requests(db, run.pk, idx)
+                if self.target is None:  # a wave in flight: its pending requests are answered first
+                    group.in_flight = [
+                        Pending(r["step"], r["role"], r["parser"], r["n_claims"])
+                        for rows in group.history.values()
+                        for r in rows
+                        if r["status"] == "pending"
+                    ]
+                yield group
+            for file in files.values():
+                file.finish()
+        finally:
+            for file in files.values():
+                file.close()
+
+
+class _CaseFile:
+    """The first `n` cases of a dataset file, read again one at a time, in file order.
+
+    Only the case asked for last is held: asking for an earlier one is a bug.
+    """
+
+    def __init__(self, source: DatasetFile, n: int) -> None:
+        self._source = source
+        self._cases = cast("Generator[Case, None, None]", source.read_cases(n))
+        self._idx = -1
+        self._case: Case | None = None
+
+    def case(self, idx: int) -> tuple[Case, str]:
+        """The case at `idx` and its cause class."""
+        while self._idx < idx:
+            self._case = next(self._cases)
+            self._idx += 1
+        assert self._idx == idx and self._case is not None, "cases are read in file order only"
+        return self._case, self._source.case_classes[idx]
+
+    def finish(self) -> None:
+        """Read the rest of the file: only at its end does `read_cases` know the file is unchanged."""
+        for _ in self._cases:
+            pass
+
+    def close(self) -> None:
+        self._cases.close()
