@@ -90,9 +90,12 @@ def build(
     wave: dict[str, RoleWave] = {}
     tally = Tally()
     per_run: dict[str, RunProjection] = {}
-    memo: dict[tuple, list[Leaf]] = {}
+    memo: dict[tuple, list[Leaf]] = {}  # fresh (run, case) projections by shape: runs alike share them
+    memo_case: int | None = None
 
     for group in state.groups():
+        if group.case_idx != memo_case:  # groups come in case order: no later group reads this memo
+            memo, memo_case = {}, group.case_idx
         run = group.run
         summary = per_run.setdefault(run.key, RunProjection(run.run_id, run.model, run.key in state.new_runs, 0))
         summary.active_threads += len(group.threads)

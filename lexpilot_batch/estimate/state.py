@@ -187,10 +187,12 @@ class State:
             self.new_runs.add(key)
         run.speculate = speculate  # `register_run` records the flag of the latest prepare
         existing = self._existing_threads(run)
+        shared: dict[tuple[str, str], tuple[str, str]] = {}  # cases have the same few threads: one tuple each
         for task, i, variant in run_threads(self._manifest(run), tasks, dataset.variants):
             if (task, i, variant) not in existing:
                 existing.add((task, i, variant))
-                self.threads.setdefault((key, i), []).append((task, variant))
+                thread = shared.setdefault((task, variant), (task, variant))
+                self.threads.setdefault((key, i), []).append(thread)
 
     def _manifest(self, run: RunView) -> dict:
         """The run's manifest: as the workspace holds it, or as a dry run would register it."""
