@@ -31,6 +31,7 @@ MIN_LABELS = 10  # answered labels needed before their clarification rate replac
 def calibrate(
     ws: Workspace | None, clarify_probability: float | None, discount: float, backends: Mapping[str, str]
 ) -> Assumptions:
+    """The assumptions of an estimate: the defaults, replaced by a probability given or what `ws` measured."""
     a = Assumptions(batch_discount=discount, backends=dict(backends))
     if clarify_probability is not None:
         if not 0 <= clarify_probability <= 1:

@@ -1,4 +1,4 @@
-"""Playing a (run, case) forward to its end, with synthetic answers of assumed lengths.
+"""The projection: one (run, case) played forward to its end, and the sum over all of them.
 
 The projection plays every (run, case) forward with synthetic answers of assumed lengths, one
 wave per round, branching on each LCA label that the Interaction-LJP thread reads (judgment or
