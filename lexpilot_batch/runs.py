@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lexpilot_batch import __version__, prompts
 from lexpilot_batch.config import Settings
-from lexpilot_batch.data import Case, Dataset, DatasetFile
+from lexpilot_batch.data import Case, DatasetFile
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
 from lexpilot_batch.fileio import write_atomic
 from lexpilot_batch.protocols import PROTOCOLS, tasks_for_stage
@@ -66,6 +67,24 @@ def check_model(model: str | None, option: str = "--model") -> str:
     return model.strip()
 
 
+def check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise ConfigError("--limit must be at least 1")
+
+
+def selected_cases(n_cases: int, limit: int | None) -> list[int]:
+    """The indices of the cases a run selects from a dataset of `n_cases`: the first `limit`, or all."""
+    check_limit(limit)
+    return list(range(n_cases))[: limit or None]
+
+
+def check_key_free(run_id: str, model: str, holder: tuple[str, str] | None) -> None:
+    """Refuse a run whose key is already held by another (run id, model), `holder`."""
+    # A 32-bit hash collision: vanishingly rare, but never silent.
+    if holder is not None and holder != (run_id, model):
+        raise ConfigError(f"run {run_id!r} collides with run {holder[0]!r}; choose another --run-id")
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """What `prepare` is asked for: the runs of one experiment, its stage, and everything that goes
@@ -103,7 +122,7 @@ def build_manifest(
     run_id: str,
     model: str,
     settings: Settings,
-    dataset: Dataset | DatasetFile,
+    dataset: DatasetFile,
     case_indices: list[int],
     templates: dict[str, str],
     endpoints: dict[str, str],
@@ -169,9 +188,7 @@ def register_run(
     speculate: bool,
 ) -> Run:
     """Create the run, or check that its manifest is unchanged; copy its cases into the workspace."""
-    if limit is not None and limit < 1:
-        raise ConfigError("--limit must be at least 1")
-    indices = list(range(len(dataset)))[: limit or None]
+    indices = selected_cases(len(dataset), limit)
     manifest = build_manifest(run_id, model, settings, dataset, indices, templates, endpoints)
     key = run_key(run_id, model)
     with ws.store.transaction() as db:
@@ -189,7 +206,7 @@ def register_run(
 
 
 def _insert_run(
-    db: Any,
+    db: sqlite3.Connection,
     run_id: str,
     model: str,
     key: str,
@@ -201,8 +218,7 @@ def _insert_run(
 ) -> Run:
     """Insert the run and copy its cases (inside the caller's transaction)."""
     clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
-    if clash is not None:  # a 32-bit hash collision: vanishingly rare, but never silent
-        raise ConfigError(f"run {run_id!r} collides with run {clash['run_id']!r}; choose another --run-id")
+    check_key_free(run_id, model, None if clash is None else (clash["run_id"], clash["model"]))
     _copy_cases(db, dataset, len(indices))
     cur = db.execute(
         "INSERT INTO runs (run_id, model, key, dataset, manifest, templates, speculate, created_at)"
@@ -218,10 +234,11 @@ def _insert_run(
             time.time(),
         ),
     )
+    assert cur.lastrowid is not None  # set by every INSERT that succeeds
     return Run(cur.lastrowid, run_id, model, key, manifest)
 
 
-def _copy_cases(db: Any, dataset: DatasetFile, n: int) -> None:
+def _copy_cases(db: sqlite3.Connection, dataset: DatasetFile, n: int) -> None:
     """Copy the dataset's first `n` cases into the workspace, unless an earlier run already did.
 
     The cases are read from the file again, one at a time; a file changed since it was validated
@@ -250,13 +267,7 @@ def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: DatasetF
     The variants of each case come from `dataset`, which must have been opened for these tasks
     (`open_dataset(..., variants=protocol_variants(tasks))`).
     """
-    n_cases = len(run.manifest["case_ids"])
-    rows = [
-        (run.pk, task, i, variant)
-        for task in tasks
-        for i, variants in enumerate(dataset.variants[:n_cases])
-        for variant in variants[task]
-    ]
+    rows = [(run.pk, task, i, variant) for task, i, variant in run_threads(run.manifest, tasks, dataset.variants)]
     with ws.store.transaction() as db:
         before = db.total_changes
         db.executemany(
@@ -264,6 +275,21 @@ def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: DatasetF
             rows,
         )
         return db.total_changes - before
+
+
+def run_threads(
+    manifest: Mapping[str, Any], tasks: Iterable[str], variants: Sequence[Mapping[str, tuple[str, ...]]]
+) -> Iterator[tuple[str, int, str]]:
+    """The threads `(task, case index, variant)` of the run with this manifest, for these tasks.
+
+    A run has one thread per variant of each of its selected cases; `variants` holds, per case of
+    its dataset, task -> variants (`DatasetFile.variants`).
+    """
+    n_cases = len(manifest["case_ids"])
+    for task in tasks:
+        for i, case_variants in enumerate(variants[:n_cases]):
+            for variant in case_variants[task]:
+                yield task, i, variant
 
 
 def protocol_variants(tasks: Iterable[str]) -> dict[str, Callable[[Case], tuple[str, ...]]]:

@@ -4,18 +4,20 @@ its projection brackets what a fault-free run really sends; costs and calibratio
 from __future__ import annotations
 
 import json
+import tracemalloc
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, wave_count
+from test_data import make_case
 
 from lexpilot_batch import prompts
 from lexpilot_batch.config import ROLES, Settings
-from lexpilot_batch.data import load_dataset
+from lexpilot_batch.data import DatasetFile, load_dataset
 from lexpilot_batch.engine import poll_and_advance, submit
-from lexpilot_batch.errors import ManifestMismatch
+from lexpilot_batch.errors import DataError, ManifestMismatch
 from lexpilot_batch.estimate import (
     CHARS_PER_TOKEN,
     COMPLETION_TOKENS,
@@ -27,6 +29,7 @@ from lexpilot_batch.estimate import (
     render,
 )
 from lexpilot_batch.providers.session import ProviderOptions
+from lexpilot_batch.resources import sample_dataset
 from lexpilot_batch.runs import RunSpec
 from lexpilot_batch.workspace import Workspace
 
@@ -344,3 +347,48 @@ def test_render_and_json(tmp_path):
     assert data["projection"]["judge"]["requests"] == {"min": 4 * n, "expected": 4 * n, "max": 4 * n}
     assert [r["run_id"] for r in data["runs"]] == ["r1", "r2"]
     assert data["assumptions"]["backends"] == {"eval": "simulated", "user": "simulated", "judge": "simulated"}
+
+
+def test_dry_run_reads_the_cases_of_new_runs_once_and_never_holds_the_dataset(tmp_path, monkeypatch):
+    path = tmp_path / "big.json"
+    case = make_case()
+    case["complete_history"][0]["content"] = "借款" * 20_000  # 120 KB of UTF-8 per case
+    cases = [{**case, "case_number": i} for i in range(240)]  # about 30 MB
+    path.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    reads: list[int | None] = []
+    real_read = DatasetFile.read_cases
+
+    def counted(self: DatasetFile, limit: int | None = None):  # type: ignore[no-untyped-def]
+        reads.append(limit)
+        return real_read(self, limit)
+
+    monkeypatch.setattr(DatasetFile, "read_cases", counted)
+    first = dry_run(tmp_path / "ws", "all", runs=("r1", "r2"), dataset=path)
+    assert reads == [240]  # one pass for both new runs
+    tracemalloc.start()
+    try:
+        again = dry_run(tmp_path / "ws", "all", runs=("r1", "r2"), dataset=path)
+        _, dry_run_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        load_dataset(path)
+        _, loaded_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert again.projection_requests == first.projection_requests
+    assert loaded_peak > 20 * 2**20  # the reference: every case in memory
+    assert dry_run_peak < loaded_peak / 2, (dry_run_peak, loaded_peak)
+
+
+def test_a_dataset_changed_during_a_dry_run_is_refused_as_prepare_refuses_it(tmp_path, monkeypatch):
+    path = tmp_path / "cases.json"
+    raw = sample_dataset().read_bytes()
+    path.write_bytes(raw)
+    real_read = DatasetFile.read_cases
+
+    def change_then_read(self: DatasetFile, limit: int | None = None):  # type: ignore[no-untyped-def]
+        path.write_bytes(raw.replace("借".encode(), "贷".encode(), 1))
+        return real_read(self, limit)
+
+    monkeypatch.setattr(DatasetFile, "read_cases", change_then_read)
+    with pytest.raises(DataError, match="changed while it was being read"):
+        dry_run(tmp_path / "ws", "lca", dataset=path)

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ class DatasetFile:
     def __len__(self) -> int:
         return len(self.case_ids)
 
-    def read_cases(self, limit: int | None = None) -> Iterator[Case]:
+    def read_cases(self, limit: int | None = None) -> Generator[Case, None, None]:
         """The first `limit` cases (every case with `None`) in file order, read from the file again.
 
         Raises `DataError` if the file is not the one that was validated any more. That is known

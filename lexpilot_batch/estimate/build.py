@@ -1,0 +1,204 @@
+"""Building an estimate: `dry_run_prepare` and `estimate_workspace`, the next wave, the projection
+summed over every (run, case), and their cost.
+
+The next wave mirrors the compiler: each active thread's due steps come from `protocol.advance`
+on the answers the database holds, are deduplicated by step key per (run, case) and skip steps
+out of attempts, as in `compiler._advance_all`. So it is exactly what compiling would produce.
+
+Cost uses prices shaped as in `report`: `{role: {"input": USD per 1M prompt tokens, "output":
+USD per 1M completion tokens}}`, less the batch discount on the `batch` and `simulated` backends
+(not `sync`); work left to the `manual` backend, or a role without a price, has no cost (None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from lexpilot_batch import prompts
+from lexpilot_batch.config import ROLES
+from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
+from lexpilot_batch.costs import total as total_cost
+from lexpilot_batch.data import open_dataset
+from lexpilot_batch.estimate.calibration import calibrate
+from lexpilot_batch.estimate.model import Estimate, RoleProjection, RoleWave, RunProjection, Span, WaveRange
+from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
+from lexpilot_batch.estimate.state import State, snapshot
+from lexpilot_batch.providers.session import Session
+from lexpilot_batch.runs import RunSpec, check_limit, check_model, check_run_id, protocol_variants
+from lexpilot_batch.workspace import Workspace
+
+
+def dry_run_prepare(
+    ws: Workspace | None,
+    session: Session,
+    spec: RunSpec,
+    *,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+    batch_discount: float = DEFAULT_BATCH_DISCOUNT,
+    clarify_probability: float | None = None,
+) -> Estimate:
+    """What `engine.prepare` of `spec` would compile, and the projection; writes nothing.
+
+    Checks what `prepare` checks (model, run ids, dataset, prompts, an existing run's manifest)
+    and fails the same way. `ws` None means no workspace exists yet. As in `prepare`, the dataset
+    is validated in one pass that keeps no case; the cases of new runs are read again one at a
+    time, as the projection reaches them.
+    """
+    check_prices(prices, batch_discount)
+    tasks = spec.tasks
+    model = check_model(spec.model)
+    check_limit(spec.limit)
+    dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
+    templates = prompts.load_templates(spec.prompts)
+    with snapshot(ws):
+        state = State.read(ws, session.options.retries)
+        for raw in spec.run_ids:
+            state.add_run(
+                check_run_id(raw), model, spec.settings, dataset, spec.limit, templates, spec.speculate, tasks, session
+            )
+        return build(state, "dry_run", session, prices, batch_discount, clarify_probability, ws)
+
+
+def estimate_workspace(
+    ws: Workspace,
+    session: Session,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+    *,
+    batch_discount: float = DEFAULT_BATCH_DISCOUNT,
+    clarify_probability: float | None = None,
+) -> Estimate:
+    """The next wave of the workspace as it stands and the projection of all that remains."""
+    check_prices(prices, batch_discount)
+    with snapshot(ws):
+        state = State.read(ws, session.options.retries)
+        return build(state, "workspace", session, prices, batch_discount, clarify_probability, ws)
+
+
+def build(
+    state: State,
+    mode: Literal["dry_run", "workspace"],
+    session: Session,
+    prices: Mapping[str, Mapping[str, float]] | None,
+    discount: float,
+    clarify_probability: float | None,
+    ws: Workspace | None,
+) -> Estimate:
+    a = calibrate(ws, clarify_probability, discount, session.backends)
+    models: dict[str, set[str]] = {role: set() for role in ROLES}  # of the projection
+    wave_models: dict[str, set[str]] = {role: set() for role in ROLES}
+    wave: dict[str, RoleWave] = {}
+    tally = Tally()
+    per_run: dict[str, RunProjection] = {}
+    memo: dict[tuple, list[Leaf]] = {}  # fresh (run, case) projections by shape: runs alike share them
+    memo_case: int | None = None
+
+    for group in state.groups():
+        if group.case_idx != memo_case:  # groups come in case order: no later group reads this memo
+            memo, memo_case = {}, group.case_idx
+        run = group.run
+        summary = per_run.setdefault(run.key, RunProjection(run.run_id, run.model, run.key in state.new_runs, 0))
+        summary.active_threads += len(group.threads)
+        if state.target is not None:
+            due, _ = due_steps(group, group.threads, group.answers, state.retries)
+            for step in due:
+                entry = wave.setdefault(step.role, RoleWave([], session.backends[step.role]))
+                entry.requests += 1
+                entry.prompt_chars += len(step.prompt)
+                wave_models[step.role].add(run.settings.model_for(step.role, run.model))
+        shape = (run.shape, group.case_idx, tuple(group.threads))
+        leaves = memo.get(shape) if group.fresh else None
+        if leaves is None:
+            leaves = play(group, state.retries, a.response_chars, a.clarify_probability)
+            if group.fresh:
+                memo[shape] = leaves
+        summary.requests += tally.add(leaves)
+        for role in ROLES:
+            if max(leaf.requests[role] for leaf in leaves):
+                models[role].add(run.settings.model_for(role, run.model))
+
+    source: Literal["compiled", "due", "in_flight", "nothing"]
+    if state.target is None:
+        source = "in_flight"
+    elif mode == "workspace" and state.compiled:
+        source, wave = "compiled", _compiled_wave(state, session)
+    else:
+        source = "due" if wave else "nothing"
+    price_of = (lambda role: None) if prices is None else prices.get
+    for role, entry in wave.items():
+        entry.models = sorted(wave_models[role] | set(entry.models))
+        entry.prompt_tokens = round(entry.prompt_chars / a.chars_per_token)
+        entry.completion_tokens = entry.requests * a.completion_tokens[role]
+        entry.cost_usd = cost_usd(entry.prompt_tokens, entry.completion_tokens, price_of(role), entry.backend, discount)
+    wave = {role: wave[role] for role in ROLES if role in wave}
+
+    projection: dict[str, RoleProjection] = {}
+    for role in ROLES:
+        requests = tally.requests[role]
+        if not requests.max:
+            continue
+        p = RoleProjection(sorted(models[role]), session.backends[role], requests, tally.chars[role])
+        p.prompt_tokens = p.prompt_chars.map(lambda c: round(c / a.chars_per_token))
+        p.completion_tokens = requests.map(lambda n, role=role: round(n * a.completion_tokens[role]))
+        if prices is not None:
+            p.cost_usd = _cost_span(p, price_of(role), discount)
+        projection[role] = p
+
+    return Estimate(
+        mode=mode,
+        runs=[per_run[key] for key in state.runs if key in per_run],
+        wave=state.target,
+        next_wave_source=source,
+        next_wave=wave,
+        next_wave_cost_usd=total_cost(w.cost_usd for w in wave.values()) if prices is not None else None,
+        in_flight_wave=state.latest_wave if state.target is None else None,
+        in_flight_requests=_in_flight(state),
+        projection=projection,
+        projection_requests=tally.total,
+        projection_cost_usd=_projection_cost(projection) if prices is not None else None,
+        waves_remaining=WaveRange(tally.waves_min, tally.waves_max),
+        prices_given=prices is not None,
+        assumptions=a,
+    )
+
+
+def _cost_span(p: RoleProjection, price: Mapping[str, float] | None, discount: float) -> Span | None:
+    costs = [
+        cost_usd(getattr(p.prompt_tokens, k), getattr(p.completion_tokens, k), price, p.backend, discount)
+        for k in ("min", "expected", "max")
+    ]
+    return None if costs[0] is None else Span(*costs)  # type: ignore[arg-type]
+
+
+def _projection_cost(projection: Mapping[str, RoleProjection]) -> Span | None:
+    spans = [p.cost_usd for p in projection.values()]
+    if any(s is None for s in spans):
+        return None
+    return sum((s for s in spans if s is not None), Span())
+
+
+def _compiled_wave(state: State, session: Session) -> dict[str, RoleWave]:
+    """The pending requests of the compiled, unsent wave, per role, as the database holds them."""
+    assert state.ws is not None
+    out: dict[str, RoleWave] = {}
+    for r in state.ws.store.conn.execute(
+        "SELECT role, model, COUNT(*) AS n, SUM(prompt_chars) AS chars FROM requests"
+        " WHERE wave = ? AND status = 'pending' GROUP BY role, model",
+        (state.target,),
+    ):
+        entry = out.setdefault(r["role"], RoleWave([], session.backends[r["role"]]))
+        entry.models.append(r["model"])
+        entry.requests += r["n"]
+        entry.prompt_chars += r["chars"]
+    return out
+
+
+def _in_flight(state: State) -> dict[str, int]:
+    if state.target is not None or state.ws is None:
+        return {}
+    rows = state.ws.store.conn.execute(
+        "SELECT role, COUNT(*) AS n FROM requests WHERE wave = ? AND status = 'pending' GROUP BY role",
+        (state.latest_wave,),
+    )
+    counts = {r["role"]: r["n"] for r in rows}
+    return {role: counts[role] for role in ROLES if role in counts}

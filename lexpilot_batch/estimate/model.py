@@ -1,0 +1,117 @@
+"""The result of an estimate: the dataclasses `render` shows and `--format json` writes, and the
+default assumptions (what each means, and what replaces it once measured: `calibration`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from lexpilot_batch.config import ROLES
+from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT
+
+# The default assumptions: `calibration` says what each is and how the workspace measures it.
+CHARS_PER_TOKEN = 1.3
+RESPONSE_CHARS: dict[str, int] = {"eval": 600, "user": 150, "judge": 30}
+COMPLETION_TOKENS: dict[str, int] = {"eval": 500, "user": 120, "judge": 400}
+CLARIFY_PROBABILITY = 0.5
+
+
+@dataclass
+class Span:
+    """A projected quantity: its minimum, probability-weighted expectation and maximum."""
+
+    min: float = 0
+    expected: float = 0
+    max: float = 0
+
+    def __add__(self, other: Span) -> Span:
+        return Span(self.min + other.min, self.expected + other.expected, self.max + other.max)
+
+    def map(self, f: Any) -> Span:
+        return Span(f(self.min), f(self.expected), f(self.max))
+
+
+@dataclass
+class WaveRange:
+    """How many more waves: all consultations ending at their next label, or going the distance."""
+
+    min: int = 0
+    max: int = 0
+
+
+@dataclass
+class RoleWave:
+    """One role's requests in the next wave."""
+
+    models: list[str]
+    backend: str
+    requests: int = 0
+    prompt_chars: int = 0
+    prompt_tokens: int = 0  # estimated from prompt_chars
+    completion_tokens: int = 0  # estimated per request
+    cost_usd: float | None = None
+
+
+@dataclass
+class RoleProjection:
+    """One role's requests from the next wave to the end of every run."""
+
+    models: list[str]
+    backend: str
+    requests: Span = field(default_factory=Span)
+    prompt_chars: Span = field(default_factory=Span)
+    prompt_tokens: Span = field(default_factory=Span)
+    completion_tokens: Span = field(default_factory=Span)
+    cost_usd: Span | None = None
+
+
+@dataclass
+class RunProjection:
+    run_id: str
+    model: str
+    new: bool  # not yet registered in the workspace
+    active_threads: int
+    requests: Span = field(default_factory=Span)
+
+
+@dataclass
+class Assumptions:
+    """The constants an estimate used, and how many answered requests measured each (0: default).
+
+    Always assumed as well: no failures, hence no retries and no failed threads.
+    """
+
+    chars_per_token: float = CHARS_PER_TOKEN
+    chars_per_token_measured_on: int = 0
+    response_chars: dict[str, int] = field(default_factory=lambda: dict(RESPONSE_CHARS))
+    response_chars_measured_on: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
+    completion_tokens: dict[str, int] = field(default_factory=lambda: dict(COMPLETION_TOKENS))
+    completion_tokens_measured_on: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
+    clarify_probability: float = CLARIFY_PROBABILITY
+    clarify_probability_measured_on: int = 0
+    clarify_probability_given: bool = False
+    batch_discount: float = DEFAULT_BATCH_DISCOUNT
+    backends: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Estimate:
+    """Everything `render` shows; `to_json()` is the `--format json` shape."""
+
+    mode: Literal["dry_run", "workspace"]
+    runs: list[RunProjection]
+    wave: int | None  # number of the next wave; None while a wave is in flight
+    next_wave_source: Literal["compiled", "due", "in_flight", "nothing"]
+    next_wave: dict[str, RoleWave]
+    next_wave_cost_usd: float | None
+    in_flight_wave: int | None
+    in_flight_requests: dict[str, int]
+    projection: dict[str, RoleProjection]
+    projection_requests: Span
+    projection_cost_usd: Span | None
+    waves_remaining: WaveRange  # from the next wave on (after the one in flight, if any)
+    prices_given: bool
+    assumptions: Assumptions
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)

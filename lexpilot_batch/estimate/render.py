@@ -1,0 +1,108 @@
+"""The terminal rendering of an estimate (`--format json` is `Estimate.to_json()`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lexpilot_batch.config import ROLES
+from lexpilot_batch.estimate.model import Assumptions, Estimate, Span
+
+
+def _n(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+
+
+def _usd(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.4f}"
+
+
+def _three(span: Span, fmt: Any = _n) -> str:
+    return f"{fmt(span.min)} / {fmt(span.expected)} / {fmt(span.max)}"
+
+
+def render(estimate: Estimate) -> str:
+    """A terminal table: next wave, projection, waves left, cost, and the assumptions made."""
+    e, a = estimate, estimate.assumptions
+    lines = ["Dry run: nothing was written." if e.mode == "dry_run" else "Estimate for this workspace."]
+    if e.runs:
+        lines.append("Runs with work left (requests min / expected / max):")
+        for r in e.runs:
+            lines.append(
+                f"  {r.run_id}  {r.model}{'  (new)' if r.new else ''}  {r.active_threads} active threads, "
+                f"{_three(r.requests)} requests"
+            )
+    if e.in_flight_wave is not None:
+        n = sum(e.in_flight_requests.values())
+        lines.append(
+            f"Wave {e.in_flight_wave} is under way ({n} requests in flight); "
+            "new work joins the next wave, and the projection starts after it."
+        )
+
+    if e.next_wave:
+        what = "compiled, not yet submitted" if e.next_wave_source == "compiled" else "what compiling would produce"
+        lines.append(f"\nNext wave {e.wave} ({what}):")
+        lines.append(
+            f"  {'role':<7}{'backend':<11}{'requests':>10}{'prompt chars':>14}{'~prompt tok':>13}"
+            f"{'~compl. tok':>13}{'~cost USD':>12}  model(s)"
+        )
+        for role, w in e.next_wave.items():
+            lines.append(
+                f"  {role:<7}{w.backend:<11}{w.requests:>10,}{w.prompt_chars:>14,}{w.prompt_tokens:>13,}"
+                f"{w.completion_tokens:>13,}{_usd(w.cost_usd) if e.prices_given else '-':>12}"
+                f"  {', '.join(w.models)}"
+            )
+    elif e.next_wave_source != "in_flight":
+        lines.append("\nNothing is due: every thread is finished." if not e.projection else "\nNothing is due now.")
+
+    if e.projection:
+        lines.append("\nProjection to the end of every run (min / expected / max):")
+        lines.append(f"  {'role':<7}{'requests':>24}{'~prompt tokens':>34}{'~completion tokens':>34}")
+        for role, p in e.projection.items():
+            lines.append(
+                f"  {role:<7}{_three(p.requests):>24}{_three(p.prompt_tokens):>34}{_three(p.completion_tokens):>34}"
+            )
+        lines.append(f"  {'total':<7}{_three(e.projection_requests):>24}")
+        if e.prices_given:
+            lines.append(
+                "  cost USD: "
+                + ", ".join(
+                    f"{role} {_three(p.cost_usd, _usd) if p.cost_usd else 'n/a'}" for role, p in e.projection.items()
+                )
+                + f"; total {_three(e.projection_cost_usd, _usd) if e.projection_cost_usd else 'n/a'}"
+            )
+        after = " after the one in flight" if e.in_flight_wave is not None else ""
+        lines.append(f"Waves remaining{after}: {e.waves_remaining.min} to {e.waves_remaining.max}")
+    if e.prices_given:
+        lines.append(
+            f"Cost: list price per 1M tokens x (1 - {a.batch_discount:g}) on batch/simulated backends, "
+            "full price on sync, n/a on manual or where a role has no price."
+        )
+    lines.append("Assumptions: " + _assumption_text(a))
+    return "\n".join(lines)
+
+
+def _measured(n: int) -> str:
+    return f"measured on {n}" if n else "default"
+
+
+def _assumption_text(a: Assumptions) -> str:
+    clarify = "given" if a.clarify_probability_given else _measured(a.clarify_probability_measured_on)
+    return (
+        "; ".join(
+            [
+                f"{a.chars_per_token:.2f} prompt chars/token ({_measured(a.chars_per_token_measured_on)})",
+                f"clarification probability {a.clarify_probability:.2f} ({clarify})",
+                "response chars "
+                + ", ".join(
+                    f"{r} {a.response_chars[r]} ({_measured(a.response_chars_measured_on[r])})"
+                    for r in ("eval", "user")
+                ),
+                "completion tokens/request "
+                + ", ".join(
+                    f"{r} {a.completion_tokens[r]} ({_measured(a.completion_tokens_measured_on[r])})" for r in ROLES
+                ),
+                "no failures or retries",
+            ]
+        )
+        + "."
+    )
