@@ -64,7 +64,7 @@ def _ensure_intact(ws: Workspace, session: Session) -> None:
     if latest_wave_started(ws.store.conn):
         raise TamperedFile(
             f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
-            "submitted, so they cannot be rebuilt safely — restore them or run `lexpilot-batch doctor`"
+            "submitted or answered, so they cannot be rebuilt safely — restore them or run `lexpilot-batch doctor`"
         )
     compile_wave(ws, session.endpoints, session.limits, session.options.retries)
 
