@@ -423,7 +423,8 @@ def child_report(root: Path, profile: str | None = None) -> dict[str, Any]:
     import contextlib
     import io
 
-    from lexpilot_batch import cli, report, results
+    from lexpilot_batch import report, results
+    from lexpilot_batch.cli.reading import print_report
 
     meter = Meter()
     built: list[dict] = []
@@ -442,7 +443,7 @@ def child_report(root: Path, profile: str | None = None) -> dict[str, Any]:
     profiler = _start_profiler(profile)
     start = time.perf_counter()
     with contextlib.redirect_stdout(out):
-        cli._print_report(root, None, None, "table", False)
+        print_report(root, None, None, "table", False)
     total = time.perf_counter() - start
     _stop_profiler(profiler, profile)
     return {

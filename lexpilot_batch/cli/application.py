@@ -1,0 +1,89 @@
+"""The typer application: its commands in the order `--help` lists them, and how it exits.
+
+`LexpilotError`s become one clean message and a non-zero exit; Ctrl-C exits 130 (state stays
+consistent because every write is transactional).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from lexpilot_batch import __version__
+from lexpilot_batch.cli import reading, running, tools
+from lexpilot_batch.errors import LexpilotError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _Typer(typer.Typer):
+    """Commands here exit 130 on Ctrl-C, after saying how to resume."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        register = super().command(*args, **kwargs)
+
+        def decorator(func: F) -> F:
+            @functools.wraps(func)
+            def wrapper(*a: Any, **kw: Any) -> Any:
+                try:
+                    return func(*a, **kw)
+                except KeyboardInterrupt:
+                    typer.echo("Interrupted; run the same command again to resume.", err=True)
+                    raise typer.Exit(130) from None
+
+            register(wrapper)
+            return func
+
+        return decorator
+
+
+app = _Typer(
+    name="lexpilot-batch",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"lexpilot-batch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """Run the LexPilot legal-consultation benchmark through provider Batch APIs.
+
+    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
+    """
+
+
+app.command("validate-data")(tools.validate_data)
+app.command()(running.prepare)
+app.command()(running.submit)
+app.command("poll-and-advance")(running.poll_and_advance)
+app.command()(reading.status)
+app.command()(reading.report)
+app.command()(running.run)
+app.command()(reading.export)
+app.command()(running.ingest)
+app.command()(tools.doctor)
+app.command("serve-simulated")(tools.serve_simulated)
+
+
+def main() -> None:
+    try:
+        app()
+    except LexpilotError as exc:
+        typer.echo(f"Error: {exc}", err=True)
+        sys.exit(exc.exit_code)

@@ -1,0 +1,334 @@
+"""The options commands share: single ones, and the groups that become one `Target` or `RunSpec`.
+
+A group is added to a command by `with_options` and reaches it as one object, so that the
+provider options (`PROVIDER_OPTIONS` → `Target`) and the experiment's own (`RUN_OPTIONS` →
+`RunSpec`) are spelled once for every command that takes them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
+
+import typer
+
+from lexpilot_batch.errors import LexpilotError
+
+if TYPE_CHECKING:
+    from lexpilot_batch.providers.session import ProviderOptions
+    from lexpilot_batch.runs import RunSpec
+
+# (parameter name, annotated type, default) of one option in a group.
+Option = tuple[str, object, object]
+
+DatasetOpt = Annotated[
+    Path | None,
+    typer.Option("--dataset", help="Dataset JSON file (default: the bundled sample).", dir_okay=False),
+]
+CategoriesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--categories",
+        help="JSON object {class name: [cause of action, ...]} (default: the bundled mapping).",
+        dir_okay=False,
+    ),
+]
+RootOpt = Annotated[
+    Path | None,
+    typer.Option("--root", "--output-root", help="Workspace folder (default: the current directory).", file_okay=False),
+]
+SimFaultsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sim-faults",
+        envvar="LEXPILOT_SIM_FAULTS",
+        help="Simulated provider faults, e.g. 'line_error=0.05,truncate=0.02,malformed_judge=0.1,"
+        "expire_batch=0.1,fail_batch=0.05,http_429=0.05,http_500=0.05,latency=2,seed=7'.",
+    ),
+]
+SimSeedOpt = Annotated[int, typer.Option("--sim-seed", help="Seed of the simulated models.")]
+FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
+PricesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prices",
+        help='JSON {"eval": {"input": USD/1M tokens, "output": USD/1M tokens}, ...} for cost estimates.',
+        dir_okay=False,
+    ),
+]
+PollIntervalOpt = Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.", min=0)]
+
+
+def _backend_opt(role: str) -> object:
+    return Annotated[
+        str | None,
+        typer.Option(
+            f"--{role}-backend",
+            help=f"How {role}-role requests are sent: batch, sync, manual or simulated "
+            f"(env LEXPILOT_{role.upper()}_BACKEND; default: what this workspace used last, else batch).",
+        ),
+    ]
+
+
+# Options every command that talks to providers takes, gathered into one ProviderOptions.
+PROVIDER_OPTIONS: list[Option] = [
+    ("root", RootOpt, None),
+    (
+        "provider",
+        Annotated[
+            str | None,
+            typer.Option(
+                "--provider",
+                help="'simulated' puts every role on the offline loopback provider; 'env' uses the "
+                "OPENAI_*/LEXPILOT_* variables for every role.",
+            ),
+        ],
+        None,
+    ),
+    ("eval_backend", _backend_opt("eval"), None),
+    ("user_backend", _backend_opt("user"), None),
+    ("judge_backend", _backend_opt("judge"), None),
+    (
+        "profile",
+        Annotated[
+            list[str],
+            typer.Option(
+                "--profile",
+                help="Provider profile: openai, azure, dashscope or generic, for all roles (NAME) or one "
+                "(ROLE=NAME); repeatable. Default: guessed from each role's base URL.",
+            ),
+        ],
+        [],
+    ),
+    ("sim_faults", SimFaultsOpt, None),
+    ("sim_seed", SimSeedOpt, 0),
+    ("timeout", Annotated[float, typer.Option("--timeout", help="Seconds per provider HTTP call.", min=1)], 120.0),
+    (
+        "retries",
+        Annotated[
+            int,
+            typer.Option(
+                "--retries", help="Attempts per request for provider failures (malformed output always gets 3).", min=1
+            ),
+        ],
+        3,
+    ),
+    (
+        "concurrency",
+        Annotated[int, typer.Option("--concurrency", help="Parallel requests of the sync backend.", min=1)],
+        8,
+    ),
+    (
+        "max_requests_per_file",
+        Annotated[
+            int | None,
+            typer.Option("--max-requests-per-file", help="Override the profile's requests per batch file.", min=1),
+        ],
+        None,
+    ),
+    (
+        "max_bytes_per_file",
+        Annotated[
+            int | None,
+            typer.Option("--max-bytes-per-file", help="Override the profile's bytes per batch file.", min=1024),
+        ],
+        None,
+    ),
+    (
+        "completion_window",
+        Annotated[
+            str | None,
+            typer.Option("--completion-window", help="Override the profile's completion window (e.g. 24h)."),
+        ],
+        None,
+    ),
+    (
+        "max_wave_age",
+        Annotated[
+            float | None,
+            typer.Option(
+                "--max-wave-age",
+                help="Hours after which a batch still running "
+                "is cancelled; its finished requests are kept and the rest "
+                "retried in the next wave.",
+                min=0,
+            ),
+        ],
+        None,
+    ),
+    (
+        "batch_endpoint",
+        Annotated[
+            str | None,
+            typer.Option(
+                "--batch-endpoint",
+                help="Override the profile's endpoint path in request lines (e.g. /chat/completions).",
+            ),
+        ],
+        None,
+    ),
+]
+
+# Options of the experiment itself: they go into the run manifest.
+RUN_OPTIONS: list[Option] = [
+    (
+        "stage",
+        Annotated[str, typer.Option("--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction or all.")],
+        "all",
+    ),
+    (
+        "run_id",
+        Annotated[
+            list[str],
+            typer.Option(
+                "--run-id", help="Run id; repeat for several independent runs (run1 ... run5). Default: run1."
+            ),
+        ],
+        [],
+    ),
+    (
+        "model",
+        Annotated[
+            str | None, typer.Option("--model", envvar="LEXPILOT_MODEL", help="The evaluated model (no default).")
+        ],
+        None,
+    ),
+    (
+        "user_model",
+        Annotated[
+            str,
+            typer.Option("--user-model", envvar="LEXPILOT_USER_MODEL", help="The User Model simulating the client."),
+        ],
+        "DeepSeek-V4.1-Flash",
+    ),
+    (
+        "judge_model",
+        Annotated[str, typer.Option("--judge-model", envvar="LEXPILOT_JUDGE_MODEL", help="The judge model.")],
+        "DeepSeek-R1",
+    ),
+    ("dataset", DatasetOpt, None),
+    ("categories", CategoriesOpt, None),
+    (
+        "limit",
+        Annotated[int | None, typer.Option("--limit", help="Use only the first N cases (smoke runs).", min=1)],
+        None,
+    ),
+    ("temperature", Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")], 0.7),
+    ("judge_temperature", Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")], 0.1),
+    ("max_tokens", Annotated[int, typer.Option("--max-tokens", help="max_tokens of every request.", min=1)], 8192),
+    (
+        "prompts_file",
+        Annotated[
+            Path | None,
+            typer.Option(
+                "--prompts", help="JSON object replacing prompt templates by name (see README).", dir_okay=False
+            ),
+        ],
+        None,
+    ),
+    (
+        "speculate",
+        Annotated[
+            bool,
+            typer.Option(
+                "--speculate/--no-speculate",
+                help="Request User Model replies alongside the classification they depend on (8 waves instead of 11).",
+            ),
+        ],
+        False,
+    ),
+]
+
+
+def with_options(
+    options: list[Option], into: str, build: Callable[[dict[str, Any]], object]
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Add a group of options to a command, handed to it as one object named `into`."""
+    import inspect
+
+    def decorator(func: Callable[..., None]) -> Callable[..., None]:
+        # Annotations are strings here (postponed evaluation): typer needs the kept ones evaluated,
+        # and the one replaced by `into` is left as it is, so its type is imported only to check.
+        signature = inspect.signature(func)
+        kept = [
+            p.replace(annotation=eval(p.annotation, func.__globals__)) if isinstance(p.annotation, str) else p
+            for p in signature.parameters.values()
+            if p.name != into
+        ]
+        added = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a) for n, a, d in options]
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> None:
+            kwargs[into] = build({n: kwargs.pop(n) for n, _, _ in options})
+            return func(*args, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in [*kept, *added]}
+        return wrapper
+
+    return decorator
+
+
+class Target(NamedTuple):
+    """Where a command works and how it reaches providers: what `PROVIDER_OPTIONS` build."""
+
+    root: Path | None
+    options: ProviderOptions
+
+
+def provider_options(values: dict[str, Any]) -> Target:
+    from lexpilot_batch.config import ROLES
+    from lexpilot_batch.providers.session import ProviderOptions
+
+    profiles: dict[str, str | None] = {}
+    for item in values["profile"]:
+        role, sep, name = item.partition("=")
+        if not sep:
+            profiles.update({r: item for r in ROLES})
+        elif role in ROLES:
+            profiles[role] = name
+        else:
+            raise LexpilotError(f"--profile {item!r}: the role must be one of {', '.join(ROLES)}")
+    return Target(
+        values["root"],
+        ProviderOptions(
+            provider=values["provider"],
+            backends={"eval": values["eval_backend"], "user": values["user_backend"], "judge": values["judge_backend"]},
+            profiles=profiles,
+            sim_faults=values["sim_faults"],
+            sim_seed=values["sim_seed"],
+            timeout=values["timeout"],
+            retries=values["retries"],
+            concurrency=values["concurrency"],
+            max_requests=values["max_requests_per_file"],
+            max_bytes=values["max_bytes_per_file"],
+            completion_window=values["completion_window"],
+            batch_endpoint=values["batch_endpoint"],
+            max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
+        ),
+    )
+
+
+def run_spec(values: dict[str, Any]) -> RunSpec:
+    from lexpilot_batch.config import Settings
+    from lexpilot_batch.runs import RunSpec
+
+    return RunSpec(
+        stage=values["stage"],
+        run_ids=tuple(values["run_id"] or ["run1"]),
+        model=values["model"],
+        settings=Settings(
+            values["user_model"],
+            values["judge_model"],
+            values["temperature"],
+            values["judge_temperature"],
+            values["max_tokens"],
+        ),
+        dataset=values["dataset"],
+        categories=values["categories"],
+        limit=values["limit"],
+        prompts=values["prompts_file"],
+        speculate=values["speculate"],
+    )

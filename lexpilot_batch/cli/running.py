@@ -1,0 +1,197 @@
+"""The commands that run a study: prepare, submit, poll-and-advance, run and ingest."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from lexpilot_batch.cli.options import (
+    PROVIDER_OPTIONS,
+    RUN_OPTIONS,
+    PollIntervalOpt,
+    PricesOpt,
+    RootOpt,
+    Target,
+    provider_options,
+    run_spec,
+    with_options,
+)
+from lexpilot_batch.cli.output import progress_printer, say_manual, say_prepared
+from lexpilot_batch.cli.reading import print_report
+from lexpilot_batch.costs import load_prices
+
+if TYPE_CHECKING:
+    from lexpilot_batch.providers.session import Session
+    from lexpilot_batch.runs import RunSpec
+    from lexpilot_batch.workspace import Workspace
+
+
+@contextlib.contextmanager
+def _session(target: Target) -> Iterator[tuple[Workspace, Session]]:
+    """The writable workspace and a provider session for it, both closed on the way out."""
+    from lexpilot_batch.providers.session import Session
+    from lexpilot_batch.workspace import Workspace
+
+    root, options = target
+    with Workspace(root) as ws:
+        session = Session(ws, options)
+        try:
+            yield ws, session
+        finally:
+            session.close()
+
+
+@with_options(PROVIDER_OPTIONS, "target", provider_options)
+@with_options(RUN_OPTIONS, "spec", run_spec)
+def prepare(
+    spec: RunSpec,
+    target: Target,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="Show what would be compiled and a projection for the whole run; write nothing."
+        ),
+    ] = False,
+    prices: PricesOpt = None,
+    format_: Annotated[str, typer.Option("--format", help="Dry-run output: table or json.")] = "table",
+) -> None:
+    """Register runs and compile the requests now due into the open wave's batch files.
+
+    Running it again with the same settings compiles nothing new; different settings for the same
+    run id are refused, naming every difference.
+
+    Example: lexpilot-batch prepare --stage lca --run-id run1 --model gpt-4o-mini
+    """
+    from lexpilot_batch.engine import prepare as do_prepare
+
+    if dry_run:
+        _dry_run(spec, target, load_prices(prices), format_)
+        return
+    with _session(target) as (ws, session):
+        result = do_prepare(ws, session, spec)
+    say_prepared(result)
+
+
+def _dry_run(spec: RunSpec, target: Target, prices: dict | None, format_: str) -> None:
+    """Nothing is written, not even a new workspace's database."""
+    import json
+
+    from lexpilot_batch.estimate import dry_run_prepare, open_readonly, render
+
+    root, options = target
+    with open_readonly(root, options) as (ws, session):
+        estimate = dry_run_prepare(ws, session, spec, prices=prices)
+    typer.echo(json.dumps(estimate.to_json(), ensure_ascii=False, indent=2) if format_ == "json" else render(estimate))
+
+
+@with_options(PROVIDER_OPTIONS, "target", provider_options)
+def submit(target: Target) -> None:
+    """Upload every compiled, unsubmitted request file and create its batch.
+
+    Example: lexpilot-batch submit
+    """
+    from lexpilot_batch.engine import submit as do_submit
+
+    with _session(target) as (ws, session):
+        result = do_submit(ws, session, on_file=lambda p: typer.echo(f"  submitted {p}"))
+    if not result.submitted and not result.manual:
+        typer.echo("Nothing to submit.")
+    elif result.submitted:
+        typer.echo(
+            f"Submitted {len(result.submitted)} file(s)"
+            + (f", {len(result.adopted)} adopted from an interrupted submit." if result.adopted else ".")
+        )
+    say_manual(result.manual)
+
+
+def _advance(ws: Workspace, session: Session, do_submit: bool, wait: bool, poll_interval: float) -> dict[str, int]:
+    from lexpilot_batch.engine import poll_and_advance as do_poll
+
+    left = do_poll(
+        ws, session, do_submit=do_submit, wait=wait, poll_interval=poll_interval, on_round=progress_printer()
+    )
+    if left["waiting_manual"]:
+        typer.echo(
+            f"{left['waiting_manual']} file(s) wait for you to run them and `lexpilot-batch ingest` their output."
+        )
+    elif left["in_flight"]:
+        typer.echo(f"{left['in_flight']} batch(es) still in flight; run poll-and-advance again later.")
+    elif left["unsubmitted"]:
+        typer.echo(f"{left['unsubmitted']} file(s) compiled and waiting: run `lexpilot-batch submit`.")
+    elif left["active_threads"] == 0:
+        typer.echo("Every thread is finished or failed: run `lexpilot-batch report`.")
+    return left
+
+
+@with_options(PROVIDER_OPTIONS, "target", provider_options)
+def poll_and_advance(
+    target: Target,
+    submit_: Annotated[bool, typer.Option("--submit", help="Also submit what is compiled.")] = False,
+    wait: Annotated[bool, typer.Option("--wait", help="Keep polling until nothing is in flight or due.")] = False,
+    poll_interval: PollIntervalOpt = 30.0,
+) -> None:
+    """Poll in-flight batches; save, ingest and advance finished ones; compile the next wave.
+
+    Example: lexpilot-batch poll-and-advance --submit --wait
+    """
+    with _session(target) as (ws, session):
+        _advance(ws, session, submit_, wait, poll_interval)
+
+
+@with_options(PROVIDER_OPTIONS, "target", provider_options)
+@with_options(RUN_OPTIONS, "spec", run_spec)
+def run(
+    spec: RunSpec,
+    target: Target,
+    poll_interval: PollIntervalOpt = 30.0,
+    report_format: Annotated[str, typer.Option("--report-format", help="Format of the closing report.")] = "table",
+) -> None:
+    """Prepare, submit and poll until every thread is finished, then print the report.
+
+    Interrupt it at any moment and run it again: it resumes where it stopped.
+
+    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
+    """
+    from lexpilot_batch.engine import prepare as do_prepare
+
+    with _session(target) as (ws, session):
+        say_prepared(do_prepare(ws, session, spec))
+        interval = min(poll_interval, 0.2) if session.provider == "simulated" else poll_interval
+        left = _advance(ws, session, True, True, interval)
+    if left["active_threads"] == 0:
+        print_report(target.root, None, None, report_format, partial=False)
+
+
+def ingest(
+    file: Annotated[
+        Path, typer.Argument(help="A batch output or error file, or vLLM run-batch's output.", dir_okay=False)
+    ],
+    wave: Annotated[int | None, typer.Option("--wave", help="Only apply it to this wave's files.", min=1)] = None,
+    root: RootOpt = None,
+) -> None:
+    """Ingest a batch output file produced elsewhere (OpenAI output/error shape or vLLM run-batch).
+
+    The file is saved under responses/ first; ingesting it again changes nothing. Run
+    poll-and-advance afterwards to compile the next wave.
+
+    Example: lexpilot-batch ingest responses/w0003/eval__llama-3-8b-1a2b3c4d__000.output.jsonl --wave 3
+    """
+    from lexpilot_batch.ingest import ingest_external
+    from lexpilot_batch.workspace import Workspace
+
+    with Workspace(root) as ws:
+        stats, done = ingest_external(ws, file, wave)
+    typer.echo(
+        f"{file}: {stats.answered} answered, {stats.failed} failed"
+        + (f", {stats.duplicates} already ingested" if stats.duplicates else "")
+        + (f", {stats.unknown} unknown custom_ids" if stats.unknown else "")
+        + (f", {stats.bad_lines} unreadable lines" if stats.bad_lines else "")
+        + "."
+    )
+    for path in done:
+        typer.echo(f"  complete: {path}")
+    typer.echo("Next: lexpilot-batch poll-and-advance --submit")

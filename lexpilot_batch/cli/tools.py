@@ -1,0 +1,74 @@
+"""The tool commands around a study: validate-data, doctor and serve-simulated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lexpilot_batch.cli.options import (
+    PROVIDER_OPTIONS,
+    CategoriesOpt,
+    DatasetOpt,
+    SimFaultsOpt,
+    SimSeedOpt,
+    Target,
+    provider_options,
+    with_options,
+)
+
+
+def validate_data(dataset: DatasetOpt = None, categories: CategoriesOpt = None) -> None:
+    """Check a dataset file against the LexPilot schema and print a summary.
+
+    Exits 0 when valid, 1 with every problem (case and field named) when not.
+
+    Example: lexpilot-batch validate-data --dataset LexPilot_release_multiturn.json
+    """
+    from lexpilot_batch import data
+
+    summary = data.validate_file(dataset, categories)
+    typer.echo(summary.render())
+
+
+@with_options(PROVIDER_OPTIONS, "target", provider_options)
+def doctor(
+    target: Target,
+    repair: Annotated[bool, typer.Option("--repair", help="Fix what is safe to fix.")] = False,
+) -> None:
+    """Check the workspace: schema, changed or missing files, interrupted submits, stuck threads.
+
+    Each finding says how to repair it; --repair does what is safe (recompiling an unsent wave,
+    downloading results again, re-queuing what a damaged ingest left behind).
+
+    Example: lexpilot-batch doctor --repair
+    """
+    from lexpilot_batch.doctor import check, render_report
+
+    root, options = target
+    report = check(root, repair, options)
+    typer.echo(render_report(report))
+    raise typer.Exit(report.exit_code)
+
+
+def serve_simulated(
+    host: Annotated[
+        str, typer.Option("--host", help="Loopback address to bind (nothing else is allowed).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.", min=0, max=65535)] = 0,
+    state_dir: Annotated[
+        Path, typer.Option("--state-dir", help="Folder keeping its files and batches across restarts.", file_okay=False)
+    ] = Path("state/simulated"),
+    sim_faults: SimFaultsOpt = None,
+    sim_seed: SimSeedOpt = 0,
+) -> None:
+    """Serve the simulated OpenAI-compatible Batch API on loopback until stopped.
+
+    Point any OpenAI client at the printed base URL with any API key.
+
+    Example: lexpilot-batch serve-simulated --port 8765 --state-dir sim-state
+    """
+    from lexpilot_batch.simulated import parse_faults, serve_forever
+
+    serve_forever(state_dir, host, port, parse_faults(sim_faults), sim_seed)
