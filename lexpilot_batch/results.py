@@ -80,7 +80,7 @@ def load_run_results(
 
 
 def _run_results(
-    db: Any,
+    db: sqlite3.Connection,
     run: Any,
     texts: bool,
     usage: dict[str, dict[str, dict[str, int]]],
@@ -129,7 +129,7 @@ def _without_gc_pauses() -> Iterator[None]:
             gc.enable()
 
 
-def _plain_rows(db: Any, sql: str, args: tuple) -> Any:
+def _plain_rows(db: sqlite3.Connection, sql: str, args: tuple) -> Any:
     cursor = db.cursor()
     cursor.row_factory = None  # tuples: a report reads hundreds of thousands of rows
     return cursor.execute(sql, args)
@@ -142,7 +142,7 @@ class _ScoredRecords:
     the records share the one read-only dict, which keeps a 20x report's memory and time down.
     """
 
-    def __init__(self, db: Any, run: Any) -> None:
+    def __init__(self, db: sqlite3.Connection, run: Any) -> None:
         self.decoded: dict[str, dict[str, Any]] = {}
         # In the order of the (run, task, case, variant) index: nothing to sort.
         self.rows = _plain_rows(
@@ -166,7 +166,7 @@ class _ScoredRecords:
 class _WholeRecords:
     """What the export reads: whole records, the case's histories put back (`records.expand`)."""
 
-    def __init__(self, db: Any, run: Any) -> None:
+    def __init__(self, db: sqlite3.Connection, run: Any) -> None:
         self.rows = _plain_rows(
             db,
             "SELECT t.task, t.variant, t.status, t.case_idx, t.case_idx, t.record, c.data FROM threads t"
