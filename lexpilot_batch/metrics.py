@@ -66,10 +66,7 @@ class LcaCounts:
 
     @property
     def macro_f1(self) -> Metric:
-        f1_u, f1_c = self.f1_u, self.f1_c
-        if f1_u is None or f1_c is None:
-            return None
-        return (f1_u + f1_c) / 2
+        return macro_f1(self.f1_u, self.f1_c)
 
     @property
     def acc_c(self) -> Metric:
@@ -80,6 +77,13 @@ class LcaCounts:
     def acc_u(self) -> Metric:
         """Share of underspecified histories answered with a clarification request."""
         return ratio(self.tp, self.tp + self.fn)
+
+
+def macro_f1(f1_u: Metric, f1_c: Metric) -> Metric:
+    """(F1_U + F1_C) / 2, undefined when either is."""
+    if f1_u is None or f1_c is None:
+        return None
+    return (f1_u + f1_c) / 2
 
 
 def lca_counts(pairs: Iterable[tuple[str, str]]) -> LcaCounts:
@@ -103,8 +107,13 @@ def lca_counts(pairs: Iterable[tuple[str, str]]) -> LcaCounts:
 
 def lca_metrics(pairs: Iterable[tuple[str, str]]) -> dict[str, Metric]:
     """Macro-F1, F1_U, F1_C, Acc_C and Acc_U of (truth, label) pairs, keyed as `LCA_METRICS`."""
-    counts = lca_counts(pairs)
-    return {name: getattr(counts, name) for name in LCA_METRICS}
+    return dict(zip(LCA_METRICS, lca_from_counts(lca_counts(pairs)), strict=True))
+
+
+def lca_from_counts(counts: LcaCounts) -> tuple[Metric, ...]:
+    """The `LCA_METRICS` of confusion counts, in that order."""
+    f1_u, f1_c = counts.f1_u, counts.f1_c
+    return macro_f1(f1_u, f1_c), f1_u, f1_c, counts.acc_c, counts.acc_u
 
 
 # --- DCG -------------------------------------------------------------------------------------
@@ -123,6 +132,11 @@ def dcg_success_rate(successes: Iterable[bool]) -> Metric:
 
 def dcg_metrics(successes: Iterable[bool]) -> dict[str, Metric]:
     return {"success_rate": dcg_success_rate(successes)}
+
+
+def dcg_from_counts(successes: int, cases: int) -> tuple[Metric, ...]:
+    """The `DCG_METRICS` of a count of successes among cases."""
+    return (ratio(successes, cases),)
 
 
 # --- LJP -------------------------------------------------------------------------------------
@@ -151,9 +165,6 @@ def quadratic_weighted_kappa(gold: Sequence[int], predicted: Sequence[int], n_la
     for value in (*gold, *predicted):
         if not 0 <= value < n_labels:
             raise ValueError(f"label {value!r} outside 0..{n_labels - 1}")
-    n = len(gold)
-    if n == 0:
-        return None
     gold_totals = [0] * n_labels
     pred_totals = [0] * n_labels
     observed = 0  # sum over items of (i-j)^2
@@ -161,9 +172,29 @@ def quadratic_weighted_kappa(gold: Sequence[int], predicted: Sequence[int], n_la
         gold_totals[g] += 1
         pred_totals[p] += 1
         observed += (g - p) ** 2
-    # Expected disagreement times n: sum_ij (i-j)^2 * r_i * c_j. The common factor
-    # 1/(K-1)^2 of the weights cancels in the ratio.
-    expected = sum((i - j) ** 2 * gold_totals[i] * pred_totals[j] for i in range(n_labels) for j in range(n_labels))
+    return qwk_from_totals(gold_totals, pred_totals, observed)
+
+
+def qwk_from_totals(gold_totals: Sequence[int], pred_totals: Sequence[int], observed: int) -> Metric:
+    """Quadratic weighted kappa from its sufficient statistics: how many items have each gold and
+    each predicted label, and the sum over items of (gold - predicted)^2. Sums of these over
+    disjoint sets of items are the statistics of their union, which is what lets the report's
+    bootstrap resample cases by adding their statistics."""
+    n = sum(gold_totals)
+    if n == 0:
+        return None
+    # Expected disagreement times n: sum_ij (i-j)^2 * r_i * c_j, expanded as
+    # C * sum_i i^2 r_i + R * sum_j j^2 c_j - 2 (sum_i i r_i)(sum_j j c_j) with R = sum r_i and
+    # C = sum c_j (both n): the same integer in O(K) (the bootstrap evaluates it a million times).
+    # The common factor 1/(K-1)^2 of the weights cancels in the ratio.
+    first_gold = second_gold = first_pred = second_pred = 0
+    for i in range(1, len(gold_totals)):
+        r, c = gold_totals[i], pred_totals[i]
+        first_gold += i * r
+        second_gold += i * i * r
+        first_pred += i * c
+        second_pred += i * i * c
+    expected = sum(pred_totals) * second_gold + n * second_pred - 2 * first_gold * first_pred
     if expected == 0:
         return None
     return 1 - n * observed / expected
@@ -184,6 +215,14 @@ def ljp_metrics(pairs: Iterable[tuple[str, str]]) -> dict[str, Metric]:
         gold.append(verdict_index(g))
         predicted.append(verdict_index(p))
     return {"qwk": quadratic_weighted_kappa(gold, predicted), "accuracy": accuracy(gold, predicted)}
+
+
+def ljp_from_counts(
+    gold_totals: Sequence[int], pred_totals: Sequence[int], observed: int, correct: int
+) -> tuple[Metric, ...]:
+    """The `LJP_METRICS` from claim counts per gold and per predicted label, the summed squared
+    label distance and the number of correct claims."""
+    return qwk_from_totals(gold_totals, pred_totals, observed), ratio(correct, sum(gold_totals))
 
 
 # --- Across runs -----------------------------------------------------------------------------

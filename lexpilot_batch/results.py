@@ -35,9 +35,15 @@ _GROUP_FIELDS = (
 )
 
 
-def group_key(manifest: dict) -> str:
-    blob = json.dumps({k: manifest.get(k) for k in _GROUP_FIELDS}, ensure_ascii=False, sort_keys=True)
+def group_key(manifest: dict, fields: tuple[str, ...] = _GROUP_FIELDS) -> str:
+    blob = json.dumps({k: manifest.get(k) for k in fields}, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def comparison_key(manifest: dict) -> str:
+    """The group key but for the evaluated model: groups that share it differ only in the model
+    and are compared case by case (`report.compare`)."""
+    return group_key(manifest, tuple(k for k in _GROUP_FIELDS if k != "model"))
 
 
 def shown_settings(manifest: dict) -> dict[str, Any]:
@@ -100,6 +106,7 @@ def _run_results(
         case_number, cause_class = of_case[case_idx]
         if status == "done":
             entry.records.append((cause_class, reader.record(task, *stored)))
+            entry.cases.append(case_number)
         elif status == "failed":
             entry.failed.append(case_number + (f" ({variant})" if variant else ""))
         else:
@@ -110,6 +117,7 @@ def _run_results(
         user_model=manifest["user_model"],
         judge_model=manifest["judge_model"],
         group_key=group_key(manifest),
+        comparison_key=comparison_key(manifest),
         settings=shown_settings(manifest),
         tasks=dict(tasks),
         usage=usage,

@@ -174,12 +174,21 @@ def _m0005_usage_by_file(db: sqlite3.Connection) -> None:
     )
 
 
+def _m0006_rescore_interaction_fields(db: sqlite3.Connection) -> None:
+    # The report's interaction statistics read DCG's per-round decisions and Interaction LJP's stop
+    # reason from the stored scores (tasks.Task.scored), which used to leave them out: those scores
+    # are cleared, so that the report reads them from the records instead (what it does for threads
+    # finished before scores were stored), and every thread finished from now on stores them.
+    db.execute("UPDATE threads SET score = NULL WHERE task IN ('dcg', 'ljp_interaction') AND status = 'done'")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
     ("0003_drop_requests_case", _m0003_drop_requests_case),
     ("0004_scores_and_usage", _m0004_scores_and_usage),
     ("0005_usage_by_file", _m0005_usage_by_file),
+    ("0006_rescore_interaction_fields", _m0006_rescore_interaction_fields),
 ]
 
 

@@ -70,16 +70,24 @@ def print_report(
     partial: bool,
     prices: dict | None = None,
     batch_discount: float = DEFAULT_BATCH_DISCOUNT,
+    *,
+    baseline: str | None = None,
+    resamples: int | None = None,
+    seed: int | None = None,
+    figures: Path | None = None,
 ) -> None:
     """What `report` prints, and `run` once every thread is finished."""
     from lexpilot_batch import report as report_mod
     from lexpilot_batch import results
+    from lexpilot_batch.report import bootstrap
     from lexpilot_batch.workspace import Workspace
 
     if format_ not in report_mod.FORMATS:
         raise LexpilotError(f"--format must be one of {', '.join(report_mod.FORMATS)}")
+    html = format_ == "html"
     with Workspace(root, writable=False) as ws:
-        runs = results.load_run_results(ws, run_id, model, texts=False)
+        # The HTML page's per-case viewer shows whole records; every other format reads scores only.
+        runs = results.load_run_results(ws, run_id, model, texts=html)
     problems = results.incomplete(runs)
     if problems and not partial:
         raise LexpilotError(
@@ -87,28 +95,79 @@ def print_report(
             + "\n".join(f"  - {p}" for p in problems)
             + "\nFinish them (poll-and-advance --submit --wait), or pass --partial to report what is scored."
         )
-    built = report_mod.build_report(runs, prices, batch_discount=batch_discount)
-    typer.echo(report_mod.render(built, format_))
+    built = report_mod.build_report(
+        runs,
+        prices,
+        batch_discount=batch_discount,
+        resamples=bootstrap.DEFAULT_RESAMPLES if resamples is None else resamples,
+        seed=bootstrap.DEFAULT_SEED if seed is None else seed,
+        baseline=baseline,
+    )
+    if figures is not None:
+        from lexpilot_batch.report.plots import save_figures
+
+        written, warnings = save_figures(built, figures)
+        for warning in warnings:
+            typer.echo(f"Warning: {warning}", err=True)
+        typer.echo(f"Wrote {len(written)} figure file(s) under {figures}.", err=True)
+    viewer = report_mod.viewer_data(runs, built) if html else None
+    typer.echo(report_mod.render(built, format_, viewer), nl=not html)
 
 
 def report(
     run_id: Annotated[str | None, typer.Option("--run-id", help="Only this run id.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this evaluated model.")] = None,
-    format_: Annotated[str, typer.Option("--format", help="table, json, csv, markdown or latex.")] = "table",
+    format_: Annotated[
+        str, typer.Option("--format", help="table, json, csv, markdown, latex or html (one self-contained page).")
+    ] = "table",
     partial: Annotated[bool, typer.Option("--partial", help="Report unfinished tasks, marked as partial.")] = False,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline", help="Compare every model with this one (default: every pair of comparable models)."
+        ),
+    ] = None,
+    resamples: Annotated[
+        int | None,
+        typer.Option(
+            "--bootstrap", help="Bootstrap resamples for intervals and comparisons (default 1000; 0: none).", min=0
+        ),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--bootstrap-seed", help="Seed of the bootstrap (default fixed).")] = None,
+    figures: Annotated[
+        Path | None,
+        typer.Option(
+            "--figures",
+            help="Also write the figures as SVG and PNG into this folder (needs lexpilot-batch[plots]).",
+            file_okay=False,
+        ),
+    ] = None,
     prices: PricesOpt = None,
     batch_discount: Annotated[
         float, typer.Option("--batch-discount", help="Discount of batch over list prices.", min=0, max=1)
     ] = DEFAULT_BATCH_DISCOUNT,
     root: RootOpt = None,
 ) -> None:
-    """Print the benchmark's metrics per run and cause class, with mean and SD over comparable runs.
+    """Print the benchmark's metrics per run and cause class, with mean and SD over comparable runs,
+    95% bootstrap intervals and paired model comparisons.
 
     Reads only the workspace database: no API calls, so it works offline on finished runs.
 
-    Example: lexpilot-batch report --format markdown
+    Example: lexpilot-batch report --format html > report.html
     """
-    print_report(root, run_id, model, format_, partial, load_prices(prices), batch_discount)
+    print_report(
+        root,
+        run_id,
+        model,
+        format_,
+        partial,
+        load_prices(prices),
+        batch_discount,
+        baseline=baseline,
+        resamples=resamples,
+        seed=seed,
+        figures=figures,
+    )
 
 
 def export(

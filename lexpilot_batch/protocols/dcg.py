@@ -24,6 +24,7 @@ from lexpilot_batch.data import Message
 from lexpilot_batch.protocols.base import Advance, Answer, CaseContext, Protocol, Step
 
 Q1, Q1_JUDGE, R1, Q2, Q2_JUDGE = "dcg.q1", "dcg.q1j", "dcg.r1", "dcg.q2", "dcg.q2j"
+ON_TARGET = "是"  # the judge's decision for a question that targets a focal point
 
 
 def _judge_step(ctx: CaseContext, key: str, history: Sequence[Message], question: str) -> Step:
@@ -80,6 +81,6 @@ class DCG(Protocol):
                     {"question": q1.text, "reply": r1.text, "decision": q1_judge.value},
                     {"question": q2.text, "decision": q2_judge.value},
                 ],
-                "success": q1_judge.value == "是" or q2_judge.value == "是",
+                "success": ON_TARGET in (q1_judge.value, q2_judge.value),
             }
         )

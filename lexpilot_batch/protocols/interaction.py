@@ -28,6 +28,9 @@ from lexpilot_batch.protocols.ljp import claim_rows, extract_step
 
 MAX_ROUNDS = 3  # clarification rounds; the fourth new response is the forced final prediction
 FINAL, EXTRACT = "int.fin", "int.ext"
+FORCED_FINAL = "forced_final_prediction"
+# Every stop reason a record can carry, in the order of the new responses it took (1 to 4).
+STOP_REASONS = (*(f"judgment_round_{k}" for k in range(1, MAX_ROUNDS + 1)), FORCED_FINAL)
 
 
 def response_key(k: int) -> str:
@@ -95,7 +98,7 @@ class InteractionLJP(Protocol):
                 # Under speculation the reply was requested with this label: it is never read.
                 speculative = ctx.speculate or reply_key(k) in answers
                 unused = frozenset({reply_key(k)}) if speculative else frozenset()
-                return self._finish(ctx, answers, history, rounds, f"judgment_round_{k}", response.text, unused)
+                return self._finish(ctx, answers, history, rounds, STOP_REASONS[k - 1], response.text, unused)
 
             reply = answers.get(reply_key(k))
             if reply is None:
@@ -108,7 +111,7 @@ class InteractionLJP(Protocol):
             prompt = prompts.force_judge_prompt(history, ctx.templates)
             return Advance(due=(Step(FINAL, "eval", prompt, "text"),))
         history = [*history, Message(role="assistant", content=final.text)]
-        return self._finish(ctx, answers, history, rounds, "forced_final_prediction", final.text, frozenset())
+        return self._finish(ctx, answers, history, rounds, FORCED_FINAL, final.text, frozenset())
 
     def _finish(
         self,

@@ -1,14 +1,22 @@
-"""The report: per-run metrics, their mean and sample SD over comparable runs, and its renderings.
+"""The report: per-run metrics, their mean and sample SD over comparable runs, bootstrap intervals,
+model comparisons, interaction statistics, and its renderings.
 
 Everything here works on in-memory inputs (`RunResults`) and returns a dict or a string; reading
-the database and writing files belong to the caller (`results`, `cli`).
+the database and writing files belong to the caller (`results`, `cli`), except `plots`, which
+writes the figure files it is asked for.
 
 - `model`: the inputs (`RunResults`, `TaskRecords`) and the documented JSON shape (`Report`).
-- `build`: `build_report`, grouping comparable runs, the metrics and their mean and SD, usage and cost.
+- `build`: `build_report`, grouping comparable runs into groups and groups into families (same
+  comparison key), usage and cost.
+- `bootstrap`, `estimates`: a family's cases and their packed statistics, resampling; each metric
+  per run, its mean, SD, n and interval.
+- `compare`: model comparisons within a family. `interaction`: rounds used, stop reasons, DCG
+  success by round.
 - `formats`: `FORMATS` and `render(report, fmt)`, one module per format: `table`, `json`, `csv`,
-  `markdown`, `latex`.
-- `cells` and `layout`: what the text formats share (how a cell reads and the notes on its marks;
-  labels, columns, remarks, settings and usage lines).
+  `markdown`, `latex`, `html` (with `viewer`'s per-case data and `svg`'s figures).
+- `tables`, `cells` and `layout`: what the text formats share (the side-by-side tables, how a cell
+  reads and the notes on its marks, labels, remarks, settings and usage lines).
+- `figures`: what the three figures show; `svg` draws them inline, `plots` with matplotlib.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from lexpilot_batch.report.model import (
     TaskSummary,
     Usage,
 )
+from lexpilot_batch.report.viewer import viewer_data
 
 __all__ = [
     "FORMATS",
@@ -40,4 +49,5 @@ __all__ = [
     "build_report",
     "latex_escape",
     "render",
+    "viewer_data",
 ]

@@ -17,13 +17,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lexpilot_batch import metrics
 from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd
 from lexpilot_batch.costs import total as total_cost
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.metrics import Metric
+from lexpilot_batch.report import bootstrap
+from lexpilot_batch.report.bootstrap import Family, cases_by_class
+from lexpilot_batch.report.compare import check_baseline, compare
+from lexpilot_batch.report.estimates import estimate
+from lexpilot_batch.report.interaction import interaction_stats
 from lexpilot_batch.report.model import Report, RunResults
-from lexpilot_batch.tasks import TASKS, Record
+from lexpilot_batch.tasks import TASKS
 
 ROLE_ORDER = ("eval", "user", "judge")
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens")
@@ -36,49 +39,15 @@ def _natural_key(text: str) -> tuple:
     )
 
 
-def _scored(run: RunResults, task: str, records: list[Record]) -> tuple[dict[str, Metric], int]:
-    try:
-        return TASKS[task].score(records), TASKS[task].size(records)
-    except (KeyError, TypeError, ValueError) as exc:
-        detail = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise LexpilotError(
-            f"Cannot score task {task} of run {run.run_id} (model {run.model}): {detail}. "
-            "The stored records are not in the shape the protocol writes; re-ingest the run "
-            "or report this as a bug."
-        ) from exc
-
-
-def _summary(per_run: dict[str, Metric]) -> dict:
-    mean, sd = metrics.mean_sd(per_run.values())
-    return {"mean": mean, "sd": sd, "n_defined": metrics.n_defined(per_run.values()), "per_run": per_run}
-
-
-def _summarise_task(task: str, runs: list[RunResults]) -> dict:
-    names = TASKS[task].metrics
-    present = [run for run in runs if task in run.tasks]
-    classes = sorted({cls for run in present for cls, _ in run.tasks[task].records})
-    overall: dict[str, dict[str, Metric]] = {m: {} for m in names}
-    by_class: dict[str, dict[str, dict[str, Metric]]] = {cls: {m: {} for m in names} for cls in classes}
-    n: dict[str, int] = {}
+def _task_status(task: str, runs: list[RunResults]) -> dict:
+    """What a task's numbers rest on: which cases are not scored, per run."""
     missing: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
-    for run in present:
-        task_records = run.tasks[task]
-        records: list[Record] = [record for _, record in task_records.records]
-        values, n[run.run_id] = _scored(run, task, records)
-        for m in names:
-            overall[m][run.run_id] = values[m]
-        for cls in classes:
-            in_class: list[Record] = [record for c, record in task_records.records if c == cls]
-            values, _ = _scored(run, task, in_class)
-            for m in names:
-                by_class[cls][m][run.run_id] = values[m]
-        missing[run.run_id] = sorted(map(str, task_records.missing), key=_natural_key)
-        failed[run.run_id] = sorted(map(str, task_records.failed), key=_natural_key)
+    for run in runs:
+        if task in run.tasks:
+            missing[run.run_id] = sorted(map(str, run.tasks[task].missing), key=_natural_key)
+            failed[run.run_id] = sorted(map(str, run.tasks[task].failed), key=_natural_key)
     return {
-        "overall": {m: _summary(overall[m]) for m in names},
-        "by_class": {cls: {m: _summary(by_class[cls][m]) for m in names} for cls in classes},
-        "n": n,
         "partial": any(missing.values()) or any(failed.values()),
         "missing": missing,
         "failed": failed,
@@ -117,20 +86,82 @@ def build_report(
     prices: dict | None = None,
     *,
     batch_discount: float = DEFAULT_BATCH_DISCOUNT,
+    resamples: int = bootstrap.DEFAULT_RESAMPLES,
+    seed: int = bootstrap.DEFAULT_SEED,
+    baseline: str | None = None,
 ) -> dict:
-    """The report of `runs` as the stable JSON-ready dict documented in `report.model`."""
+    """The report of `runs` as the stable JSON-ready dict documented in `report.model`.
+
+    `resamples` bootstrap resamples give each metric's interval and each comparison's (0: none);
+    `baseline` compares every model with that one instead of every pair.
+    """
     check_prices(prices, batch_discount)
+    if resamples < 0:
+        raise LexpilotError(f"--bootstrap must be 0 or more resamples, not {resamples}.")
     for run in runs:
         unknown = sorted(set(run.tasks) - set(TASKS))
         if unknown:
             raise LexpilotError(
                 f"Run {run.run_id} has unknown task(s) {', '.join(unknown)}; the report knows {', '.join(TASKS)}."
             )
+    check_baseline(baseline, [run.model for run in runs])
+    members = _groups(runs)
+    groups: list[dict[str, Any]] = [
+        {
+            "model": model,
+            "user_model": user_model,
+            "judge_model": judge_model,
+            "group_key": group_key,
+            "comparison_key": runs_[0].comparison_key,
+            "runs": [r.run_id for r in runs_],
+            "n_runs": len(runs_),
+            "settings": dict(runs_[0].settings),
+            "cases": {},
+            "tasks": {},
+            "interaction": interaction_stats(runs_),
+            "usage": _usage(runs_, prices, batch_discount),
+        }
+        for (model, user_model, judge_model, group_key), runs_ in members
+    ]
+    families: dict[str, list[int]] = {}
+    for i, group in enumerate(groups):
+        families.setdefault(group["comparison_key"], []).append(i)
+    comparisons: list[dict] = []
+    for indices in families.values():
+        family = Family([members[i][1] for i in indices], _natural_key)
+        estimates = estimate(family, resamples, seed)
+        for local, i in enumerate(indices):
+            tasks = estimates.tasks[local]
+            groups[i]["tasks"] = {
+                task: {**tasks[task], **_task_status(task, members[i][1])} for task in TASKS if task in tasks
+            }
+            # The group's own cases (a family's other groups may have scored more under --partial).
+            mine = cases_by_class(members[i][1], _natural_key) if len(indices) > 1 else family.classes
+            by_class = {cls: len(cases) for cls, cases in mine.items()}
+            groups[i]["cases"] = {"total": sum(by_class.values()), "by_class": by_class}
+        comparisons += compare(groups, indices, estimates, baseline)
+    report = {
+        "groups": groups,
+        "comparisons": comparisons,
+        "bootstrap": {
+            "resamples": resamples,
+            "seed": seed,
+            "level": bootstrap.LEVEL,
+            "method": bootstrap.METHOD,
+            "test": bootstrap.TEST,
+        },
+    }
+    Report.model_validate(report)  # the documented shape is a promise; hold ourselves to it
+    return report
+
+
+def _groups(runs: list[RunResults]) -> list[tuple[tuple[str, str, str, str], list[RunResults]]]:
+    """Comparable runs together, in report order: runs are never pooled across group keys."""
     by_key: dict[tuple[str, str, str, str], list[RunResults]] = {}
     for run in runs:
         key = (run.model, run.user_model, run.judge_model, run.group_key)
         by_key.setdefault(key, []).append(run)
-    groups = []
+    out = []
     for key in sorted(by_key):
         members = sorted(by_key[key], key=lambda r: _natural_key(r.run_id))
         ids = [r.run_id for r in members]
@@ -139,22 +170,5 @@ def build_report(
             raise LexpilotError(
                 f"Run id(s) {', '.join(twice)} appear more than once for model {key[0]}; each run must be given once."
             )
-        model, user_model, judge_model, group_key = key
-        groups.append(
-            {
-                "model": model,
-                "user_model": user_model,
-                "judge_model": judge_model,
-                "group_key": group_key,
-                "runs": ids,
-                "n_runs": len(ids),
-                "settings": dict(members[0].settings),
-                "tasks": {
-                    task: _summarise_task(task, members) for task in TASKS if any(task in r.tasks for r in members)
-                },
-                "usage": _usage(members, prices, batch_discount),
-            }
-        )
-    report = {"groups": groups}
-    Report.model_validate(report)  # the documented shape is a promise; hold ourselves to it
-    return report
+        out.append((key, members))
+    return out

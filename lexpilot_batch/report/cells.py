@@ -21,6 +21,17 @@ NUMBERS_NOTE = (
 )
 
 
+def interval_note(bootstrap: Mapping[str, Any]) -> str:
+    """What the "[low, high]" under a value is, or that there is none."""
+    if not bootstrap["resamples"]:
+        return "No confidence intervals (--bootstrap 0)."
+    return (
+        f"[low, high]: {bootstrap['level']:.0%} confidence interval of the mean over runs, percentile "
+        f"bootstrap over cases stratified by cause class ({bootstrap['resamples']:,} resamples, seed "
+        f"{bootstrap['seed']})."
+    )
+
+
 def number_text(value: float) -> str:
     """A value as the text formats show it: a fraction with 4 decimals."""
     return f"{value:.4f}"
@@ -35,6 +46,7 @@ class Style:
     not_run: str
     fewer: Callable[[int, int], str]
     partial_mark: str = ""
+    number: Callable[[float], str] = number_text
     used: set[str] = field(default_factory=set)
 
     def cell(self, summary: Mapping[str, Any] | None, n_runs: int, partial: bool = False) -> str:
@@ -46,7 +58,7 @@ class Style:
             self.used.add("undefined")
             text = self.undefined
         else:
-            text = number_text(mean) if sd is None else f"{number_text(mean)}{self.pm}{number_text(sd)}"
+            text = self.number(mean) if sd is None else f"{self.number(mean)}{self.pm}{self.number(sd)}"
             if k < n_runs:
                 self.used.add("fewer")
                 text += self.fewer(k, n_runs)
@@ -54,6 +66,26 @@ class Style:
             self.used.add("partial")
             text += self.partial_mark
         return text
+
+    def interval(self, summary: Mapping[str, Any] | None) -> str:
+        """A metric's 95% bootstrap interval, "[low, high]"; empty when it has none (undefined, or no
+        bootstrap)."""
+        ci = None if summary is None else summary.get("ci")
+        return "" if ci is None else f"[{self.number(ci['low'])}, {self.number(ci['high'])}]"
+
+    def stat(self, summary: Mapping[str, Any], n_runs: int) -> str:
+        """A share or mean over runs (an interaction statistic), written like a metric's cell."""
+        return self.cell(summary, n_runs)
+
+    def value(self, value: float | str | None) -> str:
+        """One run's value: a number, undefined, or `not_run` for the string "n/a"."""
+        if value is None:
+            self.used.add("undefined")
+            return self.undefined
+        if isinstance(value, str):
+            self.used.add("not_run")
+            return self.not_run
+        return self.number(value)
 
     def row(self, group: Mapping[str, Any], columns: list[tuple[str, str]], cls: str | None = None) -> list[str]:
         """One group's cells for these (task, metric) columns, overall or (with `cls`) in one cause

@@ -1,59 +1,98 @@
-"""The report as CSV: one row per group, task, scope (overall or cause class) and metric, floats at full precision."""
+"""The report as tidy CSV: one row per (group, run or statistic, task, class, metric) with one numeric
+value, floats at full precision, an empty cell where a value is undefined.
+
+Columns: model, user_model, judge_model, group_key, run, task, class, metric, value, n, unit, partial.
+
+- `run` is a run id (that run's value), or `mean`, `sd` (over the runs where the value is
+  defined), `ci_low`, `ci_high` (the 95% bootstrap interval of the mean).
+- `class` is `overall` or a cause class.
+- `n` counts what `unit` names: for a run's value its histories, cases or claims (the task's unit;
+  cases for the interaction statistics), for `mean` and `sd` the runs the value is defined in, for
+  `ci_low` and `ci_high` the resamples it is defined in.
+- Besides the metrics, the interaction statistics (`report.interaction`) are rows of task
+  `ljp_interaction` (metrics `share_<stop reason>`, `mean_responses`) and `dcg`
+  (`success_by_round_1`, `success_by_round_2`), class `overall`.
+
+Model comparisons have a shape of their own and are in the JSON and the other text formats.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from lexpilot_batch.report.layout import task_runs
+from lexpilot_batch.tasks import TASKS
+
+COLUMNS = (
+    "model",
+    "user_model",
+    "judge_model",
+    "group_key",
+    "run",
+    "task",
+    "class",
+    "metric",
+    "value",
+    "n",
+    "unit",
+    "partial",
+)
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def _summary_rows(
+    summary: Mapping[str, Any], unit: str, sizes: Mapping[str, int]
+) -> Iterator[tuple[str, str, Any, str]]:
+    """(run, value, n, unit) of one summary: each run, then mean, sd and the interval."""
+    for run_id, value in summary["per_run"].items():
+        yield run_id, _number(value), sizes.get(run_id, ""), unit
+    yield "mean", _number(summary["mean"]), summary["n_defined"], "runs"
+    yield "sd", _number(summary["sd"]), summary["n_defined"], "runs"
+    ci = summary.get("ci")
+    if ci is not None:
+        yield "ci_low", _number(ci["low"]), ci["resamples"], "resamples"
+        yield "ci_high", _number(ci["high"]), ci["resamples"], "resamples"
+
+
+def tidy_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every row of the CSV as a dict keyed by `COLUMNS`."""
+    for group in report["groups"]:
+        head = {k: group[k] for k in ("model", "user_model", "judge_model", "group_key")}
+        for task_name, task in group["tasks"].items():
+            partial = str(task["partial"]).lower()
+            scopes = [("overall", task["overall"]), *task["by_class"].items()]
+            for cls, summaries in scopes:
+                for metric, summary in summaries.items():
+                    for run, value, n, unit in _summary_rows(summary, TASKS[task_name].unit, summary["n"]):
+                        yield {**head, "run": run, "task": task_name, "class": cls, "metric": metric,
+                               "value": value, "n": n, "unit": unit, "partial": partial}  # fmt: skip
+        for task_name, metric, summary, sizes in _interaction(group["interaction"]):
+            partial = str(group["tasks"][task_name]["partial"]).lower()
+            for run, value, n, unit in _summary_rows(summary, "cases", sizes):
+                yield {**head, "run": run, "task": task_name, "class": "overall", "metric": metric,
+                       "value": value, "n": n, "unit": unit, "partial": partial}  # fmt: skip
+
+
+def _interaction(stats: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any], Mapping[str, int]]]:
+    if "ljp_interaction" in stats:
+        s = stats["ljp_interaction"]
+        for reason, summary in s["stop_reasons"].items():
+            yield "ljp_interaction", f"share_{reason}", summary, s["n"]
+        yield "ljp_interaction", "mean_responses", s["responses"], s["n"]
+    if "dcg" in stats:
+        s = stats["dcg"]
+        for k, summary in s["success_by_round"].items():
+            yield "dcg", f"success_by_round_{k}", summary, s["n"]
 
 
 def render_csv(report: dict) -> str:
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(
-        [
-            "model",
-            "user_model",
-            "judge_model",
-            "group_key",
-            "task",
-            "scope",
-            "class",
-            "metric",
-            "mean",
-            "sd",
-            "n_defined",
-            "n_runs",
-            "partial",
-            "per_run",
-        ]
-    )
-
-    def show(value: float | None) -> str:
-        return "undefined" if value is None else repr(value)
-
-    for group in report["groups"]:
-        head = [group["model"], group["user_model"], group["judge_model"], group["group_key"]]
-        for task_name, task in group["tasks"].items():
-            scopes = [("overall", "", task["overall"])]
-            scopes += [("class", cls, ms) for cls, ms in task["by_class"].items()]
-            for scope, cls, summaries in scopes:
-                for metric, s in summaries.items():
-                    per_run = ";".join(f"{r}={show(v)}" for r, v in s["per_run"].items())
-                    writer.writerow(
-                        [
-                            *head,
-                            task_name,
-                            scope,
-                            cls,
-                            metric,
-                            show(s["mean"]),
-                            show(s["sd"]),
-                            s["n_defined"],
-                            task_runs(task),
-                            str(task["partial"]).lower(),
-                            per_run,
-                        ]
-                    )
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(tidy_rows(report))
     return out.getvalue()

@@ -1,16 +1,19 @@
-"""The report as LaTeX (booktabs): a table of every group's overall metrics and one by cause class,
-with the runs, settings and remarks as comments; `latex_escape` for any text put in a table."""
+"""The report as LaTeX (booktabs) for a two-column paper: a compact main table (one headline metric
+per task, models as rows) that fits a column, then (page-wide) the other metrics, the headline
+metrics per cause class, model comparisons and interaction statistics; the runs, settings and
+remarks as comments. Values x100 with one decimal, mean+-SD. `latex_escape` for any text put
+in a table."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from lexpilot_batch.protocols.interaction import STOP_REASONS
 from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NUMBERS_NOTE, UNDEFINED_NOTE, Style
-from lexpilot_batch.report.layout import (
-    group_classes,
-    group_label,
-    metric_columns,
-    settings_text,
-    task_remarks,
-)
+from lexpilot_batch.report.interaction import DCG_ROUNDS
+from lexpilot_batch.report.layout import group_label, settings_text, task_remarks
+from lexpilot_batch.report.tables import p_text, report_tasks
 from lexpilot_batch.tasks import TASKS
 
 _LATEX_SPECIALS = {
@@ -40,6 +43,14 @@ _LATEX_METRICS = {
     "qwk": "QWK",
     "accuracy": "Acc",
 }
+_SHORT_TASKS = {
+    "lca": "LCA",
+    "dcg": "DCG",
+    "ljp_direct": "Direct",
+    "ljp_gold": "Gold",
+    "ljp_interaction": "Interaction",
+}
+_STOP_SHORT = {"judgment_round_1": "R1", "judgment_round_2": "R2", "judgment_round_3": "R3"}
 
 
 def latex_escape(text: str) -> str:
@@ -47,47 +58,213 @@ def latex_escape(text: str) -> str:
     return "".join(_LATEX_SPECIALS.get(ch, ch) for ch in text)
 
 
-def _latex_table(
-    columns: list[tuple[str, str]], lead: list[str], body: list[str], caption: str, notes: list[str]
+def percent(value: float) -> str:
+    """A fraction as the LaTeX tables show it: ×100, one decimal."""
+    return f"{100 * value:.1f}"
+
+
+def _style() -> Style:
+    return Style(
+        undefined="--",
+        pm=r"$\pm$",
+        not_run="n/a",
+        fewer=lambda k, n: rf"\,[{k}/{n}]",
+        partial_mark=r"$^\dagger$",
+        number=percent,
+    )
+
+
+def _table(
+    star: bool, spec: str, head: list[str], body: list[str], caption: str, label: str, notes: list[str]
 ) -> list[str]:
-    tasks: list[tuple[str, int]] = []
-    for task, _ in columns:
-        if tasks and tasks[-1][0] == task:
-            tasks[-1] = (task, tasks[-1][1] + 1)
-        else:
-            tasks.append((task, 1))
-    spec = "l" * len(lead) + "".join("c" * width for _, width in tasks)
-    top, rules, col = [""] * len(lead), [], len(lead) + 1
-    for task, width in tasks:
-        top.append(rf"\multicolumn{{{width}}}{{c}}{{{TASKS[task].title}}}")
-        rules.append(rf"\cmidrule(lr){{{col}-{col + width - 1}}}")
-        col += width
+    env = "table*" if star else "table"
+    width = r"\textwidth" if star else r"\columnwidth"
     lines = [
-        r"\begin{table}[t]",
+        rf"\begin{{{env}}}[t]",
         r"\centering",
         r"\small",
+        rf"\begin{{adjustbox}}{{max width={width}}}",
         rf"\begin{{tabular}}{{{spec}}}",
         r"\toprule",
-        " & ".join(top) + r" \\",
-        " ".join(rules),
-        " & ".join([*lead, *(_LATEX_METRICS[m] for _, m in columns)]) + r" \\",
+        *head,
         r"\midrule",
         *body,
         r"\bottomrule",
         r"\end{tabular}",
+        r"\end{adjustbox}",
     ]
     if notes:
         lines.append(r"\par\smallskip\footnotesize " + r" \quad ".join(notes))
-    lines += [rf"\caption{{{caption}}}", r"\end{table}"]
-    return lines
+    return [*lines, rf"\caption{{{caption}}}", rf"\label{{{label}}}", rf"\end{{{env}}}"]
+
+
+def _notes(style: Style) -> list[str]:
+    notes = []
+    if "undefined" in style.used:
+        notes.append(f"--: undefined, {latex_escape(UNDEFINED_NOTE)}.")
+    if "fewer" in style.used:
+        notes.append(latex_escape(FEWER_RUNS_NOTE) + ".")
+    if "partial" in style.used:
+        notes.append(r"$^\dagger$ partial: some cases are not scored.")
+    if "not_run" in style.used:
+        notes.append("n/a: no records (task not run, or class not represented).")
+    return notes
+
+
+def _cell(style: Style, group: Mapping[str, Any], task_name: str, metric: str, cls: str | None = None) -> str:
+    return style.row(group, [(task_name, metric)], cls)[0]
+
+
+def _main(report: Mapping[str, Any]) -> list[str]:
+    groups, tasks, style = report["groups"], report_tasks(report), _style()
+    head = [
+        " & ".join(["Model", "$n$", *(_SHORT_TASKS[t] for t in tasks)]) + r" \\",
+        " & ".join(["", "", *(_LATEX_METRICS[TASKS[t].headline] for t in tasks)]) + r" \\",
+    ]
+    body = [
+        " & ".join(
+            [latex_escape(group_label(g, groups)), str(g["n_runs"])]
+            + [_cell(style, g, t, TASKS[t].headline) for t in tasks]
+        )
+        + r" \\"
+        for g in groups
+    ]
+    caption = r"LexPilot results ($\times$100): mean$\pm$sample SD over the $n$ runs of each model."
+    return _table(False, "lr" + "c" * len(tasks), head, body, caption, "tab:lexpilot-main", _notes(style))
+
+
+def _details(report: Mapping[str, Any]) -> list[str]:
+    """Every metric the main table leaves out (LCA's F1 and accuracies, LJP accuracy)."""
+    groups, style = report["groups"], _style()
+    columns = [(t, m) for t in report_tasks(report) for m in TASKS[t].metrics if m != TASKS[t].headline]
+    if not columns:
+        return []
+    spans: list[tuple[str, int]] = []
+    for task, _ in columns:
+        if spans and spans[-1][0] == task:
+            spans[-1] = (task, spans[-1][1] + 1)
+        else:
+            spans.append((task, 1))
+    top, rules, col = [""], [], 2
+    for task, width in spans:
+        top.append(rf"\multicolumn{{{width}}}{{c}}{{{TASKS[task].title}}}")
+        rules.append(rf"\cmidrule(lr){{{col}-{col + width - 1}}}")
+        col += width
+    head = [
+        " & ".join(top) + r" \\",
+        " ".join(rules),
+        " & ".join(["Model", *(_LATEX_METRICS[m] for _, m in columns)]) + r" \\",
+    ]
+    body = [" & ".join([latex_escape(group_label(g, groups)), *style.row(g, columns)]) + r" \\" for g in groups]
+    caption = r"LexPilot: the other metrics ($\times$100), mean$\pm$sample SD over runs."
+    return _table(True, "l" + "c" * len(columns), head, body, caption, "tab:lexpilot-metrics", _notes(style))
+
+
+def _by_class(report: Mapping[str, Any]) -> list[str]:
+    groups, tasks, style = report["groups"], report_tasks(report), _style()
+    classes = sorted({cls for g in groups for cls in g["cases"]["by_class"]})
+    if not classes:
+        return []
+    head = [
+        " & ".join(["Class", "Model", "Cases", *(_SHORT_TASKS[t] for t in tasks)]) + r" \\",
+        " & ".join(["", "", "", *(_LATEX_METRICS[TASKS[t].headline] for t in tasks)]) + r" \\",
+    ]
+    body: list[str] = []
+    for ci, cls in enumerate(classes):
+        if ci:
+            body.append(r"\midrule")
+        for gi, g in enumerate(groups):
+            cases = g["cases"]["by_class"].get(cls)
+            row = [
+                latex_escape(cls) if gi == 0 else "",
+                latex_escape(group_label(g, groups)),
+                "0" if cases is None else f"{cases:,}".replace(",", "{,}"),
+                *(_cell(style, g, t, TASKS[t].headline, cls) for t in tasks),
+            ]
+            body.append(" & ".join(row) + r" \\")
+    caption = r"LexPilot results by cause class ($\times$100): mean$\pm$sample SD over runs; the cases of each class."
+    return _table(True, "llr" + "c" * len(tasks), head, body, caption, "tab:lexpilot-classes", _notes(style))
+
+
+def _comparisons(report: Mapping[str, Any]) -> list[str]:
+    if not report["comparisons"]:
+        return []
+    head = [r"Comparison ($A-B$) & Metric & $\Delta$ & 95\% CI & $p$ \\"]
+    body: list[str] = []
+    for i, c in enumerate(report["comparisons"]):
+        if i:
+            body.append(r"\midrule")
+        name = latex_escape(f"{c['a']['model']} − {c['b']['model']}").replace("−", "$-$")
+        first = True
+        for task_name, task in c["tasks"].items():
+            metric = TASKS[task_name].headline
+            d = task[metric]
+            delta = "--" if d["difference"] is None else f"{100 * d['difference']:+.1f}"
+            ci = "" if d["ci"] is None else f"[{100 * d['ci']['low']:+.1f}, {100 * d['ci']['high']:+.1f}]"
+            metric_name = f"{_SHORT_TASKS[task_name]} {_LATEX_METRICS[metric]}"
+            body.append(
+                " & ".join([name if first else "", metric_name, delta, ci, latex_escape(p_text(d["p_value"]))]) + r" \\"
+            )
+            first = False
+    caption = (
+        r"Model comparisons ($\times$100): difference of the means over runs, paired bootstrap 95\% interval over "
+        r"cases and two-sided bootstrap $p$ (not corrected for multiple comparisons)."
+    )
+    return _table(False, "llrcr", head, body, caption, "tab:lexpilot-comparisons", [])
+
+
+def _interaction(report: Mapping[str, Any]) -> list[str]:
+    groups, style = report["groups"], _style()
+    rows = []
+    has_int = any("ljp_interaction" in g["interaction"] for g in groups)
+    has_dcg = any("dcg" in g["interaction"] for g in groups)
+    if not (has_int or has_dcg):
+        return []
+    head_top, head = ["Model"], [""]
+    if has_int:
+        head_top.append(r"\multicolumn{5}{c}{Interaction LJP: judgment at}")
+        head += [*(_STOP_SHORT.get(r, "Forced") for r in STOP_REASONS), "Resp."]
+    if has_dcg:
+        head_top.append(r"\multicolumn{2}{c}{DCG success by}")
+        head += [f"R{k}" for k in DCG_ROUNDS]
+    for g in groups:
+        row = [latex_escape(group_label(g, groups))]
+        stats = g["interaction"].get("ljp_interaction")
+        if has_int:
+            if stats is None:
+                row += ["n/a"] * 5
+            else:
+                n = len(stats["n"])
+                row += [style.stat(stats["stop_reasons"][r], n) for r in STOP_REASONS]
+                resp = stats["responses"]
+                row.append(
+                    "--"
+                    if resp["mean"] is None
+                    else f"{resp['mean']:.2f}" + ("" if resp["sd"] is None else rf"$\pm${resp['sd']:.2f}")
+                )
+        dcg = g["interaction"].get("dcg")
+        if has_dcg:
+            row += (
+                ["n/a"] * 2
+                if dcg is None
+                else [style.stat(dcg["success_by_round"][k], len(dcg["n"])) for k in DCG_ROUNDS]
+            )
+        rows.append(" & ".join(row) + r" \\")
+    head_lines = [" & ".join(head_top) + r" \\", " & ".join(head) + r" \\"]
+    caption = (
+        r"Interaction statistics (shares $\times$100): how Interaction LJP consultations ended (a judgment at round 1--3, "
+        r"or a forced final prediction), new responses per case, and DCG success by round."
+    )
+    width = (5 if has_int else 0) + (2 if has_dcg else 0)
+    return _table(False, "l" + "c" * width, head_lines, rows, caption, "tab:lexpilot-interaction", _notes(style))
 
 
 def render_latex(report: dict) -> str:
     groups = report["groups"]
     lines = [
         "% LexPilot results, generated by lexpilot-batch.",
-        "% Needs \\usepackage{booktabs}; Chinese class names need xeCJK or ctex (XeLaTeX).",
-        "% " + NUMBERS_NOTE.replace("±", "+/-"),
+        "% Needs \\usepackage{booktabs,adjustbox}; Chinese class names need xeCJK or ctex (XeLaTeX).",
+        "% " + NUMBERS_NOTE.replace("±", "+/-").replace("fractions (not percentages) with 4 decimals", "x100"),
     ]
     for g in groups:
         lines.append(
@@ -100,37 +277,8 @@ def render_latex(report: dict) -> str:
                 lines.append(f"%   {TASKS[task_name].title}: {remark}")
     if not groups:
         return "\n".join([*lines, "% No runs to report."]) + "\n"
-    columns = metric_columns(report)
-
-    def table(by_class: bool) -> list[str]:
-        style = Style(
-            undefined="--", pm=r" $\pm$ ", not_run="n/a", fewer=lambda k, n: rf"\,[{k}/{n}]", partial_mark=r"$^\dagger$"
-        )
-        body: list[str] = []
-        for gi, g in enumerate(groups):
-            scopes: list[str | None] = [*group_classes(g)] if by_class else [None]
-            if by_class and gi and scopes:
-                body.append(r"\midrule")
-            for si, cls in enumerate(scopes):
-                label = latex_escape(group_label(g, groups)) if si == 0 else ""
-                row = [label] + ([latex_escape(cls)] if cls is not None else []) + style.row(g, columns, cls)
-                body.append(" & ".join(row) + r" \\")
-        notes = []
-        if "undefined" in style.used:
-            notes.append(f"--: undefined, {latex_escape(UNDEFINED_NOTE)}.")
-        if "fewer" in style.used:
-            notes.append(latex_escape(FEWER_RUNS_NOTE) + ".")
-        if "partial" in style.used:
-            notes.append(r"$^\dagger$ partial: some cases are not scored.")
-        if "not_run" in style.used:
-            notes.append("n/a: no records (task not run, or class not represented).")
-        caption = ("LexPilot results by cause class" if by_class else "LexPilot results") + (
-            r" (mean $\pm$ sample SD over runs)"
-        )
-        lead = ["Model", "Class"] if by_class else ["Model"]
-        return _latex_table(columns, lead, body, caption, notes)
-
-    lines += ["", *table(by_class=False)]
-    if any(group_classes(g) for g in groups):
-        lines += ["", *table(by_class=True)]
+    for table in (_main, _details, _by_class, _comparisons, _interaction):
+        body = table(report)
+        if body:
+            lines += ["", *body]
     return "\n".join(lines) + "\n"

@@ -1,19 +1,19 @@
-"""The report as Markdown: one table of every group's overall metrics, one by cause class, the runs
-with their remarks, usage per group, then the notes its cells used."""
+"""The report as Markdown: models side by side (`tables`), the runs with their remarks, usage per
+group, then the notes its cells used."""
 
 from __future__ import annotations
 
-from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NUMBERS_NOTE, PARTIAL_NOTE, UNDEFINED_NOTE, Style
-from lexpilot_batch.report.layout import (
-    cost_note,
-    group_classes,
-    group_label,
-    metric_columns,
-    settings_text,
-    task_remarks,
-    usage_rows,
+from lexpilot_batch.report.cells import (
+    FEWER_RUNS_NOTE,
+    NUMBERS_NOTE,
+    PARTIAL_NOTE,
+    UNDEFINED_NOTE,
+    Style,
+    interval_note,
 )
-from lexpilot_batch.tasks import METRIC_TITLES, TASKS
+from lexpilot_batch.report.layout import cost_note, group_label, settings_text, task_remarks, usage_rows
+from lexpilot_batch.report.tables import Table, tables
+from lexpilot_batch.tasks import TASKS
 
 
 def _md_escape(text: str) -> str:
@@ -22,10 +22,18 @@ def _md_escape(text: str) -> str:
 
 def _md_table(rows: list[list[str]], align: str) -> list[str]:
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(cells) + " |"
+        return "| " + " | ".join(_md_escape(c) for c in cells) + " |"
 
     rule = ["---" if a == "l" else "---:" for a in align]
-    return [line(rows[0]), line(rule), *(line(r) for r in rows[1:])]
+    return [line(rows[0]), "| " + " | ".join(rule) + " |", *(line(r) for r in rows[1:])]
+
+
+def _lines(table: Table) -> list[str]:
+    rows = [table.header] + [[f"{c.text} {c.sub}" if c.sub else c.text for c in row] for row in table.rows]
+    head = [f"## {table.title}", ""]
+    if table.note:
+        head += [f"_{table.note}_", ""]
+    return [*head, *_md_table(rows, table.align), ""]
 
 
 def _md_notes(style: Style) -> list[str]:
@@ -44,24 +52,13 @@ def _md_notes(style: Style) -> list[str]:
 def render_markdown(report: dict) -> str:
     groups = report["groups"]
     style = Style(undefined="undefined", pm=" ± ", not_run="n/a", fewer=lambda k, n: f" [{k}/{n}]", partial_mark=" †")
-    lines = ["# LexPilot results", "", NUMBERS_NOTE, ""]
+    lines = ["# LexPilot results", "", NUMBERS_NOTE, interval_note(report["bootstrap"]), ""]
     if not groups:
         return "\n".join([*lines, "No runs to report."]) + "\n"
-    columns = metric_columns(report)
+    for table in tables(report, style):
+        lines += _lines(table)
 
-    header = [f"{TASKS[t].title} {METRIC_TITLES[m]}" for t, m in columns]
-    rows = [["Model", *header]]
-    rows += [[_md_escape(group_label(g, groups)), *style.row(g, columns)] for g in groups]
-    lines += ["## Overall", "", *_md_table(rows, "l" + "r" * len(columns)), ""]
-
-    rows = [["Model", "Class", *header]]
-    for g in groups:
-        for cls in group_classes(g):
-            rows.append([_md_escape(group_label(g, groups)), _md_escape(cls), *style.row(g, columns, cls)])
-    if len(rows) > 1:
-        lines += ["## By cause class", "", *_md_table(rows, "ll" + "r" * len(columns)), ""]
-
-    lines += ["## Runs", ""]
+    lines += ["## Groups", ""]
     for g in groups:
         lines.append(
             f"- **{_md_escape(group_label(g, groups))}** (user model "

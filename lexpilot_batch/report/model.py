@@ -3,23 +3,39 @@
 The JSON shape (`build_report`), stable and validated against `Report` before it is returned:
 
     {"groups": [{
-        "model", "user_model", "judge_model", "group_key",
+        "model", "user_model", "judge_model", "group_key", "comparison_key",
         "runs": [run ids], "n_runs": int, "settings": {...},
+        "cases": {"total": int, "by_class": {class: int}},
         "tasks": {task: {
-            "overall":  {metric: {"mean", "sd", "n_defined", "per_run": {run_id: value}}},
+            "overall":  {metric: {"mean", "sd", "n_defined", "per_run": {run_id: value},
+                                  "n": {run_id: histories | cases | claims scored},
+                                  "ci": {"low", "high", "resamples"} | null}},
             "by_class": {class: {metric: {...same...}}},
             "n":        {run_id: records scored (histories for lca, cases for dcg,
                          claims for ljp_*)},
             "partial":  bool,
             "missing":  {run_id: [case numbers not finished]},
             "failed":   {run_id: [case numbers whose thread failed]}}},
+        "interaction": {
+            "ljp_interaction": {"n": {run_id: cases},
+                                "stop_reasons": {reason: share},
+                                "responses": mean new responses per case},
+            "dcg": {"n": {run_id: cases}, "success_by_round": {"1": share, "2": share}}},
+            (each share or mean: {"mean", "sd", "n_defined", "per_run"}; a task not run is left out)
         "usage": {"roles": {role: {"requests", "prompt_tokens", "completion_tokens",
                                    "cost_usd"}},
                   "total": {...same four keys...},
-                  "batch_discount": float | null}}]}
+                  "batch_discount": float | null}}],
+     "comparisons": [{
+        "a": {"model", "group_key"}, "b": {"model", "group_key"}, "comparison_key",
+        "cases": int, "partial": bool,
+        "tasks": {task: {metric: {"a", "b", "difference", "ci": {...} | null, "p_value"}}}}],
+     "bootstrap": {"resamples": int, "seed": int, "level": float, "method": str, "test": str}}
 
-Undefined metric values are `null`. Floats keep full precision in JSON and CSV; the text formats
-show fractions (not percentages) with 4 decimals. Groups are sorted by (model, user model, judge
+`ci` is the percentile interval of the bootstrap over cases (`report.bootstrap`); `resamples`
+counts the resamples in which the value is defined. Undefined values are `null`. Floats keep
+full precision in JSON and CSV; the text formats show fractions (not percentages) with 4 decimals
+(LaTeX: ×100 with one decimal, to fit a column). Groups are sorted by (model, user model, judge
 model, group key), runs by run id, tasks in benchmark order, classes by name.
 """
 
@@ -37,18 +53,23 @@ from pydantic import BaseModel, ConfigDict
 class TaskRecords:
     """One task of one run: the scored records with their cause class, and what is not scored.
 
-    `missing` are case numbers whose thread has not finished; `failed` those whose thread failed.
-    Either makes the task partial.
+    `cases[i]` is the case number of `records[i]` (LCA has two records per case, one per history);
+    the bootstrap resamples cases by it. `missing` are case numbers whose thread has not finished;
+    `failed` those whose thread failed. Either makes the task partial.
     """
 
     records: list[tuple[str, dict]] = field(default_factory=list)
+    cases: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
 
 
 @dataclass
 class RunResults:
-    """Everything the report needs from one run (run id, evaluated model)."""
+    """Everything the report needs from one run (run id, evaluated model).
+
+    `group_key` says which runs are pooled (mean and SD over them); `comparison_key` which groups
+    may be compared (the same but for the evaluated model)."""
 
     run_id: str
     model: str
@@ -59,6 +80,7 @@ class RunResults:
     tasks: dict[str, TaskRecords] = field(default_factory=dict)
     # role -> backend -> {requests, prompt_tokens, completion_tokens}
     usage: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    comparison_key: str = ""
 
 
 # --- The JSON shape --------------------------------------------------------------------------
@@ -68,11 +90,19 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Interval(_Strict):
+    low: float
+    high: float
+    resamples: int
+
+
 class MetricSummary(_Strict):
     mean: float | None
     sd: float | None
     n_defined: int
     per_run: dict[str, float | None]
+    n: dict[str, int]
+    ci: Interval | None
 
 
 class TaskSummary(_Strict):
@@ -82,6 +112,31 @@ class TaskSummary(_Strict):
     partial: bool
     missing: dict[str, list[str]]
     failed: dict[str, list[str]]
+
+
+class Stat(_Strict):
+    """A share or mean per run, and its mean and sample SD over runs."""
+
+    mean: float | None
+    sd: float | None
+    n_defined: int
+    per_run: dict[str, float | None]
+
+
+class InteractionStats(_Strict):
+    n: dict[str, int]
+    stop_reasons: dict[str, Stat]
+    responses: Stat
+
+
+class DcgRounds(_Strict):
+    n: dict[str, int]
+    success_by_round: dict[str, Stat]
+
+
+class Interaction(_Strict):
+    ljp_interaction: InteractionStats | None = None
+    dcg: DcgRounds | None = None
 
 
 class RoleUsage(_Strict):
@@ -97,19 +152,59 @@ class Usage(_Strict):
     batch_discount: float | None
 
 
+class Cases(_Strict):
+    total: int
+    by_class: dict[str, int]
+
+
 class Group(_Strict):
     model: str
     user_model: str
     judge_model: str
     group_key: str
+    comparison_key: str
     runs: list[str]
     n_runs: int
     settings: dict[str, Any]
+    cases: Cases
     tasks: dict[str, TaskSummary]
+    interaction: Interaction
     usage: Usage
+
+
+class Side(_Strict):
+    model: str
+    group_key: str
+
+
+class Difference(_Strict):
+    a: float | None
+    b: float | None
+    difference: float | None
+    ci: Interval | None
+    p_value: float | None
+
+
+class Comparison(_Strict):
+    a: Side
+    b: Side
+    comparison_key: str
+    cases: int
+    partial: bool
+    tasks: dict[str, dict[str, Difference]]
+
+
+class Bootstrap(_Strict):
+    resamples: int
+    seed: int
+    level: float
+    method: str
+    test: str
 
 
 class Report(_Strict):
     """The documented JSON shape of `build_report`'s result."""
 
     groups: list[Group]
+    comparisons: list[Comparison]
+    bootstrap: Bootstrap

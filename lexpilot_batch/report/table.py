@@ -1,11 +1,19 @@
-"""The report as a plain-text table for the terminal: per group, each task's metrics overall and per class,
-the per-run values, usage, then the notes its cells used."""
+"""The report as a plain-text table for the terminal: models side by side (`tables`), then each
+group's runs, settings, remarks and usage, then the notes its cells used."""
 
 from __future__ import annotations
 
-from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NUMBERS_NOTE, PARTIAL_NOTE, UNDEFINED_NOTE, Style, number_text
-from lexpilot_batch.report.layout import cost_note, settings_text, task_remarks, task_runs, usage_rows
-from lexpilot_batch.tasks import METRIC_TITLES, TASKS
+from lexpilot_batch.report.cells import (
+    FEWER_RUNS_NOTE,
+    NUMBERS_NOTE,
+    PARTIAL_NOTE,
+    UNDEFINED_NOTE,
+    Style,
+    interval_note,
+)
+from lexpilot_batch.report.layout import cost_note, settings_text, task_remarks, usage_rows
+from lexpilot_batch.report.tables import Table, tables
+from lexpilot_batch.tasks import TASKS
 from lexpilot_batch.text import display_width, pad
 
 
@@ -15,12 +23,23 @@ def _grid(rows: list[list[str]], align: str, indent: str = "") -> list[str]:
     return [indent + "  ".join(pad(cell, widths[i], align[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
 
 
+def _lines(table: Table) -> list[str]:
+    """A table's header and rows; a cell's second line (its interval) goes on a row of its own."""
+    rows = [table.header]
+    for row in table.rows:
+        rows.append([cell.text for cell in row])
+        if any(cell.sub for cell in row):
+            rows.append([cell.sub for cell in row])
+    return [f"{table.title} ({table.note})" if table.note else table.title, *_grid(rows, table.align, indent="  ")]
+
+
 def render_table(report: dict) -> str:
-    style = Style(undefined="—", pm=" ± ", not_run="n/a", fewer=lambda k, n: f" [{k}/{n}]")
-    lines: list[str] = [NUMBERS_NOTE]
+    style = Style(undefined="—", pm=" ± ", not_run="n/a", fewer=lambda k, n: f" [{k}/{n}]", partial_mark=" *")
+    lines: list[str] = [NUMBERS_NOTE, interval_note(report["bootstrap"])]
     if not report["groups"]:
-        lines.append("")
-        lines.append("No runs to report.")
+        lines += ["", "No runs to report."]
+    for table in tables(report, style):
+        lines += ["", *_lines(table)]
     for group in report["groups"]:
         lines += [
             "",
@@ -30,36 +49,9 @@ def render_table(report: dict) -> str:
             f"settings: {settings_text(group['settings'])}",
         ]
         for task_name, task in group["tasks"].items():
-            names = TASKS[task_name].metrics
-            n_runs = task_runs(task)
-            sizes = set(task["n"].values())
-            size = (
-                f"{sizes.pop():,} {TASKS[task_name].unit} per run"
-                if len(sizes) == 1
-                else f"{TASKS[task_name].unit} per run: " + ", ".join(f"{r}={v:,}" for r, v in task["n"].items())
-            )
-            lines += ["", f"{TASKS[task_name].title} ({size})"]
-            if task["partial"]:
-                style.used.add("partial")
-            lines += [f"  ** {remark}" for remark in task_remarks(task, group)]
-            rows = [["", *(METRIC_TITLES[m] for m in names)]]
-            rows.append(["overall", *(style.cell(task["overall"][m], n_runs) for m in names)])
-            for cls, summaries in task["by_class"].items():
-                rows.append([cls, *(style.cell(summaries[m], n_runs) for m in names)])
-            lines += _grid(rows, "l" + "r" * len(names), indent="  ")
-            if n_runs > 1:
-                per_run = [["run", "n", *(METRIC_TITLES[m] for m in names)]]
-                for run_id, size_n in task["n"].items():
-                    values = [task["overall"][m]["per_run"][run_id] for m in names]
-                    per_run.append(
-                        [run_id, f"{size_n:,}", *(style.undefined if v is None else number_text(v) for v in values)]
-                    )
-                    if any(v is None for v in values):
-                        style.used.add("undefined")
-                lines += ["  per run (overall):"]
-                lines += _grid(per_run, "lr" + "r" * len(names), indent="    ")
+            lines += [f"  ** {TASKS[task_name].title}: {remark}" for remark in task_remarks(task, group)]
         if group["usage"]["roles"]:
-            lines += ["", "Usage"]
+            lines += ["Usage"]
             lines += _grid(usage_rows(group["usage"]), "lrrrr", indent="  ")
             lines.append(f"  {cost_note(group['usage'])}")
     notes = []
@@ -68,7 +60,9 @@ def render_table(report: dict) -> str:
     if "fewer" in style.used:
         notes.append(FEWER_RUNS_NOTE)
     if "partial" in style.used:
-        notes.append(f"** {PARTIAL_NOTE}")
+        notes.append(f"* {PARTIAL_NOTE}")
+    if "not_run" in style.used:
+        notes.append("n/a: no records (task not run, or class not represented in it)")
     if notes:
         lines += ["", "Notes:", *(f"  {n}" for n in notes)]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,144 @@
+"""What the report's three figures show, as plain data: drawn as inline SVG for the HTML report
+(`svg`, no dependency) and as SVG and PNG files with matplotlib (`plots`, `report --figures DIR`).
+
+- `metrics`: each task's headline metric per model (mean over runs), with the 95% bootstrap
+  interval as error bars.
+- `classes`: a heatmap per task of the headline metric, cause classes by models.
+- `interaction`: how Interaction LJP consultations ended per model (shares judged at round 1, 2, 3
+  or forced to a final prediction, stacked), and DCG success by round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lexpilot_batch.protocols.interaction import STOP_REASONS
+from lexpilot_batch.report.interaction import DCG_ROUNDS
+from lexpilot_batch.report.layout import group_label
+from lexpilot_batch.report.tables import STOP_TITLES, metric_title, report_tasks
+from lexpilot_batch.tasks import METRIC_TITLES, TASKS
+
+Value = float | None
+
+
+@dataclass
+class Series:
+    label: str
+    values: list[Value]
+    low: list[Value]
+    high: list[Value]
+
+
+@dataclass
+class Bars:
+    """Grouped bars: one group of bars per category, one bar per series, with intervals."""
+
+    name: str
+    title: str
+    categories: list[str]
+    series: list[Series]
+    ylabel: str
+
+
+@dataclass
+class Panel:
+    title: str
+    values: list[list[Value]]  # [row][column]
+
+
+@dataclass
+class Heatmap:
+    """Panels of values, rows by columns (cause classes by models), on one 0-1 colour scale."""
+
+    name: str
+    title: str
+    rows: list[str]
+    columns: list[str]
+    panels: list[Panel]
+
+
+@dataclass
+class Stacked:
+    """Horizontal stacked shares per row (model), and beside them grouped bars of `side`."""
+
+    name: str
+    title: str
+    rows: list[str]
+    segments: list[str]
+    shares: list[list[Value]]  # [row][segment]
+    side: Bars | None
+
+
+Figure = Bars | Heatmap | Stacked
+
+
+def metrics_figure(report: Mapping[str, Any]) -> Bars:
+    groups = report["groups"]
+    tasks = report_tasks(report)
+    series = []
+    for g in groups:
+        values, low, high = [], [], []
+        for t in tasks:
+            summary = g["tasks"][t]["overall"][TASKS[t].headline] if t in g["tasks"] else None
+            ci = None if summary is None else summary["ci"]
+            values.append(None if summary is None else summary["mean"])
+            low.append(None if ci is None else ci["low"])
+            high.append(None if ci is None else ci["high"])
+        series.append(Series(group_label(g, groups), values, low, high))
+    categories = [metric_title(t, TASKS[t].headline) for t in tasks]
+    return Bars("metrics", "Task metrics per model (mean over runs, 95% CI)", categories, series, "value")
+
+
+def classes_figure(report: Mapping[str, Any]) -> Heatmap:
+    groups = report["groups"]
+    classes = sorted({cls for g in groups for cls in g["cases"]["by_class"]})
+    panels = []
+    for t in report_tasks(report):
+        metric = TASKS[t].headline
+        values: list[list[Value]] = []
+        for cls in classes:
+            row: list[Value] = []
+            for g in groups:
+                by_class = g["tasks"][t]["by_class"] if t in g["tasks"] else {}
+                row.append(by_class[cls][metric]["mean"] if cls in by_class else None)
+            values.append(row)
+        panels.append(Panel(f"{TASKS[t].title} {METRIC_TITLES[metric]}", values))
+    columns = [group_label(g, groups) for g in groups]
+    return Heatmap("classes", "Per cause class (mean over runs)", classes, columns, panels)
+
+
+def interaction_figure(report: Mapping[str, Any]) -> Stacked | None:
+    groups = report["groups"]
+    with_int = [g for g in groups if "ljp_interaction" in g["interaction"]]
+    with_dcg = [g for g in groups if "dcg" in g["interaction"]]
+    if not with_int and not with_dcg:
+        return None
+    shares = [[g["interaction"]["ljp_interaction"]["stop_reasons"][r]["mean"] for r in STOP_REASONS] for g in with_int]
+    side = None
+    if with_dcg:
+        series = []
+        for g in with_dcg:
+            values: list[Value] = [g["interaction"]["dcg"]["success_by_round"][k]["mean"] for k in DCG_ROUNDS]
+            series.append(Series(group_label(g, groups), values, [None] * len(values), [None] * len(values)))
+        side = Bars("dcg_rounds", "DCG success by round", ["round 1", "rounds 1–2"], series, "share of cases")
+    return Stacked(
+        "interaction",
+        "Interaction LJP: how consultations ended (share of cases)",
+        [group_label(g, groups) for g in with_int],
+        [STOP_TITLES[r] for r in STOP_REASONS],
+        shares,
+        side,
+    )
+
+
+def figures(report: Mapping[str, Any]) -> list[Figure]:
+    """The report's figures, in order; none for an empty report."""
+    if not report["groups"]:
+        return []
+    out: list[Figure] = [metrics_figure(report), classes_figure(report)]
+    interaction = interaction_figure(report)
+    if interaction is not None:
+        out.append(interaction)
+    return out

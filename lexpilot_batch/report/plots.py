@@ -1,0 +1,161 @@
+"""The report's figures (`figures`) as SVG and PNG files drawn with matplotlib: `report --figures DIR`.
+
+matplotlib is the optional extra `lexpilot-batch[plots]`; without it `save_figures` stops with an
+error that names the extra. Chinese labels (the cause classes) need a CJK font: the first one
+matplotlib knows of is used; without one, the files are still written and `save_figures` says so.
+SVG files keep their text as text (the viewer's fonts draw it); PNG files are drawn at 150 dpi.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.report.figures import Bars, Figure, Heatmap, Stacked, figures
+from lexpilot_batch.report.svg import PALETTE
+
+CJK_FONTS = (
+    "Noto Sans CJK SC",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+    "WenQuanYi Micro Hei",
+    "WenQuanYi Zen Hei",
+    "Microsoft YaHei",
+    "SimHei",
+    "PingFang SC",
+    "Heiti SC",
+    "Arial Unicode MS",
+)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise LexpilotError(
+            "--figures needs matplotlib, the optional extra 'plots': pip install 'lexpilot-batch[plots]' "
+            "(the HTML report draws its figures without it: --format html)."
+        ) from None
+    return plt
+
+
+def _cjk_font() -> str | None:
+    from matplotlib import font_manager
+
+    known = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONTS if name in known), None)
+
+
+def _bars(ax: Any, figure: Bars) -> None:
+    n = max(len(figure.series), 1)
+    width = 0.8 / n
+    for si, series in enumerate(figure.series):
+        xs = [ci - 0.4 + width * (si + 0.5) for ci in range(len(figure.categories))]
+        values = [0.0 if v is None else v for v in series.values]
+        ax.bar(xs, values, width * 0.92, label=series.label, color=PALETTE[si % len(PALETTE)])
+        for x, v, lo, hi in zip(xs, series.values, series.low, series.high, strict=True):
+            if v is None:
+                ax.text(x, 0.01, "n/a", ha="center", va="bottom", fontsize=7, color="#888")
+            elif lo is not None and hi is not None:
+                ax.errorbar(x, v, yerr=[[v - lo], [hi - v]], fmt="none", ecolor="#222", capsize=3, lw=1)
+    ax.set_xticks(range(len(figure.categories)))
+    ax.set_xticklabels(figure.categories, fontsize=8)
+    ax.set_ylabel(figure.ylabel)
+    ax.axhline(0, color="#888", lw=0.8)
+    ax.grid(axis="y", color="#ddd")
+    ax.set_axisbelow(True)
+    ax.legend(fontsize=8, frameon=False)
+    ax.set_title(figure.title, fontsize=10)
+
+
+def _draw(plt: Any, figure: Figure) -> Any:
+    if isinstance(figure, Bars):
+        fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(figure.categories) + 1), 3.6))
+        _bars(ax, figure)
+        return fig
+    if isinstance(figure, Heatmap):
+        panels = max(len(figure.panels), 1)
+        width = max(2.2, 0.7 * len(figure.columns) + 1.2)
+        fig, axes = plt.subplots(
+            1, panels, figsize=(width * panels + 1, 0.35 * len(figure.rows) + 2.2), squeeze=False, sharey=True
+        )
+        for ax, panel in zip(axes[0], figure.panels, strict=False):
+            grid = [[float("nan") if v is None else v for v in row] for row in panel.values]
+            image = ax.imshow(grid, cmap="Blues", vmin=0, vmax=1, aspect="auto")
+            ax.set_xticks(range(len(figure.columns)))
+            ax.set_xticklabels(figure.columns, rotation=35, ha="right", fontsize=8)
+            ax.set_yticks(range(len(figure.rows)))
+            ax.set_yticklabels(figure.rows, fontsize=8)
+            ax.set_title(panel.title, fontsize=9)
+            for ri, row in enumerate(panel.values):
+                for ci, v in enumerate(row):
+                    text = "–" if v is None else f"{v:.2f}"
+                    color = "white" if v is not None and v > 0.6 else "#222"
+                    ax.text(ci, ri, text, ha="center", va="center", fontsize=7, color=color)
+        fig.colorbar(image, ax=list(axes[0]), shrink=0.8)
+        fig.suptitle(figure.title, fontsize=10)
+        return fig
+    assert isinstance(figure, Stacked)
+    columns = 2 if figure.side is not None and figure.rows else 1
+    fig, axes = plt.subplots(
+        1, columns, figsize=(5.5 * columns + 1, 0.45 * max(len(figure.rows), 3) + 1.8), squeeze=False
+    )
+    ax = axes[0][0]
+    if figure.rows:
+        left = [0.0] * len(figure.rows)
+        for si, segment in enumerate(figure.segments):
+            shares = [row[si] or 0.0 for row in figure.shares]
+            ax.barh(figure.rows, shares, left=left, color=PALETTE[si % len(PALETTE)], label=segment)
+            left = [a + b for a, b in zip(left, shares, strict=True)]
+        ax.set_xlim(0, 1)
+        ax.invert_yaxis()
+        ax.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
+        ax.set_title(figure.title, fontsize=10)
+        if figure.side is not None:
+            _bars(axes[0][1], figure.side)
+    elif figure.side is not None:
+        _bars(ax, figure.side)
+    return fig
+
+
+def save_figures(report: dict, out_dir: Path) -> tuple[list[Path], list[str]]:
+    """Write each figure of `report` as `<name>.svg` and `<name>.png` under `out_dir`; returns the
+    files written and any warnings (a missing CJK font)."""
+    plt = _pyplot()
+    warnings = []
+    font = _cjk_font()
+    style: dict[str, Any] = {"svg.fonttype": "none", "font.size": 9}
+    if font is not None:
+        style["font.sans-serif"] = [font, "DejaVu Sans"]
+    elif any(not label.isascii() for label in _labels(report)):
+        warnings.append(
+            "no CJK font found for matplotlib: Chinese labels may show as boxes in the PNG files "
+            "(install one, e.g. Noto Sans CJK or WenQuanYi Micro Hei); the SVG files keep them as text."
+        )
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LexpilotError(f"cannot create --figures folder {out_dir} ({exc.strerror or exc})") from None
+    written = []
+    with plt.rc_context(style):
+        for figure in figures(report):
+            fig = _draw(plt, figure)
+            fig.tight_layout()
+            for suffix in ("svg", "png"):
+                path = out_dir / f"{figure.name}.{suffix}"
+                try:
+                    fig.savefig(path, dpi=150, metadata={"Date": None} if suffix == "svg" else None)
+                except OSError as exc:
+                    raise LexpilotError(f"cannot write {path} ({exc.strerror or exc})") from None
+                written.append(path)
+            plt.close(fig)
+    return written, warnings
+
+
+def _labels(report: dict) -> list[str]:
+    return [g["model"] for g in report["groups"]] + [c for g in report["groups"] for c in g["cases"]["by_class"]]
