@@ -13,6 +13,7 @@ from lexpilot_batch.errors import LexpilotError
 
 if TYPE_CHECKING:
     from lexpilot_batch.estimate import Estimate
+    from lexpilot_batch.report import RunResults
     from lexpilot_batch.workspace import Workspace
 
 
@@ -62,6 +63,18 @@ def _estimate_workspace(ws: Workspace, prices: dict | None) -> Estimate:
         session.close()
 
 
+def _refuse_incomplete(runs: list[RunResults], partial: bool, verb: str) -> None:
+    from lexpilot_batch import results
+
+    problems = results.incomplete(runs)
+    if problems and not partial:
+        raise LexpilotError(
+            "some tasks are not complete:\n"
+            + "\n".join(f"  - {p}" for p in problems)
+            + f"\nFinish them (poll-and-advance --submit --wait), or pass --partial to {verb} what is scored."
+        )
+
+
 def print_report(
     root: Path | None,
     run_id: str | None,
@@ -88,13 +101,7 @@ def print_report(
     with Workspace(root, writable=False) as ws:
         # The HTML page's per-case viewer shows whole records; every other format reads scores only.
         runs = results.load_run_results(ws, run_id, model, texts=html)
-    problems = results.incomplete(runs)
-    if problems and not partial:
-        raise LexpilotError(
-            "some tasks are not complete:\n"
-            + "\n".join(f"  - {p}" for p in problems)
-            + "\nFinish them (poll-and-advance --submit --wait), or pass --partial to report what is scored."
-        )
+    _refuse_incomplete(runs, partial, "report")
     built = report_mod.build_report(
         runs,
         prices,
@@ -172,22 +179,45 @@ def report(
 
 def export(
     out: Annotated[Path, typer.Option("--out", help="Folder to write the result files into.", file_okay=False)],
-    layout: Annotated[str, typer.Option("--layout", help="Only 'seed': the original code's file layout.")] = "seed",
+    layout: Annotated[
+        str,
+        typer.Option(
+            "--layout",
+            help="'seed': the original code's result files; 'cases': one row per case (cases.csv, cases.jsonl).",
+        ),
+    ] = "seed",
     run_id: Annotated[str | None, typer.Option("--run-id", help="Only this run id.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this evaluated model.")] = None,
+    partial: Annotated[
+        bool, typer.Option("--partial", help="With --layout cases: export although some threads are not finished.")
+    ] = False,
     root: RootOpt = None,
 ) -> None:
-    """Write finished records in the original benchmark code's result-file layout.
+    """Write finished records in the original benchmark code's result-file layout, or one row per case.
 
-    Writes runs/, AwN_gen/, Force_ask_gen/, Force_judge_gen/ and eval_results/ under --out.
+    --layout seed writes runs/, AwN_gen/, Force_ask_gen/, Force_judge_gen/ and eval_results/ under
+    --out; --layout cases writes cases.csv and cases.jsonl (class, label or success, verdicts
+    against gold, rounds used and stop reason of every run, model, task and case).
 
-    Example: lexpilot-batch export --layout seed --out results/
+    Example: lexpilot-batch export --layout cases --out results/
     """
-    from lexpilot_batch.export import export_seed
     from lexpilot_batch.workspace import Workspace
 
-    if layout != "seed":
-        raise LexpilotError("--layout must be 'seed' (the original benchmark code's result files)")
-    with Workspace(root, writable=False) as ws:
-        written = export_seed(ws, out, run_id, model)
+    if layout == "cases":
+        from lexpilot_batch import results
+        from lexpilot_batch.case_export import export_cases
+
+        with Workspace(root, writable=False) as ws:
+            runs = results.load_run_results(ws, run_id, model)
+        _refuse_incomplete(runs, partial, "export")
+        written = export_cases(runs, out)
+    elif layout == "seed":
+        from lexpilot_batch.export import export_seed
+
+        with Workspace(root, writable=False) as ws:
+            written = export_seed(ws, out, run_id, model)
+    else:
+        raise LexpilotError(
+            "--layout must be 'seed' (the original benchmark code's result files) or 'cases' (one row per case)"
+        )
     typer.echo(f"Wrote {len(written)} file(s) under {out}.")

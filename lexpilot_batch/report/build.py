@@ -118,7 +118,7 @@ def build_report(
             "settings": dict(runs_[0].settings),
             "cases": {},
             "tasks": {},
-            "interaction": interaction_stats(runs_),
+            "interaction": {},
             "usage": _usage(runs_, prices, batch_discount),
         }
         for (model, user_model, judge_model, group_key), runs_ in members
@@ -139,6 +139,7 @@ def build_report(
             mine = cases_by_class(members[i][1], _natural_key) if len(indices) > 1 else family.classes
             by_class = {cls: len(cases) for cls, cases in mine.items()}
             groups[i]["cases"] = {"total": sum(by_class.values()), "by_class": by_class}
+            groups[i]["interaction"] = interaction_stats(members[i][1])
         comparisons += compare(groups, indices, estimates, baseline)
     report = {
         "groups": groups,

@@ -74,14 +74,19 @@ def _bars(ax: Any, figure: Bars) -> None:
 
 def _draw(plt: Any, figure: Figure) -> Any:
     if isinstance(figure, Bars):
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(figure.categories) + 1), 3.6))
+        fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(figure.categories) + 1), 3.6), layout="constrained")
         _bars(ax, figure)
         return fig
     if isinstance(figure, Heatmap):
         panels = max(len(figure.panels), 1)
         width = max(2.2, 0.7 * len(figure.columns) + 1.2)
         fig, axes = plt.subplots(
-            1, panels, figsize=(width * panels + 1, 0.35 * len(figure.rows) + 2.2), squeeze=False, sharey=True
+            1,
+            panels,
+            figsize=(width * panels + 1, 0.35 * len(figure.rows) + 2.2),
+            squeeze=False,
+            sharey=True,
+            layout="constrained",
         )
         for ax, panel in zip(axes[0], figure.panels, strict=False):
             grid = [[float("nan") if v is None else v for v in row] for row in panel.values]
@@ -102,18 +107,22 @@ def _draw(plt: Any, figure: Figure) -> Any:
     assert isinstance(figure, Stacked)
     columns = 2 if figure.side is not None and figure.rows else 1
     fig, axes = plt.subplots(
-        1, columns, figsize=(5.5 * columns + 1, 0.45 * max(len(figure.rows), 3) + 1.8), squeeze=False
+        1, columns, figsize=(5.5 * columns + 1, 0.45 * max(len(figure.rows), 3) + 2.2), squeeze=False
     )
+    # Room below the axes for the legend of the stop reasons (no layout engine places a figure legend).
+    fig.subplots_adjust(left=0.12, right=0.97, top=0.88, bottom=0.3, wspace=0.3)
     ax = axes[0][0]
     if figure.rows:
         left = [0.0] * len(figure.rows)
         for si, segment in enumerate(figure.segments):
             shares = [row[si] or 0.0 for row in figure.shares]
-            ax.barh(figure.rows, shares, left=left, color=PALETTE[si % len(PALETTE)], label=segment)
+            bars = ax.barh(figure.rows, shares, left=left, color=PALETTE[si % len(PALETTE)], label=segment)
+            ax.bar_label(bars, [f"{v:.0%}" if v >= 0.06 else "" for v in shares], label_type="center", color="white")
             left = [a + b for a, b in zip(left, shares, strict=True)]
         ax.set_xlim(0, 1)
         ax.invert_yaxis()
-        ax.legend(fontsize=7, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
+        ax.tick_params(axis="y", labelsize=8)
+        fig.legend(fontsize=8, frameon=False, loc="lower center", ncol=len(figure.segments))
         ax.set_title(figure.title, fontsize=10)
         if figure.side is not None:
             _bars(axes[0][1], figure.side)
@@ -145,7 +154,6 @@ def save_figures(report: dict, out_dir: Path) -> tuple[list[Path], list[str]]:
     with plt.rc_context(style):
         for figure in figures(report):
             fig = _draw(plt, figure)
-            fig.tight_layout()
             for suffix in ("svg", "png"):
                 path = out_dir / f"{figure.name}.{suffix}"
                 try:
