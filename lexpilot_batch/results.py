@@ -175,20 +175,23 @@ class _WholeRecords:
     """What the export reads: whole records, the case's histories put back (`records.expand`)."""
 
     def __init__(self, db: sqlite3.Connection, run: Any) -> None:
+        self.db, self.dataset = db, run["dataset"]
         self.rows = _plain_rows(
             db,
-            "SELECT t.task, t.variant, t.status, t.case_idx, t.case_idx, t.record, c.data FROM threads t"
-            " JOIN cases c ON c.dataset = ? AND c.idx = t.case_idx WHERE t.run_pk = ? ORDER BY t.case_idx, t.variant",
-            (run["dataset"], run["pk"]),
+            "SELECT task, variant, status, case_idx, case_idx, record FROM threads"
+            " WHERE run_pk = ? ORDER BY case_idx, variant",
+            (run["pk"],),
         )
-        self.case: tuple[int, Case] | None = None  # rows come in case order: one parse per case
+        self.case: tuple[int, Case] | None = None  # rows come in case order: one read and parse per case
 
-    def record(self, task: str, case_idx: int, record: str, data: str) -> dict[str, Any]:
+    def record(self, task: str, case_idx: int, record: str) -> dict[str, Any]:
         stored = json.loads(record)
         if not records.has_references(stored):
             return stored
         if self.case is None or self.case[0] != case_idx:
-            self.case = (case_idx, stored_case(data))
+            # Read apart, not joined to every thread row: a case holds several threads per run.
+            data = self.db.execute("SELECT data FROM cases WHERE dataset = ? AND idx = ?", (self.dataset, case_idx))
+            self.case = (case_idx, stored_case(data.fetchone()[0]))
         return records.expand(stored, self.case[1])
 
 
