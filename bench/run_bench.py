@@ -415,10 +415,16 @@ def child_validate(dataset: Path) -> dict[str, Any]:
     return {"cases": len(ds), "seconds": round(time.perf_counter() - start, 3), "peak_rss_mb": own_peak_rss_mb()}
 
 
-def child_report(root: Path, profile: str | None = None) -> dict[str, Any]:
+def bench_models(k: int) -> list[str]:
+    """The evaluated models the bench prepares: bench-eval, then bench-eval-2 ... bench-eval-k."""
+    return ["bench-eval", *(f"bench-eval-{i}" for i in range(2, k + 1))]
+
+
+def child_report(root: Path, profile: str | None = None, html: bool = False) -> dict[str, Any]:
     """Build and render the report of a finished workspace exactly as `lexpilot-batch report` does.
 
-    Calls the CLI's own report function (output captured), with its three parts timed.
+    Calls the CLI's own report function (output captured), with its three parts timed. With `html`,
+    then renders `--format html` the same way into `<root>/report.html` (`child_html`).
     """
     import contextlib
     import io
@@ -456,7 +462,46 @@ def child_report(root: Path, profile: str | None = None) -> dict[str, Any]:
         # Metrics only: also equal between a run with --speculate and one without.
         "metrics_digest": _metrics_digest(built[-1], usage=False) if built else None,
         "peak_rss_mb": own_peak_rss_mb(),
+        "html": child_html(root) if html else None,
     }
+
+
+def child_html(root: Path) -> dict[str, Any]:
+    """`lexpilot-batch report --format html` of the workspace into `<root>/report.html`: seconds, size,
+    and, where a Chromium is found, the milliseconds from navigation to the first case on screen
+    (the page's `data-ready-ms`), median of three loads."""
+    import contextlib
+    import io
+    import re
+
+    from lexpilot_batch.cli.reading import print_report
+
+    out = io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out):
+        print_report(root, None, None, "html", False)
+    seconds = time.perf_counter() - start
+    page = root / "report.html"
+    page.write_text(out.getvalue(), encoding="utf-8")
+    result: dict[str, Any] = {"seconds": round(seconds, 3), "mb": round(page.stat().st_size / MB, 2), "ready_ms": None}
+    browser = next(
+        (shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None
+    )
+    if browser is not None:
+        times = []
+        for _ in range(3):
+            with tempfile.TemporaryDirectory() as profile_dir:
+                done = subprocess.run(
+                    [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                     f"--user-data-dir={profile_dir}", "--dump-dom", page.as_uri()],
+                    capture_output=True, text=True, encoding="utf-8", timeout=300,
+                )  # fmt: skip
+            found = re.search(r'data-ready-ms="(\d+)"', done.stdout)
+            if found:
+                times.append(int(found.group(1)))
+        result["ready_ms"] = sorted(times)[len(times) // 2] if times else None
+    return result
 
 
 def _metrics_digest(built: dict, usage: bool = True) -> str:
@@ -608,16 +653,15 @@ def _bench(
         with Workspace(ws_root) as ws:
             session = Session(ws, options)
             try:
-                mark = time.perf_counter()
-                spec = RunSpec(
-                    tuple(run_ids), "bench-eval", "all", Settings(), dataset=dataset, speculate=args.speculate
-                )
-                prepared = prepare(ws, session, spec)
-                log(
-                    f"prepared {len(run_ids)} runs, {prepared.new_threads} threads; wave 1: "
-                    f"{prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
-                    f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
-                )
+                for model in bench_models(args.models):
+                    mark = time.perf_counter()
+                    spec = RunSpec(tuple(run_ids), model, "all", Settings(), dataset=dataset, speculate=args.speculate)
+                    prepared = prepare(ws, session, spec)
+                    log(
+                        f"prepared {len(run_ids)} runs of {model}, {prepared.new_threads} threads; wave 1: "
+                        f"{prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
+                        f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
+                    )
                 for round_no in range(1, 200):
                     before = dict(meter.seconds)
                     mark = time.perf_counter()
@@ -666,7 +710,7 @@ def _bench(
         f"(its own process, peak RSS {checked['peak_rss_mb']} MB)"
     )
 
-    report_args = ["--child-report", str(ws_root)]
+    report_args = ["--child-report", str(ws_root)] + (["--html"] if args.html else [])
     if args.profile:
         stem = Path(args.profile)
         report_args += ["--profile", str(stem.with_name(stem.stem + "-report" + stem.suffix))]
@@ -720,6 +764,7 @@ def _bench(
         "scale": args.scale,
         "cases": checked["cases"],
         "runs": args.runs,
+        "models": args.models,
         "requests": requests,
         "waves": counts["waves"],
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
@@ -741,6 +786,7 @@ def _bench(
         "peak_rss_raised_mb_by": {k: round(v, 1) for k, v in meter.peak_raised_by.items()},
         "breakdown_seconds": {k: round(v, 3) for k, v in breakdown.items()},
         "report_parts": reported["parts"],
+        "html": reported.get("html"),
         "report_digest": reported["digest"],
         "metrics_digest": reported["metrics_digest"],
         "request_status": counts["request_status"],
@@ -780,6 +826,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=1, help="dataset size in multiples of 432 cases (default 1)")
     parser.add_argument("--speculate", action="store_true", help="prepare the runs with --speculate")
     parser.add_argument("--runs", type=int, default=5, help="run ids to prepare (default 5)")
+    parser.add_argument("--models", type=int, default=1, help="evaluated models to prepare (default 1)")
+    parser.add_argument(
+        "--html", action="store_true", help="also render the HTML report (seconds, size, load time in Chromium)"
+    )
     parser.add_argument("--root", help="folder for the dataset, workspace and simulator state (default: a temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep the generated files instead of deleting them")
     parser.add_argument("--dataset", help="use this dataset file instead of generating one (kept)")
@@ -802,10 +852,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child_validate(Path(args.child_validate))))
         return 0
     if args.child_report:
-        print(json.dumps(child_report(Path(args.child_report), args.profile)))
+        print(json.dumps(child_report(Path(args.child_report), args.profile, args.html)))
         return 0
-    if args.scale < 1 or args.runs < 1:
-        parser.error("--scale and --runs must be at least 1")
+    if args.scale < 1 or args.runs < 1 or args.models < 1:
+        parser.error("--scale, --runs and --models must be at least 1")
     print(json.dumps(run(args), ensure_ascii=False), flush=True)
     return 0
 

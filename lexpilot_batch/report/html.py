@@ -27,9 +27,8 @@ from lexpilot_batch.report.cells import (
     interval_note,
 )
 from lexpilot_batch.report.figures import figures
-from lexpilot_batch.report.layout import cost_note, group_label, settings_text, task_remarks, usage_rows
+from lexpilot_batch.report.layout import cost_note, group_label, group_remarks, settings_text, usage_rows
 from lexpilot_batch.report.tables import Table, tables
-from lexpilot_batch.tasks import TASKS
 
 CSS = """
 :root { --ink: #1d2330; --muted: #5b6577; --line: #d9dde5; --soft: #f5f7fa; --accent: #0072B2;
@@ -280,6 +279,8 @@ SCRIPT = r"""
   window.addEventListener("hashchange", fromHash);
   if (!D.items.length) { $("v-case").appendChild(make("p", "note", "No finished records.")); return; }
   if (!fromHash()) refresh(0);
+  // When the first case was on screen, in ms from the start of navigation (the bench reads it).
+  root.dataset.readyMs = String(Math.round(performance.now()));
 })();
 """
 
@@ -311,11 +312,7 @@ def _groups_html(report: Mapping[str, Any]) -> str:
     groups = report["groups"]
     parts = ["<h3>Groups</h3><ul>"]
     for g in groups:
-        remarks = "".join(
-            f"<li>{escape(TASKS[name].title)}: {escape(remark)}</li>"
-            for name, task in g["tasks"].items()
-            for remark in task_remarks(task, g)
-        )
+        remarks = "".join(f"<li>{escape(remark)}</li>" for remark in group_remarks(g))
         parts.append(
             f"<li><b>{escape(group_label(g, groups))}</b> (user model {escape(g['user_model'])}, judge "
             f"{escape(g['judge_model'])}): {g['n_runs']} run{'s' if g['n_runs'] != 1 else ''} "

@@ -12,7 +12,7 @@ from typing import Any
 from lexpilot_batch.protocols.interaction import STOP_REASONS
 from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NUMBERS_NOTE, UNDEFINED_NOTE, Style
 from lexpilot_batch.report.interaction import DCG_ROUNDS
-from lexpilot_batch.report.layout import group_label, settings_text, task_remarks
+from lexpilot_batch.report.layout import group_label, group_remarks, settings_text
 from lexpilot_batch.report.tables import p_text, report_tasks
 from lexpilot_batch.tasks import TASKS
 
@@ -272,9 +272,7 @@ def render_latex(report: dict) -> str:
             f"{g['user_model']}; judge {g['judge_model']}; "
             f"settings: {settings_text(g['settings'])}"
         )
-        for task_name, task in g["tasks"].items():
-            for remark in task_remarks(task, g):
-                lines.append(f"%   {TASKS[task_name].title}: {remark}")
+        lines += [f"%   {remark}" for remark in group_remarks(g)]
     if not groups:
         return "\n".join([*lines, "% No runs to report."]) + "\n"
     for table in (_main, _details, _by_class, _comparisons, _interaction):

@@ -45,6 +45,16 @@ def task_remarks(task: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]
     return remarks
 
 
+def group_remarks(group: Mapping[str, Any]) -> list[str]:
+    """Everything a reader must know about a group before trusting its numbers, one line each, as
+    every text format lists them under the group: today each task's `task_remarks`."""
+    return [
+        f"{TASKS[name].title}: {remark}"
+        for name, task in group["tasks"].items()
+        for remark in task_remarks(task, group)
+    ]
+
+
 def group_label(group: Mapping[str, Any], groups: list[Mapping[str, Any]]) -> str:
     """The model name, with the group key when the model has several groups."""
     same = sum(g["model"] == group["model"] for g in groups)

@@ -11,9 +11,8 @@ from lexpilot_batch.report.cells import (
     Style,
     interval_note,
 )
-from lexpilot_batch.report.layout import cost_note, group_label, settings_text, task_remarks, usage_rows
+from lexpilot_batch.report.layout import cost_note, group_label, group_remarks, settings_text, usage_rows
 from lexpilot_batch.report.tables import Table, tables
-from lexpilot_batch.tasks import TASKS
 
 
 def _md_escape(text: str) -> str:
@@ -67,9 +66,7 @@ def render_markdown(report: dict) -> str:
             f"({', '.join(g['runs'])}); "
             f"settings: {_md_escape(settings_text(g['settings']))}"
         )
-        for task_name, task in g["tasks"].items():
-            for remark in task_remarks(task, g):
-                lines.append(f"  - {TASKS[task_name].title}: {remark}")
+        lines += [f"  - {remark}" for remark in group_remarks(g)]
     for g in groups:
         if g["usage"]["roles"]:
             lines += ["", f"## Usage: {_md_escape(group_label(g, groups))}", ""]

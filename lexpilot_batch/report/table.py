@@ -11,9 +11,8 @@ from lexpilot_batch.report.cells import (
     Style,
     interval_note,
 )
-from lexpilot_batch.report.layout import cost_note, settings_text, task_remarks, usage_rows
+from lexpilot_batch.report.layout import cost_note, group_remarks, settings_text, usage_rows
 from lexpilot_batch.report.tables import Table, tables
-from lexpilot_batch.tasks import TASKS
 from lexpilot_batch.text import display_width, pad
 
 
@@ -48,8 +47,7 @@ def render_table(report: dict) -> str:
             f"{'s' if group['n_runs'] != 1 else ''}: {', '.join(group['runs'])}",
             f"settings: {settings_text(group['settings'])}",
         ]
-        for task_name, task in group["tasks"].items():
-            lines += [f"  ** {TASKS[task_name].title}: {remark}" for remark in task_remarks(task, group)]
+        lines += [f"  ** {remark}" for remark in group_remarks(group)]
         if group["usage"]["roles"]:
             lines += ["Usage"]
             lines += _grid(usage_rows(group["usage"]), "lrrrr", indent="  ")
