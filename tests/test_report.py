@@ -547,3 +547,37 @@ def test_empty_report_renders():
     assert report["groups"] == [] and report["comparisons"] == []
     for fmt in FORMATS:
         assert render(report, fmt)
+
+
+def interaction(*cases: tuple[str, str]) -> TaskRecords:
+    """(class, stop reason) per case, one claim each."""
+    return with_cases(
+        [
+            (cls, {"case_number": f"{cls}{i}", "claims": [{"gold": "支持", "predicted": "支持"}], "stop_reason": stop})
+            for i, (cls, stop) in enumerate(cases)
+        ]
+    )
+
+
+def test_interaction_statistics_are_shares_per_run_then_mean_and_sd():
+    r1, r2, r3, forced = "judgment_round_1", "judgment_round_2", "judgment_round_3", "forced_final_prediction"
+    runs = [
+        run("run1", {"ljp_interaction": interaction((FAMILY, r1), (FAMILY, r1), (CONTRACT, forced))}),
+        run("run2", {"ljp_interaction": interaction((FAMILY, r2), (FAMILY, r3), (CONTRACT, r1))}),
+    ]
+    stats = only_group(build_report(runs))["interaction"]
+    assert set(stats) == {"ljp_interaction"}
+    s = stats["ljp_interaction"]
+    assert s["n"] == {"run1": 3, "run2": 3}
+    assert s["stop_reasons"][r1]["per_run"] == {"run1": pytest.approx(2 / 3), "run2": pytest.approx(1 / 3)}
+    assert s["stop_reasons"][r1]["mean"] == pytest.approx(0.5)
+    assert s["stop_reasons"][forced]["per_run"] == {"run1": pytest.approx(1 / 3), "run2": 0.0}
+    # New responses: run1 (1 + 1 + 4) / 3 = 2, run2 (2 + 3 + 1) / 3 = 2.
+    assert s["responses"] == {"mean": 2.0, "sd": 0.0, "n_defined": 2, "per_run": {"run1": 2.0, "run2": 2.0}}
+    # DCG by round, from two_runs(): run1 succeeds on 1 of 3 cases, run2 on 2 of 3, all in round 2.
+    dcg_rounds = only_group(build_report(two_runs()))["interaction"]["dcg"]["success_by_round"]
+    assert dcg_rounds["1"]["per_run"] == {"run1": 0.0, "run2": 0.0}
+    assert dcg_rounds["2"]["per_run"] == {"run1": pytest.approx(1 / 3), "run2": pytest.approx(2 / 3)}
+    for fmt in ("table", "markdown", "latex", "html"):
+        out = render(build_report(runs), fmt)
+        assert "forced final prediction" in out or "Forced" in out, fmt

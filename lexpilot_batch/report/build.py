@@ -1,10 +1,15 @@
-"""Building the report: comparable runs grouped, each metric per run, then mean and sample SD; usage and cost.
+"""Building the report: comparable runs grouped, each metric per run, then mean, sample SD, n and a
+bootstrap interval; model comparisons, interaction statistics, usage and cost.
 
 Comparable runs are those with the same `group_key` (dataset hash, selected cases, code/prompt
 hash, models and generation settings); runs are never pooled across keys. Each metric is computed
 within each run, overall and per cause class that has records in the group, and only then
 averaged: mean and sample SD (ddof=1) over the runs where the metric is defined (see
 `metrics.mean_sd`). What a task scores, and how, is `tasks.TASKS[task]`'s to say.
+
+Groups that share a `comparison_key` (the same but for the evaluated model) form a family: their
+cases are resampled together (`bootstrap.Family`), which gives each group's intervals
+(`estimates`) and each pair's paired comparison (`compare`).
 
 Cost. `prices` maps a role to `{"input": USD per 1M prompt tokens, "output": USD per 1M
 completion tokens}`; each backend's tokens cost what `costs.cost_usd` says (batch work at the

@@ -1,5 +1,5 @@
-"""What the text formats show around the cells: group labels, metric columns, class rows, task remarks,
-settings, and the usage table with its cost note."""
+"""What the text formats show around the cells: group labels, task and group remarks, settings, and
+the usage table with its cost note."""
 
 from __future__ import annotations
 
@@ -59,17 +59,6 @@ def group_label(group: Mapping[str, Any], groups: list[Mapping[str, Any]]) -> st
     """The model name, with the group key when the model has several groups."""
     same = sum(g["model"] == group["model"] for g in groups)
     return group["model"] if same == 1 else f"{group['model']} [{group['group_key'][:8]}]"
-
-
-def metric_columns(report: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(task, metric) columns for every task any group has, in benchmark order."""
-    tasks = [t for t in TASKS if any(t in g["tasks"] for g in report["groups"])]
-    return [(t, m) for t in tasks for m in TASKS[t].metrics]
-
-
-def group_classes(group: Mapping[str, Any]) -> list[str]:
-    """Every cause class any task of the group has records in, by name."""
-    return sorted({cls for task in group["tasks"].values() for cls in task["by_class"]})
 
 
 def task_runs(task: Mapping[str, Any]) -> int:
