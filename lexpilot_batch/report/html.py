@@ -6,7 +6,8 @@ The viewer's data is embedded as JSON in a `<script type="application/json">` bl
 written as `\\u003c`, so no text can end the block) and rendered by a small script: pick a model,
 run and task, filter the cases by class, stop reason and result, and read one case. Texts are
 set with `textContent`, never parsed as HTML. A case can be linked: `report.html#case=<model
-label>/<run id>/<task>/<case number>[/<c|u>]`.
+label>/<run id>/<task>/<case number>[/<c|u>]`, each part URL-encoded (a model `openai/gpt-4o` is
+`openai%2Fgpt-4o`); the address bar shows the link of the case on screen.
 """
 
 from __future__ import annotations
@@ -134,7 +135,6 @@ SCRIPT = r"""
   });
   var sel = {model: $("v-model"), run: $("v-run"), task: $("v-task"), cls: $("v-class"),
              stop: $("v-stop"), correct: $("v-correct")};
-  var current = null;
 
   D.groups.forEach(function (g, i) { option(sel.model, i, g.label); });
   function fillRuns() {
@@ -198,9 +198,16 @@ SCRIPT = r"""
     if (o.stop_reason) t += " — " + STOPS[o.stop_reason] + " (" + o.responses + " new response" + (o.responses > 1 ? "s" : "") + ")";
     return t;
   }
+  function link(it) {
+    var parts = [D.groups[it[0]].label, D.groups[it[0]].runs[it[1]], D.tasks[it[2]][0], D.cases[it[3]][0]];
+    if (it[4]) parts.push(it[4]);
+    return "#case=" + parts.map(encodeURIComponent).join("/");
+  }
   function show(i) {
-    current = i;
     var it = D.items[i], o = it[7], task = D.tasks[it[2]][0], box = $("v-case");
+    if (/^#(case=|viewer)/.test(location.hash)) {  // on the viewer's tab: the address shows this case
+      try { history.replaceState(null, "", link(it)); } catch (e) { /* no history API */ }
+    }
     box.innerHTML = "";
     box.dataset.item = String(i);
     box.dataset.task = task;
