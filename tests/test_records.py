@@ -93,3 +93,27 @@ def test_reports_read_scores_and_fall_back_to_records_stored_without_them(tmp_pa
         db.execute("UPDATE threads SET score = '{}' WHERE pk = (SELECT MIN(pk) FROM threads WHERE task = 'dcg')")
         with pytest.raises(LexpilotError, match="missing field 'success'"):
             build_report(load_run_results(ws, texts=False))
+
+
+def test_scores_stored_before_the_interaction_statistics_are_read_from_the_records(tmp_path):
+    """A workspace whose DCG and Interaction LJP scores lack what the interaction statistics read
+    (as versions before them stored) reports them from the records after migration 0006."""
+    from lexpilot_batch.report import build_report
+    from lexpilot_batch.store import Store
+
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="all", runs=("r1",), limit=5)
+        finish(ws, session)
+        session.close()
+        expected = build_report(load_run_results(ws, texts=False))
+        db = ws.store.conn
+        for pk, score in db.execute("SELECT pk, score FROM threads WHERE status = 'done'").fetchall():
+            old = {k: v for k, v in json.loads(score).items() if k not in ("decisions", "stop_reason")}
+            db.execute("UPDATE threads SET score = ? WHERE pk = ?", (json.dumps(old, ensure_ascii=False), pk))
+        db.execute("DELETE FROM migrations WHERE name = '0006_rescore_interaction_fields'")
+        with pytest.raises(Exception, match="missing field .(stop_reason|decisions)"):
+            build_report(load_run_results(ws, texts=False))
+    Store(tmp_path / "ws" / "state" / "lexpilot.sqlite3").close()  # migrates
+    with Workspace(tmp_path / "ws", writable=False) as ws:
+        assert build_report(load_run_results(ws, texts=False)) == expected
