@@ -93,7 +93,7 @@ def _validate(model: type[BaseModel], text: str) -> BaseModel:
         raise MalformedOutput(f"no JSON object in judge output: {answer[:120]!r}")
     final, end = objects[-1]
     if len(objects) > 1 and not _ENDS_OUTPUT.fullmatch(answer, end):
-        readings = {_reading(model, obj) for obj, _ in objects} - {None}
+        readings = {reading for obj, _ in objects if (reading := _reading(model, obj)) is not None}
         if len(readings) > 1:
             raise MalformedOutput(
                 f"judge output holds {len(objects)} JSON objects that disagree ({', '.join(sorted(readings))}) "
