@@ -267,10 +267,9 @@ def make_case(i: int, rng: random.Random, causes: list[str], corpora: dict[str, 
 
 def generate_dataset(path: Path, cases: int, seed: int = 0) -> None:
     """Write `cases` synthetic cases to `path`, streaming: never the whole dataset in memory."""
-    from lexpilot_batch.resources import default_categories
+    from lexpilot_batch.data import load_categories
 
-    categories = json.loads(default_categories().read_text(encoding="utf-8"))
-    causes = [c for members in categories.values() for c in members]
+    causes = list(load_categories())  # every cause of the bundled mapping, in its order
     rng = random.Random(seed)
     corpora = {
         "facts": _Corpus(_FACT_SENTENCES, rng),

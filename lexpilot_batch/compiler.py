@@ -82,11 +82,11 @@ def _run_contexts(db: sqlite3.Connection, retries: int) -> dict[int, RunContext]
     return out
 
 
-def _load_case_factory(db: sqlite3.Connection) -> Callable[[str, int], tuple[Case, str]]:
+def _load_case_factory(db: sqlite3.Connection) -> Callable[[str, int], Case]:
     @lru_cache(maxsize=256)
-    def load(dataset: str, idx: int) -> tuple[Case, str]:
-        row = db.execute("SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (dataset, idx)).fetchone()
-        return stored_case(row["data"]), row["cause_class"]
+    def load(dataset: str, idx: int) -> Case:
+        row = db.execute("SELECT data FROM cases WHERE dataset = ? AND idx = ?", (dataset, idx)).fetchone()
+        return stored_case(row["data"])
 
     return load
 
@@ -158,8 +158,8 @@ def _advance_all(
         # Case-major order keeps each case's parsed data hot in the cache across runs.
         for (case_idx, run_pk), threads, rows in _active_groups(db):
             run = runs[run_pk]
-            case, cause_class = load_case(run.dataset, case_idx)
-            ctx = CaseContext(case, cause_class, run.templates, run.speculate)
+            case = load_case(run.dataset, case_idx)
+            ctx = CaseContext(case, run.templates, run.speculate)
             history, answers = _by_step(rows)
             due = due_for_case(ctx, threads, answers, history, run.retries)
             discards.extend((run.pk, case_idx, key) for key in due.unused)

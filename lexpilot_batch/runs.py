@@ -1,7 +1,8 @@
 """Runs: registering a (run id, evaluated model) with its manifest, and creating its threads.
 
-A manifest pins everything that decides a run's results: dataset hash, selected cases, code and
-prompt hashes, the three models, endpoints (never keys), generation settings, package version.
+A manifest pins everything that decides a run's results: dataset hash, selected cases, the
+cause-class mapping's hash, code and prompt hashes, the three models, endpoints (never keys),
+generation settings, package version.
 Re-running with the same run id and the same manifest resumes; any difference is refused with
 every differing field named, because mixing settings inside one run would silently corrupt it.
 A run's cases are copied into the workspace from the dataset file once per dataset: later runs of
@@ -22,6 +23,8 @@ from typing import Any
 from lexpilot_batch import __version__, prompts
 from lexpilot_batch.config import Settings
 from lexpilot_batch.data import Case, DatasetFile
+from lexpilot_batch.data.categories import grouped
+from lexpilot_batch.data.dataset import bundled_sample_sha256
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
 from lexpilot_batch.fileio import write_atomic
 from lexpilot_batch.protocols import PROTOCOLS, tasks_for_stage
@@ -32,7 +35,7 @@ _PACKAGE = Path(__file__).resolve().parent
 # The code that decides what is asked and how answers are read: changing it changes results.
 _RESULT_CODE = ("prompts.py", "judges.py", "data", "protocols")
 # Fields that are informative only: a different value does not make a different experiment.
-_INFORMATIVE = {"created_at", "version", "dataset_path"}
+_INFORMATIVE = {"created_at", "version", "dataset_path", "categories_path", "bundled_sample"}
 
 
 def code_hash() -> str:
@@ -135,7 +138,10 @@ def build_manifest(
         "judge_model": settings.judge_model,
         "dataset_sha256": dataset.sha256,
         "dataset_path": str(dataset.path),
+        "bundled_sample": dataset.is_bundled_sample,
         "case_ids": [case_ids[i] for i in case_indices],
+        "categories_sha256": dataset.categories_sha256,
+        "categories_path": str(dataset.categories_path),
         "code_hash": code_hash(),
         "prompts_hash": prompts.templates_hash(templates),
         "settings": asdict(settings),
@@ -143,6 +149,15 @@ def build_manifest(
         "version": __version__,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def used_bundled_sample(manifest: Mapping[str, Any]) -> bool:
+    """Whether the run's dataset is the bundled sample (a demonstration, not a benchmark result).
+
+    Manifests written before the field existed are told by their dataset's hash."""
+    if "bundled_sample" in manifest:
+        return bool(manifest["bundled_sample"])
+    return manifest.get("dataset_sha256") == bundled_sample_sha256()
 
 
 def manifest_differences(old: dict, new: dict) -> list[str]:
@@ -220,6 +235,11 @@ def _insert_run(
     clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
     check_key_free(run_id, model, None if clash is None else (clash["run_id"], clash["model"]))
     _copy_cases(db, dataset, len(indices))
+    # The run is classed with its own mapping when it is scored (`results`): keep that mapping.
+    db.execute(
+        "INSERT OR IGNORE INTO categories (sha256, classes) VALUES (?, ?)",
+        (dataset.categories_sha256, json.dumps(grouped(dataset.classes, dataset.class_names), ensure_ascii=False)),
+    )
     cur = db.execute(
         "INSERT INTO runs (run_id, model, key, dataset, manifest, templates, speculate, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -248,9 +268,9 @@ def _copy_cases(db: sqlite3.Connection, dataset: DatasetFile, n: int) -> None:
     if have == n:
         return
     db.executemany(
-        "INSERT OR IGNORE INTO cases VALUES (?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO cases (dataset, idx, case_number, cause_class, data, cause) VALUES (?, ?, ?, ?, ?, ?)",
         (
-            (dataset.sha256, i, case.case_id, dataset.case_classes[i], case.model_dump_json())
+            (dataset.sha256, i, case.case_id, dataset.case_classes[i], case.model_dump_json(), case.cause_of_action)
             for i, case in enumerate(dataset.read_cases(n))
         ),
     )

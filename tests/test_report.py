@@ -222,10 +222,12 @@ def test_json_shape_is_exactly_as_documented():
         "runs",
         "n_runs",
         "settings",
+        "bundled_sample",
         "tasks",
         "usage",
     }
     assert group["settings"] == {"temperature": 0.7, "max_tokens": 8192}
+    assert group["bundled_sample"] is False
     for task in group["tasks"].values():
         assert set(task) == {"overall", "by_class", "n", "partial", "missing", "failed"}
         for summaries in [task["overall"], *task["by_class"].values()]:
@@ -355,6 +357,39 @@ def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
     assert '"mean": null' in render(report, "json")
     for fmt in FORMATS:
         assert "nan" not in render(report, fmt).lower()
+
+
+def test_a_task_with_no_finished_record_reads_no_records_not_undefined():
+    # `--partial` while none of Gold LJP's cases has finished: there is nothing to score, which is
+    # not a metric with a zero denominator.
+    nothing = ljp(missing=["1", "2"])
+    report = build_report([run("run1", {"ljp_gold": nothing, "dcg": dcg((FAMILY, True))})])
+    assert only_group(report)["tasks"]["ljp_gold"]["n"] == {"run1": 0}
+    markdown = render(report, "markdown")
+    assert "| model-a | 1.0000 | n/a † | n/a † |" in markdown
+    assert f"| model-a | {FAMILY} | 1.0000 | n/a † | n/a † |" in markdown
+    assert "undefined" not in markdown
+    assert "- n/a: no records (task not run, none of its cases finished, or class not represented in it)." in markdown
+    table = render(report, "table")
+    overall = [line.split() for line in table.splitlines() if line.lstrip().startswith("overall")]
+    assert overall == [["overall", "1.0000"], ["overall", "n/a", "n/a"]]
+    assert "—" not in table and "n/a: no records" in table
+    latex = render(report, "latex")
+    assert r"model-a & 1.0000 & n/a$^\dagger$ & n/a$^\dagger$ \\" in latex and "--: undefined" not in latex
+
+
+def test_a_group_of_the_bundled_sample_says_so_in_every_format():
+    sample = run("run1", {"dcg": dcg((FAMILY, True))})
+    sample.bundled_sample = True
+    report = build_report([sample, run("run1", {"dcg": dcg((FAMILY, True))}, model="model-b")])
+    assert [g["bundled_sample"] for g in report["groups"]] == [True, False]
+    # Table: under the group's settings; Markdown: above the tables and in the runs list; LaTeX: in
+    # the comments and under each of its two tables.
+    for fmt, times in (("table", 1), ("markdown", 2), ("latex", 3)):
+        assert render(report, fmt).count("not a user-supplied dataset") == times, fmt
+    rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
+    assert {(r["model"], r["bundled_sample"]) for r in rows} == {("model-a", "true"), ("model-b", "false")}
+    assert json.loads(render(report, "json"))["groups"][0]["bundled_sample"] is True
 
 
 def test_a_mean_over_fewer_runs_says_so():

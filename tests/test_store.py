@@ -27,7 +27,9 @@ TABLES = {
         ("case_number", "TEXT", 1, 0),
         ("cause_class", "TEXT", 1, 0),
         ("data", "TEXT", 1, 0),
+        ("cause", "TEXT", 0, 0),
     ],
+    "categories": [("sha256", "TEXT", 0, 1), ("classes", "TEXT", 1, 0)],
     "files": [
         ("pk", "INTEGER", 0, 1),
         ("wave", "INTEGER", 1, 0),

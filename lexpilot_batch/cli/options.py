@@ -175,7 +175,12 @@ PROVIDER_OPTIONS: list[Option] = [
 RUN_OPTIONS: list[Option] = [
     (
         "stage",
-        Annotated[str, typer.Option("--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction or all.")],
+        Annotated[
+            str,
+            typer.Option(
+                "--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction, ljp (the three LJP setups) or all."
+            ),
+        ],
         "all",
     ),
     (

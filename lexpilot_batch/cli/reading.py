@@ -80,13 +80,8 @@ def print_report(
         raise LexpilotError(f"--format must be one of {', '.join(report_mod.FORMATS)}")
     with Workspace(root, writable=False) as ws:
         runs = results.load_run_results(ws, run_id, model, texts=False)
-    problems = results.incomplete(runs)
-    if problems and not partial:
-        raise LexpilotError(
-            "some tasks are not complete:\n"
-            + "\n".join(f"  - {p}" for p in problems)
-            + "\nFinish them (poll-and-advance --submit --wait), or pass --partial to report what is scored."
-        )
+    if not partial:
+        results.check_complete(runs, "report what is scored")
     built = report_mod.build_report(runs, prices, batch_discount=batch_discount)
     typer.echo(report_mod.render(built, format_))
 
@@ -116,11 +111,16 @@ def export(
     layout: Annotated[str, typer.Option("--layout", help="Only 'seed': the original code's file layout.")] = "seed",
     run_id: Annotated[str | None, typer.Option("--run-id", help="Only this run id.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this evaluated model.")] = None,
+    partial: Annotated[
+        bool,
+        typer.Option("--partial", help="Export unfinished tasks too, their files named *.partial.jsonl."),
+    ] = False,
     root: RootOpt = None,
 ) -> None:
     """Write finished records in the original benchmark code's result-file layout.
 
     Writes runs/, AwN_gen/, Force_ask_gen/, Force_judge_gen/ and eval_results/ under --out.
+    Unfinished or failed tasks are refused, as report refuses them, unless --partial.
 
     Example: lexpilot-batch export --layout seed --out results/
     """
@@ -130,5 +130,7 @@ def export(
     if layout != "seed":
         raise LexpilotError("--layout must be 'seed' (the original benchmark code's result files)")
     with Workspace(root, writable=False) as ws:
-        written = export_seed(ws, out, run_id, model)
-    typer.echo(f"Wrote {len(written)} file(s) under {out}.")
+        exported = export_seed(ws, out, run_id, model, partial=partial)
+    typer.echo(f"Wrote {len(exported.files)} file(s) under {out}.")
+    for note in exported.notes:
+        typer.echo(f"Note: {note}")

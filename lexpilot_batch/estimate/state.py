@@ -232,14 +232,12 @@ class State:
             for (key, idx), threads in groups:
                 run = self.runs[key]
                 if run.pk is None:
-                    case, cause_class = files[run.dataset].case(idx)
-                    yield Group(run, idx, CaseContext(case, cause_class, run.templates, run.speculate), threads)
+                    case = files[run.dataset].case(idx)
+                    yield Group(run, idx, CaseContext(case, run.templates, run.speculate), threads)
                     continue
                 assert db is not None
-                row = db.execute(
-                    "SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)
-                ).fetchone()
-                ctx = CaseContext(stored_case(row["data"]), row["cause_class"], run.templates, run.speculate)
+                row = db.execute("SELECT data FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)).fetchone()
+                ctx = CaseContext(stored_case(row["data"]), run.templates, run.speculate)
                 group = Group(run, idx, ctx, threads)
                 group.history, group.answers = case_requests(db, run.pk, idx)
                 if self.target is None:  # a wave in flight: its pending requests are answered first
@@ -269,13 +267,13 @@ class _CaseFile:
         self._idx = -1
         self._case: Case | None = None
 
-    def case(self, idx: int) -> tuple[Case, str]:
-        """The case at `idx` and its cause class."""
+    def case(self, idx: int) -> Case:
+        """The case at `idx`."""
         while self._idx < idx:
             self._case = next(self._cases)
             self._idx += 1
         assert self._idx == idx and self._case is not None, "cases are read in file order only"
-        return self._case, self._source.case_classes[idx]
+        return self._case
 
     def finish(self) -> None:
         """Read the rest of the file: only at its end does `read_cases` know the file is unchanged."""

@@ -1,10 +1,10 @@
 """Building the report: comparable runs grouped, each metric per run, then mean and sample SD; usage and cost.
 
-Comparable runs are those with the same `group_key` (dataset hash, selected cases, code/prompt
-hash, models and generation settings); runs are never pooled across keys. Each metric is computed
-within each run, overall and per cause class that has records in the group, and only then
-averaged: mean and sample SD (ddof=1) over the runs where the metric is defined (see
-`metrics.mean_sd`). What a task scores, and how, is `tasks.TASKS[task]`'s to say.
+Comparable runs are those with the same `group_key` (dataset hash, selected cases, cause-class
+mapping, code/prompt hash, models and generation settings); runs are never pooled across keys.
+Each metric is computed within each run, overall and per cause class that has records in the
+group, and only then averaged: mean and sample SD (ddof=1) over the runs where the metric is
+defined (see `metrics.mean_sd`). What a task scores, and how, is `tasks.TASKS[task]`'s to say.
 
 Cost. `prices` maps a role to `{"input": USD per 1M prompt tokens, "output": USD per 1M
 completion tokens}`; each backend's tokens cost what `costs.cost_usd` says (batch work at the
@@ -149,6 +149,8 @@ def build_report(
                 "runs": ids,
                 "n_runs": len(ids),
                 "settings": dict(members[0].settings),
+                # One dataset hash per group: its runs all used the bundled sample, or none did.
+                "bundled_sample": any(r.bundled_sample for r in members),
                 "tasks": {
                     task: _summarise_task(task, members) for task in TASKS if any(task in r.tasks for r in members)
                 },

@@ -27,6 +27,7 @@ def render_csv(report: dict) -> str:
             "n_runs",
             "partial",
             "per_run",
+            "bundled_sample",
         ]
     )
 
@@ -54,6 +55,7 @@ def render_csv(report: dict) -> str:
                             task_runs(task),
                             str(task["partial"]).lower(),
                             per_run,
+                            str(group["bundled_sample"]).lower(),
                         ]
                     )
     return out.getvalue()

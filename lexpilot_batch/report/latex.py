@@ -3,11 +3,13 @@ with the runs, settings and remarks as comments; `latex_escape` for any text put
 
 from __future__ import annotations
 
-from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NUMBERS_NOTE, UNDEFINED_NOTE, Style
+from lexpilot_batch.data import SAMPLE_NOTE
+from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NO_RECORDS_NOTE, NUMBERS_NOTE, UNDEFINED_NOTE, Style
 from lexpilot_batch.report.layout import (
     group_classes,
     group_label,
     metric_columns,
+    sample_remark,
     settings_text,
     task_remarks,
 )
@@ -95,6 +97,8 @@ def render_latex(report: dict) -> str:
             f"{g['user_model']}; judge {g['judge_model']}; "
             f"settings: {settings_text(g['settings'])}"
         )
+        if sample_remark(g):
+            lines.append(f"%   {sample_remark(g)}")
         for task_name, task in g["tasks"].items():
             for remark in task_remarks(task, g):
                 lines.append(f"%   {TASKS[task_name].title}: {remark}")
@@ -123,7 +127,10 @@ def render_latex(report: dict) -> str:
         if "partial" in style.used:
             notes.append(r"$^\dagger$ partial: some cases are not scored.")
         if "not_run" in style.used:
-            notes.append("n/a: no records (task not run, or class not represented).")
+            notes.append(f"n/a: {latex_escape(NO_RECORDS_NOTE)}.")
+        sample = [latex_escape(group_label(g, groups)) for g in groups if sample_remark(g)]
+        if sample:
+            notes.append(f"{', '.join(sample)}: {latex_escape(SAMPLE_NOTE)}.")
         caption = ("LexPilot results by cause class" if by_class else "LexPilot results") + (
             r" (mean $\pm$ sample SD over runs)"
         )

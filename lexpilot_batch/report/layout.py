@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from lexpilot_batch.data import SAMPLE_NOTE
 from lexpilot_batch.tasks import TASKS
 
 
@@ -33,6 +34,16 @@ def _partial_text(task: Mapping[str, Any], limit: int = 10) -> str:
             shown = ", ".join(cases[:limit]) + (", …" if len(cases) > limit else "")
             parts.append(f"{run_id}: {shown}")
     return f"partial: {', '.join(counts)} ({'; '.join(parts)})"
+
+
+def sample_remark(group: Mapping[str, Any]) -> str | None:
+    """`SAMPLE_NOTE` when the group's runs used the bundled sample dataset."""
+    return SAMPLE_NOTE if group.get("bundled_sample") else None
+
+
+def has_records(task: Mapping[str, Any]) -> bool:
+    """Whether any run of the group scored a record of this task (`--partial` may report none)."""
+    return any(task["n"].values())
 
 
 def task_remarks(task: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]:

@@ -3,12 +3,20 @@ with their remarks, usage per group, then the notes its cells used."""
 
 from __future__ import annotations
 
-from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NUMBERS_NOTE, PARTIAL_NOTE, UNDEFINED_NOTE, Style
+from lexpilot_batch.report.cells import (
+    FEWER_RUNS_NOTE,
+    NO_RECORDS_NOTE,
+    NUMBERS_NOTE,
+    PARTIAL_NOTE,
+    UNDEFINED_NOTE,
+    Style,
+)
 from lexpilot_batch.report.layout import (
     cost_note,
     group_classes,
     group_label,
     metric_columns,
+    sample_remark,
     settings_text,
     task_remarks,
     usage_rows,
@@ -37,7 +45,7 @@ def _md_notes(style: Style) -> list[str]:
     if "partial" in style.used:
         notes.append(f"† {PARTIAL_NOTE}.")
     if "not_run" in style.used:
-        notes.append("n/a: no records (task not run, or class not represented in it).")
+        notes.append(f"n/a: {NO_RECORDS_NOTE}.")
     return notes
 
 
@@ -48,6 +56,10 @@ def render_markdown(report: dict) -> str:
     if not groups:
         return "\n".join([*lines, "No runs to report."]) + "\n"
     columns = metric_columns(report)
+    for g in groups:
+        remark = sample_remark(g)
+        if remark:
+            lines += [f"> **{_md_escape(group_label(g, groups))}**: {remark}.", ""]
 
     header = [f"{TASKS[t].title} {METRIC_TITLES[m]}" for t, m in columns]
     rows = [["Model", *header]]
@@ -70,6 +82,8 @@ def render_markdown(report: dict) -> str:
             f"({', '.join(g['runs'])}); "
             f"settings: {_md_escape(settings_text(g['settings']))}"
         )
+        if sample_remark(g):
+            lines.append(f"  - {sample_remark(g)}")
         for task_name, task in g["tasks"].items():
             for remark in task_remarks(task, g):
                 lines.append(f"  - {TASKS[task_name].title}: {remark}")

@@ -5,6 +5,7 @@ The JSON shape (`build_report`), stable and validated against `Report` before it
     {"groups": [{
         "model", "user_model", "judge_model", "group_key",
         "runs": [run ids], "n_runs": int, "settings": {...},
+        "bundled_sample": bool (the runs used the bundled sample dataset, not a user-supplied one),
         "tasks": {task: {
             "overall":  {metric: {"mean", "sd", "n_defined", "per_run": {run_id: value}}},
             "by_class": {class: {metric: {...same...}}},
@@ -59,6 +60,8 @@ class RunResults:
     tasks: dict[str, TaskRecords] = field(default_factory=dict)
     # role -> backend -> {requests, prompt_tokens, completion_tokens}
     usage: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    # The run's dataset is the bundled sample: a demonstration, not a benchmark result.
+    bundled_sample: bool = False
 
 
 # --- The JSON shape --------------------------------------------------------------------------
@@ -105,6 +108,7 @@ class Group(_Strict):
     runs: list[str]
     n_runs: int
     settings: dict[str, Any]
+    bundled_sample: bool
     tasks: dict[str, TaskSummary]
     usage: Usage
 

@@ -3,8 +3,24 @@ the per-run values, usage, then the notes its cells used."""
 
 from __future__ import annotations
 
-from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NUMBERS_NOTE, PARTIAL_NOTE, UNDEFINED_NOTE, Style, number_text
-from lexpilot_batch.report.layout import cost_note, settings_text, task_remarks, task_runs, usage_rows
+from lexpilot_batch.report.cells import (
+    FEWER_RUNS_NOTE,
+    NO_RECORDS_NOTE,
+    NUMBERS_NOTE,
+    PARTIAL_NOTE,
+    UNDEFINED_NOTE,
+    Style,
+    number_text,
+)
+from lexpilot_batch.report.layout import (
+    cost_note,
+    has_records,
+    sample_remark,
+    settings_text,
+    task_remarks,
+    task_runs,
+    usage_rows,
+)
 from lexpilot_batch.tasks import METRIC_TITLES, TASKS
 from lexpilot_batch.text import display_width, pad
 
@@ -29,6 +45,8 @@ def render_table(report: dict) -> str:
             f"{'s' if group['n_runs'] != 1 else ''}: {', '.join(group['runs'])}",
             f"settings: {settings_text(group['settings'])}",
         ]
+        if sample_remark(group):
+            lines.append(f"!! {sample_remark(group)}")
         for task_name, task in group["tasks"].items():
             names = TASKS[task_name].metrics
             n_runs = task_runs(task)
@@ -43,7 +61,8 @@ def render_table(report: dict) -> str:
                 style.used.add("partial")
             lines += [f"  ** {remark}" for remark in task_remarks(task, group)]
             rows = [["", *(METRIC_TITLES[m] for m in names)]]
-            rows.append(["overall", *(style.cell(task["overall"][m], n_runs) for m in names)])
+            scored = has_records(task)  # `--partial` may report a task none of whose cases finished
+            rows.append(["overall", *(style.cell(task["overall"][m] if scored else None, n_runs) for m in names)])
             for cls, summaries in task["by_class"].items():
                 rows.append([cls, *(style.cell(summaries[m], n_runs) for m in names)])
             lines += _grid(rows, "l" + "r" * len(names), indent="  ")
@@ -69,6 +88,8 @@ def render_table(report: dict) -> str:
         notes.append(FEWER_RUNS_NOTE)
     if "partial" in style.used:
         notes.append(f"** {PARTIAL_NOTE}")
+    if "not_run" in style.used:
+        notes.append(f"n/a: {NO_RECORDS_NOTE}")
     if notes:
         lines += ["", "Notes:", *(f"  {n}" for n in notes)]
     return "\n".join(lines) + "\n"
