@@ -174,12 +174,19 @@ def _m0005_usage_by_file(db: sqlite3.Connection) -> None:
     )
 
 
+def _m0006_file_provider(db: sqlite3.Connection) -> None:
+    # The provider prefix of a file's model (`registry.ModelName.key`: "openai", "openai-api/sima"),
+    # so that sending it finds its route; NULL for a bare name, sent where its role's variables say.
+    db.execute("ALTER TABLE files ADD COLUMN provider TEXT")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
     ("0003_drop_requests_case", _m0003_drop_requests_case),
     ("0004_scores_and_usage", _m0004_scores_and_usage),
     ("0005_usage_by_file", _m0005_usage_by_file),
+    ("0006_file_provider", _m0006_file_provider),
 ]
 
 

@@ -45,7 +45,7 @@ def _no_backend_env(monkeypatch):
 
 def dry_run(root: Path, stage: str, runs=("r1",), options: ProviderOptions = SIMULATED, **kwargs) -> Estimate:
     extra = {k: kwargs.pop(k) for k in ("prices", "batch_discount", "clarify_probability") if k in kwargs}
-    spec = RunSpec(tuple(runs), "sim-eval", stage, **kwargs)
+    spec = RunSpec(tuple(runs), ("sim-eval",), stage, **kwargs)
     with open_readonly(root, options) as (ws, session):
         return dry_run_prepare(ws, session, spec, **extra)
 
