@@ -39,7 +39,7 @@ from typing import Any
 
 from lexpilot_batch.config import BACKENDS
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.registry import known_prefixes, parse_model
 from lexpilot_batch.providers.routes import ModelRoute
 
 # Fields of every body that lexpilot-batch itself sets, or that would break reading the answers.
@@ -140,9 +140,9 @@ def _entry(path: Path, where: str, entry: Any, options: dict[str, ModelOptions])
         raise ConfigError(f"{at}: name must be the model's name")
     name = name.strip()
     if provider is not None:
-        if not isinstance(provider, str) or parse_model(f"{provider}/x", f"{at}: provider").key != provider:
+        if not _is_prefix(provider):
             raise ConfigError(
-                f"{at}: provider must be a provider prefix such as openai, dashscope or openai-api/<service>"
+                f"{at}: provider must be a provider prefix without its slash; the prefixes are {known_prefixes()}"
             )
         if not name.startswith(provider + "/"):
             name = f"{provider}/{name}"
@@ -150,6 +150,10 @@ def _entry(path: Path, where: str, entry: Any, options: dict[str, ModelOptions])
     for key in ("base_url", "key_var", "backend"):
         if key in entry and not (isinstance(entry[key], str) and entry[key].strip()):
             raise ConfigError(f"{at}: {key} must be a non-empty string")
+    if "base_url" in entry and "@" in entry["base_url"].partition("://")[2].partition("/")[0]:
+        raise ConfigError(
+            f"{at}: base_url must not hold credentials (user:password@); name the key's variable in key_var"
+        )
     if "key_var" in entry and not _FIELD.fullmatch(entry["key_var"]):
         raise ConfigError(f"{at}: key_var names an environment variable (the key itself never goes in a file)")
     if "backend" in entry and entry["backend"] not in BACKENDS:
@@ -172,6 +176,13 @@ def _entry(path: Path, where: str, entry: Any, options: dict[str, ModelOptions])
         raise ConfigError(f"{at}: {name} is listed again with other options")
     options[name] = found
     return name
+
+
+def _is_prefix(provider: Any) -> bool:
+    try:
+        return isinstance(provider, str) and parse_model(f"{provider}/x").key == provider
+    except ConfigError:
+        return False
 
 
 def check_field(key: str, value: Any, where: str) -> None:

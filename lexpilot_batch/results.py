@@ -32,11 +32,12 @@ _GROUP_FIELDS = (
     "user_model",
     "judge_model",
     "settings",
+    "requests",  # what each role's requests carry: recorded for provider-qualified models and model args
 )
 
 
 def group_key(manifest: dict) -> str:
-    blob = json.dumps({k: manifest.get(k) for k in _GROUP_FIELDS}, ensure_ascii=False, sort_keys=True)
+    blob = json.dumps({k: manifest[k] for k in _GROUP_FIELDS if k in manifest}, ensure_ascii=False, sort_keys=True)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 

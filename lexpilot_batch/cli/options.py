@@ -82,8 +82,9 @@ PROVIDER_OPTIONS: list[Option] = [
             str | None,
             typer.Option(
                 "--provider",
-                help="'simulated' puts every role on the offline loopback provider; 'env' uses the "
-                "OPENAI_*/LEXPILOT_* variables for every role.",
+                help="'simulated' puts every model on the offline loopback provider (each keeps its request "
+                "body); 'env' forgets the backends this workspace remembers, so that every model goes where its "
+                "name and the environment variables say.",
             ),
         ],
         None,
