@@ -211,6 +211,11 @@ def test_a_restarted_standalone_provider_on_another_port_is_the_same_endpoint(tm
             prepare(ws, session, spec)
             submit(ws, session)  # a batch in flight when the provider stops
         second = SimServer(tmp_path / "sim", 0, "", tmp_path / "sim2.log")
+        for attempt in range(5):  # the system may hand out the old port again: not this test's case
+            if second.url != first.url:
+                break
+            second.stop()
+            second = SimServer(tmp_path / "sim", 0, "", tmp_path / f"sim{attempt + 3}.log")
         try:
             assert second.url != first.url
             monkeypatch.setenv("OPENAI_BASE_URL", second.url)
@@ -284,3 +289,31 @@ def test_a_mistake_is_refused_before_anything_is_registered_or_compiled(tmp_path
             prepare(ws, session, spec)
         assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
         assert not list(Path(ws.requests_dir).rglob("*.jsonl"))
+
+
+def test_a_name_an_earlier_version_sent_bare_keeps_that_reading_in_its_workspace(tmp_path, clean_env):
+    """`openai/gpt-4o-mini` registered before prefixes (an OpenRouter id, sent as it is) is not read as
+    OpenAI's in a new run of the same workspace: their files would take the same names."""
+    from lexpilot_batch import prompts
+    from lexpilot_batch.data import open_dataset
+    from lexpilot_batch.providers.dialects import legacy_request
+    from lexpilot_batch.runs import RunPlan, protocol_variants, register_run
+
+    settings = Settings(judge_model="openai/gpt-4o-mini")
+    earlier = RunPlan(
+        "sim-eval",
+        settings,
+        {
+            role: legacy_request(role, settings.model_for(role, "sim-eval"), settings)
+            for role in ("eval", "user", "judge")
+        },
+        dict.fromkeys(("eval", "user", "judge"), "simulated"),
+    )
+    dataset = open_dataset(None, None, variants=protocol_variants(("lca",)))
+    with Workspace(tmp_path / "ws") as ws:
+        register_run(ws, "old", earlier, dataset, 1, prompts.load_templates(None), False)
+        assert "requests" not in manifests(ws)["sim-eval"]  # as earlier versions wrote it
+        session = Session(ws, ProviderOptions(provider="simulated"))
+        with pytest.raises(ConfigError, match="'openai/gpt-4o-mini' was sent as a bare name in run 'old'"):
+            prepare(ws, session, RunSpec(("new",), ("sim-eval",), "lca", settings, limit=1))
+        assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
