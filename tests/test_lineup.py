@@ -317,3 +317,26 @@ def test_a_name_an_earlier_version_sent_bare_keeps_that_reading_in_its_workspace
         with pytest.raises(ConfigError, match="'openai/gpt-4o-mini' was sent as a bare name in run 'old'"):
             prepare(ws, session, RunSpec(("new",), ("sim-eval",), "lca", settings, limit=1))
         assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def test_a_model_lists_endpoint_key_variable_and_backend_hold_for_later_commands(tmp_path, clean_env, monkeypatch):
+    from lexpilot_batch.providers.routes import ModelRoute
+    from lexpilot_batch.simulated import SimulatedServer
+
+    monkeypatch.setenv("MY_LOCAL_KEY", "key")
+    model = "openai-api/local/m"  # no LOCAL_BASE_URL: the list's base_url is the only endpoint
+    with SimulatedServer(tmp_path / "sim") as server, Workspace(tmp_path / "ws") as ws:
+        own = ModelOptions(route=ModelRoute(server.base_url, "MY_LOCAL_KEY", "sync"))
+        spec = RunSpec(("r1",), (model,), "lca", Settings(judge_model=model), limit=1, model_options={model: own})
+        session = Session(ws, ProviderOptions())
+        prepare(ws, session, spec)
+        later = Session(ws, ProviderOptions())  # poll-and-advance, without the list
+        route = later.route("judge", model, "openai-api/local")
+        assert (route.endpoint.base_url, route.endpoint.key_var, route.backend) == (
+            server.base_url,
+            "MY_LOCAL_KEY",
+            "sync",
+        )
+        finish(ws, later)
+        assert thread_counts(ws) == {"done": 2}
+        assert {r["backend"] for r in ws.store.conn.execute("SELECT backend FROM files")} == {"sync"}
