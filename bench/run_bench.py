@@ -609,7 +609,7 @@ def _bench(
             try:
                 mark = time.perf_counter()
                 spec = RunSpec(
-                    tuple(run_ids), "bench-eval", "all", Settings(), dataset=dataset, speculate=args.speculate
+                    tuple(run_ids), ("bench-eval",), "all", Settings(), dataset=dataset, speculate=args.speculate
                 )
                 prepared = prepare(ws, session, spec)
                 log(

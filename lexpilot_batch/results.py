@@ -36,7 +36,10 @@ _GROUP_FIELDS = (
 )
 # Joined manifests later: in the key only when a manifest has them, so that runs registered before
 # keep the keys (and the groups) they had.
-_LATER_GROUP_FIELDS = ("categories_sha256",)
+_LATER_GROUP_FIELDS = (
+    "categories_sha256",
+    "requests",  # what each role's requests carry: recorded for provider-qualified models and model args
+)
 
 
 def group_key(manifest: dict) -> str:

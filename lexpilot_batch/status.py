@@ -27,11 +27,15 @@ def collect(ws: Workspace) -> dict[str, Any]:
             entry["total"] += row["n"]
             entry[{"active": "in_flight", "done": "done", "failed": "failed"}[row["status"]]] += row["n"]
         ordered = {t: tasks[t] for t in in_order(tasks)}
+        manifest = json.loads(run["manifest"])
         runs.append(
             {
                 "run_id": run["run_id"],
                 "model": run["model"],
-                "bundled_sample": used_bundled_sample(json.loads(run["manifest"])),
+                "bundled_sample": used_bundled_sample(manifest),
+                # Each role's model (provider-qualified where it was given so) and its endpoint.
+                "models": {"eval": run["model"], "user": manifest["user_model"], "judge": manifest["judge_model"]},
+                "endpoints": manifest.get("endpoints", {}),
                 "tasks": ordered,
             }
         )
@@ -99,6 +103,8 @@ def render(status: dict[str, Any]) -> str:
         lines.append("No runs yet: start with `lexpilot-batch prepare --stage all --run-id run1 --model M`.")
     for run in status["runs"]:
         lines.append(f"\nRun {run['run_id']}  model {run['model']}")
+        for role, name in run["models"].items():
+            lines.append(f"  {role:<6}{name}  {run['endpoints'].get(role, '')}".rstrip())
         if run["bundled_sample"]:
             lines.append(f"  !! {SAMPLE_NOTE}")
         lines.append(f"  {'task':<17}{'total':>7}{'done':>7}{'in flight':>11}{'failed':>8}")

@@ -199,6 +199,12 @@ def _m0006_categories(db: sqlite3.Connection) -> None:
         )
 
 
+def _m0007_file_provider(db: sqlite3.Connection) -> None:
+    # The provider prefix of a file's model (`registry.ModelName.key`: "openai", "openai-api/sima"),
+    # so that sending it finds its route; NULL for a bare name, sent where its role's variables say.
+    db.execute("ALTER TABLE files ADD COLUMN provider TEXT")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -206,6 +212,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0004_scores_and_usage", _m0004_scores_and_usage),
     ("0005_usage_by_file", _m0005_usage_by_file),
     ("0006_categories", _m0006_categories),
+    ("0007_file_provider", _m0007_file_provider),
 ]
 
 

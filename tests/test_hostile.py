@@ -51,7 +51,7 @@ def sample(n: int | None = None) -> list[dict]:
 
 def prepare(ws, session, *, stage, dataset, categories=None, runs=("r1",), model="sim-eval", limit=None):
     """engine.prepare with a dataset and categories of the test's own."""
-    spec = RunSpec(tuple(runs), model, stage, Settings(), dataset=dataset, categories=categories, limit=limit)
+    spec = RunSpec(tuple(runs), (model,), stage, Settings(), dataset=dataset, categories=categories, limit=limit)
     return engine.prepare(ws, session, spec)
 
 

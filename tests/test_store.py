@@ -54,6 +54,7 @@ TABLES = {
         ("submitted_at", "REAL", 0, 0),
         ("finished_at", "REAL", 0, 0),
         ("backend", "TEXT", 1, 0),
+        ("provider", "TEXT", 0, 0),
     ],
     "meta": [("key", "TEXT", 0, 1), ("value", "TEXT", 1, 0)],
     "migrations": [("name", "TEXT", 0, 1), ("applied_at", "REAL", 1, 0)],
