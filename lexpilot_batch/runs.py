@@ -108,6 +108,13 @@ class RunSpec:
     model_options: Mapping[str, ModelOptions] = field(default_factory=dict)  # by registered name
     reasoning_effort: str | None = None  # for OpenAI reasoning models
 
+    def __post_init__(self) -> None:
+        # One name given as a string is one model (and one run id), not a tuple of its characters.
+        for name in ("run_ids", "models"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, (value,))
+
     @property
     def tasks(self) -> tuple[str, ...]:
         return tasks_for_stage(self.stage)

@@ -146,3 +146,8 @@ def test_a_workspace_of_the_previous_version_reports_as_before(tmp_path):
         assert [r for _, r in run.tasks["dcg"].records] == [r for _, r in before[run.run_id]]
         assert [c for c, _ in run.tasks["dcg"].records] == old_classes
     assert group["bundled_sample"] is True  # told by the dataset's hash
+
+
+def test_a_run_spec_given_one_name_as_a_string_has_one_model_and_one_run():
+    spec = RunSpec("r1", "sim-eval", "dcg")
+    assert spec.run_ids == ("r1",) and spec.models == ("sim-eval",)
