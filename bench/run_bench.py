@@ -267,10 +267,9 @@ def make_case(i: int, rng: random.Random, causes: list[str], corpora: dict[str, 
 
 def generate_dataset(path: Path, cases: int, seed: int = 0) -> None:
     """Write `cases` synthetic cases to `path`, streaming: never the whole dataset in memory."""
-    from lexpilot_batch.resources import default_categories
+    from lexpilot_batch.data import load_categories
 
-    categories = json.loads(default_categories().read_text(encoding="utf-8"))
-    causes = [c for members in categories.values() for c in members]
+    causes = list(load_categories())  # every cause of the bundled mapping, in its order
     rng = random.Random(seed)
     corpora = {
         "facts": _Corpus(_FACT_SENTENCES, rng),
@@ -653,15 +652,15 @@ def _bench(
         with Workspace(ws_root) as ws:
             session = Session(ws, options)
             try:
-                for model in bench_models(args.models):
-                    mark = time.perf_counter()
-                    spec = RunSpec(tuple(run_ids), model, "all", Settings(), dataset=dataset, speculate=args.speculate)
-                    prepared = prepare(ws, session, spec)
-                    log(
-                        f"prepared {len(run_ids)} runs of {model}, {prepared.new_threads} threads; wave 1: "
-                        f"{prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
-                        f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
-                    )
+                mark = time.perf_counter()
+                models = tuple(bench_models(args.models))
+                spec = RunSpec(tuple(run_ids), models, "all", Settings(), dataset=dataset, speculate=args.speculate)
+                prepared = prepare(ws, session, spec)
+                log(
+                    f"prepared {len(run_ids)} runs of {len(models)} model(s), {prepared.new_threads} threads; "
+                    f"wave 1: {prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
+                    f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
+                )
                 for round_no in range(1, 200):
                     before = dict(meter.seconds)
                     mark = time.perf_counter()

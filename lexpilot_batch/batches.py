@@ -80,7 +80,7 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
             if on_file:
                 on_file(row["path"])
             continue
-        backend: BatchBackend = session.backend_for(row["roles"])
+        backend: BatchBackend = session.batch_backend(row)
         path = ws.path(row["path"])
         if row["status"] == COMPILED:
             file_id = backend.upload(path)
@@ -137,7 +137,7 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             _run_sync(ws, session, row)
             row = file_row(ws.store.conn, row["pk"])
         elif row["status"] == SUBMITTED:
-            backend: BatchBackend = session.backend_for(row["roles"])
+            backend: BatchBackend = session.batch_backend(row)
             info = backend.retrieve(row["batch_id"])
             result.batches.append(
                 {
@@ -178,7 +178,7 @@ def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
             "Run `lexpilot-batch doctor --repair` to discard it (its requests are asked again), or restore it"
         )
     out = ws.wave_dir("responses", row["wave"]) / f"{Path(row['path']).stem}.output.jsonl"
-    runner = session.sync_runner_for(row["roles"])
+    runner = session.sync_runner(row)
     # disable=None: a bar on a terminal, silence in logs and pipes.
     with tqdm(total=row["n_requests"], desc=f"sync {Path(row['path']).name}", unit="req", disable=None) as bar:
 

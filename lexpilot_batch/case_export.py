@@ -7,6 +7,7 @@ u). What each row says is `tasks.Task.outcome` of the record, the one home of "w
 | field | tasks | what |
 | --- | --- | --- |
 | `run_id`, `model`, `group_key` | all | the run, and the report group it is pooled in |
+| `bundled_sample` | all | the run used the bundled sample dataset: a demonstration, not a benchmark result |
 | `task`, `case_number`, `variant`, `cause_class` | all | which thread (`variant`: `c` or `u` for LCA, else empty) |
 | `correct` | all | LCA: the label fits the history type; DCG: success; LJP: every claim's verdict right |
 | `history_type`, `label` | lca | the history answered, and the judge's label of the response |
@@ -38,6 +39,7 @@ COLUMNS = (
     "run_id",
     "model",
     "group_key",
+    "bundled_sample",
     "task",
     "case_number",
     "variant",
@@ -76,6 +78,7 @@ def case_rows(runs: list[RunResults]) -> Iterator[dict[str, Any]]:
                     "run_id": run.run_id,
                     "model": run.model,
                     "group_key": run.group_key,
+                    "bundled_sample": run.bundled_sample,
                     "task": task,
                     "case_number": case,
                     "variant": str(outcome.get("history_type", ""))[:1],

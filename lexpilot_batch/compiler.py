@@ -1,7 +1,9 @@
 """Advancing threads and compiling every due request of the workspace into one wave of files.
 
-A wave's requests are grouped by (endpoint, model) across all runs and tasks, so each wave makes
-one batch per model (more only when a provider's per-file limits force shards). Compiling is
+A wave's requests are grouped by (backend, endpoint, model) across all runs and tasks, so each
+wave makes one batch per model (more only when a provider's per-file limits force shards). Where
+each (role, model) goes is its route (`providers.routes`); what its requests carry, the run's
+manifest says (`runs.role_requests`). Compiling is
 deterministic: the same database state always yields the same files, byte for byte. That makes
 a wave that was compiled but not yet submitted safe to compile again — after a crash, or when
 `prepare` adds a run — by discarding it and redoing it from the database.
@@ -11,6 +13,9 @@ files that no row describes, and the next compile rewrites them from the same st
 
 What is due for a case is decided in `threads`; a request's bytes in `request_lines`; its file in
 `request_files`; which wave to compile into, and the discarding of an unsent one, in `waves`.
+
+Compiling needs routes, never keys: `compile_wave` takes `route(role, model, provider)`, which a
+`providers.session.Session` provides.
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ from typing import Any
 from tqdm import tqdm
 
 from lexpilot_batch import records
-from lexpilot_batch.config import Endpoint, Limits, Settings
+from lexpilot_batch.config import ROLES, Settings
 from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.protocols.base import Answer, CaseContext, Step
+from lexpilot_batch.providers.dialects import RoleRequest
+from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.request_files import WaveWriter
 from lexpilot_batch.request_lines import custom_id, request_line
+from lexpilot_batch.runs import role_requests
 from lexpilot_batch.tasks import TASKS
 from lexpilot_batch.threads import due_for_case
 from lexpilot_batch.waves import discard_unsent_wave, drop_empty_wave, open_wave, target_wave
@@ -53,6 +61,10 @@ class CompileResult:
         return self.wave is not None and self.requests > 0
 
 
+# Where a (role, registered model, provider key) goes: `providers.session.Session.route`.
+RouteFor = Callable[[str, str, str | None], Route]
+
+
 @dataclass(frozen=True)
 class RunContext:
     pk: int
@@ -63,40 +75,41 @@ class RunContext:
     templates: dict[str, str]
     speculate: bool
     retries: int
+    requests: dict[str, RoleRequest]  # what each role's requests carry (`runs.role_requests`)
+    routes: dict[str, Route]  # where each role's requests go
 
 
-def _run_contexts(db: sqlite3.Connection, retries: int) -> dict[int, RunContext]:
+def _run_contexts(db: sqlite3.Connection, retries: int, route: RouteFor) -> dict[int, RunContext]:
     out = {}
     for r in db.execute("SELECT pk, key, model, dataset, manifest, templates, speculate FROM runs"):
         manifest = json.loads(r["manifest"])
+        settings = Settings(**manifest["settings"])
+        requests = role_requests(manifest)
         out[r["pk"]] = RunContext(
             r["pk"],
             r["key"],
             r["model"],
             r["dataset"],
-            Settings(**manifest["settings"]),
+            settings,
             json.loads(r["templates"]),
             bool(r["speculate"]),
             retries,
+            requests,
+            {role: route(role, settings.model_for(role, r["model"]), requests[role].provider) for role in ROLES},
         )
     return out
 
 
-def _load_case_factory(db: sqlite3.Connection) -> Callable[[str, int], tuple[Case, str]]:
+def _load_case_factory(db: sqlite3.Connection) -> Callable[[str, int], Case]:
     @lru_cache(maxsize=256)
-    def load(dataset: str, idx: int) -> tuple[Case, str]:
-        row = db.execute("SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (dataset, idx)).fetchone()
-        return stored_case(row["data"]), row["cause_class"]
+    def load(dataset: str, idx: int) -> Case:
+        row = db.execute("SELECT data FROM cases WHERE dataset = ? AND idx = ?", (dataset, idx)).fetchone()
+        return stored_case(row["data"])
 
     return load
 
 
-def compile_wave(
-    ws: Workspace,
-    endpoints: dict[str, Endpoint],
-    limits: dict[str, Limits],
-    retries: int = 3,
-) -> CompileResult:
+def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3) -> CompileResult:
     """Advance every active thread and write all due requests into the open wave, atomically."""
     result = CompileResult()
     with ws.store.transaction() as db:
@@ -106,9 +119,9 @@ def compile_wave(
             return result
         stale = discard_unsent_wave(db, wave) if existing else []
         open_wave(db, wave)
-        writer = WaveWriter(ws, db, wave, limits)
+        writer = WaveWriter(ws, db, wave)
         try:
-            _advance_all(ws, db, writer, endpoints, _run_contexts(db, retries), result)
+            _advance_all(ws, db, writer, _run_contexts(db, retries, route), result)
             written = writer.close()
         except BaseException:
             writer.abort()
@@ -138,12 +151,7 @@ _REQUEST_COLUMNS = (
 
 
 def _advance_all(
-    ws: Workspace,
-    db: sqlite3.Connection,
-    writer: WaveWriter,
-    endpoints: dict[str, Endpoint],
-    runs: dict[int, RunContext],
-    result: CompileResult,
+    ws: Workspace, db: sqlite3.Connection, writer: WaveWriter, runs: dict[int, RunContext], result: CompileResult
 ) -> None:
     load_case = _load_case_factory(db)
     n_groups = db.execute(
@@ -158,8 +166,8 @@ def _advance_all(
         # Case-major order keeps each case's parsed data hot in the cache across runs.
         for (case_idx, run_pk), threads, rows in _active_groups(db):
             run = runs[run_pk]
-            case, cause_class = load_case(run.dataset, case_idx)
-            ctx = CaseContext(case, cause_class, run.templates, run.speculate)
+            case = load_case(run.dataset, case_idx)
+            ctx = CaseContext(case, run.templates, run.speculate)
             history, answers = _by_step(rows)
             due = due_for_case(ctx, threads, answers, history, run.retries)
             discards.extend((run.pk, case_idx, key) for key in due.unused)
@@ -172,7 +180,7 @@ def _advance_all(
             result.done += len(due.finished)
             result.failed += len(due.failed)
             for step in due.steps:
-                new_requests.append(_request(run, case_idx, step, history.get(step.key, []), writer, endpoints))
+                new_requests.append(_request(run, case_idx, step, history.get(step.key, []), writer))
             result.requests += len(due.steps)
             if len(new_requests) >= 5000:
                 _flush(db, new_requests)
@@ -254,16 +262,13 @@ def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
     return history, answers
 
 
-def _request(
-    run: RunContext, case_idx: int, step: Step, attempts: list, writer: WaveWriter, endpoints: dict[str, Endpoint]
-) -> tuple:
+def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer: WaveWriter) -> tuple:
     attempt = max((a["attempt"] for a in attempts), default=0) + 1
     cid = custom_id(run.key, case_idx, step.key, attempt)
-    model = run.settings.model_for(step.role, run.model)
-    endpoint = endpoints[step.role]
-    url = writer.limits[step.role].endpoint
-    line = request_line(cid, model, step.prompt, run.settings, step.role, url, writer.pieces)
-    file_pk = writer.add(endpoint, model, step.role, line)
+    sent, route = run.requests[step.role], run.routes[step.role]
+    line = request_line(cid, sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces)
+    file_pk = writer.add(route, line)
+    model = route.model
     return (
         cid,
         run.pk,

@@ -7,9 +7,11 @@ variable a key came from is ever shown.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from lexpilot_batch.errors import ConfigError
 
@@ -22,18 +24,22 @@ SIMULATED = "simulated"
 
 @dataclass(frozen=True)
 class Settings:
-    """Generation settings of a run: part of its manifest, so changing them needs a new run id."""
+    """Generation settings of a run: part of its manifest, so changing them needs a new run id.
+
+    A run's manifest records None for a setting that none of its requests carries (a reasoning
+    model's temperature: `providers.dialects.applied_settings`).
+    """
 
     user_model: str = DEFAULT_USER_MODEL
     judge_model: str = DEFAULT_JUDGE_MODEL
-    temperature: float = 0.7
-    judge_temperature: float = 0.1
-    max_tokens: int = 8192
+    temperature: float | None = 0.7
+    judge_temperature: float | None = 0.1
+    max_tokens: int | None = 8192
 
     def model_for(self, role: str, eval_model: str) -> str:
         return {"eval": eval_model, "user": self.user_model, "judge": self.judge_model}[role]
 
-    def temperature_for(self, role: str) -> float:
+    def temperature_for(self, role: str) -> float | None:
         return self.judge_temperature if role == "judge" else self.temperature
 
 
@@ -93,62 +99,85 @@ def resolve_limits(
     )
 
 
+def endpoint_identity(base_url: str) -> str:
+    """How a manifest names an endpoint: its URL without credentials, and without the port of a
+    loopback server, which is picked when the server starts (`serve-simulated --port 0`, a local
+    vLLM) and says nothing about what answers."""
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port
+    except ValueError:
+        return base_url
+    host = parts.hostname
+    if host is None:
+        return base_url
+    shown = f"[{host}]" if ":" in host else host
+    if port is not None:
+        shown += ":*" if _is_loopback(host) else f":{port}"
+    return urlunsplit((parts.scheme, shown, parts.path, parts.query, parts.fragment))
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 @dataclass(frozen=True)
 class Endpoint:
-    """Where one role's requests go. `api_key` never leaves this object's use in a client."""
+    """Where one (role, model)'s requests go. `api_key` never leaves this object's use in a client."""
 
     role: str
     base_url: str
     key_var: str
     api_key: str | None = field(default=None, repr=False, compare=False)
     backend: str = "batch"
+    model: str | None = None  # a provider-qualified model: named in messages
+    key_hint: str = ""  # the variables a missing key can be set in, when more than `key_var`
+
+    @property
+    def where(self) -> str:
+        """The endpoint as messages name it: role, model (when qualified) and URL."""
+        model = f" ({self.model})" if self.model else ""
+        return f"{self.role} role{model} at {self.base_url}"
 
     def require_key(self) -> str:
         if not self.api_key:
-            env_name = f"LEXPILOT_{self.role.upper()}_API_KEY"
             raise ConfigError(
-                f"no API key for the {self.role} role ({self.base_url}): set {env_name} or OPENAI_API_KEY, "
+                f"no API key for the {self.where}: set {self.key_hint or self.key_var}, "
                 "or use --provider simulated to rehearse offline"
             )
         return self.api_key
 
 
-def role_backends(
-    overrides: Mapping[str, str | None] | None = None, environ: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """Per role: `--<role>-backend`, else `LEXPILOT_<ROLE>_BACKEND`, else `batch`."""
+def check_backend(value: str, role: str) -> str:
+    """`value` if it names a backend; a `ConfigError` naming the role's option otherwise."""
+    if value not in BACKENDS:
+        raise ConfigError(
+            f"backend {value!r} for the {role} role is unknown; choose one of {', '.join(BACKENDS)} "
+            f"(--{role}-backend or LEXPILOT_{role.upper()}_BACKEND)"
+        )
+    return value
+
+
+def role_endpoint(role: str, environ: Mapping[str, str] | None = None) -> Endpoint:
+    """Where a bare name of `role` goes: `LEXPILOT_<ROLE>_BASE_URL/_API_KEY`, else
+    `OPENAI_BASE_URL/_API_KEY`, else OpenAI."""
     env = os.environ if environ is None else environ
-    out = {}
-    for role in ROLES:
-        value = (overrides or {}).get(role) or env.get(f"LEXPILOT_{role.upper()}_BACKEND") or "batch"
-        if value not in BACKENDS:
-            raise ConfigError(
-                f"backend {value!r} for the {role} role is unknown; choose one of {', '.join(BACKENDS)} "
-                f"(--{role}-backend or LEXPILOT_{role.upper()}_BACKEND)"
-            )
-        out[role] = value
-    return out
+    prefix = f"LEXPILOT_{role.upper()}_"
+    base_url = env.get(prefix + "BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    if env.get(prefix + "API_KEY"):
+        key_var = prefix + "API_KEY"
+    elif env.get("OPENAI_API_KEY"):
+        key_var = "OPENAI_API_KEY"
+    else:
+        key_var = prefix + "API_KEY"
+    hint = f"{prefix}API_KEY or OPENAI_API_KEY"
+    return Endpoint(role, base_url.rstrip("/"), key_var, env.get(key_var) or None, key_hint=hint)
 
 
-def endpoints_from_env(
-    environ: Mapping[str, str] | None = None, backends: Mapping[str, str] | None = None
-) -> dict[str, Endpoint]:
-    """Per role: `LEXPILOT_<ROLE>_BASE_URL/_API_KEY`, else `OPENAI_BASE_URL/_API_KEY`, else OpenAI."""
-    env = os.environ if environ is None else environ
-    endpoints = {}
-    for role in ROLES:
-        prefix = f"LEXPILOT_{role.upper()}_"
-        base_url = env.get(prefix + "BASE_URL") or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        if env.get(prefix + "API_KEY"):
-            key_var = prefix + "API_KEY"
-        elif env.get("OPENAI_API_KEY"):
-            key_var = "OPENAI_API_KEY"
-        else:
-            key_var = prefix + "API_KEY"
-        backend = (backends or {}).get(role, "batch")
-        endpoints[role] = Endpoint(role, base_url.rstrip("/"), key_var, env.get(key_var) or None, backend)
-    return endpoints
-
-
-def simulated_endpoint(role: str, base_url: str) -> Endpoint:
-    return Endpoint(role, base_url, "simulated", "simulated-key", SIMULATED)
+def simulated_endpoint(role: str, base_url: str, model: str | None = None) -> Endpoint:
+    return Endpoint(role, base_url, "simulated", "simulated-key", SIMULATED, model)

@@ -15,8 +15,9 @@ from lexpilot_batch import prompts
 from lexpilot_batch.batches import PollResult, SubmitResult, TamperedFile, poll_files, submit_files
 from lexpilot_batch.compiler import CompileResult, compile_wave
 from lexpilot_batch.data import open_dataset
+from lexpilot_batch.lineup import plan_runs
 from lexpilot_batch.providers.session import Session
-from lexpilot_batch.runs import RunSpec, add_threads, check_model, check_run_id, protocol_variants, register_run
+from lexpilot_batch.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
 from lexpilot_batch.waves import check_compiled_files, latest_wave_started, work_left
 from lexpilot_batch.workspace import Workspace
 
@@ -24,30 +25,35 @@ from lexpilot_batch.workspace import Workspace
 @dataclass
 class PrepareResult:
     runs: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)  # the evaluated models, as registered
     new_threads: int = 0
     compiled: CompileResult = field(default_factory=CompileResult)
 
 
 def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
-    """Register each run of `spec`, create its threads for the stage, compile what is due.
+    """Register each run of `spec` (every run id of every evaluated model), create its threads for
+    the stage, compile what is due.
 
-    The dataset is validated in one pass over the file that keeps no case in memory; its cases are
-    read again only to copy them into a workspace that does not have them yet.
+    Every model's route and request body is decided first (`lineup.plan_runs`), so that a mistake
+    is refused before anything is registered. The dataset is validated in one pass over the file
+    that keeps no case in memory; its cases are read again only to copy them into a workspace that
+    does not have them yet.
     """
     tasks = spec.tasks
-    model = check_model(spec.model)
+    plans = plan_runs(spec, session)
+    run_ids = [check_run_id(raw) for raw in spec.run_ids]
     dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
     templates = prompts.load_templates(spec.prompts)
     result = PrepareResult()
-    for raw in spec.run_ids:
-        run_id = check_run_id(raw)
-        run = register_run(
-            ws, run_id, model, spec.settings, dataset, spec.limit, templates, session.endpoint_labels, spec.speculate
-        )
-        result.new_threads += add_threads(ws, run, tasks, dataset)
-        result.runs.append(run_id)
-    session.remember_backends()
-    result.compiled = compile_wave(ws, session.endpoints, session.limits, session.options.retries)
+    for plan in plans:
+        result.models.append(plan.model)
+        for run_id in run_ids:
+            run = register_run(ws, run_id, plan, dataset, spec.limit, templates, spec.speculate)
+            result.new_threads += add_threads(ws, run, tasks, dataset)
+            if run_id not in result.runs:
+                result.runs.append(run_id)
+    session.remember()
+    result.compiled = compile_wave(ws, session.route, session.options.retries)
     return result
 
 
@@ -66,7 +72,7 @@ def _ensure_intact(ws: Workspace, session: Session) -> None:
             f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
             "submitted or answered, so they cannot be rebuilt safely — restore them or run `lexpilot-batch doctor`"
         )
-    compile_wave(ws, session.endpoints, session.limits, session.options.retries)
+    compile_wave(ws, session.route, session.options.retries)
 
 
 @dataclass
@@ -81,7 +87,7 @@ def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool) -> A
     poll = poll_files(ws, session, session.options.max_wave_age)
     compiled = None
     if poll.in_flight == 0:
-        compiled = compile_wave(ws, session.endpoints, session.limits, session.options.retries)
+        compiled = compile_wave(ws, session.route, session.options.retries)
         if do_submit and compiled.compiled:
             submitted = submit(ws, session)
     return AdvanceResult(poll, compiled, submitted)

@@ -1,8 +1,12 @@
 """Validation of model outputs: the judges' small JSON answers and the generated texts.
 
 A judge's thinking (`reasoning_content`, or a leading `<think>...</think>` block) is never parsed
-as its answer. Anything that does not validate raises `MalformedOutput`, which the engine turns
-into a retry and, after the last attempt, a failed thread; nothing malformed is ever scored.
+as its answer. A judge that reasons in plain text may show JSON objects before its answer (the
+format it was asked for, an example, a first opinion): its answer is the *final* object. When the
+objects disagree, the final one counts only if it clearly ends the output (nothing but a closing
+fence or a full stop after it); otherwise which one is the answer is a guess, and the output is
+malformed. Anything that does not validate raises `MalformedOutput`, which the engine turns into a
+retry and, after the last attempt, a failed thread; nothing malformed is ever scored.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ LcaLabel = Literal["judgment", "clarification"]
 DcgDecision = Literal["是", "否"]
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+# What may follow the final object for it to end the output: a closing fence, a full stop.
+_ENDS_OUTPUT = re.compile(r"\s*(?:```)?\s*[.。]?\s*")
+# Each `{` is a place a JSON object may start; an output with more is not a judge's answer, and
+# trying each would cost quadratic time on a long, broken one.
+_MAX_OPENINGS = 200
+_DECODER = json.JSONDecoder()
 
 
 class MalformedOutput(ValueError):
@@ -57,30 +66,53 @@ def strip_reasoning(text: str) -> str:
     return text.strip()
 
 
-def _json_object(text: str) -> dict:
-    answer = strip_reasoning(text)
-    candidates = [m.group(1) for m in _FENCE.finditer(answer)] + [answer]
-    start, end = answer.find("{"), answer.rfind("}")
-    if 0 <= start < end:
-        candidates.append(answer[start : end + 1])
-    for candidate in candidates:
+def _json_objects(answer: str) -> list[tuple[dict, int]]:
+    """Every top-level JSON object in `answer`, in order, each with the offset just past it."""
+    found: list[tuple[dict, int]] = []
+    start = answer.find("{")
+    openings = 0
+    while start >= 0:
+        openings += 1
+        if openings > _MAX_OPENINGS:
+            raise MalformedOutput(f"judge output has more than {_MAX_OPENINGS} '{{' to read an answer from")
         try:
-            value = json.loads(candidate.strip())
-        except json.JSONDecodeError:
+            value, end = _DECODER.raw_decode(answer, start)
+        except (json.JSONDecodeError, RecursionError):
+            start = answer.find("{", start + 1)
             continue
         if isinstance(value, dict):
-            return value
-    raise MalformedOutput(f"no JSON object in judge output: {answer[:120]!r}")
+            found.append((value, end))
+        start = answer.find("{", end)
+    return found
 
 
 def _validate(model: type[BaseModel], text: str) -> BaseModel:
-    data = _json_object(text)
+    answer = strip_reasoning(text)
+    objects = _json_objects(answer)
+    if not objects:
+        raise MalformedOutput(f"no JSON object in judge output: {answer[:120]!r}")
+    final, end = objects[-1]
+    if len(objects) > 1 and not _ENDS_OUTPUT.fullmatch(answer, end):
+        readings = {reading for obj, _ in objects if (reading := _reading(model, obj)) is not None}
+        if len(readings) > 1:
+            raise MalformedOutput(
+                f"judge output holds {len(objects)} JSON objects that disagree ({', '.join(sorted(readings))}) "
+                "and none is clearly the final answer"
+            )
     try:
-        return model.model_validate(data)
+        return model.model_validate(final)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise MalformedOutput(f"judge JSON invalid at {where or 'root'}: {first['msg']}") from None
+
+
+def _reading(model: type[BaseModel], obj: dict) -> str | None:
+    """What an object answers, as text to compare and show; None when it is no answer at all."""
+    try:
+        return model.model_validate(obj).model_dump_json()
+    except ValidationError:
+        return None
 
 
 def parse_lca_label(text: str) -> LcaLabel:

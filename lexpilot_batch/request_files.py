@@ -1,5 +1,5 @@
 """Writing a wave's request files: one file per (backend, endpoint, model), cut into shards within
-the provider's limits, each written and hashed by a background thread while lines are built.
+the route's limits, each written and hashed by a background thread while lines are built.
 
 The files' rows are recorded through `waves` inside the caller's (the compiler's) transaction.
 """
@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import IO
 
-from lexpilot_batch.config import Endpoint, Limits
+from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.request_lines import Pieces
 from lexpilot_batch.waves import add_compiled_file, update_file
 from lexpilot_batch.workspace import Workspace, slug
@@ -67,23 +67,28 @@ class _Sink:
         self.fh.close()
 
 
-class WaveWriter:
-    """Streams request lines into per-(endpoint, model) shard files, within provider limits."""
+Group = tuple[str, str, str, str | None]  # (backend, endpoint URL, model, provider): one file each
 
-    def __init__(self, ws: Workspace, db: sqlite3.Connection, wave: int, limits: dict[str, Limits]) -> None:
-        self.ws, self.db, self.wave, self.limits = ws, db, wave, limits
+
+class WaveWriter:
+    """Streams request lines into per-(backend, endpoint, model) shard files, within each route's limits."""
+
+    def __init__(self, ws: Workspace, db: sqlite3.Connection, wave: int) -> None:
+        self.ws, self.db, self.wave = ws, db, wave
         self.dir = ws.wave_dir("requests", wave)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.open: dict[tuple[str, str, str], dict] = {}
-        self.shards: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.open: dict[Group, dict] = {}
+        self.shards: dict[Group, int] = defaultdict(int)
         self.written: list[str] = []
         self.manual: list[str] = []
         self.pieces = Pieces()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-files")
 
-    def add(self, endpoint: Endpoint, model: str, role: str, line: bytes) -> int:
-        group = (endpoint.backend, endpoint.base_url, model)
-        limits = self.limits[role]
+    def add(self, route: Route, line: bytes) -> int:
+        """Write one request line of `route` into its file; returns the file's pk."""
+        endpoint = route.endpoint
+        group = (endpoint.backend, endpoint.base_url, route.model, route.provider)
+        limits = route.limits
         current = self.open.get(group)
         if current is not None and (
             current["n"] >= limits.max_requests or current["bytes"] + len(line) > limits.max_bytes
@@ -91,20 +96,19 @@ class WaveWriter:
             self._close(group)
             current = None
         if current is None:
-            current = self._start(group, endpoint)
+            current = self._start(group)
         current["sink"].write(line)
         current["n"] += 1
         current["bytes"] += len(line)
-        current["roles"].add(role)
+        current["roles"].add(route.role)
         return current["pk"]
 
-    def _start(self, group: tuple[str, str, str], endpoint: Endpoint) -> dict:
+    def _start(self, group: Group) -> dict:
+        backend, base_url, model, provider = group
         shard = self.shards[group]
         self.shards[group] += 1
-        tmp = self.dir / f".building-{slug('|'.join(group), 12)}-{shard:03d}.jsonl"
-        pk = add_compiled_file(
-            self.db, self.wave, self.ws.relative(tmp), group[2], endpoint.base_url, endpoint.backend, shard
-        )
+        tmp = self.dir / f".building-{slug('|'.join(g or '' for g in group), 12)}-{shard:03d}.jsonl"
+        pk = add_compiled_file(self.db, self.wave, self.ws.relative(tmp), model, provider, base_url, backend, shard)
         entry = {
             "pk": pk,
             "sink": _Sink(tmp, self.pool),
@@ -113,13 +117,13 @@ class WaveWriter:
             "bytes": 0,
             "roles": set(),
             "shard": shard,
-            "model": group[2],
-            "backend": group[0],
+            "model": model,
+            "backend": backend,
         }
         self.open[group] = entry
         return entry
 
-    def _close(self, group: tuple[str, str, str]) -> None:
+    def _close(self, group: Group) -> None:
         entry = self.open.pop(group)
         sha256 = entry["sink"].finish()
         roles = "+".join(sorted(entry["roles"]))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from lexpilot_batch.config import Settings
 from lexpilot_batch.prompts import Prompt
 
 
@@ -47,30 +46,28 @@ _START, _CONTENT = '{"custom_id":""', '"content":""'
 
 
 @lru_cache(maxsize=256)
-def _line_frame(model: str, url: str, temperature: float, max_tokens: int) -> tuple[bytes, bytes]:
-    """A request line's bytes after its custom_id up to its prompt, and after its prompt."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": ""}],
-        "temperature": temperature,
-        "max_tokens": max_tokens,
-        "n": 1,
-    }
+def _line_frame(model: str, url: str, fields: str) -> tuple[bytes, bytes]:
+    """A request line's bytes after its custom_id up to its prompt, and after its prompt.
+
+    `fields` is the JSON object of the body's fields besides `model` and `messages`
+    (`dialects.RoleRequest.fields`), in the order they are sent.
+    """
+    body = {"model": model, "messages": [{"role": "user", "content": ""}], **json.loads(fields)}
     line = {"custom_id": "", "method": "POST", "url": url, "body": body}
-    # Every quote inside a JSON string is escaped: the one unescaped `"content":""` is the slot.
+    # Every quote inside a JSON string is escaped, and only the body's other fields (after the
+    # messages) can hold a `"content":""` of their own: the first unescaped one is the slot.
     head, _, tail = json.dumps(line, ensure_ascii=False, separators=(",", ":")).partition(_CONTENT)
     return (head[len(_START) :] + '"content":"').encode("utf-8"), f'"{tail}\n'.encode()
 
 
-def request_line(
-    cid: str, model: str, prompt: str, settings: Settings, role: str, url: str, pieces: Pieces | None = None
-) -> bytes:
+def request_line(cid: str, model: str, prompt: str, fields: str, url: str, pieces: Pieces | None = None) -> bytes:
     """One batch input line, byte for byte `json.dumps` of it (compact, UTF-8, newline-ended).
 
-    The prompt is encoded piece by piece through `pieces`, which a caller keeps across the prompts
-    of a case: most of their text is the same messages.
+    `fields` is the JSON object text of the body's other fields. The prompt is encoded piece by
+    piece through `pieces`, which a caller keeps across the prompts of a case: most of their text
+    is the same messages.
     """
-    middle, end = _line_frame(model, url, settings.temperature_for(role), settings.max_tokens)
+    middle, end = _line_frame(model, url, fields)
     pieces = Pieces() if pieces is None else pieces
     parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
     start = '{"custom_id":' + _JSON.encode(cid)

@@ -19,6 +19,7 @@ from lexpilot_batch import records
 from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords
+from lexpilot_batch.runs import role_requests, used_bundled_sample
 from lexpilot_batch.tasks import TASKS
 from lexpilot_batch.workspace import Workspace
 
@@ -33,21 +34,42 @@ _GROUP_FIELDS = (
     "judge_model",
     "settings",
 )
+# Joined manifests later: in the key only when a manifest has them, so that runs registered before
+# keep the keys (and the groups) they had.
+_LATER_GROUP_FIELDS = (
+    "categories_sha256",
+    "requests",  # what each role's requests carry: recorded for provider-qualified models and model args
+)
 
 
-def group_key(manifest: dict, fields: tuple[str, ...] = _GROUP_FIELDS) -> str:
-    blob = json.dumps({k: manifest.get(k) for k in fields}, ensure_ascii=False, sort_keys=True)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+def group_key(manifest: dict) -> str:
+    fields = {k: manifest.get(k) for k in _GROUP_FIELDS}
+    fields.update({k: manifest[k] for k in _LATER_GROUP_FIELDS if k in manifest})
+    return _digest(fields)
 
 
 def comparison_key(manifest: dict) -> str:
     """The group key but for the evaluated model: groups that share it differ only in the model
-    and are compared case by case (`report.compare`)."""
-    return group_key(manifest, tuple(k for k in _GROUP_FIELDS if k != "model"))
+    and are compared case by case (`report.compare`).
+
+    It always holds the cause-class mapping (when the manifest names one: the bootstrap resamples
+    cases within classes, so two mappings are never compared) and what the user and judge requests
+    carry (`runs.role_requests`, also for manifests that record none: a bare name's requests), but
+    not what the evaluated model's requests carry: that is the model being compared.
+    """
+    fields = {k: manifest.get(k) for k in _GROUP_FIELDS if k != "model"}
+    fields.update({k: manifest[k] for k in _LATER_GROUP_FIELDS if k in manifest})
+    fields["requests"] = {role: r.to_json() for role, r in role_requests(manifest).items() if role != "eval"}
+    return _digest(fields)
+
+
+def _digest(fields: dict[str, Any]) -> str:
+    blob = json.dumps(fields, ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def shown_settings(manifest: dict) -> dict[str, Any]:
-    return {
+    shown = {
         **manifest["settings"],
         "dataset_sha256": manifest["dataset_sha256"][:12],
         "cases": len(manifest["case_ids"]),
@@ -55,6 +77,9 @@ def shown_settings(manifest: dict) -> dict[str, Any]:
         "prompts_hash": manifest["prompts_hash"][:12],
         "version": manifest.get("version"),
     }
+    if "categories_sha256" in manifest:
+        shown["categories_sha256"] = manifest["categories_sha256"][:12]
+    return shown
 
 
 def load_run_results(
@@ -80,7 +105,7 @@ def load_run_results(
         what = " ".join(f"{k} {v!r}" for k, v in (("run", run_id), ("model", model)) if v is not None)
         raise LexpilotError(f"no run{' matching ' + what if what else 's'} in {ws.root}; check --run-id/--model/--root")
     usage = _usage(db)
-    labels: dict[str, dict[int, tuple[str, str]]] = {}
+    labels: dict[tuple[str, str | None], dict[int, tuple[str, str]]] = {}
     with _without_gc_pauses():
         return [_run_results(db, run, texts, usage.get(run["pk"], {}), labels) for run in runs]
 
@@ -90,15 +115,13 @@ def _run_results(
     run: Any,
     texts: bool,
     usage: dict[str, dict[str, dict[str, int]]],
-    labels: dict[str, dict[int, tuple[str, str]]],
+    labels: dict[tuple[str, str | None], dict[int, tuple[str, str]]],
 ) -> RunResults:
     manifest = json.loads(run["manifest"])
-    if run["dataset"] not in labels:
-        labels[run["dataset"]] = {
-            r[0]: (r[1], r[2])
-            for r in db.execute("SELECT idx, case_number, cause_class FROM cases WHERE dataset = ?", (run["dataset"],))
-        }
-    of_case = labels[run["dataset"]]
+    mapping = (run["dataset"], manifest.get("categories_sha256"))
+    if mapping not in labels:
+        labels[mapping] = _case_labels(db, *mapping, run)
+    of_case = labels[mapping]
     reader = _WholeRecords(db, run) if texts else _ScoredRecords(db, run)
     tasks: dict[str, TaskRecords] = defaultdict(TaskRecords)
     for task, variant, status, case_idx, *stored in reader.rows:
@@ -121,7 +144,35 @@ def _run_results(
         settings=shown_settings(manifest),
         tasks=dict(tasks),
         usage=usage,
+        bundled_sample=used_bundled_sample(manifest),
     )
+
+
+def _case_labels(db: sqlite3.Connection, dataset: str, mapping: str | None, run: Any) -> dict[int, tuple[str, str]]:
+    """Case index -> (case number, cause class) of a dataset's cases, classed with a run's mapping.
+
+    Runs registered before mappings were stored (their manifests name none) keep the class the
+    workspace stored with each case, so that they report as they did.
+    """
+    if mapping is None:
+        sql = "SELECT idx, case_number, cause_class FROM cases WHERE dataset = ?"
+        return {idx: (number, cls) for idx, number, cls in db.execute(sql, (dataset,))}
+    classes = stored_mapping(db, mapping)
+    if classes is None:
+        raise LexpilotError(
+            f"run {run['run_id']!r} of model {run['model']!r} was registered with the cause-class mapping "
+            f"{mapping[:12]}, which the workspace database does not hold; it is damaged: restore it from a backup"
+        )
+    class_of = {cause: name for name, causes in classes.items() for cause in causes}
+    out = {}
+    for idx, number, cause in db.execute("SELECT idx, case_number, cause FROM cases WHERE dataset = ?", (dataset,)):
+        if cause not in class_of:
+            raise LexpilotError(
+                f"case {number} of run {run['run_id']!r} has cause of action {cause!r}, which the run's "
+                f"cause-class mapping {mapping[:12]} does not hold; the database is damaged: restore it from a backup"
+            )
+        out[idx] = (number, class_of[cause])
+    return out
 
 
 @contextmanager
@@ -207,6 +258,24 @@ def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, in
         counts = {"requests": n, "prompt_tokens": p or 0, "completion_tokens": c or 0}
         out[run_pk].setdefault(role, {})[backend] = counts
     return out
+
+
+def stored_mapping(db: sqlite3.Connection, sha256: str) -> dict[str, list[str]] | None:
+    """The cause-class mapping `{class: [cause, ...]}` a workspace keeps under this hash, if any."""
+    row = db.execute("SELECT classes FROM categories WHERE sha256 = ?", (sha256,)).fetchone()
+    return None if row is None else json.loads(row[0])
+
+
+def check_complete(runs: list[RunResults], partial_does: str) -> None:
+    """Refuse runs with unfinished or failed tasks, naming them (`report` and `export` alike);
+    `partial_does` says what `--partial` would do instead."""
+    problems = incomplete(runs)
+    if problems:
+        raise LexpilotError(
+            "some tasks are not complete:\n"
+            + "\n".join(f"  - {p}" for p in problems)
+            + f"\nFinish them (poll-and-advance --submit --wait), or pass --partial to {partial_does}."
+        )
 
 
 def incomplete(runs: list[RunResults]) -> list[str]:

@@ -1,7 +1,9 @@
 """Runs: registering a (run id, evaluated model) with its manifest, and creating its threads.
 
-A manifest pins everything that decides a run's results: dataset hash, selected cases, code and
-prompt hashes, the three models, endpoints (never keys), generation settings, package version.
+A manifest pins everything that decides a run's results: dataset hash, selected cases, the
+cause-class mapping's hash, code and prompt hashes, the three models, endpoints (never keys),
+generation settings, package version, and, for provider-qualified models or per-model arguments,
+what each role's requests carry (`requests`: provider, model sent, body fields; `providers.dialects`).
 Re-running with the same run id and the same manifest resumes; any difference is refused with
 every differing field named, because mixing settings inside one run would silently corrupt it.
 A run's cases are copied into the workspace from the dataset file once per dataset: later runs of
@@ -20,11 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch import __version__, prompts
-from lexpilot_batch.config import Settings
+from lexpilot_batch.config import ROLES, Settings, endpoint_identity
 from lexpilot_batch.data import Case, DatasetFile
+from lexpilot_batch.data.categories import grouped
+from lexpilot_batch.data.dataset import bundled_sample_sha256
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
 from lexpilot_batch.fileio import write_atomic
+from lexpilot_batch.model_list import ModelOptions
 from lexpilot_batch.protocols import PROTOCOLS, tasks_for_stage
+from lexpilot_batch.providers.dialects import RoleRequest, legacy_request
 from lexpilot_batch.text import has_unsafe_characters
 from lexpilot_batch.workspace import Workspace, slug
 
@@ -32,7 +38,7 @@ _PACKAGE = Path(__file__).resolve().parent
 # The code that decides what is asked and how answers are read: changing it changes results.
 _RESULT_CODE = ("prompts.py", "judges.py", "data", "protocols")
 # Fields that are informative only: a different value does not make a different experiment.
-_INFORMATIVE = {"created_at", "version", "dataset_path"}
+_INFORMATIVE = {"created_at", "version", "dataset_path", "categories_path", "bundled_sample"}
 
 
 def code_hash() -> str:
@@ -91,7 +97,7 @@ class RunSpec:
     into their manifests (models, settings, dataset and case selection, prompts)."""
 
     run_ids: tuple[str, ...] = ("run1",)
-    model: str | None = None  # the evaluated model: no default, `check_model` says so
+    models: tuple[str, ...] = ()  # the evaluated models: no default, `check_model` says so
     stage: str = "all"
     settings: Settings = field(default_factory=Settings)
     dataset: Path | None = None  # None: the bundled sample
@@ -99,6 +105,15 @@ class RunSpec:
     limit: int | None = None  # only the first N cases
     prompts: Path | None = None  # a prompts file replacing templates by name
     speculate: bool = False
+    model_options: Mapping[str, ModelOptions] = field(default_factory=dict)  # by registered name
+    reasoning_effort: str | None = None  # for OpenAI reasoning models
+
+    def __post_init__(self) -> None:
+        # One name given as a string is one model (and one run id), not a tuple of its characters.
+        for name in ("run_ids", "models"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, (value,))
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -118,34 +133,91 @@ class Run:
         return Settings(**self.manifest["settings"])
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """The runs of one evaluated model as `prepare` registers them (`lineup.plan_runs`)."""
+
+    model: str  # the evaluated model, as registered
+    settings: Settings  # as applied: a setting no request carries is None (`dialects.applied_settings`)
+    requests: dict[str, RoleRequest]  # what each role's requests carry
+    endpoints: dict[str, str]  # where each role's requests go (`routes.Route.label`)
+
+    @property
+    def legacy(self) -> bool:
+        """Whether every role sends what a bare name always sent: then the manifest is as it always was."""
+        return all(
+            self.requests[role] == legacy_request(role, self.settings.model_for(role, self.model), self.settings)
+            for role in ROLES
+        )
+
+
 def build_manifest(
     run_id: str,
-    model: str,
-    settings: Settings,
+    plan: RunPlan,
     dataset: DatasetFile,
     case_indices: list[int],
     templates: dict[str, str],
-    endpoints: dict[str, str],
 ) -> dict:
     case_ids = dataset.case_ids
-    return {
+    manifest = {
         "run_id": run_id,
-        "model": model,
-        "user_model": settings.user_model,
-        "judge_model": settings.judge_model,
+        "model": plan.model,
+        "user_model": plan.settings.user_model,
+        "judge_model": plan.settings.judge_model,
         "dataset_sha256": dataset.sha256,
         "dataset_path": str(dataset.path),
+        "bundled_sample": dataset.is_bundled_sample,
         "case_ids": [case_ids[i] for i in case_indices],
+        "categories_sha256": dataset.categories_sha256,
+        "categories_path": str(dataset.categories_path),
         "code_hash": code_hash(),
         "prompts_hash": prompts.templates_hash(templates),
-        "settings": asdict(settings),
-        "endpoints": endpoints,
-        "version": __version__,
-        "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": asdict(plan.settings),
+        "endpoints": plan.endpoints,
     }
+    if not plan.legacy:
+        manifest["requests"] = {role: plan.requests[role].to_json() for role in ROLES}
+    manifest["version"] = __version__
+    manifest["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return manifest
+
+
+def role_requests(manifest: Mapping[str, Any]) -> dict[str, RoleRequest]:
+    """What each role's requests of the run with this manifest carry, as compiling sends them."""
+    recorded = manifest.get("requests")
+    if recorded is not None:
+        return {role: RoleRequest.from_json(recorded[role]) for role in ROLES}
+    settings = Settings(**manifest["settings"])
+    return {role: legacy_request(role, settings.model_for(role, manifest["model"]), settings) for role in ROLES}
+
+
+def check_readings(manifests: Iterable[Mapping[str, Any]], plan: RunPlan) -> None:
+    """Refuse a model name that an earlier run of the workspace reads otherwise (registered as a
+    bare name before provider prefixes existed): their files would take the same names."""
+    reading = {plan.settings.model_for(role, plan.model): r.provider for role, r in plan.requests.items()}
+    for manifest in manifests:
+        for role, request in role_requests(manifest).items():
+            name = Settings(**manifest["settings"]).model_for(role, manifest["model"])
+            if name in reading and reading[name] != request.provider:
+                raise ConfigError(
+                    f"model {name!r} was sent as {'a bare name' if request.provider is None else request.provider} "
+                    f"in run {manifest['run_id']!r} of this workspace; use another --root for this study"
+                )
+
+
+def used_bundled_sample(manifest: Mapping[str, Any]) -> bool:
+    """Whether the run's dataset is the bundled sample (a demonstration, not a benchmark result).
+
+    Manifests written before the field existed are told by their dataset's hash."""
+    if "bundled_sample" in manifest:
+        return bool(manifest["bundled_sample"])
+    return manifest.get("dataset_sha256") == bundled_sample_sha256()
 
 
 def manifest_differences(old: dict, new: dict) -> list[str]:
+    # An endpoint is compared by identity: a loopback port or a manifest written before
+    # identities existed does not make another experiment.
+    old, new = _by_identity(old), _by_identity(new)
     diffs = []
     for name in sorted(set(old) | set(new)):
         if name in _INFORMATIVE or old.get(name) == new.get(name):
@@ -159,6 +231,13 @@ def manifest_differences(old: dict, new: dict) -> list[str]:
         else:
             diffs.append(f"{name}: {old.get(name)!r} before, {new.get(name)!r} now")
     return diffs
+
+
+def _by_identity(manifest: dict) -> dict:
+    endpoints = manifest.get("endpoints")
+    if not isinstance(endpoints, dict):
+        return manifest
+    return {**manifest, "endpoints": {role: endpoint_identity(url) for role, url in endpoints.items()}}
 
 
 def check_manifest(old: dict, new: dict, run_id: str, model: str) -> None:
@@ -179,20 +258,21 @@ def manifest_path(ws: Workspace, run_id: str, model: str) -> Path:
 def register_run(
     ws: Workspace,
     run_id: str,
-    model: str,
-    settings: Settings,
+    plan: RunPlan,
     dataset: DatasetFile,
     limit: int | None,
     templates: dict[str, str],
-    endpoints: dict[str, str],
     speculate: bool,
 ) -> Run:
     """Create the run, or check that its manifest is unchanged; copy its cases into the workspace."""
     indices = selected_cases(len(dataset), limit)
-    manifest = build_manifest(run_id, model, settings, dataset, indices, templates, endpoints)
+    model = plan.model
+    manifest = build_manifest(run_id, plan, dataset, indices, templates)
     key = run_key(run_id, model)
     with ws.store.transaction() as db:
         row = db.execute("SELECT pk, manifest FROM runs WHERE run_id = ? AND model = ?", (run_id, model)).fetchone()
+        others = db.execute("SELECT manifest FROM runs WHERE NOT (run_id = ? AND model = ?)", (run_id, model))
+        check_readings((json.loads(r["manifest"]) for r in others), plan)
         if row is not None:
             old = json.loads(row["manifest"])
             check_manifest(old, manifest, run_id, model)
@@ -220,6 +300,11 @@ def _insert_run(
     clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
     check_key_free(run_id, model, None if clash is None else (clash["run_id"], clash["model"]))
     _copy_cases(db, dataset, len(indices))
+    # The run is classed with its own mapping when it is scored (`results`): keep that mapping.
+    db.execute(
+        "INSERT OR IGNORE INTO categories (sha256, classes) VALUES (?, ?)",
+        (dataset.categories_sha256, json.dumps(grouped(dataset.classes, dataset.class_names), ensure_ascii=False)),
+    )
     cur = db.execute(
         "INSERT INTO runs (run_id, model, key, dataset, manifest, templates, speculate, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -248,9 +333,9 @@ def _copy_cases(db: sqlite3.Connection, dataset: DatasetFile, n: int) -> None:
     if have == n:
         return
     db.executemany(
-        "INSERT OR IGNORE INTO cases VALUES (?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO cases (dataset, idx, case_number, cause_class, data, cause) VALUES (?, ?, ?, ?, ?, ?)",
         (
-            (dataset.sha256, i, case.case_id, dataset.case_classes[i], case.model_dump_json())
+            (dataset.sha256, i, case.case_id, dataset.case_classes[i], case.model_dump_json(), case.cause_of_action)
             for i, case in enumerate(dataset.read_cases(n))
         ),
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lexpilot_batch.data import SAMPLE_NOTE
+from lexpilot_batch.runs import used_bundled_sample
 from lexpilot_batch.tasks import in_order
 from lexpilot_batch.waves import OPEN, files_in
 from lexpilot_batch.workspace import Workspace
@@ -16,7 +18,7 @@ def collect(ws: Workspace) -> dict[str, Any]:
     waves = db.execute("SELECT COUNT(*), MAX(n) FROM waves").fetchone()
     open_wave = db.execute("SELECT MIN(n) FROM waves WHERE closed_at IS NULL").fetchone()[0]
     runs = []
-    for run in db.execute("SELECT pk, run_id, model FROM runs ORDER BY pk").fetchall():
+    for run in db.execute("SELECT pk, run_id, model, manifest FROM runs ORDER BY pk").fetchall():
         tasks: dict[str, dict[str, int]] = {}
         for row in db.execute(
             "SELECT task, status, COUNT(*) AS n FROM threads WHERE run_pk = ? GROUP BY task, status", (run["pk"],)
@@ -25,7 +27,18 @@ def collect(ws: Workspace) -> dict[str, Any]:
             entry["total"] += row["n"]
             entry[{"active": "in_flight", "done": "done", "failed": "failed"}[row["status"]]] += row["n"]
         ordered = {t: tasks[t] for t in in_order(tasks)}
-        runs.append({"run_id": run["run_id"], "model": run["model"], "tasks": ordered})
+        manifest = json.loads(run["manifest"])
+        runs.append(
+            {
+                "run_id": run["run_id"],
+                "model": run["model"],
+                "bundled_sample": used_bundled_sample(manifest),
+                # Each role's model (provider-qualified where it was given so) and its endpoint.
+                "models": {"eval": run["model"], "user": manifest["user_model"], "judge": manifest["judge_model"]},
+                "endpoints": manifest.get("endpoints", {}),
+                "tasks": ordered,
+            }
+        )
     requests: dict[str, dict[str, int]] = {}
     usage: dict[str, dict[str, int]] = {}
     for row in db.execute(
@@ -90,6 +103,10 @@ def render(status: dict[str, Any]) -> str:
         lines.append("No runs yet: start with `lexpilot-batch prepare --stage all --run-id run1 --model M`.")
     for run in status["runs"]:
         lines.append(f"\nRun {run['run_id']}  model {run['model']}")
+        for role, name in run["models"].items():
+            lines.append(f"  {role:<6}{name}  {run['endpoints'].get(role, '')}".rstrip())
+        if run["bundled_sample"]:
+            lines.append(f"  !! {SAMPLE_NOTE}")
         lines.append(f"  {'task':<17}{'total':>7}{'done':>7}{'in flight':>11}{'failed':>8}")
         for task, c in run["tasks"].items():
             lines.append(f"  {task:<17}{c['total']:>7}{c['done']:>7}{c['in_flight']:>11}{c['failed']:>8}")

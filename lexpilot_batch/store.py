@@ -7,6 +7,7 @@ named version. Never edit a released migration: append a new one.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -174,7 +175,37 @@ def _m0005_usage_by_file(db: sqlite3.Connection) -> None:
     )
 
 
-def _m0006_rescore_interaction_fields(db: sqlite3.Connection) -> None:
+def _m0006_categories(db: sqlite3.Connection) -> None:
+    # The cause-class mapping is part of a run's identity (its hash is the manifest's
+    # `categories_sha256`): each mapping a run was registered with is stored once, and each case
+    # keeps its cause of action, so that every run is classed with its own mapping.
+    # `cases.cause_class` stays the class under the mapping of the run that copied the case: it is
+    # read only for runs registered before this migration, whose manifests name no mapping.
+    _run_script(
+        db,
+        """
+        CREATE TABLE categories (
+            sha256 TEXT PRIMARY KEY,        -- categories.mapping_sha256: the cause -> class pairs
+            classes TEXT NOT NULL           -- JSON {class: [cause, ...]}, in the file's order
+        );
+        ALTER TABLE cases ADD COLUMN cause TEXT;
+        """,
+    )
+    rows = db.execute("SELECT rowid, data FROM cases")
+    while batch := rows.fetchmany(1000):
+        db.executemany(
+            "UPDATE cases SET cause = ? WHERE rowid = ?",
+            [(json.loads(data).get("cause_of_action"), rowid) for rowid, data in batch],
+        )
+
+
+def _m0007_file_provider(db: sqlite3.Connection) -> None:
+    # The provider prefix of a file's model (`registry.ModelName.key`: "openai", "openai-api/sima"),
+    # so that sending it finds its route; NULL for a bare name, sent where its role's variables say.
+    db.execute("ALTER TABLE files ADD COLUMN provider TEXT")
+
+
+def _m0008_rescore_interaction_fields(db: sqlite3.Connection) -> None:
     # The report's interaction statistics read DCG's per-round decisions and Interaction LJP's stop
     # reason from the stored scores (tasks.Task.scored), which used to leave them out: those scores
     # are cleared, so that the report reads them from the records instead (what it does for threads
@@ -188,7 +219,9 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0003_drop_requests_case", _m0003_drop_requests_case),
     ("0004_scores_and_usage", _m0004_scores_and_usage),
     ("0005_usage_by_file", _m0005_usage_by_file),
-    ("0006_rescore_interaction_fields", _m0006_rescore_interaction_fields),
+    ("0006_categories", _m0006_categories),
+    ("0007_file_provider", _m0007_file_provider),
+    ("0008_rescore_interaction_fields", _m0008_rescore_interaction_fields),
 ]
 
 

@@ -110,13 +110,20 @@ def check_compiled_files(ws: Workspace) -> list[str]:
 
 
 def add_compiled_file(
-    db: sqlite3.Connection, wave: int, rel: str, model: str, endpoint: str, backend: str, shard: int
+    db: sqlite3.Connection,
+    wave: int,
+    rel: str,
+    model: str,
+    provider: str | None,
+    endpoint: str,
+    backend: str,
+    shard: int,
 ) -> int:
     """A new file of `wave`, still empty: the writer fills in its lines' count, size and hash."""
     cur = db.execute(
-        "INSERT INTO files (wave, path, roles, model, endpoint, backend, shard, n_requests, bytes, sha256, status)"
-        " VALUES (?, ?, '', ?, ?, ?, ?, 0, 0, '', ?)",
-        (wave, rel, model, endpoint, backend, shard, COMPILED),
+        "INSERT INTO files (wave, path, roles, model, provider, endpoint, backend, shard, n_requests, bytes, sha256,"
+        " status) VALUES (?, ?, '', ?, ?, ?, ?, ?, 0, 0, '', ?)",
+        (wave, rel, model, provider, endpoint, backend, shard, COMPILED),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid

@@ -22,11 +22,33 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _DEVICES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(10)), *(f"LPT{i}" for i in range(10))})
 
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,100}")
+
+
 def slug(text: str, length: int = 40) -> str:
     """A filesystem-safe name (also on Windows) that stays unique through a short hash."""
     readable = _UNSAFE.sub("-", text).strip(".-")[:length] or "x"
     name = f"{readable}-{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
-    return "_" + name if name.split(".")[0].upper() in _DEVICES else name
+    return "_" + name if _is_device(name) else name
+
+
+def seed_name(text: str) -> str:
+    """The folder the seed's result layout names after a run id or model: `text` itself when it is
+    already a safe file name everywhere, as the original code writes it; otherwise a slug whose hash
+    follows a `+`, which no name kept as it is can hold, so the two kinds never meet.
+
+    Kept as it is: 1-100 of `[A-Za-z0-9._-]`, not ending in a dot (Windows drops it: `run.` would be
+    `run`), so neither `.` nor `..`, and no Windows device name (`NUL`, `com1.txt`).
+    """
+    if _SAFE_NAME.fullmatch(text) and not text.endswith(".") and not _is_device(text):
+        return text
+    readable = _UNSAFE.sub("-", text).strip(".-")[:40] or "x"
+    name = f"{readable}+{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"
+    return "_" + name if _is_device(name) else name
+
+
+def _is_device(name: str) -> bool:
+    return name.split(".")[0].upper() in _DEVICES
 
 
 class Workspace:

@@ -7,7 +7,7 @@ from engine_helpers import finish, open_session, prepare_runs
 
 from lexpilot_batch.workspace import Workspace
 
-STUDY_MODELS = ("sim-a", "sim-b")
+STUDY_MODELS = ("sim-a", "openai/sim-b")  # a bare name and a provider-qualified one
 STUDY_RUNS = ("r1", "r2")
 
 

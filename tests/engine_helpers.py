@@ -29,7 +29,9 @@ def prepare_runs(
     settings: Settings | None = None,
     dataset: Path | None = None,
 ):
-    spec = RunSpec(tuple(runs), model, stage, settings or Settings(), dataset=dataset, limit=limit, speculate=speculate)
+    spec = RunSpec(
+        tuple(runs), (model,), stage, settings or Settings(), dataset=dataset, limit=limit, speculate=speculate
+    )
     return prepare(ws, session, spec)
 
 

@@ -97,7 +97,8 @@ def score_file(task: str, records: list[dict]) -> dict:
     }
 
 
-def score_export(out_dir: Path) -> dict[tuple[str, str], dict[str, dict]]:
+def score_export(out_dir: Path, partial: bool = False) -> dict[tuple[str, str], dict[str, dict]]:
+    """Every run's metrics from its eval_results files; with `partial`, from `*.partial.jsonl` files too."""
     out: dict[tuple[str, str], dict[str, dict]] = {}
     for run_dir in sorted((Path(out_dir) / "eval_results").glob("*/*")):
         manifest_file = Path(out_dir) / "runs" / run_dir.parent.name / run_dir.name / "manifest.json"
@@ -105,6 +106,8 @@ def score_export(out_dir: Path) -> dict[tuple[str, str], dict[str, dict]]:
         tasks = {}
         for name, task in FILES.items():
             path = run_dir / name
+            if partial and not path.exists():
+                path = run_dir / name.replace(".jsonl", ".partial.jsonl")
             if path.exists():
                 tasks[task] = score_file(task, read_jsonl(path))
         out[(manifest["run_id"], manifest["model"])] = tasks

@@ -72,10 +72,11 @@ def test_one_row_per_finished_thread_matching_its_record(study, exported):
         row = by_key[(run_id, model, task, number, variant)]
         assert row["cause_class"] == classes[number]
         assert row["group_key"]
+        assert row["bundled_sample"] is True  # the study runs on the bundled sample
         if task == "lca":
             assert record["history_type"] == VARIANTS[variant]
-        fields = {k: v for k, v in row.items() if k not in ("run_id", "model", "group_key", "task", "case_number",
-                                                            "variant", "cause_class")}  # fmt: skip
+        fields = {k: v for k, v in row.items() if k not in ("run_id", "model", "group_key", "bundled_sample", "task",
+                                                            "case_number", "variant", "cause_class")}  # fmt: skip
         assert fields == expected_row(task, record), (run_id, model, task, number)
     assert {r["stop_reason"] for r in rows if r["task"] == "ljp_interaction"} <= set(STOPS)
     assert {r["correct"] for r in rows} == {True, False}

@@ -23,6 +23,7 @@ from lexpilot_batch.data import (
     load_dataset,
     validate_file,
 )
+from lexpilot_batch.data.categories import read_categories
 from lexpilot_batch.errors import DataError
 
 HISTORY_3 = [
@@ -105,9 +106,9 @@ def test_valid_dataset_loads_every_accepted_shape(tmp_path: Path) -> None:
     assert list(second.result_dict.values()) == ["支持", "驳回", "部分支持"]
     assert third.key_details == ["细节一", "细节二"]
     assert [m.content for m in first.complete_history] == [m["content"] for m in HISTORY_3]
-    assert dataset.class_of(first) == "合同纠纷"
-    assert dataset.class_of(second) == "婚姻家庭与继承纠纷"
-    assert dataset.class_of(third) == "公司与金融保险纠纷"
+    assert dataset.class_of(first) == "合同、准合同纠纷"
+    assert dataset.class_of(second) == "婚姻家庭、继承纠纷"
+    assert dataset.class_of(third) == "合同、准合同纠纷"  # 银行卡纠纷 is a contract dispute
     assert dataset.case(1) is first and dataset.case("A-2") is second
 
 
@@ -402,15 +403,76 @@ def test_missing_file(tmp_path: Path) -> None:
 # --- categories ------------------------------------------------------------------------------
 
 
-def test_bundled_categories_have_six_classes_of_six_causes() -> None:
-    raw = json.loads(resources.default_categories().read_text(encoding="utf-8"))
-    assert len(raw) == 6 and all(len(causes) == 6 for causes in raw.values())
-    mapping = load_categories(None)
-    assert len(mapping) == 36
-    assert mapping["生命权、身体权、健康权纠纷"] == "侵权责任纠纷"
-    assert mapping["劳动争议"] == "劳动争议"
+# Where 《民事案件案由规定》 (2020) puts the causes the first bundled mapping had misplaced, and a
+# few more: the first-level part each sits in decides its class.
+OFFICIAL_PLACEMENTS = {
+    "物业服务合同纠纷": "合同、准合同纠纷",  # 十、合同纠纷, not 物权纠纷
+    "劳务合同纠纷": "合同、准合同纠纷",  # 十、合同纠纷, not 劳动争议
+    "合伙合同纠纷": "合同、准合同纠纷",  # 十、合同纠纷
+    "信用卡纠纷": "合同、准合同纠纷",  # 十、合同纠纷 › 银行卡纠纷
+    "生命权、身体权、健康权纠纷": "人格权与侵权责任纠纷",  # 第一部分 人格权纠纷
+    "名誉权纠纷": "人格权与侵权责任纠纷",  # 第一部分 人格权纠纷
+    "机动车交通事故责任纠纷": "人格权与侵权责任纠纷",  # 第九部分 侵权责任纠纷
+    "工伤保险待遇纠纷": "劳动争议、人事争议",  # 十七、劳动争议 › 社会保险纠纷
+    "所有权确认纠纷": "物权纠纷",  # 五、物权保护纠纷 › 物权确认纠纷
+    "保险合同纠纷": "与公司、证券、保险、票据等有关的民事纠纷",  # 二十七、保险纠纷
+    "股权转让纠纷": "与公司、证券、保险、票据等有关的民事纠纷",  # 二十一、与公司有关的纠纷
+}
+
+
+def test_bundled_categories_follow_the_official_cause_of_action_regulation() -> None:
+    text = resources.default_categories().read_text(encoding="utf-8")
+    raw = json.loads(text)
+    categories = read_categories(None)
+    assert len(categories.class_names) == 6 and len(categories.cause_to_class) == 36
+    for cause, cls in OFFICIAL_PLACEMENTS.items():
+        assert categories.cause_to_class[cause] == cls, cause
+    # The file names its source and defines every class, in notes the loader skips.
+    assert "民事案件案由规定" in raw["$comment"] and "2020" in raw["$comment"]
+    assert "Appendix D" in raw["$comment"]
+    assert set(raw["$classes"]) == set(categories.class_names)
+    assert all(definition.startswith("第") for definition in raw["$classes"].values())
     # Written with ensure_ascii=False so the Chinese stays readable in the file.
-    assert "合同纠纷" in resources.default_categories().read_text(encoding="utf-8")
+    assert "合同、准合同纠纷" in text
+
+
+def test_every_sample_case_maps_and_every_class_is_represented() -> None:
+    summary = validate_file(None, None)
+    assert summary.cases_per_class == {
+        "合同、准合同纠纷": 4,
+        "劳动争议、人事争议": 3,
+        "婚姻家庭、继承纠纷": 3,
+        "人格权与侵权责任纠纷": 3,
+        "物权纠纷": 2,
+        "与公司、证券、保险、票据等有关的民事纠纷": 3,
+    }
+
+
+def test_notes_are_not_classes_and_not_part_of_the_mapping_identity(tmp_path: Path) -> None:
+    plain = read_categories(
+        write_json(tmp_path, {"甲类": ["海事纠纷", "买卖合同纠纷"], "乙类": ["离婚纠纷"]}, "a.json")
+    )
+    noted = read_categories(
+        write_json(
+            tmp_path,
+            {
+                "$comment": "来源",
+                "乙类": ["离婚纠纷"],
+                "$classes": {"甲类": "定义"},
+                "甲类": ["买卖合同纠纷", "海事纠纷"],
+            },
+            "b.json",
+        )
+    )
+    assert noted.class_names == ("乙类", "甲类")
+    assert noted.cause_to_class == {"离婚纠纷": "乙类", "买卖合同纠纷": "甲类", "海事纠纷": "甲类"}
+    assert noted.sha256 == plain.sha256  # order and notes do not make another mapping
+    moved = read_categories(
+        write_json(tmp_path, {"甲类": ["海事纠纷"], "乙类": ["离婚纠纷", "买卖合同纠纷"]}, "c.json")
+    )
+    assert moved.sha256 != plain.sha256  # one cause in another class does
+    with pytest.raises(DataError, match="has no class, only notes"):
+        read_categories(write_json(tmp_path, {"$comment": "空"}, "d.json"))
 
 
 def test_custom_categories_override_the_default(tmp_path: Path) -> None:
@@ -478,12 +540,12 @@ def test_summary_counts(tmp_path: Path) -> None:
     assert (summary.n_cases, summary.n_histories, summary.n_causes) == (3, 6, 2)
     assert (summary.messages_min, summary.messages_median, summary.messages_max) == (1, 3, 5)
     assert summary.cases_per_class == {
-        "合同纠纷": 2,
-        "劳动争议": 0,
-        "婚姻家庭与继承纠纷": 1,
-        "侵权责任纠纷": 0,
+        "合同、准合同纠纷": 2,
+        "劳动争议、人事争议": 0,
+        "婚姻家庭、继承纠纷": 1,
+        "人格权与侵权责任纠纷": 0,
         "物权纠纷": 0,
-        "公司与金融保险纠纷": 0,
+        "与公司、证券、保险、票据等有关的民事纠纷": 0,
     }
     assert summary.claims_per_verdict == {"支持": 3, "部分支持": 2, "驳回": 2}
     text = summary.render()
@@ -511,7 +573,13 @@ def test_cli_validate_data_valid_file(tmp_path: Path) -> None:
     out = result.stdout
     assert str(path) in out
     assert hashlib.sha256(path.read_bytes()).hexdigest()[:12] in out
-    for fragment in ("Cases        3", "Histories    6", "公司与金融保险纠纷", "部分支持", "valid"):
+    for fragment in (
+        "Cases        3",
+        "Histories    6",
+        "与公司、证券、保险、票据等有关的民事纠纷",
+        "部分支持",
+        "valid",
+    ):
         assert fragment in out
 
 
@@ -524,6 +592,25 @@ def test_cli_validate_data_invalid_file(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert "case #2 (case_number 1024): underspecified_history[1].role" in result.stderr
     assert result.stdout == ""
+
+
+def test_cli_validate_data_blames_the_mapping_for_an_unmapped_cause_and_keeps_categories(tmp_path: Path) -> None:
+    cats = write_json(tmp_path, {"甲类": ["离婚纠纷"]}, "cats.json")
+    path = write_json(tmp_path, [make_case()])  # 民间借贷纠纷, which cats.json lacks
+    result = _cli("--dataset", str(path), "--categories", str(cats), cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    first = result.stderr.splitlines()[0]
+    assert f"Categories file {cats} does not cover dataset file {path}" in first
+    assert "is invalid" not in first  # the cases are not what is wrong
+    assert f"validate-data --dataset {path} --categories {cats}`" in first
+    assert '"民间借贷纠纷": case #1' in result.stderr
+    # With problems in the cases too, the dataset is at fault, and the command still keeps --categories.
+    bad = make_case(case_number=2, result_dict={"判令还款": "同意"})
+    path = write_json(tmp_path, [make_case(), bad], "bad.json")
+    result = _cli("--dataset", str(path), "--categories", str(cats), cwd=tmp_path)
+    first = result.stderr.splitlines()[0]
+    assert f"Dataset file {path} is invalid: 2 problems" in first
+    assert f"validate-data --dataset {path} --categories {cats}`" in first
 
 
 def test_cli_validate_data_not_json(tmp_path: Path) -> None:

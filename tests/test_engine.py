@@ -166,7 +166,7 @@ def test_crash_between_batch_create_and_commit_adopts_the_batch(ws, session, mon
     assert row["status"] == "creating"
     result = submit(ws, session)
     assert result.adopted == [row["path"]]
-    backend = session.backend_for("eval")
+    backend = session.batch_backend(row)
     tag = batch_tag(ws, row)
     matching = [b for b in backend.client.batches.list(limit=100) if (b.metadata or {}) == tag]
     assert len(matching) == 1

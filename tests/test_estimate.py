@@ -45,7 +45,7 @@ def _no_backend_env(monkeypatch):
 
 def dry_run(root: Path, stage: str, runs=("r1",), options: ProviderOptions = SIMULATED, **kwargs) -> Estimate:
     extra = {k: kwargs.pop(k) for k in ("prices", "batch_discount", "clarify_probability") if k in kwargs}
-    spec = RunSpec(tuple(runs), "sim-eval", stage, **kwargs)
+    spec = RunSpec(tuple(runs), ("sim-eval",), stage, **kwargs)
     with open_readonly(root, options) as (ws, session):
         return dry_run_prepare(ws, session, spec, **extra)
 
@@ -392,3 +392,20 @@ def test_a_dataset_changed_during_a_dry_run_is_refused_as_prepare_refuses_it(tmp
     monkeypatch.setattr(DatasetFile, "read_cases", change_then_read)
     with pytest.raises(DataError, match="changed while it was being read"):
         dry_run(tmp_path / "ws", "lca", dataset=path)
+
+
+def test_a_role_split_over_backends_is_mixed_and_has_no_single_cost(tmp_path, monkeypatch):
+    """Several evaluated models, one a provider without a Batch API: each run's model has its own
+    backend, and no price factor fits the eval role as a whole."""
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    spec = RunSpec(("r1",), ("openai/gpt-4o-mini", "deepseek/deepseek-chat"), "lca", Settings(judge_model="openai/o3"))
+    prices = {role: {"input": 1.0, "output": 2.0} for role in ROLES}
+    with open_readonly(tmp_path / "ws", ProviderOptions()) as (ws, session):
+        estimate = dry_run_prepare(ws, session, spec, prices=prices)
+    n = len(load_dataset(None).cases)
+    assert [r.model for r in estimate.runs] == ["openai/gpt-4o-mini", "deepseek/deepseek-chat"]
+    assert estimate.next_wave["eval"].backend == "mixed" and estimate.next_wave["eval"].requests == 2 * 2 * n
+    assert estimate.next_wave["eval"].cost_usd is None and estimate.projection["eval"].cost_usd is None
+    assert estimate.projection["judge"].backend == "batch" and estimate.projection["judge"].cost_usd is not None
+    assert estimate.assumptions.backends == {"eval": "mixed", "user": "batch", "judge": "batch"}

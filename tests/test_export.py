@@ -13,13 +13,13 @@ import pytest
 from engine_helpers import finish, open_session, prepare_runs
 from independent_metrics import lca, ljp, score_export
 
-from lexpilot_batch import prompts
-from lexpilot_batch.data import load_dataset
+from lexpilot_batch import prompts, resources
+from lexpilot_batch.data import SAMPLE_NOTE, load_categories, load_dataset
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.export import export_seed
 from lexpilot_batch.report import build_report
 from lexpilot_batch.results import load_run_results
-from lexpilot_batch.workspace import Workspace, slug
+from lexpilot_batch.workspace import Workspace, seed_name, slug
 
 RUNS = ("r1", "r2", "r3")
 MODEL = "sim-eval"
@@ -122,8 +122,7 @@ def finished(tmp_path_factory):
 @pytest.fixture(scope="module")
 def exported(finished, tmp_path_factory):
     out = tmp_path_factory.mktemp("export")
-    written = export_seed(finished, out)
-    return out, written
+    return out, export_seed(finished, out).files
 
 
 @pytest.fixture(scope="module")
@@ -131,13 +130,14 @@ def dataset():
     return load_dataset(None)
 
 
-def path_of(template: str, run_id: str) -> str:
-    return template.format(run=slug(run_id), model=slug(MODEL))
+def path_of(template: str, run_id: str, model: str = MODEL) -> str:
+    return template.format(run=seed_name(run_id), model=seed_name(model))
 
 
 def test_every_file_is_written_with_the_minimum_fields(exported, dataset):
     out, written = exported
     expected = {path_of("runs/{run}/{model}/manifest.json", r) for r in RUNS}
+    expected |= {path_of("runs/{run}/{model}/export.json", r) for r in RUNS}
     expected |= {path_of(t, r) for r in RUNS for files in FILES.values() for t in files}
     assert {p.relative_to(out).as_posix() for p in written} == expected
     assert set(tree(out)) == expected  # nothing else, no temporary files left behind
@@ -188,7 +188,7 @@ def test_claims_are_in_result_dict_order(exported, dataset):
 
 def test_generation_and_eval_records_agree(exported, finished):
     out, _ = exported
-    classes = {r["case_number"]: r["cause_class"] for r in finished.store.conn.execute("SELECT * FROM cases")}
+    class_of = load_categories(None)  # the mapping the runs were registered with
     for run_id in RUNS:
         a1 = read_jsonl(out / path_of("AwN_gen/{run}/{model}/a1.jsonl", run_id))
         lca_res = read_jsonl(out / path_of("eval_results/{run}/{model}/LCA_results.jsonl", run_id))
@@ -208,7 +208,7 @@ def test_generation_and_eval_records_agree(exported, finished):
             assert res["response"] == res["final_response"] == res["continued_history"][-1]["content"]
         for template in (t for files in FILES.values() for t in files if t.startswith("eval_results")):
             for rec in read_jsonl(out / path_of(template, run_id)):
-                assert rec["cause_class"] == classes[str(rec["case_number"])]
+                assert rec["cause_class"] == class_of[rec["cause_of_action"]]
 
 
 def test_manifest_equals_the_database(exported, finished):
@@ -221,9 +221,9 @@ def test_manifest_equals_the_database(exported, finished):
         assert path.read_bytes() == own.read_bytes()
 
 
-def assert_report_matches(ws: Workspace, out: Path) -> int:
+def assert_report_matches(ws: Workspace, out: Path, partial: bool = False) -> int:
     """Every per-run value of the report, overall and per class, equals the independent one."""
-    independent = score_export(out)
+    independent = score_export(out, partial)
     report = build_report(load_run_results(ws))
     compared = 0
     for group in report["groups"]:
@@ -253,7 +253,8 @@ def test_exported_metrics_equal_the_report(exported, finished):
 
 
 def test_undefined_metrics_agree_with_the_report(tmp_path):
-    """Records rewritten so that metrics are undefined: both sides must say None, not 0."""
+    """Records rewritten so that metrics are undefined: both sides must say None, not 0. Failed
+    threads make the export refuse, as the report does; `partial` writes marked files."""
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
         try:
@@ -275,13 +276,34 @@ def test_undefined_metrics_agree_with_the_report(tmp_path):
                 db.execute(
                     "UPDATE threads SET record = ? WHERE pk = ?", (json.dumps(record, ensure_ascii=False), row["pk"])
                 )
-        export_seed(ws, tmp_path / "out")
-        assert assert_report_matches(ws, tmp_path / "out") > 0
-        mine = score_export(tmp_path / "out")[("r1", MODEL)]
+        with pytest.raises(LexpilotError) as refused:
+            export_seed(ws, tmp_path / "out")
+        assert not (tmp_path / "out").exists()
+        message = str(refused.value)
+        assert "r1 / sim-eval / dcg: failed: " in message and "lca: failed: " in message and "--partial" in message
+        exported = export_seed(ws, tmp_path / "out", partial=True)
+        assert_report_matches(ws, tmp_path / "out", partial=True)
+        mine = score_export(tmp_path / "out", partial=True)[("r1", MODEL)]
     assert mine["lca"]["overall"] == {"macro_f1": None, "f1_u": 1.0, "f1_c": None, "acc_c": None, "acc_u": 1.0}
     assert mine["dcg"]["overall"] == {"success_rate": None}
     assert mine["ljp_direct"]["overall"] == {"qwk": None, "accuracy": 1.0}
-    assert (tmp_path / "out" / path_of("eval_results/{run}/{model}/DCG_results.jsonl", "r1")).read_bytes() == b""
+    out = tmp_path / "out"
+    # Files of unfinished tasks are marked; those of finished tasks keep the seed's names.
+    assert (out / path_of("eval_results/{run}/{model}/DCG_results.partial.jsonl", "r1")).read_bytes() == b""
+    assert (out / path_of("Force_ask_gen/{run}/{model}/force_ask.partial.jsonl", "r1")).read_bytes() == b""
+    assert len(read_jsonl(out / path_of("eval_results/{run}/{model}/LCA_results.partial.jsonl", "r1"))) == 2
+    assert (out / path_of("eval_results/{run}/{model}/LJP_gold.jsonl", "r1")).exists()
+    assert not any(out.rglob("DCG_results.jsonl")) and not any(out.rglob("LCA_results.jsonl"))
+    about = json.loads((out / path_of("runs/{run}/{model}/export.json", "r1")).read_text(encoding="utf-8"))
+    assert about["complete"] is False
+    assert about["tasks"]["dcg"] == {
+        "complete": False,
+        "records": 0,
+        "missing": [],
+        "failed": about["tasks"]["dcg"]["failed"],
+    }
+    assert len(about["tasks"]["dcg"]["failed"]) == 2 and about["tasks"]["ljp_gold"]["complete"] is True
+    assert any("partial" in note for note in exported.notes)
 
 
 def test_independent_scorer_edge_cases():
@@ -303,10 +325,10 @@ def test_independent_scorer_edge_cases():
 
 
 def test_export_filtered_by_run_id_writes_only_that_run(finished, tmp_path):
-    written = export_seed(finished, tmp_path, run_id="r2")
+    written = export_seed(finished, tmp_path, run_id="r2").files
     assert written and set(tree(tmp_path)) == {p.relative_to(tmp_path).as_posix() for p in written}
     for top in TOP_FOLDERS:
-        assert [p.name for p in (tmp_path / top).iterdir()] == [slug("r2")], top
+        assert [p.name for p in (tmp_path / top).iterdir()] == ["r2"], top
     with pytest.raises(LexpilotError, match="'r9'"):
         export_seed(finished, tmp_path / "none", run_id="r9")
     with pytest.raises(LexpilotError, match="'other-model'"):
@@ -397,13 +419,110 @@ def test_hostile_run_ids_stay_inside_out(tmp_path):
         finally:
             session.close()
         out = tmp_path / "out" / "inner"
-        written = export_seed(ws, out)
-    assert len(written) == 3 * len(HOSTILE)  # manifest, a1.jsonl, LCA_results.jsonl per run
+        written = export_seed(ws, out).files
+    assert len(written) == 4 * len(HOSTILE)  # manifest, export.json, a1.jsonl, LCA_results.jsonl per run
     for path in written:
         assert path.resolve().is_relative_to(out.resolve()), path
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["inner"]
     for top in ("runs", "AwN_gen", "eval_results"):
-        assert sorted(p.name for p in (out / top).iterdir()) == sorted(slug(h) for h in HOSTILE)
+        assert sorted(p.name for p in (out / top).iterdir()) == sorted(seed_name(h) for h in HOSTILE)
     for hostile in HOSTILE:
-        manifest = out / "runs" / slug(hostile) / slug(MODEL) / "manifest.json"
+        manifest = out / "runs" / seed_name(hostile) / MODEL / "manifest.json"
         assert json.loads(manifest.read_text(encoding="utf-8"))["run_id"] == hostile
+
+
+def test_a_run_of_the_three_ljp_setups_exports_under_its_own_name_with_its_round_one(tmp_path):
+    """`--stage ljp` (no LCA thread): a run id and a model that are safe names are the folders, as
+    the seed writes them, and `a1.jsonl` holds the round-1 responses Interaction LJP used."""
+    dataset = tmp_path / "cases.json"  # the sample's cases in another file: a user-supplied dataset
+    cases = json.loads(resources.sample_dataset().read_text(encoding="utf-8"))[:2]
+    dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="ljp", runs=("run1",), model="gpt-4o-mini", dataset=dataset)
+            finish(ws, session)
+        finally:
+            session.close()
+        exported = export_seed(ws, tmp_path / "out")
+    out = tmp_path / "out"
+    assert {p.relative_to(out).as_posix() for p in exported.files} == {
+        "runs/run1/gpt-4o-mini/manifest.json",
+        "runs/run1/gpt-4o-mini/export.json",
+        "AwN_gen/run1/gpt-4o-mini/a1.jsonl",
+        "AwN_gen/run1/gpt-4o-mini/interaction.jsonl",
+        "Force_judge_gen/run1/gpt-4o-mini/a1_direct.jsonl",
+        "Force_judge_gen/run1/gpt-4o-mini/a1_force_judge.jsonl",
+        "eval_results/run1/gpt-4o-mini/LJP_direct.jsonl",
+        "eval_results/run1/gpt-4o-mini/LJP_gold.jsonl",
+        "eval_results/run1/gpt-4o-mini/LJP_interaction.jsonl",
+    }
+    a1 = read_jsonl(out / "AwN_gen/run1/gpt-4o-mini/a1.jsonl")
+    interaction = read_jsonl(out / "AwN_gen/run1/gpt-4o-mini/interaction.jsonl")
+    assert [r["case_number"] for r in a1] == [c["case_number"] for c in cases]
+    for first, record, case in zip(a1, interaction, cases, strict=True):
+        assert first["history_type"] == "underspecified"
+        assert first["history"] == case["underspecified_history"] == record["history"]
+        assert (
+            first["response"]
+            == record["rounds"][0]["response"]
+            == record["continued_history"][len(first["history"])]["content"]
+        )
+    about = json.loads((out / "runs/run1/gpt-4o-mini/export.json").read_text(encoding="utf-8"))
+    assert about["bundled_sample"] is False and about["complete"] is True and not exported.notes
+    assert about["cause_classes"]["classes"] == {
+        cls: causes
+        for cls, causes in json.loads(resources.default_categories().read_text(encoding="utf-8")).items()
+        if not cls.startswith("$")
+    }
+
+
+def test_a_run_of_the_bundled_sample_says_so(exported):
+    out, _ = exported
+    about = json.loads((out / path_of("runs/{run}/{model}/export.json", "r1")).read_text(encoding="utf-8"))
+    assert about["bundled_sample"] is True and about["dataset_note"] == SAMPLE_NOTE
+    manifest = json.loads((out / path_of("runs/{run}/{model}/manifest.json", "r1")).read_text(encoding="utf-8"))
+    assert manifest["bundled_sample"] is True
+
+
+def test_seed_names_keep_safe_names_and_never_meet_a_slug():
+    for safe in ("run1", "r.2", "GPT-4o", "gpt-4o-mini", "deepseek_chat", "a" * 100):
+        assert seed_name(safe) == safe
+    unsafe = ("a/b", "运行 1", "..", ".", "run.", "NUL", "com1.txt", "con", "a" * 101, "x y", "a+b")
+    names = {seed_name(text) for text in unsafe}
+    assert len(names) == len(unsafe)
+    for name in names:
+        # A slug holds a '+', which no name kept as it is can: the two kinds never collide.
+        assert "+" in name and name.split(".")[0].upper() not in ("NUL", "COM1", "CON")
+        assert not name.endswith(".") and len(name) <= 60
+
+
+def test_run_ids_that_differ_only_in_case_are_refused(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="lca", runs=("Run1", "run1"), limit=1)
+            finish(ws, session)
+        finally:
+            session.close()
+        with pytest.raises(LexpilotError, match="ignores case"):
+            export_seed(ws, tmp_path / "out")
+        assert not (tmp_path / "out").exists()
+        export_seed(ws, tmp_path / "one", run_id="run1")  # one at a time is fine
+
+
+def test_a_finished_export_replaces_the_partial_files_of_an_earlier_one(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="lca", limit=1)
+            finish(ws, session)
+        finally:
+            session.close()
+        with ws.store.transaction() as db:
+            db.execute("UPDATE threads SET status = 'active' WHERE variant = 'c'")
+        export_seed(ws, tmp_path / "out", partial=True)
+        with ws.store.transaction() as db:
+            db.execute("UPDATE threads SET status = 'done' WHERE variant = 'c'")
+        export_seed(ws, tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").rglob("*.jsonl")) == ["LCA_results.jsonl", "a1.jsonl"]

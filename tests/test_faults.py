@@ -342,7 +342,7 @@ def test_batches_cancelled_by_someone_else_keep_what_they_finished(tmp_path, bas
             for f in ws.store.conn.execute(
                 "SELECT * FROM files WHERE status = 'submitted' AND batch_status = 'in_progress'"
             ).fetchall():
-                session.backend_for(f["roles"]).client.batches.cancel(f["batch_id"])
+                session.batch_backend(f).client.batches.cancel(f["batch_id"])
                 cancelled.append(f["batch_id"])
             if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                 return

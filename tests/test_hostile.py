@@ -51,7 +51,7 @@ def sample(n: int | None = None) -> list[dict]:
 
 def prepare(ws, session, *, stage, dataset, categories=None, runs=("r1",), model="sim-eval", limit=None):
     """engine.prepare with a dataset and categories of the test's own."""
-    spec = RunSpec(tuple(runs), model, stage, Settings(), dataset=dataset, categories=categories, limit=limit)
+    spec = RunSpec(tuple(runs), (model,), stage, Settings(), dataset=dataset, categories=categories, limit=limit)
     return engine.prepare(ws, session, spec)
 
 
@@ -142,7 +142,7 @@ def hostile_dataset(tmp_path: Path) -> tuple[Path, Path, list[dict]]:
     cause = case["cause_of_action"] + CONTROLS
     case["cause_of_action"] = cause
     categories = json.loads(CATEGORIES.read_text(encoding="utf-8"))
-    first_class = next(iter(categories))
+    first_class = next(name for name in categories if not name.startswith("$"))  # `$` keys are notes
     categories[first_class].append(cause)
     return write_json(tmp_path / "controls.json", cases), write_json(tmp_path / "cats.json", categories), cases
 

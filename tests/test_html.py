@@ -107,13 +107,14 @@ def test_the_page_is_self_contained(page):
 
 
 def forced_case(study):
-    """An Interaction LJP record of sim-a, run r2, that asked three times and was forced to predict."""
+    """An Interaction LJP record of the provider-qualified model (a slash in its name: its link
+    encodes it), run r2, that asked three times and was forced to predict."""
     cases = load_dataset(None).cases
     for (run_id, model, task, case_idx, _), record in sorted(records(study).items()):
         key = (run_id, model, task, record.get("stop_reason"))
-        if key == ("r2", "sim-a", "ljp_interaction", "forced_final_prediction"):
+        if key == ("r2", STUDY_MODELS[1], "ljp_interaction", "forced_final_prediction"):
             return str(cases[case_idx].case_number), record
-    pytest.fail("the sample has no forced final prediction for sim-a r2")
+    pytest.fail(f"the sample has no forced final prediction for {STUDY_MODELS[1]} r2")
 
 
 def test_chromium_shows_the_tables_the_figures_and_one_case(study, page, tmp_path):
@@ -124,7 +125,8 @@ def test_chromium_shows_the_tables_the_figures_and_one_case(study, page, tmp_pat
             "or set LEXPILOT_CHROMIUM to a Chrome binary"
         )
     number, record = forced_case(study)
-    link = "/".join(urllib.parse.quote(part, safe="") for part in ("sim-a", "r2", "ljp_interaction", number))
+    assert "/" in STUDY_MODELS[1]
+    link = "/".join(urllib.parse.quote(part, safe="") for part in (STUDY_MODELS[1], "r2", "ljp_interaction", number))
     url = page.as_uri() + "#case=" + link
     done = subprocess.run(
         [browser, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", url],

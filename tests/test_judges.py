@@ -216,3 +216,104 @@ def test_parse_text_accepts(raw: str, answer: str) -> None:
 def test_parse_text_rejects_empty(raw: str) -> None:
     with pytest.raises(MalformedOutput, match="empty"):
         parse_text(raw)
+
+
+# --- reasoning judges: several JSON objects in one output ----------------------------------------
+
+# DeepSeek-R1 with its thinking in <think> tags: the format it was asked for, quoted while thinking.
+R1_TAGGED = """<think>
+好的，我需要判断这条律师回复是直接给出法律判断，还是在向当事人澄清事实。输出格式是 {"label": "judgment"} 或 {"label": "clarification"}。
+回复里问了"是否有借条或转账记录"，没有给出结论。所以应当是澄清。
+</think>
+
+{"label": "clarification"}"""
+
+# DeepSeek-R1 served without the tags (thinking in plain text), a fenced example before the answer.
+R1_UNTAGGED = """嗯，用户让我判断这条回复的性质。要求的输出格式示例：
+```json
+{"label": "judgment"}
+```
+或者 {"label": "clarification"}。
+
+看这条回复：律师问了"借款是否约定了还款期限"，没有给出任何结论，只是在补充事实，所以属于澄清。
+
+```json
+{"label": "clarification"}
+```"""
+
+# o-series style: plain-text analysis in English, an illustrative object, then the final answer.
+O_SERIES = """**Analysis.** The assistant's reply asks the client whether the loan was documented.
+
+For reference, a direct judgment would be labelled like this:
+
+```json
+{"label": "judgment"}
+```
+
+Here, however, the reply gives no conclusion and only requests a missing fact, so the answer is:
+
+```json
+{"label": "clarification"}
+```
+"""
+
+O_SERIES_VERDICTS = """The response addresses three claims. The required shape is {"verdicts": ["支持", "驳回", "支持"]}, \
+one label per claim in order.
+
+1. 偿还本金: the response says the court will support it only in part.
+2. 支付利息: rejected.
+3. 诉讼费: supported.
+
+Final answer: {"verdicts": ["部分支持", "驳回", "支持"]}."""
+
+R1_UNTAGGED_DCG = """先看追问是否指向争议焦点"借贷关系是否成立"。示例输出 {"decision": "否"} 表示不相关。
+这个追问直接问了借条和转账记录，正是关键事实，所以相关。
+{"decision": "是"}"""
+
+
+@pytest.mark.parametrize(
+    ("raw", "label"),
+    [
+        pytest.param(R1_TAGGED, "clarification", id="r1-tagged"),
+        pytest.param(R1_UNTAGGED, "clarification", id="r1-untagged-fenced-example-first"),
+        pytest.param(O_SERIES, "clarification", id="o-series-plain-text"),
+        # The objects agree: which one is final does not matter.
+        pytest.param(
+            '结论：{"label": "judgment"}。复核后仍为 {"label": "judgment"}，以上。', "judgment", id="agreeing"
+        ),
+    ],
+)
+def test_the_final_answer_of_a_reasoning_judge_is_taken(raw: str, label: str) -> None:
+    assert parse_lca_label(raw) == label
+
+
+def test_the_final_verdicts_and_decision_of_a_reasoning_judge_are_taken() -> None:
+    assert parse_verdicts(O_SERIES_VERDICTS, 3) == ["部分支持", "驳回", "支持"]
+    assert parse_dcg_decision(R1_UNTAGGED_DCG) == "是"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(
+            '{"label": "judgment"}\n\n不过也可以理解为 {"label": "clarification"}，取决于如何看待。', id="hedged"
+        ),
+        pytest.param(R1_UNTAGGED + "\n\n希望以上分析对您有帮助。", id="prose-after-the-last-object"),
+        pytest.param('{"label": "clarification"} 或 {"label": "judgment"} 都有道理', id="either"),
+    ],
+)
+def test_disagreeing_objects_with_no_clear_final_one_are_malformed(raw: str) -> None:
+    with pytest.raises(MalformedOutput, match="disagree"):
+        parse_lca_label(raw)
+
+
+def test_the_final_object_is_validated_even_when_an_earlier_one_is_valid() -> None:
+    with pytest.raises(MalformedOutput, match="label"):
+        parse_lca_label('示例 {"label": "judgment"}\n\n{"label": "判断"}')
+
+
+def test_an_output_of_braces_is_refused_quickly() -> None:
+    with pytest.raises(MalformedOutput):
+        parse_lca_label("{" * 100_000)
+    with pytest.raises(MalformedOutput):
+        parse_lca_label('{"a": ' * 5_000 + "1")

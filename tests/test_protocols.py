@@ -72,7 +72,6 @@ def make_case(extra_pairs: int = 0) -> Case:
 def context(case: Case | None = None, speculate: bool = False, templates=None) -> CaseContext:
     return CaseContext(
         case=case or make_case(),
-        cause_class="合同类",
         templates=templates or prompts.DEFAULT_TEMPLATES,
         speculate=speculate,
     )
@@ -198,11 +197,13 @@ def test_registry_and_stages() -> None:
         "ljp-direct": ("ljp_direct",),
         "ljp-gold": ("ljp_gold",),
         "ljp-interaction": ("ljp_interaction",),
+        # The three LJP setups together, as the original eval_LJP.py runs them.
+        "ljp": ("ljp_direct", "ljp_gold", "ljp_interaction"),
         "all": ("lca", "dcg", "ljp_direct", "ljp_gold", "ljp_interaction"),
     }
     for stage, tasks in STAGES.items():
         for task in tasks:
-            assert stage == "all" or PROTOCOLS[task].stage == stage
+            assert stage in ("all", "ljp") or PROTOCOLS[task].stage == stage
 
 
 # --- DCG ------------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def test_reports_read_scores_and_fall_back_to_records_stored_without_them(tmp_pa
 
 def test_scores_stored_before_the_interaction_statistics_are_read_from_the_records(tmp_path):
     """A workspace whose DCG and Interaction LJP scores lack what the interaction statistics read
-    (as versions before them stored) reports them from the records after migration 0006."""
+    (as versions before them stored) reports them from the records after migration 0008."""
     from lexpilot_batch.report import build_report
     from lexpilot_batch.store import Store
 
@@ -111,7 +111,7 @@ def test_scores_stored_before_the_interaction_statistics_are_read_from_the_recor
         for pk, score in db.execute("SELECT pk, score FROM threads WHERE status = 'done'").fetchall():
             old = {k: v for k, v in json.loads(score).items() if k not in ("decisions", "stop_reason")}
             db.execute("UPDATE threads SET score = ? WHERE pk = ?", (json.dumps(old, ensure_ascii=False), pk))
-        db.execute("DELETE FROM migrations WHERE name = '0006_rescore_interaction_fields'")
+        db.execute("DELETE FROM migrations WHERE name = '0008_rescore_interaction_fields'")
         with pytest.raises(Exception, match="missing field .(stop_reason|decisions)"):
             build_report(load_run_results(ws, texts=False))
     Store(tmp_path / "ws" / "state" / "lexpilot.sqlite3").close()  # migrates

@@ -239,6 +239,7 @@ def test_json_shape_is_exactly_as_documented():
         "n_runs",
         "settings",
         "cases",
+        "bundled_sample",
         "tasks",
         "interaction",
         "usage",
@@ -247,6 +248,7 @@ def test_json_shape_is_exactly_as_documented():
     assert set(group["interaction"]) == {"dcg"}
     assert set(group["interaction"]["dcg"]) == {"n", "success_by_round"}
     assert group["settings"] == {"temperature": 0.7, "max_tokens": 8192}
+    assert group["bundled_sample"] is False
     for task in group["tasks"].values():
         assert set(task) == {"overall", "by_class", "n", "partial", "missing", "failed"}
         for summaries in [task["overall"], *task["by_class"].values()]:
@@ -396,6 +398,58 @@ def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
         assert "nan" not in render(report, fmt).lower()
 
 
+def test_a_task_with_no_finished_record_reads_no_records_not_undefined():
+    # `--partial` while none of Gold LJP's cases has finished: there is nothing to score, which is
+    # not a metric with a zero denominator.
+    nothing = ljp(missing=["1", "2"])
+    report = build_report([run("run1", {"ljp_gold": nothing, "dcg": dcg((FAMILY, True))})])
+    assert only_group(report)["tasks"]["ljp_gold"]["n"] == {"run1": 0}
+    markdown = render(report, "markdown")
+    assert "| model-a | 1 | 1.0000 | n/a † |" in markdown  # the main table: Gold LJP's QWK
+    assert "| overall (1 cases) | model-a | 0 | n/a † | n/a † |" in markdown  # Gold LJP's own table
+    assert "undefined" not in markdown
+    assert "- n/a: no records (task not run, none of its cases finished, or class not represented in it)." in markdown
+    table = render(report, "table")
+    gold = table.split("Gold LJP (")[1].splitlines()
+    assert gold[2].split() == ["overall", "(1", "cases)", "model-a", "0", "n/a", "*", "n/a", "*"]
+    assert "—" not in table and "n/a: no records" in table
+    latex = render(report, "latex")
+    assert r"model-a & 1 & 100.0 & n/a$^\dagger$ \\" in latex and "--: undefined" not in latex
+    assert r"婚姻家庭 & model-a & 1 & 100.0 & n/a$^\dagger$ \\" in latex
+    html = render(report, "html")
+    assert "n/a †" in html and "n/a: no records" in html and ">undefined<" not in html
+
+
+def test_interaction_statistics_with_no_finished_case_read_no_records_not_undefined():
+    waiting = run("run1", {"ljp_interaction": ljp(missing=["1"]), "dcg": TaskRecords(missing=["2"])})
+    report = build_report([waiting])
+    assert only_group(report)["interaction"]["dcg"]["n"] == {"run1": 0}
+    table = render(report, "table")
+    rounds = table.split("DCG: success by round")[1].splitlines()[2].split()
+    assert rounds == ["model-a", "0", "n/a", "n/a"]
+    assert "—" not in table  # nothing is undefined: there is nothing at all
+    ended = render(report, "markdown").split("## Interaction LJP: rounds used")[1]
+    assert "| model-a | 0 | n/a | n/a | n/a | n/a | n/a |" in ended
+    latex = render(report, "latex").split("tab:lexpilot-classes")[-1]
+    assert r"model-a & n/a & n/a & n/a & n/a & n/a & n/a & n/a \\" in latex and "--: undefined" not in latex
+
+
+def test_a_group_of_the_bundled_sample_says_so_in_every_format():
+    sample = run("run1", {"dcg": dcg((FAMILY, True))})
+    sample.bundled_sample = True
+    report = build_report([sample, run("run1", {"dcg": dcg((FAMILY, True))}, model="model-b")])
+    assert [g["bundled_sample"] for g in report["groups"]] == [True, False]
+    # Table, Markdown and HTML: above the tables and in the group's remarks; LaTeX: in the comments
+    # and under each of its tables that show the group (main, per class, comparisons, interaction).
+    for fmt, times in (("table", 2), ("markdown", 2), ("html", 2), ("latex", 5)):
+        assert render(report, fmt).count("not a user-supplied dataset") == times, fmt
+    assert render(report, "table").splitlines()[3].startswith("!! model-a: dataset: the bundled sample")
+    rows = list(csv.DictReader(io.StringIO(render(report, "csv"))))
+    assert {(r["model"], r["bundled_sample"]) for r in rows} == {("model-a", "true"), ("model-b", "false")}
+    assert {r["task"] for r in rows if r["bundled_sample"] == "true"} == {"dcg"}  # metric and interaction rows
+    assert json.loads(render(report, "json"))["groups"][0]["bundled_sample"] is True
+
+
 def test_a_mean_over_fewer_runs_says_so():
     report = build_report(two_runs())  # ljp_direct QWK is defined in run2 only
     assert "0.0000 [1/2]" in render(report, "table")
@@ -406,7 +460,7 @@ def test_a_mean_over_fewer_runs_says_so():
 def test_csv_is_tidy_one_numeric_value_per_row():
     rows = list(csv.DictReader(io.StringIO(render(build_report(two_runs()), "csv"))))
     assert list(rows[0]) == ["model", "user_model", "judge_model", "group_key", "run", "task", "class", "metric",
-                             "value", "n", "unit", "partial"]  # fmt: skip
+                             "value", "n", "unit", "partial", "bundled_sample"]  # fmt: skip
     for row in rows:
         assert row["value"] == "" or math.isfinite(float(row["value"]))
         assert "undefined" not in row.values()

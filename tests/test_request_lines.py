@@ -7,61 +7,62 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexpilot_batch.config import Settings
 from lexpilot_batch.prompts import Prompt
 from lexpilot_batch.request_lines import Pieces, request_line
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+# Body fields besides model and messages, as dialects and --model-arg make them: numbers, text,
+# null-free nested objects, a field named "content" too.
+_values = st.recursive(
+    st.booleans() | st.integers(-(10**9), 10**9) | st.floats(allow_nan=False, allow_infinity=False) | _texts,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_texts, inner, max_size=3),
+    max_leaves=6,
+)
+_fields = st.dictionaries(
+    st.sampled_from(["temperature", "max_tokens", "max_completion_tokens", "n", "reasoning_effort", "content", "x"]),
+    _values,
+    max_size=5,
+)
+LEGACY = {"temperature": 0.1, "max_tokens": 8192, "n": 1}
 
 
-def _expected(cid: str, model: str, prompt: str, config: Settings, role: str, url: str) -> bytes:
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "temperature": config.temperature_for(role),
-        "max_tokens": config.max_tokens,
-        "n": 1,
-    }
+def _dumps(obj) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def _expected(cid: str, model: str, prompt: str, fields: dict, url: str) -> bytes:
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], **fields}
     line = {"custom_id": cid, "method": "POST", "url": url, "body": body}
-    return (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    return (_dumps(line) + "\n").encode("utf-8")
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    cid=_texts,
-    model=_texts,
-    url=_texts,
-    parts=st.lists(_texts, max_size=6),
-    role=st.sampled_from(["eval", "user", "judge"]),
-    temperature=st.floats(0, 2),
-    max_tokens=st.integers(1, 10**6),
-)
-def test_request_line_is_json_dumps_of_the_request(cid, model, url, parts, role, temperature, max_tokens):
-    config = Settings(temperature=temperature, max_tokens=max_tokens)
+@given(cid=_texts, model=_texts, url=_texts, parts=st.lists(_texts, max_size=6), fields=_fields)
+def test_request_line_is_json_dumps_of_the_request(cid, model, url, parts, fields):
     pieces = Pieces()  # shared, as across the prompts of a case
     prompt = Prompt(parts)
-    expected = _expected(cid, model, prompt, config, role, url)
-    assert request_line(cid, model, prompt, config, role, url, pieces) == expected
-    assert request_line(cid, model, prompt, config, role, url, pieces) == expected  # from the cache
-    assert request_line(cid, model, str(prompt), config, role, url) == expected
+    expected = _expected(cid, model, prompt, fields, url)
+    assert request_line(cid, model, prompt, _dumps(fields), url, pieces) == expected
+    assert request_line(cid, model, prompt, _dumps(fields), url, pieces) == expected  # from the cache
+    assert request_line(cid, model, str(prompt), _dumps(fields), url) == expected
     assert json.loads(expected)["body"]["messages"][0]["content"] == "".join(parts)
 
 
 def test_a_quote_in_the_model_name_cannot_be_mistaken_for_the_prompt_slot():
-    config = Settings()
     model = '"content":""'
-    line = request_line("c-1", model, Prompt(["a", '"content":""', "b"]), config, "eval", "/v1/chat/completions")
+    fields = _dumps({"content": "", **LEGACY})  # a body field of that name, after the messages
+    line = request_line("c-1", model, Prompt(["a", '"content":""', "b"]), fields, "/v1/chat/completions")
     assert json.loads(line)["body"]["model"] == model
     assert json.loads(line)["body"]["messages"][0]["content"] == 'a"content":""b'
+    assert json.loads(line)["body"]["content"] == ""
 
 
 def test_pieces_stay_within_their_byte_limit_and_lines_stay_exact():
-    config = Settings()
     pieces = Pieces(limit=64)
     for i in range(50):
         prompt = Prompt(["模板：", f"第{i}条消息" * (i % 7), "\n", "回复"])
-        line = request_line(f"c-{i}", "m", prompt, config, "judge", "/v1/chat/completions", pieces)
-        assert line == _expected(f"c-{i}", "m", str(prompt), config, "judge", "/v1/chat/completions")
+        line = request_line(f"c-{i}", "m", prompt, _dumps(LEGACY), "/v1/chat/completions", pieces)
+        assert line == _expected(f"c-{i}", "m", str(prompt), LEGACY, "/v1/chat/completions")
         assert pieces.size == sum(len(v) for v in pieces.values()) <= 64 or len(pieces) == 1
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
+from lexpilot_batch.config import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL
 from lexpilot_batch.errors import LexpilotError
 
 if TYPE_CHECKING:
@@ -81,8 +82,9 @@ PROVIDER_OPTIONS: list[Option] = [
             str | None,
             typer.Option(
                 "--provider",
-                help="'simulated' puts every role on the offline loopback provider; 'env' uses the "
-                "OPENAI_*/LEXPILOT_* variables for every role.",
+                help="'simulated' puts every model on the offline loopback provider (each keeps its request "
+                "body); 'env' forgets the backends this workspace remembers, so that every model goes where its "
+                "name and the environment variables say.",
             ),
         ],
         None,
@@ -96,8 +98,9 @@ PROVIDER_OPTIONS: list[Option] = [
             list[str],
             typer.Option(
                 "--profile",
-                help="Provider profile: openai, azure, dashscope or generic, for all roles (NAME) or one "
-                "(ROLE=NAME); repeatable. Default: guessed from each role's base URL.",
+                help="Provider profile of bare model names: openai, azure, dashscope or generic, for all roles "
+                "(NAME) or one (ROLE=NAME); repeatable. Default: guessed from each role's base URL (a "
+                "provider-qualified name takes its provider's).",
             ),
         ],
         [],
@@ -175,7 +178,12 @@ PROVIDER_OPTIONS: list[Option] = [
 RUN_OPTIONS: list[Option] = [
     (
         "stage",
-        Annotated[str, typer.Option("--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction or all.")],
+        Annotated[
+            str,
+            typer.Option(
+                "--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction, ljp (the three LJP setups) or all."
+            ),
+        ],
         "all",
     ),
     (
@@ -191,22 +199,77 @@ RUN_OPTIONS: list[Option] = [
     (
         "model",
         Annotated[
-            str | None, typer.Option("--model", envvar="LEXPILOT_MODEL", help="The evaluated model (no default).")
+            list[str],
+            typer.Option(
+                "--model",
+                envvar="LEXPILOT_MODEL",
+                help="An evaluated model, bare (gpt-4o-mini: the role's variables decide where it goes) or with "
+                "its provider (openai/gpt-4o-mini, azure/DEPLOYMENT, dashscope/qwen-plus, deepseek/deepseek-chat, "
+                "openai-api/SERVICE/MODEL); repeat for several, each its own runs (no default).",
+            ),
         ],
-        None,
+        [],
     ),
     (
         "user_model",
         Annotated[
-            str,
-            typer.Option("--user-model", envvar="LEXPILOT_USER_MODEL", help="The User Model simulating the client."),
+            str | None,
+            typer.Option(
+                "--user-model",
+                envvar="LEXPILOT_USER_MODEL",
+                help=f"The User Model simulating the client, bare or with its provider (default {DEFAULT_USER_MODEL}).",
+            ),
         ],
-        "DeepSeek-V4.1-Flash",
+        None,
     ),
     (
         "judge_model",
-        Annotated[str, typer.Option("--judge-model", envvar="LEXPILOT_JUDGE_MODEL", help="The judge model.")],
-        "DeepSeek-R1",
+        Annotated[
+            str | None,
+            typer.Option(
+                "--judge-model",
+                envvar="LEXPILOT_JUDGE_MODEL",
+                help=f"The judge model, bare or with its provider (default {DEFAULT_JUDGE_MODEL}).",
+            ),
+        ],
+        None,
+    ),
+    (
+        "models_file",
+        Annotated[
+            Path | None,
+            typer.Option(
+                "--models",
+                help="A model list, TOML or JSON: evaluated models, User Model and judge, each with its provider, "
+                "base URL, key variable, backend and body fields (see README).",
+                dir_okay=False,
+            ),
+        ],
+        None,
+    ),
+    (
+        "model_arg",
+        Annotated[
+            list[str],
+            typer.Option(
+                "--model-arg",
+                help="MODEL:KEY=VALUE sets a request body field for one model (VALUE is JSON or text; KEY=null "
+                "removes the field), e.g. openai/o4-mini:reasoning_effort=high; repeatable.",
+            ),
+        ],
+        [],
+    ),
+    (
+        "reasoning_effort",
+        Annotated[
+            str | None,
+            typer.Option(
+                "--reasoning-effort",
+                help="reasoning_effort of OpenAI reasoning models (o1, o3, o4-mini, gpt-5...): none, minimal, low, "
+                "medium or high (default: the provider's).",
+            ),
+        ],
+        None,
     ),
     ("dataset", DatasetOpt, None),
     ("categories", CategoriesOpt, None),
@@ -217,7 +280,16 @@ RUN_OPTIONS: list[Option] = [
     ),
     ("temperature", Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")], 0.7),
     ("judge_temperature", Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")], 0.1),
-    ("max_tokens", Annotated[int, typer.Option("--max-tokens", help="max_tokens of every request.", min=1)], 8192),
+    (
+        "max_tokens",
+        Annotated[
+            int,
+            typer.Option(
+                "--max-tokens", help="Output token limit of every request (max_tokens or max_completion_tokens).", min=1
+            ),
+        ],
+        8192,
+    ),
     (
         "prompts_file",
         Annotated[
@@ -313,15 +385,17 @@ def provider_options(values: dict[str, Any]) -> Target:
 
 def run_spec(values: dict[str, Any]) -> RunSpec:
     from lexpilot_batch.config import Settings
+    from lexpilot_batch.model_list import ModelList, load_model_list, parse_model_arg, with_model_args
     from lexpilot_batch.runs import RunSpec
 
+    listed = load_model_list(values["models_file"]) if values["models_file"] is not None else ModelList()
     return RunSpec(
         stage=values["stage"],
         run_ids=tuple(values["run_id"] or ["run1"]),
-        model=values["model"],
+        models=(*listed.eval, *values["model"]),
         settings=Settings(
-            values["user_model"],
-            values["judge_model"],
+            values["user_model"] or listed.user or DEFAULT_USER_MODEL,
+            values["judge_model"] or listed.judge or DEFAULT_JUDGE_MODEL,
             values["temperature"],
             values["judge_temperature"],
             values["max_tokens"],
@@ -331,4 +405,6 @@ def run_spec(values: dict[str, Any]) -> RunSpec:
         limit=values["limit"],
         prompts=values["prompts_file"],
         speculate=values["speculate"],
+        model_options=with_model_args(listed.options, [parse_model_arg(a) for a in values["model_arg"]]),
+        reasoning_effort=values["reasoning_effort"],
     )

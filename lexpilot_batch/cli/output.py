@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 def say_prepared(result: PrepareResult) -> None:
     compiled = result.compiled
-    typer.echo(f"Runs: {', '.join(result.runs)}; new threads: {result.new_threads}.")
+    models = f" of {', '.join(result.models)}" if len(result.models) > 1 else ""
+    typer.echo(f"Runs: {', '.join(result.runs)}{models}; new threads: {result.new_threads}.")
     if compiled.in_flight:
         typer.echo("A wave is under way; new work joins the next wave (run poll-and-advance).")
     elif compiled.compiled:

@@ -13,7 +13,6 @@ from lexpilot_batch.errors import LexpilotError
 
 if TYPE_CHECKING:
     from lexpilot_batch.estimate import Estimate
-    from lexpilot_batch.report import RunResults
     from lexpilot_batch.workspace import Workspace
 
 
@@ -63,18 +62,6 @@ def _estimate_workspace(ws: Workspace, prices: dict | None) -> Estimate:
         session.close()
 
 
-def _refuse_incomplete(runs: list[RunResults], partial: bool, verb: str) -> None:
-    from lexpilot_batch import results
-
-    problems = results.incomplete(runs)
-    if problems and not partial:
-        raise LexpilotError(
-            "some tasks are not complete:\n"
-            + "\n".join(f"  - {p}" for p in problems)
-            + f"\nFinish them (poll-and-advance --submit --wait), or pass --partial to {verb} what is scored."
-        )
-
-
 def print_report(
     root: Path | None,
     run_id: str | None,
@@ -101,7 +88,8 @@ def print_report(
     with Workspace(root, writable=False) as ws:
         # The HTML page's per-case viewer shows whole records; every other format reads scores only.
         runs = results.load_run_results(ws, run_id, model, texts=html)
-    _refuse_incomplete(runs, partial, "report")
+    if not partial:
+        results.check_complete(runs, "report what is scored")
     built = report_mod.build_report(
         runs,
         prices,
@@ -189,7 +177,12 @@ def export(
     run_id: Annotated[str | None, typer.Option("--run-id", help="Only this run id.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this evaluated model.")] = None,
     partial: Annotated[
-        bool, typer.Option("--partial", help="With --layout cases: export although some threads are not finished.")
+        bool,
+        typer.Option(
+            "--partial",
+            help="Export unfinished tasks too: --layout seed names their files *.partial.jsonl; "
+            "--layout cases writes the finished threads.",
+        ),
     ] = False,
     root: RootOpt = None,
 ) -> None:
@@ -197,7 +190,8 @@ def export(
 
     --layout seed writes runs/, AwN_gen/, Force_ask_gen/, Force_judge_gen/ and eval_results/ under
     --out; --layout cases writes cases.csv and cases.jsonl (class, label or success, verdicts
-    against gold, rounds used and stop reason of every run, model, task and case).
+    against gold, rounds used and stop reason of every run, model, task and case). Unfinished or
+    failed tasks are refused, as report refuses them, unless --partial.
 
     Example: lexpilot-batch export --layout cases --out results/
     """
@@ -206,18 +200,25 @@ def export(
     if layout == "cases":
         from lexpilot_batch import results
         from lexpilot_batch.case_export import export_cases
+        from lexpilot_batch.data import SAMPLE_NOTE
 
         with Workspace(root, writable=False) as ws:
             runs = results.load_run_results(ws, run_id, model)
-        _refuse_incomplete(runs, partial, "export")
+        if not partial:
+            results.check_complete(runs, "export the finished threads")
         written = export_cases(runs, out)
+        typer.echo(f"Wrote {len(written)} file(s) under {out}.")
+        notes = [f"{r.run_id} / {r.model}: {SAMPLE_NOTE}" for r in runs if r.bundled_sample]
     elif layout == "seed":
         from lexpilot_batch.export import export_seed
 
         with Workspace(root, writable=False) as ws:
-            written = export_seed(ws, out, run_id, model)
+            exported = export_seed(ws, out, run_id, model, partial=partial)
+        typer.echo(f"Wrote {len(exported.files)} file(s) under {out}.")
+        notes = exported.notes
     else:
         raise LexpilotError(
             "--layout must be 'seed' (the original benchmark code's result files) or 'cases' (one row per case)"
         )
-    typer.echo(f"Wrote {len(written)} file(s) under {out}.")
+    for note in notes:
+        typer.echo(f"Note: {note}")

@@ -22,7 +22,7 @@ One module per job:
 
 from lexpilot_batch.data.categories import load_categories
 from lexpilot_batch.data.checks import MAX_NESTING, case_label
-from lexpilot_batch.data.dataset import Dataset, DatasetFile, load_dataset, open_dataset
+from lexpilot_batch.data.dataset import SAMPLE_NOTE, Dataset, DatasetFile, load_dataset, open_dataset
 from lexpilot_batch.data.models import (
     HISTORY_ALIASES,
     HISTORY_FIELDS,
@@ -49,6 +49,7 @@ __all__ = [
     "MAX_PROBLEMS",
     "REQUIRED_FIELDS",
     "ROLES",
+    "SAMPLE_NOTE",
     "VERDICTS",
     "Case",
     "Dataset",

@@ -1,10 +1,18 @@
-"""The cause-of-action → class mapping: reading and checking a categories file.
+"""The cause-of-action → class mapping: reading and checking a categories file, and its identity.
+
+A categories file is a JSON object `{class name: [cause of action, ...]}`; keys that start with
+`$` are notes about the mapping (its source, the classes' definitions), not classes. A mapping's
+identity (`Categories.sha256`) is the cause → class function it defines: the order of classes and
+causes, the notes and the file's formatting do not change it, moving one cause to another class
+does. It joins each run's manifest, so runs of different mappings are never pooled.
 
 Also the one problem line listing a dataset's causes that the mapping does not hold.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +29,29 @@ class Categories:
     path: Path
     class_names: tuple[str, ...]
     cause_to_class: dict[str, str]
+
+    @property
+    def sha256(self) -> str:
+        return mapping_sha256(self.cause_to_class)
+
+
+# Keys of a categories file that are notes, not classes: `{"$comment": "...", "$classes": {...}}`.
+NOTE_PREFIX = "$"
+
+
+def mapping_sha256(cause_to_class: dict[str, str]) -> str:
+    """The identity of a mapping: the SHA-256 of its cause → class pairs, sorted."""
+    pairs = sorted(cause_to_class.items())
+    return hashlib.sha256(json.dumps(pairs, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def grouped(cause_to_class: dict[str, str], class_names: tuple[str, ...]) -> dict[str, list[str]]:
+    """`{class: [cause, ...]}` for every class in `class_names`, causes in the mapping's order,
+    without the notes: what a workspace stores of a run's mapping."""
+    out: dict[str, list[str]] = {name: [] for name in class_names}
+    for cause, name in cause_to_class.items():
+        out.setdefault(name, []).append(cause)
+    return out
 
 
 def read_categories(path: Path | None) -> Categories:
@@ -44,6 +75,8 @@ def read_categories(path: Path | None) -> Categories:
         for key in getattr(data, "duplicate_keys", []):
             problems.add(f"class {show(key)} appears more than once; merge its causes in one list")
         for class_name, causes in data.items():
+            if class_name.startswith(NOTE_PREFIX):
+                continue
             if not class_name.strip():
                 problems.add("a class has an empty name; give every class a name")
             if not isinstance(causes, list):
@@ -70,7 +103,13 @@ def read_categories(path: Path | None) -> Categories:
             f"Categories file {path} is invalid; fix it or pass another with --categories FILE.",
             problems.listed(),
         )
-    return Categories(path, tuple(data), cause_to_class)
+    class_names = tuple(name for name in data if not name.startswith(NOTE_PREFIX))
+    if not class_names:
+        raise DataError(
+            f"Categories file {path} has no class, only notes ({', '.join(map(show, data))}); add "
+            '{"class name": ["cause of action", ...]} entries or pass another file with --categories FILE.'
+        )
+    return Categories(path, class_names, cause_to_class)
 
 
 def load_categories(path: Path | None = None) -> dict[str, str]:

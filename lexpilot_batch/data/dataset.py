@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from lexpilot_batch import resources
-from lexpilot_batch.data.categories import read_categories, unmapped_problem
+from lexpilot_batch.data.categories import mapping_sha256, read_categories, unmapped_problem
 from lexpilot_batch.data.checks import CaseCheck, case_label, check_case, normalise_aliases, valid_case_number
 from lexpilot_batch.data.jsonfile import default_path
 from lexpilot_batch.data.models import Case
@@ -25,6 +27,11 @@ from lexpilot_batch.errors import DataError
 
 # What a problem reading a dataset file tells the user to do.
 _HINT = "pass a LexPilot JSON file with --dataset FILE"
+# What the report, `status` and the export say of a run of the bundled sample.
+SAMPLE_NOTE = (
+    "dataset: the bundled sample (data/sample_cases.json), not a user-supplied dataset: "
+    "a demonstration of the tool, not LexPilot benchmark results"
+)
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,16 @@ class DatasetFile:
 
     def __len__(self) -> int:
         return len(self.case_ids)
+
+    @property
+    def categories_sha256(self) -> str:
+        """The identity of the cause-class mapping the cases were classed with (`mapping_sha256`)."""
+        return mapping_sha256(self.classes)
+
+    @property
+    def is_bundled_sample(self) -> bool:
+        """Whether this is the bundled 18-case sample, byte for byte, wherever the file lies."""
+        return self.sha256 == bundled_sample_sha256()
 
     def read_cases(self, limit: int | None = None) -> Generator[Case, None, None]:
         """The first `limit` cases (every case with `None`) in file order, read from the file again.
@@ -73,6 +90,15 @@ class DatasetFile:
             elements.close()
         if read < wanted or stream.sha256 != self.sha256:
             raise changed_while_read(self.path)
+
+
+@functools.lru_cache(maxsize=1)
+def bundled_sample_sha256() -> str | None:
+    """The SHA-256 of the bundled sample dataset, or None when it is missing (a broken install)."""
+    try:
+        return hashlib.sha256(resources.sample_dataset().read_bytes()).hexdigest()
+    except OSError:  # FileNotFoundError included
+        return None
 
 
 def _case_again(raw: Any) -> Case | None:
@@ -192,6 +218,17 @@ def scan(
     if index == 0:
         raise DataError(f"Dataset file {path} is an empty array; it needs at least one case.")
     if problems or unmapped:
+        again = f"lexpilot-batch validate-data --dataset {path}" + (
+            f" --categories {categories}" if categories is not None else ""
+        )
+        if not problems:
+            # The cases are fine: the mapping lacks their causes, so it is the file to fix.
+            raise DataError(
+                f"Categories file {cats.path} does not cover dataset file {path}: nothing was loaded. "
+                f"Add the causes below to the mapping (or pass another with --categories FILE) and run "
+                f"`{again}` again.",
+                [unmapped_problem(unmapped, cats)],
+            )
         total = problems.count + (1 if unmapped else 0)
         listed = problems.listed()
         if unmapped:
@@ -200,7 +237,7 @@ def scan(
         raise DataError(
             f"Dataset file {path} is invalid: {'at least ' if problems.stopped_at else ''}{total} "
             f"problem{'s' if total != 1 else ''}, nothing was loaded (cases are counted from 1 in "
-            f"file order). Fix them and run `lexpilot-batch validate-data --dataset {path}` again.",
+            f"file order). Fix them and run `{again}` again.",
             listed,
         )
     return DatasetFile(

@@ -23,9 +23,10 @@ from lexpilot_batch.data import open_dataset
 from lexpilot_batch.estimate.calibration import calibrate
 from lexpilot_batch.estimate.model import Estimate, RoleProjection, RoleWave, RunProjection, Span, WaveRange
 from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
-from lexpilot_batch.estimate.state import State, snapshot
+from lexpilot_batch.estimate.state import RunView, State, snapshot
+from lexpilot_batch.lineup import plan_runs
 from lexpilot_batch.providers.session import Session
-from lexpilot_batch.runs import RunSpec, check_limit, check_model, check_run_id, protocol_variants
+from lexpilot_batch.runs import RunSpec, check_limit, check_run_id, protocol_variants
 from lexpilot_batch.workspace import Workspace
 
 
@@ -47,16 +48,16 @@ def dry_run_prepare(
     """
     check_prices(prices, batch_discount)
     tasks = spec.tasks
-    model = check_model(spec.model)
+    plans = plan_runs(spec, session)
+    run_ids = [check_run_id(raw) for raw in spec.run_ids]
     check_limit(spec.limit)
     dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
     templates = prompts.load_templates(spec.prompts)
     with snapshot(ws):
         state = State.read(ws, session.options.retries)
-        for raw in spec.run_ids:
-            state.add_run(
-                check_run_id(raw), model, spec.settings, dataset, spec.limit, templates, spec.speculate, tasks, session
-            )
+        for plan in plans:
+            for run_id in run_ids:
+                state.add_run(run_id, plan, dataset, spec.limit, templates, spec.speculate, tasks)
         return build(state, "dry_run", session, prices, batch_discount, clarify_probability, ws)
 
 
@@ -84,7 +85,8 @@ def build(
     clarify_probability: float | None,
     ws: Workspace | None,
 ) -> Estimate:
-    a = calibrate(ws, clarify_probability, discount, session.backends)
+    backends = _role_backends(state, session)
+    a = calibrate(ws, clarify_probability, discount, backends)
     models: dict[str, set[str]] = {role: set() for role in ROLES}  # of the projection
     wave_models: dict[str, set[str]] = {role: set() for role in ROLES}
     wave: dict[str, RoleWave] = {}
@@ -102,7 +104,7 @@ def build(
         if state.target is not None:
             due, _ = due_steps(group, group.threads, group.answers, state.retries)
             for step in due:
-                entry = wave.setdefault(step.role, RoleWave([], session.backends[step.role]))
+                entry = wave.setdefault(step.role, RoleWave([], backends[step.role]))
                 entry.requests += 1
                 entry.prompt_chars += len(step.prompt)
                 wave_models[step.role].add(run.settings.model_for(step.role, run.model))
@@ -121,7 +123,7 @@ def build(
     if state.target is None:
         source = "in_flight"
     elif mode == "workspace" and state.compiled:
-        source, wave = "compiled", _compiled_wave(state, session)
+        source, wave = "compiled", _compiled_wave(state)
     else:
         source = "due" if wave else "nothing"
     price_of = (lambda role: None) if prices is None else prices.get
@@ -129,7 +131,7 @@ def build(
         entry.models = sorted(wave_models[role] | set(entry.models))
         entry.prompt_tokens = round(entry.prompt_chars / a.chars_per_token)
         entry.completion_tokens = entry.requests * a.completion_tokens[role]
-        entry.cost_usd = cost_usd(entry.prompt_tokens, entry.completion_tokens, price_of(role), entry.backend, discount)
+        entry.cost_usd = _cost(entry.prompt_tokens, entry.completion_tokens, price_of(role), entry.backend, discount)
     wave = {role: wave[role] for role in ROLES if role in wave}
 
     projection: dict[str, RoleProjection] = {}
@@ -137,7 +139,7 @@ def build(
         requests = tally.requests[role]
         if not requests.max:
             continue
-        p = RoleProjection(sorted(models[role]), session.backends[role], requests, tally.chars[role])
+        p = RoleProjection(sorted(models[role]), backends[role], requests, tally.chars[role])
         p.prompt_tokens = p.prompt_chars.map(lambda c: round(c / a.chars_per_token))
         p.completion_tokens = requests.map(lambda n, role=role: round(n * a.completion_tokens[role]))
         if prices is not None:
@@ -162,9 +164,37 @@ def build(
     )
 
 
+MIXED = "mixed"  # a role whose models go through different backends
+
+
+def _role_backends(state: State, session: Session) -> dict[str, str]:
+    """Each role's backend over the runs with work left: the one they share, or `mixed`."""
+    active = {key for key, _ in state.threads}
+    found: dict[str, set[str]] = {role: set() for role in ROLES}
+    for key in active:
+        run = state.runs[key]
+        for role in ROLES:
+            found[role].add(_route_backend(session, run, role))
+    fallback = {role: session.choices.get(role, "batch") for role in ROLES}
+    return {role: (MIXED if len(b) > 1 else next(iter(b), fallback[role])) for role, b in found.items()}
+
+
+def _route_backend(session: Session, run: RunView, role: str) -> str:
+    return session.route(role, run.settings.model_for(role, run.model), run.requests[role].provider).backend
+
+
+def _cost(
+    prompt_tokens: float, completion_tokens: float, price: Mapping[str, float] | None, backend: str, discount: float
+) -> float | None:
+    """`costs.cost_usd`; a role split over backends has no single price factor, so no cost."""
+    if backend == MIXED:
+        return None
+    return cost_usd(prompt_tokens, completion_tokens, price, backend, discount)
+
+
 def _cost_span(p: RoleProjection, price: Mapping[str, float] | None, discount: float) -> Span | None:
     costs = [
-        cost_usd(getattr(p.prompt_tokens, k), getattr(p.completion_tokens, k), price, p.backend, discount)
+        _cost(getattr(p.prompt_tokens, k), getattr(p.completion_tokens, k), price, p.backend, discount)
         for k in ("min", "expected", "max")
     ]
     return None if costs[0] is None else Span(*costs)  # type: ignore[arg-type]
@@ -177,17 +207,20 @@ def _projection_cost(projection: Mapping[str, RoleProjection]) -> Span | None:
     return sum((s for s in spans if s is not None), Span())
 
 
-def _compiled_wave(state: State, session: Session) -> dict[str, RoleWave]:
+def _compiled_wave(state: State) -> dict[str, RoleWave]:
     """The pending requests of the compiled, unsent wave, per role, as the database holds them."""
     assert state.ws is not None
     out: dict[str, RoleWave] = {}
     for r in state.ws.store.conn.execute(
-        "SELECT role, model, COUNT(*) AS n, SUM(prompt_chars) AS chars FROM requests"
-        " WHERE wave = ? AND status = 'pending' GROUP BY role, model",
+        "SELECT q.role, q.model, f.backend, COUNT(*) AS n, SUM(q.prompt_chars) AS chars FROM requests q"
+        " JOIN files f ON f.pk = q.file_pk WHERE q.wave = ? AND q.status = 'pending' GROUP BY q.role, q.model, f.backend",
         (state.target,),
     ):
-        entry = out.setdefault(r["role"], RoleWave([], session.backends[r["role"]]))
-        entry.models.append(r["model"])
+        entry = out.setdefault(r["role"], RoleWave([], r["backend"]))
+        if entry.backend != r["backend"]:
+            entry.backend = MIXED
+        if r["model"] not in entry.models:
+            entry.models.append(r["model"])
         entry.requests += r["n"]
         entry.prompt_chars += r["chars"]
     return out

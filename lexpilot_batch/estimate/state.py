@@ -19,8 +19,19 @@ from lexpilot_batch.compiler import case_requests
 from lexpilot_batch.config import Settings
 from lexpilot_batch.data import Case, DatasetFile, stored_case
 from lexpilot_batch.protocols.base import Answer, CaseContext
+from lexpilot_batch.providers.dialects import RoleRequest
 from lexpilot_batch.providers.session import ProviderOptions, Session
-from lexpilot_batch.runs import build_manifest, check_key_free, check_manifest, run_key, run_threads, selected_cases
+from lexpilot_batch.runs import (
+    RunPlan,
+    build_manifest,
+    check_key_free,
+    check_manifest,
+    check_readings,
+    role_requests,
+    run_key,
+    run_threads,
+    selected_cases,
+)
 from lexpilot_batch.store import DB_NAME
 from lexpilot_batch.waves import target_wave
 from lexpilot_batch.workspace import Workspace
@@ -72,6 +83,7 @@ class RunView:
     settings: Settings
     templates: dict[str, str]
     speculate: bool
+    requests: dict[str, RoleRequest]  # what each role's requests carry (`runs.role_requests`)
     pk: int | None = None  # None: not in the workspace
     manifest: dict | None = None  # None: not read from the workspace yet
     source: DatasetFile | None = None  # for new runs: the file their cases are read from
@@ -133,14 +145,16 @@ class State:
         state.latest_wave = db.execute("SELECT MAX(n) FROM waves").fetchone()[0]
         state.target, state.compiled = target_wave(db)
         for r in db.execute("SELECT pk, run_id, model, key, dataset, manifest, templates, speculate FROM runs"):
+            manifest = json.loads(r["manifest"])
             state.runs[r["key"]] = RunView(
                 r["run_id"],
                 r["model"],
                 r["key"],
                 r["dataset"],
-                Settings(**json.loads(r["manifest"])["settings"]),
+                Settings(**manifest["settings"]),
                 json.loads(r["templates"]),
                 bool(r["speculate"]),
+                role_requests(manifest),
                 r["pk"],
             )
         by_pk = {run.pk: run for run in state.runs.values()}
@@ -151,24 +165,24 @@ class State:
     def add_run(
         self,
         run_id: str,
-        model: str,
-        settings: Settings,
+        plan: RunPlan,
         dataset: DatasetFile,
         limit: int | None,
         templates: dict[str, str],
         speculate: bool,
         tasks: Sequence[str],
-        session: Session,
     ) -> None:
         """What `runs.register_run` and `runs.add_threads` would do, in memory only.
 
         `dataset` must have been opened for these tasks (`open_dataset(..., variants=...)`).
         """
         indices = selected_cases(len(dataset), limit)
-        manifest = build_manifest(run_id, model, settings, dataset, indices, templates, session.endpoint_labels)
+        model = plan.model
+        manifest = build_manifest(run_id, plan, dataset, indices, templates)
         key = run_key(run_id, model)
         run = self.runs.get(key)
         check_key_free(run_id, model, None if run is None else (run.run_id, run.model))
+        check_readings((self._manifest(r) for r in self.runs.values() if r is not run), plan)
         if run is not None:
             check_manifest(self._manifest(run), manifest, run_id, model)
         else:
@@ -177,9 +191,10 @@ class State:
                 model,
                 key,
                 dataset.sha256,
-                settings,
+                plan.settings,
                 dict(templates),
                 speculate,
+                dict(plan.requests),
                 manifest=manifest,
                 source=dataset,
             )
@@ -232,14 +247,12 @@ class State:
             for (key, idx), threads in groups:
                 run = self.runs[key]
                 if run.pk is None:
-                    case, cause_class = files[run.dataset].case(idx)
-                    yield Group(run, idx, CaseContext(case, cause_class, run.templates, run.speculate), threads)
+                    case = files[run.dataset].case(idx)
+                    yield Group(run, idx, CaseContext(case, run.templates, run.speculate), threads)
                     continue
                 assert db is not None
-                row = db.execute(
-                    "SELECT data, cause_class FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)
-                ).fetchone()
-                ctx = CaseContext(stored_case(row["data"]), row["cause_class"], run.templates, run.speculate)
+                row = db.execute("SELECT data FROM cases WHERE dataset = ? AND idx = ?", (run.dataset, idx)).fetchone()
+                ctx = CaseContext(stored_case(row["data"]), run.templates, run.speculate)
                 group = Group(run, idx, ctx, threads)
                 group.history, group.answers = case_requests(db, run.pk, idx)
                 if self.target is None:  # a wave in flight: its pending requests are answered first
@@ -269,13 +282,13 @@ class _CaseFile:
         self._idx = -1
         self._case: Case | None = None
 
-    def case(self, idx: int) -> tuple[Case, str]:
-        """The case at `idx` and its cause class."""
+    def case(self, idx: int) -> Case:
+        """The case at `idx`."""
         while self._idx < idx:
             self._case = next(self._cases)
             self._idx += 1
         assert self._idx == idx and self._case is not None, "cases are read in file order only"
-        return self._case, self._source.case_classes[idx]
+        return self._case
 
     def finish(self) -> None:
         """Read the rest of the file: only at its end does `read_cases` know the file is unchanged."""

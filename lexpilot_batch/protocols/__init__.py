@@ -13,8 +13,10 @@ PROTOCOLS: dict[str, Protocol] = {p.task: p for p in (LCA(), DCG(), DirectLJP(),
 
 # `--stage` name -> the tasks it prepares. `ljp-interaction` needs no `lca` thread of its own: its
 # thread requests the LCA underspecified steps itself, under the keys the LCA thread would use.
+# `ljp` is the three LJP setups together, as the original `eval_LJP.py` runs them.
 STAGES: dict[str, tuple[str, ...]] = {
     **{p.stage: (p.task,) for p in PROTOCOLS.values()},
+    "ljp": tuple(p.task for p in PROTOCOLS.values() if p.stage.startswith("ljp-")),
     "all": tuple(PROTOCOLS),
 }
 

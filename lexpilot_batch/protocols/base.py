@@ -44,10 +44,12 @@ class Answer:
 
 @dataclass(frozen=True)
 class CaseContext:
-    """Everything a protocol may use for one case of one run."""
+    """Everything a protocol may use for one case of one run.
+
+    Not the case's cause class: no protocol asks by class, and a class belongs to the mapping a
+    run is scored with (`results`), not to the case."""
 
     case: Case
-    cause_class: str
     templates: Templates
     speculate: bool = False
 

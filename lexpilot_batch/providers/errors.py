@@ -29,7 +29,7 @@ def translate(exc: openai.APIError, what: str, endpoint: Endpoint, not_found_hin
     `not_found_hint` is the advice added to an HTTP 404, which means different things to
     different backends (no Batch API; an unknown model or a wrong base URL).
     """
-    where = f"{endpoint.role} role at {endpoint.base_url}"
+    where = endpoint.where
     if isinstance(exc, openai.AuthenticationError):
         return ConfigError(
             f"{what}: the provider rejected the API key for the {where} (HTTP 401); check {endpoint.key_var}"

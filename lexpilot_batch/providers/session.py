@@ -1,35 +1,33 @@
-"""A command's way to providers: which backend each role uses, its endpoint and limits, and clients.
+"""A command's way to providers: the route of each (role, model), and the clients that send files.
 
 `ProviderOptions` are what one invocation says about reaching providers (none of it is part of a
-run's results); `Session` resolves them against the environment and the workspace, and builds
-provider clients only when something is sent, so that compiling never needs a key or a server.
+run's results); `Session` resolves routes (`routes.resolve_route`) against them, the environment
+and what the workspace remembers, and builds provider clients only when something is sent, so
+that compiling never needs a key or a server.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from lexpilot_batch.config import (
-    ROLES,
-    SIMULATED,
-    Endpoint,
-    Limits,
-    endpoints_from_env,
-    resolve_limits,
-    role_backends,
-    simulated_endpoint,
-)
+from lexpilot_batch.config import ROLES, SIMULATED, Endpoint, check_backend, simulated_endpoint
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
 
 if TYPE_CHECKING:
     from lexpilot_batch.providers.sync import SyncRunner
     from lexpilot_batch.simulated import SimulatedServer
     from lexpilot_batch.workspace import Workspace
+
+# The backend class of each API shape (`registry.Provider.api`): a provider with a new API shape
+# adds its class here and its row to `registry.PROVIDERS`.
+BATCH_BACKENDS: dict[str, type[OpenAIBatchBackend]] = {"openai": OpenAIBatchBackend}
 
 
 @dataclass
@@ -52,12 +50,14 @@ class ProviderOptions:
 
 
 class Session:
-    """Endpoints, limits and (lazily) provider clients for one command on one workspace.
+    """Routes and (lazily) provider clients for one command on one workspace.
 
-    Backends are chosen per role: the command line, else `LEXPILOT_<ROLE>_BACKEND`, else what
-    this workspace used last, else `batch`. `--provider simulated` puts every role on the
-    simulated provider. Without a workspace (`ws` None: a dry run in a folder that has none yet)
-    the same choice is made with nothing remembered, and nothing can be sent.
+    A role's backend is chosen on the command line (`--provider simulated`, `--<role>-backend`),
+    else by `LEXPILOT_<ROLE>_BACKEND`, else it is what this workspace was last told; without any
+    choice each model takes its model list's backend or its provider's default (`routes`). A model
+    list's endpoints and backends are remembered too, so that later commands send its models the
+    same way. Without a workspace (`ws` None: a dry run in a folder that has none yet) nothing is
+    remembered and nothing can be sent.
     """
 
     def __init__(self, ws: Workspace | None, options: ProviderOptions) -> None:
@@ -65,58 +65,57 @@ class Session:
         self.options = options
         if options.provider not in (None, "env", SIMULATED):
             raise ConfigError(f"--provider must be 'env' or 'simulated', not {options.provider!r}")
-        remembered = json.loads(ws.store.meta("backends") or "{}") if ws is not None else {}
         explicit = {role: SIMULATED for role in ROLES} if options.provider == SIMULATED else {}
-        if options.provider == "env":
-            remembered = {}
         explicit.update({r: b for r, b in options.backends.items() if b})
-        chosen = role_backends({r: explicit.get(r) for r in ROLES})
-        for role in ROLES:  # the environment and flags win; otherwise keep the workspace's choice
-            if role not in explicit and not os.environ.get(f"LEXPILOT_{role.upper()}_BACKEND"):
-                chosen[role] = remembered.get(role, chosen[role])
-        self.backends = chosen
+        for role in ROLES:
+            if role not in explicit and os.environ.get(f"LEXPILOT_{role.upper()}_BACKEND"):
+                explicit[role] = os.environ[f"LEXPILOT_{role.upper()}_BACKEND"]
+        self.choices = {} if options.provider == "env" else _remembered_choices(ws)
+        self.choices.update({role: check_backend(b, role) for role, b in explicit.items()})
+        remembered = json.loads(ws.store.meta("model_routes") or "{}") if ws is not None else {}
+        self.model_routes = {name: ModelRoute.from_json(r) for name, r in remembered.items()}
+        self._routes: dict[tuple[str, str, str | None], Route] = {}
         self._server: SimulatedServer | None = None
-        self._endpoints: dict[str, Endpoint] | None = None
-        self._batch: dict[str, BatchBackend] = {}  # by role
-        self._sync: dict[str, SyncRunner] = {}
+        self._batch: dict[tuple[Any, ...], BatchBackend] = {}
+        self._sync: dict[tuple[Any, ...], SyncRunner] = {}
 
     @property
     def provider(self) -> str:
-        return SIMULATED if all(b == SIMULATED for b in self.backends.values()) else "env"
+        return SIMULATED if all(self.choices.get(r) == SIMULATED for r in ROLES) else "env"
 
-    @property
-    def endpoints(self) -> dict[str, Endpoint]:
-        """Where each role's requests go. Compiling needs only this, never a key or a server."""
-        if self._endpoints is None:
-            env = endpoints_from_env(backends=self.backends)
-            self._endpoints = {
-                role: simulated_endpoint(role, SIMULATED) if self.backends[role] == SIMULATED else env[role]
-                for role in ROLES
-            }
-        return self._endpoints
-
-    @property
-    def endpoint_labels(self) -> dict[str, str]:
-        return {role: e.base_url for role, e in self.endpoints.items()}
-
-    @property
-    def limits(self) -> dict[str, Limits]:
+    def _rules(self) -> RouteRules:
         o = self.options
-        return {
-            role: resolve_limits(
-                o.profiles.get(role) or os.environ.get(f"LEXPILOT_{role.upper()}_PROFILE"),
-                e.base_url,
-                o.max_requests,
-                o.max_bytes,
-                o.completion_window,
-                o.batch_endpoint,
-            )
-            for role, e in self.endpoints.items()
-        }
+        return RouteRules(
+            choices=self.choices,
+            model_routes=self.model_routes,
+            profiles={r: o.profiles.get(r) or os.environ.get(f"LEXPILOT_{r.upper()}_PROFILE") for r in ROLES},
+            max_requests=o.max_requests,
+            max_bytes=o.max_bytes,
+            completion_window=o.completion_window,
+            batch_endpoint=o.batch_endpoint,
+        )
 
-    def _live_endpoint(self, role: str) -> Endpoint:
-        if self.backends[role] != SIMULATED:
-            return self.endpoints[role]
+    def use_model_routes(self, routes: Mapping[str, ModelRoute]) -> None:
+        """Send these models (by registered name) their own way from now on (a model list)."""
+        changed = {name: r for name, r in routes.items() if r != ModelRoute() and self.model_routes.get(name) != r}
+        if changed:
+            self.model_routes.update(changed)
+            self._routes.clear()
+
+    def route(self, role: str, model: str, provider: str | None) -> Route:
+        """Where the requests of `model` (as registered) in `role` go. Needs no key and no server."""
+        key = (role, model, provider)
+        if key not in self._routes:
+            self._routes[key] = resolve_route(role, model, provider, self._rules())
+        return self._routes[key]
+
+    def file_route(self, row: Mapping[str, Any]) -> Route:
+        """The route a compiled file's requests were written for."""
+        return self.route(row["roles"].split("+")[0], row["model"], row["provider"])
+
+    def _live(self, route: Route) -> Endpoint:
+        if route.backend != SIMULATED:
+            return route.endpoint
         if self._server is None:
             from lexpilot_batch.simulated import SimulatedServer, parse_faults
 
@@ -125,34 +124,52 @@ class Session:
                 self.ws.state_dir / "simulated", parse_faults(self.options.sim_faults), seed=self.options.sim_seed
             )
             self._server.start()
-        return simulated_endpoint(role, self._server.base_url)
+        return simulated_endpoint(route.role, self._server.base_url, route.endpoint.model)
 
-    def backend_for(self, roles: str) -> BatchBackend:
-        """The Files + Batches client for a file of these roles (`batch` and `simulated`)."""
-        role = roles.split("+")[0]
-        if role not in self._batch:
-            self._batch[role] = OpenAIBatchBackend(
-                self._live_endpoint(role), self.limits[role], timeout=self.options.timeout
-            )
-        return self._batch[role]
+    def batch_backend(self, row: Mapping[str, Any]) -> BatchBackend:
+        """The Files + Batches client for a compiled file (`batch` and `simulated` backends)."""
+        route = self.file_route(row)
+        endpoint = self._live(route)
+        key = (route.api, endpoint.base_url, endpoint.key_var, route.limits)
+        if key not in self._batch:
+            self._batch[key] = BATCH_BACKENDS[route.api](endpoint, route.limits, timeout=self.options.timeout)
+        return self._batch[key]
 
-    def sync_runner_for(self, roles: str) -> SyncRunner:
+    def sync_runner(self, row: Mapping[str, Any]) -> SyncRunner:
+        """The chat-completions runner for a compiled file of the `sync` backend."""
         from lexpilot_batch.providers.sync import SyncRunner
 
-        role = roles.split("+")[0]
-        if role not in self._sync:
-            self._sync[role] = SyncRunner(
-                self._live_endpoint(role), concurrency=self.options.concurrency, timeout=self.options.timeout
-            )
-        return self._sync[role]
+        endpoint = self._live(self.file_route(row))
+        key = (endpoint.role, endpoint.base_url, endpoint.key_var)
+        if key not in self._sync:
+            self._sync[key] = SyncRunner(endpoint, concurrency=self.options.concurrency, timeout=self.options.timeout)
+        return self._sync[key]
 
-    def remember_backends(self) -> None:
-        assert self.ws is not None, "no workspace to remember backends in"
-        value = json.dumps(self.backends, sort_keys=True)
-        if self.ws.store.meta("backends") != value:
-            self.ws.store.set_meta("backends", value)
+    def remember(self) -> None:
+        """Keep this command's backend choices and model routes for the workspace's later commands."""
+        assert self.ws is not None, "no workspace to remember anything in"
+        for key, value in (
+            ("backend_choices", json.dumps(self.choices, sort_keys=True)),
+            ("model_routes", json.dumps({n: r.to_json() for n, r in sorted(self.model_routes.items())})),
+        ):
+            if self.ws.store.meta(key) != value:
+                self.ws.store.set_meta(key, value)
 
     def close(self) -> None:
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+def _remembered_choices(ws: Workspace | None) -> dict[str, str]:
+    """The backends this workspace was last told, per role.
+
+    Workspaces of earlier versions kept every role's backend under `backends`, the default `batch`
+    included: only their other choices were choices.
+    """
+    if ws is None:
+        return {}
+    stored = ws.store.meta("backend_choices")
+    if stored is not None:
+        return dict(json.loads(stored))
+    return {r: b for r, b in json.loads(ws.store.meta("backends") or "{}").items() if b != "batch"}

@@ -288,7 +288,7 @@ class _Run:
             if error is not None:
                 return error
         return ProviderError(
-            f"{what}: the {endpoint.role} role at {endpoint.base_url} answered without a usable body; "
+            f"{what}: the {endpoint.where} answered without a usable body; "
             "nothing was lost, run the same command again later"
         )
 

@@ -3,8 +3,9 @@
 The method (the README states it too):
 
 - A *family* is the groups that share a comparison key (`RunResults.comparison_key`: the same
-  dataset, cases, code, prompts, user and judge models and settings; they differ only in the
-  evaluated model). Its *cases* are every case any of its runs scored, each in its cause class.
+  dataset, cases, cause-class mapping, code, prompts, user and judge models and requests, and
+  settings; they differ only in the evaluated model). Its *cases* are every case any of its runs
+  scored, each in its cause class (one class per case: the family has one mapping).
 - One resample draws, in each cause class (by name), as many cases as the class has, with
   replacement: `random.Random(seed)`, then for each resample and each class in turn
   `rng.choices(the class's cases in case order, k=len(them))`. Every group of the family gets the

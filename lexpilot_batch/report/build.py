@@ -1,11 +1,11 @@
 """Building the report: comparable runs grouped, each metric per run, then mean, sample SD, n and a
 bootstrap interval; model comparisons, interaction statistics, usage and cost.
 
-Comparable runs are those with the same `group_key` (dataset hash, selected cases, code/prompt
-hash, models and generation settings); runs are never pooled across keys. Each metric is computed
-within each run, overall and per cause class that has records in the group, and only then
-averaged: mean and sample SD (ddof=1) over the runs where the metric is defined (see
-`metrics.mean_sd`). What a task scores, and how, is `tasks.TASKS[task]`'s to say.
+Comparable runs are those with the same `group_key` (dataset hash, selected cases, cause-class
+mapping, code/prompt hash, models and generation settings); runs are never pooled across keys.
+Each metric is computed within each run, overall and per cause class that has records in the
+group, and only then averaged: mean and sample SD (ddof=1) over the runs where the metric is
+defined (see `metrics.mean_sd`). What a task scores, and how, is `tasks.TASKS[task]`'s to say.
 
 Groups that share a `comparison_key` (the same but for the evaluated model) form a family: their
 cases are resampled together (`bootstrap.Family`), which gives each group's intervals
@@ -121,6 +121,8 @@ def build_report(
             "runs": [r.run_id for r in runs_],
             "n_runs": len(runs_),
             "settings": dict(runs_[0].settings),
+            # One dataset hash per group: its runs all used the bundled sample, or none did.
+            "bundled_sample": any(r.bundled_sample for r in runs_),
             "cases": {},
             "tasks": {},
             "interaction": {},

@@ -7,9 +7,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lexpilot_batch.report.layout import task_runs
+from lexpilot_batch.report.layout import has_records, task_runs
 
 UNDEFINED_NOTE = "its denominator is zero (for QWK: zero expected disagreement)"
+NO_RECORDS_NOTE = "no records (task not run, none of its cases finished, or class not represented in it)"
 FEWER_RUNS_NOTE = (
     "[k/n]: defined in only k of the n runs; mean and SD are over those k "
     "(undefined runs are excluded, not counted as 0)"
@@ -52,12 +53,12 @@ class Style:
     def cell(self, summary: Mapping[str, Any] | None, n_runs: int, partial: bool = False) -> str:
         if summary is None:
             self.used.add("not_run")
-            return self.not_run
-        mean, sd, k = summary["mean"], summary["sd"], summary["n_defined"]
-        if mean is None:
+            text = self.not_run
+        elif summary["mean"] is None:
             self.used.add("undefined")
             text = self.undefined
         else:
+            mean, sd, k = summary["mean"], summary["sd"], summary["n_defined"]
             text = self.number(mean) if sd is None else f"{self.number(mean)}{self.pm}{self.number(sd)}"
             if k < n_runs:
                 self.used.add("fewer")
@@ -73,9 +74,10 @@ class Style:
         ci = None if summary is None else summary.get("ci")
         return "" if ci is None else f"[{self.number(ci['low'])}, {self.number(ci['high'])}]"
 
-    def stat(self, summary: Mapping[str, Any], n_runs: int) -> str:
-        """A share or mean over runs (an interaction statistic), written like a metric's cell."""
-        return self.cell(summary, n_runs)
+    def stat(self, summary: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
+        """A share or mean over runs (an interaction statistic), written like a metric's cell;
+        `not_run` when none of the runs (`sizes`: cases per run) finished a case of its task."""
+        return self.cell(summary if any(sizes.values()) else None, len(sizes))
 
     def value(self, value: float | str | None) -> str:
         """One run's value: a number, undefined, or `not_run` for the string "n/a"."""
@@ -89,11 +91,14 @@ class Style:
 
     def row(self, group: Mapping[str, Any], columns: list[tuple[str, str]], cls: str | None = None) -> list[str]:
         """One group's cells for these (task, metric) columns, overall or (with `cls`) in one cause
-        class; `not_run` where the group has no such task or the class has no records in it."""
+        class; `not_run` where the group has no such task, no finished record of it, or the class has
+        no records in it."""
         out = []
         for task_name, metric in columns:
             task = group["tasks"].get(task_name)
-            summaries = None if task is None else (task["overall"] if cls is None else task["by_class"].get(cls))
+            summaries = None
+            if task is not None and has_records(task):
+                summaries = task["overall"] if cls is None else task["by_class"].get(cls)
             summary = None if summaries is None else summaries[metric]
             partial = task is not None and task["partial"]
             out.append(self.cell(summary, task_runs(task) if task else 0, partial))

@@ -1,7 +1,8 @@
 """The report as tidy CSV: one row per (group, run or statistic, task, class, metric) with one numeric
 value, floats at full precision, an empty cell where a value is undefined.
 
-Columns: model, user_model, judge_model, group_key, run, task, class, metric, value, n, unit, partial.
+Columns: model, user_model, judge_model, group_key, run, task, class, metric, value, n, unit, partial,
+bundled_sample.
 
 - `run` is a run id (that run's value), or `mean`, `sd` (over the runs where the value is
   defined), `ci_low`, `ci_high` (the 95% bootstrap interval of the mean).
@@ -38,6 +39,7 @@ COLUMNS = (
     "n",
     "unit",
     "partial",
+    "bundled_sample",
 )
 
 
@@ -63,6 +65,7 @@ def tidy_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """Every row of the CSV as a dict keyed by `COLUMNS`."""
     for group in report["groups"]:
         head = {k: group[k] for k in ("model", "user_model", "judge_model", "group_key")}
+        head["bundled_sample"] = str(group["bundled_sample"]).lower()
         for task_name, task in group["tasks"].items():
             partial = str(task["partial"]).lower()
             scopes = [("overall", task["overall"]), *task["by_class"].items()]

@@ -21,6 +21,7 @@ from lexpilot_batch import __version__
 from lexpilot_batch.report import svg
 from lexpilot_batch.report.cells import (
     FEWER_RUNS_NOTE,
+    NO_RECORDS_NOTE,
     NUMBERS_NOTE,
     PARTIAL_NOTE,
     UNDEFINED_NOTE,
@@ -28,7 +29,14 @@ from lexpilot_batch.report.cells import (
     interval_note,
 )
 from lexpilot_batch.report.figures import figures
-from lexpilot_batch.report.layout import cost_note, group_label, group_remarks, settings_text, usage_rows
+from lexpilot_batch.report.layout import (
+    cost_note,
+    group_label,
+    group_remarks,
+    sample_remark,
+    settings_text,
+    usage_rows,
+)
 from lexpilot_batch.report.tables import Table, tables
 
 CSS = """
@@ -48,6 +56,7 @@ section { margin-top: 18px; }
 h2 { font-size: 19px; border-bottom: 2px solid var(--ink); padding-bottom: 4px; }
 h3 { font-size: 16px; margin: 22px 0 4px; }
 .note, .meta { color: var(--muted); font-size: 13px; margin: 2px 0 8px; }
+.warning { background: #fff4d6; border: 1px solid #e8c37d; border-radius: 6px; padding: 6px 10px; }
 .scroll { overflow-x: auto; }
 table { border-collapse: collapse; font-size: 13px; margin: 6px 0 4px; }
 th, td { padding: 4px 10px; border-bottom: 1px solid var(--line); text-align: right; white-space: nowrap; }
@@ -349,7 +358,7 @@ def _notes(style: Style) -> list[str]:
     if "partial" in style.used:
         notes.append(f"† {PARTIAL_NOTE}.")
     if "not_run" in style.used:
-        notes.append("n/a: no records (task not run, or class not represented in it).")
+        notes.append(f"n/a: {NO_RECORDS_NOTE}.")
     return notes
 
 
@@ -381,6 +390,12 @@ def render_html(report: dict, viewer: Mapping[str, Any] | None = None) -> str:
     body = [f'<p class="note">{escape(NUMBERS_NOTE)} {escape(interval_note(report["bootstrap"]))}</p>']
     if not groups:
         body.append("<p>No runs to report.</p>")
+    # Before the tables, so that nobody takes a demonstration for a benchmark result.
+    body += [
+        f'<p class="warning"><b>{escape(group_label(g, groups))}</b>: {escape(remark)}.</p>'
+        for g in groups
+        if (remark := sample_remark(g))
+    ]
     body += [_table_html(t) for t in tables(report, style)]
     if groups:
         body.append(_groups_html(report))

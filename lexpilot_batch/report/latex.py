@@ -6,13 +6,14 @@ in a table."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lexpilot_batch.data import SAMPLE_NOTE
 from lexpilot_batch.protocols.interaction import STOP_REASONS
-from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NUMBERS_NOTE, UNDEFINED_NOTE, Style
+from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NO_RECORDS_NOTE, NUMBERS_NOTE, UNDEFINED_NOTE, Style
 from lexpilot_batch.report.interaction import DCG_ROUNDS
-from lexpilot_batch.report.layout import group_label, group_remarks, settings_text
+from lexpilot_batch.report.layout import group_label, group_remarks, sample_remark, settings_text
 from lexpilot_batch.report.tables import p_text, report_tasks
 from lexpilot_batch.tasks import TASKS
 
@@ -98,7 +99,11 @@ def _table(
     return [*lines, rf"\caption{{{caption}}}", rf"\label{{{label}}}", rf"\end{{{env}}}"]
 
 
-def _notes(style: Style) -> list[str]:
+def _notes(
+    style: Style, groups: Sequence[Mapping[str, Any]], shown: Sequence[Mapping[str, Any]] | None = None
+) -> list[str]:
+    """The notes under a table: the marks its cells used, and which of the groups it shows (`shown`,
+    by default all of `groups`) ran on the bundled sample."""
     notes = []
     if "undefined" in style.used:
         notes.append(f"--: undefined, {latex_escape(UNDEFINED_NOTE)}.")
@@ -107,7 +112,12 @@ def _notes(style: Style) -> list[str]:
     if "partial" in style.used:
         notes.append(r"$^\dagger$ partial: some cases are not scored.")
     if "not_run" in style.used:
-        notes.append("n/a: no records (task not run, or class not represented).")
+        notes.append(f"n/a: {latex_escape(NO_RECORDS_NOTE)}.")
+    sample = [
+        latex_escape(group_label(g, list(groups))) for g in (groups if shown is None else shown) if sample_remark(g)
+    ]
+    if sample:
+        notes.append(f"{', '.join(sample)}: {latex_escape(SAMPLE_NOTE)}.")
     return notes
 
 
@@ -130,7 +140,7 @@ def _main(report: Mapping[str, Any]) -> list[str]:
         for g in groups
     ]
     caption = r"LexPilot results ($\times$100): mean$\pm$sample SD over the $n$ runs of each model."
-    return _table(False, "lr" + "c" * len(tasks), head, body, caption, "tab:lexpilot-main", _notes(style))
+    return _table(False, "lr" + "c" * len(tasks), head, body, caption, "tab:lexpilot-main", _notes(style, groups))
 
 
 def _details(report: Mapping[str, Any]) -> list[str]:
@@ -157,7 +167,7 @@ def _details(report: Mapping[str, Any]) -> list[str]:
     ]
     body = [" & ".join([latex_escape(group_label(g, groups)), *style.row(g, columns)]) + r" \\" for g in groups]
     caption = r"LexPilot: the other metrics ($\times$100), mean$\pm$sample SD over runs."
-    return _table(True, "l" + "c" * len(columns), head, body, caption, "tab:lexpilot-metrics", _notes(style))
+    return _table(True, "l" + "c" * len(columns), head, body, caption, "tab:lexpilot-metrics", _notes(style, groups))
 
 
 def _by_class(report: Mapping[str, Any]) -> list[str]:
@@ -183,7 +193,7 @@ def _by_class(report: Mapping[str, Any]) -> list[str]:
             ]
             body.append(" & ".join(row) + r" \\")
     caption = r"LexPilot results by cause class ($\times$100): mean$\pm$sample SD over runs; the cases of each class."
-    return _table(True, "llr" + "c" * len(tasks), head, body, caption, "tab:lexpilot-classes", _notes(style))
+    return _table(True, "llr" + "c" * len(tasks), head, body, caption, "tab:lexpilot-classes", _notes(style, groups))
 
 
 def _comparisons(report: Mapping[str, Any]) -> list[str]:
@@ -210,7 +220,10 @@ def _comparisons(report: Mapping[str, Any]) -> list[str]:
         r"Model comparisons ($\times$100): difference of the means over runs, paired bootstrap 95\% interval over "
         r"cases and two-sided bootstrap $p$ (not corrected for multiple comparisons)."
     )
-    return _table(False, "llrcr", head, body, caption, "tab:lexpilot-comparisons", [])
+    compared = {side["group_key"] for c in report["comparisons"] for side in (c["a"], c["b"])}
+    shown = [g for g in report["groups"] if g["group_key"] in compared]
+    notes = _notes(_style(), report["groups"], shown)
+    return _table(False, "llrcr", head, body, caption, "tab:lexpilot-comparisons", notes)
 
 
 def _interaction(report: Mapping[str, Any]) -> list[str]:
@@ -232,22 +245,21 @@ def _interaction(report: Mapping[str, Any]) -> list[str]:
         stats = g["interaction"].get("ljp_interaction")
         if has_int:
             if stats is None:
-                row += ["n/a"] * 5
+                row += [style.cell(None, 0)] * 5
             else:
-                n = len(stats["n"])
-                row += [style.stat(stats["stop_reasons"][r], n) for r in STOP_REASONS]
+                row += [style.stat(stats["stop_reasons"][r], stats["n"]) for r in STOP_REASONS]
                 resp = stats["responses"]
                 row.append(
-                    "--"
-                    if resp["mean"] is None
+                    style.stat(resp, stats["n"])  # n/a or --: no cases, or undefined
+                    if resp["mean"] is None or not any(stats["n"].values())
                     else f"{resp['mean']:.2f}" + ("" if resp["sd"] is None else rf"$\pm${resp['sd']:.2f}")
                 )
         dcg = g["interaction"].get("dcg")
         if has_dcg:
             row += (
-                ["n/a"] * 2
+                [style.cell(None, 0)] * 2
                 if dcg is None
-                else [style.stat(dcg["success_by_round"][k], len(dcg["n"])) for k in DCG_ROUNDS]
+                else [style.stat(dcg["success_by_round"][k], dcg["n"]) for k in DCG_ROUNDS]
             )
         rows.append(" & ".join(row) + r" \\")
     head_lines = [" & ".join(head_top) + r" \\", " & ".join(head) + r" \\"]
@@ -256,7 +268,9 @@ def _interaction(report: Mapping[str, Any]) -> list[str]:
         r"or a forced final prediction), new responses per case, and DCG success by round."
     )
     width = (5 if has_int else 0) + (2 if has_dcg else 0)
-    return _table(False, "l" + "c" * width, head_lines, rows, caption, "tab:lexpilot-interaction", _notes(style))
+    return _table(
+        False, "l" + "c" * width, head_lines, rows, caption, "tab:lexpilot-interaction", _notes(style, groups)
+    )
 
 
 def render_latex(report: dict) -> str:

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from lexpilot_batch.data import SAMPLE_NOTE
 from lexpilot_batch.tasks import TASKS
 
 
@@ -35,6 +36,16 @@ def _partial_text(task: Mapping[str, Any], limit: int = 10) -> str:
     return f"partial: {', '.join(counts)} ({'; '.join(parts)})"
 
 
+def sample_remark(group: Mapping[str, Any]) -> str | None:
+    """`SAMPLE_NOTE` when the group's runs used the bundled sample dataset."""
+    return SAMPLE_NOTE if group.get("bundled_sample") else None
+
+
+def has_records(task: Mapping[str, Any]) -> bool:
+    """Whether any run of the group scored a record of this task (`--partial` may report none)."""
+    return any(task["n"].values())
+
+
 def task_remarks(task: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]:
     """What a reader must know before trusting a task's numbers: fewer runs, unscored cases."""
     remarks = []
@@ -47,11 +58,16 @@ def task_remarks(task: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]
 
 def group_remarks(group: Mapping[str, Any]) -> list[str]:
     """Everything a reader must know about a group before trusting its numbers, one line each, as
-    every text format lists them under the group: today each task's `task_remarks`."""
+    every text format lists them under the group: that it ran on the bundled sample
+    (`sample_remark`), then each task's `task_remarks`."""
+    sample = sample_remark(group)
     return [
-        f"{TASKS[name].title}: {remark}"
-        for name, task in group["tasks"].items()
-        for remark in task_remarks(task, group)
+        *([sample] if sample else []),
+        *(
+            f"{TASKS[name].title}: {remark}"
+            for name, task in group["tasks"].items()
+            for remark in task_remarks(task, group)
+        ),
     ]
 
 

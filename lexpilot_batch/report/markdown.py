@@ -1,17 +1,25 @@
-"""The report as Markdown: models side by side (`tables`), the runs with their remarks, usage per
-group, then the notes its cells used."""
+"""The report as Markdown: which groups ran on the bundled sample, models side by side (`tables`),
+the runs with their remarks, usage per group, then the notes its cells used."""
 
 from __future__ import annotations
 
 from lexpilot_batch.report.cells import (
     FEWER_RUNS_NOTE,
+    NO_RECORDS_NOTE,
     NUMBERS_NOTE,
     PARTIAL_NOTE,
     UNDEFINED_NOTE,
     Style,
     interval_note,
 )
-from lexpilot_batch.report.layout import cost_note, group_label, group_remarks, settings_text, usage_rows
+from lexpilot_batch.report.layout import (
+    cost_note,
+    group_label,
+    group_remarks,
+    sample_remark,
+    settings_text,
+    usage_rows,
+)
 from lexpilot_batch.report.tables import Table, tables
 
 
@@ -44,7 +52,7 @@ def _md_notes(style: Style) -> list[str]:
     if "partial" in style.used:
         notes.append(f"† {PARTIAL_NOTE}.")
     if "not_run" in style.used:
-        notes.append("n/a: no records (task not run, or class not represented in it).")
+        notes.append(f"n/a: {NO_RECORDS_NOTE}.")
     return notes
 
 
@@ -54,6 +62,11 @@ def render_markdown(report: dict) -> str:
     lines = ["# LexPilot results", "", NUMBERS_NOTE, interval_note(report["bootstrap"]), ""]
     if not groups:
         return "\n".join([*lines, "No runs to report."]) + "\n"
+    # Before the tables, so that nobody takes a demonstration for a benchmark result.
+    for g in groups:
+        remark = sample_remark(g)
+        if remark:
+            lines += [f"> **{_md_escape(group_label(g, groups))}**: {remark}.", ""]
     for table in tables(report, style):
         lines += _lines(table)
 

@@ -6,6 +6,7 @@ The JSON shape (`build_report`), stable and validated against `Report` before it
         "model", "user_model", "judge_model", "group_key", "comparison_key",
         "runs": [run ids], "n_runs": int, "settings": {...},
         "cases": {"total": int, "by_class": {class: int}},
+        "bundled_sample": bool (the runs used the bundled sample dataset, not a user-supplied one),
         "tasks": {task: {
             "overall":  {metric: {"mean", "sd", "n_defined", "per_run": {run_id: value},
                                   "n": {run_id: histories | cases | claims scored},
@@ -81,6 +82,8 @@ class RunResults:
     # role -> backend -> {requests, prompt_tokens, completion_tokens}
     usage: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     comparison_key: str = ""
+    # The run's dataset is the bundled sample: a demonstration, not a benchmark result.
+    bundled_sample: bool = False
 
 
 # --- The JSON shape --------------------------------------------------------------------------
@@ -167,6 +170,7 @@ class Group(_Strict):
     n_runs: int
     settings: dict[str, Any]
     cases: Cases
+    bundled_sample: bool
     tasks: dict[str, TaskSummary]
     interaction: Interaction
     usage: Usage

@@ -1,17 +1,19 @@
-"""The report as a plain-text table for the terminal: models side by side (`tables`), then each
-group's runs, settings, remarks and usage, then the notes its cells used."""
+"""The report as a plain-text table for the terminal: which groups ran on the bundled sample, models
+side by side (`tables`), then each group's runs, settings, remarks and usage, then the notes its
+cells used."""
 
 from __future__ import annotations
 
 from lexpilot_batch.report.cells import (
     FEWER_RUNS_NOTE,
+    NO_RECORDS_NOTE,
     NUMBERS_NOTE,
     PARTIAL_NOTE,
     UNDEFINED_NOTE,
     Style,
     interval_note,
 )
-from lexpilot_batch.report.layout import cost_note, group_remarks, settings_text, usage_rows
+from lexpilot_batch.report.layout import cost_note, group_label, group_remarks, sample_remark, settings_text, usage_rows
 from lexpilot_batch.report.tables import Table, tables
 from lexpilot_batch.text import display_width, pad
 
@@ -37,6 +39,12 @@ def render_table(report: dict) -> str:
     lines: list[str] = [NUMBERS_NOTE, interval_note(report["bootstrap"])]
     if not report["groups"]:
         lines += ["", "No runs to report."]
+    # Before the tables, so that nobody takes a demonstration for a benchmark result.
+    sample = [
+        f"!! {group_label(g, report['groups'])}: {sample_remark(g)}" for g in report["groups"] if sample_remark(g)
+    ]
+    if sample:
+        lines += ["", *sample]
     for table in tables(report, style):
         lines += ["", *_lines(table)]
     for group in report["groups"]:
@@ -60,7 +68,7 @@ def render_table(report: dict) -> str:
     if "partial" in style.used:
         notes.append(f"* {PARTIAL_NOTE}")
     if "not_run" in style.used:
-        notes.append("n/a: no records (task not run, or class not represented in it)")
+        notes.append(f"n/a: {NO_RECORDS_NOTE}")
     if notes:
         lines += ["", "Notes:", *(f"  {n}" for n in notes)]
     return "\n".join(lines) + "\n"

@@ -16,7 +16,7 @@ from typing import Any
 from lexpilot_batch.protocols.interaction import STOP_REASONS
 from lexpilot_batch.report.cells import Style, number_text
 from lexpilot_batch.report.interaction import DCG_ROUNDS
-from lexpilot_batch.report.layout import group_label, task_runs
+from lexpilot_batch.report.layout import group_label, has_records, task_runs
 from lexpilot_batch.tasks import METRIC_TITLES, TASKS
 
 STOP_TITLES = {
@@ -81,6 +81,8 @@ def interval_text(ci: Mapping[str, Any] | None, number=number_text) -> str:
 def _summary_cell(style: Style, task: Mapping[str, Any] | None, summaries: Mapping | None, metric: str) -> Cell:
     if task is None or summaries is None:
         return Cell(style.cell(None, 0))
+    if not has_records(task):  # `--partial` with none of the task's cases finished: nothing scored
+        return Cell(style.cell(None, task_runs(task), task["partial"]))
     summary = summaries[metric]
     return Cell(style.cell(summary, task_runs(task), task["partial"]), style.interval(summary))
 
@@ -182,8 +184,8 @@ def interaction_tables(report: Mapping[str, Any], style: Style) -> list[Table]:
         stats = g["interaction"].get("ljp_interaction")
         if stats:
             cells = [Cell(group_label(g, groups)), Cell(n_text(stats["n"]))]
-            cells += [Cell(style.stat(stats["stop_reasons"][r], len(stats["n"]))) for r in STOP_REASONS]
-            cells.append(Cell(style.stat(stats["responses"], len(stats["n"]))))
+            cells += [Cell(style.stat(stats["stop_reasons"][r], stats["n"])) for r in STOP_REASONS]
+            cells.append(Cell(style.stat(stats["responses"], stats["n"])))
             rows.append(cells)
     if rows:
         header = ["Model", "cases", *(STOP_TITLES[r] for r in STOP_REASONS), "responses"]
@@ -194,7 +196,7 @@ def interaction_tables(report: Mapping[str, Any], style: Style) -> list[Table]:
         stats = g["interaction"].get("dcg")
         if stats:
             cells = [Cell(group_label(g, groups)), Cell(n_text(stats["n"]))]
-            cells += [Cell(style.stat(stats["success_by_round"][k], len(stats["n"]))) for k in DCG_ROUNDS]
+            cells += [Cell(style.stat(stats["success_by_round"][k], stats["n"])) for k in DCG_ROUNDS]
             rows.append(cells)
     if rows:
         header = ["Model", "cases", "by round 1", "by round 2"]
@@ -216,7 +218,11 @@ def per_run_table(report: Mapping[str, Any], style: Style) -> Table | None:
             cells = [Cell(group_label(g, groups) if i == 0 else ""), Cell(run_id)]
             for t in tasks:
                 task = g["tasks"].get(t)
-                value = "n/a" if task is None else task["overall"][TASKS[t].headline]["per_run"].get(run_id, "n/a")
+                value = (
+                    "n/a"
+                    if task is None or not task["n"].get(run_id)
+                    else task["overall"][TASKS[t].headline]["per_run"][run_id]
+                )
                 cells.append(Cell(style.value(value)))
             rows.append(cells)
     header = ["Model", "Run", *(metric_title(t, TASKS[t].headline) for t in tasks)]

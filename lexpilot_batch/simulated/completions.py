@@ -1,7 +1,8 @@
 """`/v1/chat/completions` bodies: a simulated answer wrapped as a realistic chat.completion.
 
-Used by the synchronous route and by every line of a batch. The answer comes from `models`; this
-module adds the envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the
+Used by the synchronous route and by every line of a batch. A body is checked as OpenAI checks it,
+the parameters a reasoning model refuses included (an HTTP 400, or a 400 line in a batch). The
+answer comes from `models`; this module adds the envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the
 per-request content faults: truncation (`finish_reason="length"`, content cut), malformed judge
 JSON and empty content. Token counts are estimates (about 1.5 characters per token, which is
 roughly right for Chinese), enough for the product's usage bookkeeping.
@@ -10,6 +11,7 @@ roughly right for Chinese), enough for the product's usage bookkeeping.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from typing import Any
 
@@ -17,6 +19,15 @@ from lexpilot_batch.simulated import models
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 
 CHARS_PER_TOKEN = 1.5
+
+# OpenAI's reasoning models as its API knows them, dated snapshots included. Written from the
+# provider's side on purpose, apart from the client's rule (`providers.dialects`): the tests check
+# the client's bodies against this, so a shared rule would hide a mistake in it.
+_REASONING_MODELS = re.compile(
+    r"(?:o1|o1-mini|o1-preview|o1-pro|o3|o3-mini|o3-pro|o3-deep-research|o4-mini|o4-mini-deep-research"
+    r"|gpt-5|gpt-5-mini|gpt-5-nano|gpt-5-pro|gpt-5-codex|gpt-5\.1|gpt-5\.1-codex|gpt-5\.1-codex-mini"
+    r"|codex-mini-latest)(?:-\d{4}-\d{2}-\d{2})?"
+)
 
 
 def tokens(text: str) -> int:
@@ -49,9 +60,37 @@ def check_body(body: Any) -> tuple[str, str]:
             raise bad_request(f"Invalid message at messages[{i}]: a role is required.", f"messages[{i}]")
     if body.get("stream"):
         raise bad_request("stream=true is not supported by the simulated provider.", param="stream")
+    _check_parameters(model, body)
     users = [_text_of(m.get("content")) for m in messages if m.get("role") == "user"]
     prompt = users[-1] if users else "\n".join(_text_of(m.get("content")) for m in messages)
     return model, prompt
+
+
+def _check_parameters(model: str, body: dict[str, Any]) -> None:
+    """Refuse what OpenAI refuses: `max_tokens` or a temperature other than the default for a
+    reasoning model, `reasoning_effort` for any other model (HTTP 400, OpenAI's messages)."""
+    if _REASONING_MODELS.fullmatch(model):
+        if "max_tokens" in body:
+            raise bad_request(
+                "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                "Use 'max_completion_tokens' instead.",
+                "max_tokens",
+                "unsupported_parameter",
+            )
+        temperature = body.get("temperature")
+        if temperature is not None and temperature != 1:
+            raise bad_request(
+                f"Unsupported value: 'temperature' does not support {temperature} with this model. "
+                "Only the default (1) value is supported.",
+                "temperature",
+                "unsupported_value",
+            )
+    elif "reasoning_effort" in body:
+        raise bad_request(
+            "Unsupported parameter: 'reasoning_effort' is not supported with this model.",
+            "reasoning_effort",
+            "unsupported_parameter",
+        )
 
 
 def _prompt_hex(head: str, encoded: bytes) -> str:

@@ -1,0 +1,229 @@
+"""The providers a model name can name, and how a name is read.
+
+A model name may start with a provider prefix, the convention of inspect_ai: `openai/gpt-4o-mini`,
+`azure/<deployment>`, `dashscope/qwen-plus`, `deepseek/deepseek-chat`, or the generic
+`openai-api/<service>/<model>` for any OpenAI-compatible service (its URL and key in
+`<SERVICE>_BASE_URL` and `<SERVICE>_API_KEY`). The prefix decides the endpoint, the key variable,
+the backend, the limits profile and the request body dialect; the provider is sent the part after
+the prefix. A name without a known prefix (`gpt-4o-mini`, or a Hugging Face id such as
+`Qwen/Qwen2.5-7B-Instruct`) is *bare*: its role's environment variables decide where it goes, and
+its requests are what they always were.
+
+A provider is a row of `PROVIDERS`. Its `api` names the shape of its API, which decides the
+backend class that talks to it (`providers.session`) and the request line format; today every
+provider speaks the OpenAI one. `anthropic/` and `google/` are reserved for their native batch
+APIs and refused with a clear "not yet".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from lexpilot_batch.errors import ConfigError
+
+OPENAI_API = "openai-api"  # the generic prefix: openai-api/<service>/<model>
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One provider prefix and everything it decides."""
+
+    prefix: str
+    title: str
+    base_url: str | None  # the default endpoint; None: it must be set (`url_var`)
+    url_var: str  # overrides the endpoint; `{SERVICE}` is the service of openai-api/<service>/
+    key_var: str  # the variable holding the API key
+    backend: str  # the default backend: batch where the provider has a Batch API, sync where not
+    batch_api: bool
+    profile: str | None  # limits profile (config.PROFILES); None: guessed from the base URL
+    dialect: str  # request body dialect (providers.dialects)
+    api: str = "openai"  # the API shape: which backend class sends its requests
+    ready: bool = True  # False: reserved for a later version
+
+    def url_var_for(self, service: str | None) -> str:
+        return self.url_var.replace("{SERVICE}", _env_name(service or ""))
+
+    def key_var_for(self, service: str | None) -> str:
+        return self.key_var.replace("{SERVICE}", _env_name(service or ""))
+
+
+PROVIDERS: dict[str, Provider] = {
+    p.prefix: p
+    for p in (
+        Provider(
+            "openai",
+            "OpenAI",
+            "https://api.openai.com/v1",
+            "OPENAI_BASE_URL",
+            "OPENAI_API_KEY",
+            "batch",
+            True,
+            "openai",
+            "openai",
+        ),
+        Provider(
+            "azure",
+            "Azure OpenAI",
+            None,  # https://YOUR-RESOURCE.openai.azure.com/openai/v1: the resource is yours
+            "AZURE_OPENAI_BASE_URL",
+            "AZURE_OPENAI_API_KEY",
+            "batch",
+            True,
+            "azure",
+            "openai",
+        ),
+        Provider(
+            "dashscope",
+            "Alibaba Model Studio (DashScope)",
+            "https://dashscope.aliyuncs.com/compatible-mode/v1",
+            "DASHSCOPE_BASE_URL",
+            "DASHSCOPE_API_KEY",
+            "batch",
+            True,
+            "dashscope",
+            "max_tokens",
+        ),
+        Provider(
+            "deepseek",
+            "DeepSeek",
+            "https://api.deepseek.com/v1",
+            "DEEPSEEK_BASE_URL",
+            "DEEPSEEK_API_KEY",
+            "sync",
+            False,
+            "generic",
+            "max_tokens",
+        ),
+        Provider(
+            OPENAI_API,
+            "an OpenAI-compatible service",
+            None,
+            "{SERVICE}_BASE_URL",
+            "{SERVICE}_API_KEY",
+            "batch",
+            True,
+            None,
+            "max_tokens",
+        ),
+        Provider(
+            "anthropic",
+            "Anthropic Message Batches",
+            "https://api.anthropic.com",
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            "batch",
+            True,
+            None,
+            "anthropic",
+            api="anthropic",
+            ready=False,
+        ),
+        Provider(
+            "google",
+            "Gemini Batch Mode",
+            "https://generativelanguage.googleapis.com",
+            "GOOGLE_BASE_URL",
+            "GOOGLE_API_KEY",
+            "batch",
+            True,
+            None,
+            "google",
+            api="google",
+            ready=False,
+        ),
+    )
+}
+
+# Prefixes other tools (inspect_ai) know and this one does not: refused, not read as bare names,
+# so that `together/...` is not silently sent to the role's default endpoint.
+FOREIGN_PREFIXES = frozenset(
+    {
+        "azureai",
+        "bedrock",
+        "cloudflare",
+        "fireworks",
+        "goodfire",
+        "grok",
+        "groq",
+        "hf",
+        "llama-cpp-python",
+        "mistral",
+        "ollama",
+        "openrouter",
+        "perplexity",
+        "sambanova",
+        "sglang",
+        "together",
+        "vertex",
+        "vllm",
+    }
+)
+
+_SERVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
+
+
+def _env_name(service: str) -> str:
+    return service.upper().replace("-", "_")
+
+
+def known_prefixes() -> str:
+    ready = [f"{p}/" if p != OPENAI_API else f"{p}/<service>/" for p, v in PROVIDERS.items() if v.ready]
+    later = [f"{p}/" for p, v in PROVIDERS.items() if not v.ready]
+    return f"{', '.join(ready)} ({' and '.join(later)} are reserved, not yet supported)"
+
+
+@dataclass(frozen=True)
+class ModelName:
+    """A model name as given (`name`, how runs are registered) and what it says."""
+
+    name: str
+    sent: str  # what the provider is sent as `model`: the part after the prefix
+    provider: Provider | None = None  # None: a bare name
+    service: str | None = None  # the <service> of openai-api/<service>/<model>
+
+    @property
+    def key(self) -> str | None:
+        """The provider key a manifest records: `openai`, `openai-api/sima`; None for a bare name."""
+        if self.provider is None:
+            return None
+        return f"{OPENAI_API}/{self.service}" if self.service else self.provider.prefix
+
+
+def parse_model(name: str, option: str = "--model") -> ModelName:
+    """What a model name says; `ConfigError` for an unknown or reserved prefix, or a name missing a part."""
+    head, sep, rest = name.partition("/")
+    if not sep or head not in PROVIDERS:
+        if sep and head.lower() in FOREIGN_PREFIXES:
+            raise ConfigError(
+                f"{option} {name}: unknown provider prefix {head + '/'!r}; known prefixes are {known_prefixes()}. "
+                f"For another OpenAI-compatible service write openai-api/{head.lower()}/{rest} and set "
+                f"{_env_name(head)}_BASE_URL and {_env_name(head)}_API_KEY"
+            )
+        return ModelName(name, name)
+    provider = PROVIDERS[head]
+    if not provider.ready:
+        raise ConfigError(
+            f"{option} {name}: the {head}/ prefix is reserved for {provider.title} and not supported yet; "
+            f"known prefixes are {known_prefixes()}. A model id that only starts with {head}/ (a Hugging Face id "
+            f"served by vLLM) is sent as it is with openai-api/<service>/{name}"
+        )
+    service = None
+    if head == OPENAI_API:
+        service, sep, rest = rest.partition("/")
+        if not sep or not _SERVICE.fullmatch(service):
+            raise ConfigError(
+                f"{option} {name}: write openai-api/<service>/<model>, where <service> (letters, digits, - and _) "
+                "names the variables <SERVICE>_BASE_URL and <SERVICE>_API_KEY"
+            )
+    if not rest.strip():
+        raise ConfigError(f"{option} {name}: no model name after the {name[: len(name) - len(rest)]} prefix")
+    return ModelName(name, rest, provider, service)
+
+
+def provider_of(key: str) -> tuple[Provider, str | None]:
+    """The provider and service of a key recorded in a manifest (`ModelName.key`)."""
+    head, _, service = key.partition("/")
+    if head not in PROVIDERS:
+        raise ConfigError(f"provider {key!r} recorded in a run's manifest is unknown to this version")
+    return PROVIDERS[head], service or None
