@@ -81,7 +81,7 @@ def print_report(
     with Workspace(root, writable=False) as ws:
         runs = results.load_run_results(ws, run_id, model, texts=False)
     if not partial:
-        results.check_complete(runs, "report what is scored")
+        results.check_complete(runs, "report what is scored", root)
     built = report_mod.build_report(runs, prices, batch_discount=batch_discount)
     typer.echo(report_mod.render(built, format_))
 

@@ -115,8 +115,8 @@ def _request_files(ws: Workspace) -> list[Finding]:
         if unsent(row):
             if open_wave == (row["wave"], True):
                 fix = (
-                    f"discard wave {row['wave']} (nothing of it was sent); the next `lexpilot-batch poll-and-advance "
-                    "--submit` compiles it again from the database, the same requests byte for byte. "
+                    f"discard wave {row['wave']} (nothing of it was sent); the next `{ws.command('poll-and-advance --submit')}` "
+                    "compiles it again from the database, the same requests byte for byte. "
                     "`doctor --repair` discards it; `submit` also recompiles it by itself"
                 )
             else:
@@ -234,12 +234,12 @@ def _interrupted_submits(ws: Workspace) -> list[Finding]:
                 "may hold a batch the workspace does not know yet"
             )
             fix = (
-                "run `lexpilot-batch submit` (or `poll-and-advance --submit`): it finds that batch by its "
+                f"run `{ws.command('submit')}` (or `poll-and-advance --submit`): it finds that batch by its "
                 "metadata tag and adopts it, never creating a second one"
             )
         else:
             detail = f"{row['path']}: uploaded, but a submit stopped before creating its batch"
-            fix = "run `lexpilot-batch submit` (or `poll-and-advance --submit`): it creates the batch"
+            fix = f"run `{ws.command('submit')}` (or `poll-and-advance --submit`): it creates the batch"
         findings.append(Finding(INTERRUPTED_SUBMIT, detail, fix, False, "action", (row["path"],)))
     return findings
 
@@ -261,7 +261,7 @@ def _waiting_threads(ws: Workspace) -> list[Finding]:
             f"{n} active thread(s) wait with no wave open or in flight: their next requests are not compiled yet "
             "(a command stopped between ingesting a wave and compiling the next, or `prepare` ran while a wave "
             "was in flight)",
-            "run `lexpilot-batch poll-and-advance --submit`: it compiles their next requests",
+            f"run `{ws.command('poll-and-advance --submit')}`: it compiles their next requests",
             False,
             "action",
         )
