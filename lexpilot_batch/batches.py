@@ -338,9 +338,9 @@ def sweep(ws: Workspace, session: Session, rows: list[dict], result: PollResult)
                 result.duplicates.append(info.id)
             with ws.store.transaction() as tx:
                 tx.execute(
-                    "INSERT INTO other_batches (batch_id, file_pk, why, status, at) VALUES (?, ?, 'duplicate', ?, ?)"
-                    " ON CONFLICT (batch_id) DO UPDATE SET status = excluded.status",
-                    (info.id, owner["pk"], info.status, time.time()),
+                    "INSERT INTO other_batches (batch_id, file_pk, path, why, status, at)"
+                    " VALUES (?, ?, ?, 'duplicate', ?, ?) ON CONFLICT (batch_id) DO UPDATE SET status = excluded.status",
+                    (info.id, owner["pk"], owner["path"], info.status, time.time()),
                 )
     return listed
 
@@ -350,6 +350,7 @@ def _not_found(ws: Workspace, row: dict, listed: set[str] | None, message: str) 
     listing of our batches works and does not show it, the batch is lost. Returns whether it is."""
     count = (row["not_found"] or 0) + 1
     with ws.store.transaction() as db:
+        db.execute("UPDATE files SET not_found = ? WHERE pk = ?", (count, row["pk"]))
         if count >= LOST_AFTER and listed is not None and row["batch_id"] not in listed:
             mark_lost(
                 db,
@@ -358,7 +359,6 @@ def _not_found(ws: Workspace, row: dict, listed: set[str] | None, message: str) 
                 "sent again",
             )
             return True
-        db.execute("UPDATE files SET not_found = ? WHERE pk = ?", (count, row["pk"]))
     return False
 
 

@@ -19,7 +19,7 @@ from lexpilot_batch.lineup import plan_runs
 from lexpilot_batch.providers.session import Session
 from lexpilot_batch.retry import RetryResult, RetrySelection, retry_failed
 from lexpilot_batch.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
-from lexpilot_batch.waves import check_compiled_files, latest_wave_started, work_left
+from lexpilot_batch.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.workspace import Workspace
 
 
@@ -68,7 +68,17 @@ def retry(ws: Workspace, session: Session, selection: RetrySelection) -> tuple[R
 
 def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
     _ensure_intact(ws, session)
-    return submit_files(ws, session, on_file)
+    result = submit_files(ws, session, on_file)
+    if result.discarded:
+        # Files larger than a lowered enqueued-token budget were discarded: their requests are
+        # compiled again, cut to the budget, as soon as their wave allows (at once when nothing
+        # else of it was sent), and sent.
+        close_finished_waves(ws)
+        if compile_wave(ws, session.route, session.options.retries).compiled:
+            again = submit_files(ws, session, on_file)
+            for name in ("submitted", "adopted", "manual", "waiting", "discarded"):
+                getattr(result, name).extend(getattr(again, name))
+    return result
 
 
 def _ensure_intact(ws: Workspace, session: Session) -> None:

@@ -236,7 +236,8 @@ def _m0008_operations(db: sqlite3.Connection) -> None:
         ALTER TABLE files ADD COLUMN not_found INTEGER NOT NULL DEFAULT 0;
         CREATE TABLE other_batches (
             batch_id TEXT PRIMARY KEY,
-            file_pk INTEGER NOT NULL REFERENCES files(pk),
+            file_pk INTEGER REFERENCES files(pk),  -- NULL once its file was discarded
+            path TEXT NOT NULL,             -- the file it was created for
             why TEXT NOT NULL,              -- duplicate | token_limit
             status TEXT,                    -- as last seen
             at REAL NOT NULL

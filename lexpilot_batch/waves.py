@@ -171,9 +171,9 @@ def forget_results(db: sqlite3.Connection, pk: int) -> None:
 
 def discard_unsent_file(db: sqlite3.Connection, pk: int) -> None:
     """Forget an unsent file (`unsent`) and its requests: the next compile asks them again. Batches
-    the provider refused for it (`other_batches`) ran nothing, so nothing of them is kept."""
+    the provider refused for it stay recorded (`other_batches`), no longer tied to a file."""
     db.execute("DELETE FROM requests WHERE file_pk = ?", (pk,))
-    db.execute("DELETE FROM other_batches WHERE file_pk = ?", (pk,))
+    db.execute("UPDATE other_batches SET file_pk = NULL WHERE file_pk = ?", (pk,))
     db.execute("DELETE FROM files WHERE pk = ?", (pk,))
 
 
@@ -182,8 +182,9 @@ def refused(db: sqlite3.Connection, pk: int, batch_id: str, status: str) -> None
     and ran nothing of it; the batch is kept aside (`other_batches`) and the file waits to be
     created again, its requests still pending."""
     db.execute(
-        "INSERT OR REPLACE INTO other_batches (batch_id, file_pk, why, status, at) VALUES (?, ?, 'token_limit', ?, ?)",
-        (batch_id, pk, status, time.time()),
+        "INSERT OR REPLACE INTO other_batches (batch_id, file_pk, path, why, status, at)"
+        " SELECT ?, pk, path, 'token_limit', ?, ? FROM files WHERE pk = ?",
+        (batch_id, status, time.time(), pk),
     )
     db.execute(
         "UPDATE files SET status = ?, batch_id = NULL, batch_status = NULL, request_counts = NULL,"
@@ -262,7 +263,9 @@ def discard_unsent_wave(db: sqlite3.Connection, wave: int) -> list[str]:
     """
     files = [r["path"] for r in db.execute("SELECT path FROM files WHERE wave = ?", (wave,))]
     db.execute("DELETE FROM requests WHERE wave = ?", (wave,))
-    db.execute("DELETE FROM other_batches WHERE file_pk IN (SELECT pk FROM files WHERE wave = ?)", (wave,))
+    db.execute(
+        "UPDATE other_batches SET file_pk = NULL WHERE file_pk IN (SELECT pk FROM files WHERE wave = ?)", (wave,)
+    )
     db.execute("DELETE FROM files WHERE wave = ?", (wave,))
     db.execute("DELETE FROM waves WHERE n = ?", (wave,))
     return files

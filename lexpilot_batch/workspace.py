@@ -52,15 +52,21 @@ def _is_device(name: str) -> bool:
     return name.split(".")[0].upper() in _DEVICES
 
 
+def shell_word(text: str | Path) -> str:
+    """`text` as one word of a printed command: double-quoted when it holds spaces or characters a
+    shell reads (the same on POSIX shells, cmd and PowerShell for ordinary paths)."""
+    shown = str(text)
+    if not shown or any(c.isspace() or c in "'\"&;|<>()$`" for c in shown):
+        shown = '"' + shown.replace('"', '\\"') + '"'
+    return shown
+
+
 def command_hint(args: str, root: Path | str | None = None) -> str:
     """`lexpilot-batch ARGS`, with the `--root` the user gave, so that a printed hint can be run as
     it stands from where the user is."""
     if root is None:
         return f"lexpilot-batch {args}"
-    shown = str(root)
-    if not shown or any(c.isspace() or c in "'\"&;|<>()$`" for c in shown):
-        shown = '"' + shown.replace('"', '\\"') + '"'
-    return f"lexpilot-batch {args} --root {shown}"
+    return f"lexpilot-batch {args} --root {shell_word(root)}"
 
 
 # What a workspace holds at its root: what a failed `prepare` that made the workspace takes away.

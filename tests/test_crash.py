@@ -31,7 +31,8 @@ SEED = 11
 # the latency keeps batches in flight long enough for kills to land while they are.
 FAULTS = "line_error=0.05,truncate=0.02,malformed_judge=0.1,expire_batch=0.1,fail_batch=0.05,latency=0.05,seed=7"
 PREPARE = ("prepare", "--stage", "all", "--run-id", "r1", "--run-id", "r2", "--model", "sim-eval", "--limit", "6")
-ADVANCE = ("poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05")
+# A kill during a create is followed by a look for its batch during the grace period: short here.
+ADVANCE = ("poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05", "--create-grace", "0.5")
 IN_PROCESS = ["--provider", "simulated", "--sim-seed", str(SEED), "--sim-faults", FAULTS]
 
 

@@ -64,7 +64,8 @@ TABLES = {
     "meta": [("key", "TEXT", 0, 1), ("value", "TEXT", 1, 0)],
     "other_batches": [
         ("batch_id", "TEXT", 0, 1),
-        ("file_pk", "INTEGER", 1, 0),
+        ("file_pk", "INTEGER", 0, 0),
+        ("path", "TEXT", 1, 0),
         ("why", "TEXT", 1, 0),
         ("status", "TEXT", 0, 0),
         ("at", "REAL", 1, 0),

@@ -162,6 +162,19 @@ PROVIDER_OPTIONS: list[Option] = [
         None,
     ),
     (
+        "create_grace",
+        Annotated[
+            float,
+            typer.Option(
+                "--create-grace",
+                help="Seconds to look for a batch whose create answer was lost (a timeout, a crash) before "
+                "creating it again: a provider may commit a create a moment after it fails to answer.",
+                min=0,
+            ),
+        ],
+        60.0,
+    ),
+    (
         "max_enqueued_tokens",
         Annotated[
             list[str],
@@ -393,6 +406,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             completion_window=values["completion_window"],
             batch_endpoint=values["batch_endpoint"],
             max_enqueued_tokens=parse_flags(values["max_enqueued_tokens"]),
+            create_grace=values["create_grace"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
         ),
     )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from lexpilot_batch.workspace import command_hint
+from lexpilot_batch.workspace import command_hint, shell_word
 
 if TYPE_CHECKING:
     from lexpilot_batch.engine import AdvanceResult, PrepareResult
@@ -38,7 +38,7 @@ def say_manual(paths: list[str], root: Path | None = None) -> None:
     for path in paths:
         out = path.replace("requests/", "responses/", 1).replace(".jsonl", ".output.jsonl")
         if root is not None:
-            path, out = (Path(root, p).as_posix() for p in (path, out))
+            path, out = (shell_word(Path(root, p).as_posix()) for p in (path, out))
         typer.echo(f"  python -m vllm.entrypoints.openai.run_batch -i {path} -o {out} --model MODEL")
         typer.echo(f"  {command_hint(f'ingest {out}', root)}")
     typer.echo("(or upload them in your provider's console and ingest the output and error files it gives you)")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
+    BATCH_LOST,
     INTERRUPTED_SUBMIT,
     MANIFEST,
     PENDING_IN_INGESTED,
@@ -28,7 +29,9 @@ from lexpilot_batch.waves import (
     CREATING,
     DOWNLOADED,
     INGESTED,
+    LOST_AFTER,
     OPEN,
+    SUBMITTED,
     UPLOADED,
     files_in,
     has_open_files,
@@ -93,6 +96,7 @@ def diagnose(ws: Workspace) -> list[Finding]:
         *_result_files(ws),
         *_pending_in_ingested(ws),
         *_interrupted_submits(ws),
+        *_lost_batches(ws),
         *_waiting_threads(ws),
         *manifest_findings(ws),
         *_anomalies(ws),
@@ -241,6 +245,32 @@ def _interrupted_submits(ws: Workspace) -> list[Finding]:
             detail = f"{row['path']}: uploaded, but a submit stopped before creating its batch"
             fix = f"run `{ws.command('submit')}` (or `poll-and-advance --submit`): it creates the batch"
         findings.append(Finding(INTERRUPTED_SUBMIT, detail, fix, False, "action", (row["path"],)))
+    return findings
+
+
+def _lost_batches(ws: Workspace) -> list[Finding]:
+    """Batches the provider answered 404 for at the last polls: it no longer knows them."""
+    findings = []
+    for row in files_in(ws.store.conn, (SUBMITTED,)):
+        if not row["not_found"]:
+            continue
+        pending = ws.store.conn.execute(
+            "SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = 'pending'", (row["pk"],)
+        ).fetchone()[0]
+        findings.append(
+            Finding(
+                BATCH_LOST,
+                f"{row['path']}: the provider answered HTTP 404 for its batch {row['batch_id']} at the last "
+                f"{row['not_found']} poll(s): it no longer knows the batch (a restart, a purge, another account)",
+                f"declare it lost (`{ws.command('doctor --repair')}`; `poll-and-advance` does so by itself after "
+                f"{LOST_AFTER} such answers in a row, when the provider's listing does not show it either): its "
+                f"{pending} requests not yet answered are sent again in the next wave, using up none of --retries. "
+                "If the batch was sent to another endpoint or with another key than now set, restore those first",
+                True,
+                "error",
+                (row["path"],),
+            )
+        )
     return findings
 
 
