@@ -622,7 +622,7 @@ def _bench(
                     f"{prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
                     f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
                 )
-                for round_no in range(1, 2000):
+                for round_no in range(1, 20_000):
                     before = dict(meter.seconds)
                     mark = time.perf_counter()
                     left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
@@ -640,9 +640,11 @@ def _bench(
                     if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                         break
                     if left["in_flight"]:
-                        time.sleep(0.01)  # latency 0: batches are terminal at once, but be safe
+                        # Latency 0: batches are terminal at once, but be safe; with a latency
+                        # (--sim-faults), poll as `--poll-interval 0.1` would.
+                        time.sleep(0.1 if "latency" in args.sim_faults else 0.01)
                 else:
-                    raise RuntimeError("the workspace did not finish in 2000 rounds")
+                    raise RuntimeError("the workspace did not finish in 20,000 rounds")
                 engine_seconds = time.perf_counter() - started
                 db = ws.store.conn
                 counts = {
