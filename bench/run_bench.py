@@ -364,7 +364,7 @@ def instrument(meter: Meter) -> None:
 class SimulatorProcess:
     """`python -m lexpilot_batch.simulated` on a free loopback port; its first stdout line is the URL."""
 
-    def __init__(self, state_dir: Path, log_path: Path) -> None:
+    def __init__(self, state_dir: Path, log_path: Path, faults: str = "none") -> None:
         self.log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
             [
@@ -376,7 +376,7 @@ class SimulatorProcess:
                 "--port",
                 "0",
                 "--faults",
-                "none",
+                faults,
             ],
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -626,24 +626,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def _bench(
     args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path, root: Path, validation: _Child
 ) -> dict[str, Any]:
+    from lexpilot_batch.budgets import parse_flags
+    from lexpilot_batch.budgets import usage_by_model as budget_usage
     from lexpilot_batch.config import Settings
     from lexpilot_batch.engine import poll_and_advance, prepare
     from lexpilot_batch.providers.session import ProviderOptions, Session
     from lexpilot_batch.runs import RunSpec
     from lexpilot_batch.workspace import Workspace
 
+    budgets = parse_flags(args.max_enqueued_tokens)
     meter = Meter()
     instrument(meter)
     _clean_provider_env()
     simulator = None
     if args.simulator == "process":
-        simulator = SimulatorProcess(sim_dir, root / "simulator.log")
+        simulator = SimulatorProcess(sim_dir, root / "simulator.log", args.sim_faults)
         os.environ["OPENAI_BASE_URL"] = simulator.base_url
         os.environ["OPENAI_API_KEY"] = "bench-not-a-secret"
-        options = ProviderOptions(provider="env", retries=3)
+        options = ProviderOptions(provider="env", retries=3, max_enqueued_tokens=budgets)
         log(f"simulated provider (own process, pid {simulator.proc.pid}) at {simulator.base_url}")
     else:
-        options = ProviderOptions(provider="simulated", sim_faults="none", retries=3)
+        options = ProviderOptions(
+            provider="simulated", sim_faults=args.sim_faults, retries=3, max_enqueued_tokens=budgets
+        )
     run_ids = [f"bench{i + 1}" for i in range(args.runs)]
     profiler = _start_profiler(args.profile)
     wave_log: list[dict[str, Any]] = []
@@ -661,7 +666,7 @@ def _bench(
                     f"wave 1: {prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
                     f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
                 )
-                for round_no in range(1, 200):
+                for round_no in range(1, 20_000):
                     before = dict(meter.seconds)
                     mark = time.perf_counter()
                     left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
@@ -679,9 +684,11 @@ def _bench(
                     if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                         break
                     if left["in_flight"]:
-                        time.sleep(0.01)  # latency 0: batches are terminal at once, but be safe
+                        # Latency 0: batches are terminal at once, but be safe; with a latency
+                        # (--sim-faults), poll as `--poll-interval 0.1` would.
+                        time.sleep(0.1 if "latency" in args.sim_faults else 0.01)
                 else:
-                    raise RuntimeError("the workspace did not finish in 200 rounds")
+                    raise RuntimeError("the workspace did not finish in 20,000 rounds")
                 engine_seconds = time.perf_counter() - started
                 db = ws.store.conn
                 counts = {
@@ -694,6 +701,11 @@ def _bench(
                         r[0]: r[1] for r in db.execute("SELECT status, COUNT(*) FROM threads GROUP BY status")
                     },
                     "files": db.execute("SELECT COUNT(*) FROM files").fetchone()[0],
+                    "rounds": round_no,
+                    "batches_aside": {
+                        r[0]: r[1] for r in db.execute("SELECT why, COUNT(*) FROM other_batches GROUP BY why")
+                    },
+                    "token_budgets": {model: b["budget"] for model, b in budget_usage(db).items()},
                 }
             finally:
                 session.close()
@@ -791,6 +803,11 @@ def _bench(
         "request_status": counts["request_status"],
         "thread_status": counts["thread_status"],
         "files": counts["files"],
+        "rounds": counts["rounds"],
+        "batches_aside": counts["batches_aside"],
+        "token_budgets": counts["token_budgets"],
+        "sim_faults": args.sim_faults,
+        "engine_seconds": round(engine_seconds, 1),
         "profiled": bool(args.profile),
         "commit": _commit(),
         "package": str(Path(__import__("lexpilot_batch").__file__).resolve().parent),
@@ -843,6 +860,18 @@ def main(argv: list[str] | None = None) -> int:
         "--profile",
         help="write a pyinstrument profile (.txt or .html) of the engine phase; "
         "the report's goes beside it (-report suffix). Timings of a profiled run are inflated",
+    )
+    parser.add_argument(
+        "--sim-faults",
+        default="none",
+        help="faults of the simulated provider, e.g. 'token_limit=2000000,latency=0.5' (an enqueued-token quota "
+        "per model; default none)",
+    )
+    parser.add_argument(
+        "--max-enqueued-tokens",
+        action="append",
+        default=[],
+        help="MODEL=N: tell the engine a model's quota (repeatable; default: it learns it from refusals)",
     )
     parser.add_argument("--child-validate", help=argparse.SUPPRESS)
     parser.add_argument("--child-report", help=argparse.SUPPRESS)

@@ -143,6 +143,8 @@ class Api:
             truncate=draw(self.faults.seed, "truncate", call) < self.faults.truncate,
             malformed=kind in JUDGE_KINDS and draw(self.faults.seed, "malformed", call) < self.faults.malformed_judge,
             empty=draw(self.faults.seed, "empty_content", call) < self.faults.empty_content,
+            filtered=draw(self.faults.seed, "content_filter", call) < self.faults.content_filter,
+            refused=draw(self.faults.seed, "refusal", call) < self.faults.refusal,
         )
 
 
