@@ -15,6 +15,16 @@ backend only makes single calls, `providers.base`):
   a crash) before the file is created again. On every poll the workspace's tagged batches are
   listed (`sweep`), and a live batch that is not its file's recorded batch is cancelled and kept
   aside (`other_batches`); its results are never downloaded, so never applied.
+- **Without a tag** (Anthropic's Message Batches carry no metadata), a lost create is looked for
+  the same way, by what the listing does show (`_untagged`): a batch created since the create was
+  sent (less `CLOCK_SKEW`), holding as many requests as the file, whose id the workspace does not
+  know. One such batch is adopted. Several (another client of the account created batches of the
+  same size meanwhile) are told apart once they end, by their results: the request ids carry the
+  workspace's tag (`request_lines.line_id`); until then the file is neither created again nor
+  adopted. A batch adopted wrongly (a stranger's, ours never created) shows at ingest: its lines
+  are anomalies, nothing of it is applied, and the file's requests are asked again. The sweep
+  cannot tell an untagged duplicate while it runs, so it cancels none: a create that commits
+  later than the grace period is the one case left, which a longer `--create-grace` covers.
 - **Never get stuck.** A batch the provider answers 404 for, `waves.LOST_AFTER` polls in a row,
   and that its listing does not show, is lost (`waves.mark_lost`): its requests go back to due
   without using up `--retries`.
@@ -37,14 +47,18 @@ from tqdm import tqdm
 from lexpilot_batch import budgets
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.fileio import file_sha256
-from lexpilot_batch.ingest import IngestStats, ingest_file
+from lexpilot_batch.ingest import IngestStats, ingest_file, read_lines
 from lexpilot_batch.providers.base import (
     BatchBackend,
     BatchInfo,
     BatchNotFound,
+    BatchSource,
     CreateUncertain,
     RateLimited,
+    tagged_by,
 )
+from lexpilot_batch.providers.shapes import file_api, normaliser
+from lexpilot_batch.request_lines import id_tag
 from lexpilot_batch.waves import (
     COMPILED,
     CREATING,
@@ -74,6 +88,9 @@ CREATE_ATTEMPTS = 6  # create calls for one file in one command, rate-limit refu
 # and go to the next wave (cut to the lowered budget), where `threads.UNEXECUTED_ATTEMPTS` bounds them.
 MAX_QUOTA_REFUSALS = 5
 SWEEP_MARGIN = 3600.0  # seconds before the oldest batch in flight that the listing goes back to
+# Seconds a provider's clock may run behind ours: an untagged batch created that long before its
+# create was sent may still be the one it created.
+CLOCK_SKEW = 120.0
 
 
 def pause(seconds: float) -> None:
@@ -99,6 +116,10 @@ class TamperedFile(LexpilotError):
     """A compiled request file changed or vanished on disk before it was sent."""
 
 
+class UnresolvedCreate(LexpilotError):
+    """Several untagged batches could be the one a lost create made: none is adopted or created yet."""
+
+
 @dataclass
 class SubmitResult:
     submitted: list[str] = field(default_factory=list)
@@ -106,6 +127,7 @@ class SubmitResult:
     manual: list[str] = field(default_factory=list)  # left for the user to run elsewhere
     waiting: list[str] = field(default_factory=list)  # waiting for room under the enqueued-token budget
     discarded: list[str] = field(default_factory=list)  # larger than the lowered budget: asked again
+    unresolved: list[str] = field(default_factory=list)  # a lost create's batch not yet told apart (why)
 
 
 def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
@@ -144,21 +166,24 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
             set_file(ws, row["pk"], status=UPLOADED, provider_file_id=file_id)
             row.update(status=UPLOADED, provider_file_id=file_id)
         batch: BatchInfo | None = None
-        if row["status"] == CREATING:
-            # We may have created it and died before recording its id: find it, never duplicate it.
-            # A provider may commit a create a moment after answering: look for the grace period.
-            tag = batch_tag(ws, row)
-            sent = row["creating_at"]
-            until = sent + session.options.create_grace if sent is not None else time.time()
-            batch = _await_batch(backend, tag, until, sent)
-            if batch is not None:
-                result.adopted.append(row["path"])
-        if batch is None:
-            row["creates"] = (row["creates"] or 0) + 1
-            tag = batch_tag(ws, row)
-            row["creating_at"] = time.time()
-            set_file(ws, row["pk"], status=CREATING, creates=row["creates"], creating_at=row["creating_at"])
-            batch = _create(backend, row, tag, session.options.create_grace)
+        look = _Lookup(ws, backend, row)
+        try:
+            if row["status"] == CREATING:
+                # We may have created it and died before recording its id: find it, never duplicate it.
+                # A provider may commit a create a moment after answering: look for the grace period.
+                sent = row["creating_at"]
+                until = sent + session.options.create_grace if sent is not None else time.time()
+                batch = _await_batch(look, until, sent)
+                if batch is not None:
+                    result.adopted.append(row["path"])
+            if batch is None:
+                row["creates"] = (row["creates"] or 0) + 1
+                row["creating_at"] = time.time()
+                set_file(ws, row["pk"], status=CREATING, creates=row["creates"], creating_at=row["creating_at"])
+                batch = _create(look, session.options.create_grace)
+        except UnresolvedCreate as exc:
+            result.unresolved.append(f"{row['path']}: {exc}")
+            continue
         set_file(
             ws,
             row["pk"],
@@ -199,36 +224,104 @@ def _room(ws: Workspace, session: Session, row: dict, full: set[str]) -> bool | 
     return False
 
 
-def _create(backend: BatchBackend, row: dict, tag: dict[str, str], grace: float) -> BatchInfo:
-    """Create the file's batch once: after an answer that may have been lost, the tagged batch is
-    looked for during the grace period before another create is sent."""
+@dataclass
+class _Lookup:
+    """One file's create at its backend, and how its batch is found again."""
+
+    ws: Workspace
+    backend: BatchBackend
+    row: dict
+
+    def create(self) -> BatchInfo:
+        source = BatchSource(self.ws.path(self.row["path"]), self.row["model"])
+        return self.backend.create(
+            self.row["provider_file_id"], batch_tag(self.ws, self.row), self.row.get("url"), source
+        )
+
+    def find(self, sent: float | None) -> BatchInfo | None:
+        """The batch this file's create (sent at `sent`) made, if the provider shows it."""
+        if self.backend.tags_batches:
+            since = sent - SWEEP_MARGIN if sent is not None else None
+            return self.backend.find(batch_tag(self.ws, self.row), since)
+        return _untagged(self, sent)
+
+
+def _create(look: _Lookup, grace: float) -> BatchInfo:
+    """Create the file's batch once: after an answer that may have been lost, its batch is looked
+    for during the grace period before another create is sent."""
     last: LexpilotError | None = None
     for attempt in range(CREATE_ATTEMPTS):
         sent = time.time()
         try:
-            return backend.create(row["provider_file_id"], tag, row.get("url"))
+            return look.create()
         except RateLimited as exc:  # refused before anything was created
             last = exc
             pause(exc.retry_after if exc.retry_after is not None else min(0.5 * 2**attempt, 8.0))
         except CreateUncertain as exc:
             last = exc
-            found = _await_batch(backend, tag, sent + grace, sent)
+            found = _await_batch(look, sent + grace, sent)
             if found is not None:
                 return found
     assert last is not None
     raise last
 
 
-def _await_batch(backend: BatchBackend, tag: dict[str, str], until: float, sent: float | None) -> BatchInfo | None:
-    """The tagged batch, looked for with backoff until `until` (at least once)."""
-    since = sent - SWEEP_MARGIN if sent is not None else None
+def _await_batch(look: _Lookup, until: float, sent: float | None) -> BatchInfo | None:
+    """The file's batch, looked for with backoff until `until` (at least once)."""
     wait = min(0.25, max(0.0, until - time.time()) / 8)
     while True:
-        found = backend.find(tag, since)
+        found = look.find(sent)
         if found is not None or time.time() >= until:
             return found
         pause(min(wait, max(0.0, until - time.time())))
         wait = min(wait * 2, 5.0)
+
+
+def _untagged(look: _Lookup, sent: float | None) -> BatchInfo | None:
+    """The batch a lost create of a backend without tags made: created since it was sent (less
+    `CLOCK_SKEW`), as many requests as the file, an id the workspace does not know. Several are
+    told apart by their results once they end; `UnresolvedCreate` until then."""
+    db = look.ws.store.conn
+    known = {
+        r[0]
+        for r in db.execute(
+            "SELECT batch_id FROM files WHERE batch_id IS NOT NULL UNION SELECT batch_id FROM other_batches"
+        )
+    }
+    since = sent - CLOCK_SKEW if sent is not None else None
+    size = look.row["n_requests"]
+    found = [b for b in look.backend.batches(since) if b.id not in known and b.request_counts.get("total") == size]
+    if len(found) <= 1:
+        return found[0] if found else None
+    for info in sorted(found, key=lambda b: b.created_at or 0.0):
+        if info.terminal and info.output_file_id and _results_are_ours(look, info):
+            return info
+    raise UnresolvedCreate(
+        f"{len(found)} batches of {size} requests appeared at the provider since this file's create, whose answer "
+        "was lost, and its batches carry no tag: the one of this workspace is told by its results once they end. "
+        "Nothing is created again meanwhile; run the same command later"
+    )
+
+
+def _results_are_ours(look: _Lookup, info: BatchInfo) -> bool:
+    """Whether an ended batch's results answer this file's requests (downloaded aside, then dropped)."""
+    assert info.output_file_id is not None
+    ws, row = look.ws, look.row
+    aside = ws.wave_dir("responses", row["wave"]) / f".candidate-{info.id[-24:]}.jsonl"
+    try:
+        look.backend.download(info.output_file_id, aside)
+        read = normaliser(file_api(row), id_tag(ws.workspace_id))
+        for _number, line, _raw in read_lines(aside):
+            if line is None:
+                continue
+            cid = (read(line) if read else line).get("custom_id")
+            mine = ws.store.conn.execute(
+                "SELECT 1 FROM requests WHERE custom_id = ? AND file_pk = ?", (cid, row["pk"])
+            ).fetchone()
+            return mine is not None
+        return False
+    finally:
+        aside.unlink(missing_ok=True)
 
 
 @dataclass
@@ -312,6 +405,7 @@ def sweep(ws: Workspace, session: Session, rows: list[dict], result: PollResult)
     answer was lost, and created again), and keep it aside. Returns the ids listed, per backend."""
     listed: dict[int, set[str]] = {}
     by_backend: dict[int, tuple[BatchBackend, float]] = {}
+    ours = {"lexpilot_workspace": ws.workspace_id}
     for row in rows:
         if row["status"] != SUBMITTED or row["backend"] in ("sync", "manual"):
             continue
@@ -321,9 +415,10 @@ def sweep(ws: Workspace, session: Session, rows: list[dict], result: PollResult)
         by_backend[id(backend)] = (backend, min(started, known[1]) if known else started)
     db = ws.store.conn
     for key, (backend, oldest) in by_backend.items():
-        found = backend.tagged({"lexpilot_workspace": ws.workspace_id}, oldest - SWEEP_MARGIN)
-        listed[key] = {b.id for b in found}
-        for info in found:
+        every = list(backend.batches(oldest - SWEEP_MARGIN))
+        listed[key] = {b.id for b in every}
+        # An untagged backend's batches are no one's here: its duplicates cannot be told while they run.
+        for info in (b for b in every if tagged_by(b, ours)):
             path = info.metadata.get("lexpilot_file", "")
             owner = file_at(db, path)
             if owner is None or owner["status"] in TO_SUBMIT:

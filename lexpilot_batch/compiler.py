@@ -271,7 +271,9 @@ def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer:
     attempt = max((a["attempt"] for a in attempts), default=0) + 1
     cid = custom_id(run.key, case_idx, step.key, attempt)
     sent, route = run.requests[step.role], run.routes[step.role]
-    line = request_line(cid, sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces)
+    line = request_line(
+        cid, sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces, route.api, writer.id_tag
+    )
     file_pk = writer.add(route, line, request_tokens(len(step.prompt)))
     model = route.model
     return (

@@ -71,6 +71,12 @@ PROFILES: dict[str, Limits] = {
     # Alibaba Model Studio (DashScope), OpenAI-compatible mode: .../compatible-mode/v1
     "dashscope": Limits(50_000, 500 * MB, "24h", "/v1/chat/completions"),
     "generic": Limits(50_000, 200 * MB, "24h", "/v1/chat/completions"),
+    # Anthropic Message Batches: at most 100,000 requests or 256 MB per batch, requests inline (no
+    # line names a URL; the path is the batch route's). The window is fixed at 24 h.
+    "anthropic": Limits(100_000, 256 * MB, "24h", "/v1/messages/batches"),
+    # Gemini Batch Mode: an uploaded JSONL file of at most 2 GB (the File API's limit); no count is
+    # documented, so the same 100,000 as Anthropic's keeps one file's results a manageable size.
+    "google": Limits(100_000, 2048 * MB, "24h", ":batchGenerateContent"),
 }
 BACKENDS = ("batch", "sync", "manual", "simulated")
 

@@ -12,6 +12,7 @@ import hashlib
 import os
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 _REPLACE_TRIES = 20
@@ -19,13 +20,18 @@ _REPLACE_PAUSE = 0.05  # seconds between tries: a second in all
 TMP_SUFFIX = ".tmp"  # `.<name>.<random>.tmp` beside the target, until it replaces it
 
 
-def write_atomic(path: Path, data: bytes | memoryview) -> None:
-    """Write `data` to `path` whole or not at all (creating its folder)."""
+def write_atomic(path: Path, data: bytes | memoryview | Iterable[bytes]) -> None:
+    """Write `data` (bytes, or chunks of them as they arrive) to `path` whole or not at all
+    (creating its folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                fh.write(data)
+            else:
+                for chunk in data:
+                    fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         for attempt in range(_REPLACE_TRIES):

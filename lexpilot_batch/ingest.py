@@ -2,7 +2,8 @@
 result file the user ran elsewhere (the manual backend).
 
 Accepts OpenAI's output and error files and vLLM `run-batch`'s single file (errors inline,
-`error` a string or an object). Everything one batch's result files change is applied in one
+`error` a string or an object), and the result files of the native batch APIs (Anthropic's
+Message Batches, Gemini's Batch Mode), each line read as an OpenAI one first (`providers.shapes`). Everything one batch's result files change is applied in one
 transaction; applying them again changes nothing. A line that cannot be read, a custom_id the
 workspace does not know, or one answered twice is recorded as an anomaly and reported, never
 silently dropped. A request the files do not mention is failed so that it is retried. What a line
@@ -28,6 +29,8 @@ from typing import Any
 from lexpilot_batch.answers import judge_line, read_content
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.fileio import write_atomic
+from lexpilot_batch.providers.shapes import Normalise, file_api, normaliser
+from lexpilot_batch.request_lines import id_tag
 from lexpilot_batch.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
 from lexpilot_batch.workspace import Workspace
 
@@ -81,17 +84,36 @@ def read_lines(path: Path) -> Iterator[tuple[int, dict | None, str]]:
             yield number, obj if isinstance(obj, dict) else None, text
 
 
+def result_lines(path: Path, normalise: Normalise | None = None) -> Iterator[tuple[int, dict | None, str]]:
+    """`read_lines`, each object read as an OpenAI batch output line by `normalise` (None: it is one);
+    an object it cannot read is a bad line."""
+    for number, line, raw in read_lines(path):
+        if line is not None and normalise is not None:
+            try:
+                line = normalise(line)
+            except (TypeError, AttributeError, ValueError):
+                line = None
+        yield number, line, raw
+
+
+def file_normaliser(ws: Workspace, row: dict) -> Normalise | None:
+    """How the saved results of a workspace file read as OpenAI batch output lines."""
+    return normaliser(file_api(row), id_tag(ws.workspace_id))
+
+
 def apply_result_files(
     db: sqlite3.Connection,
     file_pks: list[int],
     paths: list[Path],
     unanswered_reason: str | None,
     unanswered_kind: str = "transport",
+    normalise: Normalise | None = None,
 ) -> IngestStats:
     """Apply result files to the requests of these request files (caller holds the transaction).
 
     `unanswered_reason`, when given, fails every request of the files that no line answered (the
-    batch is over); when None (a partial manual ingest), such requests stay pending.
+    batch is over); when None (a partial manual ingest), such requests stay pending. `normalise`
+    reads a native API's lines as OpenAI ones (`providers.shapes`).
     """
     stats = IngestStats()
     file_pk = file_pks[0] if len(file_pks) == 1 else None  # where anomalies are filed
@@ -127,7 +149,7 @@ def apply_result_files(
         stats.anomalies.append(f"{kind}: {detail}")
 
     for path in paths:
-        for number, line, raw in read_lines(path):
+        for number, line, raw in result_lines(path, normalise):
             if line is None or not isinstance(line.get("custom_id"), str):
                 stats.bad_lines += 1
                 anomaly("bad_line", None, f"{path.name} line {number} is not a result object: {raw[:80]!r}")
@@ -223,7 +245,7 @@ def ingest_file(ws: Workspace, row: dict) -> IngestStats:
     with ws.store.transaction() as db:
         if file_status(db, row["pk"]) == INGESTED:
             return IngestStats()
-        stats = apply_result_files(db, [row["pk"]], paths, reason, kind)
+        stats = apply_result_files(db, [row["pk"]], paths, reason, kind, file_normaliser(ws, row))
         update_file(db, row["pk"], status=INGESTED)
     return stats
 

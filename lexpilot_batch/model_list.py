@@ -46,6 +46,7 @@ from lexpilot_batch.providers.routes import ModelRoute
 RESERVED_FIELDS = {
     "model": "the model is the entry's name",
     "messages": "the messages are the benchmark's prompts",
+    "contents": "the contents are the benchmark's prompts",
     "stream": "batch lines cannot stream",
     "n": "one answer per request is read",
 }

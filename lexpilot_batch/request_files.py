@@ -15,7 +15,7 @@ from typing import IO
 
 from lexpilot_batch import budgets
 from lexpilot_batch.providers.routes import Route
-from lexpilot_batch.request_lines import Pieces
+from lexpilot_batch.request_lines import Pieces, id_tag
 from lexpilot_batch.waves import add_compiled_file, update_file
 from lexpilot_batch.workspace import Workspace, slug
 
@@ -83,6 +83,7 @@ class WaveWriter:
         self.written: list[str] = []
         self.manual: list[str] = []
         self.pieces = Pieces()
+        self.id_tag = id_tag(ws.workspace_id)  # in the ids of Anthropic lines (`request_lines.line_id`)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-files")
         self.token_caps: dict[Group, int | None] = {}
 

@@ -1,21 +1,98 @@
-"""Request lines: the custom_id of a request and its batch input line, byte for byte.
+"""Request lines: the custom_id of a request and its batch input line, byte for byte, in the
+line format of each API shape (`registry.Provider.api`).
 
 A line is exactly `json.dumps` of the request (compact, UTF-8, newline-ended), built from cached
 pieces: compiling writes every request of every wave, and most of a case's prompts are the same
-messages.
+messages. The shapes:
+
+| api | a line | its id |
+| --- | --- | --- |
+| `openai` | `{"custom_id", "method": "POST", "url", "body": {"model", "messages", ...fields}}` | the custom_id |
+| `anthropic` | `{"custom_id", "params": {"model", "messages", ...fields}}`: one Message Batches request | the custom_id mapped into `^[a-zA-Z0-9_-]{1,64}$` with the workspace's tag (`line_id`) |
+| `google` | `{"key", "request": {"contents": [{"role": "user", "parts": [{"text"}]}], ...fields}}`: Gemini's batch input line (the model is named by the create call) | the custom_id |
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from functools import lru_cache
 
 from lexpilot_batch.prompts import Prompt
+
+OPENAI, ANTHROPIC, GOOGLE = "openai", "anthropic", "google"
 
 
 def custom_id(run_key: str, case_idx: int, step: str, attempt: int) -> str:
     """Short, ASCII, unique in the workspace: run, case, step (task and variant inside) and attempt."""
     return f"{run_key}-{case_idx}-{step}-{attempt}"
+
+
+# --- the id a line carries ------------------------------------------------------------------------
+#
+# Anthropic's custom_ids must match `^[a-zA-Z0-9_-]{1,64}$`; ours hold dots (`lca.u.gen`). The map is
+# reversible: letters, digits and `-` stay, `.` becomes `__`, any other character `_` and two hex
+# digits per UTF-8 byte (`_` itself is `_5f`). It starts with the workspace's tag (8 hex digits):
+# Message Batches carry no metadata, so a batch's results are told ours by their ids
+# (`batches`: adopting a batch without a tag).
+
+TAG_LENGTH = 8
+ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
+_HEX = frozenset("0123456789abcdef")
+
+
+def id_tag(workspace_id: str) -> str:
+    """The workspace's tag in the ids of its Anthropic requests."""
+    return hashlib.sha256(workspace_id.encode("utf-8")).hexdigest()[:TAG_LENGTH]
+
+
+def line_id(cid: str, api: str, tag: str = "") -> str:
+    """The id a request's line carries in `api`'s shape (`ValueError` if Anthropic's cannot hold it)."""
+    if api != ANTHROPIC:
+        return cid
+    out = [tag]
+    for ch in cid:
+        if ch in _KEPT:
+            out.append(ch)
+        elif ch == ".":
+            out.append("__")
+        else:
+            out.extend(f"_{b:02x}" for b in ch.encode("utf-8"))
+    mapped = "".join(out)
+    if len(tag) != TAG_LENGTH or not ANTHROPIC_ID.fullmatch(mapped):
+        raise ValueError(f"custom_id {cid!r} cannot be mapped into Anthropic's 64 characters")
+    return mapped
+
+
+def our_id(mapped: str, api: str, tag: str | None = None) -> str | None:
+    """The custom_id a line id stands for (`line_id` reversed); None when it is no id of ours: not
+    mapped by `line_id`, or (with `tag`) by another workspace's."""
+    if api != ANTHROPIC:
+        return mapped
+    if len(mapped) < TAG_LENGTH or (tag is not None and mapped[:TAG_LENGTH] != tag):
+        return None
+    raw = bytearray()
+    text = mapped[TAG_LENGTH:]
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in _KEPT:
+            raw += ch.encode("ascii")
+            i += 1
+        elif ch == "_" and text[i + 1 : i + 2] == "_":
+            raw += b"."
+            i += 2
+        elif ch == "_" and len(text) >= i + 3 and set(text[i + 1 : i + 3]) <= _HEX:
+            raw.append(int(text[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -42,33 +119,53 @@ class Pieces(dict[str, bytes]):
         return encoded
 
 
-_START, _CONTENT = '{"custom_id":""', '"content":""'
+def _shape(api: str, model: str, url: str, fields: dict) -> tuple[str, dict, str]:
+    """A line of `api`'s shape with an empty id and an empty prompt; the id's key; the prompt's slot."""
+    if api == ANTHROPIC:
+        params = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
+        return "custom_id", {"custom_id": "", "params": params}, '"content":""'
+    if api == GOOGLE:
+        request = {"contents": [{"role": "user", "parts": [{"text": ""}]}], **fields}
+        return "key", {"key": "", "request": request}, '"text":""'
+    body = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
+    return "custom_id", {"custom_id": "", "method": "POST", "url": url, "body": body}, '"content":""'
 
 
 @lru_cache(maxsize=256)
-def _line_frame(model: str, url: str, fields: str) -> tuple[bytes, bytes]:
-    """A request line's bytes after its custom_id up to its prompt, and after its prompt.
+def _line_frame(model: str, url: str, fields: str, api: str = OPENAI) -> tuple[str, bytes, bytes]:
+    """A request line's start up to its id, its bytes after the id up to its prompt, and after its prompt.
 
     `fields` is the JSON object of the body's fields besides `model` and `messages`
     (`dialects.RoleRequest.fields`), in the order they are sent.
     """
-    body = {"model": model, "messages": [{"role": "user", "content": ""}], **json.loads(fields)}
-    line = {"custom_id": "", "method": "POST", "url": url, "body": body}
+    key, line, slot = _shape(api, model, url, json.loads(fields))
+    start = "{" + _JSON.encode(key) + ":"
     # Every quote inside a JSON string is escaped, and only the body's other fields (after the
-    # messages) can hold a `"content":""` of their own: the first unescaped one is the slot.
-    head, _, tail = json.dumps(line, ensure_ascii=False, separators=(",", ":")).partition(_CONTENT)
-    return (head[len(_START) :] + '"content":"').encode("utf-8"), f'"{tail}\n'.encode()
+    # prompt) can hold a `"content":""` (`"text":""`) of their own: the first unescaped one is the slot.
+    head, _, tail = json.dumps(line, ensure_ascii=False, separators=(",", ":")).partition(slot)
+    middle = head[len(start) + 2 :] + slot[:-1]
+    return start, middle.encode("utf-8"), f'"{tail}\n'.encode()
 
 
-def request_line(cid: str, model: str, prompt: str, fields: str, url: str, pieces: Pieces | None = None) -> bytes:
-    """One batch input line, byte for byte `json.dumps` of it (compact, UTF-8, newline-ended).
+def request_line(
+    cid: str,
+    model: str,
+    prompt: str,
+    fields: str,
+    url: str,
+    pieces: Pieces | None = None,
+    api: str = OPENAI,
+    tag: str = "",
+) -> bytes:
+    """One batch input line of `api`'s shape, byte for byte `json.dumps` of it (compact, UTF-8,
+    newline-ended), carrying `line_id(cid, api, tag)`.
 
     `fields` is the JSON object text of the body's other fields. The prompt is encoded piece by
     piece through `pieces`, which a caller keeps across the prompts of a case: most of their text
     is the same messages.
     """
-    middle, end = _line_frame(model, url, fields)
+    start, middle, end = _line_frame(model, url, fields, api)
     pieces = Pieces() if pieces is None else pieces
     parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
-    start = '{"custom_id":' + _JSON.encode(cid)
-    return b"".join((start.encode("utf-8"), middle, *[pieces[part] for part in parts], end))
+    head = start + _JSON.encode(line_id(cid, api, tag))
+    return b"".join((head.encode("utf-8"), middle, *[pieces[part] for part in parts], end))

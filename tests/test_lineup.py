@@ -273,7 +273,21 @@ def test_bare_names_compile_the_request_files_they_always_did(tmp_path, clean_en
             RunSpec(("r1",), ("sim-eval",), "lca", Settings(judge_model="deepseek/deepseek-chat")),
             "DeepSeek has no Batch API",
         ),
-        (RunSpec(("r1",), ("sim-eval", "anthropic/claude-sonnet-4"), "lca"), "not supported yet"),
+        (
+            RunSpec(("r1",), ("sim-eval", "anthropic/claude-sonnet-4"), "lca", Settings(temperature=1.3)),
+            "Anthropic takes a temperature between 0 and 1",
+        ),
+        (
+            RunSpec(
+                ("r1",),
+                ("anthropic/claude-sonnet-4",),
+                "lca",
+                model_options={
+                    "anthropic/claude-sonnet-4": ModelOptions({"thinking": {"type": "enabled", "budget_tokens": 2048}})
+                },
+            ),
+            "temperature=null",
+        ),
         (RunSpec(("r1",), ("sim-eval",), "lca", reasoning_effort="high"), "no model of this command is one"),
         (
             RunSpec(("r1",), ("sim-eval",), "lca", model_options={"openai/o4-mini": ModelOptions({"top_p": 1})}),

@@ -41,10 +41,24 @@ def test_an_unknown_prefix_lists_the_known_ones():
     assert "openai-api/together/meta-llama/Llama-3-8b" in message and "TOGETHER_BASE_URL" in message
 
 
-@pytest.mark.parametrize("name", ["anthropic/claude-sonnet-4", "google/gemini-2.5-flash"])
-def test_anthropic_and_google_are_reserved_with_a_clear_not_yet(name):
-    with pytest.raises(ConfigError, match="reserved .* not supported yet"):
-        parse_model(name)
+@pytest.mark.parametrize(
+    ("name", "api", "url_var", "key_var"),
+    [
+        ("anthropic/claude-sonnet-4", "anthropic", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"),
+        ("google/gemini-2.5-flash", "google", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_API_KEY"),
+    ],
+)
+def test_anthropic_and_google_go_to_their_native_batch_apis(name, api, url_var, key_var):
+    parsed = parse_model(name)
+    assert parsed.sent == name.partition("/")[2] and parsed.provider is not None and parsed.provider.api == api
+    r = route("eval", name, {url_var: "http://127.0.0.1:9/", key_var: "k"})
+    assert (r.api, r.backend, r.endpoint.base_url, r.endpoint.key_var) == (api, "batch", "http://127.0.0.1:9", key_var)
+    assert (r.limits.max_requests, r.limits.max_bytes) == (100_000, (256 if api == "anthropic" else 2048) * 1024 * 1024)
+    # The in-process simulated provider speaks the OpenAI shape for every model.
+    assert route("eval", name, {}, choices={"eval": "simulated"}).api == "openai"
+    for backend in ("sync", "manual"):  # they send the OpenAI chat format: refused, with the way out
+        with pytest.raises(ConfigError, match=f"{backend} backend.*openai-api/<service>/"):
+            route("eval", name, {}, choices={"eval": backend})
 
 
 @pytest.mark.parametrize(("name", "needle"), [("openai/", "no model name"), ("openai-api/gpt-4o", "<service>")])

@@ -22,7 +22,8 @@ from lexpilot_batch.doctor.findings import (
     Finding,
 )
 from lexpilot_batch.fileio import file_sha256
-from lexpilot_batch.ingest import read_lines
+from lexpilot_batch.ingest import file_normaliser, result_lines
+from lexpilot_batch.providers.shapes import Normalise
 from lexpilot_batch.runs import load_runs, manifest_path
 from lexpilot_batch.store import MIGRATIONS
 from lexpilot_batch.waves import (
@@ -155,9 +156,9 @@ def _request_files(ws: Workspace) -> list[Finding]:
     return findings
 
 
-def _result_damage(path: Path, expected: set[str]) -> str | None:
+def _result_damage(path: Path, expected: set[str], normalise: Normalise | None = None) -> str | None:
     """Why a saved result file cannot be what the provider sent, or None when it looks whole."""
-    for number, line, raw in read_lines(path):
+    for number, line, raw in result_lines(path, normalise):
         if line is None or not isinstance(line.get("custom_id"), str):
             return f"line {number} is not a result object ({raw[:40]!r})"
         if line["custom_id"] not in expected:
@@ -192,7 +193,7 @@ def _result_files(ws: Workspace) -> list[Finding]:
                     )
                 )
                 continue
-            why = _result_damage(path, ids)
+            why = _result_damage(path, ids, file_normaliser(ws, row))
             if why is not None:
                 findings.append(
                     Finding(

@@ -6,18 +6,25 @@ cancels it. Each call is one call: the policies around them live once, for every
 `batches` — a create whose answer was lost is looked for by its tag for a grace period before it is
 sent again, a live duplicate is cancelled, a batch the provider no longer knows is declared lost,
 an enqueued-token refusal lowers the model's budget. A backend only tells those cases apart by
-raising the exceptions below.
+raising the exceptions below, and maps its provider's batch states onto ours (`TERMINAL` and
+`validating`, `in_progress`, `finalizing`, `cancelling`).
+
+A provider whose batches carry no metadata (Anthropic's Message Batches) says so with
+`tags_batches = False`: `batches` then tells its batches apart by when they were created, how many
+requests they hold and, once they end, by their results' ids.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from lexpilot_batch.errors import ProviderError
+from lexpilot_batch.errors import ConfigError, ProviderError
 
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 # The code of a batch refused for the provider's enqueued-token quota (OpenAI, Azure).
@@ -45,6 +52,16 @@ class BatchInfo:
         if self.status != "failed":
             return None
         return next((e for e in self.errors if e.get("code") == TOKEN_LIMIT), None)
+
+
+@dataclass(frozen=True)
+class BatchSource:
+    """What a create may need of a workspace file besides its uploaded id: a provider that takes
+    the requests inline reads them from `path`; one that names the model in the create call takes
+    `model` (as registered: provider-qualified)."""
+
+    path: Path
+    model: str
 
 
 class CreateUncertain(ProviderError):
@@ -88,14 +105,24 @@ def quota_in_message(message: str) -> int | None:
 class BatchBackend(ABC):
     """One provider endpoint's Files + Batches API."""
 
+    # Whether the batches it creates carry the metadata tag (`find`, `tagged`).
+    tags_batches = True
+
     @abstractmethod
     def upload(self, path: Path) -> str:
         """Upload a request file (purpose `batch`); returns the provider's file id."""
 
     @abstractmethod
-    def create(self, input_file_id: str, metadata: dict[str, str], endpoint: str | None = None) -> BatchInfo:
+    def create(
+        self,
+        input_file_id: str,
+        metadata: dict[str, str],
+        endpoint: str | None = None,
+        source: BatchSource | None = None,
+    ) -> BatchInfo:
         """Create the batch for an uploaded file, once: no retry here (creating is not idempotent).
-        `endpoint` is the path the file's lines name (None: the backend's own).
+        `endpoint` is the path the file's lines name (None: the backend's own); `source` the
+        workspace file.
 
         Raises `CreateUncertain` when the answer was lost, `RateLimited` when refused for the rate
         before anything was created, another `LexpilotError` when refused for good."""
@@ -123,3 +150,29 @@ class BatchBackend(ABC):
     @abstractmethod
     def cancel(self, batch_id: str) -> BatchInfo:
         """Ask the provider to cancel a batch."""
+
+
+def retry_after(exc: Exception) -> float | None:
+    """The `retry-after` (or `retry-after-ms`) an SDK's error response carries, in seconds (at most 60)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return min(float(value) * scale, 60.0)
+        except ValueError:
+            continue
+    return None
+
+
+def require_sdk(module: str, extra: str, provider: str) -> Any:
+    """Import an optional SDK module, or say which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ConfigError(
+            f'{provider} batches need the optional extra {extra!r}: python -m pip install "lexpilot-batch[{extra}]" '
+            f'(from a clone of the repository: python -m pip install -e ".[{extra}]")'
+        ) from None

@@ -4,6 +4,11 @@ Providers disagree on the body they accept. OpenAI and Azure take `max_completio
 their reasoning models (o1, o3, o4-mini, the gpt-5 family) refuse `max_tokens` and any temperature
 but the default: they get no temperature, and `--reasoning-effort` instead. Other providers keep
 `max_tokens`. A bare name keeps the body it always had (`max_tokens` and the temperature).
+Anthropic's Messages take `max_tokens` (required) and a temperature between 0 and 1; extended
+thinking is a per-model argument (`thinking={"type": "enabled", "budget_tokens": N}`, with
+`temperature=null`: Anthropic allows no other temperature while thinking). Gemini takes both
+inside `generationConfig` (`temperature`, `maxOutputTokens`), and a `generationConfig` argument is
+merged into it field by field (`generationConfig={"thinkingConfig": {"thinkingBudget": 1024}}`).
 Per-model arguments (`--model-arg`, a model list's `body`) then set or remove any field.
 
 What a run's roles send is decided once, when the run is registered, and pinned in its manifest
@@ -26,6 +31,9 @@ from lexpilot_batch.providers.registry import ModelName
 
 OPENAI = "openai"  # max_completion_tokens; reasoning models: no temperature, reasoning_effort
 MAX_TOKENS = "max_tokens"  # max_tokens and the temperature: what every request carried before dialects
+ANTHROPIC = "anthropic"  # Messages: max_tokens (required) and a temperature in [0, 1]
+GOOGLE = "google"  # Gemini: generationConfig {temperature, maxOutputTokens}
+GENERATION_CONFIG = "generationConfig"
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 
@@ -101,19 +109,58 @@ def role_request(
             body["reasoning_effort"] = reasoning_effort
     elif dialect == MAX_TOKENS:
         body = {"temperature": temperature, "max_tokens": settings.max_tokens, "n": 1}
-    else:  # a reserved provider's dialect: `registry.parse_model` refuses its names first
-        raise ConfigError(f"{name.name}: the {dialect} request format is not supported yet")
+    elif dialect == ANTHROPIC:
+        body = {"max_tokens": settings.max_tokens, "temperature": temperature}
+    elif dialect == GOOGLE:
+        body = {GENERATION_CONFIG: {"temperature": temperature, "maxOutputTokens": settings.max_tokens}}
+    else:
+        raise ConfigError(f"{name.name}: the {dialect} request format is unknown to this version")
     for key, value in (args or {}).items():
-        if value is None:
+        if dialect == GOOGLE and key == GENERATION_CONFIG and isinstance(value, Mapping):
+            merged = {**body.get(GENERATION_CONFIG, {}), **value}
+            body[key] = {k: v for k, v in merged.items() if v is not None}
+        elif value is None:
             body.pop(key, None)
         else:
             body[key] = value
+    sent_temperature, sent_limits = _sent_settings(dialect, body)
+    if dialect == ANTHROPIC:
+        _check_anthropic(name.name, role, body)
     not_applied = []
-    if body.get("temperature") != temperature:
+    if sent_temperature != temperature:
         not_applied.append("temperature")
-    if settings.max_tokens not in (body.get("max_tokens"), body.get("max_completion_tokens")):
+    if settings.max_tokens not in sent_limits:
         not_applied.append("max_tokens")
     return RoleRequest(name.key, name.sent, body, tuple(not_applied), dict(args or {}))
+
+
+def _sent_settings(dialect: str, body: Mapping[str, Any]) -> tuple[Any, tuple[Any, ...]]:
+    """The temperature and the output-token limits a body carries, wherever its dialect puts them."""
+    if dialect == GOOGLE:
+        config = body.get(GENERATION_CONFIG)
+        config = config if isinstance(config, Mapping) else {}
+        return config.get("temperature"), (config.get("maxOutputTokens"),)
+    return body.get("temperature"), (body.get("max_tokens"), body.get("max_completion_tokens"))
+
+
+def _check_anthropic(model: str, role: str, body: Mapping[str, Any]) -> None:
+    """Refuse before anything is compiled what Message Batches would refuse on every line."""
+    if not isinstance(body.get("max_tokens"), int):
+        raise ConfigError(
+            f"{model} ({role} role): Anthropic's Messages need max_tokens (--max-tokens); do not remove it"
+        )
+    temperature = body.get("temperature")
+    if temperature is not None and not (isinstance(temperature, (int, float)) and 0 <= temperature <= 1):
+        raise ConfigError(
+            f"{model} ({role} role): Anthropic takes a temperature between 0 and 1, not {temperature} "
+            "(--temperature / --judge-temperature, or --model-arg MODEL:temperature=...)"
+        )
+    thinking = body.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") == "enabled" and temperature not in (None, 1):
+        raise ConfigError(
+            f"{model} ({role} role): with extended thinking Anthropic allows no temperature but 1; "
+            f"add --model-arg {model}:temperature=null"
+        )
 
 
 def legacy_request(role: str, model: str, settings: Settings) -> RoleRequest:

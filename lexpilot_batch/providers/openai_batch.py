@@ -16,7 +16,15 @@ import openai
 
 from lexpilot_batch.config import Endpoint, Limits
 from lexpilot_batch.fileio import write_atomic
-from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchNotFound, CreateUncertain, RateLimited
+from lexpilot_batch.providers.base import (
+    BatchBackend,
+    BatchInfo,
+    BatchNotFound,
+    BatchSource,
+    CreateUncertain,
+    RateLimited,
+    retry_after,
+)
 from lexpilot_batch.providers.errors import translate
 
 T = TypeVar("T")
@@ -74,7 +82,13 @@ class OpenAIBatchBackend(BatchBackend):
 
         return self._call(f"uploading {path.name}", go)
 
-    def create(self, input_file_id: str, metadata: dict[str, str], endpoint: str | None = None) -> BatchInfo:
+    def create(
+        self,
+        input_file_id: str,
+        metadata: dict[str, str],
+        endpoint: str | None = None,
+        source: BatchSource | None = None,
+    ) -> BatchInfo:
         """One create call: the SDK's blind retries are off here (creating is not idempotent, and
         the SDK sends no idempotency key); `batches` looks for the tagged batch before another."""
         client = self.client.with_options(max_retries=0)
@@ -88,7 +102,7 @@ class OpenAIBatchBackend(BatchBackend):
                 )
             )
         except openai.RateLimitError as exc:  # refused before anything was created
-            raise RateLimited(self._message("creating a batch", exc), _retry_after(exc)) from None
+            raise RateLimited(self._message("creating a batch", exc), retry_after(exc)) from None
         except (openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError) as exc:
             raise CreateUncertain(self._message("creating a batch", exc)) from None
         except openai.APIError as exc:
@@ -124,18 +138,3 @@ class OpenAIBatchBackend(BatchBackend):
 
     def cancel(self, batch_id: str) -> BatchInfo:
         return _info(self._call(f"cancelling batch {batch_id}", lambda: self.client.batches.cancel(batch_id)))
-
-
-def _retry_after(exc: openai.APIError) -> float | None:
-    """The provider's `retry-after`, in seconds, when it gives one."""
-    response = getattr(exc, "response", None)
-    headers = response.headers if response is not None else {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return min(float(value) * scale, 60.0)
-        except ValueError:
-            continue
-    return None

@@ -10,9 +10,10 @@ the prefix. A name without a known prefix (`gpt-4o-mini`, or a Hugging Face id s
 its requests are what they always were.
 
 A provider is a row of `PROVIDERS`. Its `api` names the shape of its API, which decides the
-backend class that talks to it (`providers.session`) and the request line format; today every
-provider speaks the OpenAI one. `anthropic/` and `google/` are reserved for their native batch
-APIs and refused with a clear "not yet".
+backend class that talks to it (`providers.session`), the request line format (`request_lines`)
+and how its result lines read (`providers.shapes`): `openai` for most, `anthropic` (Message
+Batches) and `google` (Gemini Batch Mode) for the two native batch APIs, whose SDKs are optional
+extras (`lexpilot-batch[anthropic]`, `lexpilot-batch[google]`).
 """
 
 from __future__ import annotations
@@ -114,23 +115,21 @@ PROVIDERS: dict[str, Provider] = {
             "ANTHROPIC_API_KEY",
             "batch",
             True,
-            None,
+            "anthropic",
             "anthropic",
             api="anthropic",
-            ready=False,
         ),
         Provider(
             "google",
             "Gemini Batch Mode",
             "https://generativelanguage.googleapis.com",
-            "GOOGLE_BASE_URL",
+            "GOOGLE_GEMINI_BASE_URL",  # the variable the google-genai SDK itself reads
             "GOOGLE_API_KEY",
             "batch",
             True,
-            None,
+            "google",
             "google",
             api="google",
-            ready=False,
         ),
     )
 }
@@ -170,7 +169,7 @@ def _env_name(service: str) -> str:
 def known_prefixes() -> str:
     ready = [f"{p}/" if p != OPENAI_API else f"{p}/<service>/" for p, v in PROVIDERS.items() if v.ready]
     later = [f"{p}/" for p, v in PROVIDERS.items() if not v.ready]
-    return f"{', '.join(ready)} ({' and '.join(later)} are reserved, not yet supported)"
+    return ", ".join(ready) + (f" ({' and '.join(later)} are reserved, not yet supported)" if later else "")
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.config import ROLES, SIMULATED, Endpoint, check_backend, simulated_endpoint
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
 from lexpilot_batch.providers.base import BatchBackend
+from lexpilot_batch.providers.google_batch import GoogleBatchBackend
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
 from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
 
@@ -26,8 +28,13 @@ if TYPE_CHECKING:
     from lexpilot_batch.workspace import Workspace
 
 # The backend class of each API shape (`registry.Provider.api`): a provider with a new API shape
-# adds its class here and its row to `registry.PROVIDERS`.
-BATCH_BACKENDS: dict[str, type[OpenAIBatchBackend]] = {"openai": OpenAIBatchBackend}
+# adds its class here and its row to `registry.PROVIDERS`. The native APIs' SDKs are optional
+# extras, imported when a backend of theirs is built.
+BATCH_BACKENDS: dict[str, Callable[..., BatchBackend]] = {
+    "openai": OpenAIBatchBackend,
+    "anthropic": AnthropicBatchBackend,
+    "google": GoogleBatchBackend,
+}
 
 
 @dataclass

@@ -12,8 +12,10 @@ from email.parser import BytesParser
 from typing import Any
 
 from lexpilot_batch.simulated import batches, completions
+from lexpilot_batch.simulated.anthropic_api import AnthropicApi
 from lexpilot_batch.simulated.errors import ApiError, bad_request, not_found
 from lexpilot_batch.simulated.faults import Faults, draw
+from lexpilot_batch.simulated.gemini_api import GeminiApi
 from lexpilot_batch.simulated.models import JUDGE_KINDS
 from lexpilot_batch.simulated.store import Store
 
@@ -28,6 +30,9 @@ class Api:
         self.store = store
         self.faults = faults
         self.seed = seed
+        # Anthropic's Message Batches and Gemini's Batch Mode over the same store and simulated roles.
+        self.anthropic = AnthropicApi(store, faults, seed)
+        self.gemini = GeminiApi(store, faults, seed)
 
     # --- files -------------------------------------------------------------------------------
 
@@ -73,7 +78,8 @@ class Api:
         return {"id": file_id, "object": "file", "deleted": True}
 
     def list_files(self, query: dict[str, str]) -> dict[str, Any]:
-        files = sorted(self.store.list_files(), key=lambda f: (f["created_at"], f["id"]), reverse=True)
+        files = [f for f in self.store.list_files() if f["purpose"] in ("batch", "batch_output")]
+        files = sorted(files, key=lambda f: (f["created_at"], f["id"]), reverse=True)
         if query.get("order") == "asc":
             files.reverse()
         if query.get("purpose"):
@@ -116,7 +122,7 @@ class Api:
 
     def _batch(self, batch_id: str) -> dict[str, Any]:
         record = self.store.get_batch(batch_id)
-        if record is None:
+        if record is None or "native" in record["sim"]:
             raise not_found(f"No batch found with id '{batch_id}'.")
         return record
 
@@ -127,7 +133,8 @@ class Api:
         return batches.cancel(self.store, self._batch(batch_id))
 
     def list_batches(self, query: dict[str, str]) -> dict[str, Any]:
-        objects = [batches.current(self.store, r) for r in self.store.batches_newest_first()]
+        records = [r for r in self.store.batches_newest_first() if "native" not in r["sim"]]
+        objects = [batches.current(self.store, r) for r in records]
         return _page(objects, query, default_limit=20, max_limit=100)
 
     # --- synchronous chat --------------------------------------------------------------------

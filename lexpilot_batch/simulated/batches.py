@@ -267,8 +267,10 @@ def create(
     metadata: dict[str, str] | None,
     seed: int,
     faults: Faults,
+    native: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Validate and run a new batch; returns its record (already persisted)."""
+    """Validate and run a new batch; returns its record (already persisted). `native` marks a batch
+    created through Anthropic's or Gemini's routes (`sim.native`), which the OpenAI routes do not show."""
     data = store.file_bytes(input_file_id)
     digest = hashlib.sha256(data).hexdigest()
     now = time.time()
@@ -380,6 +382,8 @@ def create(
         "digest": digest,
         "tokens": tokens[0],
     }
+    if native is not None:
+        sim["native"] = native
     record = {"batch": batch, "sim": sim}
     if lines:
         store.write_results(batch_id, lines)

@@ -39,6 +39,7 @@ PROBABILITIES = (
     "late_create",
     "content_filter",
     "refusal",
+    "http_529",
 )
 SECONDS = ("latency", "retry_after", "slow_seconds")
 COUNTS = ("token_limit",)
@@ -55,7 +56,22 @@ ROUTES = (
     "retrieve_batch",
     "cancel_batch",
     "chat_completion",
+    "anthropic_create",
+    "anthropic_list",
+    "anthropic_retrieve",
+    "anthropic_cancel",
+    "anthropic_results",
+    "gemini_upload_start",
+    "gemini_upload_chunk",
+    "gemini_get_file",
+    "gemini_download",
+    "gemini_create",
+    "gemini_list",
+    "gemini_get",
+    "gemini_cancel",
 )
+# The routes that create a batch (the `late_create` fault holds them).
+CREATE_ROUTES = frozenset({"create_batch", "anthropic_create", "gemini_create"})
 
 
 class FaultSpecError(ConfigError, ValueError):
@@ -72,6 +88,7 @@ class Faults:
     - `expire_batch`: a batch expires with only part of its requests done.
     - `fail_batch`: a batch fails validation (`token_limit_exceeded`).
     - `http_429`, `http_500`: any HTTP call is answered 429 (with retry-after) or 500.
+    - `http_529`: any HTTP call is answered 529 "overloaded" (Anthropic's; 503 on Gemini's routes).
     - `empty_content`: a request is answered (status 200, `finish_reason="stop"`) with empty or
       null content.
     - `line_400`: a request lands in the error file as a 400 response whose body holds the error
@@ -116,6 +133,7 @@ class Faults:
     content_filter: float = 0.0
     refusal: float = 0.0
     token_limit: int = 0
+    http_529: float = 0.0
 
     def applies_to(self, route: str) -> bool:
         """Whether the per-call HTTP faults apply to calls of this route."""

@@ -1,12 +1,15 @@
-"""The HTTP side of the simulated provider: a loopback-only server the `openai` SDK talks to.
+"""The HTTP side of the simulated provider: a loopback-only server the `openai`, `anthropic` and
+`google-genai` SDKs talk to.
 
-`SimulatedServer` serves the routes of `api.Api` under `/v1` from a daemon thread (stdlib
-`ThreadingHTTPServer`, HTTP/1.1 keep-alive); `serve_forever` runs one in the foreground. Every
-answer is JSON with `Content-Type: application/json` except file contents, and every failure is
-the OpenAI error body with its HTTP status. The HTTP 429/500 faults are injected here, before a
-route runs, so a faulted call never changes state and the SDK's own retry is always safe. A slow
-answer (`http_slow`) is held back *after* its route ran, as when a provider does the work but
-answers after the client gave up: a retried POST then acts twice, as it would for real.
+`SimulatedServer` serves the routes of `api.Api` from a daemon thread (stdlib
+`ThreadingHTTPServer`, HTTP/1.1 keep-alive); `serve_forever` runs one in the foreground. On one
+port: OpenAI's under `/v1` (`base_url`), Anthropic's Message Batches under `/v1/messages/batches`
+and Gemini's Batch Mode under `/v1beta` and `/upload/v1beta` (both at `root_url`). Every answer is
+JSON except file contents, and every failure is the error body of its route's API with its HTTP
+status. The HTTP 429/500/529 faults are injected here, before a route runs, so a faulted call never
+changes state and the SDK's own retry is always safe (529, Anthropic's "overloaded", is Google's
+503). A slow answer (`http_slow`) is held back *after* its route ran, as when a provider does the
+work but answers after the client gave up: a retried POST then acts twice, as it would for real.
 """
 
 from __future__ import annotations
@@ -30,25 +33,54 @@ from urllib.parse import parse_qs, unquote
 
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.simulated.api import Api
-from lexpilot_batch.simulated.errors import ApiError
-from lexpilot_batch.simulated.faults import Faults, parse_faults
+from lexpilot_batch.simulated.errors import ApiError, error_body
+from lexpilot_batch.simulated.faults import CREATE_ROUTES, Faults, parse_faults
+from lexpilot_batch.simulated.gemini_api import Reply
 from lexpilot_batch.simulated.store import Store
 
 log = logging.getLogger(__name__)
 
-# (method, path pattern, Api method, what the Api method is given)
-_ROUTES: list[tuple[str, re.Pattern[str], str, str]] = [
-    ("POST", re.compile(r"/v1/files"), "upload_file", "multipart"),
-    ("GET", re.compile(r"/v1/files"), "list_files", "query"),
-    ("GET", re.compile(r"/v1/files/([^/]+)/content"), "file_content", "id"),
-    ("GET", re.compile(r"/v1/files/([^/]+)"), "retrieve_file", "id"),
-    ("DELETE", re.compile(r"/v1/files/([^/]+)"), "delete_file", "id"),
-    ("POST", re.compile(r"/v1/batches"), "create_batch", "json"),
-    ("GET", re.compile(r"/v1/batches"), "list_batches", "query"),
-    ("GET", re.compile(r"/v1/batches/([^/]+)"), "retrieve_batch", "id"),
-    ("POST", re.compile(r"/v1/batches/([^/]+)/cancel"), "cancel_batch", "id"),
-    ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "json"),
+# (method, path pattern, route name, what its method is given, the API it belongs to); a route
+# named `anthropic_x` (`gemini_x`) is `Api.anthropic.x` (`Api.gemini.x`).
+_ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
+    ("POST", re.compile(r"/v1/files"), "upload_file", "multipart", "openai"),
+    ("GET", re.compile(r"/v1/files"), "list_files", "query", "openai"),
+    ("GET", re.compile(r"/v1/files/([^/]+)/content"), "file_content", "id", "openai"),
+    ("GET", re.compile(r"/v1/files/([^/]+)"), "retrieve_file", "id", "openai"),
+    ("DELETE", re.compile(r"/v1/files/([^/]+)"), "delete_file", "id", "openai"),
+    ("POST", re.compile(r"/v1/batches"), "create_batch", "json", "openai"),
+    ("GET", re.compile(r"/v1/batches"), "list_batches", "query", "openai"),
+    ("GET", re.compile(r"/v1/batches/([^/]+)"), "retrieve_batch", "id", "openai"),
+    ("POST", re.compile(r"/v1/batches/([^/]+)/cancel"), "cancel_batch", "id", "openai"),
+    ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "json", "openai"),
+    ("POST", re.compile(r"/v1/messages/batches"), "anthropic_create", "json", "anthropic"),
+    ("GET", re.compile(r"/v1/messages/batches"), "anthropic_list", "query", "anthropic"),
+    ("GET", re.compile(r"/v1/messages/batches/([^/]+)"), "anthropic_retrieve", "id", "anthropic"),
+    ("POST", re.compile(r"/v1/messages/batches/([^/]+)/cancel"), "anthropic_cancel", "id", "anthropic"),
+    ("GET", re.compile(r"/v1/messages/batches/([^/]+)/results"), "anthropic_results", "id", "anthropic"),
+    ("POST", re.compile(r"/upload/v1beta/files"), "gemini_upload_start", "upload", "gemini"),
+    ("POST", re.compile(r"/upload/v1beta/files/sessions/([^/]+)"), "gemini_upload_chunk", "upload", "gemini"),
+    ("GET", re.compile(r"/v1beta/files/([a-z0-9]+)"), "gemini_get_file", "id", "gemini"),
+    ("GET", re.compile(r"/v1beta/files/([a-z0-9]+):download"), "gemini_download", "id", "gemini"),
+    ("POST", re.compile(r"/v1beta/models/([^/:]+):batchGenerateContent"), "gemini_create", "id+json", "gemini"),
+    ("GET", re.compile(r"/v1beta/batches"), "gemini_list", "query", "gemini"),
+    ("GET", re.compile(r"/v1beta/batches/([^/:]+)"), "gemini_get", "id", "gemini"),
+    ("POST", re.compile(r"/v1beta/batches/([^/:]+):cancel"), "gemini_cancel", "id", "gemini"),
 ]
+
+
+def _handler(api: Api, name: str) -> Callable[..., Any]:
+    for prefix in ("anthropic_", "gemini_"):
+        if name.startswith(prefix):
+            return getattr(getattr(api, prefix[:-1]), name[len(prefix) :])
+    return getattr(api, name)
+
+
+def _authorised(headers: Any) -> bool:
+    """A key in any SDK's header: OpenAI's (and this Anthropic SDK's) bearer, Anthropic's x-api-key, Google's."""
+    return headers.get("Authorization", "").startswith("Bearer ") or bool(
+        headers.get("x-api-key") or headers.get("x-goog-api-key")
+    )
 
 
 def check_loopback(host: str) -> str:
@@ -145,49 +177,61 @@ class _Handler(BaseHTTPRequestHandler):
         path, _, raw_query = self.path.partition("?")
         path = path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(raw_query).items()}
+        api = (
+            "gemini" if path.startswith(("/v1beta", "/upload/")) else "anthropic" if "/messages/" in path else "openai"
+        )
         try:
             route, args = self._route(method, path)
-            if not self.headers.get("Authorization", "").startswith("Bearer "):
+            name, style, api = route
+            # An upload session's URL is its own credential, as Google's is: the SDK sends no key there.
+            if not _authorised(self.headers) and name != "gemini_upload_chunk":
                 raise ApiError(
                     401,
                     "You didn't provide an API key. Provide it in an Authorization header (Bearer KEY).",
                     param=None,
                     code="missing_api_key",
                 )
-            name, style = route
             sim._record(name, self.headers.get("x-stainless-retry-count", "0"))
-            sim._http_fault(name)
+            sim._http_fault(name, api)
             sim._maybe_late(name)
-            fn: Callable[..., Any] = getattr(sim.api, name)
+            assert sim.api is not None
+            fn = _handler(sim.api, name)
             if style == "multipart":
                 result = fn(self.headers.get("Content-Type", ""), body)
             elif style == "json":
                 result = fn(_json(body))
             elif style == "query":
                 result = fn(query)
+            elif style == "upload":
+                result = fn(self.headers, body, *args)
+            elif style == "id+json":
+                result = fn(*args, _json(body))
             else:
                 result = fn(*args)
         except ApiError as exc:
-            self._send(exc.status, json.dumps(exc.body()).encode("utf-8"), "application/json", exc.headers)
+            self._send(exc.status, json.dumps(error_body(exc, api)).encode("utf-8"), "application/json", exc.headers)
             return
         except Exception:  # a bug of ours: answer like the real service, log it for us
             log.exception("simulated provider failed on %s %s", method, path)
             error = ApiError(500, "The server had an error while processing your request.", type="server_error")
-            self._send(500, json.dumps(error.body()).encode("utf-8"), "application/json")
+            self._send(500, json.dumps(error_body(error, api)).encode("utf-8"), "application/json")
             return
         sim._maybe_slow(name)
+        headers = None
+        if isinstance(result, Reply):
+            result, headers = result.data, result.headers
         if isinstance(result, bytes):
-            self._send(200, result, "application/octet-stream")
+            self._send(200, result, "application/octet-stream", headers)
         else:
-            self._send(200, json.dumps(result, ensure_ascii=False).encode("utf-8"), "application/json")
+            self._send(200, json.dumps(result, ensure_ascii=False).encode("utf-8"), "application/json", headers)
 
-    def _route(self, method: str, path: str) -> tuple[tuple[str, str], tuple[str, ...]]:
+    def _route(self, method: str, path: str) -> tuple[tuple[str, str, str], tuple[str, ...]]:
         allowed = False
-        for route_method, pattern, name, style in _ROUTES:
+        for route_method, pattern, name, style, api in _ROUTES:
             match = pattern.fullmatch(path)
             if match:
                 if route_method == method:
-                    return (name, style), tuple(unquote(g) for g in match.groups())
+                    return (name, style, api), tuple(unquote(g) for g in match.groups())
                 allowed = True
         if allowed:
             raise ApiError(405, f"Method {method} is not allowed on {path}.", code="method_not_allowed")
@@ -259,6 +303,7 @@ class SimulatedServer:
             ) from None
         httpd.sim = self
         self._httpd = httpd
+        self.api.anthropic.root = self.api.gemini.root = self.root_url
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="lexpilot-simulated", daemon=True
         )
@@ -277,11 +322,17 @@ class SimulatedServer:
 
     @property
     def base_url(self) -> str:
+        """The OpenAI base URL (`OPENAI_BASE_URL`)."""
+        return self.root_url + "/v1"
+
+    @property
+    def root_url(self) -> str:
+        """The server itself: Anthropic's and Gemini's base URL (`ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL`)."""
         if self._httpd is None:
             raise RuntimeError("the simulated server is not started; call start() first")
         port = self._httpd.server_address[1]
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{port}/v1"
+        return f"http://{host}:{port}"
 
     def __enter__(self) -> SimulatedServer:
         self.start()
@@ -317,7 +368,7 @@ class SimulatedServer:
         """Maybe hold a batches create *before* it runs (drawn per call): the batch appears only
         after a client with a shorter timeout gave up on its answer."""
         faults = self.faults
-        if route != "create_batch" or not faults.late_create:
+        if route not in CREATE_ROUTES or not faults.late_create:
             return
         with self._lock:
             roll = self._rng.random()
@@ -331,10 +382,10 @@ class SimulatedServer:
             raise RuntimeError("the simulated server is not started; call start() first")
         return self.api.store.forget_batches()
 
-    def _http_fault(self, route: str) -> None:
-        """Maybe answer 429 or 500 instead of running the route (drawn per call)."""
+    def _http_fault(self, route: str, api: str = "openai") -> None:
+        """Maybe answer 429, 500 or 529 instead of running the route (drawn per call)."""
         faults = self.faults
-        if not (faults.http_429 or faults.http_500) or not faults.applies_to(route):
+        if not (faults.http_429 or faults.http_500 or faults.http_529) or not faults.applies_to(route):
             return
         with self._lock:
             roll = self._rng.random()
@@ -360,6 +411,9 @@ class SimulatedServer:
                 type="server_error",
                 headers=wait,
             )
+        if roll < faults.http_429 + faults.http_500 + faults.http_529:
+            self._count("http_529", route)
+            raise ApiError(503 if api == "gemini" else 529, "Overloaded", type="overloaded_error", headers=wait)
 
 
 def serve_forever(
@@ -385,6 +439,11 @@ def serve_forever(
         if url_line:
             print(server.base_url, flush=True)
         print(f"Simulated provider at {server.base_url} (state in {state_dir}); Ctrl-C to stop", flush=True)
+        print(
+            f"  OpenAI: OPENAI_BASE_URL={server.base_url}; Anthropic Message Batches: ANTHROPIC_BASE_URL="
+            f"{server.root_url}; Gemini Batch Mode: GOOGLE_GEMINI_BASE_URL={server.root_url} (any API key)",
+            flush=True,
+        )
         if server.faults != Faults():
             print(f"Faults: {server.faults.describe()}", flush=True)
         while True:

@@ -1,0 +1,270 @@
+"""Anthropic's Message Batches routes of the simulated provider (`/v1/messages/batches`).
+
+A create takes the requests inline and checks them as the API does: the whole batch is refused
+(HTTP 400) for a bad or duplicate `custom_id` or more than 100,000 requests; a request whose
+`params` the Messages API would refuse (no `max_tokens`, a temperature outside [0, 1], thinking
+with another temperature or a budget under 1,024 or not under `max_tokens`) ends `errored` with an
+`invalid_request_error`. A batch is `in_progress` until it ends (`canceling` after a cancel), its
+`request_counts` are all `processing` until then, and its results (`results_url`) hold one line per
+request: `succeeded` (a Message: a thinking block before the text when the simulated model
+thought), `errored` (`api_error`, `overloaded_error`, `invalid_request_error`), `canceled` or
+`expired`, in a shuffled order. Everything is run by the OpenAI-shaped machinery (`native`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lexpilot_batch.request_lines import ANTHROPIC, ANTHROPIC_ID, TAG_LENGTH, line_id, our_id
+from lexpilot_batch.simulated import batches
+from lexpilot_batch.simulated.errors import ApiError, bad_request
+from lexpilot_batch.simulated.faults import Faults
+from lexpilot_batch.simulated.native import (
+    counts,
+    digest,
+    record_of,
+    records_of,
+    result_lines,
+    rfc3339,
+    run,
+    text_of,
+    to_chat,
+)
+from lexpilot_batch.simulated.store import Store
+
+API = "anthropic"
+PREFIX = "msgbatch_"
+MAX_REQUESTS = 100_000
+_STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
+
+
+def _external(batch_id: str) -> str:
+    return PREFIX + batch_id.removeprefix("batch_")
+
+
+def _internal(message_batch_id: str) -> str:
+    return "batch_" + message_batch_id.removeprefix(PREFIX)
+
+
+def _problem(params: Any) -> str | None:
+    """Why the Messages API would refuse these params, or None."""
+    if not isinstance(params, dict):
+        return "params: Input should be a valid dictionary"
+    if not isinstance(params.get("model"), str) or not params["model"]:
+        return "params.model: Field required"
+    max_tokens = params.get("max_tokens")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        return "params.max_tokens: Field required (an integer >= 1)"
+    messages = params.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        return "params.messages: at least one message is required"
+    temperature = params.get("temperature")
+    if temperature is not None and not (isinstance(temperature, (int, float)) and 0 <= temperature <= 1):
+        return "params.temperature: Input should be less than or equal to 1"
+    thinking = params.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return "params.thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if budget >= max_tokens:
+            return "`max_tokens` must be greater than `thinking.budget_tokens`"
+        if temperature is not None and temperature != 1:
+            return "`temperature` may only be set to 1 when thinking is enabled"
+    return None
+
+
+class AnthropicApi:
+    """The Message Batches routes over one simulated provider's store."""
+
+    def __init__(self, store: Store, faults: Faults, seed: int) -> None:
+        self.store, self.faults, self.seed = store, faults, seed
+        self.root = ""  # the server's URL, for `results_url` (set once it listens)
+
+    def create(self, body: Any) -> dict[str, Any]:
+        requests = body.get("requests") if isinstance(body, dict) else None
+        if not isinstance(requests, list) or not requests:
+            raise bad_request("requests: at least one request is required")
+        if len(requests) > MAX_REQUESTS:
+            raise bad_request(f"requests: a batch holds at most {MAX_REQUESTS:,} requests, not {len(requests):,}")
+        seen: set[str] = set()
+        lines: list[bytes] = []
+        problems: dict[str, str] = {}
+        ids: dict[str, str] = {}
+        for i, request in enumerate(requests):
+            raw = request.get("custom_id") if isinstance(request, dict) else None
+            if not isinstance(raw, str) or not ANTHROPIC_ID.fullmatch(raw):
+                raise bad_request(f"requests.{i}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
+            if raw in seen:
+                raise bad_request(f"requests.{i}.custom_id: duplicate custom_id {raw!r}; each must be unique")
+            seen.add(raw)
+            # The workspace's own id, so that the request draws what it draws on every route.
+            cid = our_id(raw, ANTHROPIC) or raw
+            ids[cid] = raw
+            params = request.get("params")
+            problem = _problem(params)
+            if problem is not None:
+                problems[cid] = problem
+                model = str(params.get("model") or "?") if isinstance(params, dict) else "?"
+                lines.append(to_chat(cid, model, [], {}))  # refused by the simulated endpoint: an errored line
+                continue
+            assert isinstance(params, dict)
+            messages = [{"role": m.get("role"), "content": text_of(m.get("content"))} for m in params["messages"]]
+            fields = {"max_tokens": params["max_tokens"]}
+            if params.get("temperature") is not None:
+                fields["temperature"] = params["temperature"]
+            lines.append(to_chat(cid, params["model"], messages, fields))
+        tags = {raw[:TAG_LENGTH] for raw in ids.values()}
+        tag = next(iter(tags)) if len(tags) == 1 else None
+        native: dict[str, Any] = {"api": API, "n": len(requests), "problems": problems}
+        if tag is not None and all(line_id(cid, ANTHROPIC, tag) == raw for cid, raw in ids.items()):
+            native["tag"] = tag  # every id is the map of the workspace's own: keep the map, not the ids
+        else:
+            native["ids"] = ids
+        record = run(self.store, lines, self.seed, self.faults, native)
+        return self._view(record)
+
+    def _record(self, message_batch_id: str) -> dict[str, Any]:
+        record = record_of(self.store, _internal(message_batch_id), API)
+        if record is None:
+            raise ApiError(404, f"No Message Batch found with id '{message_batch_id}'.")
+        return record
+
+    def retrieve(self, message_batch_id: str) -> dict[str, Any]:
+        return self._view(self._record(message_batch_id))
+
+    def cancel(self, message_batch_id: str) -> dict[str, Any]:
+        record = self._record(message_batch_id)
+        try:
+            batches.cancel(self.store, record)
+        except ApiError:
+            raise bad_request(f"Message Batch {message_batch_id} has ended and cannot be canceled.") from None
+        return self._view(self.store.get_batch(record["batch"]["id"]) or record)
+
+    def list(self, query: dict[str, str]) -> dict[str, Any]:
+        views = [self._view(r) for r in records_of(self.store, API)]
+        try:
+            limit = int(query.get("limit") or 20)
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 1000:
+            raise bad_request("limit: Input should be between 1 and 1000")
+        ids = [v["id"] for v in views]
+        if query.get("after_id"):
+            if query["after_id"] not in ids:
+                raise bad_request(f"after_id: no Message Batch {query['after_id']!r}")
+            views = views[ids.index(query["after_id"]) + 1 :]
+        elif query.get("before_id"):
+            if query["before_id"] not in ids:
+                raise bad_request(f"before_id: no Message Batch {query['before_id']!r}")
+            views = views[: ids.index(query["before_id"])][-limit:]
+        data = views[:limit]
+        return {
+            "data": data,
+            "has_more": len(views) > limit,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+        }
+
+    def results(self, message_batch_id: str) -> bytes:
+        record = self._record(message_batch_id)
+        batch = batches.current(self.store, record)
+        if batch["status"] not in batches.TERMINAL:
+            raise bad_request(f"Message Batch {message_batch_id} is still processing; its results are not ready.")
+        record = self.store.get_batch(record["batch"]["id"]) or record
+        native = record["sim"]["native"]
+        out = []
+        for line in result_lines(self.store, batch):
+            cid = line["custom_id"]
+            raw = line_id(cid, ANTHROPIC, native["tag"]) if "tag" in native else native["ids"].get(cid, cid)
+            out.append(batches._dumps({"custom_id": raw, "result": self._result(batch["id"], line, native)}) + "\n")
+        return "".join(out).encode("utf-8")
+
+    def _result(self, batch_id: str, line: dict[str, Any], native: dict[str, Any]) -> dict[str, Any]:
+        error, response = line.get("error"), line.get("response") or {}
+        if error:
+            code = error.get("code") if isinstance(error, dict) else None
+            if code == "batch_expired":
+                return {"type": "expired"}
+            if code == "batch_cancelled":
+                return {"type": "canceled"}
+            return _errored("api_error", "Internal server error")
+        status = response.get("status_code")
+        if status == 200:
+            return {"type": "succeeded", "message": _message(batch_id, line["custom_id"], response["body"])}
+        if isinstance(status, int) and status >= 500:
+            return _errored("overloaded_error", "Overloaded")
+        message = native["problems"].get(line["custom_id"]) or (response.get("body") or {}).get("error", {}).get(
+            "message"
+        )
+        return _errored("invalid_request_error", str(message))
+
+    def _view(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The MessageBatch object now."""
+        batch = batches.current(self.store, record)
+        record = self.store.get_batch(record["batch"]["id"]) or record
+        sim, status = record["sim"], batch["status"]
+        total = int(sim["native"]["n"])
+        ended = status in batches.TERMINAL
+        request_counts = {"processing": total, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+        if status == "failed":  # the input itself was refused: nothing ran
+            request_counts.update(processing=0, errored=total)
+        elif ended:
+            succeeded, errored, never = counts(record, status)
+            request_counts.update(processing=0, succeeded=succeeded, errored=errored)
+            request_counts["canceled" if status == "cancelled" else "expired"] = never
+        end = (
+            batch.get("completed_at") or batch.get("expired_at") or batch.get("cancelled_at") or batch.get("failed_at")
+        )
+        external = _external(batch["id"])
+        return {
+            "id": external,
+            "type": "message_batch",
+            "processing_status": "ended" if ended else "canceling" if status == "cancelling" else "in_progress",
+            "request_counts": request_counts,
+            "created_at": rfc3339(sim["created"]),
+            "expires_at": rfc3339(sim["created"] + batches.WINDOW_SECONDS),
+            "ended_at": rfc3339(end) if ended and end else None,
+            "cancel_initiated_at": rfc3339(sim["cancel"]["at"]) if sim["cancel"] else None,
+            "archived_at": None,
+            "results_url": f"{self.root}/v1/messages/batches/{external}/results" if ended else None,
+        }
+
+
+def _errored(kind: str, message: str) -> dict[str, Any]:
+    error = {"type": "error", "error": {"type": kind, "message": message}, "request_id": None}
+    return {"type": "errored", "error": error}
+
+
+def _message(batch_id: str, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A chat.completion as the Message Anthropic would have answered."""
+    choice = body["choices"][0]
+    chat, finish = choice["message"], choice.get("finish_reason")
+    content: list[dict[str, Any]] = []
+    if chat.get("reasoning_content"):
+        content.append({"type": "thinking", "thinking": chat["reasoning_content"], "signature": "simulated"})
+    if chat.get("refusal"):
+        stop = "refusal"
+    else:
+        if isinstance(chat.get("content"), str):
+            content.append({"type": "text", "text": chat["content"], "citations": None})
+        stop = _STOP.get(finish, "end_turn")
+    usage = body.get("usage") or {}
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    thinking = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens", 0)
+    return {
+        "id": "msg_" + digest("msg", batch_id, custom_id)[:24],
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model"),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage.get("prompt_tokens", 0) - cached,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": cached,
+            "output_tokens": usage.get("completion_tokens", 0),
+            "output_tokens_details": {"thinking_tokens": thinking},
+            "service_tier": "batch",
+        },
+    }

@@ -1,0 +1,315 @@
+"""Gemini's Batch Mode routes of the simulated provider (`/v1beta/...` and `/upload/v1beta/files`).
+
+Files arrive through the File API's resumable upload (a start call answered with an upload URL,
+then the bytes in chunks, the last one `upload, finalize`) and a batch is created for one with
+`models/{model}:batchGenerateContent`, its `displayName` kept. A batch reads as an Operation whose
+metadata carries the state (`BATCH_STATE_PENDING`, `RUNNING`, `SUCCEEDED`, `FAILED`, `CANCELLED`,
+`EXPIRED`), `batchStats` and, once it ended, `output.responsesFile`: a JSONL file, downloaded with
+`files/{name}:download?alt=media`, holding a line per request that ran: `{"key", "response":
+GenerateContentResponse}` (a `thought` part before the text when the simulated model thought) or
+`{"key", "error": {code, message, status}}`. A cancelled or expired batch's file holds what ran.
+Everything is run by the OpenAI-shaped machinery (`native`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from typing import Any
+
+from lexpilot_batch.simulated import batches
+from lexpilot_batch.simulated.errors import ApiError, bad_request
+from lexpilot_batch.simulated.faults import Faults
+from lexpilot_batch.simulated.native import (
+    counts,
+    digest,
+    record_of,
+    records_of,
+    result_lines,
+    rfc3339,
+    run,
+    text_of,
+    to_chat,
+)
+from lexpilot_batch.simulated.store import Store
+
+API = "gemini"
+VERSION = "v1beta"
+_STATES = {
+    "validating": "BATCH_STATE_PENDING",
+    "in_progress": "BATCH_STATE_RUNNING",
+    "finalizing": "BATCH_STATE_RUNNING",
+    "cancelling": "BATCH_STATE_RUNNING",
+    "completed": "BATCH_STATE_SUCCEEDED",
+    "failed": "BATCH_STATE_FAILED",
+    "cancelled": "BATCH_STATE_CANCELLED",
+    "expired": "BATCH_STATE_EXPIRED",
+}
+_FINISH = {"stop": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY"}
+
+
+class Reply:
+    """A route's answer with headers of its own (the resumable upload's)."""
+
+    def __init__(self, data: Any, headers: dict[str, str]) -> None:
+        self.data, self.headers = data, headers
+
+
+def _file_object(file: dict[str, Any], root: str) -> dict[str, Any]:
+    name = "files/" + file["id"]
+    created = rfc3339(file["created_at"])
+    return {
+        "name": name,
+        "displayName": file["filename"],
+        "mimeType": "application/jsonl",
+        "sizeBytes": str(file["bytes"]),
+        "createTime": created,
+        "updateTime": created,
+        "expirationTime": rfc3339(file["created_at"] + 48 * 3600),
+        "uri": f"{root}/{VERSION}/{name}",
+        "downloadUri": f"{root}/{VERSION}/{name}:download?alt=media",
+        "state": "ACTIVE",
+        "source": "GENERATED" if file["purpose"] == "gemini_output" else "UPLOADED",
+    }
+
+
+class GeminiApi:
+    """The Batch Mode and File API routes over one simulated provider's store."""
+
+    def __init__(self, store: Store, faults: Faults, seed: int) -> None:
+        self.store, self.faults, self.seed = store, faults, seed
+        self.root = ""  # the server's URL, for upload URLs and file URIs (set once it listens)
+        self._uploads: dict[str, dict[str, Any]] = {}  # resumable upload sessions (in memory)
+        self._lock = threading.Lock()
+
+    # --- files ---------------------------------------------------------------------------------
+
+    def upload_start(self, headers: Any, body: bytes) -> Reply:
+        if (headers.get("X-Goog-Upload-Protocol") or "").lower() != "resumable":
+            raise bad_request("Only resumable uploads are supported: send X-Goog-Upload-Protocol: resumable.")
+        size = headers.get("X-Goog-Upload-Header-Content-Length")
+        if size is None or not size.isdigit():
+            raise bad_request("X-Goog-Upload-Header-Content-Length is required.")
+        name = headers.get("X-Goog-Upload-File-Name") or "upload.jsonl"
+        session = uuid.uuid4().hex
+        with self._lock:
+            self._uploads[session] = {"size": int(size), "name": name, "data": bytearray()}
+        url = f"{self.root}/upload/{VERSION}/files/sessions/{session}"
+        return Reply({}, {"x-goog-upload-url": url, "x-goog-upload-status": "active"})
+
+    def upload_chunk(self, headers: Any, body: bytes, session: str) -> Reply:
+        with self._lock:
+            upload = self._uploads.get(session)
+            if upload is None:
+                raise ApiError(404, f"No upload session {session} (it ended, or the provider restarted).")
+            command = (headers.get("X-Goog-Upload-Command") or "").replace(" ", "").split(",")
+            offset = int(headers.get("X-Goog-Upload-Offset") or 0)
+            if offset != len(upload["data"]):
+                raise bad_request(f"Upload offset {offset} does not follow the {len(upload['data'])} bytes received.")
+            upload["data"] += body
+            if "finalize" not in command:
+                return Reply({}, {"x-goog-upload-status": "active"})
+            del self._uploads[session]
+        if len(upload["data"]) != upload["size"]:
+            raise bad_request(f"Received {len(upload['data'])} bytes; the upload announced {upload['size']}.")
+        file_id = "g" + uuid.uuid4().hex[:24]
+        stored = self.store.add_file(bytes(upload["data"]), upload["name"], "gemini", file_id=file_id)
+        return Reply({"file": _file_object(stored, self.root)}, {"x-goog-upload-status": "final"})
+
+    def _file(self, name: str) -> dict[str, Any]:
+        file = self.store.get_file(name)
+        if file is None or file["purpose"] not in ("gemini", "gemini_output"):
+            raise ApiError(404, f"File files/{name} does not exist.")
+        return file
+
+    def get_file(self, name: str) -> dict[str, Any]:
+        return _file_object(self._file(name), self.root)
+
+    def download(self, name: str) -> bytes:
+        self._file(name)
+        return self.store.file_bytes(name)
+
+    # --- batches -------------------------------------------------------------------------------
+
+    def create(self, model: str, body: Any) -> dict[str, Any]:
+        batch = body.get("batch") if isinstance(body, dict) else None
+        if not isinstance(batch, dict):
+            raise bad_request("batch is required.")
+        source = (batch.get("inputConfig") or {}).get("fileName")
+        if not isinstance(source, str) or not source.startswith("files/"):
+            raise bad_request("batch.inputConfig.fileName is required: the simulated provider takes input files only.")
+        data = self.download(source.removeprefix("files/"))
+        sent = model.removeprefix("models/")
+        lines: list[bytes] = []
+        problems: dict[str, str] = {}
+        for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                obj = None
+            key = obj.get("key") if isinstance(obj, dict) else None
+            request = obj.get("request") if isinstance(obj, dict) else None
+            if not isinstance(key, str) or not key:
+                raise bad_request(f"{source} line {number}: each line needs a string 'key'.")
+            contents = request.get("contents") if isinstance(request, dict) else None
+            if not isinstance(contents, list) or not contents:
+                problems[key] = "* GenerateContentRequest.contents: contents is not specified"
+                lines.append(to_chat(key, sent, [], {}))
+                continue
+            assert isinstance(request, dict)
+            messages = [
+                {"role": "assistant" if c.get("role") == "model" else "user", "content": text_of(c.get("parts"))}
+                for c in contents
+                if isinstance(c, dict)
+            ]
+            config = request.get("generationConfig") or {}
+            fields: dict[str, Any] = {}
+            if isinstance(config.get("maxOutputTokens"), int):
+                fields["max_tokens"] = config["maxOutputTokens"]
+            if config.get("temperature") is not None:
+                fields["temperature"] = config["temperature"]
+            lines.append(to_chat(key, sent, messages, fields))
+        if not lines:
+            raise bad_request(f"{source} holds no requests.")
+        native = {
+            "api": API,
+            "n": len(lines),
+            "model": sent,
+            "display_name": str(batch.get("displayName") or ""),
+            "problems": problems,
+        }
+        return self._operation(run(self.store, lines, self.seed, self.faults, native))
+
+    def _record(self, name: str) -> dict[str, Any]:
+        record = record_of(self.store, "batch_" + name, API)
+        if record is None:
+            raise ApiError(404, f"Batch batches/{name} does not exist.")
+        return record
+
+    def get(self, name: str) -> dict[str, Any]:
+        return self._operation(self._record(name))
+
+    def cancel(self, name: str) -> dict[str, Any]:
+        record = self._record(name)
+        try:
+            batches.cancel(self.store, record)
+        except ApiError:
+            raise ApiError(400, f"Batch batches/{name} has ended and cannot be cancelled.") from None
+        return {}
+
+    def list(self, query: dict[str, str]) -> dict[str, Any]:
+        operations = [self._operation(r) for r in records_of(self.store, API)]
+        try:
+            size = int(query.get("pageSize") or 50)
+            start = int(query.get("pageToken") or 0)
+        except ValueError:
+            raise bad_request("pageSize and pageToken must be integers.") from None
+        page = operations[start : start + max(1, min(size, 1000))]
+        out: dict[str, Any] = {"operations": page}
+        if start + len(page) < len(operations):
+            out["nextPageToken"] = str(start + len(page))
+        return out
+
+    def _operation(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The batch as an Operation now; its responses file is written the first time it ended."""
+        batch = batches.current(self.store, record)
+        record = self.store.get_batch(record["batch"]["id"]) or record
+        sim, status = record["sim"], batch["status"]
+        native = sim["native"]
+        name = "batches/" + batch["id"].removeprefix("batch_")
+        total = int(native["n"])
+        ended = status in batches.TERMINAL
+        stats = {"requestCount": str(total), "pendingRequestCount": str(total)}
+        end = (
+            batch.get("completed_at") or batch.get("expired_at") or batch.get("cancelled_at") or batch.get("failed_at")
+        )
+        metadata: dict[str, Any] = {
+            "@type": "type.googleapis.com/google.ai.generativelanguage.v1beta.GenerateContentBatch",
+            "model": "models/" + native["model"],
+            "displayName": native["display_name"],
+            "createTime": rfc3339(sim["created"]),
+            "updateTime": rfc3339(end or sim["created"]),
+            "state": _STATES[status],
+            "batchStats": stats,
+        }
+        if ended and status != "failed":
+            succeeded, errored, _never = counts(record, status)
+            stats.update(
+                successfulRequestCount=str(succeeded), failedRequestCount=str(errored), pendingRequestCount="0"
+            )
+            metadata["endTime"] = rfc3339(end or sim["created"])
+            metadata["output"] = {"responsesFile": "files/" + self._responses(batch, native)}
+        operation: dict[str, Any] = {"name": name, "metadata": metadata, "done": ended}
+        if status == "failed":
+            operation["error"] = {
+                "code": 3,
+                "message": "The batch input could not be read.",
+                "status": "INVALID_ARGUMENT",
+            }
+        elif ended:
+            operation["response"] = {**metadata, "@type": metadata["@type"]}
+        return operation
+
+    def _responses(self, batch: dict[str, Any], native: dict[str, Any]) -> str:
+        """The ended batch's responses file (written once; its id follows from the batch's)."""
+        file_id = "r" + digest("responses", batch["id"])[:24]
+        if self.store.get_file(file_id) is None:
+            out = []
+            for line in result_lines(self.store, batch):
+                converted = self._line(batch["id"], line, native)
+                if converted is not None:
+                    out.append(batches._dumps(converted) + "\n")
+            self.store.add_file(
+                "".join(out).encode("utf-8"), f"{batch['id']}-responses.jsonl", "gemini_output", file_id
+            )
+        return file_id
+
+    def _line(self, batch_id: str, line: dict[str, Any], native: dict[str, Any]) -> dict[str, Any] | None:
+        key, error, response = line["custom_id"], line.get("error"), line.get("response") or {}
+        if error:
+            code = error.get("code") if isinstance(error, dict) else None
+            if code in ("batch_expired", "batch_cancelled"):
+                return None  # never ran: not in the responses file
+            return {"key": key, "error": {"code": 13, "message": "Internal error encountered.", "status": "INTERNAL"}}
+        status = response.get("status_code")
+        if status == 200:
+            return {"key": key, "response": _response(batch_id, key, response["body"])}
+        if isinstance(status, int) and status >= 500:
+            return {"key": key, "error": {"code": 14, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
+        message = native["problems"].get(key) or (response.get("body") or {}).get("error", {}).get("message")
+        return {"key": key, "error": {"code": 3, "message": str(message), "status": "INVALID_ARGUMENT"}}
+
+
+def _response(batch_id: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A chat.completion as the GenerateContentResponse Gemini would have answered."""
+    choice = body["choices"][0]
+    chat, finish = choice["message"], choice.get("finish_reason")
+    parts: list[dict[str, Any]] = []
+    if chat.get("reasoning_content"):
+        parts.append({"text": chat["reasoning_content"], "thought": True})
+    if chat.get("refusal"):
+        reason = "SAFETY"
+    else:
+        if isinstance(chat.get("content"), str):
+            parts.append({"text": chat["content"]})
+        reason = _FINISH.get(finish, "STOP")
+    usage = body.get("usage") or {}
+    thoughts = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens", 0)
+    prompt, completion = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    meta = {
+        "promptTokenCount": prompt,
+        "candidatesTokenCount": completion - thoughts,
+        "totalTokenCount": prompt + completion,
+        "cachedContentTokenCount": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+    }
+    if thoughts:
+        meta["thoughtsTokenCount"] = thoughts
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": reason, "index": 0}],
+        "usageMetadata": meta,
+        "modelVersion": body.get("model"),
+        "responseId": digest("response", batch_id, key)[:24],
+    }
