@@ -166,18 +166,18 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
             set_file(ws, row["pk"], status=UPLOADED, provider_file_id=file_id)
             row.update(status=UPLOADED, provider_file_id=file_id)
         batch: BatchInfo | None = None
-        look = _Lookup(ws, backend, row)
         try:
             if row["status"] == CREATING:
                 # We may have created it and died before recording its id: find it, never duplicate it.
                 # A provider may commit a create a moment after answering: look for the grace period.
                 sent = row["creating_at"]
                 until = sent + session.options.create_grace if sent is not None else time.time()
-                batch = _await_batch(look, until, sent)
+                batch = _await_batch(_Lookup(ws, backend, row, batch_tag(ws, row)), until, sent)
                 if batch is not None:
                     result.adopted.append(row["path"])
             if batch is None:
                 row["creates"] = (row["creates"] or 0) + 1
+                look = _Lookup(ws, backend, row, batch_tag(ws, row))
                 row["creating_at"] = time.time()
                 set_file(ws, row["pk"], status=CREATING, creates=row["creates"], creating_at=row["creating_at"])
                 batch = _create(look, session.options.create_grace)
@@ -231,18 +231,16 @@ class _Lookup:
     ws: Workspace
     backend: BatchBackend
     row: dict
+    tag: dict[str, str]  # `batch_tag` of this create
 
     def create(self) -> BatchInfo:
         source = BatchSource(self.ws.path(self.row["path"]), self.row["model"])
-        return self.backend.create(
-            self.row["provider_file_id"], batch_tag(self.ws, self.row), self.row.get("url"), source
-        )
+        return self.backend.create(self.row["provider_file_id"], self.tag, self.row.get("url"), source)
 
     def find(self, sent: float | None) -> BatchInfo | None:
         """The batch this file's create (sent at `sent`) made, if the provider shows it."""
         if self.backend.tags_batches:
-            since = sent - SWEEP_MARGIN if sent is not None else None
-            return self.backend.find(batch_tag(self.ws, self.row), since)
+            return self.backend.find(self.tag, sent - SWEEP_MARGIN if sent is not None else None)
         return _untagged(self, sent)
 
 

@@ -167,9 +167,9 @@ def test_a_kill_during_a_create_then_a_quick_rerun_adopts_the_late_batch(tmp_pat
     class Killed(Exception):
         pass
 
-    def create(self, input_file_id, metadata, endpoint=None):
+    def create(self, input_file_id, metadata, endpoint=None, source=None):
         if killed:
-            return real(self, input_file_id, metadata, endpoint)
+            return real(self, input_file_id, metadata, endpoint, source)
         killed.append(metadata["lexpilot_file"])
         # The request is on its way and the provider commits it a moment later; we die now.
         threading.Timer(0.4, real, (self, input_file_id, metadata, endpoint)).start()

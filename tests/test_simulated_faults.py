@@ -284,7 +284,7 @@ def test_parse_the_added_keys_and_route_filter() -> None:
         parse_faults("slow_seconds=-1")
     from lexpilot_batch.simulated.server import _ROUTES
 
-    assert {name for _, _, name, _ in _ROUTES} == set(ROUTES)
+    assert {route[2] for route in _ROUTES} == set(ROUTES)
 
 
 def test_empty_content_answers_200_with_empty_or_null_content(tmp_path: Path) -> None:

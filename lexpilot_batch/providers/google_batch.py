@@ -14,6 +14,7 @@ cancelled and expired as themselves.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -36,7 +37,8 @@ from lexpilot_batch.providers.registry import parse_model
 
 T = TypeVar("T")
 API_VERSION = "v1beta"
-# The SDK's own retries of a call answered 408, 429 or 5xx: the first wait, in seconds (tests make it short).
+# The SDK's own retries of a call answered 408, 429 or 5xx: the first wait and its jitter, in seconds
+# (the SDK's defaults; tests make them zero).
 RETRY_DELAY = 1.0
 
 _STATES = {
@@ -111,6 +113,7 @@ class GoogleBatchBackend(BatchBackend):
         self.endpoint = endpoint
         self.limits = limits
         self.timeout = timeout
+        self.max_retries = max_retries
         self.client = genai.Client(
             vertexai=False,
             api_key=endpoint.require_key(),
@@ -118,7 +121,9 @@ class GoogleBatchBackend(BatchBackend):
         )
 
     def _options(self, timeout: float, max_retries: int) -> Any:
-        retry = self.types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=RETRY_DELAY, max_delay=30.0)
+        retry = self.types.HttpRetryOptions(
+            attempts=max_retries + 1, initial_delay=RETRY_DELAY, jitter=RETRY_DELAY, max_delay=30.0
+        )
         return self.types.HttpOptions(
             base_url=self.endpoint.base_url, api_version=API_VERSION, timeout=int(timeout * 1000), retry_options=retry
         )
@@ -206,7 +211,7 @@ class GoogleBatchBackend(BatchBackend):
 
         def save() -> None:
             try:
-                self.client.files.download(file=file_id, destination=str(part))
+                self._again(lambda: self.client.files.download(file=file_id, destination=str(part)))
                 with open(part, "rb+") as fh:
                     os.fsync(fh.fileno())
                 os.replace(part, dest)
@@ -214,6 +219,22 @@ class GoogleBatchBackend(BatchBackend):
                 part.unlink(missing_ok=True)
 
         self._call(f"downloading file {file_id}", save)
+
+    def _again(self, fn: Callable[[], T]) -> T:
+        """`fn`, tried again after a 408, 429 or 5xx answer or a dropped connection: the SDK retries
+        its JSON calls itself, not a file's download (an idempotent GET)."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return fn()
+            except Exception as exc:
+                transient = _transport_failure(exc) or (
+                    isinstance(exc, self.errors.APIError) and (exc.code in (408, 429) or (exc.code or 0) >= 500)
+                )
+                if not transient or attempt == self.max_retries:
+                    raise
+                wait = retry_after(exc)
+                time.sleep(wait if wait is not None else RETRY_DELAY * 2**attempt)
+        raise AssertionError("unreachable")
 
     def cancel(self, batch_id: str) -> BatchInfo:
         self._call(f"cancelling Gemini batch {batch_id}", lambda: self.client.batches.cancel(name=batch_id))

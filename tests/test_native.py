@@ -1,0 +1,192 @@
+"""Claude and Gemini through their native batch APIs, offline: the real `anthropic` and `google-genai`
+SDKs against the simulated provider (one port, OpenAI's, Anthropic's and Gemini's routes), in the
+same waves as an `openai/` model, with the records of the OpenAI-shaped simulated route."""
+
+from __future__ import annotations
+
+import json
+import time
+import types
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from engine_helpers import finish, open_session, records
+from fault_helpers import finish_despite
+
+pytest.importorskip("anthropic")
+pytest.importorskip("google.genai")
+
+from lexpilot_batch import batches, status  # noqa: E402
+from lexpilot_batch.config import Settings  # noqa: E402
+from lexpilot_batch.engine import prepare  # noqa: E402
+from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
+from lexpilot_batch.providers import google_batch  # noqa: E402
+from lexpilot_batch.providers.session import ProviderOptions, Session  # noqa: E402
+from lexpilot_batch.runs import RunSpec  # noqa: E402
+from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
+from lexpilot_batch.simulated.faults import ROUTES  # noqa: E402
+from lexpilot_batch.workspace import Workspace  # noqa: E402
+
+CLAUDE, GEMINI, GPT = "anthropic/claude-sim", "google/gemini-sim", "openai/gpt-sim"
+MODELS = (CLAUDE, GEMINI, GPT)
+LIMIT = 5
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch):
+    """Retry waits of ours and of the Gemini SDK are zero (its resumable upload sleeps by itself)."""
+    monkeypatch.setattr(batches, "pause", lambda seconds: None)
+    monkeypatch.setattr(google_batch, "RETRY_DELAY", 0.0)
+    import google.genai._api_client as genai_client
+
+    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
+    clock.sleep = lambda seconds: None
+    monkeypatch.setattr(genai_client, "time", clock)
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LEXPILOT_EVAL_BACKEND", "LEXPILOT_USER_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def point_at(monkeypatch, server: SimulatedServer) -> None:
+    """Every provider's variables at the simulated server, as a user would set them for `serve-simulated`."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.root_url)
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.root_url)
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.setenv(key, "sk-simulated")
+
+
+def run_native(root: Path, monkeypatch, faults: str = "", models=MODELS, **options) -> dict:
+    """The study through each provider's own routes, each command that gives up (an outage longer
+    than the SDK's retries) run again; what the workspace holds, and the provider's call counts."""
+    with SimulatedServer(root.parent / f"{root.name}-sim", parse_faults(faults)) as server:
+        point_at(monkeypatch, server)
+        with Workspace(root) as ws:
+            session = Session(ws, ProviderOptions(create_grace=0.3, **options))
+            try:
+                prepare(ws, session, RunSpec(("r1",), tuple(models), "all", Settings(), limit=LIMIT))
+                stopped = finish_despite(ProviderError)(ws, session)
+            finally:
+                session.close()
+            return {**_outcome(ws), "server": Counter(server.stats), "stopped": stopped}
+
+
+def _outcome(ws: Workspace) -> dict:
+    db = ws.store.conn
+    return {
+        "records": records(ws),
+        "requests": {
+            r["custom_id"]: tuple(r)[1:]
+            for r in db.execute(
+                "SELECT custom_id, wave, step, attempt, status, error_kind, value, prompt_tokens, completion_tokens,"
+                " reasoning_tokens, cached_tokens FROM requests"
+            )
+        },
+        "files": [dict(r) for r in db.execute("SELECT * FROM files ORDER BY pk")],
+        "threads": Counter(r[0] for r in db.execute("SELECT status FROM threads")),
+        "status": status.render(status.collect(ws)),
+        "anomalies": db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0],
+        "root": ws.root,
+    }
+
+
+@pytest.fixture(scope="module")
+def openai_shaped(tmp_path_factory) -> dict:
+    """The same study through the OpenAI-shaped simulated route (`--provider simulated`)."""
+    with Workspace(tmp_path_factory.mktemp("openai-shaped") / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare(ws, session, RunSpec(("r1",), MODELS, "all", Settings(), limit=LIMIT))
+            finish(ws, session)
+        finally:
+            session.close()
+        return _outcome(ws)
+
+
+def test_claude_and_gemini_in_the_same_waves_give_the_records_of_the_openai_shaped_route(
+    tmp_path, monkeypatch, openai_shaped
+):
+    native = run_native(tmp_path / "ws", monkeypatch)
+    assert native["threads"] == openai_shaped["threads"] and set(native["threads"]) == {"done"}
+    assert native["records"] == openai_shaped["records"]
+    # Request for request: the same waves, steps, answers and token counts (usage mapped back).
+    assert native["requests"] == openai_shaped["requests"]
+    assert native["anomalies"] == 0
+    # Every wave sent each evaluated model's requests through its own API: the same waves.
+    by_wave: dict[int, set[str]] = {}
+    for f in native["files"]:
+        by_wave.setdefault(f["wave"], set()).add(f["model"])
+    assert sum(1 for models in by_wave.values() if set(MODELS) <= models) >= 3
+    shapes = {}
+    for f in native["files"]:
+        saved = json.loads((native["root"] / f["output_path"]).read_text("utf-8").splitlines()[0])
+        sent = json.loads((native["root"] / f["path"]).read_text("utf-8").splitlines()[0])
+        shapes[f["model"]] = (sorted(sent), sorted(saved))
+        if f["model"] == CLAUDE:
+            assert f["batch_id"].startswith("msgbatch_") and f["provider_file_id"].startswith("inline:")
+        if f["model"] == GEMINI:
+            assert f["batch_id"].startswith("batches/") and f["provider_file_id"].startswith("files/")
+    # Lines in each API's own shape, results saved as the provider sent them.
+    assert shapes[CLAUDE] == (["custom_id", "params"], ["custom_id", "result"])
+    assert shapes[GEMINI] == (["key", "request"], ["key", "response"])
+    assert shapes[GPT] == (["body", "custom_id", "method", "url"], ["custom_id", "error", "id", "response"])
+
+
+# Per-request faults drawn on the workspace's own custom_ids, batch faults on the batch's content,
+# and HTTP 429, 500 and 529 on every route of both native APIs (uploads, creates, polls, listings,
+# results, downloads and cancels), sometimes beyond the SDKs' retries. Unusable answers (truncated,
+# malformed, refused) share a budget of three attempts: kept rare here (their mapping is
+# `test_native_lines.py`'s), so that no thread runs out of them.
+NATIVE_ROUTES = [r for r in ROUTES if r.startswith(("anthropic_", "gemini_"))]
+FAULTS = (
+    "line_error=0.1,truncate=0.02,malformed_judge=0.03,refusal=0.02,expire_batch=0.15,"
+    f"http_429=0.08,http_500=0.08,http_529=0.08,http_routes={'+'.join(NATIVE_ROUTES)},latency=0.05,seed=5"
+)
+
+
+def test_faults_on_every_native_route_change_no_record(tmp_path, monkeypatch):
+    clean = run_native(tmp_path / "clean", monkeypatch, models=(CLAUDE, GEMINI))
+    faulty = run_native(tmp_path / "faulty", monkeypatch, FAULTS, models=(CLAUDE, GEMINI), retries=8)
+    assert set(faulty["threads"]) == {"done"}
+    assert faulty["records"] == clean["records"]
+    retried = [v for v in faulty["requests"].values() if v[2] > 1]
+    kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
+    assert len(retried) >= 10 and {"transport", "invalid", "unexecuted", "refusal"} <= set(kinds), kinds
+    assert faulty["anomalies"] == 0
+    stats = faulty["server"]
+    hit = {route for route in NATIVE_ROUTES if any(stats[f"{f}:{route}"] for f in ("http_429", "http_500", "http_529"))}
+    assert hit >= {"anthropic_create", "anthropic_retrieve", "anthropic_results", "anthropic_list"}, hit
+    assert hit >= {"gemini_upload_start", "gemini_create", "gemini_get", "gemini_download", "gemini_list"}, hit
+    assert all(stats[fault] > 0 for fault in ("http_429", "http_500", "http_529"))
+    # Creating is not idempotent: no SDK retried a create blindly; the engine looked first.
+    assert stats["retried:anthropic_create"] == 0
+
+
+def test_a_stalled_batch_is_cancelled_and_keeps_what_it_finished(tmp_path, monkeypatch):
+    """`--max-wave-age` cancels batches that stopped part-way: Anthropic's end with `canceled`
+    requests, Gemini's with a responses file of what ran; the rest is sent again, using up nothing."""
+    clean = run_native(tmp_path / "clean", monkeypatch, models=(CLAUDE, GEMINI))
+    stalled = run_native(
+        tmp_path / "stalled", monkeypatch, "stall_batch=0.3,seed=3", models=(CLAUDE, GEMINI), max_wave_age=0.0
+    )
+    assert stalled["records"] == clean["records"]
+    cancelled = [f for f in stalled["files"] if f["batch_status"] == "cancelled"]
+    assert {f["model"] for f in cancelled} >= {CLAUDE, GEMINI}
+    never_run = [v for v in stalled["requests"].values() if v[3] == "failed" and v[4] == "unexecuted"]
+    assert never_run
+
+
+def test_a_missing_sdk_names_its_extra(monkeypatch):
+    import sys
+
+    from lexpilot_batch.config import PROFILES, Endpoint
+    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.google_batch import GoogleBatchBackend
+
+    for module in ("anthropic", "google.genai"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    endpoint = Endpoint("eval", "http://127.0.0.1:9", "KEY", "sk-x")
+    with pytest.raises(ConfigError, match=r'pip install "lexpilot-batch\[anthropic\]"'):
+        AnthropicBatchBackend(endpoint, PROFILES["anthropic"])
+    with pytest.raises(ConfigError, match=r'pip install "lexpilot-batch\[google\]"'):
+        GoogleBatchBackend(endpoint, PROFILES["google"])
