@@ -45,6 +45,12 @@ KILL_POINTS: dict[str, tuple[str, str, str]] = {
     "ingest.before_commit": ("lexpilot_batch.ingest", "apply_result_files", "after"),
     "poll.before_close_waves": ("lexpilot_batch.batches", "close_finished_waves", "before"),
 }
+# The same gaps on the native batch APIs' backends (`test_crash_native.py`).
+NATIVE_KILL_POINTS: dict[str, tuple[str, str, str]] = {
+    f"{api}.after_{step}": (f"lexpilot_batch.providers.{api}_batch", f"{cls}.{step}", "after")
+    for api, cls in (("anthropic", "AnthropicBatchBackend"), ("google", "GoogleBatchBackend"))
+    for step in ("upload", "create", "download")
+}
 
 
 def _die() -> None:
@@ -54,7 +60,7 @@ def _die() -> None:
 def install_kill_point(spec: str) -> None:
     """Wrap the named function so that its N-th call in this process ends in SIGKILL."""
     point, _, nth_text = spec.partition(":")
-    module_name, attr_path, when = KILL_POINTS[point]
+    module_name, attr_path, when = {**KILL_POINTS, **NATIVE_KILL_POINTS}[point]
     nth = int(nth_text or "1")
     owner: Any = importlib.import_module(module_name)
     *parents, name = attr_path.split(".")
@@ -223,13 +229,16 @@ def open_db(root: Path) -> sqlite3.Connection | None:
 
 
 def server_objects(state_dir: Path) -> tuple[set[str], set[str]]:
-    """(uploaded batch-input file ids, batch ids) persisted by a simulated provider."""
+    """(uploaded OpenAI batch-input file ids, batch ids) persisted by a simulated provider."""
     files, batches = set(), set()
     for path in (state_dir / "files").glob("*.json"):
         if path.with_suffix(".data").exists() and json.loads(path.read_text("utf-8"))["purpose"] == "batch":
             files.add(path.stem)
     for path in (state_dir / "batches").glob("*.json"):
-        batches.add(path.stem)
+        # A batch of the native routes goes by the id its API gives it.
+        api = json.loads(path.read_text("utf-8"))["sim"].get("native", {}).get("api")
+        stem = path.stem.removeprefix("batch_")
+        batches.add({"anthropic": f"msgbatch_{stem}", "gemini": f"batches/{stem}"}.get(api, path.stem))
     return files, batches
 
 

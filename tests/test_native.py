@@ -91,6 +91,13 @@ def _outcome(ws: Workspace) -> dict:
 
 
 @pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> dict:
+    """Claude and Gemini through their own routes, no fault."""
+    with pytest.MonkeyPatch.context() as env:
+        return run_native(tmp_path_factory.mktemp("clean") / "ws", env, models=(CLAUDE, GEMINI))
+
+
+@pytest.fixture(scope="module")
 def openai_shaped(tmp_path_factory) -> dict:
     """The same study through the OpenAI-shaped simulated route (`--provider simulated`)."""
     with Workspace(tmp_path_factory.mktemp("openai-shaped") / "ws") as ws:
@@ -144,8 +151,7 @@ FAULTS = (
 )
 
 
-def test_faults_on_every_native_route_change_no_record(tmp_path, monkeypatch):
-    clean = run_native(tmp_path / "clean", monkeypatch, models=(CLAUDE, GEMINI))
+def test_faults_on_every_native_route_change_no_record(tmp_path, monkeypatch, clean):
     faulty = run_native(tmp_path / "faulty", monkeypatch, FAULTS, models=(CLAUDE, GEMINI), retries=8)
     assert set(faulty["threads"]) == {"done"}
     assert faulty["records"] == clean["records"]
@@ -162,10 +168,9 @@ def test_faults_on_every_native_route_change_no_record(tmp_path, monkeypatch):
     assert stats["retried:anthropic_create"] == 0
 
 
-def test_a_stalled_batch_is_cancelled_and_keeps_what_it_finished(tmp_path, monkeypatch):
+def test_a_stalled_batch_is_cancelled_and_keeps_what_it_finished(tmp_path, monkeypatch, clean):
     """`--max-wave-age` cancels batches that stopped part-way: Anthropic's end with `canceled`
     requests, Gemini's with a responses file of what ran; the rest is sent again, using up nothing."""
-    clean = run_native(tmp_path / "clean", monkeypatch, models=(CLAUDE, GEMINI))
     stalled = run_native(
         tmp_path / "stalled", monkeypatch, "stall_batch=0.3,seed=3", models=(CLAUDE, GEMINI), max_wave_age=0.0
     )
@@ -190,3 +195,53 @@ def test_a_missing_sdk_names_its_extra(monkeypatch):
         AnthropicBatchBackend(endpoint, PROFILES["anthropic"])
     with pytest.raises(ConfigError, match=r'pip install "lexpilot-batch\[google\]"'):
         GoogleBatchBackend(endpoint, PROFILES["google"])
+
+
+def test_an_untagged_create_whose_answer_was_lost_among_strangers_is_told_by_its_results(tmp_path, monkeypatch, clean):
+    """Message Batches carry no tag: when another client created a batch of the same size while the
+    answer to ours was lost, neither is adopted nor is ours created again until they end; their
+    results (our ids carry the workspace's tag) then tell which is ours."""
+    from lexpilot_batch.engine import submit
+    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.base import CreateUncertain
+
+    real = AnthropicBatchBackend.create
+    strangers: list[str] = []
+
+    def create_lost_among_strangers(self, input_file_id, metadata, endpoint=None, source=None):
+        ours = real(self, input_file_id, metadata, endpoint, source)
+        if not strangers:  # the first create: a stranger's batch of the same size appears beside it
+            lines = [json.loads(raw) for raw in source.path.read_text("utf-8").splitlines()]
+            requests = [{**line, "custom_id": "ffffffff" + line["custom_id"][8:]} for line in lines]
+            strangers.append(self.client.messages.batches.create(requests=requests).id)
+            raise CreateUncertain("the answer was lost")
+        return ours
+
+    monkeypatch.setattr(AnthropicBatchBackend, "create", create_lost_among_strangers)
+    with Workspace(tmp_path / "ws") as ws:
+        with SimulatedServer(tmp_path / "sim", parse_faults("latency=0.3")) as server:  # batches in flight a while
+            point_at(monkeypatch, server)
+            session = Session(ws, ProviderOptions(create_grace=0.0))
+            try:
+                prepare(ws, session, RunSpec(("r1",), (CLAUDE,), "all", Settings(), limit=LIMIT))
+                first = submit(ws, session)
+                assert len(first.unresolved) == 1 and "told by its results once they end" in first.unresolved[0]
+                time.sleep(0.4)  # both batches end
+                again = submit(ws, session)
+                assert not again.unresolved and len(again.adopted) == 1
+            finally:
+                session.close()
+        with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:  # the same provider, quicker
+            point_at(monkeypatch, server)
+            session = Session(ws, ProviderOptions(create_grace=0.0))
+            try:
+                finish(ws, session)
+            finally:
+                session.close()
+            outcome = _outcome(ws)
+            import anthropic
+
+            listed = {b.id for b in anthropic.Anthropic(base_url=server.root_url, api_key="k").messages.batches.list()}
+    recorded = {f["batch_id"] for f in outcome["files"] if f["model"] == CLAUDE}
+    assert listed == recorded | set(strangers)  # ours adopted, the stranger's left alone, none created twice
+    assert outcome["records"] == {k: v for k, v in clean["records"].items() if k[1] == CLAUDE}
