@@ -76,7 +76,7 @@ def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | Non
         close_finished_waves(ws)
         if compile_wave(ws, session.route, session.options.retries).compiled:
             again = submit_files(ws, session, on_file)
-            for name in ("submitted", "adopted", "manual", "waiting", "discarded"):
+            for name in ("submitted", "adopted", "manual", "waiting", "discarded", "unresolved"):
                 getattr(result, name).extend(getattr(again, name))
     return result
 
@@ -133,5 +133,5 @@ def poll_and_advance(
             return left
         if left["in_flight"] == left["waiting_manual"] and (left["unsubmitted"] == 0 or not do_submit):
             return left  # done, or only the user can move it on (manual files)
-        if outcome.poll.in_flight:
+        if outcome.poll.in_flight or (outcome.submitted is not None and outcome.submitted.unresolved):
             time.sleep(poll_interval)

@@ -137,7 +137,8 @@ def render(status: dict[str, Any]) -> str:
         for f in status["open_files"]:
             counts = f["request_counts"] or {}
             done = f"{counts.get('completed', 0)}+{counts.get('failed', 0)}/{counts.get('total', f['requests'])}"
-            lines.append(f"  w{f['wave']:04d} {f['path']}  {f['status']}  {f['batch_status'] or ''} {done}")
+            batch = f"  {f['batch_id']}" if f["batch_id"] not in (None, "sync", "manual") else ""
+            lines.append(f"  w{f['wave']:04d} {f['path']}  {f['status']}  {f['batch_status'] or ''} {done}{batch}")
     if status["failed_threads"]:
         lines.append(f"\nFailed threads ({len(status['failed_threads'])}):")
         for f in status["failed_threads"][:20]:

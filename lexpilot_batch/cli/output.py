@@ -48,7 +48,7 @@ def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[
     """One tqdm bar per wave over its requests' provider counts, and a summary line per step."""
     from tqdm import tqdm
 
-    state: dict[str, Any] = {"bar": None, "wave": None, "manual": set()}
+    state: dict[str, Any] = {"bar": None, "wave": None, "manual": set(), "unresolved": set()}
 
     def close_bar() -> None:
         if state["bar"] is not None:
@@ -95,6 +95,10 @@ def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[
             say(f"{compiled.done} threads finished, {compiled.failed} failed.")
         for path in poll.cancelled:
             say(f"Cancelled {path}: older than --max-wave-age; its unfinished requests go to the next wave.")
+        for why in outcome.submitted.unresolved if outcome.submitted is not None else ():
+            if why not in state["unresolved"]:  # said once: the wait may take a while
+                state["unresolved"].add(why)
+                say(f"Waiting: {why}.")
         new_manual = [p for p in poll.manual if p not in state["manual"]]
         if new_manual:
             state["manual"].update(new_manual)

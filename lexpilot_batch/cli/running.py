@@ -120,6 +120,8 @@ def submit(target: Target) -> None:
             f"{len(result.waiting)} file(s) wait for room under the enqueued-token budget; "
             f"`{command_hint('poll-and-advance --submit --wait', target.root)}` sends them as batches finish."
         )
+    for why in result.unresolved:
+        typer.echo(f"Not yet sent: {why}.")
     say_manual(result.manual, target.root)
 
 

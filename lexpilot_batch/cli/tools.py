@@ -67,9 +67,11 @@ def serve_simulated(
         typer.Option("--forget-batches", help="Start as a provider whose restart lost every batch (files stay)."),
     ] = False,
 ) -> None:
-    """Serve the simulated OpenAI-compatible Batch API on loopback until stopped.
+    """Serve the simulated Batch APIs on loopback until stopped: OpenAI's, Anthropic's Message
+    Batches and Gemini's Batch Mode, on one port.
 
-    Point any OpenAI client at the printed base URL with any API key.
+    Point any client at the printed base URLs with any API key (OPENAI_BASE_URL ends in /v1;
+    ANTHROPIC_BASE_URL and GOOGLE_GEMINI_BASE_URL are the server itself).
 
     Example: lexpilot-batch serve-simulated --port 8765 --state-dir sim-state
     """

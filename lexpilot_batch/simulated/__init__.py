@@ -1,10 +1,13 @@
-"""The simulated provider: a loopback HTTP server speaking the OpenAI Files + Batches routes.
+"""The simulated provider: a loopback HTTP server speaking the OpenAI Files + Batches routes, and
+Anthropic's Message Batches and Gemini's Batch Mode on the same port.
 
-It lets the whole product, and every test, run offline through the real `openai` SDK, with
-deterministic simulated eval, user and judge models and switchable faults. Modules:
+It lets the whole product, and every test, run offline through the real `openai`, `anthropic`
+and `google-genai` SDKs, with deterministic simulated eval, user and judge models and switchable
+faults. Modules:
 
 - `server`: HTTP routing, the loopback-only `SimulatedServer`, `serve_forever`
-- `api`: what each route does
+- `api`: what each OpenAI route does; `anthropic_api`, `gemini_api` the native APIs' routes, over
+  the same batches (`native`)
 - `batches`: input validation, the simulated run, the batch lifecycle over time
 - `completions`: chat.completion bodies with usage, truncation and malformed judge output
 - `models`: the simulated roles, recognised from the prompt
