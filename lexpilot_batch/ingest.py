@@ -87,8 +87,11 @@ def read_lines(path: Path) -> Iterator[tuple[int, dict | None, str]]:
 def result_lines(path: Path, normalise: Normalise | None = None) -> Iterator[tuple[int, dict | None, str]]:
     """`read_lines`, each object read as an OpenAI batch output line by `normalise` (None: it is one);
     an object it cannot read is a bad line."""
+    if normalise is None:
+        yield from read_lines(path)
+        return
     for number, line, raw in read_lines(path):
-        if line is not None and normalise is not None:
+        if line is not None:
             try:
                 line = normalise(line)
             except (TypeError, AttributeError, ValueError):

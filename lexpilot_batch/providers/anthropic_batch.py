@@ -15,7 +15,6 @@ lost is found again without a tag is `batches`' to decide.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, TypeVar
 
 from lexpilot_batch.config import Endpoint, Limits
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
-from lexpilot_batch.fileio import write_atomic
+from lexpilot_batch.fileio import file_sha256, write_atomic
 from lexpilot_batch.providers.base import (
     BatchBackend,
     BatchInfo,
@@ -37,6 +36,7 @@ from lexpilot_batch.providers.base import (
 
 T = TypeVar("T")
 INLINE = "inline:"  # the "file id" of a checked file: its hash, verified again when it is created
+MAX_REQUESTS, MAX_BYTES = 100_000, 256 * 1024 * 1024  # per Message Batch
 
 
 def _seconds(value: datetime | None) -> float | None:
@@ -95,14 +95,17 @@ class AnthropicBatchBackend(BatchBackend):
 
     def upload(self, path: Path) -> str:
         """Nothing leaves the workspace: the file is checked against the batch limits, and its hash
-        is what `create` sends again."""
-        data = path.read_bytes()
-        lines = data.count(b"\n")
-        if lines > 100_000 or len(data) > 256 * 1024 * 1024:
+        is what `create` checks again before it sends the file."""
+        size, lines = path.stat().st_size, 0
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                lines += chunk.count(b"\n")
+        if lines > MAX_REQUESTS or size > MAX_BYTES:
             raise ProviderError(
-                f"{path.name}: {lines} requests / {len(data)} bytes exceed a Message Batch (100,000 / 256 MB)"
+                f"{path.name}: {lines:,} requests / {size:,} bytes exceed a Message Batch (100,000 / 256 MB); "
+                "compile it again with --max-requests-per-file / --max-bytes-per-file within those limits"
             )
-        return INLINE + hashlib.sha256(data).hexdigest()[:32]
+        return INLINE + (file_sha256(path) or "")[:32]
 
     def create(
         self,
@@ -111,24 +114,23 @@ class AnthropicBatchBackend(BatchBackend):
         endpoint: str | None = None,
         source: BatchSource | None = None,
     ) -> BatchInfo:
-        """One create call carrying the file's requests (its lines, joined as a JSON array); the
-        SDK's blind retries are off (creating is not idempotent)."""
+        """One create call carrying the file's requests: its lines, streamed as the JSON array they
+        make (a 256 MB file is never held whole). The SDK's blind retries are off (creating is not
+        idempotent)."""
         if source is None:
             raise ValueError("a Message Batch is created from its workspace file")
-        data = source.path.read_bytes()
-        if INLINE + hashlib.sha256(data).hexdigest()[:32] != input_file_id:
+        if INLINE + (file_sha256(source.path) or "")[:32] != input_file_id:
             raise ProviderError(
                 f"{source.path.name} changed on disk after it was checked for sending; it is not sent. "
                 "Run `lexpilot-batch doctor --repair` (its requests are compiled again), or restore it"
             )
-        body = b'{"requests":[' + b",".join(data.splitlines()) + b"]}"
         client = self.client.with_options(max_retries=0)
         sdk = self.sdk
         try:
             batch = client.post(
                 "/v1/messages/batches",
                 cast_to=self.message_batch,
-                content=body,
+                content=_requests_body(source.path),
                 options={"headers": {"Content-Type": "application/json"}},
             )
         except sdk.RateLimitError as exc:  # refused before anything was created
@@ -172,6 +174,20 @@ class AnthropicBatchBackend(BatchBackend):
         return _info(
             self._call(f"cancelling Message Batch {batch_id}", lambda: self.client.messages.batches.cancel(batch_id))
         )
+
+
+def _requests_body(path: Path) -> Iterator[bytes]:
+    """`{"requests": [line, line, ...]}` from a file of one request per line, a megabyte at a time."""
+    yield b'{"requests":['
+    held = b""  # the last byte read: a newline that ends the file is no separator
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            data = held + chunk
+            yield data[:-1].replace(b"\n", b",")
+            held = data[-1:]
+    if held not in (b"", b"\n"):
+        yield held
+    yield b"]}"
 
 
 def _message(exc: Any) -> str:
