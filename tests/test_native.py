@@ -137,6 +137,8 @@ def test_claude_and_gemini_in_the_same_waves_give_the_records_of_the_openai_shap
     assert shapes[CLAUDE] == (["custom_id", "params"], ["custom_id", "result"])
     assert shapes[GEMINI] == (["key", "request"], ["key", "response"])
     assert shapes[GPT] == (["body", "custom_id", "method", "url"], ["custom_id", "error", "id", "response"])
+    # The keys (`point_at`) reached the providers and no file of the workspace.
+    assert not [p for p in native["root"].rglob("*") if p.is_file() and b"sk-simulated" in p.read_bytes()]
 
 
 # Per-request faults drawn on the workspace's own custom_ids, batch faults on the batch's content,
@@ -245,3 +247,31 @@ def test_an_untagged_create_whose_answer_was_lost_among_strangers_is_told_by_its
     recorded = {f["batch_id"] for f in outcome["files"] if f["model"] == CLAUDE}
     assert listed == recorded | set(strangers)  # ours adopted, the stranger's left alone, none created twice
     assert outcome["records"] == {k: v for k, v in clean["records"].items() if k[1] == CLAUDE}
+
+
+def test_doctor_reads_saved_native_results_in_their_own_shape(tmp_path, monkeypatch):
+    """Results downloaded and not yet ingested are checked as their API's lines: whole ones pass,
+    a line cut in half is found."""
+    from lexpilot_batch import doctor
+    from lexpilot_batch.ingest import IngestStats
+
+    monkeypatch.setattr(batches, "ingest_file", lambda ws, row: IngestStats())  # saved, never applied
+    with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
+        point_at(monkeypatch, server)
+        with Workspace(tmp_path / "ws") as ws:
+            session = Session(ws, ProviderOptions())
+            try:
+                prepare(ws, session, RunSpec(("r1",), (CLAUDE, GEMINI), "lca", Settings(), limit=2))
+                for _ in range(50):
+                    batches.submit_files(ws, session)
+                    batches.poll_files(ws, session)
+                    rows = ws.store.conn.execute("SELECT status, output_path FROM files").fetchall()
+                    if {r["status"] for r in rows} == {"downloaded"}:
+                        break
+                    time.sleep(0.02)
+            finally:
+                session.close()
+            assert len(rows) == 2 and doctor.diagnose(ws) == []
+            saved = ws.path(rows[0]["output_path"])
+            saved.write_bytes(saved.read_bytes()[:-40])
+            assert [f.kind for f in doctor.diagnose(ws)] == ["result_file_damaged"]
