@@ -59,6 +59,8 @@ def test_anthropic_and_google_go_to_their_native_batch_apis(name, api, url_var, 
     for backend in ("sync", "manual"):  # they send the OpenAI chat format: refused, with the way out
         with pytest.raises(ConfigError, match=f"{backend} backend.*openai-api/<service>/"):
             route("eval", name, {}, choices={"eval": backend})
+    with pytest.raises(ConfigError, match=f"the {api} profile is for"):  # its limits, not a bare name's
+        route("eval", "gpt-4o-mini", {}, profiles={"eval": api})
 
 
 @pytest.mark.parametrize(("name", "needle"), [("openai/", "no model name"), ("openai-api/gpt-4o", "<service>")])

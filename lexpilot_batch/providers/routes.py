@@ -34,7 +34,7 @@ from lexpilot_batch.config import (
     simulated_endpoint,
 )
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.registry import Provider, provider_of
+from lexpilot_batch.providers.registry import PROVIDERS, Provider, provider_of
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
     backend = _backend(role, model, spec, own, rules.choices)
     if backend == SIMULATED:
         # The simulated provider speaks the OpenAI routes only: its own limits, whatever the provider.
-        profile = rules.profiles.get(role) if spec is None else None
+        profile = _bare_profile(role, model, rules) if spec is None else None
         endpoint = simulated_endpoint(role, SIMULATED, model if spec is not None else None)
         return Route(role, model, provider, endpoint, rules.limits(profile, SIMULATED))
     if spec is None:
@@ -126,7 +126,7 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
             endpoint = replace(endpoint, base_url=own.base_url.rstrip("/"))
         if own.key_var:
             endpoint = replace(endpoint, key_var=own.key_var, api_key=env.get(own.key_var) or None, key_hint="")
-        return Route(role, model, None, endpoint, rules.limits(rules.profiles.get(role), endpoint.base_url))
+        return Route(role, model, None, endpoint, rules.limits(_bare_profile(role, model, rules), endpoint.base_url))
     url_var = spec.url_var_for(service)
     key_var = own.key_var or spec.key_var_for(service)
     base_url = own.base_url or env.get(url_var) or spec.base_url
@@ -140,6 +140,17 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
     return Route(
         role, model, provider, endpoint, rules.limits(spec.profile or guess_profile(base_url), base_url), spec.api
     )
+
+
+def _bare_profile(role: str, model: str, rules: RouteRules) -> str | None:
+    """The profile `--profile` gives a bare name; a native API's profile is its provider's alone."""
+    profile = rules.profiles.get(role)
+    if profile in PROVIDERS and PROVIDERS[profile].api != "openai":
+        raise ConfigError(
+            f"--profile {role}={profile}: the {profile} profile is for {PROVIDERS[profile].title}, whose models are "
+            f"named {profile}/<model>; {model} ({role} role) speaks the OpenAI API"
+        )
+    return profile
 
 
 def _backend(role: str, model: str, spec: Provider | None, own: ModelRoute, choices: Mapping[str, str]) -> str:

@@ -23,7 +23,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m lexpilot_batch.simulated",
-        description="Run the simulated OpenAI-compatible batch provider on a loopback port.",
+        description="Run the simulated batch provider (OpenAI, Anthropic Message Batches, Gemini Batch Mode) on a loopback port.",
         epilog="example: python -m lexpilot_batch.simulated --state-dir sim-state --port 0 "
         '--faults "line_error=0.05,latency=2"',
     )
