@@ -37,6 +37,7 @@ from lexpilot_batch.providers.base import (
 T = TypeVar("T")
 INLINE = "inline:"  # the "file id" of a checked file: its hash, verified again when it is created
 MAX_REQUESTS, MAX_BYTES = 100_000, 256 * 1024 * 1024  # per Message Batch
+_AGAIN = " (after retries); nothing was lost, run the same command again later"
 
 
 def _seconds(value: datetime | None) -> float | None:
@@ -82,7 +83,8 @@ class AnthropicBatchBackend(BatchBackend):
                 f"{what}: Anthropic rejected the API key for the {where} (HTTP 401); check {self.endpoint.key_var}"
             )
         if isinstance(exc, sdk.APIStatusError):
-            return ProviderError(f"{what}: the {where} answered HTTP {exc.status_code}: {_message(exc)}")
+            again = _AGAIN if exc.status_code in (408, 409, 429) or exc.status_code >= 500 else ""
+            return ProviderError(f"{what}: the {where} answered HTTP {exc.status_code}: {_message(exc)}{again}")
         if isinstance(exc, sdk.APIConnectionError):
             return ProviderError(f"{what}: could not reach the {where}; nothing was lost, run the same command again")
         return ProviderError(f"{what}: {exc}")

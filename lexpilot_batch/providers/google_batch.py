@@ -135,7 +135,12 @@ class GoogleBatchBackend(BatchBackend):
                 return ConfigError(
                     f"{what}: Google refused the API key for the {where} (HTTP {exc.code}); check {self.endpoint.key_var}"
                 )
-            return ProviderError(f"{what}: the {where} answered HTTP {exc.code} ({exc.status}): {exc.message}")
+            again = (
+                " (after retries); nothing was lost, run the same command again later"
+                if exc.code in (408, 409, 429) or (exc.code or 0) >= 500
+                else ""
+            )
+            return ProviderError(f"{what}: the {where} answered HTTP {exc.code} ({exc.status}): {exc.message}{again}")
         if _transport_failure(exc):
             return ProviderError(
                 f"{what}: no answer from the {where} ({type(exc).__name__}); nothing was lost, run the same command again"
