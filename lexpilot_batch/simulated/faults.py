@@ -37,7 +37,8 @@ PROBABILITIES = (
     "stall_batch",
     "http_slow",
 )
-SECONDS = ("latency", "retry_after", "slow_seconds")
+SECONDS = ("latency", "sync_latency", "retry_after", "slow_seconds")
+FRACTIONS = ("latency_spread",)
 
 # The routes of the simulated server by name, for `http_routes` (the `Api` method behind each).
 ROUTES = (
@@ -77,6 +78,8 @@ class Faults:
     - `http_slow`: an HTTP call's answer is held back for `slow_seconds` *after* its route ran
       (what a client that times out sees when the provider did the work but answered too late).
     - `latency`: seconds from batch creation to its terminal state.
+    - `sync_latency`: seconds each chat completion takes.
+    - `latency_spread`: a fraction f spreading each latency over [L(1 - f), L(1 + f)] (`latency`).
     - `retry_after`: the wait, in seconds, that 429 and 500 answers ask for.
     - `slow_seconds`: how long an `http_slow` answer is held back.
     - `http_routes`: `+`-separated route names (`ROUTES`) the per-call HTTP faults are confined
@@ -100,6 +103,8 @@ class Faults:
     http_slow: float = 0.0
     slow_seconds: float = 2.0
     http_routes: str = ""
+    sync_latency: float = 0.0
+    latency_spread: float = 0.0
 
     def applies_to(self, route: str) -> bool:
         """Whether the per-call HTTP faults apply to calls of this route."""
@@ -159,7 +164,7 @@ def _parse_value(key: str, raw: str) -> float | int | str:
             return int(raw)
         except ValueError:
             raise FaultSpecError(f"faults spec: seed={raw!r} must be an integer") from None
-    if key not in PROBABILITIES and key not in SECONDS:
+    if key not in PROBABILITIES and key not in SECONDS and key not in FRACTIONS:
         raise FaultSpecError(f"faults spec: unknown key {key!r} (known keys: {_known()})")
     try:
         value = float(raw)
@@ -168,6 +173,9 @@ def _parse_value(key: str, raw: str) -> float | int | str:
     if key in PROBABILITIES:
         if not 0.0 <= value <= 1.0:
             raise FaultSpecError(f"faults spec: {key}={raw!r} must be a probability between 0 and 1")
+    elif key in FRACTIONS:
+        if not 0.0 <= value <= 1.0:
+            raise FaultSpecError(f"faults spec: {key}={raw!r} must be a fraction between 0 and 1")
     elif not (math.isfinite(value) and value >= 0.0):
         raise FaultSpecError(f"faults spec: {key}={raw!r} must be a number of seconds >= 0")
     return value

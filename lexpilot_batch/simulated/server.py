@@ -47,7 +47,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str, str]] = [
     ("GET", re.compile(r"/v1/batches"), "list_batches", "query"),
     ("GET", re.compile(r"/v1/batches/([^/]+)"), "retrieve_batch", "id"),
     ("POST", re.compile(r"/v1/batches/([^/]+)/cancel"), "cancel_batch", "id"),
-    ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "json"),
+    ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "chat"),
 ]
 
 
@@ -162,6 +162,8 @@ class _Handler(BaseHTTPRequestHandler):
                 result = fn(self.headers.get("Content-Type", ""), body)
             elif style == "json":
                 result = fn(_json(body))
+            elif style == "chat":  # the client's id of the call draws what a batch draws by custom_id
+                result = fn(_json(body), self.headers.get("X-Client-Request-Id"))
             elif style == "query":
                 result = fn(query)
             else:
