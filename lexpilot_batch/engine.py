@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from lexpilot_batch import prompts
 from lexpilot_batch.batches import PollResult, SubmitResult, TamperedFile, poll_files, submit_files
+from lexpilot_batch.compaction import CompactStats, compact_finished_waves
 from lexpilot_batch.compiler import CompileResult, compile_wave
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.lineup import plan_runs
@@ -53,7 +54,7 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
             if run_id not in result.runs:
                 result.runs.append(run_id)
     session.remember()
-    result.compiled = compile_wave(ws, session.route, session.options.retries)
+    result.compiled = compile_wave(ws, session.route, session.options.retries, session.tail_sync)
     return result
 
 
@@ -72,7 +73,7 @@ def _ensure_intact(ws: Workspace, session: Session) -> None:
             f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
             "submitted or answered, so they cannot be rebuilt safely — restore them or run `lexpilot-batch doctor`"
         )
-    compile_wave(ws, session.route, session.options.retries)
+    compile_wave(ws, session.route, session.options.retries, session.tail_sync)
 
 
 @dataclass
@@ -80,17 +81,20 @@ class AdvanceResult:
     poll: PollResult
     compiled: CompileResult | None
     submitted: SubmitResult | None
+    compacted: CompactStats | None = None
 
 
-def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool) -> AdvanceResult:
+def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool, compact: bool = True) -> AdvanceResult:
     submitted = submit(ws, session) if do_submit else None
     poll = poll_files(ws, session, session.options.max_wave_age)
     compiled = None
     if poll.in_flight == 0:
-        compiled = compile_wave(ws, session.route, session.options.retries)
+        compiled = compile_wave(ws, session.route, session.options.retries, session.tail_sync)
         if do_submit and compiled.compiled:
             submitted = submit(ws, session)
-    return AdvanceResult(poll, compiled, submitted)
+    # Last, while the next wave's batches run: the finished waves' files are not read again.
+    compacted = compact_finished_waves(ws) if compact else None
+    return AdvanceResult(poll, compiled, submitted, compacted)
 
 
 def poll_and_advance(
@@ -101,10 +105,14 @@ def poll_and_advance(
     wait: bool,
     poll_interval: float,
     on_round: Callable[[AdvanceResult, dict[str, int]], None] | None = None,
+    compact: bool = True,
 ) -> dict[str, int]:
-    """One poll round, or with `wait` rounds until nothing is in flight or due."""
+    """One poll round, or with `wait` rounds until nothing is in flight or due.
+
+    With `compact`, the files of finished waves are compressed (`compaction`).
+    """
     while True:
-        outcome = poll_and_advance_once(ws, session, do_submit)
+        outcome = poll_and_advance_once(ws, session, do_submit, compact)
         left = work_left(ws)
         if on_round:
             on_round(outcome, left)

@@ -213,6 +213,23 @@ def _m0008_rescore_interaction_fields(db: sqlite3.Connection) -> None:
     db.execute("UPDATE threads SET score = NULL WHERE task IN ('dcg', 'ljp_interaction') AND status = 'done'")
 
 
+def _m0009_compacted_files(db: sqlite3.Connection) -> None:
+    # Request and result files of finished waves are kept gzip-compressed (`compaction`): the hash
+    # and size of each one's plain bytes, so that it stays verifiable once the plain file is gone.
+    _run_script(
+        db,
+        """
+        CREATE TABLE compacted (
+            path TEXT PRIMARY KEY,          -- workspace-relative path of the plain file; kept as path + '.gz'
+            sha256 TEXT NOT NULL,           -- of the plain bytes
+            bytes INTEGER NOT NULL,         -- plain size
+            stored_bytes INTEGER NOT NULL,  -- compressed size
+            at REAL NOT NULL
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -222,6 +239,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0006_categories", _m0006_categories),
     ("0007_file_provider", _m0007_file_provider),
     ("0008_rescore_interaction_fields", _m0008_rescore_interaction_fields),
+    ("0009_compacted_files", _m0009_compacted_files),
 ]
 
 

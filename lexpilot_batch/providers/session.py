@@ -19,6 +19,7 @@ from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
 from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
+from lexpilot_batch.tail_sync import check_limit
 
 if TYPE_CHECKING:
     from lexpilot_batch.providers.sync import SyncRunner
@@ -47,6 +48,7 @@ class ProviderOptions:
     completion_window: str | None = None
     batch_endpoint: str | None = None
     max_wave_age: float | None = None  # seconds; older batches are cancelled and their rest re-queued
+    tail_sync: int | None = None  # a wave's groups of at most N requests go through sync; None: remembered
 
 
 class Session:
@@ -74,6 +76,10 @@ class Session:
         self.choices.update({role: check_backend(b, role) for role, b in explicit.items()})
         remembered = json.loads(ws.store.meta("model_routes") or "{}") if ws is not None else {}
         self.model_routes = {name: ModelRoute.from_json(r) for name, r in remembered.items()}
+        if options.tail_sync is not None:
+            self.tail_sync = check_limit(options.tail_sync)
+        else:
+            self.tail_sync = int(ws.store.meta("tail_sync") or 0) if ws is not None else 0
         self._routes: dict[tuple[str, str, str | None], Route] = {}
         self._server: SimulatedServer | None = None
         self._batch: dict[tuple[Any, ...], BatchBackend] = {}
@@ -146,11 +152,13 @@ class Session:
         return self._sync[key]
 
     def remember(self) -> None:
-        """Keep this command's backend choices and model routes for the workspace's later commands."""
+        """Keep this command's backend choices, model routes and `--tail-sync` for the workspace's
+        later commands."""
         assert self.ws is not None, "no workspace to remember anything in"
         for key, value in (
             ("backend_choices", json.dumps(self.choices, sort_keys=True)),
             ("model_routes", json.dumps({n: r.to_json() for n, r in sorted(self.model_routes.items())})),
+            ("tail_sync", str(self.tail_sync)),
         ):
             if self.ws.store.meta(key) != value:
                 self.ws.store.set_meta(key, value)
