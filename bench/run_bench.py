@@ -298,6 +298,7 @@ class Meter:
         self.calls: dict[str, int] = defaultdict(int)
         self.peak_raised_by: dict[str, float] = defaultdict(float)
         self._peak = peak_rss_mb() or 0.0
+        self.workspace_peak = 0  # bytes
 
     def note_peak(self, key: str) -> None:
         peak = peak_rss_mb()
@@ -349,6 +350,24 @@ def instrument(meter: Meter) -> None:
     engine.check_compiled_files = meter.wrap(engine.check_compiled_files, "submit.verify")
     engine.submit_files = meter.wrap(engine.submit_files, "submit.upload_create")
     engine.poll_files = meter.wrap(engine.poll_files, "poll_files")
+    compact = engine.compact_finished_waves
+
+    def measured_compact(ws: Any) -> Any:
+        # The workspace is largest just before a finished wave's files are compressed: the next
+        # wave's are written by then.
+        meter.workspace_peak = max(meter.workspace_peak, tree_size(ws.root, exclude=ws.state_dir / "simulated"))
+        return compact(ws)
+
+    engine.compact_finished_waves = meter.wrap(measured_compact, "compact")
+    # The provider's own work, which the engine waits for at zero latency and which a real provider
+    # does within its latency: the simulated provider answers a batch when it is created, and a
+    # chat completion when it is called. Left out of the local time of `time_to_result`.
+    from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+    from lexpilot_batch.providers.sync import SyncRunner
+
+    OpenAIBatchBackend.create = meter.wrap(OpenAIBatchBackend.create, "provider.create")  # type: ignore[method-assign]
+    OpenAIBatchBackend.retrieve = meter.wrap(OpenAIBatchBackend.retrieve, "provider.retrieve")  # type: ignore[method-assign]
+    SyncRunner.run = meter.wrap(SyncRunner.run, "provider.sync")  # type: ignore[method-assign]
     batches._download = meter.wrap(batches._download, "ingest.download")
     batches.ingest_file = meter.wrap(batches.ingest_file, "ingest.apply")
     compiler._request = meter.wrap_fast(compiler._request, "compile.request_lines")
@@ -364,7 +383,7 @@ def instrument(meter: Meter) -> None:
 class SimulatorProcess:
     """`python -m lexpilot_batch.simulated` on a free loopback port; its first stdout line is the URL."""
 
-    def __init__(self, state_dir: Path, log_path: Path) -> None:
+    def __init__(self, state_dir: Path, log_path: Path, faults: str = "none") -> None:
         self.log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen(
             [
@@ -376,7 +395,7 @@ class SimulatorProcess:
                 "--port",
                 "0",
                 "--faults",
-                "none",
+                faults,
             ],
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -524,14 +543,225 @@ class _Child:
         )
 
     def result(self) -> dict[str, Any]:
-        out, err = self.proc.communicate()
-        if self.proc.returncode != 0:
-            raise RuntimeError(f"child {' '.join(self.args)} failed:\n{err[-4000:]}")
-        return json.loads(out.strip().splitlines()[-1])
+        if not hasattr(self, "_result"):
+            out, err = self.proc.communicate()
+            if self.proc.returncode != 0:
+                raise RuntimeError(f"child {' '.join(self.args)} failed:\n{err[-4000:]}")
+            self._result = json.loads(out.strip().splitlines()[-1])
+        return self._result
 
 
 def _run_child(args: list[str]) -> dict[str, Any]:
     return _Child(args).result()
+
+
+# --- time to result: the latency model applied to a finished workspace ---------------------------
+
+# Tail-sync limits the bench also evaluates on every run (see `time_to_result`).
+SWEEP = (0, 100, 250, 500, 1000, 1500, 2000, 3000, 5000)
+# Default prices, the same for every role: gpt-4o-mini's list price, USD per 1M tokens.
+DEFAULT_PRICE = {"input": 0.15, "output": 0.60}
+
+
+def makespan(durations: list[float], workers: int) -> float:
+    """How long the sync backend takes for requests of these durations, in file order, `workers` at
+    a time (`providers.sync.SyncRunner`: each free worker takes the next request)."""
+    import heapq
+
+    free = [0.0] * max(1, min(workers, len(durations)))
+    for d in durations:
+        heapq.heappush(free, heapq.heappop(free) + d)
+    return max(free) if durations else 0.0
+
+
+def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_seconds: float) -> dict[str, Any]:
+    """The simulated time to result of a finished workspace, its batch round trips and its cost,
+    for the run's own `--tail-sync` and for each limit of `SWEEP`.
+
+    Computed, not slept: each batch takes `simulated.latency.batch_seconds` of its input's hash and
+    each chat completion `chat_seconds` of its custom_id, the draws the simulated provider sleeps
+    with `--real-time`. A wave takes the longest of its batches, or the sync files run one after the
+    other (`batches.poll_files` runs them in turn, each `--concurrency` requests at a time) if that
+    is longer; the run takes the sum over its waves plus `local_seconds`: the engine's time measured
+    in this run, less the simulated provider's own work (answering a batch when it is created, and
+    chat completions), which a real provider does within its latency. Polls are assumed to notice a
+    finished batch at once (`--poll-interval` adds up to its length per wave). Tail-sync does not
+    change which requests a wave holds, only how each group travels, so every limit of the sweep is
+    evaluated on the same waves, with the compiler's rule (`tail_sync.wave_backend`).
+    """
+    from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, cost_usd
+    from lexpilot_batch.providers.session import Session
+    from lexpilot_batch.simulated.faults import Faults
+    from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds
+    from lexpilot_batch.tail_sync import is_round_trip, wave_backend
+    from lexpilot_batch.workspace import Workspace
+
+    faults = Faults(latency=args.batch_latency, sync_latency=args.sync_latency, latency_spread=args.latency_spread)
+    prices = json.loads(Path(args.prices).read_text(encoding="utf-8")) if args.prices else None
+    price_of = (prices or {}).get
+    with Workspace(ws_root, writable=False) as ws:
+        session = Session(ws, options)  # routes only: nothing is sent
+        db = ws.store.conn
+        files = [dict(r) for r in db.execute("SELECT * FROM files ORDER BY pk")]
+        routes = {f["pk"]: session.file_route(f) for f in files}
+        ids: dict[int, list[str]] = defaultdict(list)
+        for file_pk, custom_id in db.execute("SELECT file_pk, custom_id FROM requests ORDER BY pk"):
+            ids[file_pk].append(custom_id)
+        tokens = {
+            (r[0], r[1]): (r[2] or 0, r[3] or 0)
+            for r in db.execute(
+                "SELECT file_pk, role, SUM(prompt_tokens), SUM(completion_tokens) FROM requests"
+                " WHERE status != 'pending' GROUP BY file_pk, role"
+            )
+        }
+        session.close()
+    batch_s = {f["pk"]: batch_seconds(faults, f["sha256"]) for f in files}
+    sync_s = {pk: makespan([chat_seconds(faults, c) for c in cids], args.concurrency) for pk, cids in ids.items()}
+    groups: dict[tuple, list[dict]] = defaultdict(list)  # a wave's files of one group, as compiled
+    for f in files:
+        route = routes[f["pk"]]
+        groups[(f["wave"], route.backend, f["endpoint"], f["model"], f["provider"])].append(f)
+
+    def cost(backend_of: dict[int, str]) -> float:
+        return sum(
+            cost_usd(p, c, price_of(role, DEFAULT_PRICE), backend_of[pk], DEFAULT_BATCH_DISCOUNT) or 0.0
+            for (pk, role), (p, c) in tokens.items()
+        )
+
+    def evaluate(limit: int) -> dict[str, Any]:
+        backend_of = {}
+        for group in groups.values():
+            backend = wave_backend(routes[group[0]["pk"]], sum(f["n_requests"] for f in group), limit)
+            backend_of.update((f["pk"], backend) for f in group)
+        waves = []
+        for wave in sorted({f["wave"] for f in files}):
+            mine = [f for f in files if f["wave"] == wave]
+            batched = [f for f in mine if is_round_trip(backend_of[f["pk"]])]
+            synced = [f for f in mine if not is_round_trip(backend_of[f["pk"]])]
+            seconds = max(max((batch_s[f["pk"]] for f in batched), default=0.0), sum(sync_s[f["pk"]] for f in synced))
+            waves.append(
+                {
+                    "wave": wave,
+                    "batch_requests": sum(f["n_requests"] for f in batched),
+                    "sync_requests": sum(f["n_requests"] for f in synced),
+                    "seconds": round(seconds, 1),
+                }
+            )
+        provider = sum(w["seconds"] for w in waves)
+        all_batch = cost({pk: routes[pk].backend for pk in routes})
+        spent = cost(backend_of)
+        return {
+            "tail_sync": limit,
+            "batch_round_trips": sum(1 for w in waves if w["batch_requests"]),
+            "sync_requests": sum(w["sync_requests"] for w in waves),
+            "provider_seconds": round(provider, 1),
+            "simulated_seconds": round(provider + local_seconds, 1),
+            "cost_usd": round(spent, 4),
+            "premium_usd": round(spent - all_batch, 4),
+            "premium_pct": round(100 * (spent - all_batch) / all_batch, 1) if all_batch else None,
+            "by_wave": waves,
+        }
+
+    own = evaluate(args.tail_sync)
+    replayed = {pk for group in groups.values() for pk in (f["pk"] for f in group)}
+    assert len(replayed) == len(files)
+    sweep = [evaluate(limit) for limit in SWEEP]
+    for entry in sweep:
+        del entry["by_wave"]
+    return {
+        "model": {
+            "batch_latency_s": args.batch_latency,
+            "sync_latency_s": args.sync_latency,
+            "latency_spread": args.latency_spread,
+            "concurrency": args.concurrency,
+            "prices": prices or {"every role": DEFAULT_PRICE},
+            "batch_discount": DEFAULT_BATCH_DISCOUNT,
+            "local_seconds": round(local_seconds, 1),
+        },
+        **own,
+        "sweep": sweep,
+    }
+
+
+# --- compacted versus uncompressed ---------------------------------------------------------------
+
+
+def check_export(ws_root: Path, scratch: Path) -> dict[str, Any]:
+    """Export the finished (compacted) workspace and an uncompressed copy of it, and compare them.
+
+    The copy holds the same database (by SQLite's backup, then its record of compaction cleared),
+    the same manifests, and every compacted file expanded back to its plain path: the workspace as
+    `--no-compact` would have left it. Both layouts of `export` must be byte-identical and `doctor`
+    clean on both; every compacted file is also checked against its recorded hash
+    (`compaction.verify`, which reads them all).
+    """
+    import gzip
+    import sqlite3
+
+    from lexpilot_batch import compaction, doctor
+    from lexpilot_batch.case_export import export_cases
+    from lexpilot_batch.export import export_seed
+    from lexpilot_batch.results import load_run_results
+    from lexpilot_batch.workspace import Workspace
+
+    start = time.perf_counter()
+    copy = scratch / "uncompressed"
+    (copy / "state").mkdir(parents=True)
+    src = sqlite3.connect(ws_root / "state" / "lexpilot.sqlite3")
+    dst = sqlite3.connect(copy / "state" / "lexpilot.sqlite3")
+    try:
+        src.backup(dst)
+        dst.execute("DELETE FROM compacted")
+        dst.commit()
+    finally:
+        src.close()
+        dst.close()
+    shutil.copytree(ws_root / "runs", copy / "runs")
+    expanded = 0
+    for folder in ("requests", "responses"):
+        for path in (ws_root / folder).rglob("*"):
+            if not path.is_file():
+                continue
+            target = copy / path.relative_to(ws_root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path.name.endswith(compaction.SUFFIX):
+                with (
+                    gzip.open(path, "rb") as fh,
+                    open(target.with_name(path.name[: -len(compaction.SUFFIX)]), "wb") as out,
+                ):
+                    shutil.copyfileobj(fh, out, 1 << 20)
+                expanded += 1
+            else:
+                shutil.copyfile(path, target)
+
+    def read(root: Path) -> tuple[list[str], dict[str, str], list[str]]:
+        out = scratch / f"export-{root.name}"
+        with Workspace(root) as ws:
+            findings = [f"{f.severity} {f.kind}: {f.detail}" for f in doctor.diagnose(ws)]
+            export_seed(ws, out / "seed")
+            export_cases(load_run_results(ws), out / "cases")
+            problems = compaction.verify(ws)
+        digests = {
+            p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(out.rglob("*"))
+            if p.is_file()
+        }
+        return findings, digests, problems
+
+    packed = read(ws_root)
+    plain = read(copy)
+    shutil.rmtree(scratch, ignore_errors=True)
+    result = {
+        "export_identical": packed[1] == plain[1],
+        "exported_files": len(packed[1]),
+        "export_digest": hashlib.sha256(json.dumps(packed[1], sort_keys=True).encode()).hexdigest()[:16],
+        "doctor": {"compacted": packed[0], "uncompressed": plain[0]},
+        "verify_problems": packed[2],
+        "files_expanded": expanded,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    log(f"export check: {result}")
+    return result
 
 
 # --- profiling -----------------------------------------------------------------------------------
@@ -597,6 +827,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # same file again and stops on the same errors), so that it costs neither memory in the
         # measured process nor time on the 1x run's one-minute budget.
         validation = _Child(["--child-validate", str(dataset)])
+        if args.compare:
+            return _compare(args, dataset, root, validation, made)
         made.append(ws_root)
         if args.simulator == "process":
             made.append(sim_dir)
@@ -615,12 +847,65 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     shutil.rmtree(path, ignore_errors=True)
                 elif path.exists() and not args.dataset:
                     path.unlink()
-            for stray in ("simulator.log",):
-                (root / stray).unlink(missing_ok=True)
+            for stray in root.glob("simulator*.log"):
+                stray.unlink(missing_ok=True)
             if created_root:
                 shutil.rmtree(root, ignore_errors=True)
         else:
             log(f"kept {root}")
+
+
+# The configurations of `--compare`: (name, --speculate, --tail-sync; None: the one given).
+COMPARED = (("no speculation", False, 0), ("speculation", True, 0), ("speculation + tail-sync", True, None))
+
+
+def _compare(
+    args: argparse.Namespace, dataset: Path, root: Path, validation: _Child, made: list[Path]
+) -> dict[str, Any]:
+    """The same dataset run in each configuration of `COMPARED`, each in a workspace of its own."""
+    results = []
+    for name, speculate, tail_sync in COMPARED:
+        config = argparse.Namespace(
+            **{**vars(args), "speculate": speculate, "tail_sync": args.tail_sync if tail_sync is None else tail_sync}
+        )
+        slug = name.replace(" + ", "-").replace(" ", "-")
+        ws_root, sim_dir = root / f"workspace-{slug}", root / f"simulator-{slug}"
+        if ws_root.exists() and any(ws_root.iterdir()):
+            raise SystemExit(f"{ws_root} is not empty; pass another --root (the bench needs a fresh workspace)")
+        made.extend([ws_root, sim_dir])
+        log(f"--- {name} (--speculate {speculate}, --tail-sync {config.tail_sync}) ---")
+        results.append((name, _bench(config, dataset, ws_root, sim_dir, root, validation)))
+    rows = []
+    for name, r in results:
+        t = r["time_to_result"]
+        rows.append(
+            {
+                "config": name,
+                "tail_sync": r["tail_sync"],
+                "waves": r["waves"],
+                "batch_round_trips": t["batch_round_trips"],
+                "sync_requests": t["sync_requests"],
+                "requests": r["requests"],
+                "simulated_seconds": t["simulated_seconds"],
+                "provider_seconds": t["provider_seconds"],
+                "cost_usd": t["cost_usd"],
+                "premium_pct": t["premium_pct"],
+                "local_us_per_request": r["local_us_per_request"],
+                "workspace_mb": r["workspace_mb"],
+                "metrics_digest": r["metrics_digest"],
+            }
+        )
+    log("config                    waves  batch trips  sync req.  time to result   cost USD  premium")
+    for row in rows:
+        log(
+            f"{row['config']:<25} {row['waves']:>5} {row['batch_round_trips']:>12} {row['sync_requests']:>10} "
+            f"{row['simulated_seconds']:>12.0f} s {row['cost_usd']:>10.2f} {row['premium_pct']:>7}%"
+        )
+    return {
+        "compare": rows,
+        "same_metrics": len({row["metrics_digest"] for row in rows}) == 1,
+        "runs": [r for _, r in results],
+    }
 
 
 def _bench(
@@ -636,14 +921,22 @@ def _bench(
     instrument(meter)
     _clean_provider_env()
     simulator = None
+    # With --real-time the simulated provider sleeps its latency model; otherwise it answers at once
+    # and the time to result is computed from the same model (`time_to_result`).
+    faults = (
+        f"latency={args.batch_latency},sync_latency={args.sync_latency},latency_spread={args.latency_spread}"
+        if args.real_time
+        else "none"
+    )
+    engine_options = {"retries": 3, "tail_sync": args.tail_sync, "concurrency": args.concurrency}
     if args.simulator == "process":
-        simulator = SimulatorProcess(sim_dir, root / "simulator.log")
+        simulator = SimulatorProcess(sim_dir, root / f"{sim_dir.name}.log", faults)
         os.environ["OPENAI_BASE_URL"] = simulator.base_url
         os.environ["OPENAI_API_KEY"] = "bench-not-a-secret"
-        options = ProviderOptions(provider="env", retries=3)
+        options = ProviderOptions(provider="env", **engine_options)
         log(f"simulated provider (own process, pid {simulator.proc.pid}) at {simulator.base_url}")
     else:
-        options = ProviderOptions(provider="simulated", sim_faults="none", retries=3)
+        options = ProviderOptions(provider="simulated", sim_faults=faults, **engine_options)
     run_ids = [f"bench{i + 1}" for i in range(args.runs)]
     profiler = _start_profiler(args.profile)
     wave_log: list[dict[str, Any]] = []
@@ -661,10 +954,13 @@ def _bench(
                     f"wave 1: {prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
                     f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
                 )
-                for round_no in range(1, 200):
+                rounds = 100_000 if args.real_time else 200
+                for round_no in range(1, rounds):
                     before = dict(meter.seconds)
                     mark = time.perf_counter()
-                    left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
+                    left = poll_and_advance(
+                        ws, session, do_submit=True, wait=False, poll_interval=0, compact=not args.no_compact
+                    )
                     spent = {
                         k: round(v - before.get(k, 0.0), 2)
                         for k, v in meter.seconds.items()
@@ -672,16 +968,18 @@ def _bench(
                     }
                     wave = ws.store.conn.execute("SELECT MAX(n) FROM waves").fetchone()[0]
                     wave_log.append({"round": round_no, "wave": wave, "seconds": spent})
-                    log(
-                        f"round {round_no}: now at wave {wave}, {time.perf_counter() - mark:.1f} s {spent} "
-                        f"RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB; left {left}"
-                    )
+                    if spent or not args.real_time:
+                        log(
+                            f"round {round_no}: now at wave {wave}, {time.perf_counter() - mark:.1f} s {spent} "
+                            f"RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB; left {left}"
+                        )
                     if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                         break
                     if left["in_flight"]:
-                        time.sleep(0.01)  # latency 0: batches are terminal at once, but be safe
+                        # latency 0: batches are terminal at once, but be safe
+                        time.sleep(args.poll_interval if args.real_time else 0.01)
                 else:
-                    raise RuntimeError("the workspace did not finish in 200 rounds")
+                    raise RuntimeError(f"the workspace did not finish in {rounds} rounds")
                 engine_seconds = time.perf_counter() - started
                 db = ws.store.conn
                 counts = {
@@ -723,6 +1021,7 @@ def _bench(
         "submit": s["submit.verify"] + s["submit.upload_create"],
         "ingest": s["ingest.download"] + s["ingest.apply"],
         "advance": advance,
+        "compact": s["compact"],
         "report": reported["seconds"],
     }
     seconds["total"] = engine_seconds + reported["seconds"]
@@ -747,6 +1046,9 @@ def _bench(
         "prepare.load_dataset": s["prepare.load_dataset"],
         "prepare.register_run": s["prepare.register_run"],
         "prepare.add_threads": s["prepare.add_threads"],
+        "compact": s["compact"],
+        "provider.create": s["provider.create"],
+        "provider.sync": s["provider.sync"],
         "other": seconds["total"]
         - sum(v for k, v in seconds.items() if k != "total")
         - (s["poll_files"] - s["ingest.download"] - s["ingest.apply"])
@@ -758,6 +1060,24 @@ def _bench(
         ws_bytes = tree_size(ws_root)
     else:
         ws_bytes = tree_size(ws_root, exclude=ws_root / "state" / "simulated")
+    ws_parts = {
+        part: round(tree_size(ws_root / part, exclude=ws_root / "state" / "simulated") / MB, 1)
+        for part in ("requests", "responses", "state", "runs")
+    }
+    timing = None
+    provider_work = s["provider.create"] + s["provider.retrieve"] + s["provider.sync"]
+    if args.batch_latency is not None:
+        timing = time_to_result(ws_root, options, args, engine_seconds - provider_work)
+        if args.real_time:
+            # Here the engine's time includes the latencies slept: compare it with the model's
+            # provider seconds plus the local seconds of a run at zero latency.
+            timing["measured_seconds"] = round(engine_seconds, 1)
+        log(
+            f"time to result (latency model: batch {args.batch_latency} s, chat completion {args.sync_latency} s, "
+            f"--concurrency {args.concurrency}): {timing['simulated_seconds']} s, {timing['batch_round_trips']} "
+            f"batch round trips, cost {timing['cost_usd']} USD (premium {timing['premium_pct']}%)"
+        )
+    checked_export = check_export(ws_root, root / f"{ws_root.name}-check") if args.check_export else None
     peaks = [p for p in (engine_peak, reported["peak_rss_mb"]) if p is not None]
     return {
         "scale": args.scale,
@@ -774,7 +1094,13 @@ def _bench(
         "cpu_seconds": {k: round(v, 3) for k, v in cpu_seconds.items()},
         "peak_rss_mb": max(peaks) if peaks else None,
         "workspace_mb": round(ws_bytes / MB, 1),
+        "workspace_mb_by": ws_parts,
+        "workspace_peak_mb": round(max(meter.workspace_peak, ws_bytes) / MB, 1),
         "speculate": args.speculate,
+        "tail_sync": args.tail_sync,
+        "compact": not args.no_compact,
+        "time_to_result": timing,
+        "check_export": checked_export,
         "simulator": args.simulator,
         "peak_rss_mb_by_process": {
             "engine": engine_peak,
@@ -844,6 +1170,55 @@ def main(argv: list[str] | None = None) -> int:
         help="write a pyinstrument profile (.txt or .html) of the engine phase; "
         "the report's goes beside it (-report suffix). Timings of a profiled run are inflated",
     )
+    parser.add_argument(
+        "--tail-sync",
+        type=int,
+        default=0,
+        metavar="N",
+        help="prepare the runs with --tail-sync N: a wave's groups of at most N requests through chat completions",
+    )
+    parser.add_argument(
+        "--batch-latency",
+        type=float,
+        metavar="S",
+        help="seconds a batch takes in the latency model: adds the time to result, batch round trips and cost",
+    )
+    parser.add_argument(
+        "--sync-latency", type=float, default=1.0, metavar="s", help="seconds a chat completion takes (default 1)"
+    )
+    parser.add_argument(
+        "--latency-spread",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="spread each latency uniformly over [L(1-F), L(1+F)] (default 0)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="parallel requests of the sync backend (default 8, as the product)"
+    )
+    parser.add_argument(
+        "--prices",
+        help="prices file as for `report --prices` (default: every role at 0.15 / 0.60 USD per 1M input / output tokens)",
+    )
+    parser.add_argument(
+        "--real-time",
+        action="store_true",
+        help="let the simulated provider sleep the latency model, and measure (checks the computed time)",
+    )
+    parser.add_argument(
+        "--poll-interval", type=float, default=0.2, help="seconds between polls with --real-time (default 0.2)"
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="run no speculation, speculation, and speculation with --tail-sync N, each in its own workspace",
+    )
+    parser.add_argument("--no-compact", action="store_true", help="leave finished waves' files uncompressed")
+    parser.add_argument(
+        "--check-export",
+        action="store_true",
+        help="at the end, export the workspace and an uncompressed copy of it and compare them (doctor on both)",
+    )
     parser.add_argument("--child-validate", help=argparse.SUPPRESS)
     parser.add_argument("--child-report", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -855,6 +1230,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.scale < 1 or args.runs < 1 or args.models < 1:
         parser.error("--scale, --runs and --models must be at least 1")
+    if (args.compare or args.real_time) and args.batch_latency is None:
+        parser.error("--compare and --real-time need --batch-latency S")
     print(json.dumps(run(args), ensure_ascii=False), flush=True)
     return 0
 
