@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from lexpilot_batch.fileio import TMP_SUFFIX, atomic_file
+from lexpilot_batch.fileio import TMP_SUFFIX, atomic_file, file_sha256
 from lexpilot_batch.workspace import Workspace
 
 SUFFIX = ".gz"
@@ -66,17 +66,6 @@ def read_saved(path: Path) -> bytes:
         return fh.read()
 
 
-def saved_sha256(path: Path) -> str | None:
-    """The SHA-256 of the file's plain bytes, compacted or not; None when it is kept neither way."""
-    if not saved_exists(path):
-        return None
-    digest = hashlib.sha256()
-    with open_saved(path) as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def saved_files(folder: Path, pattern: str = "*.jsonl") -> list[Path]:
     """The files under `folder` matching `pattern`, plain or compacted, each by its plain path, sorted
     (hidden ones, being written, left out)."""
@@ -100,7 +89,7 @@ def compact_finished_waves(ws: Workspace) -> CompactStats:
     """Compress every request and result file of the closed waves that is still plain."""
     stats = CompactStats()
     db = ws.store.conn
-    done = {r[0]: r[1] for r in db.execute("SELECT path, stored_bytes FROM compacted")}
+    done = {r[0]: (r[1], r[2]) for r in db.execute("SELECT path, sha256, stored_bytes FROM compacted")}
     todo: dict[str, str | None] = {}  # path -> the SHA-256 its bytes must have (request files)
     waves: set[int] = set()
     for r in db.execute(
@@ -117,9 +106,9 @@ def compact_finished_waves(ws: Workspace) -> CompactStats:
             _remove_strays(ws.wave_dir(kind, wave))
     for rel, expected in todo.items():
         plain = ws.path(rel)
-        if rel in done and _stored_size(plain) == done[rel]:
+        if rel in done and _stored_size(plain) == done[rel][1]:
             # Compacted and recorded; a command may have stopped before the plain file was removed.
-            if plain.exists():
+            if file_sha256(plain) == done[rel][0]:
                 _unlink(plain)
             continue
         if plain.exists():

@@ -64,10 +64,10 @@ TailSyncOpt = Annotated[
     int | None,
     typer.Option(
         "--tail-sync",
-        help="In each wave, send a (role, model) group of at most N requests through the provider's chat "
-        "completions (the sync backend, at list price) instead of a batch, where the provider has them: the "
-        "last waves then take no batch round trip. 0 turns it off. Remembered by the workspace (prepare); "
-        "records are the same either way.",
+        help="In each wave, send a group of at most N requests for one model (what would be one batch) "
+        "through the provider's chat completions (the sync backend, at list price) instead of a batch, where "
+        "the provider has them: the last waves then take no batch round trip. 0 turns it off. Remembered by "
+        "the workspace (prepare); records are the same either way.",
         min=0,
     ),
 ]

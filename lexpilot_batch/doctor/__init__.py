@@ -28,10 +28,11 @@ What is checked:
 | `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
 | `compacted_file_missing` — a finished wave's file kept compressed (`compaction`) is gone | warning | no: restore it |
 
-The database keeps no hash of downloaded result files, so a "damaged" one is one that can be seen
-to be damaged: a line that is not a result object, or a custom_id that is not one of the file's
-requests. A file cut exactly between two lines looks whole; its missing requests fail at ingest
-and are retried, so nothing wrong is ever scored.
+The database keeps no hash of a downloaded result file until it is compacted, so a "damaged" one
+(not yet ingested, hence not compacted) is one that can be seen to be damaged: a line that is not a
+result object, or a custom_id that is not one of the file's requests. A file cut exactly between two
+lines looks whole; its missing requests fail at ingest and are retried, so nothing wrong is ever
+scored.
 """
 
 from lexpilot_batch.doctor.command import check, render, render_report
