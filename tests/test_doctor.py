@@ -234,7 +234,7 @@ def test_a_sync_file_edited_after_submit_is_found_and_discarded(ws, monkeypatch,
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        with Workspace(tmp_path / "untouched-sync") as clean:  # sync answers differ from batch ones
+        with Workspace(tmp_path / "untouched-sync") as clean:  # the same run on the sync backend
             reference = open_session(clean, backends={"eval": "sync"})
             prepare_runs(clean, reference, stage=STAGE, limit=LIMIT)
             finish(clean, reference)
