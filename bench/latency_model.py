@@ -17,6 +17,53 @@ SWEEP = (0, 100, 250, 500, 1000, 1500, 2000, 3000, 5000)
 DEFAULT_PRICE = {"input": 0.15, "output": 0.60}
 
 
+# Keys of the simulated provider's faults that make it sleep (`simulated.latency`).
+LATENCY_KEYS = ("latency", "sync_latency", "latency_spread")
+
+
+def simulator_faults(args: argparse.Namespace) -> str:
+    """The simulated provider's faults: `--sim-faults`, and with `--real-time` the latency model's
+    keys, so that it sleeps what `time_to_result` computes."""
+    parts = [] if args.sim_faults.strip().lower() in ("", "none", "off") else [args.sim_faults]
+    if args.real_time:
+        parts.append(
+            f"latency={args.batch_latency},sync_latency={args.sync_latency},latency_spread={args.latency_spread}"
+        )
+    return ",".join(parts) or "none"
+
+
+def check_latency_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the latency options together, or None."""
+    from lexpilot_batch.simulated import parse_faults
+
+    given = parse_faults(args.sim_faults)
+    if (args.compare or args.real_time) and args.batch_latency is None:
+        return "--compare and --real-time need --batch-latency S"
+    if args.batch_latency is not None and any(getattr(given, key) for key in LATENCY_KEYS):
+        return (
+            "give the latency either as --batch-latency/--sync-latency/--latency-spread (the latency model) or in "
+            "--sim-faults, not both"
+        )
+    return None
+
+
+def sleeps_latency(args: argparse.Namespace) -> bool:
+    """Whether the simulated provider sleeps a latency in this run."""
+    from lexpilot_batch.simulated import parse_faults
+
+    return bool(args.real_time or parse_faults(args.sim_faults).latency)
+
+
+def poll_pause(args: argparse.Namespace) -> float:
+    """Seconds between polls while batches are in flight: `--poll-interval`; by default 0.2 with
+    `--real-time`, 0.1 with a latency in `--sim-faults`, and 0.01 when batches end at once."""
+    if args.poll_interval is not None:
+        return float(args.poll_interval)
+    if args.real_time:
+        return 0.2
+    return 0.1 if sleeps_latency(args) else 0.01
+
+
 def makespan(durations: list[float], workers: int) -> float:
     """How long the sync backend takes for requests of these durations, in file order, `workers` at
     a time (`providers.sync.SyncRunner`: each free worker takes the next request)."""

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from export_check import check_export
-from latency_model import time_to_result
+from latency_model import check_latency_args, poll_pause, simulator_faults, sleeps_latency, time_to_result
 from synthetic import generate_dataset
 
 try:  # POSIX only; on Windows peak RSS is reported as null
@@ -49,6 +49,7 @@ except ImportError:  # pragma: no cover - Windows
 BENCHMARK_CASES = 432  # the real LexPilot release
 MB = 1024 * 1024
 TIMED = ("compile", "submit", "ingest", "advance", "report")
+MAX_ROUNDS = 100_000  # poll rounds before the bench gives up (a latency and a quota make many)
 
 
 # --- memory --------------------------------------------------------------------------------------
@@ -519,24 +520,26 @@ def _compare(
 def _bench(
     args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path, root: Path, validation: _Child
 ) -> dict[str, Any]:
+    from lexpilot_batch.budgets import parse_flags
+    from lexpilot_batch.budgets import usage_by_model as budget_usage
     from lexpilot_batch.config import Settings
     from lexpilot_batch.engine import poll_and_advance, prepare
     from lexpilot_batch.providers.session import ProviderOptions, Session
     from lexpilot_batch.runs import RunSpec
     from lexpilot_batch.workspace import Workspace
 
+    budgets = parse_flags(args.max_enqueued_tokens)
     meter = Meter()
     instrument(meter)
     _clean_provider_env()
     simulator = None
-    # With --real-time the simulated provider sleeps its latency model; otherwise it answers at once
-    # and the time to result is computed from the same model (`time_to_result`).
-    faults = (
-        f"latency={args.batch_latency},sync_latency={args.sync_latency},latency_spread={args.latency_spread}"
-        if args.real_time
-        else "none"
-    )
-    engine_options = {"retries": 3, "tail_sync": args.tail_sync, "concurrency": args.concurrency}
+    faults = simulator_faults(args)
+    engine_options = {
+        "retries": 3,
+        "tail_sync": args.tail_sync,
+        "concurrency": args.concurrency,
+        "max_enqueued_tokens": budgets,
+    }
     if args.simulator == "process":
         simulator = SimulatorProcess(sim_dir, root / f"{sim_dir.name}.log", faults)
         os.environ["OPENAI_BASE_URL"] = simulator.base_url
@@ -562,8 +565,7 @@ def _bench(
                     f"wave 1: {prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
                     f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
                 )
-                rounds = 100_000 if args.real_time else 200
-                for round_no in range(1, rounds):
+                for round_no in range(1, MAX_ROUNDS):
                     before = dict(meter.seconds)
                     mark = time.perf_counter()
                     left = poll_and_advance(
@@ -576,7 +578,7 @@ def _bench(
                     }
                     wave = ws.store.conn.execute("SELECT MAX(n) FROM waves").fetchone()[0]
                     wave_log.append({"round": round_no, "wave": wave, "seconds": spent})
-                    if spent or not args.real_time:
+                    if spent or not sleeps_latency(args):
                         log(
                             f"round {round_no}: now at wave {wave}, {time.perf_counter() - mark:.1f} s {spent} "
                             f"RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB; left {left}"
@@ -584,10 +586,11 @@ def _bench(
                     if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                         break
                     if left["in_flight"]:
-                        # latency 0: batches are terminal at once, but be safe
-                        time.sleep(args.poll_interval if args.real_time else 0.01)
+                        # Latency 0: batches are terminal at once, but be safe; when the simulated
+                        # provider sleeps a latency, poll as `--poll-interval` says.
+                        time.sleep(poll_pause(args))
                 else:
-                    raise RuntimeError(f"the workspace did not finish in {rounds} rounds")
+                    raise RuntimeError(f"the workspace did not finish in {MAX_ROUNDS:,} rounds")
                 engine_seconds = time.perf_counter() - started
                 db = ws.store.conn
                 counts = {
@@ -600,6 +603,11 @@ def _bench(
                         r[0]: r[1] for r in db.execute("SELECT status, COUNT(*) FROM threads GROUP BY status")
                     },
                     "files": db.execute("SELECT COUNT(*) FROM files").fetchone()[0],
+                    "rounds": round_no,
+                    "batches_aside": {
+                        r[0]: r[1] for r in db.execute("SELECT why, COUNT(*) FROM other_batches GROUP BY why")
+                    },
+                    "token_budgets": {model: b["budget"] for model, b in budget_usage(db).items()},
                 }
             finally:
                 session.close()
@@ -727,6 +735,11 @@ def _bench(
         "request_status": counts["request_status"],
         "thread_status": counts["thread_status"],
         "files": counts["files"],
+        "rounds": counts["rounds"],
+        "batches_aside": counts["batches_aside"],
+        "token_budgets": counts["token_budgets"],
+        "sim_faults": args.sim_faults,
+        "engine_seconds": round(engine_seconds, 1),
         "profiled": bool(args.profile),
         "commit": _commit(),
         "package": str(Path(__import__("lexpilot_batch").__file__).resolve().parent),
@@ -781,6 +794,18 @@ def main(argv: list[str] | None = None) -> int:
         "the report's goes beside it (-report suffix). Timings of a profiled run are inflated",
     )
     parser.add_argument(
+        "--sim-faults",
+        default="none",
+        help="faults of the simulated provider, e.g. 'token_limit=2000000,latency=0.5' (an enqueued-token quota "
+        "per model; default none)",
+    )
+    parser.add_argument(
+        "--max-enqueued-tokens",
+        action="append",
+        default=[],
+        help="MODEL=N: tell the engine a model's quota (repeatable; default: it learns it from refusals)",
+    )
+    parser.add_argument(
         "--tail-sync",
         type=int,
         default=0,
@@ -816,7 +841,10 @@ def main(argv: list[str] | None = None) -> int:
         help="let the simulated provider sleep the latency model, and measure (checks the computed time)",
     )
     parser.add_argument(
-        "--poll-interval", type=float, default=0.2, help="seconds between polls with --real-time (default 0.2)"
+        "--poll-interval",
+        type=float,
+        help="seconds between polls while batches are in flight (default 0.2 with --real-time, 0.1 with a latency "
+        "in --sim-faults, else 0.01: batches end at once)",
     )
     parser.add_argument(
         "--compare",
@@ -840,8 +868,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.scale < 1 or args.runs < 1 or args.models < 1:
         parser.error("--scale, --runs and --models must be at least 1")
-    if (args.compare or args.real_time) and args.batch_latency is None:
-        parser.error("--compare and --real-time need --batch-latency S")
+    problem = check_latency_args(args)
+    if problem:
+        parser.error(problem)
     print(json.dumps(run(args), ensure_ascii=False), flush=True)
     return 0
 

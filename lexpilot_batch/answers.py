@@ -1,10 +1,15 @@
 """What one result line means for its request (SPEC §6), pure: an answer with its text and parsed
-value, or a failure of one of three kinds, and the tokens it used.
+value, or a failure of one kind, and the tokens it used. This is the one place that decides it.
 
-Failure kinds: `transport` (provider or network), `invalid` (unusable content: truncated, empty,
-malformed for its parser) and `unexecuted` (the batch ended before running it: expired, cancelled,
-over the enqueued-token limit). The kind decides which attempt budget a retry uses
-(`threads.exhausted`).
+Failure kinds (the kind decides which attempt budget a retry uses: `threads.exhausted`):
+
+| kind | what | examples |
+| --- | --- | --- |
+| `transport` | the provider or the network failed; the same request may pass | error-file lines, HTTP 5xx, 408, 409 |
+| `invalid` | the answer is there but unusable | truncated (`finish_reason=length`), filtered (`finish_reason=content_filter`, even with partial text), empty, malformed for its parser |
+| `refusal` | the model declined to answer (`message.refusal`) | "I can't help with that" |
+| `permanent` | the provider refused the request itself: sending it again cannot pass | HTTP 400 `context_length_exceeded`, 404 unknown model, any 4xx but 408, 409 and 429 |
+| `unexecuted` | nobody ran it: not the request's fault | the batch expired, was cancelled, or was lost by the provider; HTTP 429 |
 """
 
 from __future__ import annotations
@@ -15,9 +20,30 @@ from typing import Any
 from lexpilot_batch import judges
 from lexpilot_batch.judges import MalformedOutput
 
+TRANSPORT = "transport"
+INVALID = "invalid"
+REFUSAL = "refusal"
+PERMANENT = "permanent"
+UNEXECUTED = "unexecuted"
+
 # Error codes of requests a batch never ran: not the request's fault, so they do not use up its
-# --retries (they have a budget of their own, see threads.UNEXECUTED_ATTEMPTS).
-UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled"})
+# --retries (they have a budget of their own, see threads.UNEXECUTED_ATTEMPTS). `batch_lost` is
+# ours: a batch the provider no longer knows (`batches`).
+UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled", "batch_lost", "rate_limit_exceeded", "rate_limited"})
+# Error codes (in an error-file line's `error`) no retry can fix.
+PERMANENT_CODES = frozenset({"context_length_exceeded", "invalid_prompt", "model_not_found"})
+# HTTP statuses of a request that may pass when sent again; other 4xx are the request's own fault.
+_TRANSIENT_4XX = frozenset({408, 409})
+
+
+def status_kind(status: object) -> str:
+    """The kind of failure an HTTP status other than 200 means for its request."""
+    if status == 429:
+        return UNEXECUTED  # refused before running, for the rate: not the request's fault
+    if isinstance(status, int) and 400 <= status < 500 and status not in _TRANSIENT_4XX:
+        return PERMANENT
+    return TRANSPORT
+
 
 _NO_USAGE = (None, None, None, None)
 
@@ -75,26 +101,33 @@ def judge_line(
     response = line.get("response")
     if error:
         code = error.get("code") if isinstance(error, dict) else None
-        kind = "unexecuted" if code in UNEXECUTED_CODES else "transport"
+        kind = UNEXECUTED if code in UNEXECUTED_CODES else PERMANENT if code in PERMANENT_CODES else TRANSPORT
         return False, None, None, _error_text(error), kind, _NO_USAGE
     if not isinstance(response, dict):
-        return False, None, None, "no response and no error in the result line", "transport", _NO_USAGE
+        return False, None, None, "no response and no error in the result line", TRANSPORT, _NO_USAGE
     status = response.get("status_code")
     body = response.get("body")
     if status != 200:
         detail = body.get("error") if isinstance(body, dict) else body
-        return False, None, None, f"HTTP {status}: {_error_text(detail)}", "transport", _NO_USAGE
+        return False, None, None, f"HTTP {status}: {_error_text(detail)}", status_kind(status), _NO_USAGE
     if not isinstance(body, dict) or not body.get("choices"):
-        return False, None, None, "response body has no choices", "transport", _NO_USAGE
+        return False, None, None, "response body has no choices", TRANSPORT, _NO_USAGE
     usage = _usage(body)
     choice = body["choices"][0] or {}
     message = choice.get("message") or {}
     content = message.get("content")
-    if choice.get("finish_reason") == "length":
-        return False, None, None, "truncated (finish_reason=length)", "invalid", usage
+    finish = choice.get("finish_reason")
+    if finish == "length":
+        return False, None, None, "truncated (finish_reason=length)", INVALID, usage
+    if finish == "content_filter":
+        # The provider's filter cut or withheld the answer: partial text is never scored.
+        return False, None, None, "filtered by the provider (finish_reason=content_filter)", INVALID, usage
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal.strip():
+        return False, None, None, f"refusal: {refusal.strip()[:500]}", REFUSAL, usage
     if not isinstance(content, str) or not content.strip():
-        return False, None, None, "empty content", "invalid", usage
+        return False, None, None, "empty content", INVALID, usage
     ok, text, value, error = answer(content, parser, n_claims)
     if not ok:
-        return False, None, None, error, "invalid", usage
+        return False, None, None, error, INVALID, usage
     return True, text, value, None, None, usage

@@ -5,6 +5,22 @@ stopped: a file uploaded but not yet batched is batched; a batch created whose i
 recorded is found again by its metadata tag and adopted instead of created twice; result files
 are saved under `responses/` before they are ingested, and an ingested batch is never ingested
 again.
+
+What a week against real providers needs, the same for every backend that can create (the
+backend only makes single calls, `providers.base`):
+
+- **Never bill twice.** A create whose answer was lost (timeout, dropped connection, 5xx) may have
+  created the batch, or may create it a moment later: its tag is looked up with backoff for a
+  grace period (`ProviderOptions.create_grace`, counted from when the create was sent, also after
+  a crash) before the file is created again. On every poll the workspace's tagged batches are
+  listed (`sweep`), and a live batch that is not its file's recorded batch is cancelled and kept
+  aside (`other_batches`); its results are never downloaded, so never applied.
+- **Never get stuck.** A batch the provider answers 404 for, `waves.LOST_AFTER` polls in a row,
+  and that its listing does not show, is lost (`waves.mark_lost`): its requests go back to due
+  without using up `--retries`.
+- **Stay under quotas.** A file is created only while its model's enqueued-token budget has room
+  (`budgets`); the rest of a wave goes as earlier batches finish. A batch refused for the quota
+  lowers the budget and its file waits to be created again (`waves.refused`); no request fails.
 """
 
 from __future__ import annotations
@@ -18,21 +34,34 @@ from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
+from lexpilot_batch import budgets
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.fileio import file_sha256
 from lexpilot_batch.ingest import IngestStats, ingest_file
-from lexpilot_batch.providers.base import BatchBackend, BatchInfo
+from lexpilot_batch.providers.base import (
+    BatchBackend,
+    BatchInfo,
+    BatchNotFound,
+    CreateUncertain,
+    RateLimited,
+)
 from lexpilot_batch.waves import (
     COMPILED,
     CREATING,
     DOWNLOADED,
     IN_FLIGHT,
+    LOST,
+    LOST_AFTER,
     SUBMITTED,
     TO_SUBMIT,
     UPLOADED,
     close_finished_waves,
+    discard_unsent_file,
+    file_at,
     file_row,
     files_in,
+    mark_lost,
+    refused,
     set_file,
 )
 from lexpilot_batch.workspace import Workspace
@@ -40,14 +69,30 @@ from lexpilot_batch.workspace import Workspace
 if TYPE_CHECKING:
     from lexpilot_batch.providers.session import Session
 
+CREATE_ATTEMPTS = 6  # create calls for one file in one command, rate-limit refusals included
+# A refused file is created again at most this many times; then its requests fail as never run
+# and go to the next wave (cut to the lowered budget), where `threads.UNEXECUTED_ATTEMPTS` bounds them.
+MAX_QUOTA_REFUSALS = 5
+SWEEP_MARGIN = 3600.0  # seconds before the oldest batch in flight that the listing goes back to
+
+
+def pause(seconds: float) -> None:
+    """Wait between tries (a module function, so that tests can make waits zero)."""
+    if seconds > 0:
+        time.sleep(seconds)
+
 
 def batch_tag(ws: Workspace, row: dict) -> dict[str, str]:
-    """Metadata naming the workspace file: how a batch is found again after a crash."""
-    return {
+    """Metadata naming the workspace file and which of its creates this is: how a batch is found
+    again after a crash, and how a duplicate is told from its file's own batch."""
+    tag = {
         "lexpilot_workspace": ws.workspace_id,
         "lexpilot_file": row["path"],
         "lexpilot_sha256": row["sha256"][:32],
     }
+    if row.get("creates"):  # absent from batches of files created before this was counted
+        tag["lexpilot_create"] = str(row["creates"])
+    return tag
 
 
 class TamperedFile(LexpilotError):
@@ -59,12 +104,16 @@ class SubmitResult:
     submitted: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
     manual: list[str] = field(default_factory=list)  # left for the user to run elsewhere
+    waiting: list[str] = field(default_factory=list)  # waiting for room under the enqueued-token budget
+    discarded: list[str] = field(default_factory=list)  # larger than the lowered budget: asked again
 
 
 def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
-    """Send every compiled file of the workspace on its backend, recording each step."""
+    """Send every compiled file of the workspace on its backend, recording each step; a batch file
+    whose model has no room under its enqueued-token budget waits."""
     result = SubmitResult()
     rows = files_in(ws.store.conn, TO_SUBMIT)
+    full: set[str] = set()  # models with no room left: their later files wait too, in order
     for row in rows:
         if row["backend"] in ("sync", "manual"):
             # Nothing to upload: a sync file is executed when polled, a manual one by the user.
@@ -81,21 +130,35 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
                 on_file(row["path"])
             continue
         backend: BatchBackend = session.batch_backend(row)
+        if row["status"] != CREATING:
+            room = _room(ws, session, row, full)
+            if room is None:
+                result.discarded.append(row["path"])
+                continue
+            if not room:
+                result.waiting.append(row["path"])
+                continue
         path = ws.path(row["path"])
         if row["status"] == COMPILED:
             file_id = backend.upload(path)
             set_file(ws, row["pk"], status=UPLOADED, provider_file_id=file_id)
             row.update(status=UPLOADED, provider_file_id=file_id)
-        tag = batch_tag(ws, row)
         batch: BatchInfo | None = None
         if row["status"] == CREATING:
             # We may have created it and died before recording its id: find it, never duplicate it.
-            batch = backend.find(tag)
+            # A provider may commit a create a moment after answering: look for the grace period.
+            tag = batch_tag(ws, row)
+            sent = row["creating_at"]
+            until = sent + session.options.create_grace if sent is not None else time.time()
+            batch = _await_batch(backend, tag, until, sent)
             if batch is not None:
                 result.adopted.append(row["path"])
         if batch is None:
-            set_file(ws, row["pk"], status=CREATING)
-            batch = backend.create(row["provider_file_id"], tag)
+            row["creates"] = (row["creates"] or 0) + 1
+            tag = batch_tag(ws, row)
+            row["creating_at"] = time.time()
+            set_file(ws, row["pk"], status=CREATING, creates=row["creates"], creating_at=row["creating_at"])
+            batch = _create(backend, row, tag, session.options.create_grace)
         set_file(
             ws,
             row["pk"],
@@ -104,11 +167,68 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
             batch_status=batch.status,
             request_counts=json.dumps(batch.request_counts),
             submitted_at=time.time(),
+            not_found=0,
         )
         result.submitted.append(row["path"])
         if on_file:
             on_file(row["path"])
     return result
+
+
+def _room(ws: Workspace, session: Session, row: dict, full: set[str]) -> bool | None:
+    """Whether the file's model has room for it under its enqueued-token budget now; None when it
+    never will (larger than the whole budget, which a refusal lowered): then the file is discarded,
+    and its requests are asked again in the next wave, in files cut to the budget."""
+    model = row["model"]
+    if model in full:
+        return False
+    db = ws.store.conn
+    limit = budgets.budget(db, model, session.file_route(row).limits.enqueued_tokens)
+    if limit is None:
+        return True
+    scale = budgets.factor(db, model)
+    waiting = budgets.enqueued(db, model)
+    if row["tokens"] * scale <= limit - waiting * scale:
+        return True
+    if row["tokens"] * scale > limit and not waiting:
+        with ws.store.transaction() as tx:
+            discard_unsent_file(tx, row["pk"])
+        ws.path(row["path"]).unlink(missing_ok=True)
+        return None
+    full.add(model)
+    return False
+
+
+def _create(backend: BatchBackend, row: dict, tag: dict[str, str], grace: float) -> BatchInfo:
+    """Create the file's batch once: after an answer that may have been lost, the tagged batch is
+    looked for during the grace period before another create is sent."""
+    last: LexpilotError | None = None
+    for attempt in range(CREATE_ATTEMPTS):
+        sent = time.time()
+        try:
+            return backend.create(row["provider_file_id"], tag, row.get("url"))
+        except RateLimited as exc:  # refused before anything was created
+            last = exc
+            pause(exc.retry_after if exc.retry_after is not None else min(0.5 * 2**attempt, 8.0))
+        except CreateUncertain as exc:
+            last = exc
+            found = _await_batch(backend, tag, sent + grace, sent)
+            if found is not None:
+                return found
+    assert last is not None
+    raise last
+
+
+def _await_batch(backend: BatchBackend, tag: dict[str, str], until: float, sent: float | None) -> BatchInfo | None:
+    """The tagged batch, looked for with backoff until `until` (at least once)."""
+    since = sent - SWEEP_MARGIN if sent is not None else None
+    wait = min(0.25, max(0.0, until - time.time()) / 8)
+    while True:
+        found = backend.find(tag, since)
+        if found is not None or time.time() >= until:
+            return found
+        pause(min(wait, max(0.0, until - time.time())))
+        wait = min(wait * 2, 5.0)
 
 
 @dataclass
@@ -119,15 +239,21 @@ class PollResult:
     finished: list[str] = field(default_factory=list)
     stats: IngestStats = field(default_factory=IngestStats)
     batches: list[dict] = field(default_factory=list)  # for progress displays
+    duplicates: list[str] = field(default_factory=list)  # batch ids cancelled: not their file's own
+    refused: list[str] = field(default_factory=list)  # files whose batch the quota refused: waiting again
+    lost: list[str] = field(default_factory=list)  # files whose batch the provider lost
 
 
 def poll_files(ws: Workspace, session: Session, max_age: float | None = None) -> PollResult:
     """Retrieve every in-flight batch; save and ingest the terminal ones; run sync files.
 
-    A batch in flight for longer than `max_age` seconds is cancelled.
+    A batch in flight for longer than `max_age` seconds is cancelled. First the workspace's tagged
+    batches are listed: live duplicates are cancelled (`sweep`), and the listing tells a batch the
+    provider lost from one it failed to answer for.
     """
     result = PollResult()
     rows = files_in(ws.store.conn, IN_FLIGHT)
+    listed = sweep(ws, session, rows, result)
     for row in rows:
         if row["status"] == SUBMITTED and row["backend"] == "manual":
             result.in_flight += 1
@@ -138,7 +264,14 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             row = file_row(ws.store.conn, row["pk"])
         elif row["status"] == SUBMITTED:
             backend: BatchBackend = session.batch_backend(row)
-            info = backend.retrieve(row["batch_id"])
+            try:
+                info = backend.retrieve(row["batch_id"])
+            except BatchNotFound as exc:
+                if _not_found(ws, row, listed.get(id(backend)), str(exc)):
+                    result.lost.append(row["path"])
+                else:
+                    result.in_flight += 1
+                continue
             result.batches.append(
                 {
                     "wave": row["wave"],
@@ -156,7 +289,13 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
                     # `cancelled`; the rest go back to due and are retried in the next wave.
                     info = backend.cancel(row["batch_id"])
                     result.cancelled.append(row["path"])
-                set_file(ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts))
+                set_file(
+                    ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts), not_found=0
+                )
+                result.in_flight += 1
+                continue
+            if info.token_limit is not None and _quota_refusal(ws, row, info):
+                result.refused.append(row["path"])
                 result.in_flight += 1
                 continue
             _download(ws, backend, row, info)
@@ -167,6 +306,82 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
     return result
 
 
+def sweep(ws: Workspace, session: Session, rows: list[dict], result: PollResult) -> dict[int, set[str]]:
+    """List the workspace's tagged batches at each provider that holds a batch of ours in flight;
+    cancel every live one that is not its file's recorded batch (a create committed after its
+    answer was lost, and created again), and keep it aside. Returns the ids listed, per backend."""
+    listed: dict[int, set[str]] = {}
+    by_backend: dict[int, tuple[BatchBackend, float]] = {}
+    for row in rows:
+        if row["status"] != SUBMITTED or row["backend"] in ("sync", "manual"):
+            continue
+        backend = session.batch_backend(row)
+        started = min(t for t in (row["creating_at"], row["submitted_at"], time.time()) if t is not None)
+        known = by_backend.get(id(backend))
+        by_backend[id(backend)] = (backend, min(started, known[1]) if known else started)
+    db = ws.store.conn
+    for key, (backend, oldest) in by_backend.items():
+        found = backend.tagged({"lexpilot_workspace": ws.workspace_id}, oldest - SWEEP_MARGIN)
+        listed[key] = {b.id for b in found}
+        for info in found:
+            path = info.metadata.get("lexpilot_file", "")
+            owner = file_at(db, path)
+            if owner is None or owner["status"] in TO_SUBMIT:
+                continue  # not ours to judge; or a file being created, whose batch `submit` adopts
+            if owner["batch_id"] == info.id and (owner["status"] != LOST or info.terminal):
+                continue  # its file's own (a lost one that came back is not: its requests went again)
+            seen = db.execute("SELECT status FROM other_batches WHERE batch_id = ?", (info.id,)).fetchone()
+            if seen is not None and seen["status"] == info.status:
+                continue
+            if not info.terminal and info.status != "cancelling":
+                info = backend.cancel(info.id)
+                result.duplicates.append(info.id)
+            with ws.store.transaction() as tx:
+                tx.execute(
+                    "INSERT INTO other_batches (batch_id, file_pk, path, why, status, at)"
+                    " VALUES (?, ?, ?, 'duplicate', ?, ?) ON CONFLICT (batch_id) DO UPDATE SET status = excluded.status",
+                    (info.id, owner["pk"], owner["path"], info.status, time.time()),
+                )
+    return listed
+
+
+def _not_found(ws: Workspace, row: dict, listed: set[str] | None, message: str) -> bool:
+    """Count a 404 for the file's batch; after `LOST_AFTER` in a row, and when the provider's own
+    listing of our batches works and does not show it, the batch is lost. Returns whether it is."""
+    count = (row["not_found"] or 0) + 1
+    with ws.store.transaction() as db:
+        db.execute("UPDATE files SET not_found = ? WHERE pk = ?", (count, row["pk"]))
+        if count >= LOST_AFTER and listed is not None and row["batch_id"] not in listed:
+            mark_lost(
+                db,
+                row["pk"],
+                f"batch_lost: the provider no longer knows batch {row['batch_id']} (HTTP 404 {count} times in a row); "
+                "sent again",
+            )
+            return True
+    return False
+
+
+def _quota_refusal(ws: Workspace, row: dict, info: BatchInfo) -> bool:
+    """A batch refused for the enqueued-token quota: lower the model's budget and let the file wait
+    to be created again. False once it was refused `MAX_QUOTA_REFUSALS` times: then it is ingested
+    as failed, and its requests go to the next wave."""
+    error = info.token_limit or {}
+    with ws.store.transaction() as db:
+        times = db.execute(
+            "SELECT COUNT(*) FROM other_batches WHERE file_pk = ? AND why = 'token_limit'", (row["pk"],)
+        ).fetchone()[0]
+        if times >= MAX_QUOTA_REFUSALS:
+            return False
+        model = row["model"]
+        others = budgets.enqueued(db, model, but=row["pk"])
+        budgets.lower_after_refusal(
+            db, model, str(error.get("message") or ""), others, row["tokens"], budgets.factor(db, model)
+        )
+        refused(db, row["pk"], info.id, info.status)
+    return True
+
+
 def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
     """Execute a file through chat completions; its output file grows as answers arrive."""
     path = ws.path(row["path"])
@@ -175,7 +390,7 @@ def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
     if file_sha256(path) != row["sha256"]:
         raise TamperedFile(
             f"request file {row['path']} changed on disk or vanished after it was compiled, so it is not sent. "
-            "Run `lexpilot-batch doctor --repair` to discard it (its requests are asked again), or restore it"
+            f"Run `{ws.command('doctor --repair')}` to discard it (its requests are asked again), or restore it"
         )
     out = ws.wave_dir("responses", row["wave"]) / f"{Path(row['path']).stem}.output.jsonl"
     runner = session.sync_runner(row)

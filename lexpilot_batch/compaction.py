@@ -6,7 +6,10 @@ in the product reads either again, and they are kept as a record of what was sen
 Kept plain they are most of a workspace (full prompts: 0.7 GB for the 5-run benchmark), so
 `poll-and-advance` compresses them (`compact_finished_waves`) into `NAME.gz` beside where `NAME`
 was: a standard gzip file (`zcat`, `gzip -d`) holding the same bytes. The open wave's files stay
-plain.
+plain. A closed wave's files are each ingested or lost (`waves.DONE`): a lost file's requests were
+asked again in a later wave, and `retry` makes threads due again in a new wave, so neither reads an
+old request file. Batches kept aside (`other_batches`: duplicates, quota refusals) have no files
+here: their results are never downloaded.
 
 Each compacted file is recorded in the `compacted` table with the SHA-256 and size of its plain
 bytes, so it stays verifiable (`verify`): a request file against the hash recorded when it was
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lexpilot_batch.fileio import TMP_SUFFIX, atomic_file, file_sha256
+from lexpilot_batch.waves import DONE
 from lexpilot_batch.workspace import Workspace
 
 SUFFIX = ".gz"
@@ -92,9 +96,12 @@ def compact_finished_waves(ws: Workspace) -> CompactStats:
     done = {r[0]: (r[1], r[2]) for r in db.execute("SELECT path, sha256, stored_bytes FROM compacted")}
     todo: dict[str, str | None] = {}  # path -> the SHA-256 its bytes must have (request files)
     waves: set[int] = set()
+    # A closed wave's files are all done (`waves.DONE`): ingested, or lost by the provider (its
+    # requests went to a later wave; nothing reads its request file again, and it has no results).
     for r in db.execute(
-        "SELECT f.wave, f.path, f.sha256, f.output_path, f.error_path FROM files f JOIN waves w ON w.n = f.wave"
-        " WHERE w.closed_at IS NOT NULL ORDER BY f.pk"
+        f"SELECT f.wave, f.path, f.sha256, f.output_path, f.error_path FROM files f JOIN waves w ON w.n = f.wave"
+        f" WHERE w.closed_at IS NOT NULL AND f.status IN ({', '.join('?' * len(DONE))}) ORDER BY f.pk",
+        DONE,
     ):
         waves.add(r["wave"])
         todo.setdefault(r["path"], r["sha256"])

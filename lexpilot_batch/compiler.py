@@ -31,6 +31,7 @@ from typing import Any
 from tqdm import tqdm
 
 from lexpilot_batch import records
+from lexpilot_batch.budgets import request_tokens
 from lexpilot_batch.config import ROLES, Settings
 from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.protocols import PROTOCOLS
@@ -159,6 +160,10 @@ def _advance_all(
     ws: Workspace, db: sqlite3.Connection, writer: WaveWriter, runs: dict[int, RunContext], result: CompileResult
 ) -> None:
     load_case = _load_case_factory(db)
+    # Threads `lexpilot-batch retry` made due again: their attempts count from a later wave.
+    fresh_after = dict(
+        db.execute("SELECT pk, fresh_after FROM threads WHERE status = 'active' AND fresh_after > 0").fetchall()
+    )
     n_groups = db.execute(
         "SELECT COUNT(*) FROM (SELECT DISTINCT run_pk, case_idx FROM threads WHERE status = 'active')"
     ).fetchone()[0]
@@ -174,7 +179,7 @@ def _advance_all(
             case = load_case(run.dataset, case_idx)
             ctx = CaseContext(case, run.templates, run.speculate)
             history, answers = _by_step(rows)
-            due = due_for_case(ctx, threads, answers, history, run.retries)
+            due = due_for_case(ctx, threads, answers, history, run.retries, fresh_after)
             discards.extend((run.pk, case_idx, key) for key in due.unused)
             for (pk, task, _), record in due.finished:
                 stored = json.dumps(records.compact(record, case), ensure_ascii=False)
@@ -272,7 +277,7 @@ def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer:
     cid = custom_id(run.key, case_idx, step.key, attempt)
     sent, route = run.requests[step.role], run.routes[step.role]
     line = request_line(cid, sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces)
-    file_pk = writer.add(route, line)
+    file_pk = writer.add(route, line, request_tokens(len(step.prompt)))
     model = route.model
     return (
         cid,

@@ -51,11 +51,19 @@ class Limits:
     max_bytes: int = 200 * 1024 * 1024
     completion_window: str = "24h"
     endpoint: str = "/v1/chat/completions"
+    # Enqueued input tokens one model may have waiting in batches (`budgets`); None: no budget
+    # unless the workspace is told one (--max-enqueued-tokens) or learns one from a refusal.
+    enqueued_tokens: int | None = None
 
 
 MB = 1024 * 1024
+# The path vLLM's `run-batch` accepts in a request line: files for the `manual` backend carry it
+# whatever the profile says.
+VLLM_ENDPOINT = "/v1/chat/completions"
 # Built-in provider profiles (from each provider's batch documentation; every field can be
-# overridden on the command line because providers change them).
+# overridden on the command line because providers change them). No profile sets
+# `enqueued_tokens`: OpenAI's quota depends on the usage tier and the model, Azure's on what each
+# deployment is configured with, and neither documents one value to assume.
 PROFILES: dict[str, Limits] = {
     "openai": Limits(50_000, 200 * MB, "24h", "/v1/chat/completions"),
     # Azure OpenAI v1 routes live under /openai/v1; `model` is the Global Batch deployment name.
@@ -96,6 +104,7 @@ def resolve_limits(
         max_bytes=max_bytes or base.max_bytes,
         completion_window=completion_window or base.completion_window,
         endpoint=endpoint or base.endpoint,
+        enqueued_tokens=base.enqueued_tokens,
     )
 
 

@@ -18,8 +18,9 @@ from lexpilot_batch.compiler import CompileResult, compile_wave
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.lineup import plan_runs
 from lexpilot_batch.providers.session import Session
+from lexpilot_batch.retry import RetryResult, RetrySelection, retry_failed
 from lexpilot_batch.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
-from lexpilot_batch.waves import check_compiled_files, latest_wave_started, work_left
+from lexpilot_batch.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.workspace import Workspace
 
 
@@ -54,13 +55,37 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
             if run_id not in result.runs:
                 result.runs.append(run_id)
     session.remember()
-    result.compiled = compile_wave(ws, session.route, session.options.retries, session.tail_sync)
+    result.compiled = _compile(ws, session)
     return result
+
+
+def _compile(ws: Workspace, session: Session) -> CompileResult:
+    """Compile what is due into the open wave, as this command's session says (routes, --retries,
+    --tail-sync)."""
+    return compile_wave(ws, session.route, session.options.retries, session.tail_sync)
+
+
+def retry(ws: Workspace, session: Session, selection: RetrySelection) -> tuple[RetryResult, CompileResult]:
+    """Make the selected failed threads due again (`retry`) and, unless a wave is under way,
+    compile their requests at once, as `prepare` compiles new threads'."""
+    result = retry_failed(ws, selection)
+    compiled = _compile(ws, session) if result.threads else CompileResult()
+    return result, compiled
 
 
 def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
     _ensure_intact(ws, session)
-    return submit_files(ws, session, on_file)
+    result = submit_files(ws, session, on_file)
+    if result.discarded:
+        # Files larger than a lowered enqueued-token budget were discarded: their requests are
+        # compiled again, cut to the budget, as soon as their wave allows (at once when nothing
+        # else of it was sent), and sent.
+        close_finished_waves(ws)
+        if _compile(ws, session).compiled:
+            again = submit_files(ws, session, on_file)
+            for name in ("submitted", "adopted", "manual", "waiting", "discarded"):
+                getattr(result, name).extend(getattr(again, name))
+    return result
 
 
 def _ensure_intact(ws: Workspace, session: Session) -> None:
@@ -71,9 +96,9 @@ def _ensure_intact(ws: Workspace, session: Session) -> None:
     if latest_wave_started(ws.store.conn):
         raise TamperedFile(
             f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
-            "submitted or answered, so they cannot be rebuilt safely — restore them or run `lexpilot-batch doctor`"
+            f"submitted or answered, so they cannot be rebuilt safely — restore them or run `{ws.command('doctor')}`"
         )
-    compile_wave(ws, session.route, session.options.retries, session.tail_sync)
+    _compile(ws, session)
 
 
 @dataclass
@@ -89,9 +114,11 @@ def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool, comp
     poll = poll_files(ws, session, session.options.max_wave_age)
     compiled = None
     if poll.in_flight == 0:
-        compiled = compile_wave(ws, session.route, session.options.retries, session.tail_sync)
-        if do_submit and compiled.compiled:
-            submitted = submit(ws, session)
+        compiled = _compile(ws, session)
+    # What this poll finished made room under enqueued-token budgets: files of the wave that
+    # waited for it go now, as do the files of a new wave.
+    if do_submit and ((compiled is not None and compiled.compiled) or poll.finished or poll.refused or poll.lost):
+        submitted = submit(ws, session)
     # Last, while the next wave's batches run: the finished waves' files are not read again.
     compacted = compact_finished_waves(ws) if compact else None
     return AdvanceResult(poll, compiled, submitted, compacted)

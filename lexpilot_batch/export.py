@@ -135,7 +135,9 @@ def export_seed(
     out_dir = Path(out_dir)
     runs = load_run_results(ws, run_id, model)
     if not partial:
-        check_complete(runs, "export what is finished (each file of an unfinished task named *.partial.jsonl)")
+        check_complete(
+            runs, "export what is finished (each file of an unfinished task named *.partial.jsonl)", ws.given_root
+        )
     folders = _folders(runs)
     db = ws.store.conn
     writer = _Writer(out_dir)

@@ -210,7 +210,7 @@ def ingest_file(ws: Workspace, row: dict) -> IngestStats:
     if missing:
         raise LexpilotError(
             f"saved result file(s) missing: {', '.join(missing)}; they were downloaded for batch "
-            f"{row['batch_id']} — restore them, or run `lexpilot-batch doctor` to download them again"
+            f"{row['batch_id']} — restore them, or run `{ws.command('doctor --repair')}` to download them again"
         )
     reason = f"not in the results of batch {row['batch_id']} ({row['batch_status']})"
     # Requests an expired or cancelled batch never reached were not tried; neither were those of

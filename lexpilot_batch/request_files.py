@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import IO
 
+from lexpilot_batch import budgets
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.request_lines import Pieces
 from lexpilot_batch.tail_sync import wave_backend
@@ -95,39 +96,58 @@ class WaveWriter:
         self.group_requests: dict[Group, int] = defaultdict(int)
         self.pieces = Pieces()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-files")
+        self.token_caps: dict[Group, int | None] = {}
 
-    def add(self, route: Route, line: bytes) -> int:
-        """Write one request line of `route` into its file; returns the file's pk."""
+    def _token_cap(self, group: Group, route: Route) -> int | None:
+        """Estimated tokens one file of this group may hold: within the model's enqueued-token
+        budget (`budgets.file_cap`), for backends whose files wait at a provider as batches."""
+        if group not in self.token_caps:
+            cap = None
+            if route.backend in budgets.BATCH_BACKENDS:
+                limit = budgets.budget(self.db, route.model, route.limits.enqueued_tokens)
+                cap = budgets.file_cap(limit, budgets.factor(self.db, route.model))
+            self.token_caps[group] = cap
+        return self.token_caps[group]
+
+    def add(self, route: Route, line: bytes, tokens: int = 0) -> int:
+        """Write one request line of `route` (`tokens`: its estimated input tokens) into its file;
+        returns the file's pk."""
         group = file_group(route)
         limits = route.limits
         current = self.open.get(group)
         if current is not None and (
-            current["n"] >= limits.max_requests or current["bytes"] + len(line) > limits.max_bytes
+            current["n"] >= limits.max_requests
+            or current["bytes"] + len(line) > limits.max_bytes
+            or ((cap := self._token_cap(group, route)) is not None and current["tokens"] + tokens > cap)
         ):
             self._close(group)
             current = None
         if current is None:
-            current = self._start(group)
+            current = self._start(group, limits.endpoint)
             self.routes.setdefault(group, route)
         self.group_requests[group] += 1
         current["sink"].write(line)
         current["n"] += 1
         current["bytes"] += len(line)
+        current["tokens"] += tokens
         current["roles"].add(route.role)
         return current["pk"]
 
-    def _start(self, group: Group) -> dict:
+    def _start(self, group: Group, url: str) -> dict:
         backend, base_url, model, provider = group
         shard = self.shards[group]
         self.shards[group] += 1
         tmp = self.dir / f".building-{slug('|'.join(g or '' for g in group), 12)}-{shard:03d}.jsonl"
-        pk = add_compiled_file(self.db, self.wave, self.ws.relative(tmp), model, provider, base_url, backend, shard)
+        pk = add_compiled_file(
+            self.db, self.wave, self.ws.relative(tmp), model, provider, base_url, backend, shard, url
+        )
         entry = {
             "pk": pk,
             "sink": _Sink(tmp, self.pool),
             "tmp": tmp,
             "n": 0,
             "bytes": 0,
+            "tokens": 0,
             "roles": set(),
             "shard": shard,
             "model": model,
@@ -144,7 +164,14 @@ class WaveWriter:
         Path(entry["tmp"]).replace(final)
         rel = self.ws.relative(final)
         update_file(
-            self.db, entry["pk"], path=rel, roles=roles, n_requests=entry["n"], bytes=entry["bytes"], sha256=sha256
+            self.db,
+            entry["pk"],
+            path=rel,
+            roles=roles,
+            n_requests=entry["n"],
+            bytes=entry["bytes"],
+            sha256=sha256,
+            tokens=entry["tokens"],
         )
         self.written.append(rel)
         self.group_files[group].append((entry["pk"], rel))

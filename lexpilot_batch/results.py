@@ -13,6 +13,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from lexpilot_batch import records
@@ -21,7 +22,7 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords
 from lexpilot_batch.runs import role_requests, used_bundled_sample
 from lexpilot_batch.tasks import TASKS
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.workspace import Workspace, command_hint
 
 # What makes two runs comparable (SPEC §9); informative manifest fields stay out.
 _GROUP_FIELDS = (
@@ -266,15 +267,26 @@ def stored_mapping(db: sqlite3.Connection, sha256: str) -> dict[str, list[str]] 
     return None if row is None else json.loads(row[0])
 
 
-def check_complete(runs: list[RunResults], partial_does: str) -> None:
+def check_complete(runs: list[RunResults], partial_does: str, root: Path | None = None) -> None:
     """Refuse runs with unfinished or failed tasks, naming them (`report` and `export` alike);
-    `partial_does` says what `--partial` would do instead."""
+    `partial_does` says what `--partial` would do instead, `root` is the `--root` hints repeat."""
     problems = incomplete(runs)
     if problems:
+        failed = any(entry.failed for run in runs for entry in run.tasks.values())
+        unfinished = any(entry.missing for run in runs for entry in run.tasks.values())
+        ways = []
+        if unfinished:
+            ways.append(f"finish the unfinished ones (`{command_hint('poll-and-advance --submit --wait', root)}`)")
+        if failed:
+            ways.append(
+                f"make the failed ones due again with fresh attempts (`{command_hint('retry', root)}`, "
+                f"then `{command_hint('poll-and-advance --submit --wait', root)}`)"
+            )
+        advice = "; ".join(ways)
         raise LexpilotError(
             "some tasks are not complete:\n"
             + "\n".join(f"  - {p}" for p in problems)
-            + f"\nFinish them (poll-and-advance --submit --wait), or pass --partial to {partial_does}."
+            + f"\n{advice[:1].upper()}{advice[1:]}; or pass --partial to {partial_does}."
         )
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from lexpilot_batch import budgets
 from lexpilot_batch.data import SAMPLE_NOTE
+from lexpilot_batch.retry import retry_history
 from lexpilot_batch.runs import used_bundled_sample
 from lexpilot_batch.tasks import in_order
 from lexpilot_batch.waves import OPEN, files_in
@@ -94,6 +96,14 @@ def collect(ws: Workspace) -> dict[str, Any]:
         "open_files": files,
         "failed_threads": failures,
         "anomalies": anomalies,
+        "retries": retry_history(ws),
+        # Per model of batch files: estimated input tokens compiled but not yet created (queued)
+        # and at the provider (submitted), against its enqueued-token budget.
+        "token_budgets": budgets.usage_by_model(db),
+        "batches_aside": {
+            r["why"]: r["n"] for r in db.execute("SELECT why, COUNT(*) AS n FROM other_batches GROUP BY why")
+        },
+        "lost_batches": db.execute("SELECT COUNT(*) FROM files WHERE status = 'lost'").fetchone()[0],
     }
 
 
@@ -135,4 +145,29 @@ def render(status: dict[str, Any]) -> str:
             lines.append(f"  {f['run_id']} {f['task']} case {f['case_number']}{variant}: {f['reason']}")
     if status["anomalies"]:
         lines.append(f"\nIngest anomalies recorded: {status['anomalies']} (unknown/duplicate custom_ids, bad lines)")
+    if status["token_budgets"]:
+        lines.append(f"\n  {'model (batch files)':<32}{'budget':>12}{'queued tok':>13}{'submitted tok':>15}")
+        for model, b in sorted(status["token_budgets"].items()):
+            budget = f"{b['budget']:,}" + (" *" if b["budget_source"] == "learned" else "") if b["budget"] else "none"
+            lines.append(f"  {model[:31]:<32}{budget:>12}{b['queued_tokens']:>13,}{b['submitted_tokens']:>15,}")
+        if any(b["budget_source"] == "learned" for b in status["token_budgets"].values()):
+            lines.append("  * lowered after the provider refused a batch for its enqueued-token quota")
+    if status["retries"]:
+        total = sum(r["threads"] for r in status["retries"])
+        lines.append(f"\nRetried: {total} thread(s) in {len(status['retries'])} retry command(s):")
+        for r in status["retries"]:
+            shown = ", ".join(f"{k} {' '.join(v)}" for k, v in r["selection"].items()) or "every failed thread"
+            lines.append(f"  {r['threads']} thread(s) after wave {r['after_wave']}: {shown}")
+    aside = status["batches_aside"]
+    if aside or status["lost_batches"]:
+        parts = (
+            [f"{status['lost_batches']} lost by the provider (their requests sent again)"]
+            if status["lost_batches"]
+            else []
+        )
+        if aside.get("duplicate"):
+            parts.append(f"{aside['duplicate']} duplicate(s) cancelled, never applied")
+        if aside.get("token_limit"):
+            parts.append(f"{aside['token_limit']} refused for the enqueued-token quota (created again)")
+        lines.append("\nBatches: " + "; ".join(parts))
     return "\n".join(lines)

@@ -213,7 +213,48 @@ def _m0008_rescore_interaction_fields(db: sqlite3.Connection) -> None:
     db.execute("UPDATE threads SET score = NULL WHERE task IN ('dcg', 'ljp_interaction') AND status = 'done'")
 
 
-def _m0009_compacted_files(db: sqlite3.Connection) -> None:
+def _m0009_operations(db: sqlite3.Connection) -> None:
+    # What a long run against real providers needs (issue 16):
+    # - threads.fresh_after: `lexpilot-batch retry` gave the thread fresh attempts; attempts made in
+    #   waves up to this one no longer count against its budgets (`threads.exhausted`).
+    # - retries: what each `retry` made due again, shown by `status`.
+    # - files.url: the endpoint path its lines name, which its batch is created for.
+    # - files.tokens: estimated input tokens of its requests (`budgets`), for enqueued-token budgets.
+    # - files.creates: batches created for it so far; the number joins its metadata tag, so that a
+    #   batch created again after a token-limit refusal is never mistaken for the refused one.
+    # - files.creating_at: when its last create was sent (the grace period of an uncertain create).
+    # - files.not_found: retrieves in a row the provider answered 404 (a batch it lost).
+    # - other_batches: batches of a file besides its current one: duplicates found and cancelled,
+    #   batches refused for the enqueued-token limit. Their results are never applied.
+    _run_script(
+        db,
+        """
+        ALTER TABLE threads ADD COLUMN fresh_after INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE retries (
+            pk INTEGER PRIMARY KEY,
+            at REAL NOT NULL,
+            selection TEXT NOT NULL,        -- JSON of the command's filters
+            threads INTEGER NOT NULL,       -- threads made due again
+            after_wave INTEGER NOT NULL     -- attempts up to this wave no longer count
+        );
+        ALTER TABLE files ADD COLUMN url TEXT;
+        ALTER TABLE files ADD COLUMN tokens INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE files ADD COLUMN creates INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE files ADD COLUMN creating_at REAL;
+        ALTER TABLE files ADD COLUMN not_found INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE other_batches (
+            batch_id TEXT PRIMARY KEY,
+            file_pk INTEGER REFERENCES files(pk),  -- NULL once its file was discarded
+            path TEXT NOT NULL,             -- the file it was created for
+            why TEXT NOT NULL,              -- duplicate | token_limit
+            status TEXT,                    -- as last seen
+            at REAL NOT NULL
+        );
+        """,
+    )
+
+
+def _m0010_compacted_files(db: sqlite3.Connection) -> None:
     # Request and result files of finished waves are kept gzip-compressed (`compaction`): the hash
     # and size of each one's plain bytes, so that it stays verifiable once the plain file is gone.
     _run_script(
@@ -239,7 +280,8 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0006_categories", _m0006_categories),
     ("0007_file_provider", _m0007_file_provider),
     ("0008_rescore_interaction_fields", _m0008_rescore_interaction_fields),
-    ("0009_compacted_files", _m0009_compacted_files),
+    ("0009_operations", _m0009_operations),
+    ("0010_compacted_files", _m0010_compacted_files),
 ]
 
 

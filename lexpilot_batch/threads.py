@@ -6,17 +6,24 @@ decided which of those are requested now, which step is out of attempts, and whe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lexpilot_batch.answers import INVALID, PERMANENT, REFUSAL, TRANSPORT, UNEXECUTED
 from lexpilot_batch.protocols import PROTOCOLS
 from lexpilot_batch.protocols.base import Advance, Answer, CaseContext, Protocol, Step
 
-# Malformed or truncated content gets this many attempts whatever --retries says (SPEC §6).
+# Malformed, truncated or filtered content gets this many attempts whatever --retries says
+# (SPEC §6); so do refusals.
 INVALID_ATTEMPTS = 3
-# Requests a batch never ran (expired, cancelled, enqueued-token limit) are not failures of theirs
-# and do not use up --retries; this bound only stops a provider that never runs them from looping.
+# Requests a batch never ran (expired, cancelled, lost by the provider, HTTP 429) are not failures
+# of theirs and do not use up --retries; this bound only stops a provider that never runs them
+# from looping.
 UNEXECUTED_ATTEMPTS = 10
+# A request the provider refused as such (a 4xx such as context_length_exceeded) fails its thread
+# at once: sending it again cannot pass.
+PERMANENT_ATTEMPTS = 1
 
 
 @dataclass
@@ -36,12 +43,14 @@ def due_for_case(
     answers: dict[str, Answer],
     history: dict[str, list],
     retries: int,
+    fresh_after: Mapping[Any, int] | None = None,
 ) -> CaseDue:
     """Advance the threads `(handle, task, variant)` of one (run, case): pure, no I/O.
 
     Steps shared by several threads (Interaction LJP's round 1 is LCA's) are requested once. A
     step out of attempts fails a thread only once nothing else can move it: a speculative reply
-    that ran out may turn out not to be needed at all.
+    that ran out may turn out not to be needed at all. `fresh_after` maps a thread's handle to the
+    wave after which its attempts count (`lexpilot-batch retry` gave it fresh ones).
     """
     out = CaseDue()
     requested: set[str] = set()
@@ -54,8 +63,12 @@ def due_for_case(
             out.finished.append((thread, advance.record))
             continue
         fresh, failures = [], []
+        since = fresh_after.get(thread[0], 0) if fresh_after else 0
         for step in advance.due:
-            why = exhausted(history.get(step.key, []), retries)
+            attempts = history.get(step.key, [])
+            if since:
+                attempts = [a for a in attempts if a["wave"] > since]
+            why = exhausted(attempts, retries)
             if why is not None:
                 failures.append(f"{step.key} {why}")
             elif step.key not in requested:
@@ -83,20 +96,32 @@ def _check_reads(protocol: Protocol, variant: str, advance: Advance) -> None:
 
 
 def exhausted(attempts: list, retries: int) -> str | None:
-    """Why a step may not be tried again, or None. Pending or answered steps are never due."""
+    """Why a step may not be tried again, or None. Pending or answered steps are never due.
+
+    Each kind of failure (`answers`) has its own budget: a step is out of attempts when any one
+    kind has used up its own.
+    """
     if not attempts:
         return None
     failed = [a for a in attempts if a["status"] == "failed"]
-    transport = [a for a in failed if a["error_kind"] == "transport"]
-    invalid = [a for a in failed if a["error_kind"] == "invalid"]
-    unexecuted = [a for a in failed if a["error_kind"] == "unexecuted"]
+
+    def of(*kinds: str) -> list:
+        return [a for a in failed if a["error_kind"] in kinds]
+
+    permanent = of(PERMANENT)
+    if len(permanent) >= PERMANENT_ATTEMPTS:
+        return f"refused by the provider, which no retry can change: {permanent[-1]['error']}"
+    transport = of(TRANSPORT)
     if len(transport) >= retries:
         return f"failed {len(transport)} times at the provider (--retries {retries}); last: {transport[-1]['error']}"
+    invalid = of(INVALID, REFUSAL)
     if len(invalid) >= INVALID_ATTEMPTS:
-        return f"unusable output {len(invalid)} times; last: {invalid[-1]['error']}"
+        what = "refused by the model" if invalid[-1]["error_kind"] == REFUSAL else "unusable output"
+        return f"{what} {len(invalid)} times; last: {invalid[-1]['error']}"
+    unexecuted = of(UNEXECUTED)
     if len(unexecuted) >= UNEXECUTED_ATTEMPTS:
         return (
-            f"never run in {len(unexecuted)} batches (expired, cancelled or over the token limit); "
+            f"never run in {len(unexecuted)} batches (expired, cancelled, lost or rate-limited); "
             f"last: {unexecuted[-1]['error']}"
         )
     return None

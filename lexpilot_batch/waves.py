@@ -4,20 +4,30 @@ A wave is the set of request files one compile writes; it closes once every file
 ingested, and only then is the next wave compiled. A file's states (`files.status`):
 
     compiled --> uploaded --> creating --> submitted --> downloaded --> ingested
-       |                                    ^   |                          ^
+       |            ^                       ^   |   |                      ^
+       |            +---- refused (quota) --+---+   +--> lost              |
        +------ sync and manual files -------+   +------ manual files ------+
 
     compile          writes a wave's files, `compiled`, in one transaction
-    submit           uploads a file (`uploaded`), marks it `creating`, creates its batch (or adopts
-                     the one its metadata tag finds) and records the batch id (`submitted`): one
-                     transaction per step. Sync and manual files only get marked `submitted`.
-    poll             saves a terminal batch's results, or runs a sync file (`downloaded`)
+    submit           uploads a file (`uploaded`); when its model's enqueued-token budget has room
+                     (`budgets`), marks it `creating`, creates its batch (or adopts the one its
+                     metadata tag finds, looking for it for a grace period after a lost answer)
+                     and records the batch id (`submitted`): one transaction per step. Sync and
+                     manual files only get marked `submitted`.
+    poll             saves a terminal batch's results, or runs a sync file (`downloaded`); a batch
+                     the provider refused for its enqueued-token quota goes back to `uploaded`
+                     (`refused`: created again later, no request failed); a batch the provider no
+                     longer knows (404 on `LOST_AFTER` polls in a row, absent from its listing)
+                     is `lost`: its requests failed as never run, asked again in the next wave
     ingest           applies a downloaded file's results (`ingested`), one transaction per file;
                      `lexpilot-batch ingest` applies the user's results of manual files, a file
                      becoming `ingested` once none of its requests is pending
     doctor --repair  moves back only where nothing is lost: `downloaded` -> `submitted` (the saved
                      results are forgotten and fetched again), and an unsent file (`unsent`) is
-                     discarded with its requests, which the next compile asks again
+                     discarded with its requests, which the next compile asks again; a batch
+                     the provider answered 404 for is declared `lost` at once
+
+`ingested` and `lost` are the two ends: a wave closes when each of its files reached one.
 
 A wave nothing of which has left the workspace (not `wave_started`) is discarded whole
 (`discard_unsent_wave`) and compiled again, identically: by the compiler after a crash or when
@@ -40,10 +50,16 @@ CREATING = "creating"  # a batch is being created: one may exist that the databa
 SUBMITTED = "submitted"  # its batch is running (or, manual: the user runs it; sync: it runs when polled)
 DOWNLOADED = "downloaded"  # the results are saved under responses/, not yet applied
 INGESTED = "ingested"  # the results are applied: the file is done
+LOST = "lost"  # the provider lost its batch: its requests failed as never run; the file is done
 
 TO_SUBMIT = (COMPILED, UPLOADED, CREATING)  # what `submit` sends (or finishes sending)
 IN_FLIGHT = (SUBMITTED, DOWNLOADED)  # what `poll` follows until it is ingested
-OPEN = TO_SUBMIT + IN_FLIGHT  # every state but `ingested`
+OPEN = TO_SUBMIT + IN_FLIGHT  # every state but the ends
+DONE = (INGESTED, LOST)  # the ends
+
+# Retrieves in a row answered 404 (and the batch absent from the provider's listing) before a
+# batch is declared lost: one 404 may be a provider's hiccup.
+LOST_AFTER = 3
 
 
 # --- files --------------------------------------------------------------------------------------
@@ -73,8 +89,8 @@ def file_status(db: sqlite3.Connection, pk: int) -> str:
 
 
 def has_open_files(db: sqlite3.Connection) -> bool:
-    """Whether any file is not yet ingested: a wave is open or in flight."""
-    return db.execute("SELECT 1 FROM files WHERE status != ? LIMIT 1", (INGESTED,)).fetchone() is not None
+    """Whether any file is not yet done: a wave is open or in flight."""
+    return db.execute("SELECT 1 FROM files WHERE status NOT IN (?, ?) LIMIT 1", DONE).fetchone() is not None
 
 
 def files_of_requests(db: sqlite3.Connection, custom_ids: Iterable[str]) -> list[dict[str, Any]]:
@@ -118,12 +134,14 @@ def add_compiled_file(
     endpoint: str,
     backend: str,
     shard: int,
+    url: str | None = None,
 ) -> int:
-    """A new file of `wave`, still empty: the writer fills in its lines' count, size and hash."""
+    """A new file of `wave`, still empty: the writer fills in its lines' count, size, hash and tokens.
+    `url` is the endpoint path its lines name, which its batch is created for."""
     cur = db.execute(
-        "INSERT INTO files (wave, path, roles, model, provider, endpoint, backend, shard, n_requests, bytes, sha256,"
-        " status) VALUES (?, ?, '', ?, ?, ?, ?, ?, 0, 0, '', ?)",
-        (wave, rel, model, provider, endpoint, backend, shard, COMPILED),
+        "INSERT INTO files (wave, path, roles, model, provider, endpoint, backend, shard, url, n_requests, bytes,"
+        " sha256, status) VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, 0, 0, '', ?)",
+        (wave, rel, model, provider, endpoint, backend, shard, url, COMPILED),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid
@@ -152,9 +170,43 @@ def forget_results(db: sqlite3.Connection, pk: int) -> None:
 
 
 def discard_unsent_file(db: sqlite3.Connection, pk: int) -> None:
-    """Forget an unsent file (`unsent`) and its requests: the next compile asks them again."""
+    """Forget an unsent file (`unsent`) and its requests: the next compile asks them again. Batches
+    the provider refused for it stay recorded (`other_batches`), no longer tied to a file."""
     db.execute("DELETE FROM requests WHERE file_pk = ?", (pk,))
+    db.execute("UPDATE other_batches SET file_pk = NULL WHERE file_pk = ?", (pk,))
     db.execute("DELETE FROM files WHERE pk = ?", (pk,))
+
+
+def refused(db: sqlite3.Connection, pk: int, batch_id: str, status: str) -> None:
+    """`submitted` -> `uploaded`: the provider refused the file's batch for its enqueued-token quota
+    and ran nothing of it; the batch is kept aside (`other_batches`) and the file waits to be
+    created again, its requests still pending."""
+    db.execute(
+        "INSERT OR REPLACE INTO other_batches (batch_id, file_pk, path, why, status, at)"
+        " SELECT ?, pk, path, 'token_limit', ?, ? FROM files WHERE pk = ?",
+        (batch_id, status, time.time(), pk),
+    )
+    db.execute(
+        "UPDATE files SET status = ?, batch_id = NULL, batch_status = NULL, request_counts = NULL,"
+        " batch_errors = NULL, submitted_at = NULL, not_found = 0 WHERE pk = ? AND status = ?",
+        (UPLOADED, pk, SUBMITTED),
+    )
+
+
+def mark_lost(db: sqlite3.Connection, pk: int, reason: str) -> int:
+    """`submitted` -> `lost`: the provider no longer knows the file's batch. Its pending requests
+    fail as never run (`unexecuted`, which does not use up --retries) and the next wave asks them
+    again. Returns how many."""
+    n = db.execute(
+        "UPDATE requests SET status = 'failed', error = ?, error_kind = 'unexecuted'"
+        " WHERE file_pk = ? AND status = 'pending'",
+        (reason, pk),
+    ).rowcount
+    db.execute(
+        "UPDATE files SET status = ?, batch_status = 'lost', finished_at = ? WHERE pk = ? AND status = ?",
+        (LOST, time.time(), pk, SUBMITTED),
+    )
+    return n
 
 
 # --- waves --------------------------------------------------------------------------------------
@@ -164,6 +216,9 @@ def wave_started(db: sqlite3.Connection, wave: int) -> bool:
     """Whether anything of `wave` has left the workspace: then it may never be compiled again."""
     return bool(
         db.execute("SELECT 1 FROM files WHERE wave = ? AND status != ? LIMIT 1", (wave, COMPILED)).fetchone()
+        or db.execute(  # a file the provider refused holds no batch, but was sent
+            "SELECT 1 FROM other_batches b JOIN files f ON f.pk = b.file_pk WHERE f.wave = ? LIMIT 1", (wave,)
+        ).fetchone()
         or db.execute(  # a manual ingest may answer requests of a file never submitted
             "SELECT 1 FROM requests WHERE wave = ? AND status != 'pending' LIMIT 1", (wave,)
         ).fetchone()
@@ -208,19 +263,22 @@ def discard_unsent_wave(db: sqlite3.Connection, wave: int) -> list[str]:
     """
     files = [r["path"] for r in db.execute("SELECT path FROM files WHERE wave = ?", (wave,))]
     db.execute("DELETE FROM requests WHERE wave = ?", (wave,))
+    db.execute(
+        "UPDATE other_batches SET file_pk = NULL WHERE file_pk IN (SELECT pk FROM files WHERE wave = ?)", (wave,)
+    )
     db.execute("DELETE FROM files WHERE wave = ?", (wave,))
     db.execute("DELETE FROM waves WHERE n = ?", (wave,))
     return files
 
 
 def close_finished_waves(ws: Workspace) -> None:
-    """Close every wave all of whose files are ingested: the next compile opens a new wave."""
+    """Close every wave all of whose files are done: the next compile opens a new wave."""
     with ws.store.transaction() as db:
         db.execute(
             "UPDATE waves SET closed_at = ? WHERE closed_at IS NULL AND NOT EXISTS"
-            " (SELECT 1 FROM files WHERE files.wave = waves.n AND files.status != ?)"
+            " (SELECT 1 FROM files WHERE files.wave = waves.n AND files.status NOT IN (?, ?))"
             " AND EXISTS (SELECT 1 FROM files WHERE files.wave = waves.n)",
-            (time.time(), INGESTED),
+            (time.time(), *DONE),
         )
 
 

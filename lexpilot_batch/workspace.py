@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import uuid
 from pathlib import Path
 
@@ -51,12 +52,42 @@ def _is_device(name: str) -> bool:
     return name.split(".")[0].upper() in _DEVICES
 
 
-class Workspace:
-    """An open workspace. Use as a context manager; `writable=True` takes the writer lock."""
+def shell_word(text: str | Path) -> str:
+    """`text` as one word of a printed command: double-quoted when it holds spaces or characters a
+    shell reads (the same on POSIX shells, cmd and PowerShell for ordinary paths)."""
+    shown = str(text)
+    if not shown or any(c.isspace() or c in "'\"&;|<>()$`" for c in shown):
+        shown = '"' + shown.replace('"', '\\"') + '"'
+    return shown
 
-    def __init__(self, root: Path | None = None, writable: bool = True) -> None:
+
+def command_hint(args: str, root: Path | str | None = None) -> str:
+    """`lexpilot-batch ARGS`, with the `--root` the user gave, so that a printed hint can be run as
+    it stands from where the user is."""
+    if root is None:
+        return f"lexpilot-batch {args}"
+    return f"lexpilot-batch {args} --root {shell_word(root)}"
+
+
+# What a workspace holds at its root: what a failed `prepare` that made the workspace takes away.
+_PARTS = ("state", "requests", "responses", "runs")
+
+
+class Workspace:
+    """An open workspace. Use as a context manager; `writable=True` takes the writer lock.
+
+    A folder that holds none is made a workspace only with `create` (the library's default; of the
+    commands, `prepare` and `run` only): every other command refuses it, creating nothing there. `abandon()` takes
+    back everything a workspace created by this very command holds (a `prepare` that failed).
+    """
+
+    def __init__(self, root: Path | None = None, writable: bool = True, create: bool = True) -> None:
+        self.given_root = root  # as the user gave it: repeated in printed hints
         self.root = Path(root if root is not None else Path.cwd()).resolve()
         self.writable = writable
+        self.create = create and writable
+        self.created = False  # this command made the workspace: `abandon` may take it back
+        self._existed: set[Path] = set()
         self.state_dir = self.root / "state"
         self.requests_dir = self.root / "requests"
         self.responses_dir = self.root / "responses"
@@ -64,14 +95,24 @@ class Workspace:
         self._lock: FileLock | None = None
         self._store: Store | None = None
 
+    def command(self, args: str) -> str:
+        """A hint naming a command on this workspace (`command_hint`)."""
+        return command_hint(args, self.given_root)
+
     def __enter__(self) -> Workspace:
         if self.root.exists() and not self.root.is_dir():
             raise LexpilotError(f"{self.root}: --root must be a folder")
-        if not self.writable and not (self.state_dir / DB_NAME).exists():
-            raise LexpilotError(
-                f"{self.root}: no lexpilot-batch workspace here (no state/{DB_NAME}); "
-                "run `lexpilot-batch prepare` first or pass --root"
-            )
+        if not (self.state_dir / DB_NAME).exists():
+            if not self.create:
+                raise LexpilotError(
+                    f"{self.root}: no lexpilot-batch workspace here (no state/{DB_NAME}), so nothing was done; "
+                    f"check --root, or start one with `{self.command('prepare --stage all --run-id run1 --model M')}`"
+                )
+            self.created = True
+            self._existed = {p for p in (self.root, *(self.root / part for part in _PARTS)) if p.exists()}
+            self._existed |= {
+                child for part in _PARTS if (self.root / part).is_dir() for child in (self.root / part).iterdir()
+            }
         self.state_dir.mkdir(parents=True, exist_ok=True)
         if self.writable:
             self._lock = FileLock(str(self.state_dir / "writer.lock"), timeout=0)
@@ -101,6 +142,26 @@ class Workspace:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    def abandon(self) -> None:
+        """Close a workspace this command created and remove everything it made (a failed `prepare`
+        leaves nothing behind). Does nothing to a workspace that existed before."""
+        if not self.created:
+            return
+        self.__exit__()
+        for part in _PARTS:
+            folder = self.root / part
+            if folder not in self._existed:
+                shutil.rmtree(folder, ignore_errors=True)
+                continue
+            for child in folder.iterdir() if folder.is_dir() else ():
+                if child not in self._existed:
+                    if child.is_dir():
+                        shutil.rmtree(child, ignore_errors=True)
+                    else:
+                        child.unlink(missing_ok=True)
+        if self.root not in self._existed:
+            shutil.rmtree(self.root, ignore_errors=True)
 
     @property
     def store(self) -> Store:

@@ -15,6 +15,8 @@ from lexpilot_batch.workspace import Workspace
 
 
 def open_session(ws: Workspace, faults: str | None = None, **options) -> Session:
+    # A create whose answer was lost is looked for during a grace period: short in tests.
+    options.setdefault("create_grace", 0.5)
     return Session(ws, ProviderOptions(provider="simulated", sim_faults=faults or "", **options))
 
 

@@ -42,6 +42,7 @@ class Outcome:
     status: dict[str, Any]
     rendered: str
     answered: set[tuple[str, int, str]]  # (run id, case index, step) answered
+    other_batches: list[dict[str, Any]] = field(default_factory=list)  # refused or duplicate batches kept aside
     server: Counter = field(default_factory=Counter)  # the simulated provider's call counters
     sim_batches: list[dict[str, Any]] = field(default_factory=list)  # Batch objects it holds
 
@@ -72,6 +73,7 @@ def read_outcome(ws: Workspace) -> Outcome:
         requests=requests,
         files=[dict(r) for r in db.execute("SELECT * FROM files ORDER BY pk")],
         anomalies=[dict(r) for r in db.execute("SELECT * FROM anomalies ORDER BY pk")],
+        other_batches=[dict(r) for r in db.execute("SELECT * FROM other_batches ORDER BY at")],
         status=info,
         rendered=status.render(info),
         answered={
@@ -224,13 +226,19 @@ def check_invariants(root: Path, outcome: Outcome) -> None:
         assert len(answered) <= 1, f"{key} answered {len(answered)} times"
         waves = [a["wave"] for a in attempts]
         assert waves == sorted(set(waves)), f"{key}: two attempts in one wave"
-    # The provider holds exactly one batch per submitted batch-backend file, each one recorded.
+    # The provider holds exactly one batch per submitted batch-backend file, each one recorded;
+    # besides it, only batches kept aside: refused for the quota (they ran nothing) or duplicates
+    # found and cancelled, none of them ever a file's own batch (whose results are applied).
+    aside = {b["batch_id"] for b in outcome.other_batches}
+    recorded = {f["batch_id"] for f in outcome.files}
+    assert not aside & recorded, "a batch kept aside is a file's own batch"
     if outcome.sim_batches:
-        recorded = {f["batch_id"] for f in outcome.files}
-        per_file = Counter((b["metadata"] or {}).get("lexpilot_file") for b in outcome.sim_batches)
+        per_file = Counter(
+            (b["metadata"] or {}).get("lexpilot_file") for b in outcome.sim_batches if b["id"] not in aside
+        )
         doubled = {path: n for path, n in per_file.items() if n > 1}
         assert not doubled, f"the provider holds several batches for one request file: {doubled}"
-        stray = [b["id"] for b in outcome.sim_batches if b["id"] not in recorded]
+        stray = [b["id"] for b in outcome.sim_batches if b["id"] not in recorded | aside]
         assert not stray, f"batches the workspace does not know of: {stray}"
 
 

@@ -32,6 +32,7 @@ EXPECTED_COMMANDS = {
     "ingest",
     "serve-simulated",
     "doctor",
+    "retry",
 }
 
 GROUP = typer.main.get_command(app)

@@ -33,7 +33,8 @@ SEED = 11
 # the latency keeps batches in flight long enough for kills to land while they are.
 FAULTS = "line_error=0.05,truncate=0.02,malformed_judge=0.1,expire_batch=0.1,fail_batch=0.05,latency=0.05,seed=7"
 PREPARE = ("prepare", "--stage", "all", "--run-id", "r1", "--run-id", "r2", "--model", "sim-eval", "--limit", "6")
-ADVANCE = ("poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05")
+# A kill during a create is followed by a look for its batch during the grace period: short here.
+ADVANCE = ("poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05", "--create-grace", "0.5")
 IN_PROCESS = ["--provider", "simulated", "--sim-seed", str(SEED), "--sim-faults", FAULTS]
 
 
@@ -183,18 +184,30 @@ def check_workspace_bookkeeping(root: Path) -> None:
     assert not anomalies, anomalies
 
 
+def refused_for_quota(batch) -> bool:
+    """A batch the provider refused for the enqueued-token quota: it ran nothing, and its file is
+    created again (the `fail_batch` fault draws such refusals)."""
+    errors = getattr(batch.errors, "data", None) or []
+    return batch.status == "failed" and any(e.code == "token_limit_exceeded" for e in errors)
+
+
 def check_provider_batches(base_url: str, root: Path) -> None:
-    """On the provider: one batch per workspace file, and no custom_id in two batches' inputs."""
+    """On the provider: one batch per workspace file (besides batches refused for the quota, which
+    ran nothing), and no custom_id in two batches' inputs."""
     db = open_db(root)
     assert db is not None
     try:
         recorded = {r["batch_id"]: r["path"] for r in db.execute("SELECT batch_id, path FROM files")}
+        refused = {r["batch_id"] for r in db.execute("SELECT batch_id FROM other_batches WHERE why = 'token_limit'")}
         workspace_id = db.execute("SELECT value FROM meta WHERE key = 'workspace_id'").fetchone()[0]
     finally:
         db.close()
     client = OpenAI(base_url=base_url, api_key="sk-dummy", max_retries=5)
-    batches = list(client.batches.list(limit=100))  # this provider serves this workspace only
-    assert all((b.metadata or {}).get("lexpilot_workspace") == workspace_id for b in batches)
+    every = list(client.batches.list(limit=100))  # this provider serves this workspace only
+    assert all((b.metadata or {}).get("lexpilot_workspace") == workspace_id for b in every)
+    assert {b.id for b in every if b.id in refused} == refused, "a refused batch the provider does not hold"
+    assert all(refused_for_quota(b) for b in every if b.id in refused), "a batch kept aside was not refused"
+    batches = [b for b in every if b.id not in refused]
     by_file = Counter((b.metadata or {})["lexpilot_file"] for b in batches)
     assert max(by_file.values()) == 1, f"workspace files batched twice: {[p for p, n in by_file.items() if n > 1]}"
     assert {b.id for b in batches} == set(recorded), "provider batches and recorded batches differ"

@@ -17,7 +17,6 @@ same (run, case, step) set answered, and no step requested that the fault-free r
 | scenario | guarantee checked |
 | --- | --- |
 | error-file lines (`line_error`: bare `error`, and status 500 bodies) | = fault-free; each faulted request failed as `transport` with the provider's message, no other request failed |
-| status 400 lines in the error file (`line_400`) | = fault-free; failed as `transport` "HTTP 400" |
 | empty content (`""` and null, status 200) | = fault-free; failed as `invalid` "empty content" |
 | truncation (`finish_reason=length`) | = fault-free; failed as `invalid`, never scored though the text is there |
 | malformed judge JSON | = fault-free; failed as `invalid` "malformed" |
@@ -25,7 +24,7 @@ same (run, case, step) set answered, and no step requested that the fault-free r
 | malformed judge output every time | exact failed threads: every thread, reason naming its judge steps "unusable output 3 times"; 3 attempts per judge step, whatever `--retries` |
 | every line in the error file, `--retries 2` | exact failed threads: every thread at its first step, "failed 2 times at the provider"; each batch `completed` with no output file |
 | expired batches with partial output | = fault-free; the finished requests of an expired batch are kept (not re-sent: wave 1's kept at attempt 1), only the rest are re-sent, once |
-| failed batches: `token_limit_exceeded` | = fault-free; every request of the failed batch failed with the batch's error code and was re-sent |
+| failed batches: `token_limit_exceeded` | = fault-free; the refused batch is kept aside and its file created again (a new tag); no request failed or was sent twice |
 | failed batches: input validation (`duplicate_custom_id`), once | = fault-free; the batch error reaches the requests and they are re-sent |
 | failed batches: input validation every time, `--retries 2` | exact failed threads, reason naming the batch's `duplicate_custom_id` error |
 | batches cancelled by someone else mid-run | = fault-free; finished requests kept, the rest re-sent once |
@@ -116,7 +115,7 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
 
 CONTENT_FAULTS = {  # fault -> (error_kind, what the engine's error says)
     "line_error": ("transport", r"^(server_error: |HTTP 500: )"),
-    "line_400": ("transport", r"^HTTP 400: "),
+    "line_400": ("permanent", r"^HTTP 400: "),
     "truncate": ("invalid", r"^truncated \(finish_reason=length\)$"),
     "empty_content": ("invalid", r"^empty content$"),
     "malformed_judge": ("invalid", r"^malformed: "),
@@ -159,13 +158,12 @@ def assert_failures_follow_the_dice(outcome: Outcome, spec: str) -> Counter:
     "spec",
     [
         "line_error=0.25,seed=1",
-        "line_400=0.25,seed=1",
         "empty_content=0.15,seed=1",
         "truncate=0.15,seed=1",
         "malformed_judge=0.2,seed=2",
-        "line_error=0.08,line_400=0.06,empty_content=0.05,truncate=0.05,malformed_judge=0.08,seed=3",
+        "line_error=0.08,empty_content=0.05,truncate=0.05,malformed_judge=0.08,seed=3",
     ],
-    ids=["line_error", "line_400", "empty_content", "truncate", "malformed_judge", "mixed"],
+    ids=["line_error", "empty_content", "truncate", "malformed_judge", "mixed"],
 )
 def test_bad_result_lines_are_never_scored_and_change_no_record(tmp_path, baseline, spec):
     outcome = run_benchmark(tmp_path / "ws", spec)
@@ -274,16 +272,16 @@ def test_expired_batches_keep_what_they_finished_and_resend_only_the_rest(tmp_pa
     assert done_in_1 | again == {(r["case_idx"], r["step"]) for r in first}
 
 
-def test_batches_failing_on_the_token_limit_are_resent(tmp_path, baseline):
+def test_batches_refused_for_the_token_limit_are_created_again_and_fail_no_request(tmp_path, baseline):
     outcome = run_benchmark(tmp_path / "ws", "fail_batch=0.3,seed=4")
     assert_same_as(baseline, outcome)
-    failed_files = [f for f in outcome.files if f["batch_status"] == "failed"]
-    assert failed_files
-    for f in failed_files:
-        assert json.loads(f["batch_errors"])[0]["code"] == "token_limit_exceeded"
-        mine = [r for r in outcome.requests if r["file_pk"] == f["pk"]]
-        assert all(r["status"] == "failed" and "failed: token_limit_exceeded" in r["error"] for r in mine)
-    assert kept_and_resent(outcome, "failed") == (0, sum(f["n_requests"] for f in failed_files))
+    refused = [b for b in outcome.other_batches if b["why"] == "token_limit"]
+    assert refused and all(b["status"] == "failed" for b in refused)
+    # The refused file waited and was created again: no request failed, none was sent twice.
+    assert not outcome.failed_requests() and not retried(outcome)
+    assert all(f["batch_status"] == "completed" for f in outcome.files)
+    refused_files = {b["file_pk"] for b in refused}
+    assert all(f["creates"] > 1 for f in outcome.files if f["pk"] in refused_files)
 
 
 def invalid_uploads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, waves: set[int] | None) -> list[str]:

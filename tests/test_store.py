@@ -62,8 +62,28 @@ TABLES = {
         ("finished_at", "REAL", 0, 0),
         ("backend", "TEXT", 1, 0),
         ("provider", "TEXT", 0, 0),
+        ("url", "TEXT", 0, 0),
+        ("tokens", "INTEGER", 1, 0),
+        ("creates", "INTEGER", 1, 0),
+        ("creating_at", "REAL", 0, 0),
+        ("not_found", "INTEGER", 1, 0),
     ],
     "meta": [("key", "TEXT", 0, 1), ("value", "TEXT", 1, 0)],
+    "other_batches": [
+        ("batch_id", "TEXT", 0, 1),
+        ("file_pk", "INTEGER", 0, 0),
+        ("path", "TEXT", 1, 0),
+        ("why", "TEXT", 1, 0),
+        ("status", "TEXT", 0, 0),
+        ("at", "REAL", 1, 0),
+    ],
+    "retries": [
+        ("pk", "INTEGER", 0, 1),
+        ("at", "REAL", 1, 0),
+        ("selection", "TEXT", 1, 0),
+        ("threads", "INTEGER", 1, 0),
+        ("after_wave", "INTEGER", 1, 0),
+    ],
     "migrations": [("name", "TEXT", 0, 1), ("applied_at", "REAL", 1, 0)],
     "requests": [
         ("pk", "INTEGER", 0, 1),
@@ -110,6 +130,7 @@ TABLES = {
         ("record", "TEXT", 0, 0),
         ("reason", "TEXT", 0, 0),
         ("score", "TEXT", 0, 0),
+        ("fresh_after", "INTEGER", 1, 0),
     ],
     "waves": [("n", "INTEGER", 0, 1), ("compiled_at", "REAL", 1, 0), ("closed_at", "REAL", 0, 0)],
 }
@@ -137,6 +158,7 @@ FOREIGN_KEYS = {
     ("files", "wave", "waves", "n"),
     ("requests", "run_pk", "runs", "pk"),
     ("requests", "file_pk", "files", "pk"),
+    ("other_batches", "file_pk", "files", "pk"),
 }
 
 
@@ -166,7 +188,8 @@ MIGRATION_NAMES = [
     "0006_categories",
     "0007_file_provider",
     "0008_rescore_interaction_fields",
-    "0009_compacted_files",
+    "0009_operations",
+    "0010_compacted_files",
 ]
 
 

@@ -192,17 +192,21 @@ def test_429_and_500_are_retried_by_the_sdk_and_all_succeed(tmp_path: Path) -> N
     assert all(line["response"]["status_code"] == 200 for line in output_lines(tmp_path / "out.jsonl"))
 
 
-def test_429_beyond_the_retries_is_a_rate_limited_line(
+def test_429_beyond_the_retries_is_sent_again_and_never_written_as_a_failure(
     server: SimulatedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A 429 that outlasts the SDK's retries is no failure of the request: it is sent again after a
+    backoff and answered, using up none of its attempts (issue 16: a sync 429 used them up)."""
     items = cases(4)
     requests = write_requests(tmp_path / "req.jsonl", items)
     assert server.api is not None
     original = server.api.chat_completion
     unlucky = items[2][1]
+    refused = [0]
 
     def limited(body: Any, request_id: str | None = None) -> Any:
-        if body["messages"][0]["content"] == unlucky:
+        if body["messages"][0]["content"] == unlucky and refused[0] < 5:
+            refused[0] += 1
             raise ApiError(
                 429,
                 "Rate limit reached (test).",
@@ -216,12 +220,35 @@ def test_429_beyond_the_retries_is_a_rate_limited_line(
     before = server.stats["calls"]
     stats = SyncRunner(endpoint(server.base_url), concurrency=1, max_retries=2).run(requests, tmp_path / "out.jsonl")
 
-    assert (stats.ok, stats.failed) == (3, 1)
-    assert server.stats["calls"] - before == 3 + 3  # the unlucky one: first try and two retries
+    assert (stats.ok, stats.failed, stats.rate_limited) == (4, 0, 1)
+    # The unlucky one: a try and two SDK retries, all 429; sent again: two more 429s, then a 200.
+    assert server.stats["calls"] - before == 3 + 6
     line = {x["custom_id"]: x for x in output_lines(tmp_path / "out.jsonl")}[items[2][0]]
-    assert line["response"] is None and line["error"]["code"] == "rate_limited"
-    ok, _, _, error, kind, _ = judge_line(line, "text", 0)
-    assert not ok and kind == "transport" and "rate_limited" in (error or "")
+    ok, *_ = judge_line(line, "text", 0)
+    assert ok
+
+
+def test_a_429_that_never_ends_stops_the_run_and_writes_nothing_for_it(
+    server: SimulatedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = cases(3)
+    requests = write_requests(tmp_path / "req.jsonl", items)
+    assert server.api is not None
+    original = server.api.chat_completion
+    unlucky = items[1][1]
+
+    def limited(body: Any, request_id: str | None = None) -> Any:
+        if body["messages"][0]["content"] == unlucky:
+            raise ApiError(
+                429, "Rate limit reached (test).", code="rate_limit_exceeded", headers={"retry-after-ms": "1"}
+            )
+        return original(body, request_id)
+
+    monkeypatch.setattr(server.api, "chat_completion", limited)
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(ProviderError, match=r"HTTP 429, 8 times for one request.*nothing was lost"):
+        SyncRunner(endpoint(server.base_url), concurrency=1, max_retries=0).run(requests, out)
+    assert saved_custom_ids(out) == {items[0][0], items[2][0]}  # sent again by the next run
 
 
 def test_resume_sends_only_what_is_missing_and_cuts_a_partial_line(server: SimulatedServer, tmp_path: Path) -> None:
@@ -286,7 +313,7 @@ def test_a_400_is_written_as_a_line_and_does_not_stop_the_run(server: SimulatedS
     assert line["response"]["status_code"] == 400 and line["response"]["request_id"].startswith("req_")
     assert "messages" in line["response"]["body"]["error"]["message"]
     ok, _, _, error, kind, _ = judge_line(line, "text", 0)
-    assert not ok and kind == "transport" and (error or "").startswith("HTTP 400")
+    assert not ok and kind == "permanent" and (error or "").startswith("HTTP 400")
 
 
 def test_a_missing_key_is_a_config_error_naming_the_variable() -> None:

@@ -9,7 +9,10 @@ from collections import defaultdict
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records
 
+from lexpilot_batch import budgets
 from lexpilot_batch.config import Settings
+from lexpilot_batch.engine import submit
+from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.estimate import dry_run_prepare, render
 from lexpilot_batch.providers.routes import RouteRules, resolve_route
 from lexpilot_batch.providers.session import ProviderOptions, Session
@@ -124,3 +127,42 @@ def test_the_estimate_projects_the_batch_round_trips_and_the_premium_of_tail_syn
     text = render(some)
     assert f"Batch round trips, expected path: 8; {some.tail_sync.batch_round_trips} with --tail-sync {N}" in text
     assert "premium" in text and json.dumps(some.to_json())  # the JSON form carries it too
+
+
+def test_groups_sent_through_sync_are_cut_by_tokens_but_never_wait_for_a_token_budget(tmp_path):
+    """Enqueued-token budgets count batches only (`budgets`): a group `--tail-sync` sends through
+    chat completions is cut by tokens like any other (the cut happens while lines are written, the
+    decision once the group is whole), but none of its files waits for room or counts as enqueued."""
+    seen = {}
+    for limit in (0, 1000):
+        with Workspace(tmp_path / f"ws{limit}") as ws:
+            session = open_session(ws, tail_sync=limit, max_enqueued_tokens={"sim-eval": 6000})
+            prepare_runs(ws, session, stage="lca", limit=LIMIT)
+            sent = submit(ws, session)
+            db = ws.store.conn
+            files = [r[0] for r in db.execute("SELECT backend FROM files WHERE wave = 1 AND model = 'sim-eval'")]
+            usage = budgets.usage_by_model(db)["sim-eval"]
+            seen[limit] = (files, sent.waiting, budgets.enqueued(db, "sim-eval"), usage)
+            finish(ws, session)
+            session.close()
+            seen[limit] += (records(ws),)
+    batched, synced = seen[0], seen[1000]
+    assert len(batched[0]) > 2 and set(batched[0]) == {"simulated"}
+    assert batched[1] and batched[2] > 0 and batched[3]["submitted_tokens"] > 0
+    assert synced[0] == ["sync"] * len(batched[0])  # the same cut, every shard through chat completions
+    assert synced[1] == [] and synced[2] == 0
+    assert (synced[3]["queued_tokens"], synced[3]["submitted_tokens"]) == (0, 0)
+    assert synced[4] == batched[4]
+
+
+def test_tail_sync_is_an_operational_choice_not_a_stored_setting(tmp_path):
+    """`--tail-sync` is remembered like a backend choice and may change at any command; the settings
+    a workspace stores once (file limits, profiles...) refuse a different value."""
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, tail_sync=500, max_requests=40)
+        prepare_runs(ws, session, stage="lca", limit=1)
+        session.close()
+        assert Session(ws, ProviderOptions(tail_sync=50)).tail_sync == 50
+        assert Session(ws, ProviderOptions(tail_sync=50)).settings["max_requests"] == 40
+        with pytest.raises(ConfigError, match=r"--max-requests-per-file 7 \(this workspace uses 40\)"):
+            Session(ws, ProviderOptions(tail_sync=50, max_requests=7))

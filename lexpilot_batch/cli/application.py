@@ -77,6 +77,7 @@ app.command()(reading.report)
 app.command()(running.run)
 app.command()(reading.export)
 app.command()(running.ingest)
+app.command()(running.retry)
 app.command()(tools.doctor)
 app.command("serve-simulated")(tools.serve_simulated)
 

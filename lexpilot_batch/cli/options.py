@@ -182,6 +182,32 @@ PROVIDER_OPTIONS: list[Option] = [
         None,
     ),
     (
+        "create_grace",
+        Annotated[
+            float,
+            typer.Option(
+                "--create-grace",
+                help="Seconds to look for a batch whose create answer was lost (a timeout, a crash) before "
+                "creating it again: a provider may commit a create a moment after it fails to answer.",
+                min=0,
+            ),
+        ],
+        60.0,
+    ),
+    (
+        "max_enqueued_tokens",
+        Annotated[
+            list[str],
+            typer.Option(
+                "--max-enqueued-tokens",
+                help="MODEL=N: the provider's enqueued-token quota for MODEL's batches (OpenAI and Azure queue "
+                "limits); a wave's files are cut to fit and sent as earlier batches finish. Remembered by the "
+                "workspace; lowered by itself after a token_limit_exceeded refusal. Repeatable.",
+            ),
+        ],
+        [],
+    ),
+    (
         "batch_endpoint",
         Annotated[
             str | None,
@@ -371,6 +397,7 @@ class Target(NamedTuple):
 
 
 def provider_options(values: dict[str, Any]) -> Target:
+    from lexpilot_batch.budgets import parse_flags
     from lexpilot_batch.config import ROLES
     from lexpilot_batch.providers.session import ProviderOptions
 
@@ -398,6 +425,8 @@ def provider_options(values: dict[str, Any]) -> Target:
             max_bytes=values["max_bytes_per_file"],
             completion_window=values["completion_window"],
             batch_endpoint=values["batch_endpoint"],
+            max_enqueued_tokens=parse_flags(values["max_enqueued_tokens"]),
+            create_grace=values["create_grace"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
             tail_sync=values["tail_sync"],
         ),

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+
+from lexpilot_batch.workspace import command_hint, shell_word
 
 if TYPE_CHECKING:
     from lexpilot_batch.engine import AdvanceResult, PrepareResult
 
 
-def say_prepared(result: PrepareResult) -> None:
+def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
     compiled = result.compiled
     models = f" of {', '.join(result.models)}" if len(result.models) > 1 else ""
     typer.echo(f"Runs: {', '.join(result.runs)}{models}; new threads: {result.new_threads}.")
@@ -23,22 +26,25 @@ def say_prepared(result: PrepareResult) -> None:
             typer.echo(f"  {path}" + ("  (sync: --tail-sync)" if path in compiled.tail_sync_files else ""))
     else:
         typer.echo("Nothing is due: every thread of these runs is finished.")
-    say_manual(result.compiled.manual_files)
+    say_manual(result.compiled.manual_files, root)
 
 
-def say_manual(paths: list[str]) -> None:
-    """Tell the user exactly how to run files left to them (the `manual` backend)."""
+def say_manual(paths: list[str], root: Path | None = None) -> None:
+    """Tell the user exactly how to run files left to them (the `manual` backend); with a `--root`,
+    the paths are given under it, so that the commands run as printed from where the user is."""
     if not paths:
         return
     typer.echo("\nThese files are yours to run (manual backend), e.g. with vLLM on a local model:")
     for path in paths:
         out = path.replace("requests/", "responses/", 1).replace(".jsonl", ".output.jsonl")
+        if root is not None:
+            path, out = (shell_word(Path(root, p).as_posix()) for p in (path, out))
         typer.echo(f"  python -m vllm.entrypoints.openai.run_batch -i {path} -o {out} --model MODEL")
-        typer.echo(f"  lexpilot-batch ingest {out}")
+        typer.echo(f"  {command_hint(f'ingest {out}', root)}")
     typer.echo("(or upload them in your provider's console and ingest the output and error files it gives you)")
 
 
-def progress_printer() -> Callable[[AdvanceResult, dict[str, int]], None]:
+def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[str, int]], None]:
     """One tqdm bar per wave over its requests' provider counts, and a summary line per step."""
     from tqdm import tqdm
 
@@ -100,7 +106,7 @@ def progress_printer() -> Callable[[AdvanceResult, dict[str, int]], None]:
         if new_manual:
             state["manual"].update(new_manual)
             close_bar()
-            say_manual(new_manual)
+            say_manual(new_manual, root)
         if left["in_flight"] == 0:
             close_bar()
 

@@ -90,7 +90,7 @@ def print_report(
         # The HTML page's per-case viewer shows whole records; every other format reads scores only.
         runs = results.load_run_results(ws, run_id, model, texts=html)
     if not partial:
-        results.check_complete(runs, "report what is scored")
+        results.check_complete(runs, "report what is scored", root)
     built = report_mod.build_report(
         runs,
         prices,

@@ -24,6 +24,7 @@ from lexpilot_batch.cli.options import (
 from lexpilot_batch.cli.output import progress_printer, say_manual, say_prepared
 from lexpilot_batch.cli.reading import print_report
 from lexpilot_batch.costs import load_prices
+from lexpilot_batch.workspace import command_hint
 
 if TYPE_CHECKING:
     from lexpilot_batch.providers.session import Session
@@ -32,18 +33,27 @@ if TYPE_CHECKING:
 
 
 @contextlib.contextmanager
-def _session(target: Target) -> Iterator[tuple[Workspace, Session]]:
-    """The writable workspace and a provider session for it, both closed on the way out."""
+def _session(target: Target, create: bool = False) -> Iterator[tuple[Workspace, Session]]:
+    """The writable workspace and a provider session for it, both closed on the way out.
+
+    Only `create` (prepare, run) makes a workspace of a folder that holds none; one it made is
+    taken away again when the command fails, so a failed `prepare` leaves nothing behind.
+    """
     from lexpilot_batch.providers.session import Session
     from lexpilot_batch.workspace import Workspace
 
     root, options = target
-    with Workspace(root) as ws:
-        session = Session(ws, options)
+    ws = Workspace(root, create=create)
+    with ws:
         try:
-            yield ws, session
-        finally:
-            session.close()
+            session = Session(ws, options)
+            try:
+                yield ws, session
+            finally:
+                session.close()
+        except BaseException:
+            ws.abandon()
+            raise
 
 
 @with_options(PROVIDER_OPTIONS, "target", provider_options)
@@ -72,9 +82,9 @@ def prepare(
     if dry_run:
         _dry_run(spec, target, load_prices(prices), format_)
         return
-    with _session(target) as (ws, session):
+    with _session(target, create=True) as (ws, session):
         result = do_prepare(ws, session, spec)
-    say_prepared(result)
+    say_prepared(result, target.root)
 
 
 def _dry_run(spec: RunSpec, target: Target, prices: dict | None, format_: str) -> None:
@@ -99,14 +109,19 @@ def submit(target: Target) -> None:
 
     with _session(target) as (ws, session):
         result = do_submit(ws, session, on_file=lambda p: typer.echo(f"  submitted {p}"))
-    if not result.submitted and not result.manual:
+    if not result.submitted and not result.manual and not result.waiting:
         typer.echo("Nothing to submit.")
     elif result.submitted:
         typer.echo(
             f"Submitted {len(result.submitted)} file(s)"
             + (f", {len(result.adopted)} adopted from an interrupted submit." if result.adopted else ".")
         )
-    say_manual(result.manual)
+    if result.waiting:
+        typer.echo(
+            f"{len(result.waiting)} file(s) wait for room under the enqueued-token budget; "
+            f"`{command_hint('poll-and-advance --submit --wait', target.root)}` sends them as batches finish."
+        )
+    say_manual(result.manual, target.root)
 
 
 def _advance(
@@ -120,19 +135,28 @@ def _advance(
         do_submit=do_submit,
         wait=wait,
         poll_interval=poll_interval,
-        on_round=progress_printer(),
+        on_round=progress_printer(ws.given_root),
         compact=compact,
     )
     if left["waiting_manual"]:
         typer.echo(
-            f"{left['waiting_manual']} file(s) wait for you to run them and `lexpilot-batch ingest` their output."
+            f"{left['waiting_manual']} file(s) wait for you to run them and `{ws.command('ingest FILE')}` their output."
         )
     elif left["in_flight"]:
-        typer.echo(f"{left['in_flight']} batch(es) still in flight; run poll-and-advance again later.")
+        typer.echo(
+            f"{left['in_flight']} batch(es) still in flight; run `{ws.command('poll-and-advance --submit')}` again later."
+        )
     elif left["unsubmitted"]:
-        typer.echo(f"{left['unsubmitted']} file(s) compiled and waiting: run `lexpilot-batch submit`.")
+        typer.echo(f"{left['unsubmitted']} file(s) compiled and waiting: run `{ws.command('submit')}`.")
     elif left["active_threads"] == 0:
-        typer.echo("Every thread is finished or failed: run `lexpilot-batch report`.")
+        failed = ws.store.conn.execute("SELECT COUNT(*) FROM threads WHERE status = 'failed'").fetchone()[0]
+        if failed:
+            typer.echo(
+                f"Every thread is finished or failed ({failed} failed: `{ws.command('status')}` names them, "
+                f"`{ws.command('retry')}` makes them due again); then run `{ws.command('report')}`."
+            )
+        else:
+            typer.echo(f"Every thread is finished: run `{ws.command('report')}`.")
     return left
 
 
@@ -169,8 +193,8 @@ def run(
     """
     from lexpilot_batch.engine import prepare as do_prepare
 
-    with _session(target) as (ws, session):
-        say_prepared(do_prepare(ws, session, spec))
+    with _session(target, create=True) as (ws, session):
+        say_prepared(do_prepare(ws, session, spec), target.root)
         interval = min(poll_interval, 0.2) if session.provider == "simulated" else poll_interval
         left = _advance(ws, session, True, True, interval, compact)
     if left["active_threads"] == 0:
@@ -194,7 +218,7 @@ def ingest(
     from lexpilot_batch.ingest import ingest_external
     from lexpilot_batch.workspace import Workspace
 
-    with Workspace(root) as ws:
+    with Workspace(root, create=False) as ws:
         stats, done = ingest_external(ws, file, wave)
     typer.echo(
         f"{file}: {stats.answered} answered, {stats.failed} failed"
@@ -205,4 +229,41 @@ def ingest(
     )
     for path in done:
         typer.echo(f"  complete: {path}")
-    typer.echo("Next: lexpilot-batch poll-and-advance --submit")
+    typer.echo(f"Next: {command_hint('poll-and-advance --submit', root)}")
+
+
+@with_options(PROVIDER_OPTIONS, "target", provider_options)
+def retry(
+    target: Target,
+    run_id: Annotated[list[str], typer.Option("--run-id", help="Only threads of this run id; repeatable.")] = [],  # noqa: B006
+    model: Annotated[list[str], typer.Option("--model", help="Only threads of this evaluated model; repeatable.")] = [],  # noqa: B006
+    task: Annotated[
+        list[str],
+        typer.Option("--task", help="Only this task or stage (lca, dcg, ljp-direct, ljp-gold, ljp-interaction, ljp)."),
+    ] = [],  # noqa: B006
+    case: Annotated[list[str], typer.Option("--case", help="Only this case number; repeatable.")] = [],  # noqa: B006
+) -> None:
+    """Make failed threads due again with fresh attempts, under the same run id and manifest.
+
+    Each thread resumes from the answers it has; what was retried is recorded and shown by
+    `status`. Then run poll-and-advance --submit --wait.
+
+    Example: lexpilot-batch retry --run-id run1 --task lca
+    """
+    from lexpilot_batch.engine import retry as do_retry
+    from lexpilot_batch.retry import RetrySelection
+
+    selection = RetrySelection(tuple(run_id), tuple(model), tuple(task), tuple(case))
+    with _session(target) as (ws, session):
+        result, compiled = do_retry(ws, session, selection)
+    if not result.threads:
+        left = f" ({result.failed_left} failed thread(s) do not match the filters)" if result.failed_left else ""
+        typer.echo(f"No failed thread to retry{left}.")
+        return
+    tasks = ", ".join(f"{task} {n}" for task, n in result.by_task.items())
+    typer.echo(f"Retrying {result.threads} failed thread(s) ({tasks}) with fresh attempts.")
+    if compiled.compiled:
+        typer.echo(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s).")
+    elif compiled.in_flight:
+        typer.echo("A wave is under way; they join the next wave.")
+    typer.echo(f"Next: {command_hint('poll-and-advance --submit --wait', target.root)}")

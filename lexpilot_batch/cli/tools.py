@@ -48,7 +48,7 @@ def doctor(
 
     root, options = target
     report = check(root, repair, options)
-    typer.echo(render_report(report))
+    typer.echo(render_report(report, root))
     raise typer.Exit(report.exit_code)
 
 
@@ -62,6 +62,10 @@ def serve_simulated(
     ] = Path("state/simulated"),
     sim_faults: SimFaultsOpt = None,
     sim_seed: SimSeedOpt = 0,
+    forget_batches: Annotated[
+        bool,
+        typer.Option("--forget-batches", help="Start as a provider whose restart lost every batch (files stay)."),
+    ] = False,
 ) -> None:
     """Serve the simulated OpenAI-compatible Batch API on loopback until stopped.
 
@@ -71,4 +75,4 @@ def serve_simulated(
     """
     from lexpilot_batch.simulated import parse_faults, serve_forever
 
-    serve_forever(state_dir, host, port, parse_faults(sim_faults), sim_seed)
+    serve_forever(state_dir, host, port, parse_faults(sim_faults), sim_seed, forget_batches=forget_batches)

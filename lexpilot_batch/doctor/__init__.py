@@ -22,6 +22,7 @@ What is checked:
 | `sent_request_file_changed` — already with the provider, bytes on disk differ | info | no: explained |
 | `result_file_missing` / `result_file_damaged` — downloaded, not ingested | error | download again |
 | `interrupted_submit` — uploaded or creating: a submit stopped half-way | action | no: run `submit` |
+| `batch_lost` — the provider answered 404 for a batch in flight | error | declare it lost: its requests are sent again |
 | `pending_in_ingested_file` — requests left pending in an ingested file | warning | fail them |
 | `threads_waiting` — active threads, nothing open, nothing pending | action | no: `poll-and-advance` |
 | `ingest_anomalies` — unknown / duplicate custom_ids, bad lines, by kind | info | no: explained |
@@ -39,6 +40,7 @@ from lexpilot_batch.doctor.command import check, render, render_report
 from lexpilot_batch.doctor.diagnosis import diagnose, schema_findings
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
+    BATCH_LOST,
     COMPACTED_MISSING,
     INTERRUPTED_SUBMIT,
     MANIFEST,
@@ -57,6 +59,7 @@ from lexpilot_batch.doctor.repairs import PENDING_FAILED, repair
 
 __all__ = [
     "ANOMALIES",
+    "BATCH_LOST",
     "COMPACTED_MISSING",
     "INTERRUPTED_SUBMIT",
     "MANIFEST",

@@ -12,7 +12,7 @@ from lexpilot_batch.doctor.findings import SEVERITIES, DoctorReport, Finding
 from lexpilot_batch.doctor.repairs import repair
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.store import DB_NAME
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.workspace import Workspace, command_hint
 
 if TYPE_CHECKING:
     from lexpilot_batch.providers.session import ProviderOptions
@@ -39,7 +39,7 @@ def check(root: Path | None = None, do_repair: bool = False, options: ProviderOp
         raw.close()
     if early:
         return DoctorReport(early, [], early)
-    with Workspace(base) as ws:
+    with Workspace(root, create=False) as ws:
         found = diagnose(ws)
         if not do_repair or not any(f.repairable for f in found):
             return DoctorReport(found, [], found)
@@ -51,8 +51,8 @@ def check(root: Path | None = None, do_repair: bool = False, options: ProviderOp
         return DoctorReport(found, done, diagnose(ws))
 
 
-def render(findings: list[Finding]) -> str:
-    """The findings for the terminal: kind, what and where, what to do."""
+def render(findings: list[Finding], root: Path | None = None) -> str:
+    """The findings for the terminal: kind, what and where, what to do (hints repeat `root`)."""
     if not findings:
         return "No problems found."
     counts = Counter(f.severity for f in findings)
@@ -62,14 +62,14 @@ def render(findings: list[Finding]) -> str:
         lines.append(f"\n{i}. [{f.severity}] {f.kind}: {f.detail}")
         lines.append(f"   what to do: {f.fix}")
         if f.repairable:
-            lines.append("   `lexpilot-batch doctor --repair` does this.")
+            lines.append(f"   `{command_hint('doctor --repair', root)}` does this.")
     return "\n".join(lines)
 
 
-def render_report(report: DoctorReport) -> str:
+def render_report(report: DoctorReport, root: Path | None = None) -> str:
     """What `doctor` prints: the findings, and after `--repair` what was done and what is left."""
     if not report.repaired:
-        return render(report.found)
+        return render(report.found, root)
     lines = ["Repaired:", *(f"  - {line}" for line in report.repaired), ""]
-    lines.append("After repair: " + render(report.remaining))
+    lines.append("After repair: " + render(report.remaining, root))
     return "\n".join(lines)

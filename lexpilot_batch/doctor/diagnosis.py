@@ -9,6 +9,7 @@ from pathlib import Path
 from lexpilot_batch.compaction import SUFFIX, missing
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
+    BATCH_LOST,
     COMPACTED_MISSING,
     INTERRUPTED_SUBMIT,
     MANIFEST,
@@ -30,7 +31,9 @@ from lexpilot_batch.waves import (
     CREATING,
     DOWNLOADED,
     INGESTED,
+    LOST_AFTER,
     OPEN,
+    SUBMITTED,
     UPLOADED,
     files_in,
     has_open_files,
@@ -95,6 +98,7 @@ def diagnose(ws: Workspace) -> list[Finding]:
         *_result_files(ws),
         *_pending_in_ingested(ws),
         *_interrupted_submits(ws),
+        *_lost_batches(ws),
         *_waiting_threads(ws),
         *manifest_findings(ws),
         *_compacted_missing(ws),
@@ -118,8 +122,8 @@ def _request_files(ws: Workspace) -> list[Finding]:
         if unsent(row):
             if open_wave == (row["wave"], True):
                 fix = (
-                    f"discard wave {row['wave']} (nothing of it was sent); the next `lexpilot-batch poll-and-advance "
-                    "--submit` compiles it again from the database, the same requests byte for byte. "
+                    f"discard wave {row['wave']} (nothing of it was sent); the next `{ws.command('poll-and-advance --submit')}` "
+                    "compiles it again from the database, the same requests byte for byte. "
                     "`doctor --repair` discards it; `submit` also recompiles it by itself"
                 )
             else:
@@ -237,13 +241,39 @@ def _interrupted_submits(ws: Workspace) -> list[Finding]:
                 "may hold a batch the workspace does not know yet"
             )
             fix = (
-                "run `lexpilot-batch submit` (or `poll-and-advance --submit`): it finds that batch by its "
+                f"run `{ws.command('submit')}` (or `poll-and-advance --submit`): it finds that batch by its "
                 "metadata tag and adopts it, never creating a second one"
             )
         else:
             detail = f"{row['path']}: uploaded, but a submit stopped before creating its batch"
-            fix = "run `lexpilot-batch submit` (or `poll-and-advance --submit`): it creates the batch"
+            fix = f"run `{ws.command('submit')}` (or `poll-and-advance --submit`): it creates the batch"
         findings.append(Finding(INTERRUPTED_SUBMIT, detail, fix, False, "action", (row["path"],)))
+    return findings
+
+
+def _lost_batches(ws: Workspace) -> list[Finding]:
+    """Batches the provider answered 404 for at the last polls: it no longer knows them."""
+    findings = []
+    for row in files_in(ws.store.conn, (SUBMITTED,)):
+        if not row["not_found"]:
+            continue
+        pending = ws.store.conn.execute(
+            "SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = 'pending'", (row["pk"],)
+        ).fetchone()[0]
+        findings.append(
+            Finding(
+                BATCH_LOST,
+                f"{row['path']}: the provider answered HTTP 404 for its batch {row['batch_id']} at the last "
+                f"{row['not_found']} poll(s): it no longer knows the batch (a restart, a purge, another account)",
+                f"declare it lost (`{ws.command('doctor --repair')}`; `poll-and-advance` does so by itself after "
+                f"{LOST_AFTER} such answers in a row, when the provider's listing does not show it either): its "
+                f"{pending} requests not yet answered are sent again in the next wave, using up none of --retries. "
+                "If the batch was sent to another endpoint or with another key than now set, restore those first",
+                True,
+                "error",
+                (row["path"],),
+            )
+        )
     return findings
 
 
@@ -264,7 +294,7 @@ def _waiting_threads(ws: Workspace) -> list[Finding]:
             f"{n} active thread(s) wait with no wave open or in flight: their next requests are not compiled yet "
             "(a command stopped between ingesting a wave and compiling the next, or `prepare` ran while a wave "
             "was in flight)",
-            "run `lexpilot-batch poll-and-advance --submit`: it compiles their next requests",
+            f"run `{ws.command('poll-and-advance --submit')}`: it compiles their next requests",
             False,
             "action",
         )

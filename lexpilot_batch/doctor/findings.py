@@ -14,6 +14,7 @@ PENDING_IN_INGESTED = "pending_in_ingested_file"
 THREADS_WAITING = "threads_waiting"
 ANOMALIES = "ingest_anomalies"
 MANIFEST = "manifest_file"
+BATCH_LOST = "batch_lost"
 COMPACTED_MISSING = "compacted_file_missing"
 
 # error: results are at risk or the workspace cannot move on; warning: something a user reads is

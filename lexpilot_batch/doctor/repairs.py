@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from lexpilot_batch.compiler import compile_wave
 from lexpilot_batch.doctor.diagnosis import manifest_findings
 from lexpilot_batch.doctor.findings import (
+    BATCH_LOST,
     MANIFEST,
     PENDING_IN_INGESTED,
     RESULT_DAMAGED,
@@ -20,10 +21,12 @@ from lexpilot_batch.runs import load_runs, manifest_path, write_manifest_file
 from lexpilot_batch.waves import (
     DOWNLOADED,
     INGESTED,
+    SUBMITTED,
     discard_unsent_file,
     discard_unsent_wave,
     file_at,
     forget_results,
+    mark_lost,
     target_wave,
     unsent,
 )
@@ -52,9 +55,27 @@ def repair(ws: Workspace, findings: list[Finding], session: Session | None = Non
         done += _forget_results(ws, target)
     for target in sorted({t for f in wanted if f.kind == PENDING_IN_INGESTED for t in f.targets}):
         done += _fail_pending(ws, target)
+    for target in sorted({t for f in wanted if f.kind == BATCH_LOST for t in f.targets}):
+        done += _declare_lost(ws, target)
     if any(f.kind == MANIFEST for f in wanted):
         done += _rewrite_manifests(ws)
     return done
+
+
+def _declare_lost(ws: Workspace, rel: str) -> list[str]:
+    with ws.store.transaction() as tx:
+        row = file_at(tx, rel)
+        if row is None or row["status"] != SUBMITTED or not row["not_found"]:
+            return []
+        n = mark_lost(
+            tx,
+            row["pk"],
+            f"batch_lost: the provider no longer knows batch {row['batch_id']} (HTTP 404); declared lost by "
+            "`lexpilot-batch doctor --repair`, sent again",
+        )
+    return [
+        f"{rel}: batch {row['batch_id']} declared lost; its {n} unanswered request(s) are sent again in the next wave"
+    ]
 
 
 def _discard_unsent(ws: Workspace, paths: list[str], session: Session | None) -> list[str]:

@@ -1,16 +1,27 @@
 """What the engine needs from a batch provider, and nothing about protocols.
 
 A backend uploads a request file, creates a batch tagged with metadata naming the workspace file,
-finds such a batch again after a crash, polls it, downloads its result files and cancels it.
+lists the batches it holds (to find a tagged one again), polls one, downloads its result files and
+cancels it. Each call is one call: the policies around them live once, for every backend, in
+`batches` — a create whose answer was lost is looked for by its tag for a grace period before it is
+sent again, a live duplicate is cancelled, a batch the provider no longer knows is declared lost,
+an enqueued-token refusal lowers the model's budget. A backend only tells those cases apart by
+raising the exceptions below.
 """
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lexpilot_batch.errors import ProviderError
+
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+# The code of a batch refused for the provider's enqueued-token quota (OpenAI, Azure).
+TOKEN_LIMIT = "token_limit_exceeded"
 
 
 @dataclass(frozen=True)
@@ -22,10 +33,56 @@ class BatchInfo:
     request_counts: dict[str, int] = field(default_factory=dict)
     errors: list[dict] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
+    created_at: float | None = None  # seconds since the epoch, as the provider says
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def token_limit(self) -> dict | None:
+        """The error of a batch the provider refused for its enqueued-token quota, or None."""
+        if self.status != "failed":
+            return None
+        return next((e for e in self.errors if e.get("code") == TOKEN_LIMIT), None)
+
+
+class CreateUncertain(ProviderError):
+    """A create whose answer was lost (timeout, dropped connection, 5xx): a batch may exist or not."""
+
+
+class RateLimited(ProviderError):
+    """The provider refused a call for its rate (HTTP 429) before doing anything."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class BatchNotFound(ProviderError):
+    """The provider does not know this batch (HTTP 404 on retrieve)."""
+
+
+def tagged_by(info: BatchInfo, metadata: dict[str, str]) -> bool:
+    """Whether the batch's metadata holds every given pair."""
+    return all(info.metadata.get(k) == v for k, v in metadata.items())
+
+
+_LIMIT = re.compile(r"[Ll]imit(?::| of)\s*([\d][\d,.]*)\s*([KkMmBb])?")
+
+
+def quota_in_message(message: str) -> int | None:
+    """The enqueued-token quota a refusal names, if it names one: OpenAI's "Limit: 2,000,000
+    enqueued tokens", Azure's "the configured limit of 30K for the deployment"."""
+    match = _LIMIT.search(message or "")
+    if match is None:
+        return None
+    try:
+        number = float(match.group(1).replace(",", ""))
+    except ValueError:
+        return None
+    scale = {"k": 1e3, "m": 1e6, "b": 1e9}.get((match.group(2) or "").lower(), 1)
+    return int(number * scale) or None
 
 
 class BatchBackend(ABC):
@@ -36,16 +93,28 @@ class BatchBackend(ABC):
         """Upload a request file (purpose `batch`); returns the provider's file id."""
 
     @abstractmethod
-    def create(self, input_file_id: str, metadata: dict[str, str]) -> BatchInfo:
-        """Create the batch for an uploaded file."""
+    def create(self, input_file_id: str, metadata: dict[str, str], endpoint: str | None = None) -> BatchInfo:
+        """Create the batch for an uploaded file, once: no retry here (creating is not idempotent).
+        `endpoint` is the path the file's lines name (None: the backend's own).
+
+        Raises `CreateUncertain` when the answer was lost, `RateLimited` when refused for the rate
+        before anything was created, another `LexpilotError` when refused for good."""
 
     @abstractmethod
-    def find(self, metadata: dict[str, str]) -> BatchInfo | None:
-        """The batch whose metadata holds every given pair, if one exists (crash recovery)."""
+    def batches(self, since: float | None = None) -> Iterator[BatchInfo]:
+        """The provider's batches, newest first, down to those created at `since` (all: None)."""
+
+    def tagged(self, metadata: dict[str, str], since: float | None = None) -> list[BatchInfo]:
+        """Every batch whose metadata holds every given pair, newest first."""
+        return [b for b in self.batches(since) if tagged_by(b, metadata)]
+
+    def find(self, metadata: dict[str, str], since: float | None = None) -> BatchInfo | None:
+        """The newest batch whose metadata holds every given pair, if one exists (crash recovery)."""
+        return next((b for b in self.batches(since) if tagged_by(b, metadata)), None)
 
     @abstractmethod
     def retrieve(self, batch_id: str) -> BatchInfo:
-        """The batch's current state."""
+        """The batch's current state; `BatchNotFound` when the provider does not know it."""
 
     @abstractmethod
     def download(self, file_id: str, dest: Path) -> None:

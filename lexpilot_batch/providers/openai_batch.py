@@ -8,16 +8,15 @@ SDK's own retries, and then reported so that the command can simply be run again
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TypeVar
 
 import openai
 
 from lexpilot_batch.config import Endpoint, Limits
 from lexpilot_batch.fileio import write_atomic
-from lexpilot_batch.providers.base import BatchBackend, BatchInfo
+from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchNotFound, CreateUncertain, RateLimited
 from lexpilot_batch.providers.errors import translate
 
 T = TypeVar("T")
@@ -36,6 +35,7 @@ def _info(batch: object) -> BatchInfo:
         ),
         errors=[e.model_dump() for e in (getattr(errors, "data", None) or [])] if errors else [],
         metadata=dict(getattr(batch, "metadata", None) or {}),
+        created_at=getattr(batch, "created_at", None),
     )
 
 
@@ -55,15 +55,17 @@ class OpenAIBatchBackend(BatchBackend):
         try:
             return fn()
         except openai.APIError as exc:
-            error = translate(
-                exc,
-                what,
-                self.endpoint,
-                not_found_hint=f"If this endpoint has no Batch API, use --{self.endpoint.role}-backend sync",
-            )
-            if error is None:
-                raise
-            raise error from None
+            raise self._error(what, exc) from None
+
+    def _error(self, what: str, exc: openai.APIError) -> Exception:
+        """The user-facing error for `exc` while doing `what` (the exception itself when unmapped)."""
+        error = translate(
+            exc,
+            what,
+            self.endpoint,
+            not_found_hint=f"If this endpoint has no Batch API, use --{self.endpoint.role}-backend sync",
+        )
+        return exc if error is None else error
 
     def upload(self, path: Path) -> str:
         def go() -> str:
@@ -72,48 +74,49 @@ class OpenAIBatchBackend(BatchBackend):
 
         return self._call(f"uploading {path.name}", go)
 
-    def create(self, input_file_id: str, metadata: dict[str, str]) -> BatchInfo:
-        """Create the batch, never twice: creating is not idempotent, so the SDK's blind retries
-        are off here; after an answer that may have been lost (timeout, dropped connection, 5xx)
-        we look for the tagged batch before trying again."""
+    def create(self, input_file_id: str, metadata: dict[str, str], endpoint: str | None = None) -> BatchInfo:
+        """One create call: the SDK's blind retries are off here (creating is not idempotent, and
+        the SDK sends no idempotency key); `batches` looks for the tagged batch before another."""
         client = self.client.with_options(max_retries=0)
-
-        def go() -> BatchInfo:
+        try:
             return _info(
                 client.batches.create(
                     input_file_id=input_file_id,
-                    endpoint=self.limits.endpoint,  # type: ignore[arg-type]
+                    endpoint=(endpoint or self.limits.endpoint),  # type: ignore[arg-type]
                     completion_window=self.limits.completion_window,  # type: ignore[arg-type]
                     metadata=metadata,
                 )
             )
+        except openai.RateLimitError as exc:  # refused before anything was created
+            raise RateLimited(self._message("creating a batch", exc), _retry_after(exc)) from None
+        except (openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError) as exc:
+            raise CreateUncertain(self._message("creating a batch", exc)) from None
+        except openai.APIError as exc:
+            raise self._error("creating a batch", exc) from None
 
-        for attempt in range(self.max_retries + 1):
-            try:
-                return go()
-            except openai.RateLimitError as exc:  # refused before anything was created
-                last: openai.APIError = exc
-            except (openai.APITimeoutError, openai.APIConnectionError, openai.InternalServerError) as exc:
-                last = exc
-                found = self.find(metadata)
-                if found is not None:
-                    return found
-            if attempt < self.max_retries:
-                time.sleep(_backoff(last, attempt))
-        return self._call("creating a batch", lambda: _raise(last))  # raises: the last error, translated
+    def _message(self, what: str, exc: openai.APIError) -> str:
+        error = translate(exc, what, self.endpoint)
+        return str(error) if error is not None else f"{what}: {exc}"
 
-    def find(self, metadata: dict[str, str]) -> BatchInfo | None:
-        def go() -> BatchInfo | None:
-            for batch in self.client.batches.list(limit=100):
-                meta = getattr(batch, "metadata", None) or {}
-                if all(meta.get(k) == v for k, v in metadata.items()):
-                    return _info(batch)
-            return None
+    def batches(self, since: float | None = None) -> Iterator[BatchInfo]:
+        def page() -> list[BatchInfo]:
+            found = []
+            for batch in self.client.batches.list(limit=100):  # newest first; the SDK follows pages
+                info = _info(batch)
+                if since is not None and info.created_at is not None and info.created_at < since:
+                    break
+                found.append(info)
+            return found
 
-        return self._call("looking for an earlier batch", go)
+        yield from self._call("listing batches", page)
 
     def retrieve(self, batch_id: str) -> BatchInfo:
-        return _info(self._call(f"polling batch {batch_id}", lambda: self.client.batches.retrieve(batch_id)))
+        try:
+            return _info(self.client.batches.retrieve(batch_id))
+        except openai.NotFoundError as exc:
+            raise BatchNotFound(self._message(f"polling batch {batch_id}", exc)) from None
+        except openai.APIError as exc:
+            raise self._error(f"polling batch {batch_id}", exc) from None
 
     def download(self, file_id: str, dest: Path) -> None:
         data = self._call(f"downloading file {file_id}", lambda: self.client.files.content(file_id).read())
@@ -123,8 +126,8 @@ class OpenAIBatchBackend(BatchBackend):
         return _info(self._call(f"cancelling batch {batch_id}", lambda: self.client.batches.cancel(batch_id)))
 
 
-def _backoff(exc: openai.APIError, attempt: int) -> float:
-    """The provider's `retry-after` when it gives one, else exponential backoff (capped)."""
+def _retry_after(exc: openai.APIError) -> float | None:
+    """The provider's `retry-after`, in seconds, when it gives one."""
     response = getattr(exc, "response", None)
     headers = response.headers if response is not None else {}
     for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -135,8 +138,4 @@ def _backoff(exc: openai.APIError, attempt: int) -> float:
             return min(float(value) * scale, 60.0)
         except ValueError:
             continue
-    return min(0.5 * 2**attempt, 8.0)
-
-
-def _raise(exc: BaseException) -> NoReturn:
-    raise exc
+    return None

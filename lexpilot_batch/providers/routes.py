@@ -21,6 +21,7 @@ from typing import Any
 
 from lexpilot_batch.config import (
     SIMULATED,
+    VLLM_ENDPOINT,
     Endpoint,
     Limits,
     check_backend,
@@ -95,8 +96,17 @@ class RouteRules:
 def resolve_route(role: str, model: str, provider: str | None, rules: RouteRules) -> Route:
     """The route of `model` (as registered) in `role`; `provider` is its key, None for a bare name.
 
-    Needs no key and no server: compiling resolves routes, only sending uses their keys.
+    Needs no key and no server: compiling resolves routes, only sending uses their keys. Files of
+    the `manual` backend are run by vLLM's `run-batch` (or a console), whose lines must name
+    `/v1/chat/completions` whatever the profile says.
     """
+    route = _resolve_route(role, model, provider, rules)
+    if route.backend == "manual" and route.limits.endpoint != VLLM_ENDPOINT:
+        route = replace(route, limits=replace(route.limits, endpoint=VLLM_ENDPOINT))
+    return route
+
+
+def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRules) -> Route:
     env = os.environ if rules.environ is None else rules.environ
     own = rules.model_routes.get(model, ModelRoute())
     spec, service = provider_of(provider) if provider is not None else (None, None)

@@ -48,7 +48,25 @@ class ProviderOptions:
     completion_window: str | None = None
     batch_endpoint: str | None = None
     max_wave_age: float | None = None  # seconds; older batches are cancelled and their rest re-queued
-    tail_sync: int | None = None  # a wave's groups of at most N requests go through sync; None: remembered
+    # Seconds to look for a batch whose create answer was lost before creating it again (`batches`).
+    create_grace: float = 60.0
+    # Enqueued-token budgets by model (`--max-enqueued-tokens MODEL=N`), remembered by the workspace.
+    max_enqueued_tokens: dict[str, int] = field(default_factory=dict)
+    # A wave's groups of at most N requests go through sync (`tail_sync`); None: what the workspace
+    # remembers. An operational choice like a backend, not one of its `SETTINGS`: it decides how a
+    # wave's groups travel, never how its files are cut or what their lines say.
+    tail_sync: int | None = None
+
+
+# The settings of a workspace that decide how its files are cut and its batches created: stored by
+# the first command that sends or compiles, used by every later one, a different value refused.
+SETTINGS = {
+    "profiles": "--profile",
+    "max_requests": "--max-requests-per-file",
+    "max_bytes": "--max-bytes-per-file",
+    "completion_window": "--completion-window",
+    "batch_endpoint": "--batch-endpoint",
+}
 
 
 class Session:
@@ -80,6 +98,11 @@ class Session:
             self.tail_sync = check_limit(options.tail_sync)
         else:
             self.tail_sync = int(ws.store.meta("tail_sync") or 0) if ws is not None else 0
+        self.settings = _workspace_settings(ws, self._given_settings())
+        if ws is not None and ws.writable and options.max_enqueued_tokens:
+            from lexpilot_batch import budgets
+
+            budgets.remember_flags(ws, options.max_enqueued_tokens)
         self._routes: dict[tuple[str, str, str | None], Route] = {}
         self._server: SimulatedServer | None = None
         self._batch: dict[tuple[Any, ...], BatchBackend] = {}
@@ -89,16 +112,28 @@ class Session:
     def provider(self) -> str:
         return SIMULATED if all(self.choices.get(r) == SIMULATED for r in ROLES) else "env"
 
-    def _rules(self) -> RouteRules:
+    def _given_settings(self) -> dict[str, Any]:
+        """The workspace settings this command was given (options, and profiles in the environment)."""
         o = self.options
+        profiles = {r: o.profiles.get(r) or os.environ.get(f"LEXPILOT_{r.upper()}_PROFILE") for r in ROLES}
+        return {
+            "profiles": {r: p for r, p in profiles.items() if p},
+            "max_requests": o.max_requests,
+            "max_bytes": o.max_bytes,
+            "completion_window": o.completion_window,
+            "batch_endpoint": o.batch_endpoint,
+        }
+
+    def _rules(self) -> RouteRules:
+        s = self.settings
         return RouteRules(
             choices=self.choices,
             model_routes=self.model_routes,
-            profiles={r: o.profiles.get(r) or os.environ.get(f"LEXPILOT_{r.upper()}_PROFILE") for r in ROLES},
-            max_requests=o.max_requests,
-            max_bytes=o.max_bytes,
-            completion_window=o.completion_window,
-            batch_endpoint=o.batch_endpoint,
+            profiles={r: s["profiles"].get(r) for r in ROLES},
+            max_requests=s["max_requests"],
+            max_bytes=s["max_bytes"],
+            completion_window=s["completion_window"],
+            batch_endpoint=s["batch_endpoint"],
         )
 
     def use_model_routes(self, routes: Mapping[str, ModelRoute]) -> None:
@@ -152,13 +187,14 @@ class Session:
         return self._sync[key]
 
     def remember(self) -> None:
-        """Keep this command's backend choices, model routes and `--tail-sync` for the workspace's
-        later commands."""
+        """Keep this command's backend choices, model routes, `--tail-sync` and settings for the
+        workspace's later commands (its enqueued-token budgets are kept as soon as it opens)."""
         assert self.ws is not None, "no workspace to remember anything in"
         for key, value in (
             ("backend_choices", json.dumps(self.choices, sort_keys=True)),
             ("model_routes", json.dumps({n: r.to_json() for n, r in sorted(self.model_routes.items())})),
             ("tail_sync", str(self.tail_sync)),
+            (_SETTINGS_KEY, json.dumps(self.settings, sort_keys=True)),
         ):
             if self.ws.store.meta(key) != value:
                 self.ws.store.set_meta(key, value)
@@ -167,6 +203,40 @@ class Session:
         if self._server is not None:
             self._server.stop()
             self._server = None
+
+
+_SETTINGS_KEY = "workspace_settings"
+
+
+def _workspace_settings(ws: Workspace | None, given: dict[str, Any]) -> dict[str, Any]:
+    """The settings to use: the workspace's stored ones, or these given ones when it has none yet.
+    A given value that differs from a stored one is refused, naming both: a workspace's files and
+    batches must agree from its first wave to its last (line url, batch endpoint, file limits)."""
+    raw = ws.store.meta(_SETTINGS_KEY) if ws is not None else None
+    if raw is None:
+        if ws is not None and ws.writable:
+            ws.store.set_meta(_SETTINGS_KEY, json.dumps(given, sort_keys=True))
+        return given
+    stored = json.loads(raw)
+    conflicts = []
+    for key, option in SETTINGS.items():
+        value, kept = given.get(key), stored.get(key)
+        if key == "profiles":
+            for role, name in (value or {}).items():
+                if (kept or {}).get(role) != name:
+                    was = (kept or {}).get(role) or "none (guessed from the base URL or the provider)"
+                    conflicts.append(f"{option} {role}={name} (this workspace uses {was})")
+        elif value is not None and value != kept:
+            conflicts.append(
+                f"{option} {value} (this workspace uses {kept if kept is not None else 'the profile default'})"
+            )
+    if conflicts:
+        raise ConfigError(
+            "a workspace keeps the settings it was prepared with, so that every wave's files and batches agree: "
+            + "; ".join(conflicts)
+            + ". Leave the option out to use the workspace's, or prepare a new workspace (--root) for other settings"
+        )
+    return stored
 
 
 def _remembered_choices(ws: Workspace | None) -> dict[str, str]:

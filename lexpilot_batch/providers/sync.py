@@ -8,12 +8,16 @@ shape, so ingest reads it with the same code as a downloaded one:
   declare, such as DeepSeek's `reasoning_content`;
 - refused (a 4xx that retrying will not fix, e.g. 400 or 422): `response` holds that status and the
   provider's `{"error": {...}}` body;
-- failed after the SDK's own retries (timeouts, connection errors, 429, 5xx): `response` null and
-  `error` `{"code": "request_timeout" | "rate_limited" | "server_error" | "connection_error",
-  "message"}`; the engine retries such a request as a new attempt.
+- failed after the SDK's own retries (timeouts, connection errors, 5xx): `response` null and
+  `error` `{"code": "request_timeout" | "server_error" | "connection_error", "message"}`; the
+  engine retries such a request as a new attempt.
 
 Requests are streamed from the file, a bounded number at a time; backoff on 429/5xx (honouring
-`retry-after`) is the SDK's, set by `max_retries`. The output is appended one whole line at a time
+`retry-after`) is the SDK's, set by `max_retries`. A request still refused for the rate (429)
+after those is no failure of its own: it is put back and sent again after a backoff of its own
+(`retry-after`, else doubling from `RATE_LIMIT_WAIT`), never written as a failed line, so it uses
+up none of its attempts. One refused `RATE_LIMIT_ROUNDS` times in a row stops the run with a
+`ProviderError` ("nothing was lost"): the next run sends it again. The output is appended one whole line at a time
 by one thread, so a run can be killed at any moment and resumed: a request whose line is saved is
 never sent again, and a line cut by the kill is dropped and its request sent again.
 
@@ -28,8 +32,10 @@ held failures are then written as ordinary lines.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Generator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -49,6 +55,8 @@ except ImportError:  # pragma: no cover - depends on the installed SDK
     import httpx as _http  # type: ignore[no-redef]
 
 PROBE = 3  # failures in a row, before any success, that stop a run
+RATE_LIMIT_ROUNDS = 8  # 429s after the SDK's retries, for one request, that stop a run
+RATE_LIMIT_WAIT = 1.0  # seconds before a 429'd request is sent again (doubling, capped at 60 s)
 FSYNC_EVERY = 100  # lines between fsyncs; a crash loses at most these, and resume re-sends them
 ROUTE = "/chat/completions"
 CLIENT_REQUEST_ID = "X-Client-Request-Id"  # at most 512 ASCII characters; a custom_id has at most 64
@@ -58,6 +66,7 @@ _OK = "ok"  # 200: the route works
 _REFUSED = "refused"  # a request-specific 4xx: written, and the route works
 _SUSPECT = "suspect"  # may mean the whole endpoint is wrong or down: held while in a streak
 _FATAL = "fatal"  # the key was rejected: stop now
+_RATE = "rate_limited"  # refused for the rate: sent again later, never written
 
 
 @dataclass
@@ -70,6 +79,7 @@ class SyncStats:
     sent: int = 0
     ok: int = 0
     failed: int = 0
+    rate_limited: int = 0  # 429s after the SDK's retries, each sent again
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,7 @@ class _Result:
     line: dict[str, Any] | None
     model: str = ""
     exc: Exception | None = None
+    body: dict[str, Any] | None = None  # kept for a request sent again (rate-limited)
 
 
 class SyncRunner:
@@ -124,6 +135,8 @@ class SyncRunner:
             return stats
         requests = _requests(request_path)
         todo = (r for r in requests if r[0] not in saved)
+        later: list[tuple[float, str, dict[str, Any]]] = []  # (not before, custom_id, body): 429s
+        refusals: dict[str, int] = {}
         client = self.client
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lexpilot-sync")
         pending: set[Future[_Result]] = set()
@@ -134,15 +147,42 @@ class SyncRunner:
                 while state.fatal is None:
                     # At most 2 × concurrency submitted: the file is read only as fast as it is sent.
                     while len(pending) < 2 * self.concurrency:
+                        now = time.monotonic()
+                        if later and later[0][0] <= now:
+                            _, custom_id, body = heapq.heappop(later)
+                            pending.add(pool.submit(self._send, client, custom_id, body))
+                            continue
                         item = next(todo, None)
                         if item is None:
                             break
                         pending.add(pool.submit(self._send, client, *item))
                     if not pending:
-                        break
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        if not later:
+                            break
+                        time.sleep(max(0.0, later[0][0] - time.monotonic()))
+                        continue
+                    done, pending = wait(
+                        pending,
+                        timeout=max(0.0, later[0][0] - time.monotonic()) if later else None,
+                        return_when=FIRST_COMPLETED,
+                    )
                     for future in done:
-                        state.take(future.result())
+                        result = future.result()
+                        if result.kind != _RATE:
+                            state.take(result)
+                            continue
+                        stats.rate_limited += 1
+                        count = refusals[result.custom_id] = refusals.get(result.custom_id, 0) + 1
+                        if count >= RATE_LIMIT_ROUNDS:
+                            state.fatal = state.fatal or ProviderError(
+                                f"sending {request_path.name}: the {self.endpoint.where} kept refusing requests for "
+                                f"the rate (HTTP 429, {count} times for one request, each after the SDK's retries); "
+                                "nothing was lost, run the same command again later (or with a lower --concurrency)"
+                            )
+                            continue
+                        wait_s = _retry_after(result.exc) or min(RATE_LIMIT_WAIT * 2 ** (count - 1), 60.0)
+                        assert result.body is not None
+                        heapq.heappush(later, (time.monotonic() + wait_s, result.custom_id, result.body))
                 if state.fatal is not None:
                     raise state.fatal
                 state.finish()
@@ -177,7 +217,7 @@ class SyncRunner:
         except openai.APIStatusError as exc:
             status = exc.status_code
             if status == 429:
-                return _Result(custom_id, _SUSPECT, self._failure(custom_id, "rate_limited", exc), model, exc)
+                return _Result(custom_id, _RATE, None, model, exc, body)
             if status == 408:
                 return _Result(custom_id, _SUSPECT, self._failure(custom_id, "request_timeout", exc), model, exc)
             if status == 409 or status >= 500:
@@ -309,6 +349,18 @@ def _line(custom_id: str, status: int, request_id: str | None, body: dict[str, A
 
 def _error_line(custom_id: str, code: str, message: str) -> dict[str, Any]:
     return {"id": _line_id(), "custom_id": custom_id, "response": None, "error": {"code": code, "message": message}}
+
+
+def _retry_after(exc: Exception | None) -> float | None:
+    """The seconds a 429 answer asks to wait, when it says."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return min(float(headers[name]) * scale, 60.0)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return None
 
 
 def _line_id() -> str:

@@ -36,13 +36,18 @@ def main(argv: list[str] | None = None) -> int:
         help="fault spec, e.g. 'line_error=0.05,latency=2' (default: $LEXPILOT_SIM_FAULTS, else none)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulated models (default 0)")
+    parser.add_argument(
+        "--forget-batches", action="store_true", help="start as a provider whose restart lost every batch"
+    )
     args = parser.parse_args(argv)
     # A terminated process shuts down like an interrupted one.
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, _interrupt)
     try:
         faults = parse_faults(args.faults)
-        serve_forever(args.state_dir, args.host, args.port, faults, args.seed, url_line=True)
+        serve_forever(
+            args.state_dir, args.host, args.port, faults, args.seed, url_line=True, forget_batches=args.forget_batches
+        )
     except LexpilotError as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return exc.exit_code

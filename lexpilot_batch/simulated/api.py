@@ -157,6 +157,8 @@ class Api:
             truncate=draw(self.faults.seed, "truncate", key) < self.faults.truncate,
             malformed=kind in JUDGE_KINDS and draw(self.faults.seed, "malformed", key) < self.faults.malformed_judge,
             empty=draw(self.faults.seed, "empty_content", key) < self.faults.empty_content,
+            filtered=draw(self.faults.seed, "content_filter", key) < self.faults.content_filter,
+            refused=draw(self.faults.seed, "refusal", key) < self.faults.refusal,
         )
 
 

@@ -20,6 +20,7 @@ depends on the server's memory, a batch created before a restart finishes after 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -221,6 +222,8 @@ def run_request(request: dict[str, Any], batch_id: str, seed: int, faults: Fault
             # Applies to judge prompts only: `complete` recognises the prompt anyway.
             malformed=_hits(faults, "malformed", faults.malformed_judge, custom_id),
             empty=_hits(faults, "empty_content", faults.empty_content, custom_id),
+            filtered=_hits(faults, "content_filter", faults.content_filter, custom_id),
+            refused=_hits(faults, "refusal", faults.refusal, custom_id),
             created=created,
         )
     except ApiError as exc:
@@ -271,14 +274,20 @@ def create(
     digest = hashlib.sha256(data).hexdigest()
     now = time.time()
     batch_id = "batch_" + _hex("batch", now, digest, random.random())[:32]
-    # Drawn first, so that a batch refused for the token limit answers none of its requests.
-    refused = _hits(faults, "fail_batch", faults.fail_batch, digest)
+    # Drawn first, so that a batch refused for the token limit answers none of its requests. A
+    # batch created again from the same content draws again (the earlier ones are in the store).
+    again = store.count_batches(digest)
+    refused = _hits(faults, "fail_batch", faults.fail_batch, digest if not again else f"{digest}|{again}")
     answered: list[tuple[str, bool]] = []  # (result line, success), in input order
     usages: list[dict[str, Any]] = []  # of the successes
     crash: list[Exception] = []
+    tokens = [0]  # the batch's prompt tokens, as the enqueued-token quota counts them
 
     def answer(request: dict[str, Any]) -> None:
-        if crash:
+        if faults.token_limit:
+            with contextlib.suppress(KeyError, TypeError, AttributeError):  # a body the request fails on
+                tokens[0] += completions.count_prompt_tokens(request["body"])
+        if crash or refused:
             return
         try:
             line = run_request(request, batch_id, seed, faults, int(now))
@@ -290,16 +299,22 @@ def create(
         if ok:
             usages.append(line["response"]["body"].get("usage") or {})
 
-    valid, model, errors = validate_input(data, endpoint, None if refused else answer)
+    valid, model, errors = validate_input(data, endpoint, answer if faults.token_limit or not refused else None)
     del data
+    quota = faults.token_limit
+    if not errors and quota and not refused:
+        waiting = enqueued_tokens(store, model, now)
+        if waiting + tokens[0] > quota:
+            refused = True
     if not errors and refused:
         errors = [
             _error(
                 "token_limit_exceeded",
                 f"Enqueued token limit reached for {model} in organization org-simulated. "
-                "Limit: 2,000,000 enqueued tokens. Please try submitting your batch again later.",
+                f"Limit: {quota or 2_000_000:,} enqueued tokens. Please try submitting your batch again later.",
             )
         ]
+        answered.clear()
     lines: list[str] = []
     outcomes = ""
     fate = "failed" if errors else "completed"
@@ -363,12 +378,23 @@ def create(
         "finalized": False,
         # The usage of every successful line, for the output file of a batch that completes.
         "usage": _totals(usages),
+        "digest": digest,
+        "tokens": tokens[0],
     }
     record = {"batch": batch, "sim": sim}
     if lines:
         store.write_results(batch_id, lines)
     store.put_batch(record)
     return record
+
+
+def enqueued_tokens(store: Store, model: str | None, now: float) -> int:
+    """Prompt tokens of the model's batches not yet finished: what its quota counts."""
+    total = 0
+    for record in store.batches_newest_first():
+        if record["batch"].get("model") == model and _status(record["sim"], now) not in TERMINAL:
+            total += record["sim"].get("tokens", 0)
+    return total
 
 
 # --- what a client sees at a given time ---------------------------------------------------------

@@ -4,7 +4,7 @@ Used by the synchronous route and by every line of a batch. A body is checked as
 the parameters a reasoning model refuses included (an HTTP 400, or a 400 line in a batch). The
 answer comes from `models`; this module adds the envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the
 per-request content faults: truncation (`finish_reason="length"`, content cut), malformed judge
-JSON and empty content. Token counts are estimates (about 1.5 characters per token, which is
+JSON, empty content, content-filtered answers and refusals. Token counts are estimates (about 1.5 characters per token, which is
 roughly right for Chinese), enough for the product's usage bookkeeping.
 """
 
@@ -93,6 +93,12 @@ def _check_parameters(model: str, body: dict[str, Any]) -> None:
         )
 
 
+def count_prompt_tokens(body: dict[str, Any]) -> int:
+    """The prompt tokens of a checked body, as `usage` reports them: about 3 tokens of chat framing
+    per message."""
+    return sum(tokens(_text_of(m.get("content"))) + 3 for m in body["messages"])
+
+
 def _prompt_hex(head: str, encoded: bytes) -> str:
     """sha256 of `head` + the encoded prompt, as hex."""
     digest = hashlib.sha256(head.encode("utf-8"))
@@ -108,6 +114,8 @@ def complete(
     truncate: bool = False,
     malformed: bool = False,
     empty: bool = False,
+    filtered: bool = False,
+    refused: bool = False,
     created: int | None = None,
     sample: str = "",
 ) -> dict[str, Any]:
@@ -115,7 +123,8 @@ def complete(
 
     `truncate` cuts the answer as if `max_tokens` ran out; `malformed` (judge prompts only)
     replaces the answer with one the judges' parsers reject; `empty` answers with empty or null
-    content and `finish_reason="stop"`.
+    content and `finish_reason="stop"`; `filtered` answers the first third of the text with
+    `finish_reason="content_filter"`; `refused` answers a `refusal` and null content.
     """
     model, prompt = check_body(body)
     # Three hashes cover the whole prompt (the answer's draws, the envelope's, the id): encode once.
@@ -128,7 +137,7 @@ def complete(
         content, reasoning = models.malformed_judge(reply.kind, prompt, rng), None
 
     # About 3 tokens of chat framing per message, as OpenAI counts them.
-    prompt_tokens = sum(tokens(_text_of(m.get("content"))) + 3 for m in body["messages"])
+    prompt_tokens = count_prompt_tokens(body)
     # Judges are reasoning models in the benchmark's defaults: they think before answering.
     reasoning_tokens = rng.randint(80, 600) if reply.kind in models.JUDGE_KINDS else 0
     completion_tokens = tokens(content) + reasoning_tokens
@@ -147,8 +156,14 @@ def complete(
         spent = limit if isinstance(limit, int) and limit > 0 else tokens(content) + reasoning_tokens
         completion_tokens = spent
 
+    if filtered and not truncate:
+        content = content[: max(1, len(content) // 3)]
+        finish_reason = "content_filter"
     message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None, "annotations": []}
-    if empty and not truncate:
+    if refused and not truncate and not filtered:
+        message.update(content=None, refusal="抱歉，我无法协助处理这个请求。(I'm sorry, I can't help with that.)")
+        reasoning = None
+    elif empty and not truncate:
         # Both shapes a client meets: an empty string, and null content.
         message["content"] = "" if rng.random() < 0.5 else None
         reasoning = None

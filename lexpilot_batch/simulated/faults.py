@@ -36,9 +36,13 @@ PROBABILITIES = (
     "line_400",
     "stall_batch",
     "http_slow",
+    "late_create",
+    "content_filter",
+    "refusal",
 )
 SECONDS = ("latency", "sync_latency", "retry_after", "slow_seconds")
 FRACTIONS = ("latency_spread",)
+COUNTS = ("token_limit",)
 
 # The routes of the simulated server by name, for `http_routes` (the `Api` method behind each).
 ROUTES = (
@@ -77,6 +81,14 @@ class Faults:
       (then `expired`); cancelling it keeps what it finished.
     - `http_slow`: an HTTP call's answer is held back for `slow_seconds` *after* its route ran
       (what a client that times out sees when the provider did the work but answered too late).
+    - `late_create`: a batches create is held `slow_seconds` *before* it runs, then creates the
+      batch and answers: a client that timed out finds no batch right away, and one later.
+    - `content_filter`: a request is answered with `finish_reason="content_filter"` and part of
+      its text (what a provider's content filter leaves).
+    - `refusal`: a request is answered with `message.refusal` and no content (a model declining).
+    - `token_limit`: the enqueued-token quota of each model, in prompt tokens as `usage` counts
+      them (0: none). A batch whose tokens, added to those of the model's batches not yet
+      finished, go over it fails at once with `token_limit_exceeded`, naming the quota.
     - `latency`: seconds from batch creation to its terminal state.
     - `sync_latency`: seconds each chat completion takes.
     - `latency_spread`: a fraction f spreading each latency over [L(1 - f), L(1 + f)] (`latency`).
@@ -105,6 +117,10 @@ class Faults:
     http_routes: str = ""
     sync_latency: float = 0.0
     latency_spread: float = 0.0
+    late_create: float = 0.0
+    content_filter: float = 0.0
+    refusal: float = 0.0
+    token_limit: int = 0
 
     def applies_to(self, route: str) -> bool:
         """Whether the per-call HTTP faults apply to calls of this route."""
@@ -159,11 +175,14 @@ def _parse_value(key: str, raw: str) -> float | int | str:
                 f"faults spec: http_routes={raw!r} must name routes joined by '+' (known routes: {', '.join(ROUTES)})"
             )
         return "+".join(names)
-    if key == "seed":
+    if key == "seed" or key in COUNTS:
         try:
-            return int(raw)
+            whole = int(raw.replace("_", ""))
         except ValueError:
-            raise FaultSpecError(f"faults spec: seed={raw!r} must be an integer") from None
+            raise FaultSpecError(f"faults spec: {key}={raw!r} must be an integer") from None
+        if key in COUNTS and whole < 0:
+            raise FaultSpecError(f"faults spec: {key}={raw!r} must be a whole number >= 0")
+        return whole
     if key not in PROBABILITIES and key not in SECONDS and key not in FRACTIONS:
         raise FaultSpecError(f"faults spec: unknown key {key!r} (known keys: {_known()})")
     try:

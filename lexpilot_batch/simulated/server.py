@@ -157,6 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
             name, style = route
             sim._record(name, self.headers.get("x-stainless-retry-count", "0"))
             sim._http_fault(name)
+            sim._maybe_late(name)
             fn: Callable[..., Any] = getattr(sim.api, name)
             if style == "multipart":
                 result = fn(self.headers.get("Content-Type", ""), body)
@@ -314,6 +315,24 @@ class SimulatedServer:
             self._count("http_slow", route)
             time.sleep(faults.slow_seconds)
 
+    def _maybe_late(self, route: str) -> None:
+        """Maybe hold a batches create *before* it runs (drawn per call): the batch appears only
+        after a client with a shorter timeout gave up on its answer."""
+        faults = self.faults
+        if route != "create_batch" or not faults.late_create:
+            return
+        with self._lock:
+            roll = self._rng.random()
+        if roll < faults.late_create:
+            self._count("late_create", route)
+            time.sleep(faults.slow_seconds)
+
+    def forget_batches(self) -> int:
+        """Forget every batch, as a provider whose restart lost its queue (files stay). Returns how many."""
+        if self.api is None:
+            raise RuntimeError("the simulated server is not started; call start() first")
+        return self.api.store.forget_batches()
+
     def _http_fault(self, route: str) -> None:
         """Maybe answer 429 or 500 instead of running the route (drawn per call)."""
         faults = self.faults
@@ -353,13 +372,17 @@ def serve_forever(
     seed: int,
     *,
     url_line: bool = False,
+    forget_batches: bool = False,
 ) -> None:
     """Serve in the foreground until Ctrl-C, then shut down cleanly.
 
-    `url_line` first prints the bare base URL on a line of its own (for a parent process).
+    `url_line` first prints the bare base URL on a line of its own (for a parent process);
+    `forget_batches` starts as a provider whose restart lost every batch.
     """
     server = SimulatedServer(state_dir, faults=faults, host=host, port=port, seed=seed)
     server.start()
+    if forget_batches:
+        server.forget_batches()
     try:
         if url_line:
             print(server.base_url, flush=True)

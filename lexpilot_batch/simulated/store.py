@@ -129,6 +129,20 @@ class Store:
             records = list(self._batches.values())
         return sorted(records, key=lambda r: r["sim"]["seq"], reverse=True)
 
+    def count_batches(self, digest: str) -> int:
+        """How many batches were created from input of this content (`sim.digest`)."""
+        with self.lock:
+            return sum(1 for r in self._batches.values() if r["sim"].get("digest") == digest)
+
+    def forget_batches(self) -> int:
+        """Drop every batch, as a provider that lost its queue in a restart; files stay. Returns how many."""
+        with self.lock:
+            n = len(self._batches)
+            for path in [*self.batches_dir.glob("*.json"), *self.batches_dir.glob("*.results")]:
+                path.unlink(missing_ok=True)
+            self._batches.clear()
+            return n
+
     def write_results(self, batch_id: str, lines: list[str]) -> None:
         body = "".join(line + "\n" for line in lines)
         write_atomic(self.batches_dir / f"{batch_id}.results", body.encode("utf-8"))
