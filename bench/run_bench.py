@@ -2,10 +2,12 @@
 
     python bench/run_bench.py --scale N [--speculate] [--runs 5] [--root DIR] [--keep]
 
-Generates a synthetic dataset of N x 432 cases in the real schema, runs every task of every run
-(`stage="all"`) through the simulated provider to completion, and prints ONE JSON line with the
-time spent in each part of the engine, the waves it took, peak RSS and the workspace size. Progress
-goes to stderr. See bench/README.md for what every number means.
+Generates a synthetic dataset of N x 432 cases in the real schema (`synthetic`), runs every task of
+every run (`stage="all"`) through the simulated provider to completion, and prints ONE JSON line
+with the time spent in each part of the engine, the waves it took, peak RSS and the workspace size;
+with `--batch-latency`, the time to result under the simulated provider's latency model
+(`latency_model`); with `--check-export`, the workspace against an uncompressed copy
+(`export_check`). Progress goes to stderr. See bench/README.md for what every number means.
 
 By default the simulated provider runs as a separate process (`python -m lexpilot_batch.simulated`)
 reached over loopback HTTP with `--provider env`, so that its memory and CPU are not counted as the
@@ -20,13 +22,11 @@ changes what they do.
 from __future__ import annotations
 
 import argparse
-import bisect
 import contextlib
 import functools
 import hashlib
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -37,6 +37,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from export_check import check_export
+from latency_model import check_latency_args, poll_pause, simulator_faults, sleeps_latency, time_to_result
+from synthetic import generate_dataset
+
 try:  # POSIX only; on Windows peak RSS is reported as null
     import resource
 except ImportError:  # pragma: no cover - Windows
@@ -45,6 +49,7 @@ except ImportError:  # pragma: no cover - Windows
 BENCHMARK_CASES = 432  # the real LexPilot release
 MB = 1024 * 1024
 TIMED = ("compile", "submit", "ingest", "advance", "report")
+MAX_ROUNDS = 100_000  # poll rounds before the bench gives up (a latency and a quota make many)
 
 
 # --- memory --------------------------------------------------------------------------------------
@@ -99,193 +104,6 @@ def tree_size(root: Path, exclude: Path | None = None) -> int:
     return total
 
 
-# --- synthetic dataset ---------------------------------------------------------------------------
-
-_PEOPLE = ("王某", "李某", "张某", "刘某", "陈某", "杨某", "赵某", "黄某", "周某", "吴某", "某公司", "某物业公司")
-_PLACES = ("北京市朝阳区", "上海市浦东新区", "广州市天河区", "杭州市西湖区", "成都市武侯区", "武汉市洪山区")
-_THINGS = ("借款", "货款", "工资", "租金", "押金", "定金", "装修款", "医疗费", "误工费", "违约金", "赔偿款", "彩礼")
-
-# Client narrative with concrete facts (dates, amounts, evidence): complete histories.
-_FACT_SENTENCES = (
-    "{y}年{m}月{d}日，我通过银行转账给{p}{a}万元，转账附言写的是“{t}”。",
-    "当时{p}给我写了一张字据，写明{t}{a}万元，约定{m}个月内付清，上面有他的签名和手印。",
-    "合同是在{place}签的，一式两份，我手里有一份原件，约定每月{d}日前支付{t}{b}元。",
-    "到了{y}年{m}月，{p}开始拖欠，前后一共欠了{a}万元{t}，我手里有微信聊天记录可以证明。",
-    "{p}在微信里亲口承认“欠你{a}万我记着”，说等手头宽裕了每个月还{b}元，但后来一分都没还。",
-    "我在{place}的单位干了{m}年，每个月工资{b}元，单位一直没给我交社保，也没签书面劳动合同。",
-    "事故发生在{y}年{m}月{d}日晚上，交警出具的责任认定书认定{p}负全部责任，我住院{d}天。",
-    "住院期间花了医疗费{b}元，都有医院的正规发票，医生出具的诊断证明写着需要休息{m}个月。",
-    "房子是{y}年买的，总价{a}万元，首付{b}元是我父母出的，房产证上写的是我们两个人的名字。",
-    "我们{y}年登记结婚，{y2}年生了孩子，现在孩子{d}岁，一直跟着我生活，他每月只给{b}元抚养费。",
-    "物业公司从{y}年{m}月起每月收物业费{b}元，可小区电梯坏了{d}个月都没人修，我有多次报修记录。",
-    "{p}把车停在我家门口的消防通道上，挡了{m}个多月，我报过{d}次警，派出所都有出警记录。",
-    "我持有公司{d}%的股权，{y}年{m}月把其中一半以{a}万元转给{p}，对方只付了{b}元就不再付了。",
-    "保险合同是{y}年{m}月签的，保额{a}万元，出险后保险公司以告知义务为由拒赔，理赔通知书我保留着。",
-    "对方{y}年{m}月{d}日发来的催款函里承认了尚欠{a}万元，这份函件的原件我一直保存着。",
-    "除了转账记录，我还有{d}段通话录音，录音里{p}说得很清楚，钱是借的，到期一定还。",
-)
-# Client narrative without the decisive facts: underspecified histories.
-_VAGUE_SENTENCES = (
-    "我前几年借给{p}一笔钱，他一直拖着不还，我催了好多次他都找借口。",
-    "当时大家关系好，也没想那么多，具体怎么约定的我现在也记不太清了。",
-    "他一开始还回消息，说手头紧让我再等等，后来干脆就不理我了。",
-    "我觉得他就是故意不还，这口气我咽不下去，想通过法律途径解决。",
-    "单位那边一直说会处理，可拖了很久也没个结果，我也不知道该找谁。",
-    "事情发生以后对方态度很差，一点赔偿的意思都没有，家里人都很着急。",
-    "这件事拖得太久了，我现在每天都睡不好觉，只想尽快把问题解决。",
-    "身边的朋友说这种情况打官司肯定能赢，但我心里还是没底。",
-    "对方说我没有证据，可我觉得事情明明就是这样的，大家都知道。",
-    "我们之间本来是亲戚，闹成这样我也很无奈，但总得有个说法。",
-    "{p}那边现在看着过得也不差，就是不愿意给钱，我实在没办法了。",
-    "之前也找人调解过一次，没谈拢，对方坚持说不欠我什么。",
-)
-# Lawyer turns: what the assistant messages of a history say.
-_LAWYER_SENTENCES = (
-    "您好，根据您的描述，这属于{t}相关的纠纷，我们需要先确认几个关键事实。",
-    "请问当时双方有没有签订书面协议或者出具借条、收据之类的凭证？",
-    "款项是通过什么方式交付的？如果是银行转账，请保留好转账记录和附言。",
-    "对方是否以任何方式承认过这笔债务，比如短信、微信或者录音？",
-    "依照法律规定，当事人对自己提出的主张，有责任提供证据加以证明。",
-    "诉讼时效一般为三年，从您知道或者应当知道权利受到损害之日起计算。",
-    "如果约定的利率超过合同成立时一年期贷款市场报价利率的四倍，超过部分法院不予支持。",
-    "建议您先整理好全部证据材料，按时间顺序列一个清单，方便法院审查。",
-    "另外，请问对方目前的住所地或者经营地在哪里？这关系到案件的管辖法院。",
-    "您主张的各项费用，需要分别提供相应的票据或者计算依据。",
-    "如果对方拒不履行生效判决，您还可以申请强制执行。",
-    "请问您这边有没有证人能够证明当时的情况？证人是否愿意出庭作证？",
-)
-_CLAIMS = (
-    "判令被告偿还{t}本金{a}万元",
-    "判令被告按年利率{r}%支付自{y}年{m}月{d}日起至实际清偿之日止的利息",
-    "判令被告支付违约金{b}元",
-    "判令被告赔偿各项损失共计{b}元",
-    "判令解除双方于{y}年{m}月{d}日签订的合同",
-    "判令被告支付拖欠的{t}{b}元",
-    "判令被告返还{t}{a}万元",
-    "判令被告承担本案诉讼费用",
-    "判令被告立即停止侵害并赔礼道歉",
-    "判令被告支付精神损害抚慰金{b}元",
-)
-_FOCAL = (
-    "{t}关系是否成立及数额",
-    "利息或违约金的计算标准",
-    "被告是否存在违约行为",
-    "损失的范围和数额",
-    "诉讼时效是否已经届满",
-    "证据能否证明原告的主张",
-    "责任应当如何分担",
-)
-_DETAILS = (
-    "{y}年{m}月{d}日原告向{p}转账{a}万元，附言“{t}”",
-    "{p}出具书面凭证一份，载明{t}{a}万元、期限{m}个月",
-    "{p}于{y}年{m}月在微信中承认尚欠{a}万元",
-    "双方约定每月{d}日前支付{b}元，{p}自{y}年{m}月起未再支付",
-    "原告保存有{d}段录音及全部聊天记录原件",
-    "交警认定{p}负事故全部责任，原告住院{d}天，花费医疗费{b}元",
-)
-VERDICTS = ("支持", "部分支持", "驳回")
-PLAINTIFF_TYPES = ("自然人", "自然人", "自然人", "法人", "非法人组织")
-
-
-def _fill(template: str, rng: random.Random) -> str:
-    year = rng.randint(2015, 2023)
-    return template.format(
-        y=year,
-        y2=year + rng.randint(1, 3),
-        m=rng.randint(1, 12),
-        d=rng.randint(1, 28),
-        a=rng.randint(1, 300),
-        b=rng.randint(500, 99_000),
-        r=rng.choice((3.85, 6, 12, 15.4, 24)),
-        p=rng.choice(_PEOPLE),
-        t=rng.choice(_THINGS),
-        place=rng.choice(_PLACES),
-    )
-
-
-class _Corpus:
-    """A long text of filled sentences; a message is a run of whole sentences from a random start."""
-
-    def __init__(self, templates: tuple[str, ...], rng: random.Random, chars: int = 120_000) -> None:
-        parts, ends, total = [], [], 0
-        while total < chars:
-            sentence = _fill(rng.choice(templates), rng)
-            parts.append(sentence)
-            total += len(sentence)
-            ends.append(total)
-        self.text = "".join(parts)
-        self.starts = [0, *ends[:-1]]
-
-    def take(self, rng: random.Random, length: int) -> str:
-        limit = bisect.bisect_left(self.starts, len(self.text) - length - 200)
-        begin = self.starts[rng.randrange(max(1, limit))]
-        end_idx = bisect.bisect_left(self.starts, begin + length)
-        end = self.starts[end_idx] if end_idx < len(self.starts) else len(self.text)
-        return self.text[begin:end]
-
-
-def _history(rng: random.Random, n: int, user: _Corpus, lawyer: _Corpus) -> list[dict[str, str]]:
-    return [
-        {
-            "role": "user" if i % 2 == 0 else "assistant",
-            "content": (user if i % 2 == 0 else lawyer).take(rng, rng.randint(200, 2000)),
-        }
-        for i in range(n)
-    ]
-
-
-def make_case(i: int, rng: random.Random, causes: list[str], corpora: dict[str, _Corpus]) -> dict[str, Any]:
-    n_focal = rng.randint(1, 3)
-    focal = [_fill(t, rng) for t in rng.sample(_FOCAL, n_focal)]
-    shape = i % 3  # key_details in all three shapes
-    if shape == 0:
-        key_details: Any = "；".join(_fill(rng.choice(_DETAILS), rng) for _ in range(rng.randint(2, 4)))
-    elif shape == 1:
-        key_details = [_fill(rng.choice(_DETAILS), rng) for _ in range(rng.randint(2, 5))]
-    else:
-        key_details = {
-            f: (
-                _fill(rng.choice(_DETAILS), rng)
-                if rng.random() < 0.4
-                else [_fill(rng.choice(_DETAILS), rng) for _ in range(rng.randint(1, 3))]
-            )
-            for f in focal
-        }
-    claims = [_fill(t, rng) for t in rng.sample(_CLAIMS, rng.randint(2, 4))]
-    n = rng.choice((1, 3, 5, 7, 9))  # odd: the history ends with the client's turn
-    return {
-        "case_number": f"（{2018 + i % 6}）京{i % 9000 + 100:04d}民初{10_000 + i}号",
-        "cause_of_action": causes[i % len(causes)],
-        "plaintiff_type": rng.choice(PLAINTIFF_TYPES),
-        "focal_point": focal[0] if n_focal == 1 and rng.random() < 0.7 else focal,
-        "key_details": key_details,
-        "result_dict": {c: rng.choice(VERDICTS) for c in claims},
-        "complete_history": _history(rng, n, corpora["facts"], corpora["lawyer"]),
-        "underspecified_history": _history(rng, n, corpora["vague"], corpora["lawyer"]),
-    }
-
-
-def generate_dataset(path: Path, cases: int, seed: int = 0) -> None:
-    """Write `cases` synthetic cases to `path`, streaming: never the whole dataset in memory."""
-    from lexpilot_batch.data import load_categories
-
-    causes = list(load_categories())  # every cause of the bundled mapping, in its order
-    rng = random.Random(seed)
-    corpora = {
-        "facts": _Corpus(_FACT_SENTENCES, rng),
-        "vague": _Corpus(_VAGUE_SENTENCES, rng),
-        "lawyer": _Corpus(_LAWYER_SENTENCES, rng),
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("[\n")
-        for i in range(cases):
-            if i:
-                fh.write(",\n")
-            fh.write(json.dumps(make_case(i, rng, causes, corpora), ensure_ascii=False))
-        fh.write("\n]\n")
-
-
 # --- timing wrappers -----------------------------------------------------------------------------
 
 
@@ -298,6 +116,7 @@ class Meter:
         self.calls: dict[str, int] = defaultdict(int)
         self.peak_raised_by: dict[str, float] = defaultdict(float)
         self._peak = peak_rss_mb() or 0.0
+        self.workspace_peak = 0  # bytes
 
     def note_peak(self, key: str) -> None:
         peak = peak_rss_mb()
@@ -349,6 +168,24 @@ def instrument(meter: Meter) -> None:
     engine.check_compiled_files = meter.wrap(engine.check_compiled_files, "submit.verify")
     engine.submit_files = meter.wrap(engine.submit_files, "submit.upload_create")
     engine.poll_files = meter.wrap(engine.poll_files, "poll_files")
+    compact = engine.compact_finished_waves
+
+    def measured_compact(ws: Any) -> Any:
+        # The workspace is largest just before a finished wave's files are compressed: the next
+        # wave's are written by then.
+        meter.workspace_peak = max(meter.workspace_peak, tree_size(ws.root, exclude=ws.state_dir / "simulated"))
+        return compact(ws)
+
+    engine.compact_finished_waves = meter.wrap(measured_compact, "compact")
+    # The provider's own work, which the engine waits for at zero latency and which a real provider
+    # does within its latency: the simulated provider answers a batch when it is created, and a
+    # chat completion when it is called. Left out of the local time of `time_to_result`.
+    from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+    from lexpilot_batch.providers.sync import SyncRunner
+
+    OpenAIBatchBackend.create = meter.wrap(OpenAIBatchBackend.create, "provider.create")  # type: ignore[method-assign]
+    OpenAIBatchBackend.retrieve = meter.wrap(OpenAIBatchBackend.retrieve, "provider.retrieve")  # type: ignore[method-assign]
+    SyncRunner.run = meter.wrap(SyncRunner.run, "provider.sync")  # type: ignore[method-assign]
     batches._download = meter.wrap(batches._download, "ingest.download")
     batches.ingest_file = meter.wrap(batches.ingest_file, "ingest.apply")
     compiler._request = meter.wrap_fast(compiler._request, "compile.request_lines")
@@ -524,10 +361,12 @@ class _Child:
         )
 
     def result(self) -> dict[str, Any]:
-        out, err = self.proc.communicate()
-        if self.proc.returncode != 0:
-            raise RuntimeError(f"child {' '.join(self.args)} failed:\n{err[-4000:]}")
-        return json.loads(out.strip().splitlines()[-1])
+        if not hasattr(self, "_result"):
+            out, err = self.proc.communicate()
+            if self.proc.returncode != 0:
+                raise RuntimeError(f"child {' '.join(self.args)} failed:\n{err[-4000:]}")
+            self._result = json.loads(out.strip().splitlines()[-1])
+        return self._result
 
 
 def _run_child(args: list[str]) -> dict[str, Any]:
@@ -597,6 +436,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # same file again and stops on the same errors), so that it costs neither memory in the
         # measured process nor time on the 1x run's one-minute budget.
         validation = _Child(["--child-validate", str(dataset)])
+        if args.compare:
+            return _compare(args, dataset, root, validation, made)
         made.append(ws_root)
         if args.simulator == "process":
             made.append(sim_dir)
@@ -615,12 +456,65 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     shutil.rmtree(path, ignore_errors=True)
                 elif path.exists() and not args.dataset:
                     path.unlink()
-            for stray in ("simulator.log",):
-                (root / stray).unlink(missing_ok=True)
+            for stray in root.glob("simulator*.log"):
+                stray.unlink(missing_ok=True)
             if created_root:
                 shutil.rmtree(root, ignore_errors=True)
         else:
             log(f"kept {root}")
+
+
+# The configurations of `--compare`: (name, --speculate, --tail-sync; None: the one given).
+COMPARED = (("no speculation", False, 0), ("speculation", True, 0), ("speculation + tail-sync", True, None))
+
+
+def _compare(
+    args: argparse.Namespace, dataset: Path, root: Path, validation: _Child, made: list[Path]
+) -> dict[str, Any]:
+    """The same dataset run in each configuration of `COMPARED`, each in a workspace of its own."""
+    results = []
+    for name, speculate, tail_sync in COMPARED:
+        config = argparse.Namespace(
+            **{**vars(args), "speculate": speculate, "tail_sync": args.tail_sync if tail_sync is None else tail_sync}
+        )
+        slug = name.replace(" + ", "-").replace(" ", "-")
+        ws_root, sim_dir = root / f"workspace-{slug}", root / f"simulator-{slug}"
+        if ws_root.exists() and any(ws_root.iterdir()):
+            raise SystemExit(f"{ws_root} is not empty; pass another --root (the bench needs a fresh workspace)")
+        made.extend([ws_root, sim_dir])
+        log(f"--- {name} (--speculate {speculate}, --tail-sync {config.tail_sync}) ---")
+        results.append((name, _bench(config, dataset, ws_root, sim_dir, root, validation)))
+    rows = []
+    for name, r in results:
+        t = r["time_to_result"]
+        rows.append(
+            {
+                "config": name,
+                "tail_sync": r["tail_sync"],
+                "waves": r["waves"],
+                "batch_round_trips": t["batch_round_trips"],
+                "sync_requests": t["sync_requests"],
+                "requests": r["requests"],
+                "simulated_seconds": t["simulated_seconds"],
+                "provider_seconds": t["provider_seconds"],
+                "cost_usd": t["cost_usd"],
+                "premium_pct": t["premium_pct"],
+                "local_us_per_request": r["local_us_per_request"],
+                "workspace_mb": r["workspace_mb"],
+                "metrics_digest": r["metrics_digest"],
+            }
+        )
+    log("config                    waves  batch trips  sync req.  time to result   cost USD  premium")
+    for row in rows:
+        log(
+            f"{row['config']:<25} {row['waves']:>5} {row['batch_round_trips']:>12} {row['sync_requests']:>10} "
+            f"{row['simulated_seconds']:>12.0f} s {row['cost_usd']:>10.2f} {row['premium_pct']:>7}%"
+        )
+    return {
+        "compare": rows,
+        "same_metrics": len({row["metrics_digest"] for row in rows}) == 1,
+        "runs": [r for _, r in results],
+    }
 
 
 def _bench(
@@ -639,16 +533,21 @@ def _bench(
     instrument(meter)
     _clean_provider_env()
     simulator = None
+    faults = simulator_faults(args)
+    engine_options = {
+        "retries": 3,
+        "tail_sync": args.tail_sync,
+        "concurrency": args.concurrency,
+        "max_enqueued_tokens": budgets,
+    }
     if args.simulator == "process":
-        simulator = SimulatorProcess(sim_dir, root / "simulator.log", args.sim_faults)
+        simulator = SimulatorProcess(sim_dir, root / f"{sim_dir.name}.log", faults)
         os.environ["OPENAI_BASE_URL"] = simulator.base_url
         os.environ["OPENAI_API_KEY"] = "bench-not-a-secret"
-        options = ProviderOptions(provider="env", retries=3, max_enqueued_tokens=budgets)
+        options = ProviderOptions(provider="env", **engine_options)
         log(f"simulated provider (own process, pid {simulator.proc.pid}) at {simulator.base_url}")
     else:
-        options = ProviderOptions(
-            provider="simulated", sim_faults=args.sim_faults, retries=3, max_enqueued_tokens=budgets
-        )
+        options = ProviderOptions(provider="simulated", sim_faults=faults, **engine_options)
     run_ids = [f"bench{i + 1}" for i in range(args.runs)]
     profiler = _start_profiler(args.profile)
     wave_log: list[dict[str, Any]] = []
@@ -666,10 +565,12 @@ def _bench(
                     f"wave 1: {prepared.compiled.requests} requests in {len(prepared.compiled.files)} files "
                     f"({time.perf_counter() - mark:.1f} s, RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB)"
                 )
-                for round_no in range(1, 20_000):
+                for round_no in range(1, MAX_ROUNDS):
                     before = dict(meter.seconds)
                     mark = time.perf_counter()
-                    left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
+                    left = poll_and_advance(
+                        ws, session, do_submit=True, wait=False, poll_interval=0, compact=not args.no_compact
+                    )
                     spent = {
                         k: round(v - before.get(k, 0.0), 2)
                         for k, v in meter.seconds.items()
@@ -677,18 +578,19 @@ def _bench(
                     }
                     wave = ws.store.conn.execute("SELECT MAX(n) FROM waves").fetchone()[0]
                     wave_log.append({"round": round_no, "wave": wave, "seconds": spent})
-                    log(
-                        f"round {round_no}: now at wave {wave}, {time.perf_counter() - mark:.1f} s {spent} "
-                        f"RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB; left {left}"
-                    )
+                    if spent or not sleeps_latency(args):
+                        log(
+                            f"round {round_no}: now at wave {wave}, {time.perf_counter() - mark:.1f} s {spent} "
+                            f"RSS {current_rss_mb()} MB, peak {peak_rss_mb()} MB; left {left}"
+                        )
                     if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                         break
                     if left["in_flight"]:
-                        # Latency 0: batches are terminal at once, but be safe; with a latency
-                        # (--sim-faults), poll as `--poll-interval 0.1` would.
-                        time.sleep(0.1 if "latency" in args.sim_faults else 0.01)
+                        # Latency 0: batches are terminal at once, but be safe; when the simulated
+                        # provider sleeps a latency, poll as `--poll-interval` says.
+                        time.sleep(poll_pause(args))
                 else:
-                    raise RuntimeError("the workspace did not finish in 20,000 rounds")
+                    raise RuntimeError(f"the workspace did not finish in {MAX_ROUNDS:,} rounds")
                 engine_seconds = time.perf_counter() - started
                 db = ws.store.conn
                 counts = {
@@ -735,6 +637,7 @@ def _bench(
         "submit": s["submit.verify"] + s["submit.upload_create"],
         "ingest": s["ingest.download"] + s["ingest.apply"],
         "advance": advance,
+        "compact": s["compact"],
         "report": reported["seconds"],
     }
     seconds["total"] = engine_seconds + reported["seconds"]
@@ -759,6 +662,9 @@ def _bench(
         "prepare.load_dataset": s["prepare.load_dataset"],
         "prepare.register_run": s["prepare.register_run"],
         "prepare.add_threads": s["prepare.add_threads"],
+        "compact": s["compact"],
+        "provider.create": s["provider.create"],
+        "provider.sync": s["provider.sync"],
         "other": seconds["total"]
         - sum(v for k, v in seconds.items() if k != "total")
         - (s["poll_files"] - s["ingest.download"] - s["ingest.apply"])
@@ -770,6 +676,26 @@ def _bench(
         ws_bytes = tree_size(ws_root)
     else:
         ws_bytes = tree_size(ws_root, exclude=ws_root / "state" / "simulated")
+    ws_parts = {
+        part: round(tree_size(ws_root / part, exclude=ws_root / "state" / "simulated") / MB, 1)
+        for part in ("requests", "responses", "state", "runs")
+    }
+    timing = None
+    provider_work = s["provider.create"] + s["provider.retrieve"] + s["provider.sync"]
+    if args.batch_latency is not None:
+        timing = time_to_result(ws_root, options, args, engine_seconds - provider_work)
+        if args.real_time:
+            # Here the engine's time includes the latencies slept: compare it with the model's
+            # provider seconds plus the local seconds of a run at zero latency.
+            timing["measured_seconds"] = round(engine_seconds, 1)
+        log(
+            f"time to result (latency model: batch {args.batch_latency} s, chat completion {args.sync_latency} s, "
+            f"--concurrency {args.concurrency}): {timing['simulated_seconds']} s, {timing['batch_round_trips']} "
+            f"batch round trips, cost {timing['cost_usd']} USD (premium {timing['premium_pct']}%)"
+        )
+    checked_export = check_export(ws_root, root / f"{ws_root.name}-check") if args.check_export else None
+    if checked_export is not None:
+        log(f"export check: {checked_export}")
     peaks = [p for p in (engine_peak, reported["peak_rss_mb"]) if p is not None]
     return {
         "scale": args.scale,
@@ -786,7 +712,13 @@ def _bench(
         "cpu_seconds": {k: round(v, 3) for k, v in cpu_seconds.items()},
         "peak_rss_mb": max(peaks) if peaks else None,
         "workspace_mb": round(ws_bytes / MB, 1),
+        "workspace_mb_by": ws_parts,
+        "workspace_peak_mb": round(max(meter.workspace_peak, ws_bytes) / MB, 1),
         "speculate": args.speculate,
+        "tail_sync": args.tail_sync,
+        "compact": not args.no_compact,
+        "time_to_result": timing,
+        "check_export": checked_export,
         "simulator": args.simulator,
         "peak_rss_mb_by_process": {
             "engine": engine_peak,
@@ -873,6 +805,58 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="MODEL=N: tell the engine a model's quota (repeatable; default: it learns it from refusals)",
     )
+    parser.add_argument(
+        "--tail-sync",
+        type=int,
+        default=0,
+        metavar="N",
+        help="prepare the runs with --tail-sync N: a wave's groups of at most N requests through chat completions",
+    )
+    parser.add_argument(
+        "--batch-latency",
+        type=float,
+        metavar="S",
+        help="seconds a batch takes in the latency model: adds the time to result, batch round trips and cost",
+    )
+    parser.add_argument(
+        "--sync-latency", type=float, default=1.0, metavar="s", help="seconds a chat completion takes (default 1)"
+    )
+    parser.add_argument(
+        "--latency-spread",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="spread each latency uniformly over [L(1-F), L(1+F)] (default 0)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=8, help="parallel requests of the sync backend (default 8, as the product)"
+    )
+    parser.add_argument(
+        "--prices",
+        help="prices file as for `report --prices` (default: every role at 0.15 / 0.60 USD per 1M input / output tokens)",
+    )
+    parser.add_argument(
+        "--real-time",
+        action="store_true",
+        help="let the simulated provider sleep the latency model, and measure (checks the computed time)",
+    )
+    parser.add_argument(
+        "--poll-interval",
+        type=float,
+        help="seconds between polls while batches are in flight (default 0.2 with --real-time, 0.1 with a latency "
+        "in --sim-faults, else 0.01: batches end at once)",
+    )
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="run no speculation, speculation, and speculation with --tail-sync N, each in its own workspace",
+    )
+    parser.add_argument("--no-compact", action="store_true", help="leave finished waves' files uncompressed")
+    parser.add_argument(
+        "--check-export",
+        action="store_true",
+        help="at the end, export the workspace and an uncompressed copy of it and compare them (doctor on both)",
+    )
     parser.add_argument("--child-validate", help=argparse.SUPPRESS)
     parser.add_argument("--child-report", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -884,6 +868,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.scale < 1 or args.runs < 1 or args.models < 1:
         parser.error("--scale, --runs and --models must be at least 1")
+    problem = check_latency_args(args)
+    if problem:
+        parser.error(problem)
     print(json.dumps(run(args), ensure_ascii=False), flush=True)
     return 0
 

@@ -56,6 +56,7 @@ class CompileResult:
     failed: int = 0
     in_flight: bool = False
     manual_files: list[str] = field(default_factory=list)  # for the user to run (manual backend)
+    tail_sync_files: list[str] = field(default_factory=list)  # small groups sent through chat (`tail_sync`)
 
     @property
     def compiled(self) -> bool:
@@ -110,8 +111,11 @@ def _load_case_factory(db: sqlite3.Connection) -> Callable[[str, int], Case]:
     return load
 
 
-def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3) -> CompileResult:
-    """Advance every active thread and write all due requests into the open wave, atomically."""
+def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3, tail_sync: int = 0) -> CompileResult:
+    """Advance every active thread and write all due requests into the open wave, atomically.
+
+    A group of at most `tail_sync` requests travels through chat completions (`tail_sync`).
+    """
     result = CompileResult()
     with ws.store.transaction() as db:
         wave, existing = target_wave(db)
@@ -120,7 +124,7 @@ def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3) -> CompileRes
             return result
         stale = discard_unsent_wave(db, wave) if existing else []
         open_wave(db, wave)
-        writer = WaveWriter(ws, db, wave)
+        writer = WaveWriter(ws, db, wave, tail_sync)
         try:
             _advance_all(ws, db, writer, _run_contexts(db, retries, route), result)
             written = writer.close()
@@ -136,6 +140,7 @@ def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3) -> CompileRes
             result.wave = wave
             result.files = written
             result.manual_files = writer.manual
+            result.tail_sync_files = writer.tail_synced
     return result
 
 

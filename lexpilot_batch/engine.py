@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from lexpilot_batch import prompts
 from lexpilot_batch.batches import PollResult, SubmitResult, TamperedFile, poll_files, submit_files
+from lexpilot_batch.compaction import CompactStats, compact_finished_waves
 from lexpilot_batch.compiler import CompileResult, compile_wave
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.lineup import plan_runs
@@ -54,15 +55,21 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
             if run_id not in result.runs:
                 result.runs.append(run_id)
     session.remember()
-    result.compiled = compile_wave(ws, session.route, session.options.retries)
+    result.compiled = _compile(ws, session)
     return result
+
+
+def _compile(ws: Workspace, session: Session) -> CompileResult:
+    """Compile what is due into the open wave, as this command's session says (routes, --retries,
+    --tail-sync)."""
+    return compile_wave(ws, session.route, session.options.retries, session.tail_sync)
 
 
 def retry(ws: Workspace, session: Session, selection: RetrySelection) -> tuple[RetryResult, CompileResult]:
     """Make the selected failed threads due again (`retry`) and, unless a wave is under way,
     compile their requests at once, as `prepare` compiles new threads'."""
     result = retry_failed(ws, selection)
-    compiled = compile_wave(ws, session.route, session.options.retries) if result.threads else CompileResult()
+    compiled = _compile(ws, session) if result.threads else CompileResult()
     return result, compiled
 
 
@@ -74,7 +81,7 @@ def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | Non
         # compiled again, cut to the budget, as soon as their wave allows (at once when nothing
         # else of it was sent), and sent.
         close_finished_waves(ws)
-        if compile_wave(ws, session.route, session.options.retries).compiled:
+        if _compile(ws, session).compiled:
             again = submit_files(ws, session, on_file)
             for name in ("submitted", "adopted", "manual", "waiting", "discarded", "unresolved"):
                 getattr(result, name).extend(getattr(again, name))
@@ -91,7 +98,7 @@ def _ensure_intact(ws: Workspace, session: Session) -> None:
             f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
             f"submitted or answered, so they cannot be rebuilt safely — restore them or run `{ws.command('doctor')}`"
         )
-    compile_wave(ws, session.route, session.options.retries)
+    _compile(ws, session)
 
 
 @dataclass
@@ -99,19 +106,22 @@ class AdvanceResult:
     poll: PollResult
     compiled: CompileResult | None
     submitted: SubmitResult | None
+    compacted: CompactStats | None = None
 
 
-def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool) -> AdvanceResult:
+def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool, compact: bool = True) -> AdvanceResult:
     submitted = submit(ws, session) if do_submit else None
     poll = poll_files(ws, session, session.options.max_wave_age)
     compiled = None
     if poll.in_flight == 0:
-        compiled = compile_wave(ws, session.route, session.options.retries)
+        compiled = _compile(ws, session)
     # What this poll finished made room under enqueued-token budgets: files of the wave that
     # waited for it go now, as do the files of a new wave.
     if do_submit and ((compiled is not None and compiled.compiled) or poll.finished or poll.refused or poll.lost):
         submitted = submit(ws, session)
-    return AdvanceResult(poll, compiled, submitted)
+    # Last, while the next wave's batches run: the finished waves' files are not read again.
+    compacted = compact_finished_waves(ws) if compact else None
+    return AdvanceResult(poll, compiled, submitted, compacted)
 
 
 def poll_and_advance(
@@ -122,10 +132,14 @@ def poll_and_advance(
     wait: bool,
     poll_interval: float,
     on_round: Callable[[AdvanceResult, dict[str, int]], None] | None = None,
+    compact: bool = True,
 ) -> dict[str, int]:
-    """One poll round, or with `wait` rounds until nothing is in flight or due."""
+    """One poll round, or with `wait` rounds until nothing is in flight or due.
+
+    With `compact`, the files of finished waves are compressed (`compaction`).
+    """
     while True:
-        outcome = poll_and_advance_once(ws, session, do_submit)
+        outcome = poll_and_advance_once(ws, session, do_submit, compact)
         left = work_left(ws)
         if on_round:
             on_round(outcome, left)

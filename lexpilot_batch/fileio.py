@@ -12,8 +12,10 @@ import hashlib
 import os
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 _REPLACE_TRIES = 20
 _REPLACE_PAUSE = 0.05  # seconds between tries: a second in all
@@ -23,15 +25,23 @@ TMP_SUFFIX = ".tmp"  # `.<name>.<random>.tmp` beside the target, until it replac
 def write_atomic(path: Path, data: bytes | memoryview | Iterable[bytes]) -> None:
     """Write `data` (bytes, or chunks of them as they arrive) to `path` whole or not at all
     (creating its folder)."""
+    with atomic_file(path) as fh:
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            fh.write(data)
+        else:
+            for chunk in data:
+                fh.write(chunk)
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[BinaryIO]:
+    """A file to write `path` through, whole or not at all: it replaces `path` when the block ends
+    without an error, and is removed otherwise (creating its folder)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
+    tmp = temp_path(path)
     try:
         with open(tmp, "wb") as fh:
-            if isinstance(data, (bytes, bytearray, memoryview)):
-                fh.write(data)
-            else:
-                for chunk in data:
-                    fh.write(chunk)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         for attempt in range(_REPLACE_TRIES):
@@ -45,6 +55,11 @@ def write_atomic(path: Path, data: bytes | memoryview | Iterable[bytes]) -> None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def temp_path(path: Path) -> Path:
+    """Where `path` is written before it replaces the target: `.<name>.<random>.tmp` beside it."""
+    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
 
 
 def file_sha256(path: Path) -> str | None:

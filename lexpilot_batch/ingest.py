@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.answers import judge_line, read_content
+from lexpilot_batch.compaction import open_saved, saved_exists
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.fileio import write_atomic
 from lexpilot_batch.providers.shapes import Normalise, file_api, normaliser
@@ -70,8 +71,9 @@ def _loads(text: str) -> Any:
 
 
 def read_lines(path: Path) -> Iterator[tuple[int, dict | None, str]]:
-    """(line number, parsed object or None, raw text) for every non-blank line, streaming."""
-    with open(path, "rb") as fh:
+    """(line number, parsed object or None, raw text) for every non-blank line, streaming; a saved
+    file of a finished wave is read from its compacted copy (`compaction`)."""
+    with open_saved(path) as fh:
         for number, raw in enumerate(fh, 1):
             text = raw.decode("utf-8", errors="replace").strip()
             if not text:
@@ -284,7 +286,7 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
         )
     first = min(f["wave"] for f in targets)
     saved = ws.wave_dir("responses", first) / f"ingested-{digest[:12]}-{source.name}"
-    if not saved.exists():
+    if not saved_exists(saved):
         write_atomic(saved, data)
     with ws.store.transaction() as tx:
         stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None)

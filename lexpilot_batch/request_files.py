@@ -1,7 +1,9 @@
 """Writing a wave's request files: one file per (backend, endpoint, model), cut into shards within
 the route's limits, each written and hashed by a background thread while lines are built.
 
-The files' rows are recorded through `waves` inside the caller's (the compiler's) transaction.
+The files' rows are recorded through `waves` inside the caller's (the compiler's) transaction. Once
+every line is written, each group's size decides whether it travels as a batch or through chat
+completions (`tail_sync.wave_backend`); the lines are the same either way.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import IO
 from lexpilot_batch import budgets
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.request_lines import Pieces, id_tag
+from lexpilot_batch.tail_sync import wave_backend
 from lexpilot_batch.waves import add_compiled_file, update_file
 from lexpilot_batch.workspace import Workspace, slug
 
@@ -71,17 +74,26 @@ class _Sink:
 Group = tuple[str, str, str, str | None]  # (backend, endpoint URL, model, provider): one file each
 
 
+def file_group(route: Route) -> Group:
+    """The group whose requests of a wave share a file (and its shards): one batch per group."""
+    return (route.endpoint.backend, route.endpoint.base_url, route.model, route.provider)
+
+
 class WaveWriter:
     """Streams request lines into per-(backend, endpoint, model) shard files, within each route's limits."""
 
-    def __init__(self, ws: Workspace, db: sqlite3.Connection, wave: int) -> None:
-        self.ws, self.db, self.wave = ws, db, wave
+    def __init__(self, ws: Workspace, db: sqlite3.Connection, wave: int, tail_sync: int = 0) -> None:
+        self.ws, self.db, self.wave, self.tail_sync = ws, db, wave, tail_sync
         self.dir = ws.wave_dir("requests", wave)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.open: dict[Group, dict] = {}
         self.shards: dict[Group, int] = defaultdict(int)
         self.written: list[str] = []
         self.manual: list[str] = []
+        self.tail_synced: list[str] = []  # files sent through chat completions (`--tail-sync`)
+        self.routes: dict[Group, Route] = {}
+        self.group_files: dict[Group, list[tuple[int, str]]] = defaultdict(list)  # (pk, path) of each shard
+        self.group_requests: dict[Group, int] = defaultdict(int)
         self.pieces = Pieces()
         self.id_tag = id_tag(ws.workspace_id)  # in the ids of Anthropic lines (`request_lines.line_id`)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-files")
@@ -101,8 +113,7 @@ class WaveWriter:
     def add(self, route: Route, line: bytes, tokens: int = 0) -> int:
         """Write one request line of `route` (`tokens`: its estimated input tokens) into its file;
         returns the file's pk."""
-        endpoint = route.endpoint
-        group = (endpoint.backend, endpoint.base_url, route.model, route.provider)
+        group = file_group(route)
         limits = route.limits
         current = self.open.get(group)
         if current is not None and (
@@ -114,6 +125,8 @@ class WaveWriter:
             current = None
         if current is None:
             current = self._start(group, limits.endpoint)
+            self.routes.setdefault(group, route)
+        self.group_requests[group] += 1
         current["sink"].write(line)
         current["n"] += 1
         current["bytes"] += len(line)
@@ -162,6 +175,7 @@ class WaveWriter:
             tokens=entry["tokens"],
         )
         self.written.append(rel)
+        self.group_files[group].append((entry["pk"], rel))
         if entry["backend"] == "manual":
             self.manual.append(rel)
 
@@ -169,6 +183,13 @@ class WaveWriter:
         for group in list(self.open):
             self._close(group)
         self.pool.shutdown()
+        for group, files in self.group_files.items():
+            route = self.routes[group]
+            backend = wave_backend(route, self.group_requests[group], self.tail_sync)
+            if backend != route.backend:
+                for pk, rel in files:
+                    update_file(self.db, pk, backend=backend)
+                    self.tail_synced.append(rel)
         return self.written
 
     def abort(self) -> None:

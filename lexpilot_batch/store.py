@@ -254,6 +254,23 @@ def _m0009_operations(db: sqlite3.Connection) -> None:
     )
 
 
+def _m0010_compacted_files(db: sqlite3.Connection) -> None:
+    # Request and result files of finished waves are kept gzip-compressed (`compaction`): the hash
+    # and size of each one's plain bytes, so that it stays verifiable once the plain file is gone.
+    _run_script(
+        db,
+        """
+        CREATE TABLE compacted (
+            path TEXT PRIMARY KEY,          -- workspace-relative path of the plain file; kept as path + '.gz'
+            sha256 TEXT NOT NULL,           -- of the plain bytes
+            bytes INTEGER NOT NULL,         -- plain size
+            stored_bytes INTEGER NOT NULL,  -- compressed size
+            at REAL NOT NULL
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -264,6 +281,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0007_file_provider", _m0007_file_provider),
     ("0008_rescore_interaction_fields", _m0008_rescore_interaction_fields),
     ("0009_operations", _m0009_operations),
+    ("0010_compacted_files", _m0010_compacted_files),
 ]
 
 

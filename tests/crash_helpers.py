@@ -44,6 +44,9 @@ KILL_POINTS: dict[str, tuple[str, str, str]] = {
     "poll.after_download": ("lexpilot_batch.providers.openai_batch", "OpenAIBatchBackend.download", "after"),
     "ingest.before_commit": ("lexpilot_batch.ingest", "apply_result_files", "after"),
     "poll.before_close_waves": ("lexpilot_batch.batches", "close_finished_waves", "before"),
+    # compaction: a finished wave's file compressed but not recorded; recorded, the plain one not removed
+    "compact.before_record": ("lexpilot_batch.compaction", "_record", "before"),
+    "compact.before_unlink": ("lexpilot_batch.compaction", "_record", "after"),
 }
 # The same gaps on the native batch APIs' backends (`test_crash_native.py`).
 NATIVE_KILL_POINTS: dict[str, tuple[str, str, str]] = {

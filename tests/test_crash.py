@@ -22,7 +22,9 @@ import pytest
 from crash_helpers import KILL_POINTS, Client, SimServer, base_env, final_state, kill_phase, open_db
 from openai import OpenAI
 
+from lexpilot_batch.compaction import read_saved, saved_files, verify
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL semantics; proc.kill() is TerminateProcess")
 
@@ -157,13 +159,12 @@ def check_workspace_bookkeeping(root: Path) -> None:
         for kind in ("output_path", "error_path"):
             if f[kind]:
                 saved[f[kind]] = f["pk"]
-    on_disk = {
-        p.relative_to(root).as_posix() for p in (root / "responses").rglob("*.jsonl") if not p.name.startswith(".")
-    }
+    # Plain or compacted: every finished wave's files are compressed, read through `compaction`.
+    on_disk = {p.relative_to(root).as_posix() for p in saved_files(root / "responses")}
     assert on_disk == set(saved), f"result files without a record: {sorted(on_disk - set(saved))}"
     lines_of: dict[int, Counter] = defaultdict(Counter)
     for rel, file_pk in saved.items():
-        for raw in (root / rel).read_text("utf-8").splitlines():
+        for raw in read_saved(root / rel).decode("utf-8").splitlines():
             if not raw.strip():
                 continue
             cid = json.loads(raw)["custom_id"]
@@ -225,11 +226,27 @@ def check_manifests(root: Path) -> None:
         assert json.loads(found[0].read_text("utf-8"))["run_id"] == run_id
 
 
+def check_compacted(root: Path) -> None:
+    """Every file of the finished workspace is compacted once, holding the bytes recorded, with no
+    plain copy or half-written one left beside it."""
+    with Workspace(root, writable=False) as ws:
+        assert verify(ws) == []
+        compacted = {r[0] for r in ws.store.conn.execute("SELECT path FROM compacted")}
+        kept = set()
+        for r in ws.store.conn.execute("SELECT path, output_path, error_path FROM files"):
+            kept |= {rel for rel in r if rel}
+    assert compacted == kept
+    leftovers = [p for p in root.rglob("*.jsonl") if p.parent.parent.name in ("requests", "responses")]
+    assert not leftovers, f"plain copies of compacted files left: {leftovers[:3]}"
+    assert not list(root.rglob(".*.gz.*.tmp")), "half-written compressed files left"
+
+
 def check_all(client: Client, reference: dict, base_url: str) -> None:
     check_same_as_reference(client.root, reference)
     check_nothing_in_flight(client)
     check_workspace_bookkeeping(client.root)
     check_provider_batches(base_url, client.root)
+    check_compacted(client.root)
 
 
 # --- the scenarios --------------------------------------------------------------------------------
@@ -260,6 +277,8 @@ def test_sigkill_at_every_commit_gap_against_a_separate_provider_process(referen
         "poll.before_close_waves:2",
         "submit.after_create:2",
         "ingest.before_commit:2",
+        "compact.before_record:1",
+        "compact.before_unlink:2",
     ]
     assert {p.split(":")[0] for p in points} | {"prepare.before_threads", "prepare.before_manifest"} == set(KILL_POINTS)
     with SimServer(tmp_path / "sim", SEED, FAULTS, tmp_path / "server.log") as server:

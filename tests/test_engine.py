@@ -10,6 +10,7 @@ from engine_helpers import finish, open_session, prepare_runs, records, thread_c
 
 from lexpilot_batch import prompts, status
 from lexpilot_batch.batches import batch_tag
+from lexpilot_batch.compaction import read_saved, saved_files
 from lexpilot_batch.config import Settings
 from lexpilot_batch.data import load_dataset
 from lexpilot_batch.engine import submit
@@ -32,8 +33,8 @@ def session(ws):
 
 def request_lines(ws: Workspace) -> dict[str, list[dict]]:
     out = {}
-    for path in sorted(ws.requests_dir.rglob("*.jsonl")):
-        raw = path.read_bytes()
+    for path in saved_files(ws.requests_dir):  # plain or compacted
+        raw = read_saved(path)
         assert b"\n\n" not in raw and raw.endswith(b"\n"), f"{path} has blank lines"
         out[ws.relative(path)] = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
     return out

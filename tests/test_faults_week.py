@@ -38,7 +38,7 @@ from engine_helpers import finish, open_session
 from fault_helpers import LIMIT, Outcome, assert_same_as, finish_despite, retried, run_benchmark
 from typer.testing import CliRunner
 
-from lexpilot_batch import doctor, results, status
+from lexpilot_batch import compaction, doctor, results, status
 from lexpilot_batch.batches import submit_files
 from lexpilot_batch.cli import app
 from lexpilot_batch.config import VLLM_ENDPOINT
@@ -110,6 +110,8 @@ def test_failed_threads_are_retried_against_a_healthy_provider(tmp_path, baselin
         assert all(s == "failed" for (s,) in ws.store.conn.execute("SELECT status FROM threads"))
         with pytest.raises(LexpilotError, match=r"retry.*--root"):
             results.check_complete(results.load_run_results(ws), "report", ws.root)
+        # The failed waves are closed and compacted: retry needs none of their files.
+        assert ws.store.conn.execute("SELECT COUNT(*) FROM compacted").fetchone()[0] > 0
         again = open_session(ws, "", retries=8)
         try:
             case = ws.store.conn.execute("SELECT case_number FROM cases WHERE idx = 0").fetchone()[0]
@@ -134,6 +136,7 @@ def test_failed_threads_are_retried_against_a_healthy_provider(tmp_path, baselin
     assert max(r["attempt"] for r in outcome.requests) == 3
     with Workspace(tmp_path / "ws", writable=False) as ws:
         results.check_complete(results.load_run_results(ws), "report")  # no --partial needed
+        assert compaction.verify(ws) == [] and not compaction.missing(ws)
     printed = CliRunner().invoke(app, ["report", "--root", str(tmp_path / "ws"), "--format", "json"])
     assert printed.exit_code == 0, printed.output
 
@@ -215,6 +218,12 @@ def test_batches_a_restarted_provider_forgot_are_lost_and_sent_again(tmp_path, b
     assert mine and all(r["error_kind"] == "unexecuted" and r["error"].startswith("batch_lost") for r in mine)
     assert any(f["not_found"] >= LOST_AFTER for f in lost)
     assert not [r for r in outcome.failed_requests() if r["error_kind"] != "unexecuted"]
+    # A lost file ends its wave like an ingested one: its request file is compacted with the rest,
+    # and doctor finds nothing amiss.
+    with Workspace(tmp_path / "ws", writable=False) as ws:
+        compacted = {r[0] for r in ws.store.conn.execute("SELECT path FROM compacted")}
+        assert {f["path"] for f in lost} <= compacted and compaction.verify(ws) == []
+        assert not [f for f in doctor.diagnose(ws) if f.severity in ("error", "warning")]
 
 
 # --- 4. enqueued-token quotas -----------------------------------------------------------------
@@ -273,7 +282,8 @@ def test_file_limits_given_to_prepare_hold_for_every_wave(tmp_path, baseline):
     assert_same_as(baseline, outcome)
     assert max(f["n_requests"] for f in outcome.files) == 4 and max(f["wave"] for f in outcome.files) > 2
     for f in outcome.files:
-        lines = (tmp_path / "ws" / f["path"]).read_text(encoding="utf-8").splitlines()
+        # Finished waves' files are kept compressed (`compaction`): read through it.
+        lines = compaction.read_saved(tmp_path / "ws" / f["path"]).decode("utf-8").splitlines()
         assert {json.loads(line)["url"] for line in lines} == {f["url"]}
 
 

@@ -21,6 +21,7 @@ from engine_helpers import finish, open_session, prepare_runs, records, thread_c
 
 from lexpilot_batch import batches, doctor, engine
 from lexpilot_batch.batches import TamperedFile, poll_files
+from lexpilot_batch.compaction import read_saved, saved_exists, saved_files
 from lexpilot_batch.config import ROLES, Settings
 from lexpilot_batch.data import load_dataset
 from lexpilot_batch.engine import poll_and_advance, submit
@@ -120,8 +121,8 @@ def test_a_5_mb_message_loads_and_runs(tmp_path):
         assert thread_counts(ws) == {"done": 4}
         [record] = [r for k, r in records(ws).items() if k[3] == 0 and k[4] == "u"]
         assert record["history"][0]["content"] == huge
-        [first] = sorted(ws.requests_dir.rglob("*.jsonl"))[:1]
-        assert first.stat().st_size > 5 * 2**20
+        [first] = saved_files(ws.requests_dir)[:1]
+        assert len(read_saved(first)) > 5 * 2**20
 
 
 # Control characters a JSON encoder must escape, escape sequences, a bidi override, DEL and C1.
@@ -544,7 +545,7 @@ def test_a_saved_result_file_removed_before_ingest_is_named_and_doctor_downloads
     finish(ws, session)
     session.close()
     assert records(ws) == untouched
-    assert saved.exists() and doctor.diagnose(ws) == []
+    assert saved_exists(saved) and doctor.diagnose(ws) == []
 
 
 def test_a_request_file_edited_before_anything_was_sent_is_compiled_again(ws, untouched):
@@ -559,7 +560,7 @@ def test_a_request_file_edited_before_anything_was_sent_is_compiled_again(ws, un
     finish(ws, session)  # submit finds both and compiles the wave again before sending anything
     session.close()
     assert records(ws) == untouched
-    assert {p: ws.path(p).read_bytes() for p in originals} == originals
+    assert {p: read_saved(ws.path(p)) for p in originals} == originals
 
 
 def test_a_request_file_edited_after_part_of_its_wave_was_sent_is_refused(ws, untouched):

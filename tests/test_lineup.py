@@ -12,6 +12,7 @@ from crash_helpers import SimServer
 from engine_helpers import finish, records, thread_counts, wave_count
 
 from lexpilot_batch import status
+from lexpilot_batch.compaction import read_saved, saved_files
 from lexpilot_batch.config import Settings
 from lexpilot_batch.engine import prepare, submit
 from lexpilot_batch.errors import ConfigError
@@ -47,7 +48,7 @@ def lines(ws: Workspace, role: str | None = None) -> list[tuple[dict, dict]]:
     out = []
     for row in ws.store.conn.execute("SELECT * FROM files ORDER BY pk"):
         if role is None or role in row["roles"].split("+"):
-            for raw in ws.path(row["path"]).read_text(encoding="utf-8").splitlines():
+            for raw in read_saved(ws.path(row["path"])).decode("utf-8").splitlines():
                 out.append((dict(row), json.loads(raw)))
     return out
 
@@ -240,9 +241,9 @@ def test_bare_names_compile_the_request_files_they_always_did(tmp_path, clean_en
             session.close()
         temperature = {"eval": 0.7, "user": 0.7, "judge": 0.1}
         seen = set()
-        for path in sorted(ws.requests_dir.rglob("*.jsonl")):
+        for path in saved_files(ws.requests_dir):
             role, model_slug, _ = path.name.split("__")
-            for raw in path.read_bytes().splitlines(keepends=True):
+            for raw in read_saved(path).splitlines(keepends=True):
                 line = json.loads(raw)
                 body = line["body"]
                 legacy = {

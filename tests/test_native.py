@@ -18,6 +18,7 @@ pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
 
 from lexpilot_batch import batches, status  # noqa: E402
+from lexpilot_batch.compaction import read_saved  # noqa: E402
 from lexpilot_batch.config import Settings  # noqa: E402
 from lexpilot_batch.engine import prepare  # noqa: E402
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
@@ -126,8 +127,9 @@ def test_claude_and_gemini_in_the_same_waves_give_the_records_of_the_openai_shap
     assert sum(1 for models in by_wave.values() if set(MODELS) <= models) >= 3
     shapes = {}
     for f in native["files"]:
-        saved = json.loads((native["root"] / f["output_path"]).read_text("utf-8").splitlines()[0])
-        sent = json.loads((native["root"] / f["path"]).read_text("utf-8").splitlines()[0])
+        # Finished waves' files are kept compressed (`compaction`), the native ones too: read through it.
+        saved = json.loads(read_saved(native["root"] / f["output_path"]).decode("utf-8").splitlines()[0])
+        sent = json.loads(read_saved(native["root"] / f["path"]).decode("utf-8").splitlines()[0])
         shapes[f["model"]] = (sorted(sent), sorted(saved))
         if f["model"] == CLAUDE:
             assert f["batch_id"].startswith("msgbatch_") and f["provider_file_id"].startswith("inline:")

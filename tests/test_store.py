@@ -30,6 +30,13 @@ TABLES = {
         ("cause", "TEXT", 0, 0),
     ],
     "categories": [("sha256", "TEXT", 0, 1), ("classes", "TEXT", 1, 0)],
+    "compacted": [
+        ("path", "TEXT", 0, 1),
+        ("sha256", "TEXT", 1, 0),
+        ("bytes", "INTEGER", 1, 0),
+        ("stored_bytes", "INTEGER", 1, 0),
+        ("at", "REAL", 1, 0),
+    ],
     "files": [
         ("pk", "INTEGER", 0, 1),
         ("wave", "INTEGER", 1, 0),
@@ -182,6 +189,7 @@ MIGRATION_NAMES = [
     "0007_file_provider",
     "0008_rescore_interaction_fields",
     "0009_operations",
+    "0010_compacted_files",
 ]
 
 

@@ -24,6 +24,7 @@ from lexpilot_batch.providers import sync
 from lexpilot_batch.providers.sync import SyncRunner, saved_custom_ids
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated import models as sim_models
+from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.errors import ApiError
 
 KEY = "sk-test-secret-4242"
@@ -123,8 +124,9 @@ def test_every_line_has_the_batch_output_shape_and_ingest_reads_it(server: Simul
         assert body["object"] == "chat.completion" and body["usage"]["prompt_tokens"] > 0
         ok, _, _, error, _, _ = judge_line(line, parser, n_claims)
         assert ok, (cid, error)
-        # Fields the SDK's models do not declare survive: the raw JSON is what is saved.
-        expected = sim_models.respond(prompt, server.seed).reasoning
+        # Fields the SDK's models do not declare survive: the raw JSON is what is saved. The custom_id,
+        # sent as the call's X-Client-Request-Id, draws the answer as a batch line's custom_id does.
+        expected = sim_models.respond(prompt, server.seed, sample=sample_key(cid)).reasoning
         assert body["choices"][0]["message"].get("reasoning_content") == expected
         reasoning_seen += expected is not None
     assert reasoning_seen > 0
@@ -144,7 +146,7 @@ def test_concurrency_and_read_ahead_are_bounded(
     state = {"active": 0, "max_active": 0, "finished": 0, "max_ahead": 0}
     pulled: list[int] = []
 
-    def slow(body: Any) -> Any:
+    def slow(body: Any, request_id: str | None = None) -> Any:
         with lock:
             state["active"] += 1
             state["max_active"] = max(state["max_active"], state["active"])
@@ -152,7 +154,7 @@ def test_concurrency_and_read_ahead_are_bounded(
                 state["max_ahead"] = max(state["max_ahead"], pulled[-1] - state["finished"])
         try:
             time.sleep(0.03)
-            return original(body)
+            return original(body, request_id)
         finally:
             with lock:
                 state["active"] -= 1
@@ -202,7 +204,7 @@ def test_429_beyond_the_retries_is_sent_again_and_never_written_as_a_failure(
     unlucky = items[2][1]
     refused = [0]
 
-    def limited(body: Any) -> Any:
+    def limited(body: Any, request_id: str | None = None) -> Any:
         if body["messages"][0]["content"] == unlucky and refused[0] < 5:
             refused[0] += 1
             raise ApiError(
@@ -212,7 +214,7 @@ def test_429_beyond_the_retries_is_sent_again_and_never_written_as_a_failure(
                 code="rate_limit_exceeded",
                 headers={"retry-after-ms": "5"},
             )
-        return original(body)
+        return original(body, request_id)
 
     monkeypatch.setattr(server.api, "chat_completion", limited)
     before = server.stats["calls"]
@@ -235,12 +237,12 @@ def test_a_429_that_never_ends_stops_the_run_and_writes_nothing_for_it(
     original = server.api.chat_completion
     unlucky = items[1][1]
 
-    def limited(body: Any) -> Any:
+    def limited(body: Any, request_id: str | None = None) -> Any:
         if body["messages"][0]["content"] == unlucky:
             raise ApiError(
                 429, "Rate limit reached (test).", code="rate_limit_exceeded", headers={"retry-after-ms": "1"}
             )
-        return original(body)
+        return original(body, request_id)
 
     monkeypatch.setattr(server.api, "chat_completion", limited)
     out = tmp_path / "out.jsonl"
@@ -322,7 +324,7 @@ def test_a_missing_key_is_a_config_error_naming_the_variable() -> None:
 def test_a_rejected_key_stops_the_run_naming_the_variable_not_the_key(
     server: SimulatedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def reject(body: Any) -> Any:
+    def reject(body: Any, request_id: str | None = None) -> Any:
         raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
 
     assert server.api is not None
@@ -345,7 +347,7 @@ def test_an_endpoint_wide_404_stops_early_and_writes_nothing(
     if broken == "model":
         assert server.api is not None
 
-        def unknown_model(body: Any) -> Any:
+        def unknown_model(body: Any, request_id: str | None = None) -> Any:
             raise ApiError(404, f"The model `{body['model']}` does not exist.", code="model_not_found")
 
         monkeypatch.setattr(server.api, "chat_completion", unknown_model)
@@ -379,7 +381,7 @@ def test_after_a_success_failures_are_lines_and_a_timeout_is_request_timeout(
     # Sent one at a time, a success between each failure: none of them is a streak.
     slow_prompt, broken_prompt, missing_prompt = items[1][1], items[3][1], items[5][1]
 
-    def mixed(body: Any) -> Any:
+    def mixed(body: Any, request_id: str | None = None) -> Any:
         prompt = body["messages"][0]["content"]
         if prompt == slow_prompt:
             time.sleep(1.0)
@@ -387,7 +389,7 @@ def test_after_a_success_failures_are_lines_and_a_timeout_is_request_timeout(
             raise ApiError(500, "boom", type="server_error", headers={"retry-after-ms": "1"})
         if prompt == missing_prompt:
             raise ApiError(404, "not here", code="model_not_found")
-        return original(body)
+        return original(body, request_id)
 
     monkeypatch.setattr(server.api, "chat_completion", mixed)
     # The slow calls answer after the client gave up; keep the server quiet about the broken pipes.
@@ -416,11 +418,11 @@ def test_an_outage_mid_run_stops_it_and_a_later_run_finishes(
     original = server.api.chat_completion
     answered = [0]
 
-    def outage(body: Any) -> Any:
+    def outage(body: Any, request_id: str | None = None) -> Any:
         if answered[0] >= 3:
             raise ApiError(503, "down", type="server_error", headers={"retry-after-ms": "1"})
         answered[0] += 1
-        return original(body)
+        return original(body, request_id)
 
     monkeypatch.setattr(server.api, "chat_completion", outage)
     out = tmp_path / "out.jsonl"

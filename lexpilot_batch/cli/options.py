@@ -60,6 +60,25 @@ PricesOpt = Annotated[
     ),
 ]
 PollIntervalOpt = Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.", min=0)]
+TailSyncOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--tail-sync",
+        help="In each wave, send a group of at most N requests for one model (what would be one batch) "
+        "through the provider's chat completions (the sync backend, at list price) instead of a batch, where "
+        "the provider has them: the last waves then take no batch round trip. 0 turns it off. Remembered by "
+        "the workspace (prepare); records are the same either way.",
+        min=0,
+    ),
+]
+CompactOpt = Annotated[
+    bool,
+    typer.Option(
+        "--compact/--no-compact",
+        help="Compress the request and result files of finished waves (gzip, NAME.gz); --no-compact leaves "
+        "them plain until a later command compacts them.",
+    ),
+]
 
 
 def _backend_opt(role: str) -> object:
@@ -123,6 +142,7 @@ PROVIDER_OPTIONS: list[Option] = [
         Annotated[int, typer.Option("--concurrency", help="Parallel requests of the sync backend.", min=1)],
         8,
     ),
+    ("tail_sync", TailSyncOpt, None),
     (
         "max_requests_per_file",
         Annotated[
@@ -408,6 +428,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             max_enqueued_tokens=parse_flags(values["max_enqueued_tokens"]),
             create_grace=values["create_grace"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
+            tail_sync=values["tail_sync"],
         ),
     )
 

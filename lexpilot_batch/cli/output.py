@@ -23,7 +23,7 @@ def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
     elif compiled.compiled:
         typer.echo(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s):")
         for path in compiled.files:
-            typer.echo(f"  {path}")
+            typer.echo(f"  {path}" + ("  (sync: --tail-sync)" if path in compiled.tail_sync_files else ""))
     else:
         typer.echo("Nothing is due: every thread of these runs is finished.")
     say_manual(result.compiled.manual_files, root)
@@ -87,12 +87,19 @@ def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[
                 say(f"    {a}")
         compiled = outcome.compiled
         if compiled is not None and compiled.compiled:
+            synced = f", {len(compiled.tail_sync_files)} through sync (--tail-sync)" if compiled.tail_sync_files else ""
             say(
-                f"Wave {compiled.wave}: {compiled.requests} requests compiled in {len(compiled.files)} file(s); "
-                f"{compiled.done} threads finished, {compiled.failed} failed."
+                f"Wave {compiled.wave}: {compiled.requests} requests compiled in {len(compiled.files)} file(s)"
+                f"{synced}; {compiled.done} threads finished, {compiled.failed} failed."
             )
         elif compiled is not None and (compiled.done or compiled.failed):
             say(f"{compiled.done} threads finished, {compiled.failed} failed.")
+        packed = outcome.compacted
+        if packed is not None and packed.files:
+            say(
+                f"Compacted {packed.files} file(s) of finished waves: {packed.bytes / 2**20:,.1f} MB -> "
+                f"{packed.stored_bytes / 2**20:,.1f} MB (gzip)."
+            )
         for path in poll.cancelled:
             say(f"Cancelled {path}: older than --max-wave-age; its unfinished requests go to the next wave.")
         for why in outcome.submitted.unresolved if outcome.submitted is not None else ():

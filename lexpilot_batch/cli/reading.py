@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lexpilot_batch.cli.options import FormatOpt, PricesOpt, RootOpt
+from lexpilot_batch.cli.options import FormatOpt, PricesOpt, RootOpt, TailSyncOpt
 from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, load_prices
 from lexpilot_batch.errors import LexpilotError
 
@@ -22,6 +22,7 @@ def status(
         bool, typer.Option("--estimate", help="Also project the remaining requests, tokens, waves and cost.")
     ] = False,
     prices: PricesOpt = None,
+    tail_sync: TailSyncOpt = None,
     root: RootOpt = None,
 ) -> None:
     """Show threads done / in flight / failed per run and task, the wave, requests and tokens.
@@ -38,7 +39,7 @@ def status(
     price_table = load_prices(prices)
     with Workspace(root, writable=False) as ws:
         data = status_mod.collect(ws)
-        projection = _estimate_workspace(ws, price_table) if estimate else None
+        projection = _estimate_workspace(ws, price_table, tail_sync) if estimate else None
     if format_ == "json":
         if projection is not None:
             data["estimate"] = projection.to_json()
@@ -51,11 +52,11 @@ def status(
         typer.echo("\n" + render(projection))
 
 
-def _estimate_workspace(ws: Workspace, prices: dict | None) -> Estimate:
+def _estimate_workspace(ws: Workspace, prices: dict | None, tail_sync: int | None) -> Estimate:
     from lexpilot_batch.estimate import estimate_workspace
     from lexpilot_batch.providers.session import ProviderOptions, Session
 
-    session = Session(ws, ProviderOptions())
+    session = Session(ws, ProviderOptions(tail_sync=tail_sync))
     try:
         return estimate_workspace(ws, session, prices)
     finally:

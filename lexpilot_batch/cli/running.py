@@ -12,6 +12,7 @@ import typer
 from lexpilot_batch.cli.options import (
     PROVIDER_OPTIONS,
     RUN_OPTIONS,
+    CompactOpt,
     PollIntervalOpt,
     PricesOpt,
     RootOpt,
@@ -125,7 +126,9 @@ def submit(target: Target) -> None:
     say_manual(result.manual, target.root)
 
 
-def _advance(ws: Workspace, session: Session, do_submit: bool, wait: bool, poll_interval: float) -> dict[str, int]:
+def _advance(
+    ws: Workspace, session: Session, do_submit: bool, wait: bool, poll_interval: float, compact: bool
+) -> dict[str, int]:
     from lexpilot_batch.engine import poll_and_advance as do_poll
 
     left = do_poll(
@@ -135,6 +138,7 @@ def _advance(ws: Workspace, session: Session, do_submit: bool, wait: bool, poll_
         wait=wait,
         poll_interval=poll_interval,
         on_round=progress_printer(ws.given_root),
+        compact=compact,
     )
     if left["waiting_manual"]:
         typer.echo(
@@ -164,13 +168,14 @@ def poll_and_advance(
     submit_: Annotated[bool, typer.Option("--submit", help="Also submit what is compiled.")] = False,
     wait: Annotated[bool, typer.Option("--wait", help="Keep polling until nothing is in flight or due.")] = False,
     poll_interval: PollIntervalOpt = 30.0,
+    compact: CompactOpt = True,
 ) -> None:
     """Poll in-flight batches; save, ingest and advance finished ones; compile the next wave.
 
     Example: lexpilot-batch poll-and-advance --submit --wait
     """
     with _session(target) as (ws, session):
-        _advance(ws, session, submit_, wait, poll_interval)
+        _advance(ws, session, submit_, wait, poll_interval, compact)
 
 
 @with_options(PROVIDER_OPTIONS, "target", provider_options)
@@ -180,6 +185,7 @@ def run(
     target: Target,
     poll_interval: PollIntervalOpt = 30.0,
     report_format: Annotated[str, typer.Option("--report-format", help="Format of the closing report.")] = "table",
+    compact: CompactOpt = True,
 ) -> None:
     """Prepare, submit and poll until every thread is finished, then print the report.
 
@@ -192,7 +198,7 @@ def run(
     with _session(target, create=True) as (ws, session):
         say_prepared(do_prepare(ws, session, spec), target.root)
         interval = min(poll_interval, 0.2) if session.provider == "simulated" else poll_interval
-        left = _advance(ws, session, True, True, interval)
+        left = _advance(ws, session, True, True, interval, compact)
     if left["active_threads"] == 0:
         print_report(target.root, None, None, report_format, partial=False)
 

@@ -27,11 +27,13 @@ What is checked:
 | `threads_waiting` — active threads, nothing open, nothing pending | action | no: `poll-and-advance` |
 | `ingest_anomalies` — unknown / duplicate custom_ids, bad lines, by kind | info | no: explained |
 | `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
+| `compacted_file_missing` — a finished wave's file kept compressed (`compaction`) is gone | warning | no: restore it |
 
-The database keeps no hash of downloaded result files, so a "damaged" one is one that can be seen
-to be damaged: a line that is not a result object, or a custom_id that is not one of the file's
-requests. A file cut exactly between two lines looks whole; its missing requests fail at ingest
-and are retried, so nothing wrong is ever scored.
+The database keeps no hash of a downloaded result file until it is compacted, so a "damaged" one
+(not yet ingested, hence not compacted) is one that can be seen to be damaged: a line that is not a
+result object, or a custom_id that is not one of the file's requests. A file cut exactly between two
+lines looks whole; its missing requests fail at ingest and are retried, so nothing wrong is ever
+scored.
 """
 
 from lexpilot_batch.doctor.command import check, render, render_report
@@ -39,6 +41,7 @@ from lexpilot_batch.doctor.diagnosis import diagnose, schema_findings
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
     BATCH_LOST,
+    COMPACTED_MISSING,
     INTERRUPTED_SUBMIT,
     MANIFEST,
     PENDING_IN_INGESTED,
@@ -57,6 +60,7 @@ from lexpilot_batch.doctor.repairs import PENDING_FAILED, repair
 __all__ = [
     "ANOMALIES",
     "BATCH_LOST",
+    "COMPACTED_MISSING",
     "INTERRUPTED_SUBMIT",
     "MANIFEST",
     "PENDING_FAILED",

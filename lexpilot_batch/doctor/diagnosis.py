@@ -6,9 +6,11 @@ import json
 import sqlite3
 from pathlib import Path
 
+from lexpilot_batch.compaction import SUFFIX, missing
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
     BATCH_LOST,
+    COMPACTED_MISSING,
     INTERRUPTED_SUBMIT,
     MANIFEST,
     PENDING_IN_INGESTED,
@@ -100,6 +102,7 @@ def diagnose(ws: Workspace) -> list[Finding]:
         *_lost_batches(ws),
         *_waiting_threads(ws),
         *manifest_findings(ws),
+        *_compacted_missing(ws),
         *_anomalies(ws),
     ]
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
@@ -326,6 +329,25 @@ def manifest_findings(ws: Workspace) -> list[Finding]:
             )
         )
     return findings
+
+
+def _compacted_missing(ws: Workspace) -> list[Finding]:
+    """Files of finished waves kept compressed (`compaction`) that are gone, compressed or plain."""
+    gone = missing(ws)
+    if not gone:
+        return []
+    return [
+        Finding(
+            COMPACTED_MISSING,
+            f"{len(gone)} compacted file(s) of finished waves are gone, e.g. {gone[0]}{SUFFIX}",
+            "nothing to repair: no result depends on them (their requests were sent and their answers "
+            "ingested), but the workspace no longer keeps a record of what was sent or received; restore "
+            "them from a backup if you keep the workspace as that record",
+            False,
+            "warning",
+            tuple(gone),
+        )
+    ]
 
 
 def _anomalies(ws: Workspace) -> list[Finding]:

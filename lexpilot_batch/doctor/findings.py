@@ -15,6 +15,7 @@ THREADS_WAITING = "threads_waiting"
 ANOMALIES = "ingest_anomalies"
 MANIFEST = "manifest_file"
 BATCH_LOST = "batch_lost"
+COMPACTED_MISSING = "compacted_file_missing"
 
 # error: results are at risk or the workspace cannot move on; warning: something a user reads is
 # wrong; action: nothing is wrong, a command is due; info: worth knowing, nothing to do.

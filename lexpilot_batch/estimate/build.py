@@ -12,7 +12,7 @@ USD per 1M completion tokens}}`, less the batch discount on the `batch` and `sim
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Literal
 
 from lexpilot_batch import prompts
@@ -21,12 +21,24 @@ from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
 from lexpilot_batch.costs import total as total_cost
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.estimate.calibration import calibrate
-from lexpilot_batch.estimate.model import Estimate, RoleProjection, RoleWave, RunProjection, Span, WaveRange
+from lexpilot_batch.estimate.model import (
+    Assumptions,
+    Estimate,
+    RoleProjection,
+    RoleWave,
+    RunProjection,
+    Span,
+    WaveRange,
+)
 from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import RunView, State, snapshot
+from lexpilot_batch.estimate.tail import project_tail_sync
 from lexpilot_batch.lineup import plan_runs
+from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.providers.session import Session
+from lexpilot_batch.request_files import file_group
 from lexpilot_batch.runs import RunSpec, check_limit, check_run_id, protocol_variants
+from lexpilot_batch.tail_sync import wave_backend
 from lexpilot_batch.workspace import Workspace
 
 
@@ -87,6 +99,9 @@ def build(
 ) -> Estimate:
     backends = _role_backends(state, session)
     a = calibrate(ws, clarify_probability, discount, backends)
+    routes: dict[Hashable, Route] = {}  # each file group's route (`request_files.file_group`)
+    run_groups: dict[str, dict[str, Hashable]] = {}  # run key -> role -> its file group
+    wave_parts: dict[tuple[Hashable, str], list[int]] = {}  # next wave: (group, role) -> [requests, chars]
     models: dict[str, set[str]] = {role: set() for role in ROLES}  # of the projection
     wave_models: dict[str, set[str]] = {role: set() for role in ROLES}
     wave: dict[str, RoleWave] = {}
@@ -99,6 +114,13 @@ def build(
         if group.case_idx != memo_case:  # groups come in case order: no later group reads this memo
             memo, memo_case = {}, group.case_idx
         run = group.run
+        groups = run_groups.get(run.key)
+        if groups is None:
+            groups = run_groups[run.key] = {}
+            for role in ROLES:
+                route = session.route(role, run.settings.model_for(role, run.model), run.requests[role].provider)
+                groups[role] = file_group(route)
+                routes.setdefault(groups[role], route)
         summary = per_run.setdefault(run.key, RunProjection(run.run_id, run.model, run.key in state.new_runs, 0))
         summary.active_threads += len(group.threads)
         if state.target is not None:
@@ -108,13 +130,16 @@ def build(
                 entry.requests += 1
                 entry.prompt_chars += len(step.prompt)
                 wave_models[step.role].add(run.settings.model_for(step.role, run.model))
+                part = wave_parts.setdefault((groups[step.role], step.role), [0, 0])
+                part[0] += 1
+                part[1] += len(step.prompt)
         shape = (run.shape, group.case_idx, tuple(group.threads))
         leaves = memo.get(shape) if group.fresh else None
         if leaves is None:
             leaves = play(group, state.retries, a.response_chars, a.clarify_probability)
             if group.fresh:
                 memo[shape] = leaves
-        summary.requests += tally.add(leaves)
+        summary.requests += tally.add(leaves, groups)
         for role in ROLES:
             if max(leaf.requests[role] for leaf in leaves):
                 models[role].add(run.settings.model_for(role, run.model))
@@ -132,6 +157,8 @@ def build(
         entry.prompt_tokens = round(entry.prompt_chars / a.chars_per_token)
         entry.completion_tokens = entry.requests * a.completion_tokens[role]
         entry.cost_usd = _cost(entry.prompt_tokens, entry.completion_tokens, price_of(role), entry.backend, discount)
+    if source == "due":
+        _apply_tail_sync(wave, wave_parts, routes, session.tail_sync, a, price_of, discount)
     wave = {role: wave[role] for role in ROLES if role in wave}
 
     projection: dict[str, RoleProjection] = {}
@@ -146,6 +173,10 @@ def build(
             p.cost_usd = _cost_span(p, price_of(role), discount)
         projection[role] = p
 
+    projection_cost = _projection_cost(projection) if prices is not None else None
+    tail = project_tail_sync(tally, routes, session.tail_sync, a, prices, discount)
+    if tail.premium_usd is not None and projection_cost is not None and projection_cost.expected:
+        tail.premium_share = tail.premium_usd / projection_cost.expected
     return Estimate(
         mode=mode,
         runs=[per_run[key] for key in state.runs if key in per_run],
@@ -157,11 +188,46 @@ def build(
         in_flight_requests=_in_flight(state),
         projection=projection,
         projection_requests=tally.total,
-        projection_cost_usd=_projection_cost(projection) if prices is not None else None,
+        projection_cost_usd=projection_cost,
         waves_remaining=WaveRange(tally.waves_min, tally.waves_max),
         prices_given=prices is not None,
         assumptions=a,
+        tail_sync=tail,
     )
+
+
+def _apply_tail_sync(
+    wave: dict[str, RoleWave],
+    parts: Mapping[tuple[Hashable, str], list[int]],
+    routes: Mapping[Hashable, Route],
+    limit: int,
+    a: Assumptions,
+    price_of: Callable[[str], Mapping[str, float] | None],
+    discount: float,
+) -> None:
+    """The next wave's groups as the compiler would send them (`tail_sync.wave_backend`): a role
+    whose groups all go through chat completions is shown on `sync`, one partly so as `mixed`, and
+    its cost is each group's on its own backend."""
+    sizes: dict[Hashable, int] = {}
+    for (group, _role), (n, _chars) in parts.items():
+        sizes[group] = sizes.get(group, 0) + n
+    travels = {group: wave_backend(routes[group], n, limit) for group, n in sizes.items()}
+    if all(backend == routes[group].backend for group, backend in travels.items()):
+        return
+    for role, entry in wave.items():
+        mine = [(group, n, chars) for (group, r), (n, chars) in parts.items() if r == role]
+        chosen = {travels[group] for group, _, _ in mine}
+        entry.backend = chosen.pop() if len(chosen) == 1 else MIXED
+        entry.cost_usd = total_cost(
+            cost_usd(
+                round(chars / a.chars_per_token),
+                n * a.completion_tokens[role],
+                price_of(role),
+                travels[group],
+                discount,
+            )
+            for group, n, chars in mine
+        )
 
 
 MIXED = "mixed"  # a role whose models go through different backends

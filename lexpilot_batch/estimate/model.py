@@ -75,6 +75,21 @@ class RunProjection:
 
 
 @dataclass
+class TailSyncProjection:
+    """Batch round trips of the projection, with `--tail-sync limit` and without (waves whose groups
+    all travel through chat completions make none), and what the groups it moves cost more."""
+
+    limit: int  # --tail-sync N; 0: off
+    waves: int = 0  # projected waves with an expected request
+    batch_round_trips: int = 0
+    batch_round_trips_without: int = 0
+    sync_waves: list[int] = field(default_factory=list)  # projected waves (1: the next) moving a group
+    sync_requests: float = 0  # expected requests moved to chat completions
+    premium_usd: float | None = None  # their list price less their batch price; None without prices
+    premium_share: float | None = None  # the premium over the projection's expected cost
+
+
+@dataclass
 class Assumptions:
     """The constants an estimate used, and how many answered requests measured each (0: default).
 
@@ -112,6 +127,7 @@ class Estimate:
     waves_remaining: WaveRange  # from the next wave on (after the one in flight, if any)
     prices_given: bool
     assumptions: Assumptions
+    tail_sync: TailSyncProjection = field(default_factory=lambda: TailSyncProjection(0))
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

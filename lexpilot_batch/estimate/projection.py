@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,7 @@ class Leaf:
     requests: Counter
     chars: Counter
     waves: int
+    by_wave: tuple[dict[str, tuple[int, int]], ...] = ()  # each wave's (requests, prompt chars) per role
 
 
 def play(group: Group, retries: int, response_chars: Mapping[str, int], p: float) -> list[Leaf]:
@@ -95,11 +96,12 @@ def play(group: Group, retries: int, response_chars: Mapping[str, int], p: float
         requests: Counter,
         chars: Counter,
         waves: int,
+        by_wave: tuple[dict[str, tuple[int, int]], ...],
     ) -> None:
         while True:
             due, threads = due_steps(group, threads, answers, retries)
             if not due:
-                leaves.append(Leaf(prob, requests, chars, waves))
+                leaves.append(Leaf(prob, requests, chars, waves, by_wave))
                 return
             if waves >= _MAX_WAVES:
                 raise LexpilotError(
@@ -107,20 +109,24 @@ def play(group: Group, retries: int, response_chars: Mapping[str, int], p: float
                     "a protocol keeps asking for steps (a bug: please report it)"
                 )
             waves += 1
+            wave: dict[str, tuple[int, int]] = {}
             for step in due:
                 requests[step.role] += 1
                 chars[step.role] += len(step.prompt)
+                n, c = wave.get(step.role, (0, 0))
+                wave[step.role] = (n + 1, c + len(step.prompt))
+            by_wave = (*by_wave, wave)
             outcomes = _outcomes(due, response_chars, p, branch)
             if len(outcomes) == 1:
                 answers = {**answers, **outcomes[0][1]}
                 continue
             for q, answered in outcomes:
-                walk({**answers, **answered}, threads, prob * q, requests.copy(), chars.copy(), waves)
+                walk({**answers, **answered}, threads, prob * q, requests.copy(), chars.copy(), waves, by_wave)
             return
 
     # Whatever is in flight is answered before the next wave is compiled: no request, no wave.
     for prob, answered in _outcomes(group.in_flight, response_chars, p, branch):
-        walk({**group.answers, **answered}, list(group.threads), prob, Counter(), Counter(), 0)
+        walk({**group.answers, **answered}, list(group.threads), prob, Counter(), Counter(), 0, ())
     return leaves
 
 
@@ -136,8 +142,22 @@ class Tally:
     total: Span = field(default_factory=Span)
     waves_min: int = 0
     waves_max: int = 0
+    # Expected (requests, prompt chars) of each projected wave, by (file group, role): what decides
+    # which groups a wave sends through chat completions (`estimate.tail`).
+    by_wave: list[dict[tuple[Hashable, str], list[float]]] = field(default_factory=list)
 
-    def add(self, leaves: Sequence[Leaf]) -> Span:
+    def add(self, leaves: Sequence[Leaf], groups: Mapping[str, Hashable] | None = None) -> Span:
+        """Add one (run, case)'s leaves; `groups` names the file group of each role's requests."""
+        if groups is not None:
+            for leaf in leaves:
+                for w, wave in enumerate(leaf.by_wave):
+                    if w == len(self.by_wave):
+                        self.by_wave.append({})
+                    into = self.by_wave[w]
+                    for role, (n, c) in wave.items():
+                        entry = into.setdefault((groups[role], role), [0.0, 0.0])
+                        entry[0] += leaf.prob * n
+                        entry[1] += leaf.prob * c
         for role in ROLES:
             self.requests[role] += _span(leaves, lambda leaf, role=role: leaf.requests[role])
             self.chars[role] += _span(leaves, lambda leaf, role=role: leaf.chars[role])

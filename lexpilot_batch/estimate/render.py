@@ -72,6 +72,7 @@ def render(estimate: Estimate) -> str:
             )
         after = " after the one in flight" if e.in_flight_wave is not None else ""
         lines.append(f"Waves remaining{after}: {e.waves_remaining.min} to {e.waves_remaining.max}")
+        lines.append(_tail_sync_text(e))
     if e.prices_given:
         lines.append(
             f"Cost: list price per 1M tokens x (1 - {a.batch_discount:g}) on batch/simulated backends, "
@@ -79,6 +80,25 @@ def render(estimate: Estimate) -> str:
         )
     lines.append("Assumptions: " + _assumption_text(a))
     return "\n".join(lines)
+
+
+def _tail_sync_text(e: Estimate) -> str:
+    t = e.tail_sync
+    head = f"Batch round trips, expected path: {t.batch_round_trips_without}"
+    if not t.limit:
+        return head + " (--tail-sync N sends a wave's groups of at most N requests through chat completions)"
+    if not t.sync_waves:
+        return head + f", also with --tail-sync {t.limit} (no projected group is that small)"
+    if t.premium_usd is None:
+        premium = " (pass --prices for the premium)"
+    else:
+        share = f", +{t.premium_share:.1%} of the projected cost" if t.premium_share is not None else ""
+        premium = f": a premium of {_usd(t.premium_usd)} USD{share}"
+    waves = ", ".join(str(w) for w in t.sync_waves)
+    return (
+        f"{head}; {t.batch_round_trips} with --tail-sync {t.limit}, which sends ~{_n(t.sync_requests)} requests of "
+        f"projected waves {waves} (1: the next) through chat completions at list price{premium}"
+    )
 
 
 def _measured(n: int) -> str:

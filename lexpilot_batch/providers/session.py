@@ -21,6 +21,7 @@ from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.google_batch import GoogleBatchBackend
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
 from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
+from lexpilot_batch.tail_sync import check_limit
 
 if TYPE_CHECKING:
     from lexpilot_batch.providers.sync import SyncRunner
@@ -58,6 +59,10 @@ class ProviderOptions:
     create_grace: float = 60.0
     # Enqueued-token budgets by model (`--max-enqueued-tokens MODEL=N`), remembered by the workspace.
     max_enqueued_tokens: dict[str, int] = field(default_factory=dict)
+    # A wave's groups of at most N requests go through sync (`tail_sync`); None: what the workspace
+    # remembers. An operational choice like a backend, not one of its `SETTINGS`: it decides how a
+    # wave's groups travel, never how its files are cut or what their lines say.
+    tail_sync: int | None = None
 
 
 # The settings of a workspace that decide how its files are cut and its batches created: stored by
@@ -96,6 +101,10 @@ class Session:
         self.choices.update({role: check_backend(b, role) for role, b in explicit.items()})
         remembered = json.loads(ws.store.meta("model_routes") or "{}") if ws is not None else {}
         self.model_routes = {name: ModelRoute.from_json(r) for name, r in remembered.items()}
+        if options.tail_sync is not None:
+            self.tail_sync = check_limit(options.tail_sync)
+        else:
+            self.tail_sync = int(ws.store.meta("tail_sync") or 0) if ws is not None else 0
         self.settings = _workspace_settings(ws, self._given_settings())
         if ws is not None and ws.writable and options.max_enqueued_tokens:
             from lexpilot_batch import budgets
@@ -185,12 +194,13 @@ class Session:
         return self._sync[key]
 
     def remember(self) -> None:
-        """Keep this command's backend choices, model routes and settings for the workspace's later
-        commands (its enqueued-token budgets are kept as soon as it opens)."""
+        """Keep this command's backend choices, model routes, `--tail-sync` and settings for the
+        workspace's later commands (its enqueued-token budgets are kept as soon as it opens)."""
         assert self.ws is not None, "no workspace to remember anything in"
         for key, value in (
             ("backend_choices", json.dumps(self.choices, sort_keys=True)),
             ("model_routes", json.dumps({n: r.to_json() for n, r in sorted(self.model_routes.items())})),
+            ("tail_sync", str(self.tail_sync)),
             (_SETTINGS_KEY, json.dumps(self.settings, sort_keys=True)),
         ):
             if self.ws.store.meta(key) != value:

@@ -59,6 +59,7 @@ RATE_LIMIT_ROUNDS = 8  # 429s after the SDK's retries, for one request, that sto
 RATE_LIMIT_WAIT = 1.0  # seconds before a 429'd request is sent again (doubling, capped at 60 s)
 FSYNC_EVERY = 100  # lines between fsyncs; a crash loses at most these, and resume re-sends them
 ROUTE = "/chat/completions"
+CLIENT_REQUEST_ID = "X-Client-Request-Id"  # at most 512 ASCII characters; a custom_id has at most 64
 
 # What a finished call means for the run.
 _OK = "ok"  # 200: the route works
@@ -205,8 +206,12 @@ class SyncRunner:
         model = str(body.get("model", ""))
         try:
             # The low-level post sends the body exactly as compiled (the batch API's contract) and
-            # returns the raw response, whose JSON keeps every field the provider sent.
-            response = client.post(ROUTE, cast_to=_http.Response, body=body)
+            # returns the raw response, whose JSON keeps every field the provider sent. The custom_id
+            # goes along as the client's id of the call (OpenAI logs it for support; the simulated
+            # provider answers by it exactly as a batch line with that custom_id is answered).
+            response = client.post(
+                ROUTE, cast_to=_http.Response, body=body, options={"headers": {CLIENT_REQUEST_ID: custom_id}}
+            )
         except openai.AuthenticationError as exc:
             return _Result(custom_id, _FATAL, None, model, exc)
         except openai.APIStatusError as exc:

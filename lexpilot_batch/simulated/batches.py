@@ -6,7 +6,7 @@ once into a private results file, in a shuffled processing order. Validating and
 pass over the lines, so that no more than one request is held parsed at a time. What a client then
 sees is a pure function of the stored record and the wall clock:
 
-    validating -> in_progress -> finalizing -> completed       (latency L: 10% / 80% / 10% of L)
+    validating -> in_progress -> finalizing -> completed       (latency L: 10% / 80% / 10% of L, `latency`)
     validating -> failed                                       (bad input, or the fail_batch fault)
     validating -> in_progress -> expired                       (expire_batch fault: part done)
     validating -> in_progress ... (24 h) ... -> expired        (stall_batch fault: stops part-way)
@@ -32,6 +32,7 @@ from typing import Any
 from lexpilot_batch.simulated import completions
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults, draw
+from lexpilot_batch.simulated.latency import batch_seconds
 from lexpilot_batch.simulated.store import Store
 
 ENDPOINT = "/v1/chat/completions"
@@ -339,7 +340,7 @@ def create(
             fate = "stalled"
             share = 0.3 + 0.4 * draw(faults.seed, "stall_share", digest)
             done_target = min(len(lines) - 1, math.floor(len(lines) * share)) if len(lines) > 1 else 0
-    latency = faults.latency
+    latency = batch_seconds(faults, digest)
     batch = {
         "id": batch_id,
         "object": "batch",

@@ -41,7 +41,8 @@ PROBABILITIES = (
     "refusal",
     "http_529",
 )
-SECONDS = ("latency", "retry_after", "slow_seconds")
+SECONDS = ("latency", "sync_latency", "retry_after", "slow_seconds")
+FRACTIONS = ("latency_spread",)
 COUNTS = ("token_limit",)
 
 # The routes of the simulated server by name, for `http_routes` (the `Api` method behind each).
@@ -106,6 +107,8 @@ class Faults:
       them (0: none). A batch whose tokens, added to those of the model's batches not yet
       finished, go over it fails at once with `token_limit_exceeded`, naming the quota.
     - `latency`: seconds from batch creation to its terminal state.
+    - `sync_latency`: seconds each chat completion takes.
+    - `latency_spread`: a fraction f spreading each latency over [L(1 - f), L(1 + f)] (`latency`).
     - `retry_after`: the wait, in seconds, that 429 and 500 answers ask for.
     - `slow_seconds`: how long an `http_slow` answer is held back.
     - `http_routes`: `+`-separated route names (`ROUTES`) the per-call HTTP faults are confined
@@ -129,6 +132,8 @@ class Faults:
     http_slow: float = 0.0
     slow_seconds: float = 2.0
     http_routes: str = ""
+    sync_latency: float = 0.0
+    latency_spread: float = 0.0
     late_create: float = 0.0
     content_filter: float = 0.0
     refusal: float = 0.0
@@ -196,7 +201,7 @@ def _parse_value(key: str, raw: str) -> float | int | str:
         if key in COUNTS and whole < 0:
             raise FaultSpecError(f"faults spec: {key}={raw!r} must be a whole number >= 0")
         return whole
-    if key not in PROBABILITIES and key not in SECONDS and key not in COUNTS:
+    if key not in PROBABILITIES and key not in SECONDS and key not in FRACTIONS:
         raise FaultSpecError(f"faults spec: unknown key {key!r} (known keys: {_known()})")
     try:
         value = float(raw)
@@ -205,6 +210,9 @@ def _parse_value(key: str, raw: str) -> float | int | str:
     if key in PROBABILITIES:
         if not 0.0 <= value <= 1.0:
             raise FaultSpecError(f"faults spec: {key}={raw!r} must be a probability between 0 and 1")
+    elif key in FRACTIONS:
+        if not 0.0 <= value <= 1.0:
+            raise FaultSpecError(f"faults spec: {key}={raw!r} must be a fraction between 0 and 1")
     elif not (math.isfinite(value) and value >= 0.0):
         raise FaultSpecError(f"faults spec: {key}={raw!r} must be a number of seconds >= 0")
     return value

@@ -52,7 +52,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
     ("GET", re.compile(r"/v1/batches"), "list_batches", "query", "openai"),
     ("GET", re.compile(r"/v1/batches/([^/]+)"), "retrieve_batch", "id", "openai"),
     ("POST", re.compile(r"/v1/batches/([^/]+)/cancel"), "cancel_batch", "id", "openai"),
-    ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "json", "openai"),
+    ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "chat", "openai"),
     ("POST", re.compile(r"/v1/messages/batches"), "anthropic_create", "json", "anthropic"),
     ("GET", re.compile(r"/v1/messages/batches"), "anthropic_list", "query", "anthropic"),
     ("GET", re.compile(r"/v1/messages/batches/([^/]+)"), "anthropic_retrieve", "id", "anthropic"),
@@ -200,6 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
                 result = fn(self.headers.get("Content-Type", ""), body)
             elif style == "json":
                 result = fn(_json(body))
+            elif style == "chat":  # the client's id of the call draws what a batch draws by custom_id
+                result = fn(_json(body), self.headers.get("X-Client-Request-Id"))
             elif style == "query":
                 result = fn(query)
             elif style == "upload":

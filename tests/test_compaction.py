@@ -1,0 +1,136 @@
+"""Compact workspaces: finished waves' request and result files are kept gzip-compressed, the open
+wave's stay plain, and everything that reads a workspace gives what it gave uncompressed."""
+
+from __future__ import annotations
+
+import gzip
+import io
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+from engine_helpers import finish, open_session, prepare_runs, records
+
+from lexpilot_batch import compaction, doctor
+from lexpilot_batch.case_export import export_cases
+from lexpilot_batch.cli.reading import print_report
+from lexpilot_batch.engine import poll_and_advance
+from lexpilot_batch.export import export_seed
+from lexpilot_batch.results import load_run_results
+from lexpilot_batch.workspace import Workspace
+
+LIMIT = 4
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def read_back(ws: Workspace, out: Path) -> dict:
+    """What a user reads of a workspace: doctor, records, both exports, the report, the saved files."""
+    export_seed(ws, out / "seed")
+    export_cases(load_run_results(ws), out / "cases")
+    report = io.StringIO()
+    with redirect_stdout(report):
+        print_report(ws.root, None, None, "json", partial=False)
+    kept = [r[0] for r in ws.store.conn.execute("SELECT path FROM files ORDER BY pk")]
+    return {
+        "findings": doctor.diagnose(ws),
+        "records": records(ws),
+        "exported": files_under(out),
+        "report": report.getvalue(),
+        "request_files": {rel: compaction.read_saved(ws.path(rel)) for rel in kept},
+        "saved": {p.relative_to(ws.root).as_posix(): compaction.read_saved(p) for p in compaction.saved_files(ws.root)},
+    }
+
+
+def disk(ws: Workspace) -> int:
+    return sum(p.stat().st_size for d in (ws.requests_dir, ws.responses_dir) for p in d.rglob("*"))
+
+
+def test_a_compacted_workspace_reads_as_it_did_uncompressed(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="all", runs=("r1", "r2"), limit=LIMIT, speculate=True)
+        for _ in range(100):
+            left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
+            if left["in_flight"] == 0 and left["unsubmitted"] == 0:
+                break
+        session.close()
+        assert list(ws.root.rglob("*.gz")) == []
+        plain, plain_bytes = read_back(ws, tmp_path / "plain"), disk(ws)
+        stats = compaction.compact_finished_waves(ws)
+        assert stats.files == len(plain["saved"]) and stats.skipped == []
+        assert list(ws.root.rglob("*.jsonl")) == []  # every wave is finished: everything compacted
+        packed = read_back(ws, tmp_path / "packed")
+        assert compaction.verify(ws) == []
+        assert packed["findings"] == plain["findings"] == []
+        assert packed == plain  # exports byte for byte, the report, every saved file's bytes
+        assert disk(ws) < plain_bytes / 3
+
+
+def test_the_open_wave_stays_plain_and_finished_ones_hold_their_bytes(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="lca", limit=LIMIT)
+        [first] = [ws.path(r[0]) for r in ws.store.conn.execute("SELECT path FROM files")]
+        sent = first.read_bytes()
+        poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)  # wave 1 done, 2 compiled
+        assert not first.exists() and gzip.decompress(compaction.stored(first).read_bytes()) == sent
+        opened = [ws.path(r[0]) for r in ws.store.conn.execute("SELECT path FROM files WHERE wave = 2")]
+        assert opened and all(p.exists() and not compaction.stored(p).exists() for p in opened)
+        [result] = [ws.path(r[0]) for r in ws.store.conn.execute("SELECT output_path FROM files WHERE wave = 1")]
+        assert not result.exists() and compaction.saved_exists(result)
+        assert compaction.verify(ws) == []
+        finish(ws, session)
+        session.close()
+
+
+def test_a_file_that_is_not_what_was_compiled_stays_plain_and_a_lost_one_is_reported(tmp_path):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="lca", limit=LIMIT)
+        for _ in range(20):
+            left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
+            if not left["in_flight"] and not left["unsubmitted"]:
+                break
+        session.close()
+        edited, other = [ws.path(r[0]) for r in ws.store.conn.execute("SELECT path FROM files ORDER BY pk")]
+        edited.write_bytes(edited.read_bytes().replace(b'"temperature":0.7', b'"temperature":1.9', 1))
+        stats = compaction.compact_finished_waves(ws)
+        assert stats.skipped == [ws.relative(edited)] and stats.files >= 3
+        assert edited.exists() and not compaction.stored(edited).exists()
+        assert compaction.compact_finished_waves(ws).files == 0  # nothing left to do, nothing done twice
+        assert doctor.diagnose(ws) == []
+        compaction.stored(other).unlink()
+        [finding] = doctor.diagnose(ws)
+        assert finding.kind == doctor.COMPACTED_MISSING and ws.relative(other) in finding.detail
+        assert compaction.verify(ws) == [f"{ws.relative(other)}.gz is gone"]
+
+
+def test_a_compaction_stopped_half_way_is_finished_by_the_next(tmp_path, monkeypatch):
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="lca", limit=LIMIT)
+        for _ in range(20):
+            left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
+            if not left["in_flight"] and not left["unsubmitted"]:
+                break
+        session.close()
+        before = {p: compaction.read_saved(p) for p in compaction.saved_files(ws.root)}
+        real_record, real_unlink = compaction._record, compaction._unlink
+
+        def stop(*args):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(compaction, "_record", stop)  # the .gz written whole, not recorded
+        with pytest.raises(KeyboardInterrupt):
+            compaction.compact_finished_waves(ws)
+        monkeypatch.setattr(compaction, "_record", real_record)
+        monkeypatch.setattr(compaction, "_unlink", lambda path: None)  # recorded, the plain one kept
+        compaction.compact_finished_waves(ws)
+        monkeypatch.setattr(compaction, "_unlink", real_unlink)
+        assert list(ws.root.rglob("*.jsonl")) != []
+        compaction.compact_finished_waves(ws)
+        assert list(ws.root.rglob("*.jsonl")) == [] and compaction.verify(ws) == []
+        assert {p: compaction.read_saved(p) for p in compaction.saved_files(ws.root)} == before

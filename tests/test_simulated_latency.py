@@ -1,0 +1,85 @@
+"""The simulated provider's latency model, and a chat completion that answers as the batch line of
+its custom_id does (what `--tail-sync` relies on for identical records)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+from openai import OpenAI
+from sim_helpers import jsonl, read_lines, request_line, submit, wait
+
+from lexpilot_batch import prompts
+from lexpilot_batch.data import Message
+from lexpilot_batch.simulated import FaultSpecError, SimulatedServer, parse_faults
+from lexpilot_batch.simulated import api as sim_api
+from lexpilot_batch.simulated.batches import current
+from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds
+
+HISTORY = [Message(role="user", content="我2021年3月借给朋友5万元，他写了借条，约定一年后还，现在一直不还。")]
+
+
+@pytest.fixture(autouse=True)
+def _no_env_faults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LEXPILOT_SIM_FAULTS", raising=False)
+
+
+def test_latencies_are_spread_within_bounds_and_fixed_by_what_they_time() -> None:
+    faults = parse_faults("latency=60,sync_latency=2,latency_spread=0.25,seed=3")
+    batches = [batch_seconds(faults, f"input-{i}") for i in range(200)]
+    chats = [chat_seconds(faults, f"run-{i}-gen-1") for i in range(200)]
+    assert 45 <= min(batches) < 50 and 70 < max(batches) <= 75
+    assert 1.5 <= min(chats) < 1.7 and 2.3 < max(chats) <= 2.5
+    assert batches == [batch_seconds(faults, f"input-{i}") for i in range(200)]
+    assert batch_seconds(parse_faults("latency=60"), "x") == 60 and chat_seconds(parse_faults(""), "x") == 0
+    with pytest.raises(FaultSpecError, match="latency_spread"):
+        parse_faults("latency_spread=1.5")
+
+
+def lines() -> list[dict[str, Any]]:
+    return [
+        request_line("k1-0-lca.c.gen-1", prompts.lexawn_prompt(HISTORY)),
+        request_line("k1-0-lca.c.classify-1", prompts.lca_classify_prompt(HISTORY, "请问借条上写了利息吗？")),
+        request_line("k2-0-lca.c.gen-1", prompts.lexawn_prompt(HISTORY)),  # the same prompt, another run
+    ]
+
+
+def test_a_batch_ends_its_latency_after_creation_and_a_chat_completion_takes_its_own(tmp_path, monkeypatch):
+    data = jsonl(lines())
+    faults = "latency=100,sync_latency=1.5,latency_spread=0.5,seed=4"
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults(faults)) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        batch_id = submit(client, data)
+        record = server.api.store.get_batch(batch_id)
+        took = batch_seconds(server.faults, hashlib.sha256(data).hexdigest())
+        assert 50 <= took <= 150 and took != 100
+        start = record["sim"]["created"]
+        assert current(server.api.store, record, start + took - 0.5)["status"] == "finalizing"
+        assert current(server.api.store, record, start + took + 0.5)["status"] == "completed"
+        slept: list[float] = []
+        monkeypatch.setattr(sim_api.time, "sleep", slept.append)
+        body = lines()[0]["body"]
+        client.post("/chat/completions", cast_to=object, body=body, options={"headers": {"X-Client-Request-Id": "c-1"}})
+        assert slept == [chat_seconds(server.faults, "c-1")] and 0.75 <= slept[0] <= 2.25
+
+
+def test_a_chat_completion_answers_as_the_batch_line_of_its_custom_id(tmp_path):
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults("truncate=0.3,malformed_judge=0.3,seed=2")) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        batch = wait(client, submit(client, jsonl(lines())))
+        batched = {
+            line["custom_id"]: line["response"]["body"]
+            for line in read_lines(client, batch.output_file_id) + read_lines(client, batch.error_file_id)
+        }
+        for line in lines():
+            cid = line["custom_id"]
+            chat = client.post(
+                "/chat/completions",
+                cast_to=object,
+                body=line["body"],
+                options={"headers": {"X-Client-Request-Id": cid}},
+            )
+            assert chat["choices"] == batched[cid]["choices"] and chat["usage"] == batched[cid]["usage"], cid
+        # Two runs' identical prompts answer independently, in a batch and through chat alike.
+        assert batched["k1-0-lca.c.gen-1"]["choices"] != batched["k2-0-lca.c.gen-1"]["choices"]
