@@ -3,12 +3,14 @@
 A wave's requests go into one file per (backend, endpoint, model) group (`request_files`), one
 batch each. In the last waves of Interaction LJP only the consultations still asking are left, and
 a batch round trip of minutes to hours carries a few hundred requests. With `--tail-sync N`, a
-group of at most N requests of a wave is sent through its provider's chat completions endpoint
-(the `sync` backend) instead of a batch, when the provider has one there; a wave all of whose
-groups are that small then takes no batch round trip at all. Those requests cost the list price
-instead of the batch price (`costs`). They are the same request lines either way (the sync backend
-runs batch request files, answers in the batch output shape), so records are identical and the
-manifest does not change: it is an operational choice, like `--concurrency`.
+group of at most N requests of a wave is sent through its provider's synchronous call (the `sync`
+backend: chat completions, or for `anthropic/` and `google/` models their own Messages and
+generateContent) instead of a batch, when the provider has one there; a wave all of whose groups
+are that small then takes no batch round trip at all. Those requests cost the list price instead of
+the batch price (`costs`). They are the same request lines either way (the sync backend runs batch
+request files of every API shape, answers in that API's batch output shape: `providers.chat`), so
+records are identical and the manifest does not change: it is an operational choice, like
+`--concurrency`.
 
 Decided here only, for the groups of a wave as the compiler writes them (`request_files.WaveWriter`)
 and for the waves an estimate projects (`estimate.build`).
@@ -32,10 +34,9 @@ def check_limit(limit: int) -> int:
 
 
 def has_chat(route: Route) -> bool:
-    """Whether chat completions can be sent where the route's batches go: any OpenAI-compatible
-    endpoint, but not an Azure Global Batch deployment (`registry.Provider.chat_api`)."""
-    if route.api != "openai":
-        return False
+    """Whether a synchronous call can be sent where the route's batches go: chat completions at any
+    OpenAI-compatible endpoint but an Azure Global Batch deployment (`registry.Provider.chat_api`),
+    Anthropic's Messages and Gemini's generateContent (`providers.native_chat`)."""
     if route.backend == SIMULATED or route.provider is None:
         return True
     return provider_of(route.provider)[0].chat_api

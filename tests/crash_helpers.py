@@ -20,6 +20,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -48,11 +49,18 @@ KILL_POINTS: dict[str, tuple[str, str, str]] = {
     "compact.before_record": ("lexpilot_batch.compaction", "_record", "before"),
     "compact.before_unlink": ("lexpilot_batch.compaction", "_record", "after"),
 }
-# The same gaps on the native batch APIs' backends (`test_crash_native.py`).
+# The same gaps on the native batch APIs' backends (`test_crash_native.py`), and a synchronous call
+# answered but its line not written (a `--tail-sync` group sent through Messages / generateContent).
 NATIVE_KILL_POINTS: dict[str, tuple[str, str, str]] = {
-    f"{api}.after_{step}": (f"lexpilot_batch.providers.{api}_batch", f"{cls}.{step}", "after")
-    for api, cls in (("anthropic", "AnthropicBatchBackend"), ("google", "GoogleBatchBackend"))
-    for step in ("upload", "create", "download")
+    **{
+        f"{api}.after_{step}": (f"lexpilot_batch.providers.{api}_batch", f"{cls}.{step}", "after")
+        for api, cls in (("anthropic", "AnthropicBatchBackend"), ("google", "GoogleBatchBackend"))
+        for step in ("upload", "create", "download")
+    },
+    **{
+        f"{api}.after_call": ("lexpilot_batch.providers.native_chat", f"{cls}.send", "after")
+        for api, cls in (("anthropic", "AnthropicChat"), ("google", "GeminiChat"))
+    },
 }
 
 
@@ -71,14 +79,17 @@ def install_kill_point(spec: str) -> None:
         owner = getattr(owner, parent)
     original = getattr(owner, name)
     calls = 0
+    lock = threading.Lock()  # a synchronous call runs in several threads at once
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls
-        calls += 1
-        if calls == nth and when == "before":
+        with lock:
+            calls += 1
+            mine = calls  # this call's number, whatever the others do meanwhile
+        if mine == nth and when == "before":
             _die()
         result = original(*args, **kwargs)
-        if calls == nth and when == "after":
+        if mine == nth and when == "after":
             _die()
         return result
 

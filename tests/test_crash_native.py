@@ -1,6 +1,7 @@
 """Crash and resume on the native batch APIs: SIGKILL at every commit gap of Anthropic's Message
-Batches and Gemini's Batch Mode backends (a kill between a create and its record included), run
-again, lose and duplicate nothing, and leave no second batch at the provider.
+Batches and Gemini's Batch Mode backends (a kill between a create and its record included), of their
+synchronous calls (`--tail-sync`) and of compacting their finished waves, run again, lose and
+duplicate nothing, leave no second batch at the provider, and end with every file compacted once.
 
 One workspace evaluates `anthropic/claude-sim` and `google/gemini-sim` (the User Model and the judge
 on the OpenAI routes of the same simulated provider, a separate process), killed again and again,
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from crash_helpers import NATIVE_KILL_POINTS, Client, SimServer, base_env, final_state, open_db
-from test_crash import KillLog, check_nothing_in_flight, check_same_as_reference
+from test_crash import KillLog, check_compacted, check_nothing_in_flight, check_same_as_reference
 
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
@@ -33,7 +34,12 @@ SEED = 13
 # Drawn from custom_ids and batch contents only, so both providers roll the same dice.
 FAULTS = "line_error=0.05,truncate=0.02,malformed_judge=0.05,expire_batch=0.15,latency=0.05,seed=7"
 CLAUDE, GEMINI = "anthropic/claude-sim", "google/gemini-sim"
-PREPARE = ("prepare", "--stage", "all", "--run-id", "r1", "--model", CLAUDE, "--model", GEMINI, "--limit", "4")
+# Groups of at most 3 requests of a wave go through each API's synchronous call (`--tail-sync`): the
+# first waves' travel as batches, most later ones at once.
+PREPARE = (
+    *("prepare", "--stage", "all", "--run-id", "r1", "--model", CLAUDE, "--model", GEMINI, "--limit", "4"),
+    *("--tail-sync", "3"),
+)
 ADVANCE = ("poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05", "--create-grace", "0.5")
 
 
@@ -74,7 +80,9 @@ def check_bookkeeping(root: Path) -> None:
     finally:
         db.close()
     assert {f["status"] for f in files.values()} == {"ingested"}
-    assert len({f["batch_id"] for f in files.values()}) == len(files), "two workspace files share a batch"
+    batched = [f for f in files.values() if f["backend"] == "batch"]
+    assert len({f["batch_id"] for f in batched}) == len(batched), "two workspace files share a batch"
+    assert {f["model"] for f in files.values() if f["backend"] == "sync"} >= {CLAUDE, GEMINI}
     seen: dict[int, Counter] = defaultdict(Counter)
     with Workspace(root, writable=False) as ws:
         for f in files.values():
@@ -99,7 +107,7 @@ def check_provider(server: SimServer, root: Path) -> None:
     db = open_db(root)
     assert db is not None
     try:
-        recorded = {r["batch_id"]: dict(r) for r in db.execute("SELECT * FROM files")}
+        recorded = {r["batch_id"]: dict(r) for r in db.execute("SELECT * FROM files WHERE backend = 'batch'")}
         refused = {r[0] for r in db.execute("SELECT batch_id FROM other_batches WHERE why = 'token_limit'")}
     finally:
         db.close()
@@ -119,18 +127,22 @@ def check_provider(server: SimServer, root: Path) -> None:
 
 
 def test_sigkill_at_every_commit_gap_of_both_native_backends(reference, tmp_path):
-    # Each kill starts a fresh process (":2" is the second pass after the previous kill). The gaps
-    # every backend shares (compiling, closing a wave) are `test_crash.py`'s.
+    # Each kill starts a fresh process (":2" is the second pass after the previous kill), in the
+    # order the waves reach them: Claude's and Gemini's first waves travel as batches, most later
+    # groups at once (`--tail-sync 3`). The gaps every backend shares (compiling, closing a wave)
+    # are `test_crash.py`'s.
     points = [
         "anthropic.after_upload:1",  # checked and hashed: nothing has left the workspace
-        "google.after_upload:1",  # the File API holds the file; the database does not know it
         "anthropic.after_create:1",  # the batch exists, holds no tag, and the database does not know it
+        "google.after_upload:1",  # the File API holds the file; the database does not know it
         "google.after_create:1",
         "anthropic.after_download:1",  # results saved under responses/, not recorded
         "google.after_download:1",
         "ingest.before_commit:1",  # a native result file read and applied, not committed
-        "anthropic.after_create:2",
-        "google.after_create:2",
+        "compact.before_record:1",  # the first finished wave's file compressed, not recorded
+        "anthropic.after_call:2",  # a Message answered, its line not written: sent again, saved once
+        "google.after_call:2",
+        "compact.before_unlink:3",  # recorded, the plain file not removed
     ]
     assert {p.split(":")[0] for p in points} >= set(NATIVE_KILL_POINTS)
     with SimServer(tmp_path / "sim", SEED, FAULTS, tmp_path / "server.log") as server:
@@ -147,3 +159,4 @@ def test_sigkill_at_every_commit_gap_of_both_native_backends(reference, tmp_path
         check_nothing_in_flight(client)
         check_bookkeeping(client.root)
         check_provider(server, client.root)
+        check_compacted(client.root)  # every file, the native batches' and calls' included

@@ -318,3 +318,54 @@ def test_doctor_reads_saved_native_results_in_their_own_shape(tmp_path, monkeypa
             saved = ws.path(rows[0]["output_path"])
             saved.write_bytes(saved.read_bytes()[:-40])
             assert [f.kind for f in doctor.diagnose(ws)] == ["result_file_damaged"]
+
+
+NATIVE_FILES = "SELECT f.*, w.closed_at FROM files f JOIN waves w ON w.n = f.wave WHERE f.model IN (?, ?)"
+
+
+def test_native_waves_are_compacted_and_read_back_as_they_were(tmp_path, monkeypatch):
+    """Compaction and the native backends: once a wave's batches are ingested, its request files
+    (Claude's sent inline, Gemini's uploaded) and the results saved in each API's own shape are
+    kept compressed, while the open wave's stay plain for the creates that read them; doctor, both
+    exports, the report and every saved file read the same as uncompressed."""
+    from test_compaction import read_back
+
+    from lexpilot_batch import compaction
+    from lexpilot_batch.engine import poll_and_advance
+
+    with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
+        point_at(monkeypatch, server)
+        with Workspace(tmp_path / "ws") as ws:
+            db = ws.store.conn
+            session = Session(ws, ProviderOptions(create_grace=0.3))
+            try:
+                prepare(ws, session, RunSpec(("r1",), (CLAUDE, GEMINI), "all", Settings(), limit=3))
+                for _ in range(100):  # until a wave of theirs is closed and a later one's batches run
+                    poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
+                    native = [dict(r) for r in db.execute(NATIVE_FILES, (CLAUDE, GEMINI))]
+                    closed = [f for f in native if f["closed_at"] is not None]
+                    running = [f for f in native if f["closed_at"] is None and f["status"] == "submitted"]
+                    if closed and running:
+                        break
+                    time.sleep(0.02)
+                assert {f["model"] for f in closed} == {f["model"] for f in running} == {CLAUDE, GEMINI}
+                for f in closed:
+                    for rel in (f["path"], f["output_path"]):
+                        assert not ws.path(rel).exists() and compaction.stored(ws.path(rel)).exists(), rel
+                for f in running:  # still plain: Claude's is read into each create, Gemini's uploaded
+                    assert ws.path(f["path"]).exists() and not compaction.stored(ws.path(f["path"])).exists()
+                for _ in range(200):  # the rest left uncompressed
+                    left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
+                    if left["in_flight"] == 0 and left["unsubmitted"] == 0:
+                        break
+                    time.sleep(0.02)
+            finally:
+                session.close()
+            assert {r[0] for r in db.execute("SELECT status FROM threads")} == {"done"}
+            plain = read_back(ws, tmp_path / "plain")
+            stats = compaction.compact_finished_waves(ws)
+            assert stats.files > 0 and stats.skipped == []
+            assert list(ws.root.rglob("*.jsonl")) == []  # every wave is finished: everything compacted
+            packed = read_back(ws, tmp_path / "packed")
+            assert compaction.verify(ws) == [] and packed["findings"] == plain["findings"] == []
+            assert packed == plain  # exports byte for byte, the report, every saved file's bytes

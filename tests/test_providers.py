@@ -56,9 +56,11 @@ def test_anthropic_and_google_go_to_their_native_batch_apis(name, api, url_var, 
     assert (r.limits.max_requests, r.limits.max_bytes) == (100_000, (256 if api == "anthropic" else 2048) * 1024 * 1024)
     # The in-process simulated provider speaks the OpenAI shape for every model.
     assert route("eval", name, {}, choices={"eval": "simulated"}).api == "openai"
-    for backend in ("sync", "manual"):  # they send the OpenAI chat format: refused, with the way out
-        with pytest.raises(ConfigError, match=f"{backend} backend.*openai-api/<service>/"):
-            route("eval", name, {}, choices={"eval": backend})
+    # `sync` sends each request through the API's own synchronous call (`providers.native_chat`);
+    # `manual` files are run by OpenAI-format tools: refused, with the way out.
+    assert route("eval", name, {}, choices={"eval": "sync"}).api == api
+    with pytest.raises(ConfigError, match="manual backend.*openai-api/<service>/"):
+        route("eval", name, {}, choices={"eval": "manual"})
     with pytest.raises(ConfigError, match=f"the {api} profile is for"):  # its limits, not a bare name's
         route("eval", "gpt-4o-mini", {}, profiles={"eval": api})
 

@@ -4,6 +4,7 @@ its custom_id does (what `--tail-sync` relies on for identical records)."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from sim_helpers import jsonl, read_lines, request_line, submit, wait
 from lexpilot_batch import prompts
 from lexpilot_batch.data import Message
 from lexpilot_batch.simulated import FaultSpecError, SimulatedServer, parse_faults
-from lexpilot_batch.simulated import api as sim_api
+from lexpilot_batch.simulated import chat as sim_chat
 from lexpilot_batch.simulated.batches import current
 from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds
 
@@ -58,7 +59,7 @@ def test_a_batch_ends_its_latency_after_creation_and_a_chat_completion_takes_its
         assert current(server.api.store, record, start + took - 0.5)["status"] == "finalizing"
         assert current(server.api.store, record, start + took + 0.5)["status"] == "completed"
         slept: list[float] = []
-        monkeypatch.setattr(sim_api.time, "sleep", slept.append)
+        monkeypatch.setattr(sim_chat.time, "sleep", slept.append)
         body = lines()[0]["body"]
         client.post("/chat/completions", cast_to=object, body=body, options={"headers": {"X-Client-Request-Id": "c-1"}})
         assert slept == [chat_seconds(server.faults, "c-1")] and 0.75 <= slept[0] <= 2.25
@@ -83,3 +84,50 @@ def test_a_chat_completion_answers_as_the_batch_line_of_its_custom_id(tmp_path):
             assert chat["choices"] == batched[cid]["choices"] and chat["usage"] == batched[cid]["usage"], cid
         # Two runs' identical prompts answer independently, in a batch and through chat alike.
         assert batched["k1-0-lca.c.gen-1"]["choices"] != batched["k2-0-lca.c.gen-1"]["choices"]
+
+
+def test_native_batches_and_calls_take_the_latency_of_the_file_and_the_line_they_send(tmp_path, monkeypatch):
+    """The latency model on Anthropic's and Gemini's routes: a batch takes what an OpenAI batch of
+    the same request file takes (drawn by the file's hash, as `bench/run_bench.py` computes it from a
+    workspace), a synchronous call what the chat completion of its custom_id takes."""
+    pytest.importorskip("anthropic")
+    pytest.importorskip("google.genai")
+    from lexpilot_batch.config import PROFILES, Endpoint
+    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.base import BatchSource
+    from lexpilot_batch.providers.google_batch import GoogleBatchBackend
+    from lexpilot_batch.providers.native_chat import AnthropicChat, GeminiChat
+    from lexpilot_batch.request_lines import ANTHROPIC, GOOGLE, id_tag
+    from lexpilot_batch.request_lines import request_line as line_of
+
+    tag, prompt = id_tag("ws"), prompts.lexawn_prompt(HISTORY)
+    ids = ["k1-0-lca.c.gen-1", "k2-0-lca.c.gen-1"]
+    shapes = {
+        ANTHROPIC: ("claude-sim", '{"max_tokens":1024,"temperature":0.7}', AnthropicBatchBackend, AnthropicChat),
+        GOOGLE: (
+            "gemini-sim",
+            '{"generationConfig":{"temperature":0.7,"maxOutputTokens":1024}}',
+            GoogleBatchBackend,
+            GeminiChat,
+        ),
+    }
+    faults = "latency=100,sync_latency=1.5,latency_spread=0.5,seed=4"
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults(faults)) as server:
+        for api, (model, fields, backend_class, chat_class) in shapes.items():
+            path = tmp_path / f"{api}.jsonl"
+            path.write_bytes(b"".join(line_of(cid, model, prompt, fields, "", None, api, tag) for cid in ids))
+            endpoint = Endpoint("eval", server.root_url, "KEY", "k")
+            backend = backend_class(endpoint, PROFILES[api])
+            info = backend.create(backend.upload(path), {}, None, BatchSource(path, f"{api}/{model}"))
+            internal = "batch_" + info.id.removeprefix("msgbatch_").removeprefix("batches/")
+            sim = server.api.store.get_batch(internal)["sim"]
+            took = batch_seconds(server.faults, hashlib.sha256(path.read_bytes()).hexdigest())
+            assert took != 100 and sim["end"] - sim["created"] == pytest.approx(took), api
+            slept: list[float] = []
+            call = chat_class(endpoint, 10.0, 0, model)
+            line = json.loads(path.read_bytes().splitlines()[0])
+            with monkeypatch.context() as patched:
+                patched.setattr(sim_chat.time, "sleep", slept.append)
+                answer = call.send(line[call.id_key], line["params" if api == ANTHROPIC else "request"])
+            assert answer.line is not None and call.answered(answer.line), api
+            assert slept == [chat_seconds(server.faults, ids[0])], api

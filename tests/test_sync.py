@@ -162,9 +162,9 @@ def test_concurrency_and_read_ahead_are_bounded(
 
     real_requests = sync._requests
 
-    def counting(path: Path) -> Iterator[tuple[str, dict]]:
+    def counting(path: Path, call: Any) -> Iterator[tuple[str, dict]]:
         pulled.append(0)
-        for item in real_requests(path):
+        for item in real_requests(path, call):
             pulled[-1] += 1
             yield item
 

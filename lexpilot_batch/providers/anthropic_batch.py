@@ -77,17 +77,7 @@ class AnthropicBatchBackend(BatchBackend):
         )
 
     def _error(self, what: str, exc: Exception) -> LexpilotError:
-        sdk, where = self.sdk, self.endpoint.where
-        if isinstance(exc, sdk.AuthenticationError):
-            return ConfigError(
-                f"{what}: Anthropic rejected the API key for the {where} (HTTP 401); check {self.endpoint.key_var}"
-            )
-        if isinstance(exc, sdk.APIStatusError):
-            again = _AGAIN if exc.status_code in (408, 409, 429) or exc.status_code >= 500 else ""
-            return ProviderError(f"{what}: the {where} answered HTTP {exc.status_code}: {_message(exc)}{again}")
-        if isinstance(exc, sdk.APIConnectionError):
-            return ProviderError(f"{what}: could not reach the {where}; nothing was lost, run the same command again")
-        return ProviderError(f"{what}: {exc}")
+        return anthropic_error(self.sdk, self.endpoint, what, exc)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
@@ -192,7 +182,23 @@ def _requests_body(path: Path) -> Iterator[bytes]:
     yield b"]}"
 
 
-def _message(exc: Any) -> str:
+def anthropic_error(sdk: Any, endpoint: Endpoint, what: str, exc: Exception) -> LexpilotError:
+    """The user-facing error of an `anthropic` SDK failure while doing `what` (never the key)."""
+    where = endpoint.where
+    if isinstance(exc, sdk.AuthenticationError):
+        return ConfigError(
+            f"{what}: Anthropic rejected the API key for the {where} (HTTP 401); check {endpoint.key_var}"
+        )
+    if isinstance(exc, sdk.APIStatusError):
+        again = _AGAIN if exc.status_code in (408, 409, 429) or exc.status_code >= 500 else ""
+        return ProviderError(f"{what}: the {where} answered HTTP {exc.status_code}: {error_text(exc)}{again}")
+    if isinstance(exc, sdk.APIConnectionError):
+        return ProviderError(f"{what}: could not reach the {where}; nothing was lost, run the same command again")
+    return ProviderError(f"{what}: {exc}")
+
+
+def error_text(exc: Any) -> str:
+    """The provider's own message in an error answer."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         error = body.get("error", body)

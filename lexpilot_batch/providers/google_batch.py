@@ -98,11 +98,42 @@ def _info(job: Any) -> BatchInfo:
     )
 
 
-def _transport_failure(exc: Exception) -> bool:
+def transport_failure(exc: Exception) -> bool:
     """A timeout or a dropped connection of the SDK's HTTP client (httpx), which it raises as is."""
     return any(
         cls.__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2") for cls in type(exc).__mro__
     )
+
+
+def http_options(types: Any, endpoint: Endpoint, timeout: float, max_retries: int) -> Any:
+    """The genai client's options: the endpoint, the API version, the timeout and the SDK's retries."""
+    retry = types.HttpRetryOptions(
+        attempts=max_retries + 1, initial_delay=RETRY_DELAY, jitter=RETRY_DELAY, max_delay=30.0
+    )
+    return types.HttpOptions(
+        base_url=endpoint.base_url, api_version=API_VERSION, timeout=int(timeout * 1000), retry_options=retry
+    )
+
+
+def google_error(errors: Any, endpoint: Endpoint, what: str, exc: Exception) -> LexpilotError:
+    """The user-facing error of a `google-genai` SDK failure while doing `what` (never the key)."""
+    where = endpoint.where
+    if isinstance(exc, errors.APIError):
+        if exc.code in (401, 403) or exc.status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+            return ConfigError(
+                f"{what}: Google refused the API key for the {where} (HTTP {exc.code}); check {endpoint.key_var}"
+            )
+        again = (
+            " (after retries); nothing was lost, run the same command again later"
+            if exc.code in (408, 409, 429) or (exc.code or 0) >= 500
+            else ""
+        )
+        return ProviderError(f"{what}: the {where} answered HTTP {exc.code} ({exc.status}): {exc.message}{again}")
+    if transport_failure(exc):
+        return ProviderError(
+            f"{what}: no answer from the {where} ({type(exc).__name__}); nothing was lost, run the same command again"
+        )
+    return ProviderError(f"{what}: {exc}")
 
 
 class GoogleBatchBackend(BatchBackend):
@@ -121,37 +152,16 @@ class GoogleBatchBackend(BatchBackend):
         )
 
     def _options(self, timeout: float, max_retries: int) -> Any:
-        retry = self.types.HttpRetryOptions(
-            attempts=max_retries + 1, initial_delay=RETRY_DELAY, jitter=RETRY_DELAY, max_delay=30.0
-        )
-        return self.types.HttpOptions(
-            base_url=self.endpoint.base_url, api_version=API_VERSION, timeout=int(timeout * 1000), retry_options=retry
-        )
+        return http_options(self.types, self.endpoint, timeout, max_retries)
 
     def _error(self, what: str, exc: Exception) -> LexpilotError:
-        where = self.endpoint.where
-        if isinstance(exc, self.errors.APIError):
-            if exc.code in (401, 403) or exc.status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
-                return ConfigError(
-                    f"{what}: Google refused the API key for the {where} (HTTP {exc.code}); check {self.endpoint.key_var}"
-                )
-            again = (
-                " (after retries); nothing was lost, run the same command again later"
-                if exc.code in (408, 409, 429) or (exc.code or 0) >= 500
-                else ""
-            )
-            return ProviderError(f"{what}: the {where} answered HTTP {exc.code} ({exc.status}): {exc.message}{again}")
-        if _transport_failure(exc):
-            return ProviderError(
-                f"{what}: no answer from the {where} ({type(exc).__name__}); nothing was lost, run the same command again"
-            )
-        return ProviderError(f"{what}: {exc}")
+        return google_error(self.errors, self.endpoint, what, exc)
 
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
         except Exception as exc:
-            if isinstance(exc, self.errors.APIError) or _transport_failure(exc):
+            if isinstance(exc, self.errors.APIError) or transport_failure(exc):
                 raise self._error(what, exc) from None
             raise
 
@@ -185,7 +195,7 @@ class GoogleBatchBackend(BatchBackend):
                 raise CreateUncertain(str(self._error("creating a Gemini batch", exc))) from None
             raise self._error("creating a Gemini batch", exc) from None
         except Exception as exc:
-            if _transport_failure(exc):
+            if transport_failure(exc):
                 raise CreateUncertain(str(self._error("creating a Gemini batch", exc))) from None
             raise
 
@@ -204,7 +214,7 @@ class GoogleBatchBackend(BatchBackend):
                 raise BatchNotFound(str(self._error(f"polling Gemini batch {batch_id}", exc))) from None
             raise self._error(f"polling Gemini batch {batch_id}", exc) from None
         except Exception as exc:
-            if _transport_failure(exc):
+            if transport_failure(exc):
                 raise self._error(f"polling Gemini batch {batch_id}", exc) from None
             raise
 
@@ -232,7 +242,7 @@ class GoogleBatchBackend(BatchBackend):
             try:
                 return fn()
             except Exception as exc:
-                transient = _transport_failure(exc) or (
+                transient = transport_failure(exc) or (
                     isinstance(exc, self.errors.APIError) and (exc.code in (408, 429) or (exc.code or 0) >= 500)
                 )
                 if not transient or attempt == self.max_retries:

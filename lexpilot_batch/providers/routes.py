@@ -9,9 +9,10 @@ The backend of a (role, model) is, first to last: the command's `--provider simu
 `--<role>-backend` or `LEXPILOT_<ROLE>_BACKEND`, or what the workspace remembers of them; the
 model list's `backend`; the provider's default (`sync` for a provider without a Batch API,
 `batch` otherwise and for bare names). Choosing `batch` for a provider without a Batch API is an
-error, raised before anything is compiled; so is `sync` or `manual` for a provider whose API is not
-OpenAI's (Anthropic, Google): those backends send and read the OpenAI chat format. Every backend
-but `batch` speaks the OpenAI shape, the simulated provider's in-process routes included.
+error, raised before anything is compiled; so is `manual` for a provider whose API is not OpenAI's
+(Anthropic, Google): its files are run by tools that read the OpenAI chat format. `batch` and
+`sync` speak the provider's own API (`sync` through its synchronous call, `providers.chat`); the
+simulated provider's in-process routes speak the OpenAI shape, whatever the provider.
 """
 
 from __future__ import annotations
@@ -168,10 +169,11 @@ def _backend(role: str, model: str, spec: Provider | None, own: ModelRoute, choi
             f"{model} ({role} role): {spec.title} has no Batch API, but {source} chose the batch backend; "
             f"send it with --{role}-backend sync (the default for {spec.prefix}/) or manual"
         )
-    if backend in ("sync", "manual") and spec is not None and spec.api != "openai":
+    if backend == "manual" and spec is not None and spec.api != "openai":
         raise ConfigError(
-            f"{model} ({role} role): {source} chose the {backend} backend, which sends the OpenAI chat format; "
-            f"{spec.prefix}/ models go through {spec.title} (the batch backend) or the simulated provider. "
+            f"{model} ({role} role): {source} chose the manual backend, whose files are OpenAI chat-format batches; "
+            f"{spec.prefix}/ models go through {spec.title} (the batch backend), its synchronous calls (sync) "
+            "or the simulated provider. "
             f"For an OpenAI-compatible endpoint of the same provider write openai-api/<service>/{model.partition('/')[2]}"
         )
     return backend

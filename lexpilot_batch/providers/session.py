@@ -20,7 +20,10 @@ from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.google_batch import GoogleBatchBackend
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
+from lexpilot_batch.providers.shapes import file_api
+from lexpilot_batch.request_lines import GOOGLE
 from lexpilot_batch.tail_sync import check_limit
 
 if TYPE_CHECKING:
@@ -188,9 +191,15 @@ class Session:
         from lexpilot_batch.providers.sync import SyncRunner
 
         endpoint = self._live(self.file_route(row))
-        key = (endpoint.role, endpoint.base_url, endpoint.key_var)
+        # The API shape of the file's lines: a `--tail-sync` group of a native batch route is sent
+        # through its own API's synchronous call, which for Gemini names the model.
+        api = file_api(row)
+        model = parse_model(row["model"]).sent if api == GOOGLE else ""
+        key = (endpoint.role, endpoint.base_url, endpoint.key_var, api, model)
         if key not in self._sync:
-            self._sync[key] = SyncRunner(endpoint, concurrency=self.options.concurrency, timeout=self.options.timeout)
+            self._sync[key] = SyncRunner(
+                endpoint, concurrency=self.options.concurrency, timeout=self.options.timeout, api=api, model=model
+            )
         return self._sync[key]
 
     def remember(self) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from lexpilot_batch.config import SIMULATED
 from lexpilot_batch.providers.registry import provider_of
 from lexpilot_batch.request_lines import ANTHROPIC, GOOGLE, OPENAI, our_id
 
@@ -30,9 +31,11 @@ Normalise = Callable[[dict], dict]
 
 
 def file_api(row: Mapping[str, Any]) -> str:
-    """The API shape of a compiled file's lines and results: its provider's on the `batch` backend,
-    OpenAI's on every other (sync, manual and the simulated provider in-process speak it)."""
-    if row["backend"] != "batch" or not row["provider"]:
+    """The API shape of a compiled file's lines and results: its provider's on the `batch` backend
+    and on `sync` (a provider's chat-completions-only models, and the groups of a batch route that
+    `--tail-sync` sends through its API's synchronous call: `providers.chat`); OpenAI's on every
+    other (manual, and the simulated provider in-process, whose files name the endpoint `simulated`)."""
+    if row["backend"] not in ("batch", "sync") or not row["provider"] or row["endpoint"] == SIMULATED:
         return OPENAI
     return provider_of(row["provider"])[0].api
 

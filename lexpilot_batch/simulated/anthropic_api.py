@@ -9,6 +9,9 @@ with another temperature or a budget under 1,024 or not under `max_tokens`) ends
 request: `succeeded` (a Message: a thinking block before the text when the simulated model
 thought), `errored` (`api_error`, `overloaded_error`, `invalid_request_error`), `canceled` or
 `expired`, in a shuffled order. Everything is run by the OpenAI-shaped machinery (`native`).
+
+`POST /v1/messages` answers one request at once with the Message the same request gets in a batch
+(`chat`), or the 400 its params would get.
 """
 
 from __future__ import annotations
@@ -16,12 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 from lexpilot_batch.request_lines import ANTHROPIC, ANTHROPIC_ID, TAG_LENGTH, line_id, our_id
-from lexpilot_batch.simulated import batches
+from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.native import (
     counts,
     digest,
+    lines_sha256,
     record_of,
     records_of,
     result_lines,
@@ -108,11 +112,7 @@ class AnthropicApi:
                 lines.append(to_chat(cid, model, [], {}))  # refused by the simulated endpoint: an errored line
                 continue
             assert isinstance(params, dict)
-            messages = [{"role": m.get("role"), "content": text_of(m.get("content"))} for m in params["messages"]]
-            fields = {"max_tokens": params["max_tokens"]}
-            if params.get("temperature") is not None:
-                fields["temperature"] = params["temperature"]
-            lines.append(to_chat(cid, params["model"], messages, fields))
+            lines.append(to_chat(cid, params["model"], *_chat_parts(params)))
         tags = {raw[:TAG_LENGTH] for raw in ids.values()}
         tag = next(iter(tags)) if len(tags) == 1 else None
         native: dict[str, Any] = {"api": API, "n": len(requests), "problems": problems}
@@ -120,8 +120,21 @@ class AnthropicApi:
             native["tag"] = tag  # every id is the map of the workspace's own: keep the map, not the ids
         else:
             native["ids"] = ids
-        record = run(self.store, lines, self.seed, self.faults, native)
+        record = run(self.store, lines, self.seed, self.faults, native, lines_sha256(requests))
         return self._view(record)
+
+    def message(self, params: Any, client_request_id: str | None = None) -> dict[str, Any]:
+        """`POST /v1/messages`: one request answered at once, as the same request in a Message Batch
+        is (`chat`): the client's id of the call is its line's custom_id, mapped back to ours."""
+        problem = _problem(params)
+        if problem is not None:
+            raise bad_request(problem)  # the message of the same request errored in a batch
+        assert isinstance(params, dict)
+        cid = (our_id(client_request_id, ANTHROPIC) or client_request_id) if client_request_id else None
+        messages, fields = _chat_parts(params)
+        body = {"model": params["model"], "messages": messages, **fields}
+        answer = chat.answer(body, cid, self.seed, self.faults)
+        return _message("sync", cid or answer["id"], answer, "standard")
 
     def _record(self, message_batch_id: str) -> dict[str, Any]:
         record = record_of(self.store, _internal(message_batch_id), API)
@@ -235,8 +248,17 @@ def _errored(kind: str, message: str) -> dict[str, Any]:
     return {"type": "errored", "error": error}
 
 
-def _message(batch_id: str, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
-    """A chat.completion as the Message Anthropic would have answered."""
+def _chat_parts(params: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The chat.completions messages and fields of valid Messages params."""
+    messages = [{"role": m.get("role"), "content": text_of(m.get("content"))} for m in params["messages"]]
+    fields = {"max_tokens": params["max_tokens"]}
+    if params.get("temperature") is not None:
+        fields["temperature"] = params["temperature"]
+    return messages, fields
+
+
+def _message(batch_id: str, custom_id: str, body: dict[str, Any], tier: str = "batch") -> dict[str, Any]:
+    """A chat.completion as the Message Anthropic would have answered (in a batch: `batch_id`)."""
     choice = body["choices"][0]
     chat, finish = choice["message"], choice.get("finish_reason")
     content: list[dict[str, Any]] = []
@@ -265,6 +287,6 @@ def _message(batch_id: str, custom_id: str, body: dict[str, Any]) -> dict[str, A
             "cache_read_input_tokens": cached,
             "output_tokens": usage.get("completion_tokens", 0),
             "output_tokens_details": {"thinking_tokens": thinking},
-            "service_tier": "batch",
+            "service_tier": tier,
         },
     }

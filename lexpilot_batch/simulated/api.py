@@ -6,19 +6,15 @@ unknown ids, 400 for bad requests); `server.py` turns them into responses.
 
 from __future__ import annotations
 
-import time
-import uuid
 from email import policy
 from email.parser import BytesParser
 from typing import Any
 
-from lexpilot_batch.simulated import batches, completions
+from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.anthropic_api import AnthropicApi
 from lexpilot_batch.simulated.errors import ApiError, bad_request, not_found
-from lexpilot_batch.simulated.faults import Faults, draw
+from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.gemini_api import GeminiApi
-from lexpilot_batch.simulated.latency import chat_seconds
-from lexpilot_batch.simulated.models import JUDGE_KINDS
 from lexpilot_batch.simulated.store import Store
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -142,31 +138,8 @@ class Api:
     # --- synchronous chat --------------------------------------------------------------------
 
     def chat_completion(self, body: Any, client_request_id: str | None = None) -> dict[str, Any]:
-        """One chat completion, after its simulated latency (`latency.chat_seconds`).
-
-        The client's id of the call (`X-Client-Request-Id`; the sync backend sends the request's
-        custom_id) stands for the custom_id of a batch line: the answer, its usage and its content
-        faults are then drawn exactly as a batch draws them, so a request answers the same whichever
-        way it travels. Without one, content faults are drawn per call, like the HTTP faults.
-        """
-        if client_request_id is not None and not (0 < len(client_request_id) <= 512 and client_request_id.isascii()):
-            raise bad_request("X-Client-Request-Id must be 1 to 512 ASCII characters.", param=None)
-        key = client_request_id or uuid.uuid4().hex
-        seconds = chat_seconds(self.faults, key)
-        if seconds:
-            time.sleep(seconds)
-        kind = completions.kind_of(body)
-        return completions.complete(
-            body,
-            self.seed,
-            key=key,
-            sample=batches.sample_key(client_request_id) if client_request_id else "",
-            truncate=draw(self.faults.seed, "truncate", key) < self.faults.truncate,
-            malformed=kind in JUDGE_KINDS and draw(self.faults.seed, "malformed", key) < self.faults.malformed_judge,
-            empty=draw(self.faults.seed, "empty_content", key) < self.faults.empty_content,
-            filtered=draw(self.faults.seed, "content_filter", key) < self.faults.content_filter,
-            refused=draw(self.faults.seed, "refusal", key) < self.faults.refusal,
-        )
+        """One chat completion, answered as a batch line with the custom_id `client_request_id` is (`chat`)."""
+        return chat.answer(body, client_request_id, self.seed, self.faults)
 
 
 def _missing(name: str) -> ApiError:

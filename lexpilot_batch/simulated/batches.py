@@ -269,9 +269,12 @@ def create(
     seed: int,
     faults: Faults,
     native: dict[str, Any] | None = None,
+    sent_sha256: str | None = None,
 ) -> dict[str, Any]:
     """Validate and run a new batch; returns its record (already persisted). `native` marks a batch
-    created through Anthropic's or Gemini's routes (`sim.native`), which the OpenAI routes do not show."""
+    created through Anthropic's or Gemini's routes (`sim.native`), which the OpenAI routes do not show;
+    `sent_sha256` is then the hash of the request file the client sent, which draws its latency as
+    an OpenAI batch's input file draws its own."""
     data = store.file_bytes(input_file_id)
     digest = hashlib.sha256(data).hexdigest()
     now = time.time()
@@ -340,7 +343,7 @@ def create(
             fate = "stalled"
             share = 0.3 + 0.4 * draw(faults.seed, "stall_share", digest)
             done_target = min(len(lines) - 1, math.floor(len(lines) * share)) if len(lines) > 1 else 0
-    latency = batch_seconds(faults, digest)
+    latency = batch_seconds(faults, sent_sha256 or digest)
     batch = {
         "id": batch_id,
         "object": "batch",

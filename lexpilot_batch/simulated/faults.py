@@ -62,6 +62,7 @@ ROUTES = (
     "anthropic_retrieve",
     "anthropic_cancel",
     "anthropic_results",
+    "anthropic_message",
     "gemini_upload_start",
     "gemini_upload_chunk",
     "gemini_get_file",
@@ -70,6 +71,7 @@ ROUTES = (
     "gemini_list",
     "gemini_get",
     "gemini_cancel",
+    "gemini_generate",
 )
 # The routes that create a batch (the `late_create` fault holds them).
 CREATE_ROUTES = frozenset({"create_batch", "anthropic_create", "gemini_create"})

@@ -9,16 +9,20 @@ metadata carries the state (`BATCH_STATE_PENDING`, `RUNNING`, `SUCCEEDED`, `FAIL
 GenerateContentResponse}` (a `thought` part before the text when the simulated model thought) or
 `{"key", "error": {code, message, status}}`. A cancelled or expired batch's file holds what ran.
 Everything is run by the OpenAI-shaped machinery (`native`).
+
+`models/{model}:generateContent` answers one request at once with the GenerateContentResponse the
+same request gets in a batch (`chat`), or the 400 it would get.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import uuid
 from typing import Any
 
-from lexpilot_batch.simulated import batches
+from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.native import (
@@ -47,6 +51,7 @@ _STATES = {
     "expired": "BATCH_STATE_EXPIRED",
 }
 _FINISH = {"stop": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY"}
+NO_CONTENTS = "* GenerateContentRequest.contents: contents is not specified"
 
 
 class Reply:
@@ -154,24 +159,12 @@ class GeminiApi:
             request = obj.get("request") if isinstance(obj, dict) else None
             if not isinstance(key, str) or not key:
                 raise bad_request(f"{source} line {number}: each line needs a string 'key'.")
-            contents = request.get("contents") if isinstance(request, dict) else None
-            if not isinstance(contents, list) or not contents:
-                problems[key] = "* GenerateContentRequest.contents: contents is not specified"
+            parts = _chat_parts(request)
+            if parts is None:
+                problems[key] = NO_CONTENTS
                 lines.append(to_chat(key, sent, [], {}))
                 continue
-            assert isinstance(request, dict)
-            messages = [
-                {"role": "assistant" if c.get("role") == "model" else "user", "content": text_of(c.get("parts"))}
-                for c in contents
-                if isinstance(c, dict)
-            ]
-            config = request.get("generationConfig") or {}
-            fields: dict[str, Any] = {}
-            if isinstance(config.get("maxOutputTokens"), int):
-                fields["max_tokens"] = config["maxOutputTokens"]
-            if config.get("temperature") is not None:
-                fields["temperature"] = config["temperature"]
-            lines.append(to_chat(key, sent, messages, fields))
+            lines.append(to_chat(key, sent, *parts))
         if not lines:
             raise bad_request(f"{source} holds no requests.")
         native = {
@@ -181,7 +174,19 @@ class GeminiApi:
             "display_name": str(batch.get("displayName") or ""),
             "problems": problems,
         }
-        return self._operation(run(self.store, lines, self.seed, self.faults, native))
+        record = run(self.store, lines, self.seed, self.faults, native, hashlib.sha256(data).hexdigest())
+        return self._operation(record)
+
+    def generate(self, model: str, request: Any, client_request_id: str | None = None) -> dict[str, Any]:
+        """`POST models/{model}:generateContent`: one request answered at once, as the same request
+        in a batch is (`chat`): the client's id of the call is its line's key."""
+        parts = _chat_parts(request)
+        if parts is None:
+            raise bad_request(NO_CONTENTS)
+        sent = model.removeprefix("models/")
+        messages, fields = parts
+        answer = chat.answer({"model": sent, "messages": messages, **fields}, client_request_id, self.seed, self.faults)
+        return _response("sync", client_request_id or answer["id"], answer)
 
     def _record(self, name: str) -> dict[str, Any]:
         record = record_of(self.store, "batch_" + name, API)
@@ -281,6 +286,26 @@ class GeminiApi:
             return {"key": key, "error": {"code": 14, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
         message = native["problems"].get(key) or (response.get("body") or {}).get("error", {}).get("message")
         return {"key": key, "error": {"code": 3, "message": str(message), "status": "INVALID_ARGUMENT"}}
+
+
+def _chat_parts(request: Any) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """The chat.completions messages and fields of a GenerateContentRequest; None without contents."""
+    contents = request.get("contents") if isinstance(request, dict) else None
+    if not isinstance(contents, list) or not contents:
+        return None
+    assert isinstance(request, dict)
+    messages = [
+        {"role": "assistant" if c.get("role") == "model" else "user", "content": text_of(c.get("parts"))}
+        for c in contents
+        if isinstance(c, dict)
+    ]
+    config = request.get("generationConfig") or {}
+    fields: dict[str, Any] = {}
+    if isinstance(config.get("maxOutputTokens"), int):
+        fields["max_tokens"] = config["maxOutputTokens"]
+    if config.get("temperature") is not None:
+        fields["temperature"] = config["temperature"]
+    return messages, fields
 
 
 def _response(batch_id: str, key: str, body: dict[str, Any]) -> dict[str, Any]:

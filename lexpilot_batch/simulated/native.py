@@ -6,6 +6,8 @@ same simulated roles with the same fault dice, and each OpenAI result line is re
 native shape when the batch ends. A request draws its answer from its custom_id, so the id the
 OpenAI line carries is the workspace's own (an Anthropic id is mapped back with
 `request_lines.our_id`): the same request draws the same answer, and the same faults, on every route.
+A native batch takes the latency an OpenAI batch of the same request file would (`latency`: drawn
+by the hash of the file the client sent, rebuilt from Anthropic's inline requests).
 
 Batch-level refusals (`fail_batch`, `token_limit`) are OpenAI's and do not apply here.
 """
@@ -24,6 +26,7 @@ from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.store import Store
 
 _dumps = json.JSONEncoder(ensure_ascii=False).encode
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def rfc3339(seconds: float) -> str:
@@ -50,8 +53,11 @@ def to_chat(custom_id: str, model: str, messages: list[dict[str, Any]], fields: 
     return (_dumps(line) + "\n").encode("utf-8")
 
 
-def run(store: Store, lines: list[bytes], seed: int, faults: Faults, native: dict[str, Any]) -> dict[str, Any]:
-    """Create the OpenAI-shaped batch that runs a native batch's requests; its record."""
+def run(
+    store: Store, lines: list[bytes], seed: int, faults: Faults, native: dict[str, Any], sent_sha256: str
+) -> dict[str, Any]:
+    """Create the OpenAI-shaped batch that runs a native batch's requests; its record. `sent_sha256`,
+    the hash of the request file the client sent, draws its latency (`latency.batch_seconds`)."""
     source = store.add_file(b"".join(lines), "native-batch-input.jsonl", "internal")
     quiet = dataclasses.replace(faults, fail_batch=0.0, token_limit=0)
     return batches.create(
@@ -62,7 +68,17 @@ def run(store: Store, lines: list[bytes], seed: int, faults: Faults, native: dic
         seed=seed,
         faults=quiet,
         native=native,
+        sent_sha256=sent_sha256,
     )
+
+
+def lines_sha256(requests: list[Any]) -> str:
+    """The SHA-256 of inline requests as the request file they were read from: a line of compact
+    UTF-8 JSON each, as `request_lines` writes them (keys in the order they came)."""
+    digest = hashlib.sha256()
+    for request in requests:
+        digest.update((_compact(request) + "\n").encode("utf-8"))
+    return digest.hexdigest()
 
 
 def records_of(store: Store, api: str) -> list[dict[str, Any]]:

@@ -4,7 +4,8 @@
 `SimulatedServer` serves the routes of `api.Api` from a daemon thread (stdlib
 `ThreadingHTTPServer`, HTTP/1.1 keep-alive); `serve_forever` runs one in the foreground. On one
 port: OpenAI's under `/v1` (`base_url`), Anthropic's Message Batches under `/v1/messages/batches`
-and Gemini's Batch Mode under `/v1beta` and `/upload/v1beta` (both at `root_url`). Every answer is
+and Gemini's Batch Mode under `/v1beta` and `/upload/v1beta` (both at `root_url`), and each API's
+synchronous call (chat completions, Messages, generateContent: `chat`). Every answer is
 JSON except file contents, and every failure is the error body of its route's API with its HTTP
 status. The HTTP 429/500/529 faults are injected here, before a route runs, so a faulted call never
 changes state and the SDK's own retry is always safe (529, Anthropic's "overloaded", is Google's
@@ -32,6 +33,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.simulated import chat
 from lexpilot_batch.simulated.api import Api
 from lexpilot_batch.simulated.errors import ApiError, error_body
 from lexpilot_batch.simulated.faults import CREATE_ROUTES, Faults, parse_faults
@@ -58,11 +60,13 @@ _ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
     ("GET", re.compile(r"/v1/messages/batches/([^/]+)"), "anthropic_retrieve", "id", "anthropic"),
     ("POST", re.compile(r"/v1/messages/batches/([^/]+)/cancel"), "anthropic_cancel", "id", "anthropic"),
     ("GET", re.compile(r"/v1/messages/batches/([^/]+)/results"), "anthropic_results", "id", "anthropic"),
+    ("POST", re.compile(r"/v1/messages"), "anthropic_message", "chat", "anthropic"),
     ("POST", re.compile(r"/upload/v1beta/files"), "gemini_upload_start", "upload", "gemini"),
     ("POST", re.compile(r"/upload/v1beta/files/sessions/([^/]+)"), "gemini_upload_chunk", "upload", "gemini"),
     ("GET", re.compile(r"/v1beta/files/([a-z0-9]+)"), "gemini_get_file", "id", "gemini"),
     ("GET", re.compile(r"/v1beta/files/([a-z0-9]+):download"), "gemini_download", "id", "gemini"),
     ("POST", re.compile(r"/v1beta/models/([^/:]+):batchGenerateContent"), "gemini_create", "id+json", "gemini"),
+    ("POST", re.compile(r"/v1beta/models/([^/:]+):generateContent"), "gemini_generate", "id+chat", "gemini"),
     ("GET", re.compile(r"/v1beta/batches"), "gemini_list", "query", "gemini"),
     ("GET", re.compile(r"/v1beta/batches/([^/:]+)"), "gemini_get", "id", "gemini"),
     ("POST", re.compile(r"/v1beta/batches/([^/:]+):cancel"), "gemini_cancel", "id", "gemini"),
@@ -178,7 +182,11 @@ class _Handler(BaseHTTPRequestHandler):
         path = path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(raw_query).items()}
         api = (
-            "gemini" if path.startswith(("/v1beta", "/upload/")) else "anthropic" if "/messages/" in path else "openai"
+            "gemini"
+            if path.startswith(("/v1beta", "/upload/"))
+            else "anthropic"
+            if path.startswith("/v1/messages")
+            else "openai"
         )
         try:
             route, args = self._route(method, path)
@@ -201,7 +209,9 @@ class _Handler(BaseHTTPRequestHandler):
             elif style == "json":
                 result = fn(_json(body))
             elif style == "chat":  # the client's id of the call draws what a batch draws by custom_id
-                result = fn(_json(body), self.headers.get("X-Client-Request-Id"))
+                result = fn(_json(body), self.headers.get(chat.HEADER))
+            elif style == "id+chat":
+                result = fn(*args, _json(body), self.headers.get(chat.HEADER))
             elif style == "query":
                 result = fn(query)
             elif style == "upload":
