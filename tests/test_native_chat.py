@@ -134,3 +134,52 @@ def batched_claude(tmp_path) -> dict:
         finally:
             session.close()
         return records(ws)
+
+
+def test_a_request_refused_on_its_merits_reads_as_the_same_request_in_a_batch(tmp_path, monkeypatch):
+    """A Message without max_tokens, a Gemini request without contents: refused with a 400, saved as
+    the API's error line, read (`shapes`) exactly as the batch's result line for the same request."""
+    import time
+
+    from lexpilot_batch.config import PROFILES, Endpoint
+    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.base import BatchSource
+    from lexpilot_batch.providers.chat import REFUSED
+    from lexpilot_batch.providers.google_batch import GoogleBatchBackend
+    from lexpilot_batch.providers.native_chat import AnthropicChat, GeminiChat
+    from lexpilot_batch.providers.shapes import normaliser
+    from lexpilot_batch.request_lines import ANTHROPIC, GOOGLE, id_tag, line_id
+
+    tag = id_tag("ws")
+    bad = {
+        ANTHROPIC: {
+            "custom_id": line_id("r1-0-lca.c.gen-1", ANTHROPIC, tag),
+            "params": {"model": "claude-sim", "messages": [{"role": "user", "content": "你好"}]},
+        },
+        GOOGLE: {"key": "r1-0-lca.c.gen-1", "request": {"contents": [], "generationConfig": {"maxOutputTokens": 64}}},
+    }
+    kinds = {
+        ANTHROPIC: (AnthropicBatchBackend, AnthropicChat, "claude-sim"),
+        GOOGLE: (GoogleBatchBackend, GeminiChat, "gemini-sim"),
+    }
+    with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
+        for api, line in bad.items():
+            backend_class, chat_class, model = kinds[api]
+            endpoint = Endpoint("eval", server.root_url, "KEY", "k")
+            path = tmp_path / f"{api}.jsonl"
+            path.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
+            backend = backend_class(endpoint, PROFILES[api])
+            info = backend.create(backend.upload(path), {}, None, BatchSource(path, f"{api}/{model}"))
+            while not info.terminal:
+                time.sleep(0.01)
+                info = backend.retrieve(info.id)
+            assert info.output_file_id is not None
+            backend.download(info.output_file_id, tmp_path / f"{api}.out.jsonl")
+            [batched] = [json.loads(x) for x in (tmp_path / f"{api}.out.jsonl").read_text("utf-8").splitlines()]
+            call = chat_class(endpoint, 10.0, 0, model)
+            result = call.send(line[call.id_key], line["params" if api == ANTHROPIC else "request"])
+            assert result.kind == REFUSED and result.line is not None
+            read = normaliser(api, tag)
+            assert read is not None
+            assert read(result.line) == read(batched), api
+            assert read(result.line)["response"]["status_code"] == 400

@@ -65,9 +65,10 @@ TailSyncOpt = Annotated[
     typer.Option(
         "--tail-sync",
         help="In each wave, send a group of at most N requests for one model (what would be one batch) "
-        "through the provider's chat completions (the sync backend, at list price) instead of a batch, where "
-        "the provider has them: the last waves then take no batch round trip. 0 turns it off. Remembered by "
-        "the workspace (prepare); records are the same either way.",
+        "through the provider's synchronous call (the sync backend, at list price: chat completions, Claude's "
+        "Messages, Gemini's generateContent) instead of a batch, where the provider has one: the last waves "
+        "then take no batch round trip. 0 turns it off. Remembered by the workspace (prepare); records are "
+        "the same either way.",
         min=0,
     ),
 ]

@@ -86,7 +86,7 @@ def _tail_sync_text(e: Estimate) -> str:
     t = e.tail_sync
     head = f"Batch round trips, expected path: {t.batch_round_trips_without}"
     if not t.limit:
-        return head + " (--tail-sync N sends a wave's groups of at most N requests through chat completions)"
+        return head + " (--tail-sync N sends a wave's groups of at most N requests at once, through the sync backend)"
     if not t.sync_waves:
         return head + f", also with --tail-sync {t.limit} (no projected group is that small)"
     if t.premium_usd is None:
@@ -97,7 +97,7 @@ def _tail_sync_text(e: Estimate) -> str:
     waves = ", ".join(str(w) for w in t.sync_waves)
     return (
         f"{head}; {t.batch_round_trips} with --tail-sync {t.limit}, which sends ~{_n(t.sync_requests)} requests of "
-        f"projected waves {waves} (1: the next) through chat completions at list price{premium}"
+        f"projected waves {waves} (1: the next) through the sync backend at list price{premium}"
     )
 
 
