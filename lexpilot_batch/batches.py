@@ -476,7 +476,7 @@ def _quota_refusal(ws: Workspace, row: dict, info: BatchInfo) -> bool:
 
 
 def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
-    """Execute a file through chat completions; its output file grows as answers arrive."""
+    """Execute a file through its API's synchronous call (`providers.sync`); its output file grows as answers arrive."""
     path = ws.path(row["path"])
     # `submit` only marked the file: it is read now, so this is the last moment to check that it
     # still holds what was compiled (an edit made since would otherwise be sent and scored).

@@ -114,7 +114,7 @@ def _load_case_factory(db: sqlite3.Connection) -> Callable[[str, int], Case]:
 def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3, tail_sync: int = 0) -> CompileResult:
     """Advance every active thread and write all due requests into the open wave, atomically.
 
-    A group of at most `tail_sync` requests travels through chat completions (`tail_sync`).
+    A group of at most `tail_sync` requests travels at once, through the sync backend (`tail_sync`).
     """
     result = CompileResult()
     with ws.store.transaction() as db:

@@ -90,7 +90,7 @@ class WaveWriter:
         self.shards: dict[Group, int] = defaultdict(int)
         self.written: list[str] = []
         self.manual: list[str] = []
-        self.tail_synced: list[str] = []  # files sent through chat completions (`--tail-sync`)
+        self.tail_synced: list[str] = []  # files sent at once, through the sync backend (`--tail-sync`)
         self.routes: dict[Group, Route] = {}
         self.group_files: dict[Group, list[tuple[int, str]]] = defaultdict(list)  # (pk, path) of each shard
         self.group_requests: dict[Group, int] = defaultdict(int)

@@ -1,4 +1,4 @@
-"""Tail waves through chat completions (`--tail-sync N`): the backend each group of a wave travels on.
+"""Tail waves at once (`--tail-sync N`): the backend each group of a wave travels on.
 
 A wave's requests go into one file per (backend, endpoint, model) group (`request_files`), one
 batch each. In the last waves of Interaction LJP only the consultations still asking are left, and
@@ -44,7 +44,7 @@ def has_chat(route: Route) -> bool:
 
 def wave_backend(route: Route, requests: float, limit: int) -> str:
     """The backend a wave's group of `requests` requests of this route travels on: `sync` for a
-    batched group of at most `limit` requests (0: never) whose provider has chat completions, the
+    batched group of at most `limit` requests (0: never) whose provider has a synchronous call, the
     route's own backend otherwise. (An estimate passes the group's expected number of requests.)"""
     if limit and requests <= limit and route.backend in _BATCHED and has_chat(route):
         return SYNC

@@ -206,7 +206,7 @@ def _apply_tail_sync(
     discount: float,
 ) -> None:
     """The next wave's groups as the compiler would send them (`tail_sync.wave_backend`): a role
-    whose groups all go through chat completions is shown on `sync`, one partly so as `mixed`, and
+    whose groups all go through the sync backend is shown on `sync`, one partly so as `mixed`, and
     its cost is each group's on its own backend."""
     sizes: dict[Hashable, int] = {}
     for (group, _role), (n, _chars) in parts.items():

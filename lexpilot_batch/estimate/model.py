@@ -77,14 +77,14 @@ class RunProjection:
 @dataclass
 class TailSyncProjection:
     """Batch round trips of the projection, with `--tail-sync limit` and without (waves whose groups
-    all travel through chat completions make none), and what the groups it moves cost more."""
+    all travel at once, through the sync backend, make none), and what the groups it moves cost more."""
 
     limit: int  # --tail-sync N; 0: off
     waves: int = 0  # projected waves with an expected request
     batch_round_trips: int = 0
     batch_round_trips_without: int = 0
     sync_waves: list[int] = field(default_factory=list)  # projected waves (1: the next) moving a group
-    sync_requests: float = 0  # expected requests moved to chat completions
+    sync_requests: float = 0  # expected requests moved to the sync backend
     premium_usd: float | None = None  # their list price less their batch price; None without prices
     premium_share: float | None = None  # the premium over the projection's expected cost
 

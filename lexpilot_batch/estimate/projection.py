@@ -143,7 +143,7 @@ class Tally:
     waves_min: int = 0
     waves_max: int = 0
     # Expected (requests, prompt chars) of each projected wave, by (file group, role): what decides
-    # which groups a wave sends through chat completions (`estimate.tail`).
+    # which groups a wave sends at once, through the sync backend (`estimate.tail`).
     by_wave: list[dict[tuple[Hashable, str], list[float]]] = field(default_factory=list)
 
     def add(self, leaves: Sequence[Leaf], groups: Mapping[str, Hashable] | None = None) -> Span:

@@ -41,7 +41,7 @@ class Provider:
     dialect: str  # request body dialect (providers.dialects)
     api: str = "openai"  # the API shape: which backend class sends its requests
     ready: bool = True  # False: reserved for a later version
-    chat_api: bool = True  # the endpoint of its batches also answers chat completions (`--tail-sync`)
+    chat_api: bool = True  # the endpoint of its batches also answers synchronous calls (`--tail-sync`)
 
     def url_var_for(self, service: str | None) -> str:
         return self.url_var.replace("{SERVICE}", _env_name(service or ""))
