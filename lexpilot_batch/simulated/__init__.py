@@ -1,5 +1,6 @@
 """The simulated provider: a loopback HTTP server speaking the OpenAI Files + Batches routes, and
-Anthropic's Message Batches and Gemini's Batch Mode on the same port.
+Anthropic's Message Batches and Gemini's Batch Mode on the same port, with each API's synchronous
+call (chat completions, Messages, generateContent).
 
 It lets the whole product, and every test, run offline through the real `openai`, `anthropic`
 and `google-genai` SDKs, with deterministic simulated eval, user and judge models and switchable
@@ -7,7 +8,8 @@ faults. Modules:
 
 - `server`: HTTP routing, the loopback-only `SimulatedServer`, `serve_forever`
 - `api`: what each OpenAI route does; `anthropic_api`, `gemini_api` the native APIs' routes, over
-  the same batches (`native`)
+  the same batches (`native`); `chat` a synchronous call on any API, answered as a batch line
+- `latency`: how long a batch and a synchronous call take
 - `batches`: input validation, the simulated run, the batch lifecycle over time
 - `completions`: chat.completion bodies with usage, truncation and malformed judge output
 - `models`: the simulated roles, recognised from the prompt
