@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+
 import pytest
 from engine_helpers import finish, open_session, prepare_runs
 
@@ -23,3 +26,21 @@ def study(tmp_path_factory):
         finally:
             session.close()
         yield ws
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No LEXPILOT_ or OPENAI_ variable of the shell running the tests reaches a run."""
+    for name in list(os.environ):
+        if name.startswith(("LEXPILOT_", "OPENAI_")):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture(scope="module")
+def no_fsync() -> Iterator[None]:
+    """fsync off for a module whose runs are all in-process (`pytest.mark.usefixtures`): durability
+    is `test_crash.py`'s business (in child processes, untouched by this), and fsync only costs
+    time there: about half of it on a busy disk."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(os, "fsync", lambda fd: None)
+        yield

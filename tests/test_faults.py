@@ -50,7 +50,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -87,20 +86,8 @@ FIRST_STEP = {  # the step each thread needs first (wave 1)
 }
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("LEXPILOT_", "OPENAI_")):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _no_fsync() -> Iterator[None]:
-    """Durability is `test_crash.py`'s business (in child processes, untouched by this); here every
-    run is in-process and fsync only costs time: about half of it on a busy disk."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(os, "fsync", lambda fd: None)
-        yield
+# No LEXPILOT_/OPENAI_ variable of the shell reaches a run; fsync is off (`conftest.no_fsync`).
+pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
 
 @pytest.fixture(scope="module")

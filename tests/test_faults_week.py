@@ -26,11 +26,9 @@ quota, or duplicates cancelled), none of which is ever applied.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,18 +54,8 @@ from lexpilot_batch.workspace import Workspace
 THREADS = 6 * LIMIT
 
 
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(("LEXPILOT_", "OPENAI_")):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _no_fsync() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(os, "fsync", lambda fd: None)
-        yield
+# No LEXPILOT_/OPENAI_ variable of the shell reaches a run; fsync is off (`conftest.no_fsync`).
+pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
 
 @pytest.fixture(scope="module")
