@@ -152,7 +152,7 @@ class BatchBackend(ABC):
         """Ask the provider to cancel a batch."""
 
 
-def retry_after(exc: Exception) -> float | None:
+def retry_after(exc: Exception | None) -> float | None:
     """The `retry-after` (or `retry-after-ms`) an SDK's error response carries, in seconds (at most 60)."""
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) or {}
@@ -162,7 +162,7 @@ def retry_after(exc: Exception) -> float | None:
             continue
         try:
             return min(float(value) * scale, 60.0)
-        except ValueError:
+        except (TypeError, ValueError):
             continue
     return None
 

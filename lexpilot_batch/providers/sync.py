@@ -49,6 +49,7 @@ from typing import Any, BinaryIO
 
 from lexpilot_batch.config import Endpoint
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
+from lexpilot_batch.providers.base import retry_after
 from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall, chat_call
 from lexpilot_batch.request_lines import OPENAI
 
@@ -159,7 +160,7 @@ class SyncRunner:
                                 "nothing was lost, run the same command again later (or with a lower --concurrency)"
                             )
                             continue
-                        wait_s = _retry_after(result.exc) or min(RATE_LIMIT_WAIT * 2 ** (count - 1), 60.0)
+                        wait_s = retry_after(result.exc) or min(RATE_LIMIT_WAIT * 2 ** (count - 1), 60.0)
                         assert result.body is not None
                         heapq.heappush(later, (time.monotonic() + wait_s, result.custom_id, result.body))
                 if state.fatal is not None:
@@ -258,18 +259,6 @@ class _Run:
             f"{what}: the {self.runner.endpoint.where} answered without a usable body; "
             "nothing was lost, run the same command again later"
         )
-
-
-def _retry_after(exc: Exception | None) -> float | None:
-    """The seconds a 429 answer asks to wait, when it says."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return min(float(headers[name]) * scale, 60.0)
-        except (KeyError, TypeError, ValueError):
-            continue
-    return None
 
 
 def saved_custom_ids(output_path: Path, id_key: str = "custom_id") -> set[str]:
