@@ -24,7 +24,6 @@ compressed one otherwise.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import time
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from lexpilot_batch.fileio import TMP_SUFFIX, atomic_file, file_sha256
+from lexpilot_batch.fileio import atomic_file, file_sha256, unlink_quietly
 from lexpilot_batch.waves import DONE
 from lexpilot_batch.workspace import Workspace
 
@@ -95,7 +94,6 @@ def compact_finished_waves(ws: Workspace) -> CompactStats:
     db = ws.store.conn
     done = {r[0]: (r[1], r[2]) for r in db.execute("SELECT path, sha256, stored_bytes FROM compacted")}
     todo: dict[str, str | None] = {}  # path -> the SHA-256 its bytes must have (request files)
-    waves: set[int] = set()
     # A closed wave's files are all done (`waves.DONE`): ingested, or lost by the provider (its
     # requests went to a later wave; nothing reads its request file again, and it has no results).
     for r in db.execute(
@@ -103,20 +101,16 @@ def compact_finished_waves(ws: Workspace) -> CompactStats:
         f" WHERE w.closed_at IS NOT NULL AND f.status IN ({', '.join('?' * len(DONE))}) ORDER BY f.pk",
         DONE,
     ):
-        waves.add(r["wave"])
         todo.setdefault(r["path"], r["sha256"])
         for rel in (r["output_path"], r["error_path"]):
             if rel:
                 todo.setdefault(rel, None)
-    for wave in sorted(waves):
-        for kind in ("requests", "responses"):
-            _remove_strays(ws.wave_dir(kind, wave))
     for rel, expected in todo.items():
         plain = ws.path(rel)
         if rel in done and _stored_size(plain) == done[rel][1]:
             # Compacted and recorded; a command may have stopped before the plain file was removed.
             if file_sha256(plain) == done[rel][0]:
-                _unlink(plain)
+                unlink_quietly(plain)
             continue
         if plain.exists():
             _compact(ws, rel, expected, stats)
@@ -147,7 +141,7 @@ def _compact(ws: Workspace, rel: str, expected: str | None, stats: CompactStats)
         return
     stored_bytes = packed.stat().st_size
     _record(ws, rel, digest.hexdigest(), size, stored_bytes)
-    _unlink(plain)
+    unlink_quietly(plain)
     stats.files += 1
     stats.bytes += size
     stats.stored_bytes += stored_bytes
@@ -171,19 +165,6 @@ def _stored_size(plain: Path) -> int | None:
         return stored(plain).stat().st_size
     except FileNotFoundError:
         return None
-
-
-def _unlink(path: Path) -> None:
-    # Windows refuses to remove a file another process holds open: the next run removes it.
-    with contextlib.suppress(PermissionError):
-        path.unlink(missing_ok=True)
-
-
-def _remove_strays(folder: Path) -> None:
-    """Half-written copies a stopped compaction left (`fileio.atomic_file` names)."""
-    if folder.is_dir():
-        for stray in folder.glob(f".*{SUFFIX}.*{TMP_SUFFIX}"):
-            _unlink(stray)
 
 
 # --- checking -----------------------------------------------------------------------------------

@@ -38,5 +38,29 @@ class WorkspaceBusy(LexpilotError):
     """Another lexpilot-batch process holds the workspace."""
 
 
+class ReadOnlyWorkspace(LexpilotError):
+    """A command that writes was given a workspace it cannot write to (an archive, a read-only mount)."""
+
+
+class NoSpace(LexpilotError):
+    """The device holding the workspace (or an output) is full; the state on disk is intact."""
+
+
 class ProviderError(LexpilotError):
-    """A provider refused a request in a way retrying will not fix."""
+    """A provider refused a request, or could not be reached even after the SDK's own retries."""
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider could not be reached, timed out or answered 5xx/429 even after retries: nothing
+    was changed by the failed call, and the same call later is likely to work. `poll-and-advance
+    --wait` rides these out (`engine.poll_and_advance`); other commands stop, saying nothing was lost."""
+
+
+# HTTP statuses that say "not now" rather than "not this request": a timeout, a conflict, the rate,
+# a failure of the server. The same call later may pass.
+_TRANSIENT_4XX = frozenset({408, 409, 429})
+
+
+def transient_status(code: int | None) -> bool:
+    """Whether an HTTP status is worth the same call again later."""
+    return code is not None and (code in _TRANSIENT_4XX or code >= 500)

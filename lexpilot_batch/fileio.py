@@ -62,6 +62,16 @@ def temp_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
 
 
+def unlink_quietly(path: Path) -> bool:
+    """Remove a file if it is there; whether it was removed. Windows refuses to remove a file
+    another process holds open (a scanner, an indexer): it is left for the next command."""
+    try:
+        path.unlink()
+    except (FileNotFoundError, PermissionError):
+        return False
+    return True
+
+
 def file_sha256(path: Path) -> str | None:
     """The SHA-256 of a file's bytes, or None when there is no such file."""
     if not path.exists():

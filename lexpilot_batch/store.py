@@ -8,6 +8,7 @@ named version. Never edit a released migration: append a new one.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -306,29 +307,46 @@ def migrate(db: sqlite3.Connection) -> list[str]:
             db.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # not rolled back by SQLite itself (SQLITE_FULL)
+                db.execute("ROLLBACK")
             raise
         applied.append(name)
     return applied
 
 
 class Store:
-    """The open database. Writes go through `transaction()`; reads may happen anywhere."""
+    """The open database. Writes go through `transaction()`; reads may happen anywhere.
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    `readonly`: opened for reading only, for the commands that only read. Where the workspace can
+    be written to, that changes nothing (the usual connection, migrated); where it cannot (an
+    archive, a read-only mount), the database is opened with SQLite's read-only URI: as `immutable`
+    when no write-ahead log is left beside it (the database file then holds every commit), and
+    through its log otherwise.
+    """
+
+    def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = path
-        # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction means one thing.
-        self.conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
-        self.conn.row_factory = sqlite3.Row
+        self.readonly = readonly and not _writable(path)
         try:
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
-            migrate(self.conn)
+            if self.readonly:
+                self.conn = _open_read_only(path)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction means one thing.
+                self.conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+            self.conn.row_factory = sqlite3.Row
+            if self.readonly:
+                _check_current(self.conn, path)
+            else:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                self.conn.execute("PRAGMA foreign_keys=ON")
+                migrate(self.conn)
         except sqlite3.OperationalError as exc:
             if "locked" in str(exc) or "busy" in str(exc):
                 raise WorkspaceBusy(f"{path}: the database is busy; another process holds it") from None
+            if "database or disk is full" in str(exc):
+                raise  # the workspace says which device is full (`workspace.disk_errors`)
             raise LexpilotError(f"{path}: cannot open the workspace database ({exc})") from None
         except sqlite3.DatabaseError as exc:
             raise LexpilotError(
@@ -351,7 +369,10 @@ class Store:
         try:
             yield self.conn
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            # SQLite may have rolled back by itself (a full disk, SQLITE_FULL): the error that did
+            # it is the one to report, not the ROLLBACK's "no transaction is active".
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
             raise
         else:
             self.conn.execute("COMMIT")
@@ -368,3 +389,34 @@ class Store:
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _writable(path: Path) -> bool:
+    """Whether the database and its folder can be written to (SQLite writes its log beside it)."""
+    return os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
+def open_for_reading(path: Path) -> sqlite3.Connection:
+    """A plain connection to read a workspace database, read-only where it cannot be written to."""
+    return _open_read_only(path) if not _writable(path) else sqlite3.connect(path)
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    wal = path.with_name(path.name + "-wal")
+    # Without a log the file holds every commit: `immutable` then needs no `-shm` beside it, which a
+    # read-only folder could not hold. With one, SQLite reads the commits it holds (its `-shm` too).
+    flags = "mode=ro&immutable=1" if not wal.exists() else "mode=ro"
+    return sqlite3.connect(f"{path.resolve().as_uri()}?{flags}", uri=True, isolation_level=None, timeout=30.0)
+
+
+def _check_current(db: sqlite3.Connection, path: Path) -> None:
+    """A read-only database cannot be migrated: refuse one of another version, saying what to do."""
+    done = {row[0] for row in db.execute("SELECT name FROM migrations")}
+    known = [name for name, _ in MIGRATIONS]
+    if done - set(known):
+        raise LexpilotError(f"{path}: the workspace database was written by a newer lexpilot-batch; upgrade to read it")
+    if set(known) - done:
+        raise LexpilotError(
+            f"{path}: the workspace was written by an earlier lexpilot-batch and is read-only, so it cannot be "
+            "brought up to date; copy it to a writable folder and run the command there"
+        )

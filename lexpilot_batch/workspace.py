@@ -7,15 +7,22 @@ process never leaves the workspace locked.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fnmatch
 import hashlib
 import re
 import shutil
+import sqlite3
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
+from lexpilot_batch.errors import LexpilotError, NoSpace, ReadOnlyWorkspace, WorkspaceBusy
+from lexpilot_batch.fileio import TMP_SUFFIX, unlink_quietly
 from lexpilot_batch.store import DB_NAME, Store
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -69,16 +76,29 @@ def command_hint(args: str, root: Path | str | None = None) -> str:
     return f"lexpilot-batch {args} --root {shell_word(root)}"
 
 
-# What a workspace holds at its root: what a failed `prepare` that made the workspace takes away.
+# What a workspace holds at its root: what a failed first `prepare` that recorded nothing takes away.
 _PARTS = ("state", "requests", "responses", "runs")
+# The folders a command writes files into through a temporary name beside the final one: a file of
+# these names found there under the writer lock is the leftover of a command that was stopped.
+_WRITTEN = ("requests", "responses", "runs")
+LEFTOVERS = (
+    f".*{TMP_SUFFIX}",  # `fileio.temp_path`: any file written whole or not at all
+    ".building-*",  # `request_files.WaveWriter`: a shard being compiled
+    ".candidate-*",  # `batches`: an untagged batch's results looked at aside
+)
 
 
 class Workspace:
     """An open workspace. Use as a context manager; `writable=True` takes the writer lock.
 
     A folder that holds none is made a workspace only with `create` (the library's default; of the
-    commands, `prepare` and `run` only): every other command refuses it, creating nothing there. `abandon()` takes
-    back everything a workspace created by this very command holds (a `prepare` that failed).
+    commands, `prepare` and `run` only): every other command refuses it, creating nothing there.
+    Once anything is recorded in it (a run registered, a file compiled), no command ever deletes it:
+    `abandon()` takes back a workspace this very command created only while it records nothing (a
+    first `prepare` refused for its dataset), and otherwise leaves it to be resumed.
+
+    A workspace that cannot be written to (an archive, a read-only mount) is opened read-only by
+    readers (`writable=False`); writers are refused, saying so (`ReadOnlyWorkspace`).
     """
 
     def __init__(self, root: Path | None = None, writable: bool = True, create: bool = True) -> None:
@@ -113,42 +133,82 @@ class Workspace:
             self._existed |= {
                 child for part in _PARTS if (self.root / part).is_dir() for child in (self.root / part).iterdir()
             }
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            with disk_errors(self.root):
+                self._open()
+        except BaseException:
+            self._release()
+            if self.created:
+                self._take_back()  # nothing can be recorded in a database that did not open
+            raise
+        return self
+
+    def _open(self) -> None:
         if self.writable:
-            self._lock = FileLock(str(self.state_dir / "writer.lock"), timeout=0)
             try:
+                self.state_dir.mkdir(parents=True, exist_ok=True)
+                self._lock = FileLock(str(self.state_dir / "writer.lock"), timeout=0)
                 self._lock.acquire()
             except Timeout:
+                self._lock = None
                 raise WorkspaceBusy(
                     f"{self.root}: another lexpilot-batch command is writing to this workspace; "
                     "wait for it to finish (or stop it) and run this command again"
                 ) from None
-        try:
-            self._store = Store(self.state_dir / DB_NAME)
-            if self.writable and self._store.meta("workspace_id") is None:
+            except OSError as exc:
+                self._lock = None
+                if not _read_only_error(exc):
+                    raise
+                raise ReadOnlyWorkspace(
+                    f"{self.root}: the workspace is read-only ({exc.strerror or exc}), so this command, which "
+                    "writes to it, did nothing; status, report, export and doctor read it as it is. To go on "
+                    "with it, copy it to a writable folder (or make this one writable) and run the command there"
+                ) from None
+        self._store = Store(self.state_dir / DB_NAME, readonly=not self.writable)
+        if self.writable:
+            if self._store.meta("workspace_id") is None:
                 self._store.set_meta("workspace_id", uuid.uuid4().hex)
-        except BaseException:
-            self._release()
-            raise
-        return self
+            remove_leftovers(self.root)
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object = None, exc: BaseException | None = None, tb: object = None) -> None:
         if self._store is not None:
-            self._store.close()
+            with contextlib.suppress(sqlite3.Error):  # closing a connection on a full disk
+                self._store.close()
             self._store = None
         self._release()
+        if exc is not None and is_disk_full(exc):
+            with disk_errors(self.root):
+                raise exc
 
     def _release(self) -> None:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
 
-    def abandon(self) -> None:
-        """Close a workspace this command created and remove everything it made (a failed `prepare`
-        leaves nothing behind). Does nothing to a workspace that existed before."""
-        if not self.created:
-            return
+    def records_anything(self) -> bool:
+        """Whether the database records work: a run registered or a request file compiled. True
+        when it cannot tell (a database that no longer answers): such a workspace is kept."""
+        if self._store is None:
+            return (self.state_dir / DB_NAME).exists()
+        try:
+            db = self._store.conn
+            return bool(db.execute("SELECT EXISTS (SELECT 1 FROM runs) OR EXISTS (SELECT 1 FROM files)").fetchone()[0])
+        except sqlite3.Error:
+            return True
+
+    def abandon(self) -> bool:
+        """After a command that created this workspace failed: remove it again, but only while it
+        records nothing (`records_anything`), so that a refused first `prepare` leaves the folder as
+        it was. Once a run is registered or a file compiled it is kept, to be resumed by running the
+        same command again: nothing paid for is ever thrown away. Returns whether it was removed."""
+        if not self.created or self.records_anything():
+            return False
         self.__exit__()
+        self._take_back()
+        return True
+
+    def _take_back(self) -> None:
+        """Remove what this command made of the workspace (never what was in the folder before)."""
         for part in _PARTS:
             folder = self.root / part
             if folder not in self._existed:
@@ -182,3 +242,56 @@ class Workspace:
 
     def relative(self, path: Path) -> str:
         return path.resolve().relative_to(self.root).as_posix()
+
+
+# --- what a stopped command leaves, and a full or read-only disk ---------------------------------
+
+
+def remove_leftovers(root: Path) -> list[Path]:
+    """Remove the temporary files stopped commands left in a workspace's folders (`LEFTOVERS`).
+
+    Called under the writer lock, when no other command can be writing them. Returns what it removed.
+    """
+    removed = []
+    for part in _WRITTEN:
+        folder = root / part
+        if not folder.is_dir():
+            continue
+        for path in folder.rglob(".*"):
+            leftover = any(fnmatch.fnmatchcase(path.name, pattern) for pattern in LEFTOVERS)
+            if leftover and path.is_file() and unlink_quietly(path):
+                removed.append(path)
+    return removed
+
+
+_NO_SPACE = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+
+
+def _read_only_error(exc: OSError) -> bool:
+    return isinstance(exc, PermissionError) or exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether `exc` says the device is full: an `OSError` ENOSPC/EDQUOT, or SQLite's SQLITE_FULL."""
+    if isinstance(exc, OSError):
+        return exc.errno in _NO_SPACE
+    if isinstance(exc, sqlite3.OperationalError):
+        return "database or disk is full" in str(exc)
+    return False
+
+
+@contextmanager
+def disk_errors(root: Path) -> Iterator[None]:
+    """Inside it, a full device becomes one clear `NoSpace` naming the workspace. Every write of
+    a workspace is a transaction or a whole-file replace, so what is on disk is the state before
+    the write that failed: freeing space and running the same command again goes on from there."""
+    try:
+        yield
+    except (OSError, sqlite3.OperationalError) as exc:
+        if not is_disk_full(exc):
+            raise
+        where = getattr(exc, "filename", None) or root
+        raise NoSpace(
+            f"no space left on the device holding {where}; nothing was lost (the workspace holds what was done "
+            "before the write that failed): free space and run the same command again"
+        ) from None

@@ -118,7 +118,7 @@ def test_a_compaction_stopped_half_way_is_finished_by_the_next(tmp_path, monkeyp
                 break
         session.close()
         before = {p: compaction.read_saved(p) for p in compaction.saved_files(ws.root)}
-        real_record, real_unlink = compaction._record, compaction._unlink
+        real_record, real_unlink = compaction._record, compaction.unlink_quietly
 
         def stop(*args):
             raise KeyboardInterrupt
@@ -127,9 +127,9 @@ def test_a_compaction_stopped_half_way_is_finished_by_the_next(tmp_path, monkeyp
         with pytest.raises(KeyboardInterrupt):
             compaction.compact_finished_waves(ws)
         monkeypatch.setattr(compaction, "_record", real_record)
-        monkeypatch.setattr(compaction, "_unlink", lambda path: None)  # recorded, the plain one kept
+        monkeypatch.setattr(compaction, "unlink_quietly", lambda path: False)  # recorded, the plain one kept
         compaction.compact_finished_waves(ws)
-        monkeypatch.setattr(compaction, "_unlink", real_unlink)
+        monkeypatch.setattr(compaction, "unlink_quietly", real_unlink)
         assert list(ws.root.rglob("*.jsonl")) != []
         compaction.compact_finished_waves(ws)
         assert list(ws.root.rglob("*.jsonl")) == [] and compaction.verify(ws) == []

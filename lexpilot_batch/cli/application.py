@@ -16,6 +16,7 @@ import typer
 from lexpilot_batch import __version__
 from lexpilot_batch.cli import reading, running, tools
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.workspace import is_disk_full
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,3 +89,17 @@ def main() -> None:
     except LexpilotError as exc:
         typer.echo(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        # Outside a workspace's own writes (which say so themselves): an --out folder, a file given.
+        typer.echo(f"Error: {os_error_message(exc)}", err=True)
+        sys.exit(1)
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an operating-system error: what failed, on which file, and what to do."""
+    where = f" {exc.filename}" if exc.filename else ""
+    if is_disk_full(exc):
+        return f"no space left on the device holding{where or ' the output'}; free space and run the same command again"
+    if isinstance(exc, PermissionError):
+        return f"permission denied:{where}; choose a folder you can write to (or fix its permissions)"
+    return f"{exc.strerror or exc}:{where} ({type(exc).__name__}); check the path and run the same command again"

@@ -21,7 +21,7 @@ from lexpilot_batch.cli.options import (
     run_spec,
     with_options,
 )
-from lexpilot_batch.cli.output import progress_printer, say_manual, say_prepared
+from lexpilot_batch.cli.output import progress_printer, say_manual, say_outage, say_prepared
 from lexpilot_batch.cli.reading import print_report
 from lexpilot_batch.costs import load_prices
 from lexpilot_batch.workspace import command_hint
@@ -36,8 +36,10 @@ if TYPE_CHECKING:
 def _session(target: Target, create: bool = False) -> Iterator[tuple[Workspace, Session]]:
     """The writable workspace and a provider session for it, both closed on the way out.
 
-    Only `create` (prepare, run) makes a workspace of a folder that holds none; one it made is
-    taken away again when the command fails, so a failed `prepare` leaves nothing behind.
+    Only `create` (prepare, run) makes a workspace of a folder that holds none. When the command
+    fails or is interrupted, one it made is taken away again only if it records nothing yet (a
+    dataset refused before any run was registered): once anything is recorded it stays, and the
+    same command resumes it (`Workspace.abandon`).
     """
     from lexpilot_batch.providers.session import Session
     from lexpilot_batch.workspace import Workspace
@@ -138,6 +140,7 @@ def _advance(
         wait=wait,
         poll_interval=poll_interval,
         on_round=progress_printer(ws.given_root),
+        on_outage=say_outage,
         compact=compact,
     )
     if left["waiting_manual"]:

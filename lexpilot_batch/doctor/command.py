@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import sqlite3
+import contextlib
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lexpilot_batch.doctor.diagnosis import diagnose, schema_blockers
 from lexpilot_batch.doctor.findings import SEVERITIES, DoctorReport, Finding
 from lexpilot_batch.doctor.repairs import repair
-from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.store import DB_NAME
+from lexpilot_batch.errors import LexpilotError, ReadOnlyWorkspace
+from lexpilot_batch.store import DB_NAME, open_for_reading
 from lexpilot_batch.workspace import Workspace, command_hint
 
 if TYPE_CHECKING:
@@ -32,14 +33,14 @@ def check(root: Path | None = None, do_repair: bool = False, options: ProviderOp
     db_path = base / "state" / DB_NAME
     if not db_path.is_file():
         raise LexpilotError(f"{base}: no lexpilot-batch workspace here (no state/{DB_NAME}); pass --root")
-    raw = sqlite3.connect(db_path)
+    raw = open_for_reading(db_path)
     try:
         early = schema_blockers(raw)
     finally:
         raw.close()
     if early:
         return DoctorReport(early, [], early)
-    with Workspace(root, create=False) as ws:
+    with _opened(root, do_repair) as ws:
         found = diagnose(ws)
         if not do_repair or not any(f.repairable for f in found):
             return DoctorReport(found, [], found)
@@ -49,6 +50,22 @@ def check(root: Path | None = None, do_repair: bool = False, options: ProviderOp
         finally:
             session.close()
         return DoctorReport(found, done, diagnose(ws))
+
+
+@contextlib.contextmanager
+def _opened(root: Path | None, do_repair: bool) -> Iterator[Workspace]:
+    """The workspace with its writer lock; without it when it is read-only and only checked (an
+    archive: nothing can change it under us)."""
+    try:
+        ws = Workspace(root, create=False).__enter__()
+    except ReadOnlyWorkspace:
+        if do_repair:
+            raise
+        ws = Workspace(root, writable=False).__enter__()
+    try:
+        yield ws
+    finally:
+        ws.__exit__()
 
 
 def render(findings: list[Finding], root: Path | None = None) -> str:
