@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lexpilot_batch import prompts
-from lexpilot_batch.batches import PollResult, SubmitResult, TamperedFile, poll_files, submit_files
+from lexpilot_batch.batches import PollResult, SubmitResult, TamperedFile, pause, poll_files, submit_files
 from lexpilot_batch.compaction import CompactStats, compact_finished_waves
 from lexpilot_batch.compiler import CompileResult, compile_wave
 from lexpilot_batch.data import open_dataset
+from lexpilot_batch.errors import ProviderUnavailable
 from lexpilot_batch.lineup import plan_runs
 from lexpilot_batch.providers.session import Session
 from lexpilot_batch.retry import RetryResult, RetrySelection, retry_failed
@@ -124,6 +125,24 @@ def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool, comp
     return AdvanceResult(poll, compiled, submitted, compacted)
 
 
+# `--wait` rides out an outage: a round that fails with `ProviderUnavailable` (unreachable, timed
+# out, 5xx or 429 after the SDK's retries) is tried again after a pause that doubles from the poll
+# interval up to `OUTAGE_PAUSE_MAX` seconds, until the failures in a row have lasted
+# `ProviderOptions.outage_wait` seconds (`--outage-wait`); then the command stops, saying that
+# nothing was lost.
+OUTAGE_PAUSE_MAX = 300.0
+
+
+@dataclass(frozen=True)
+class Outage:
+    """A round that failed for the provider, and what the loop does next (for progress displays)."""
+
+    error: ProviderUnavailable
+    failures: int  # failed rounds in a row, this one included
+    pause: float  # seconds until the next round
+    left: float  # seconds of `--outage-wait` left after that pause
+
+
 def poll_and_advance(
     ws: Workspace,
     session: Session,
@@ -132,20 +151,43 @@ def poll_and_advance(
     wait: bool,
     poll_interval: float,
     on_round: Callable[[AdvanceResult, dict[str, int]], None] | None = None,
+    on_outage: Callable[[Outage], None] | None = None,
     compact: bool = True,
 ) -> dict[str, int]:
     """One poll round, or with `wait` rounds until nothing is in flight or due.
 
-    With `compact`, the files of finished waves are compressed (`compaction`).
+    With `compact`, the files of finished waves are compressed (`compaction`). With `wait`, a
+    provider outage is waited out for `--outage-wait` seconds: every round is a resumable step, so
+    one that failed half-way is simply done again.
     """
+    failures, since = 0, 0.0
     while True:
-        outcome = poll_and_advance_once(ws, session, do_submit, compact)
-        left = work_left(ws)
+        try:
+            outcome = poll_and_advance_once(ws, session, do_submit, compact)
+        except ProviderUnavailable as exc:
+            failures += 1
+            now = time.monotonic()
+            since = since if failures > 1 else now
+            left = session.options.outage_wait - (now - since)
+            if not wait or left <= 0:
+                if failures > 1:
+                    raise ProviderUnavailable(
+                        f"{exc} (the provider failed {failures} rounds in a row over {now - since:.0f} s; "
+                        "--outage-wait sets how long to keep trying)"
+                    ) from None
+                raise
+            wait_s = min(max(poll_interval, 0.05) * 2 ** (failures - 1), OUTAGE_PAUSE_MAX, left)
+            if on_outage:
+                on_outage(Outage(exc, failures, wait_s, left - wait_s))
+            pause(wait_s)
+            continue
+        failures = 0
+        left_work = work_left(ws)
         if on_round:
-            on_round(outcome, left)
+            on_round(outcome, left_work)
         if not wait:
-            return left
-        if left["in_flight"] == left["waiting_manual"] and (left["unsubmitted"] == 0 or not do_submit):
-            return left  # done, or only the user can move it on (manual files)
+            return left_work
+        if left_work["in_flight"] == left_work["waiting_manual"] and (left_work["unsubmitted"] == 0 or not do_submit):
+            return left_work  # done, or only the user can move it on (manual files)
         if outcome.poll.in_flight or (outcome.submitted is not None and outcome.submitted.unresolved):
-            time.sleep(poll_interval)
+            pause(poll_interval)

@@ -196,6 +196,19 @@ PROVIDER_OPTIONS: list[Option] = [
         60.0,
     ),
     (
+        "outage_wait",
+        Annotated[
+            float,
+            typer.Option(
+                "--outage-wait",
+                help="With --wait (and in run): seconds to keep trying while the provider is unreachable or "
+                "answers 5xx/429 even after retries, before stopping (nothing is lost either way).",
+                min=0,
+            ),
+        ],
+        1800.0,
+    ),
+    (
         "max_enqueued_tokens",
         Annotated[
             list[str],
@@ -428,6 +441,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             batch_endpoint=values["batch_endpoint"],
             max_enqueued_tokens=parse_flags(values["max_enqueued_tokens"]),
             create_grace=values["create_grace"],
+            outage_wait=values["outage_wait"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
             tail_sync=values["tail_sync"],
         ),

@@ -11,7 +11,7 @@ import typer
 from lexpilot_batch.workspace import command_hint, shell_word
 
 if TYPE_CHECKING:
-    from lexpilot_batch.engine import AdvanceResult, PrepareResult
+    from lexpilot_batch.engine import AdvanceResult, Outage, PrepareResult
 
 
 def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
@@ -42,6 +42,15 @@ def say_manual(paths: list[str], root: Path | None = None) -> None:
         typer.echo(f"  python -m vllm.entrypoints.openai.run_batch -i {path} -o {out} --model MODEL")
         typer.echo(f"  {command_hint(f'ingest {out}', root)}")
     typer.echo("(or upload them in your provider's console and ingest the output and error files it gives you)")
+
+
+def say_outage(outage: Outage) -> None:
+    """A round of `--wait` the provider failed, and when the next one comes."""
+    typer.echo(
+        f"The provider failed this round ({outage.failures} in a row): {outage.error}. Trying again in "
+        f"{outage.pause:.0f} s ({outage.left:.0f} s of --outage-wait left after that).",
+        err=True,
+    )
 
 
 def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[str, int]], None]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lexpilot_batch.config import Endpoint, Limits
-from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
+from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable, transient_status
 from lexpilot_batch.fileio import file_sha256, write_atomic
 from lexpilot_batch.providers.base import (
     BatchBackend,
@@ -190,10 +190,12 @@ def anthropic_error(sdk: Any, endpoint: Endpoint, what: str, exc: Exception) -> 
             f"{what}: Anthropic rejected the API key for the {where} (HTTP 401); check {endpoint.key_var}"
         )
     if isinstance(exc, sdk.APIStatusError):
-        again = _AGAIN if exc.status_code in (408, 409, 429) or exc.status_code >= 500 else ""
-        return ProviderError(f"{what}: the {where} answered HTTP {exc.status_code}: {error_text(exc)}{again}")
+        message = f"{what}: the {where} answered HTTP {exc.status_code}: {error_text(exc)}"
+        if transient_status(exc.status_code):
+            return ProviderUnavailable(message + _AGAIN)
+        return ProviderError(message)
     if isinstance(exc, sdk.APIConnectionError):
-        return ProviderError(f"{what}: could not reach the {where}; nothing was lost, run the same command again")
+        return ProviderUnavailable(f"{what}: could not reach the {where}; nothing was lost, run the same command again")
     return ProviderError(f"{what}: {exc}")
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lexpilot_batch.errors import ConfigError, ProviderError
+from lexpilot_batch.errors import ConfigError, ProviderError, ProviderUnavailable
 
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 # The code of a batch refused for the provider's enqueued-token quota (OpenAI, Azure).
@@ -64,11 +64,11 @@ class BatchSource:
     model: str
 
 
-class CreateUncertain(ProviderError):
+class CreateUncertain(ProviderUnavailable):
     """A create whose answer was lost (timeout, dropped connection, 5xx): a batch may exist or not."""
 
 
-class RateLimited(ProviderError):
+class RateLimited(ProviderUnavailable):
     """The provider refused a call for its rate (HTTP 429) before doing anything."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import openai
 
 from lexpilot_batch.config import Endpoint
-from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
+from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable
 
 
 def error_message(exc: openai.APIStatusError) -> str:
@@ -42,15 +42,15 @@ def translate(exc: openai.APIError, what: str, endpoint: Endpoint, not_found_hin
     if isinstance(exc, openai.BadRequestError):
         return ProviderError(f"{what}: the {where} refused the request (HTTP 400): {error_message(exc)}")
     if isinstance(exc, openai.APIStatusError):
-        return ProviderError(
+        return ProviderUnavailable(
             f"{what}: the {where} answered HTTP {exc.status_code} after retries: {error_message(exc)}; "
             "nothing was lost, run the same command again later"
         )
     if isinstance(exc, openai.APITimeoutError):
-        return ProviderError(
+        return ProviderUnavailable(
             f"{what}: no answer from the {where} within the timeout, even after retries; nothing was lost, "
             "run the same command again (with a larger --timeout if the model is slow)"
         )
     if isinstance(exc, openai.APIConnectionError):
-        return ProviderError(f"{what}: could not reach the {where}; nothing was lost, run the same command again")
+        return ProviderUnavailable(f"{what}: could not reach the {where}; nothing was lost, run the same command again")
     return None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lexpilot_batch.config import Endpoint, Limits
-from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
+from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable, transient_status
 from lexpilot_batch.fileio import TMP_SUFFIX
 from lexpilot_batch.providers.base import (
     BatchBackend,
@@ -123,14 +123,12 @@ def google_error(errors: Any, endpoint: Endpoint, what: str, exc: Exception) -> 
             return ConfigError(
                 f"{what}: Google refused the API key for the {where} (HTTP {exc.code}); check {endpoint.key_var}"
             )
-        again = (
-            " (after retries); nothing was lost, run the same command again later"
-            if exc.code in (408, 409, 429) or (exc.code or 0) >= 500
-            else ""
-        )
-        return ProviderError(f"{what}: the {where} answered HTTP {exc.code} ({exc.status}): {exc.message}{again}")
+        message = f"{what}: the {where} answered HTTP {exc.code} ({exc.status}): {exc.message}"
+        if transient_status(exc.code):
+            return ProviderUnavailable(f"{message} (after retries); nothing was lost, run the same command again later")
+        return ProviderError(message)
     if transport_failure(exc):
-        return ProviderError(
+        return ProviderUnavailable(
             f"{what}: no answer from the {where} ({type(exc).__name__}); nothing was lost, run the same command again"
         )
     return ProviderError(f"{what}: {exc}")

@@ -60,6 +60,8 @@ class ProviderOptions:
     max_wave_age: float | None = None  # seconds; older batches are cancelled and their rest re-queued
     # Seconds to look for a batch whose create answer was lost before creating it again (`batches`).
     create_grace: float = 60.0
+    # Seconds `poll-and-advance --wait` keeps trying through a provider outage (`engine`).
+    outage_wait: float = 1800.0
     # Enqueued-token budgets by model (`--max-enqueued-tokens MODEL=N`), remembered by the workspace.
     max_enqueued_tokens: dict[str, int] = field(default_factory=dict)
     # A wave's groups of at most N requests go through sync (`tail_sync`); None: what the workspace

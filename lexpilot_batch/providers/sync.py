@@ -22,7 +22,7 @@ Requests are streamed from the file, a bounded number at a time; backoff on 429/
 after those is no failure of its own: it is put back and sent again after a backoff of its own
 (`retry-after`, else doubling from `RATE_LIMIT_WAIT`), never written as a failed line, so it uses
 up none of its attempts. One refused `RATE_LIMIT_ROUNDS` times in a row stops the run with a
-`ProviderError` ("nothing was lost"): the next run sends it again. The output is appended one whole line at a time
+`ProviderUnavailable` ("nothing was lost"): the next run sends it again. The output is appended one whole line at a time
 by one thread, so a run can be killed at any moment and resumed: a request whose line is saved is
 never sent again, and a line cut by the kill is dropped and its request sent again.
 
@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from lexpilot_batch.config import Endpoint
-from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
+from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderUnavailable
 from lexpilot_batch.providers.base import retry_after
 from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall, chat_call
 from lexpilot_batch.request_lines import OPENAI
@@ -154,7 +154,7 @@ class SyncRunner:
                         stats.rate_limited += 1
                         count = refusals[result.custom_id] = refusals.get(result.custom_id, 0) + 1
                         if count >= RATE_LIMIT_ROUNDS:
-                            state.fatal = state.fatal or ProviderError(
+                            state.fatal = state.fatal or ProviderUnavailable(
                                 f"sending {request_path.name}: the {self.endpoint.where} kept refusing requests for "
                                 f"the rate (HTTP 429, {count} times for one request, each after the SDK's retries); "
                                 "nothing was lost, run the same command again later (or with a lower --concurrency)"
@@ -255,7 +255,7 @@ class _Run:
         error = self.runner.call.error(result, what)
         if error is not None:
             return error
-        return ProviderError(
+        return ProviderUnavailable(
             f"{what}: the {self.runner.endpoint.where} answered without a usable body; "
             "nothing was lost, run the same command again later"
         )
