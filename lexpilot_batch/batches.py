@@ -77,6 +77,7 @@ from lexpilot_batch.waves import (
     mark_lost,
     refused,
     set_file,
+    update_file,
 )
 from lexpilot_batch.workspace import Workspace
 
@@ -136,6 +137,7 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
     result = SubmitResult()
     rows = files_in(ws.store.conn, TO_SUBMIT)
     full: set[str] = set()  # models with no room left: their later files wait too, in order
+    restored = _Earlier(ws)
     for row in rows:
         if row["backend"] in ("sync", "manual"):
             # Nothing to upload: a sync file is executed when polled, a manual one by the user.
@@ -159,6 +161,17 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
                 continue
             if not room:
                 result.waiting.append(row["path"])
+                continue
+        if row["status"] != CREATING:
+            earlier = restored.find(backend, row)
+            if earlier is not None:
+                # Created before this database was restored from a backup (or its record was lost):
+                # adopted, never created twice.
+                _adopt(ws, row, earlier)
+                result.adopted.append(row["path"])
+                result.submitted.append(row["path"])
+                if on_file:
+                    on_file(row["path"])
                 continue
         path = ws.path(row["path"])
         if row["status"] == COMPILED:
@@ -222,6 +235,93 @@ def _room(ws: Workspace, session: Session, row: dict, full: set[str]) -> bool | 
         return None
     full.add(model)
     return False
+
+
+class _Earlier:
+    """Batches created for files the database says were never sent: a workspace restored from a
+    backup taken before they were created (or whose record of them was lost), whose batches run, or
+    ran, at the provider.
+
+    Before a file's first create, the workspace's tagged batches since its first run was registered
+    are listed, once per backend and command; a batch tagged for this very file (its path and
+    content hash) that the database does not know is adopted, as its create would have been: its
+    results are paid for, and one that failed or was refused is handled as it was the first time.
+    Several: the latest create. A backend whose batches carry no tag cannot be asked
+    (Anthropic's Message Batches): there a restored workspace creates its files again, and what the
+    earlier batches answered is paid twice, never applied twice.
+    """
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+        self._listed: dict[int, list[BatchInfo]] = {}
+
+    def find(self, backend: BatchBackend, row: dict) -> list[BatchInfo] | None:
+        """The file's earlier batches the database does not know, the one to adopt first."""
+        if not backend.tags_batches:
+            return None
+        db = self.ws.store.conn
+        if id(backend) not in self._listed:
+            start = db.execute("SELECT MIN(created_at) FROM runs").fetchone()[0]
+            since = start - SWEEP_MARGIN - CLOCK_SKEW if start is not None else None
+            ours = {"lexpilot_workspace": self.ws.workspace_id}
+            self._listed[id(backend)] = [b for b in backend.batches(since) if tagged_by(b, ours)]
+        mine = {"lexpilot_file": row["path"], "lexpilot_sha256": row["sha256"][:32]}
+        found = [b for b in self._listed[id(backend)] if tagged_by(b, mine)]
+        if not found:
+            return None
+        known = {
+            r[0]
+            for r in db.execute(
+                "SELECT batch_id FROM files WHERE batch_id IS NOT NULL UNION SELECT batch_id FROM other_batches"
+            )
+        }
+        found = [b for b in found if b.id not in known]
+        # The latest create; a failed batch (refused for the quota, say) is what the file's next
+        # create would have followed, and is adopted only when nothing followed it.
+        found.sort(key=lambda b: (_create_number(b), b.status != "failed", b.created_at or 0.0), reverse=True)
+        return found or None
+
+
+def _create_number(info: BatchInfo) -> int:
+    """Which create of its file a batch was (`batch_tag`), 0 for a batch of an earlier version."""
+    try:
+        return int(info.metadata.get("lexpilot_create") or 0)
+    except ValueError:
+        return 0
+
+
+def _adopt(ws: Workspace, row: dict, earlier: list[BatchInfo]) -> None:
+    """Record the first of a file's earlier batches as its own, as its create would have been; the
+    ended others are kept aside as they were the first time (refused for the quota, or duplicates),
+    and one still running is left to the next poll's sweep, which cancels it. The file's next
+    create (after a quota refusal) takes a number after theirs."""
+    info = earlier[0]
+    with ws.store.transaction() as db:
+        update_file(
+            db,
+            row["pk"],
+            status=SUBMITTED,
+            batch_id=info.id,
+            batch_status=info.status,
+            request_counts=json.dumps(info.request_counts),
+            creates=max(row["creates"] or 0, *(_create_number(b) for b in earlier)),
+            submitted_at=info.created_at or time.time(),
+            not_found=0,
+        )
+        for other in earlier[1:]:
+            if other.terminal:
+                db.execute(
+                    "INSERT OR IGNORE INTO other_batches (batch_id, file_pk, path, why, status, at)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        other.id,
+                        row["pk"],
+                        row["path"],
+                        "token_limit" if other.token_limit else "duplicate",
+                        other.status,
+                        time.time(),
+                    ),
+                )
 
 
 @dataclass
