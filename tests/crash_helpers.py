@@ -110,9 +110,9 @@ def base_env(**extra: str) -> dict[str, str]:
 class SimServer:
     """`python -m lexpilot_batch.simulated` in its own process; `url` is its first stdout line."""
 
-    def __init__(self, state_dir: Path, seed: int, faults: str, log: Path) -> None:
+    def __init__(self, state_dir: Path, seed: int, faults: str, log: Path, port: int = 0) -> None:
         self.state_dir = state_dir
-        self._log = open(log, "wb")  # noqa: SIM115 - closed when the process stops
+        self._log = open(log, "ab")  # noqa: SIM115 - closed when the process stops
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -121,7 +121,7 @@ class SimServer:
                 "--state-dir",
                 str(state_dir),
                 "--port",
-                "0",
+                str(port),
                 "--seed",
                 str(seed),
                 "--faults",
@@ -137,6 +137,15 @@ class SimServer:
             self.stop()
             raise RuntimeError(f"simulated provider did not print its URL (got {line!r}); see {log}")
         self.url = line
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rstrip("/").rsplit(":", 1)[1].split("/")[0])
+
+    def kill(self) -> None:
+        """SIGKILL the provider, as a crash of its host would."""
+        self.proc.kill()
+        self.proc.wait()
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -218,6 +227,24 @@ class Client:
         if proc.returncode != 0:
             raise AssertionError(f"`{' '.join(args)}` exited {proc.returncode} before it was killed")
         return False
+
+    def interrupt_after(self, delay: float, *args: str) -> int | None:
+        """Start a command and press Ctrl-C (SIGINT) `delay` seconds into its work; its exit code,
+        or None if it ended by itself first (successfully)."""
+        ready = self.root.parent / f".{self.root.name}.ready"
+        ready.unlink(missing_ok=True)
+        proc = self.start(*args, ready=ready)
+        deadline = time.monotonic() + 60
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGINT)
+            return proc.wait(timeout=60)
+        if proc.returncode != 0:
+            raise AssertionError(f"`{' '.join(args)}` exited {proc.returncode} before it was interrupted")
+        return None
 
     def kill_at(self, point: str, *args: str, timeout: float = 60.0) -> bool:
         """Run a command that kills itself at `point` (`name:N`); False if it never got there."""

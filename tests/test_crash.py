@@ -11,11 +11,16 @@ between "the provider did it" and "the database recorded it".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import shutil
+import sqlite3
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -324,3 +329,194 @@ def test_prepare_killed_after_registering_a_run_still_writes_its_manifest(tmp_pa
     assert client.kill_at("prepare.before_manifest:1", *PREPARE)
     client.run(*PREPARE)
     check_manifests(root)
+
+
+# --- a first `run` in a new folder, interrupted; a provider that dies; a restored backup -------------
+
+RUN = (
+    "run",
+    *PREPARE[1:],
+    "--poll-interval",
+    "0.05",
+    "--create-grace",
+    "0.5",
+    "--report-format",
+    "json",
+)
+
+
+def recorded_runs(root: Path) -> int:
+    db = open_db(root)
+    if db is None:
+        return 0
+    try:
+        return db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    except sqlite3.OperationalError:  # interrupted while the schema was made
+        return 0
+    finally:
+        db.close()
+
+
+def test_a_first_run_interrupted_with_ctrl_c_at_random_instants_keeps_its_workspace(reference, tmp_path):
+    """Issue 23, item 1: Ctrl-C at any instant of a first `run` in a new folder leaves a workspace
+    that the same command resumes (once anything is recorded in it), and nothing is sent twice."""
+    rng = random.Random(23)
+    with SimServer(tmp_path / "sim", SEED, FAULTS, tmp_path / "server.log") as server:
+        client = env_client(tmp_path / "ws", server)
+        landed, kept = 0, 0
+        for _ in range(10):
+            delay = rng.uniform(0.05, 0.8)  # into the command's work, which takes a few seconds in all
+            code = client.interrupt_after(delay, *RUN)
+            if code is None:
+                break
+            landed += 1
+            assert code == 130, f"Ctrl-C after {delay:.2f}s: exit {code}"
+            if recorded_runs(client.root):
+                kept += 1
+                assert (client.root / "state" / "lexpilot.sqlite3").is_file()
+            else:  # nothing recorded yet: the folder is left as it was (it did not exist)
+                assert not client.root.exists() or not any((client.root / "requests").rglob("*.jsonl"))
+        client.run(*RUN)
+        assert landed >= 4 and kept >= 3, (landed, kept)
+        check_all(client, reference, server.url)
+
+
+@pytest.mark.slow  # the provider stays down longer than the SDK's own retries (about 15 s), twice
+def test_a_first_run_rides_out_its_provider_dying_and_resumes_after_giving_up(reference, tmp_path):
+    """Issue 23, item 1 and 9: the provider is killed in the middle of a first `run`. Brought back
+    within --outage-wait, the run carries on by itself; left down, the run stops saying nothing was
+    lost, keeps its workspace, and the same command finishes it once the provider is back."""
+    state = tmp_path / "sim"
+    server = SimServer(state, SEED, FAULTS, tmp_path / "server.log")
+    try:
+        client = env_client(tmp_path / "ws", server)
+        log = tmp_path / "run.log"
+        client.log_path = log
+        proc = client.start(*RUN, "--outage-wait", "60")
+        wait_for_wave(client.root, 2, proc)
+        port = server.port
+        server.kill()
+        time.sleep(20.0)  # longer than the SDK's retries of one call: rounds fail
+        server = SimServer(state, SEED, FAULTS, tmp_path / "server.log", port=port)
+        assert proc.wait(timeout=120) == 0, log.read_text("utf-8")[-3000:]
+        assert "The provider failed this round" in log.read_text("utf-8")
+        check_all(client, reference, server.url)
+
+        # Again, in a fresh folder, and this time the provider stays down past --outage-wait.
+        server.kill()
+        server = SimServer(tmp_path / "sim2", SEED, FAULTS, tmp_path / "server2.log")
+        client = env_client(tmp_path / "ws2", server)
+        client.log_path = log
+        proc = client.start(*RUN, "--outage-wait", "1")
+        wait_for_wave(client.root, 3, proc)
+        server.kill()
+        assert proc.wait(timeout=120) == 1
+        tail = log.read_text("utf-8")[-2000:]
+        assert "nothing was lost" in tail and "Traceback" not in tail, tail
+        assert recorded_runs(client.root) == 2
+        server = SimServer(tmp_path / "sim2", SEED, FAULTS, tmp_path / "server2.log")  # on another port
+        client.env["OPENAI_BASE_URL"] = server.url
+        client.run(*RUN)
+        check_all(client, reference, server.url)
+    finally:
+        server.stop()
+
+
+def wait_for_wave(root: Path, wave: int, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the run ended before the wave was reached"
+        db = open_db(root)
+        if db is not None:
+            try:
+                n = db.execute("SELECT COUNT(*) FROM files WHERE wave >= ? AND status = 'submitted'", (wave,))
+                if n.fetchone()[0]:
+                    return
+            except sqlite3.OperationalError:
+                pass
+            finally:
+                db.close()
+        time.sleep(0.02)
+    raise AssertionError(f"wave {wave} was never submitted")
+
+
+def test_a_workspace_restored_from_a_backup_adopts_the_batches_made_after_it(reference, tmp_path):
+    """Issue 23, item 9: a backup taken when a wave was compiled but not yet submitted; the live
+    workspace then sends it and finishes; restored, the backup finds every batch made since by its
+    tag and adopts it: no second batch for any file, records equal to the uninterrupted run."""
+    with SimServer(tmp_path / "sim", SEED, FAULTS, tmp_path / "server.log") as server:
+        client = env_client(tmp_path / "ws", server)
+        client.run(*PREPARE)
+        backup = tmp_path / "backup"
+        for _ in range(40):
+            wave = compiled_unsent(client.root)
+            if wave is not None and wave >= 3:
+                shutil.copytree(client.root, backup)
+                break
+            client.run("submit")
+            client.run("poll-and-advance")  # polls, ingests, compiles the next wave; sends nothing
+            time.sleep(0.05)
+        else:
+            raise AssertionError("no wave was ever left compiled and unsent")
+        client.run(*ADVANCE)
+        shutil.rmtree(client.root)
+        shutil.copytree(backup, client.root)
+        client.run(*ADVANCE)
+        check_all(client, reference, server.url)
+
+
+def compiled_unsent(root: Path) -> int | None:
+    """The wave whose files are all compiled and none sent, if there is one."""
+    db = open_db(root)
+    assert db is not None
+    try:
+        row = db.execute("SELECT MAX(wave) FROM files").fetchone()
+        statuses = {r[0] for r in db.execute("SELECT status FROM files WHERE wave = ?", (row[0],))}
+    finally:
+        db.close()
+    return row[0] if statuses == {"compiled"} else None
+
+
+@contextlib.contextmanager
+def small_disk(folder: Path, size: str) -> Iterator[Callable[[str], None]]:
+    """A real file system of `size` bytes at `folder` (tmpfs; needs the right to mount): yields a
+    function that grows it, as freeing space would."""
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small file system here: {mounted.stderr.decode(errors='replace').strip()}")
+
+    def grow(to: str) -> None:
+        subprocess.run(["mount", "-o", f"remount,size={to}", str(folder)], check=True, capture_output=True)
+
+    try:
+        yield grow
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", ["96k", "420k", "900k", "1400k", "2200k", "3500k"])
+def test_a_first_run_on_a_full_disk_says_so_and_resumes_once_there_is_room(reference, tmp_path, size):
+    """Issue 23, item 7, on a real file system that fills up: one clear line, no traceback, nothing
+    half-written, the workspace kept once it records anything; with room again, the same command
+    ends as the uninterrupted run."""
+    with (
+        SimServer(tmp_path / "sim", SEED, FAULTS, tmp_path / "server.log") as server,
+        small_disk(tmp_path / "disk", size) as grow,
+    ):
+        client = env_client(tmp_path / "disk" / "ws", server)
+        client.log_path = None
+        argv, env = client.argv(*RUN)
+        done = subprocess.run(argv, env=env, capture_output=True, timeout=300, check=False)
+        err = done.stderr.decode("utf-8", "replace")
+        assert done.returncode == 1, err[-2000:]
+        errors = [line for line in err.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "no space left on the device holding" in errors[0], err[-2000:]
+        assert "Traceback" not in err
+        print(f"{size}: {errors[0][:160]}; runs recorded: {recorded_runs(client.root)}")
+        if recorded_runs(client.root):
+            assert (client.root / "state" / "lexpilot.sqlite3").is_file()
+        grow("64m")
+        client.run(*RUN, timeout=300)
+        check_all(client, reference, server.url)
