@@ -35,7 +35,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlsplit
 
 MIN_SECRET_LENGTH = 8
@@ -90,7 +90,8 @@ _HEADER = re.compile(
 
 _lock = threading.Lock()
 _registered: dict[str, str] = {}  # value -> the variable it came from (`register_secret`)
-_compiled: tuple[tuple[tuple[str, str], ...], re.Pattern[str] | None, dict[str, str]] = ((), None, {})
+# (the state it was worked out from, the pattern, the label of each form): `_secret_pattern`
+_compiled: tuple[Any, re.Pattern[str] | None, dict[str, str]] = (None, None, {})
 
 T = TypeVar("T")
 
@@ -189,22 +190,30 @@ def _forms(value: str) -> set[str]:
     return {value, escaped, escaped.replace("/", "\\/"), quote(value, safe="")}
 
 
+def _environment_state() -> tuple[Any, ...]:
+    """The environment as it is now, read cheaply: `os.environ` decodes every item on each read
+    (about 50 µs for 40 variables, on every redaction), so CPython's mapping under it is compared
+    where it exists; the secrets are worked out again only when it changed."""
+    data = getattr(os.environ, "_data", None)
+    return tuple(data.items()) if isinstance(data, dict) else tuple(os.environ.items())
+
+
 def _secret_pattern() -> tuple[re.Pattern[str] | None, dict[str, str]]:
     """One alternation of every known secret's forms, longest first, and the label of each form;
-    compiled again only when the secrets change (the environment is read on every call, so a key
-    set after start-up is covered too)."""
+    worked out again when the environment or the registered keys change (so a key set after
+    start-up is covered too)."""
     global _compiled
+    with _lock:
+        state = (_environment_state(), tuple(_registered.items()))
+    if state == _compiled[0]:
+        return _compiled[1], _compiled[2]
     names: dict[str, set[str]] = {}
     for value, label in _environment_secrets(os.environ):
         if len(value) >= MIN_SECRET_LENGTH:
             names.setdefault(value, set()).add(label)
-    with _lock:
-        for value, name in _registered.items():
-            names.setdefault(value, {name})
-    key = tuple(sorted((value, " or ".join(sorted(labels))) for value, labels in names.items()))
-    if key == _compiled[0]:
-        return _compiled[1], _compiled[2]
-    labels = {form: label for value, label in key for form in _forms(value)}
+    for value, name in state[1]:
+        names.setdefault(value, {name})
+    labels = {form: " or ".join(sorted(found)) for value, found in names.items() for form in _forms(value)}
     pattern = re.compile("|".join(re.escape(f) for f in sorted(labels, key=len, reverse=True))) if labels else None
-    _compiled = (key, pattern, labels)
+    _compiled = (state, pattern, labels)
     return pattern, labels
