@@ -19,6 +19,7 @@ from typing import Any
 
 from lexpilot_batch import judges
 from lexpilot_batch.judges import MalformedOutput
+from lexpilot_batch.redaction import redact
 
 TRANSPORT = "transport"
 INVALID = "invalid"
@@ -49,10 +50,11 @@ _NO_USAGE = (None, None, None, None)
 
 
 def _error_text(error: Any) -> str:
+    """A result line's error as stored and shown: the provider's words, without any secret they echo."""
     if isinstance(error, dict):
         code, message = error.get("code"), error.get("message")
-        return f"{code}: {message}" if code else str(message or error)
-    return str(error)
+        return redact(f"{code}: {message}" if code else str(message or error))
+    return redact(str(error))
 
 
 def _usage(body: dict) -> tuple[int, int, int, int]:

@@ -16,15 +16,15 @@ u). What each row says is `tasks.Task.outcome` of the record, the one home of "w
 | `responses`, `stop_reason` | ljp_interaction | new LexAwN responses used (1-4) and why the consultation stopped |
 
 In the CSV, lists are joined with `|` and booleans are `true`/`false`; a field a task does not
-have is an empty cell. In the JSONL they are JSON values, absent fields are left out, and each
+have is an empty cell; a text cell that would start a formula in a spreadsheet (a case number such
+as `=cmd|' /C calc'!A0`, a model or run name beginning with `=`, `+`, `-` or `@`) is written with a
+`'` before it (`spreadsheet`). In the JSONL they are JSON values, absent fields are left out, and each
 LJP row also has `verdicts`: [{"claim", "gold", "predicted"}, ...]. Files are UTF-8, written
 atomically; exporting twice gives the same bytes.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +33,7 @@ from typing import Any
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.fileio import write_atomic
 from lexpilot_batch.report.model import RunResults
+from lexpilot_batch.spreadsheet import csv_text
 from lexpilot_batch.tasks import TASKS
 
 COLUMNS = (
@@ -90,25 +91,21 @@ def case_rows(runs: list[RunResults]) -> Iterator[dict[str, Any]]:
                 yield row
 
 
-def _csv_cell(value: Any) -> str:
+def _csv_cell(value: Any) -> Any:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list):
         return "|".join(map(str, value))
-    return "" if value is None else str(value)
+    return "" if value is None else value
 
 
 def export_cases(runs: list[RunResults], out_dir: Path) -> list[Path]:
     """Write `cases.csv` and `cases.jsonl` for `runs` under `out_dir`; returns the two files."""
     rows = list(case_rows(runs))
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in rows:
-        writer.writerow([_csv_cell(row.get(column)) for column in COLUMNS])
+    table = csv_text(COLUMNS, ([_csv_cell(row.get(column)) for column in COLUMNS] for row in rows))
     jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     written = []
-    for name, data in (("cases.csv", text.getvalue()), ("cases.jsonl", jsonl)):
+    for name, data in (("cases.csv", table), ("cases.jsonl", jsonl)):
         path = Path(out_dir) / name
         try:
             write_atomic(path, data.encode("utf-8"))

@@ -2,7 +2,8 @@
 
 API keys are read from the environment when a provider client is built and never stored: not in
 the database, a manifest, a request file, a log line nor an error message. Only the *name* of the
-variable a key came from is ever shown.
+variable a key came from is ever shown; a key handed to a client is registered with `redaction`,
+which removes it (and URL credentials) from whatever a provider echoes.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.redaction import redact_url, register_secret
 
 ROLES = ("eval", "user", "judge")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -115,21 +117,21 @@ def resolve_limits(
 
 
 def endpoint_identity(base_url: str) -> str:
-    """How a manifest names an endpoint: its URL without credentials, and without the port of a
-    loopback server, which is picked when the server starts (`serve-simulated --port 0`, a local
-    vLLM) and says nothing about what answers."""
+    """How a manifest names an endpoint: its URL without credentials (userinfo dropped, key-like
+    query values redacted), and without the port of a loopback server, which is picked when the
+    server starts (`serve-simulated --port 0`, a local vLLM) and says nothing about what answers."""
     try:
         parts = urlsplit(base_url)
         port = parts.port
     except ValueError:
-        return base_url
+        return redact_url(base_url)
     host = parts.hostname
     if host is None:
-        return base_url
+        return redact_url(base_url)
     shown = f"[{host}]" if ":" in host else host
     if port is not None:
         shown += ":*" if _is_loopback(host) else f":{port}"
-    return urlunsplit((parts.scheme, shown, parts.path, parts.query, parts.fragment))
+    return redact_url(urlunsplit((parts.scheme, shown, parts.path, parts.query, parts.fragment)))
 
 
 def _is_loopback(host: str) -> bool:
@@ -157,14 +159,18 @@ class Endpoint:
     def where(self) -> str:
         """The endpoint as messages name it: role, model (when qualified) and URL."""
         model = f" ({self.model})" if self.model else ""
-        return f"{self.role} role{model} at {self.base_url}"
+        return f"{self.role} role{model} at {redact_url(self.base_url)}"
 
     def require_key(self) -> str:
+        """The key, for a provider client: registered for redaction first, so that no echo of it
+        is ever printed or stored, whatever variable it came from."""
         if not self.api_key:
             raise ConfigError(
                 f"no API key for the {self.where}: set {self.key_hint or self.key_var}, "
                 "or use --provider simulated to rehearse offline"
             )
+        if self.backend != SIMULATED:
+            register_secret(self.key_var, self.api_key)
         return self.api_key
 
 

@@ -1,16 +1,23 @@
 """The one error family whose messages reach the user.
 
 Every message names the file, case, field or line at fault and says what to do. The CLI prints
-these without a traceback and exits non-zero; anything else escaping is a bug.
+these without a traceback and exits non-zero; anything else escaping is a bug. A message is
+redacted when the error is made (`redaction`): provider text quoted in it, and an endpoint's URL,
+never carry a key, wherever the message goes next (printed, or stored as a failure's reason).
 """
 
 from __future__ import annotations
+
+from lexpilot_batch.redaction import redact
 
 
 class LexpilotError(Exception):
     """A problem the user can fix; the message says how."""
 
     exit_code = 1
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class DataError(LexpilotError):

@@ -31,6 +31,7 @@ from lexpilot_batch.compaction import open_saved, saved_exists
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.fileio import write_atomic
 from lexpilot_batch.providers.shapes import Normalise, file_api, normaliser
+from lexpilot_batch.redaction import redact
 from lexpilot_batch.request_lines import id_tag
 from lexpilot_batch.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
 from lexpilot_batch.workspace import Workspace
@@ -147,6 +148,7 @@ def apply_result_files(
         return known
 
     def anomaly(kind: str, custom_id: str | None, detail: str) -> None:
+        detail = redact(detail)  # it may quote a line, and so what the provider echoed
         db.execute(
             "INSERT INTO anomalies (file_pk, kind, custom_id, detail, at) VALUES (?, ?, ?, ?, ?)",
             (file_pk, kind, custom_id, detail, now),

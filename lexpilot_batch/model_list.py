@@ -41,6 +41,7 @@ from lexpilot_batch.config import BACKENDS
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.registry import known_prefixes, parse_model
 from lexpilot_batch.providers.routes import ModelRoute
+from lexpilot_batch.redaction import has_credentials
 
 # Fields of every body that lexpilot-batch itself sets, or that would break reading the answers.
 RESERVED_FIELDS = {
@@ -151,9 +152,10 @@ def _entry(path: Path, where: str, entry: Any, options: dict[str, ModelOptions])
     for key in ("base_url", "key_var", "backend"):
         if key in entry and not (isinstance(entry[key], str) and entry[key].strip()):
             raise ConfigError(f"{at}: {key} must be a non-empty string")
-    if "base_url" in entry and "@" in entry["base_url"].partition("://")[2].partition("/")[0]:
+    if "base_url" in entry and has_credentials(entry["base_url"]):
         raise ConfigError(
-            f"{at}: base_url must not hold credentials (user:password@); name the key's variable in key_var"
+            f"{at}: base_url must not hold credentials (user:password@, or a key-like query parameter such as "
+            "?api-key=); name the key's variable in key_var"
         )
     if "key_var" in entry and not _FIELD.fullmatch(entry["key_var"]):
         raise ConfigError(f"{at}: key_var names an environment variable (the key itself never goes in a file)")

@@ -10,6 +10,7 @@ from lexpilot_batch.data import SAMPLE_NOTE
 from lexpilot_batch.retry import retry_history
 from lexpilot_batch.runs import used_bundled_sample
 from lexpilot_batch.tasks import in_order
+from lexpilot_batch.text import terminal_safe
 from lexpilot_batch.waves import OPEN, files_in
 from lexpilot_batch.workspace import Workspace
 
@@ -137,13 +138,18 @@ def render(status: dict[str, Any]) -> str:
         for f in status["open_files"]:
             counts = f["request_counts"] or {}
             done = f"{counts.get('completed', 0)}+{counts.get('failed', 0)}/{counts.get('total', f['requests'])}"
-            batch = f"  {f['batch_id']}" if f["batch_id"] not in (None, "sync", "manual") else ""
-            lines.append(f"  w{f['wave']:04d} {f['path']}  {f['status']}  {f['batch_status'] or ''} {done}{batch}")
+            # The batch's id and status are the provider's words: one line of them, whatever they hold.
+            batch = f"  {terminal_safe(f['batch_id'])}" if f["batch_id"] not in (None, "sync", "manual") else ""
+            shown = terminal_safe(f["batch_status"] or "")
+            lines.append(f"  w{f['wave']:04d} {f['path']}  {f['status']}  {shown} {done}{batch}")
     if status["failed_threads"]:
         lines.append(f"\nFailed threads ({len(status['failed_threads'])}):")
         for f in status["failed_threads"][:20]:
             variant = f"/{f['variant']}" if f["variant"] else ""
-            lines.append(f"  {f['run_id']} {f['task']} case {f['case_number']}{variant}: {f['reason']}")
+            # A reason quotes the provider: one line of it, whatever it holds.
+            lines.append(
+                f"  {f['run_id']} {f['task']} case {f['case_number']}{variant}: {terminal_safe(f['reason'] or '')}"
+            )
     if status["anomalies"]:
         lines.append(f"\nIngest anomalies recorded: {status['anomalies']} (unknown/duplicate custom_ids, bad lines)")
     if status["token_budgets"]:

@@ -26,8 +26,18 @@ def has_unsafe_characters(text: str) -> bool:
     return any(unicodedata.category(ch) in _UNSAFE_CATEGORIES for ch in text)
 
 
-def terminal_safe(text: str) -> str:
-    """`text` with each character `has_unsafe_characters` looks for written as its JSON escape."""
-    if not has_unsafe_characters(text):
+def terminal_safe(text: str, keep_newlines: bool = False) -> str:
+    """`text` with each character `has_unsafe_characters` looks for written as its JSON escape
+    (`\u001b`), so that a provider's error or a stored reason can be printed but never drive the
+    terminal. With `keep_newlines`, line feeds stay (a multi-line block: a table, a report); a
+    carriage return, which can overwrite what a line showed, is escaped all the same.
+
+    Inside a JSON string such an escape means the character itself, so a JSON document stays valid
+    and means the same."""
+    if keep_newlines:
+        return "\n".join(terminal_safe(line) for line in text.split("\n"))
+    # str.isprintable() is a superset check in C (it also refuses spaces other than " "): the
+    # character-by-character look is only for the lines that fail it.
+    if text.isprintable() or not has_unsafe_characters(text):
         return text
     return "".join(json.dumps(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE_CATEGORIES else ch for ch in text)

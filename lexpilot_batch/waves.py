@@ -42,6 +42,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from lexpilot_batch.fileio import file_sha256
+from lexpilot_batch.redaction import redact_url
 from lexpilot_batch.workspace import Workspace
 
 COMPILED = "compiled"  # written and recorded; nothing has left the workspace
@@ -137,11 +138,12 @@ def add_compiled_file(
     url: str | None = None,
 ) -> int:
     """A new file of `wave`, still empty: the writer fills in its lines' count, size, hash and tokens.
-    `url` is the endpoint path its lines name, which its batch is created for."""
+    `url` is the endpoint path its lines name, which its batch is created for. The endpoint is
+    recorded without the credentials a base URL may carry (nothing reads it back to send)."""
     cur = db.execute(
         "INSERT INTO files (wave, path, roles, model, provider, endpoint, backend, shard, url, n_requests, bytes,"
         " sha256, status) VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, 0, 0, '', ?)",
-        (wave, rel, model, provider, endpoint, backend, shard, url, COMPILED),
+        (wave, rel, model, provider, redact_url(endpoint), backend, shard, url, COMPILED),
     )
     assert cur.lastrowid is not None
     return cur.lastrowid

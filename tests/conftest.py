@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs
@@ -44,3 +45,39 @@ def no_fsync() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(os, "fsync", lambda fd: None)
         yield
+
+
+@pytest.fixture
+def in_process(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> Callable[[list[str]], tuple[int, bytes]]:
+    """Run the CLI in this process: `(args) -> (exit code, stdout + stderr bytes)`, with an
+    environment holding no key or endpoint but those a test sets, no secret remembered from an
+    earlier test, and no SDK retry delay."""
+    from lexpilot_batch.cli import main
+    from lexpilot_batch.providers import google_batch
+
+    for name in list(os.environ):
+        if name.upper().endswith(("_API_KEY", "_BASE_URL", "_BACKEND", "_AUTH_TOKEN")):
+            monkeypatch.delenv(name)
+    monkeypatch.setattr(google_batch, "RETRY_DELAY", 0.0)
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs its own
+    try:  # secrets registered by an earlier test's clients are forgotten: each test proves its own
+        from lexpilot_batch import redaction
+
+        monkeypatch.setattr(redaction, "_registered", {})
+    except ImportError:  # the code before redaction existed (to show that these tests fail on it)
+        pass
+
+    def run(args: list[str]) -> tuple[int, bytes]:
+        capfd.readouterr()
+        monkeypatch.setattr(sys, "argv", ["lexpilot-batch", *args])
+        code = 0
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        out, err = capfd.readouterr()
+        return code, (out + err).encode("utf-8")
+
+    return run

@@ -123,6 +123,7 @@ def test_flags_win_over_the_list(tmp_path: Path):
         ('[[eval]]\nname = "m"\nkey_var = "sk-live-123"\n', "key_var names an environment variable"),
         ('[[eval]]\nname = "m"\nbackend = "pigeon"\n', "backend must be one of"),
         ('[[eval]]\nname = "m"\nbase_url = "https://u:sk-1@h.example/v1"\n', "must not hold credentials"),
+        ('[[eval]]\nname = "m"\nbase_url = "https://h.example/v1?api-key=sk-1"\n', "must not hold credentials"),
         ('[[eval]]\nname = "m"\nprovider = "openai-api"\n', "provider must be a provider prefix without its slash"),
         ('[[eval]]\nname = "together/m"\n', "unknown provider prefix"),
         ('[eval]\nname = "m"\n', "eval must be a list"),

@@ -1,7 +1,8 @@
 """The typer application: its commands in the order `--help` lists them, and how it exits.
 
 `LexpilotError`s become one clean message and a non-zero exit; Ctrl-C exits 130 (state stays
-consistent because every write is transactional).
+consistent because every write is transactional). Messages and tracebacks are printed through
+`output.printable`: no key, no control character.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import typer
 
 from lexpilot_batch import __version__
 from lexpilot_batch.cli import reading, running, tools
+from lexpilot_batch.cli.output import redacting_excepthook, say
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.workspace import is_disk_full
 
@@ -84,14 +86,15 @@ app.command("serve-simulated")(tools.serve_simulated)
 
 
 def main() -> None:
+    sys.excepthook = redacting_excepthook  # a bug's traceback may quote a provider's answer
     try:
         app()
     except LexpilotError as exc:
-        typer.echo(f"Error: {exc}", err=True)
+        say(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except OSError as exc:
         # Outside a workspace's own writes (which say so themselves): an --out folder, a file given.
-        typer.echo(f"Error: {os_error_message(exc)}", err=True)
+        say(f"Error: {os_error_message(exc)}", err=True)
         sys.exit(1)
 
 

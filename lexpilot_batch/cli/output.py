@@ -1,31 +1,56 @@
-"""What the commands that run a study print: a compiled wave, files left to the user, progress."""
+"""What the commands print, and how: `say` is the one way text leaves for a terminal, with every
+secret redacted (`redaction`) and every control character escaped (`text.terminal_safe`), so
+that a provider's error, a stored failure reason or an anomaly can neither show a key nor drive
+the terminal. Also what running a study prints: a compiled wave, files left to the user, progress.
+"""
 
 from __future__ import annotations
 
+import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from lexpilot_batch.redaction import redact
+from lexpilot_batch.text import terminal_safe
 from lexpilot_batch.workspace import command_hint, shell_word
 
 if TYPE_CHECKING:
     from lexpilot_batch.engine import AdvanceResult, Outage, PrepareResult
 
 
+def printable(text: str) -> str:
+    """`text` as it may reach a terminal: redacted, control characters escaped, line breaks kept."""
+    return terminal_safe(redact(text), keep_newlines=True)
+
+
+def say(text: str, err: bool = False, nl: bool = True) -> None:
+    """Print `text` (to stderr with `err`) as `printable` makes it."""
+    typer.echo(printable(text), err=err, nl=nl)
+
+
+def redacting_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    """`sys.excepthook` for the CLI: a traceback (a bug) is printed as Python would, through
+    `printable`, since an SDK's exception can quote the provider's answer, and so an echoed key."""
+    sys.stderr.write(printable("".join(traceback.format_exception(kind, exc, tb))))
+
+
 def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
     compiled = result.compiled
     models = f" of {', '.join(result.models)}" if len(result.models) > 1 else ""
-    typer.echo(f"Runs: {', '.join(result.runs)}{models}; new threads: {result.new_threads}.")
+    say(f"Runs: {', '.join(result.runs)}{models}; new threads: {result.new_threads}.")
     if compiled.in_flight:
-        typer.echo("A wave is under way; new work joins the next wave (run poll-and-advance).")
+        say("A wave is under way; new work joins the next wave (run poll-and-advance).")
     elif compiled.compiled:
-        typer.echo(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s):")
+        say(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s):")
         for path in compiled.files:
-            typer.echo(f"  {path}" + ("  (sync: --tail-sync)" if path in compiled.tail_sync_files else ""))
+            say(f"  {path}" + ("  (sync: --tail-sync)" if path in compiled.tail_sync_files else ""))
     else:
-        typer.echo("Nothing is due: every thread of these runs is finished.")
+        say("Nothing is due: every thread of these runs is finished.")
     say_manual(result.compiled.manual_files, root)
 
 
@@ -34,19 +59,19 @@ def say_manual(paths: list[str], root: Path | None = None) -> None:
     the paths are given under it, so that the commands run as printed from where the user is."""
     if not paths:
         return
-    typer.echo("\nThese files are yours to run (manual backend), e.g. with vLLM on a local model:")
+    say("\nThese files are yours to run (manual backend), e.g. with vLLM on a local model:")
     for path in paths:
         out = path.replace("requests/", "responses/", 1).replace(".jsonl", ".output.jsonl")
         if root is not None:
             path, out = (shell_word(Path(root, p).as_posix()) for p in (path, out))
-        typer.echo(f"  python -m vllm.entrypoints.openai.run_batch -i {path} -o {out} --model MODEL")
-        typer.echo(f"  {command_hint(f'ingest {out}', root)}")
-    typer.echo("(or upload them in your provider's console and ingest the output and error files it gives you)")
+        say(f"  python -m vllm.entrypoints.openai.run_batch -i {path} -o {out} --model MODEL")
+        say(f"  {command_hint(f'ingest {out}', root)}")
+    say("(or upload them in your provider's console and ingest the output and error files it gives you)")
 
 
 def say_outage(outage: Outage) -> None:
     """A round of `--wait` the provider failed, and when the next one comes."""
-    typer.echo(
+    say(
         f"The provider failed this round ({outage.failures} in a row): {outage.error}. Trying again in "
         f"{outage.pause:.0f} s ({outage.left:.0f} s of --outage-wait left after that).",
         err=True,
@@ -81,40 +106,44 @@ def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[
             bar.total = total
             bar.n = done
             statuses = ", ".join(f"{b['path'].rsplit('/', 1)[-1].split('__')[0]}:{b['status']}" for b in poll.batches)
-            bar.set_postfix_str(f"{statuses} ({max(b['elapsed'] for b in poll.batches):.0f}s)")
+            # A batch's status is the provider's word: printed only as `printable` makes it.
+            bar.set_postfix_str(printable(f"{statuses} ({max(b['elapsed'] for b in poll.batches):.0f}s)"))
             bar.refresh()
         stats = poll.stats
-        say = tqdm.write
+
+        def note(text: str) -> None:  # a line above the bar, as `printable` makes it
+            tqdm.write(printable(text))
+
         if poll.finished:
             close_bar()
-            say(
+            note(
                 f"Ingested {len(poll.finished)} file(s): {stats.answered} answered, {stats.failed} failed"
                 + (f", {stats.missing} missing" if stats.missing else "")
                 + (f", {len(stats.anomalies)} anomalies" if stats.anomalies else "")
             )
             for a in stats.anomalies[:5]:
-                say(f"    {a}")
+                note(f"    {terminal_safe(a)}")  # one line each, whatever the line quoted
         compiled = outcome.compiled
         if compiled is not None and compiled.compiled:
             synced = f", {len(compiled.tail_sync_files)} through sync (--tail-sync)" if compiled.tail_sync_files else ""
-            say(
+            note(
                 f"Wave {compiled.wave}: {compiled.requests} requests compiled in {len(compiled.files)} file(s)"
                 f"{synced}; {compiled.done} threads finished, {compiled.failed} failed."
             )
         elif compiled is not None and (compiled.done or compiled.failed):
-            say(f"{compiled.done} threads finished, {compiled.failed} failed.")
+            note(f"{compiled.done} threads finished, {compiled.failed} failed.")
         packed = outcome.compacted
         if packed is not None and packed.files:
-            say(
+            note(
                 f"Compacted {packed.files} file(s) of finished waves: {packed.bytes / 2**20:,.1f} MB -> "
                 f"{packed.stored_bytes / 2**20:,.1f} MB (gzip)."
             )
         for path in poll.cancelled:
-            say(f"Cancelled {path}: older than --max-wave-age; its unfinished requests go to the next wave.")
+            note(f"Cancelled {path}: older than --max-wave-age; its unfinished requests go to the next wave.")
         for why in outcome.submitted.unresolved if outcome.submitted is not None else ():
             if why not in state["unresolved"]:  # said once: the wait may take a while
                 state["unresolved"].add(why)
-                say(f"Waiting: {why}.")
+                note(f"Waiting: {why}.")
         new_manual = [p for p in poll.manual if p not in state["manual"]]
         if new_manual:
             state["manual"].update(new_manual)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from lexpilot_batch.cli.options import FormatOpt, PricesOpt, RootOpt, TailSyncOpt
+from lexpilot_batch.cli.output import say
 from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, load_prices
 from lexpilot_batch.errors import LexpilotError
 
@@ -43,13 +44,13 @@ def status(
     if format_ == "json":
         if projection is not None:
             data["estimate"] = projection.to_json()
-        typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
+        say(json.dumps(data, ensure_ascii=False, indent=2))
         return
-    typer.echo(status_mod.render(data))
+    say(status_mod.render(data))
     if projection is not None:
         from lexpilot_batch.estimate import render
 
-        typer.echo("\n" + render(projection))
+        say("\n" + render(projection))
 
 
 def _estimate_workspace(ws: Workspace, prices: dict | None, tail_sync: int | None) -> Estimate:
@@ -104,10 +105,16 @@ def print_report(
 
         written, warnings = save_figures(built, figures)
         for warning in warnings:
-            typer.echo(f"Warning: {warning}", err=True)
-        typer.echo(f"Wrote {len(written)} figure file(s) under {figures}.", err=True)
+            say(f"Warning: {warning}", err=True)
+        say(f"Wrote {len(written)} figure file(s) under {figures}.", err=True)
     viewer = report_mod.viewer_data(runs, built) if html else None
-    typer.echo(report_mod.render(built, format_, viewer), nl=not html)
+    rendered = report_mod.render(built, format_, viewer)
+    if html:
+        # A document for a browser, not for a terminal: its data are JSON in a script block (control
+        # characters escaped there) and it holds records only, never a provider's error.
+        typer.echo(rendered, nl=False)
+    else:
+        say(rendered)
 
 
 def report(
@@ -208,18 +215,18 @@ def export(
         if not partial:
             results.check_complete(runs, "export the finished threads")
         written = export_cases(runs, out)
-        typer.echo(f"Wrote {len(written)} file(s) under {out}.")
+        say(f"Wrote {len(written)} file(s) under {out}.")
         notes = [f"{r.run_id} / {r.model}: {SAMPLE_NOTE}" for r in runs if r.bundled_sample]
     elif layout == "seed":
         from lexpilot_batch.export import export_seed
 
         with Workspace(root, writable=False) as ws:
             exported = export_seed(ws, out, run_id, model, partial=partial)
-        typer.echo(f"Wrote {len(exported.files)} file(s) under {out}.")
+        say(f"Wrote {len(exported.files)} file(s) under {out}.")
         notes = exported.notes
     else:
         raise LexpilotError(
             "--layout must be 'seed' (the original benchmark code's result files) or 'cases' (one row per case)"
         )
     for note in notes:
-        typer.echo(f"Note: {note}")
+        say(f"Note: {note}")

@@ -21,7 +21,7 @@ from lexpilot_batch.cli.options import (
     run_spec,
     with_options,
 )
-from lexpilot_batch.cli.output import progress_printer, say_manual, say_outage, say_prepared
+from lexpilot_batch.cli.output import progress_printer, say, say_manual, say_outage, say_prepared
 from lexpilot_batch.cli.reading import print_report
 from lexpilot_batch.costs import load_prices
 from lexpilot_batch.workspace import command_hint
@@ -124,7 +124,7 @@ def submit(target: Target) -> None:
             f"`{command_hint('poll-and-advance --submit --wait', target.root)}` sends them as batches finish."
         )
     for why in result.unresolved:
-        typer.echo(f"Not yet sent: {why}.")
+        say(f"Not yet sent: {why}.")  # quotes the provider
     say_manual(result.manual, target.root)
 
 

@@ -17,6 +17,7 @@ from lexpilot_batch.cli.options import (
     provider_options,
     with_options,
 )
+from lexpilot_batch.cli.output import say
 
 
 def validate_data(dataset: DatasetOpt = None, categories: CategoriesOpt = None) -> None:
@@ -29,7 +30,7 @@ def validate_data(dataset: DatasetOpt = None, categories: CategoriesOpt = None) 
     from lexpilot_batch import data
 
     summary = data.validate_file(dataset, categories)
-    typer.echo(summary.render())
+    say(summary.render())
 
 
 @with_options(PROVIDER_OPTIONS, "target", provider_options)
@@ -48,7 +49,7 @@ def doctor(
 
     root, options = target
     report = check(root, repair, options)
-    typer.echo(render_report(report, root))
+    say(render_report(report, root))
     raise typer.Exit(report.exit_code)
 
 

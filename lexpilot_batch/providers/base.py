@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError, ProviderError, ProviderUnavailable
+from lexpilot_batch.redaction import redact_data
 
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 # The code of a batch refused for the provider's enqueued-token quota (OpenAI, Azure).
@@ -41,6 +42,11 @@ class BatchInfo:
     errors: list[dict] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
     created_at: float | None = None  # seconds since the epoch, as the provider says
+
+    def __post_init__(self) -> None:
+        # A batch's errors are provider text that is stored (`files.batch_errors`) and quoted in
+        # failure reasons: redacted as they come in, whichever backend read them.
+        object.__setattr__(self, "errors", redact_data(self.errors))
 
     @property
     def terminal(self) -> bool:

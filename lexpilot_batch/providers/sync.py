@@ -15,6 +15,9 @@ code as a downloaded one. For OpenAI's:
   `error` `{"code": "request_timeout" | "server_error" | "connection_error", "message"}`; the
   engine retries such a request as a new attempt.
 
+Every string of a failure line is redacted before it is written (`redaction`): a gateway that
+echoes the request's headers in its error body would otherwise put the key in `responses/`.
+
 (Anthropic's and Gemini's lines are their batch results' own, `providers.chat`.)
 
 Requests are streamed from the file, a bounded number at a time; backoff on 429/5xx (honouring
@@ -51,6 +54,7 @@ from lexpilot_batch.config import Endpoint
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderUnavailable
 from lexpilot_batch.providers.base import retry_after
 from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall, chat_call
+from lexpilot_batch.redaction import redact_data
 from lexpilot_batch.request_lines import OPENAI
 
 PROBE = 3  # failures in a row, before any success, that stop a run
@@ -237,14 +241,18 @@ class _Run:
 
     def _write(self, result: CallResult) -> None:
         assert result.line is not None
-        data = (json.dumps(result.line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        answered = self.runner.call.answered(result.line)
+        # A failure line quotes what the provider or the SDK said, which may echo the request's
+        # headers (the key) or the URL's credentials; an answer is data and is kept as it came.
+        line = result.line if answered else redact_data(result.line)
+        data = (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         self.out.write(data)  # one whole line, from this one thread
         self.out.flush()
         self.unsynced += 1
         if self.unsynced >= FSYNC_EVERY:
             os.fsync(self.out.fileno())
             self.unsynced = 0
-        if self.runner.call.answered(result.line):
+        if answered:
             self.stats.ok += 1
         else:
             self.stats.failed += 1

@@ -15,15 +15,17 @@ bundled_sample.
   (`success_by_round_1`, `success_by_round_2`), class `overall`.
 
 Model comparisons have a shape of their own and are in the JSON and the other text formats.
+
+A text cell that would start a formula in a spreadsheet (a model or run name beginning with `=`,
+`+`, `-` or `@`) is written with a `'` before it; numbers as they are (`spreadsheet`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from lexpilot_batch.spreadsheet import csv_text
 from lexpilot_batch.tasks import TASKS
 
 COLUMNS = (
@@ -43,13 +45,14 @@ COLUMNS = (
 )
 
 
-def _number(value: float | None) -> str:
-    return "" if value is None else repr(value)
+def _number(value: float | None) -> float | str:
+    """A value cell: the number itself (written at full precision), empty where undefined."""
+    return "" if value is None else value
 
 
 def _summary_rows(
     summary: Mapping[str, Any], unit: str, sizes: Mapping[str, int]
-) -> Iterator[tuple[str, str, Any, str]]:
+) -> Iterator[tuple[str, float | str, Any, str]]:
     """(run, value, n, unit) of one summary: each run, then mean, sd and the interval."""
     for run_id, value in summary["per_run"].items():
         yield run_id, _number(value), sizes.get(run_id, ""), unit
@@ -94,8 +97,5 @@ def _interaction(stats: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[s
 
 
 def render_csv(report: dict) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(tidy_rows(report))
-    return out.getvalue()
+    """The tidy CSV; text cells that would start a formula are neutralised (`spreadsheet`)."""
+    return csv_text(COLUMNS, ([row[c] for c in COLUMNS] for row in tidy_rows(report)))
