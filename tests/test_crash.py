@@ -257,6 +257,7 @@ def check_all(client: Client, reference: dict, base_url: str) -> None:
 # --- the scenarios --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a campaign of processes: tens of seconds
 def test_random_sigkills_against_a_separate_provider_process(reference, tmp_path):
     rng = random.Random(8)
     with SimServer(tmp_path / "sim", SEED, FAULTS, tmp_path / "server.log") as server:
@@ -270,6 +271,7 @@ def test_random_sigkills_against_a_separate_provider_process(reference, tmp_path
         check_all(client, reference, server.url)
 
 
+@pytest.mark.slow  # a campaign of processes: tens of seconds
 def test_sigkill_at_every_commit_gap_against_a_separate_provider_process(reference, tmp_path):
     # Each kill starts a fresh process, so ":1" is the first pass after the previous kill and ":2"
     # the second (the next file of the same wave, or the next poll round).
@@ -357,6 +359,7 @@ def recorded_runs(root: Path) -> int:
         db.close()
 
 
+@pytest.mark.slow  # a campaign of processes: tens of seconds
 def test_a_first_run_interrupted_with_ctrl_c_at_random_instants_keeps_its_workspace(reference, tmp_path):
     """Issue 23, item 1: Ctrl-C at any instant of a first `run` in a new folder leaves a workspace
     that the same command resumes (once anything is recorded in it), and nothing is sent twice."""
@@ -440,6 +443,7 @@ def wait_for_wave(root: Path, wave: int, proc: subprocess.Popen) -> None:
     raise AssertionError(f"wave {wave} was never submitted")
 
 
+@pytest.mark.slow  # a campaign of processes: tens of seconds
 def test_a_workspace_restored_from_a_backup_adopts_the_batches_made_after_it(reference, tmp_path):
     """Issue 23, item 9: a backup taken when a wave was compiled but not yet submitted; the live
     workspace then sends it and finishes; restored, the backup finds every batch made since by its

@@ -126,6 +126,7 @@ def check_provider(server: SimServer, root: Path) -> None:
     assert set(openai_batches) - refused == others
 
 
+@pytest.mark.slow  # a campaign of processes over two APIs: a minute
 def test_sigkill_at_every_commit_gap_of_both_native_backends(reference, tmp_path):
     # Each kill starts a fresh process (":2" is the second pass after the previous kill), in the
     # order the waves reach them: Claude's and Gemini's first waves travel as batches, most later
