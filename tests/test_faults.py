@@ -72,6 +72,7 @@ from lexpilot_batch.errors import ProviderError, WorkspaceBusy
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
 from lexpilot_batch.providers.session import ProviderOptions, Session
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.simulated.batches import draw_key
 from lexpilot_batch.simulated.faults import Faults, draw
 from lexpilot_batch.workspace import Workspace
 
@@ -111,6 +112,7 @@ CONTENT_FAULTS = {  # fault -> (error_kind, what the engine's error says)
 
 def dice(faults: Faults, custom_id: str, role: str) -> str | None:
     """The per-request fault the simulated provider draws for this custom_id, as it applies them."""
+    custom_id = draw_key(custom_id)
     if draw(faults.seed, "line_error", custom_id) < faults.line_error:
         return "line_error"
     if draw(faults.seed, "line_400", custom_id) < faults.line_400:

@@ -24,6 +24,7 @@ from lexpilot_batch.engine import prepare  # noqa: E402
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
 from lexpilot_batch.providers import google_batch  # noqa: E402
 from lexpilot_batch.providers.session import ProviderOptions, Session  # noqa: E402
+from lexpilot_batch.request_lines import id_stem  # noqa: E402
 from lexpilot_batch.runs import RunSpec  # noqa: E402
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
 from lexpilot_batch.simulated.faults import ROUTES  # noqa: E402
@@ -76,8 +77,8 @@ def _outcome(ws: Workspace) -> dict:
     db = ws.store.conn
     return {
         "records": records(ws),
-        "requests": {
-            r["custom_id"]: tuple(r)[1:]
+        "requests": {  # by the request's stem: each API's lines (and their hashes) differ
+            id_stem(r["custom_id"]): tuple(r)[1:]
             for r in db.execute(
                 "SELECT custom_id, wave, step, attempt, status, error_kind, value, prompt_tokens, completion_tokens,"
                 " reasoning_tokens, cached_tokens FROM requests"
