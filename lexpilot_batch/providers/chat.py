@@ -32,6 +32,7 @@ from lexpilot_batch.config import Endpoint
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.errors import error_message, translate
 from lexpilot_batch.request_lines import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.result_lines import loads_bounded
 
 try:  # the HTTP library under the SDKs: httpx2 from openai 3, httpx before
     import httpx2 as http
@@ -163,11 +164,13 @@ class OpenAIChat(ChatCall):
         except openai.APIConnectionError as exc:
             return CallResult(line_id, SUSPECT, self._failure(line_id, "connection_error", exc), model, exc)
         try:
-            data = response.json()
+            data = loads_bounded(response.content)  # the line it becomes is read within these bounds
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            message = f"HTTP {response.status_code} with a body that is not a JSON object"
+            message = (
+                f"HTTP {response.status_code} with a body that is not a JSON object (within the bounds of a result)"
+            )
             return CallResult(line_id, SUSPECT, _error_line(line_id, "server_error", message), model)
         return CallResult(line_id, OK, _line(line_id, response.status_code, response.headers.get("x-request-id"), data))
 
@@ -214,7 +217,7 @@ def _line_id() -> str:
 def _error_body(exc: openai.APIStatusError) -> dict[str, Any]:
     """The provider's error answer as it sent it, in the `{"error": {...}}` shape ingest reads."""
     try:
-        data = exc.response.json()
+        data = loads_bounded(exc.response.content)
     except ValueError:
         data = None
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
