@@ -7,6 +7,7 @@ simulated provider over real HTTP and ends equal to the fault-free run, with eve
 | scenario | guarantee checked |
 | --- | --- |
 | another workspace's results (the same run ids over the same cases in another order), ingested with `lexpilot-batch ingest` mid-run and put in front of this workspace's own lines in a downloaded output file | = fault-free; `ingest` refuses the file, naming another workspace; every such line a `foreign` anomaly, never applied |
+| the same, every role on the sync backend: theirs in front of ours in each saved output file (Claude's and Gemini's native results: `test_native.py`) | = the fault-free sync run; every such line `foreign` |
 | a copy of the workspace that went its own way (one answer of its wave 1 changed): its wave-2 results put in front of this workspace's own | = fault-free; the line of the request whose prompt differs is a `mismatch` (same run, case, step and attempt, another hash), never applied; the lines of identical requests are the same results: no anomaly |
 | a line of an earlier attempt (truncated, then retried) in the file of the retry, answering well | = fault-free; a `stale` anomaly, never applied |
 | one line nested 100,000 deep among good ones: with its id, and without | = fault-free; `poll-and-advance` goes on; the line is a `too_deep` (with its id) or `bad_line` anomaly and its request is sent again; `doctor` and `doctor --repair` on the downloaded, not yet ingested file go through |
@@ -22,6 +23,7 @@ from pathlib import Path
 import pytest
 from engine_helpers import finish, open_session, prepare_runs
 from fault_helpers import LIMIT, STAGE, Outcome, assert_same_as, retried, run_benchmark
+from test_faults import SyncProvider, sync_baseline  # noqa: F401 - a fixture
 
 from lexpilot_batch import batches, doctor, resources
 from lexpilot_batch.compaction import read_saved, saved_files
@@ -29,6 +31,7 @@ from lexpilot_batch.engine import poll_and_advance
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.ingest import ingest_external
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+from lexpilot_batch.providers.sync import SyncRunner
 from lexpilot_batch.request_lines import id_parts
 from lexpilot_batch.result_lines import MAX_DEPTH
 from lexpilot_batch.simulated.models import is_question
@@ -231,6 +234,41 @@ def test_a_line_of_an_earlier_attempt_is_never_applied_to_the_retry(tmp_path, ba
     assert found["kind"] == "stale" and found["custom_id"] == stale[0] and "(attempt 1)" in found["detail"]
     first = outcome.by_custom_id()[stale[0]]
     assert first["status"] == "failed" and first["error"].startswith("truncated")
+
+
+def test_another_workspaces_results_on_the_sync_backend_are_never_applied(
+    tmp_path,
+    sync_baseline,  # noqa: F811 - the fixture of test_faults
+    monkeypatch,
+):
+    """The sync backend's saved output (`providers.sync`), read like a batch's: theirs in front of ours."""
+    provider = SyncProvider(tmp_path / "provider", "", monkeypatch)
+    try:
+        other = tmp_path / "other"
+        with Workspace(other) as ws:
+            session = provider.session(ws)
+            prepare_runs(ws, session, stage=STAGE, limit=LIMIT, dataset=reversed_sample(tmp_path))
+            finish(ws, session)
+            session.close()
+        theirs = saved_output_lines(other)
+        real = SyncRunner.run
+        put: Counter = Counter()
+
+        def run(self, request_path: Path, output_path: Path, on_progress=None):
+            stats = real(self, request_path, output_path, on_progress)
+            name = name_of(output_path)
+            if name in theirs and not put[name]:
+                put[name] = len(theirs[name])
+                output_path.write_bytes(b"".join(theirs[name]) + output_path.read_bytes())
+            return stats
+
+        monkeypatch.setattr(SyncRunner, "run", run)
+        outcome = run_benchmark(tmp_path / "ws", session_factory=provider.session)
+    finally:
+        provider.close()
+    assert_same_as(sync_baseline, outcome)
+    assert sum(put.values()) > 0 and all(f["backend"] == "sync" for f in outcome.files)
+    assert Counter(a["kind"] for a in outcome.anomalies) == {"foreign": sum(put.values())}
 
 
 # --- 4. a line nested 100,000 deep ---------------------------------------------------------------
