@@ -11,6 +11,7 @@ simulated provider over real HTTP and ends equal to the fault-free run, with eve
 | a copy of the workspace that went its own way (one answer of its wave 1 changed): its wave-2 results put in front of this workspace's own | = fault-free; the line of the request whose prompt differs is a `mismatch` (same run, case, step and attempt, another hash), never applied; the lines of identical requests are the same results: no anomaly |
 | a line of an earlier attempt (truncated, then retried) in the file of the retry, answering well | = fault-free; a `stale` anomaly, never applied |
 | one line nested 100,000 deep among good ones: with its id, and without | = fault-free; `poll-and-advance` goes on; the line is a `too_deep` (with its id) or `bad_line` anomaly and its request is sent again; `doctor` and `doctor --repair` on the downloaded, not yet ingested file go through |
+| wave 1 compiled with the previous version's ids (no tag, no hash), the rest with this version's | = fault-free, no anomaly: both kinds matched exactly |
 """
 
 from __future__ import annotations
@@ -388,3 +389,29 @@ def test_doctor_and_doctor_repair_read_a_downloaded_file_with_a_deep_line(tmp_pa
     outcome = run_benchmark(root)  # the results downloaded again, whole this time
     assert_same_as(baseline, outcome)
     assert not outcome.anomalies and not retried(outcome)
+
+
+# --- workspaces compiled before ids carried a check ---------------------------------------------
+
+
+def test_a_workspace_whose_first_wave_has_the_previous_versions_ids_finishes_the_same(tmp_path, baseline, monkeypatch):
+    """Wave 1 compiled as the previous version did (`<run key>-<case>-<step>-<attempt>`, the same
+    bytes otherwise), every later wave as this one does: both kinds are matched exactly, and the run
+    ends equal to the fault-free one. (A guard for old workspaces: before this change every id was old.)"""
+    from lexpilot_batch import compiler
+
+    real = compiler.custom_id
+    monkeypatch.setattr(compiler, "custom_id", lambda key, case, step, attempt, check: f"{key}-{case}-{step}-{attempt}")
+    compiled: list[str] = []
+
+    def drive(ws: Workspace, session) -> None:
+        compiled.extend(r[0] for r in ws.store.conn.execute("SELECT custom_id FROM requests"))
+        monkeypatch.setattr(compiler, "custom_id", real)  # this version from wave 2 on
+        finish(ws, session)
+
+    outcome = run_benchmark(tmp_path / "ws", drive=drive)
+    assert_same_as(baseline, outcome)
+    assert not outcome.anomalies
+    old = {r["custom_id"] for r in outcome.requests if r["wave"] == 1}
+    assert old == set(compiled) and all(id_parts(c) is None for c in old)
+    assert all(id_parts(r["custom_id"]) is not None for r in outcome.requests if r["wave"] > 1)
