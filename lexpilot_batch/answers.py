@@ -6,7 +6,7 @@ Failure kinds (the kind decides which attempt budget a retry uses: `threads.exha
 | kind | what | examples |
 | --- | --- | --- |
 | `transport` | the provider or the network failed; the same request may pass | error-file lines, HTTP 5xx, 408, 409 |
-| `invalid` | the answer is there but unusable | truncated (`finish_reason=length`), filtered (`finish_reason=content_filter`, even with partial text), empty, malformed for its parser |
+| `invalid` | the answer is there but unusable | truncated (`finish_reason=length`), filtered (`finish_reason=content_filter`, even with partial text), empty, longer than `MAX_ANSWER_CHARS`, malformed for its parser; a result line over the bounds of `result_lines` or not UTF-8 |
 | `refusal` | the model declined to answer (`message.refusal`) | "I can't help with that" |
 | `permanent` | the provider refused the request itself: sending it again cannot pass | HTTP 400 `context_length_exceeded`, 404 unknown model, any 4xx but 408, 409 and 429 |
 | `unexecuted` | nobody ran it: not the request's fault | the batch expired, was cancelled, or was lost by the provider; HTTP 429 |
@@ -35,6 +35,13 @@ UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled", "batch_lost", 
 PERMANENT_CODES = frozenset({"context_length_exceeded", "invalid_prompt", "model_not_found"})
 # HTTP statuses of a request that may pass when sent again; other 4xx are the request's own fault.
 _TRANSIENT_4XX = frozenset({408, 409})
+
+# The longest answer (its content, thinking in it included) a request may have: longer is no
+# answer. The benchmark's answers are a few thousand Chinese characters, and max_tokens (8192 by
+# default) bounds a whole one at about 12,000 Chinese characters (1-1.5 a token), or 33,000 of
+# English at 4 a token: 100,000 leaves three times that, and keeps a runaway or hostile answer
+# from being stored, scored, or pasted into the judge's next prompt. Retried like a truncation.
+MAX_ANSWER_CHARS = 100_000
 
 
 def status_kind(status: object) -> str:
@@ -129,6 +136,9 @@ def judge_line(
         return False, None, None, f"refusal: {refusal.strip()[:500]}", REFUSAL, usage
     if not isinstance(content, str) or not content.strip():
         return False, None, None, "empty content", INVALID, usage
+    if len(content) > MAX_ANSWER_CHARS:
+        error = f"too long: {len(content):,} characters, over the {MAX_ANSWER_CHARS:,} an answer may hold"
+        return False, None, None, error, INVALID, usage
     ok, text, value, error = answer(content, parser, n_claims)
     if not ok:
         return False, None, None, error, INVALID, usage

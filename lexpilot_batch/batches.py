@@ -47,7 +47,7 @@ from tqdm import tqdm
 from lexpilot_batch import budgets
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.fileio import file_sha256
-from lexpilot_batch.ingest import IngestStats, ingest_file, read_lines
+from lexpilot_batch.ingest import IngestStats, ingest_file
 from lexpilot_batch.providers.base import (
     BatchBackend,
     BatchInfo,
@@ -59,6 +59,7 @@ from lexpilot_batch.providers.base import (
 )
 from lexpilot_batch.providers.shapes import file_api, normaliser
 from lexpilot_batch.request_lines import id_tag
+from lexpilot_batch.result_lines import read_lines
 from lexpilot_batch.waves import (
     COMPILED,
     CREATING,
@@ -409,7 +410,7 @@ def _results_are_ours(look: _Lookup, info: BatchInfo) -> bool:
     try:
         look.backend.download(info.output_file_id, aside)
         read = normaliser(file_api(row), id_tag(ws.workspace_id))
-        for _number, line, _raw in read_lines(aside):
+        for _number, line, _raw, _flaw in read_lines(aside):
             if line is None:
                 continue
             cid = (read(line) if read else line).get("custom_id")

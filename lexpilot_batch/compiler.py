@@ -39,7 +39,7 @@ from lexpilot_batch.protocols.base import Answer, CaseContext, Step
 from lexpilot_batch.providers.dialects import RoleRequest
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.request_files import WaveWriter
-from lexpilot_batch.request_lines import custom_id, request_line
+from lexpilot_batch.request_lines import custom_id, line_body, line_head, request_check
 from lexpilot_batch.runs import role_requests
 from lexpilot_batch.tasks import TASKS
 from lexpilot_batch.threads import due_for_case
@@ -274,11 +274,11 @@ def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
 
 def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer: WaveWriter) -> tuple:
     attempt = max((a["attempt"] for a in attempts), default=0) + 1
-    cid = custom_id(run.key, case_idx, step.key, attempt)
     sent, route = run.requests[step.role], run.routes[step.role]
-    line = request_line(
-        cid, sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces, route.api, writer.id_tag
-    )
+    body = line_body(sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces, route.api)
+    # The id vouches for the request: its workspace and its body (`request_lines.request_check`).
+    cid = custom_id(run.key, case_idx, step.key, attempt, request_check(writer.id_tag, body))
+    line = line_head(cid, route.api, writer.id_tag) + body
     file_pk = writer.add(route, line, request_tokens(len(step.prompt)))
     model = route.model
     return (

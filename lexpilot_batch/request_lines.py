@@ -10,6 +10,15 @@ messages. The shapes:
 | `openai` | `{"custom_id", "method": "POST", "url", "body": {"model", "messages", ...fields}}` | the custom_id |
 | `anthropic` | `{"custom_id", "params": {"model", "messages", ...fields}}`: one Message Batches request | the custom_id mapped into `^[a-zA-Z0-9_-]{1,64}$` with the workspace's tag (`line_id`) |
 | `google` | `{"key", "request": {"contents": [{"role": "user", "parts": [{"text"}]}], ...fields}}`: Gemini's batch input line (the model is named by the create call) | the custom_id |
+
+A custom_id names the request and vouches for it: `<run key>-<case>-<step>-<attempt>-<tag><hash>`,
+e.g. `1a2b3c4d-17-lca.u.gen-1-9f8e7d6c0a1b2c3d`. The run key (`runs.run_key`) and the rest of the
+stem make it unique in the workspace; the check (`request_check`) is the workspace's tag (`id_tag`,
+8 hex digits of its random id) and the request's hash (8 hex digits of the SHA-256 of its line after
+the id: model, prompt and every field as sent). A result line answers the request whose custom_id
+it carries exactly, so an answer from another workspace (same run ids, other cases), from an earlier
+compile of the same step or for another prompt is never applied (`ingest`). Requests compiled before
+ids carried a check keep their ids (`id_parts` is None for them).
 """
 
 from __future__ import annotations
@@ -18,15 +27,45 @@ import hashlib
 import json
 import re
 from functools import lru_cache
+from typing import NamedTuple
 
 from lexpilot_batch.prompts import Prompt
 
 OPENAI, ANTHROPIC, GOOGLE = "openai", "anthropic", "google"
 
 
-def custom_id(run_key: str, case_idx: int, step: str, attempt: int) -> str:
-    """Short, ASCII, unique in the workspace: run, case, step (task and variant inside) and attempt."""
-    return f"{run_key}-{case_idx}-{step}-{attempt}"
+def custom_id(run_key: str, case_idx: int, step: str, attempt: int, check: str) -> str:
+    """Short, ASCII, unique in the workspace: run, case, step (task and variant inside), attempt, and
+    the check that ties it to its workspace and its request (`request_check`)."""
+    return f"{run_key}-{case_idx}-{step}-{attempt}-{check}"
+
+
+def request_check(tag: str, body: bytes) -> str:
+    """The end of a request's custom_id: the workspace's tag, then 8 hex digits of the SHA-256 of
+    `body`, the request's line after its id (`line_body`)."""
+    return tag + hashlib.sha256(body).hexdigest()[:8]
+
+
+class IdParts(NamedTuple):
+    stem: str  # run key, case, step, attempt
+    tag: str  # the workspace's (`id_tag`)
+    digest: str  # of the request's line (`request_check`)
+
+
+_CHECKED = re.compile(r"(.+)-([0-9a-f]{8})([0-9a-f]{8})")
+
+
+def id_parts(cid: str) -> IdParts | None:
+    """What a custom_id of ours says; None for an id without a check (compiled before ids carried
+    one, or not ours at all)."""
+    match = _CHECKED.fullmatch(cid)
+    return IdParts(*match.groups()) if match else None
+
+
+def id_stem(cid: str) -> str:
+    """The custom_id without its check: the same for a request in every workspace and every compile."""
+    parts = id_parts(cid)
+    return cid if parts is None else parts.stem
 
 
 # --- the id a line carries ------------------------------------------------------------------------
@@ -119,32 +158,55 @@ class Pieces(dict[str, bytes]):
         return encoded
 
 
-def _shape(api: str, model: str, url: str, fields: dict) -> tuple[str, dict, str]:
-    """A line of `api`'s shape with an empty id and an empty prompt; the id's key; the prompt's slot."""
+def _id_start(api: str) -> str:
+    """A line of `api`'s shape up to its id: the id is its first field."""
+    return '{"key":' if api == GOOGLE else '{"custom_id":'
+
+
+def _shape(api: str, model: str, url: str, fields: dict) -> tuple[dict, str]:
+    """A line of `api`'s shape with an empty id and an empty prompt; the prompt's slot."""
     if api == ANTHROPIC:
         params = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
-        return "custom_id", {"custom_id": "", "params": params}, '"content":""'
+        return {"custom_id": "", "params": params}, '"content":""'
     if api == GOOGLE:
         request = {"contents": [{"role": "user", "parts": [{"text": ""}]}], **fields}
-        return "key", {"key": "", "request": request}, '"text":""'
+        return {"key": "", "request": request}, '"text":""'
     body = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
-    return "custom_id", {"custom_id": "", "method": "POST", "url": url, "body": body}, '"content":""'
+    return {"custom_id": "", "method": "POST", "url": url, "body": body}, '"content":""'
 
 
 @lru_cache(maxsize=256)
-def _line_frame(model: str, url: str, fields: str, api: str = OPENAI) -> tuple[str, bytes, bytes]:
-    """A request line's start up to its id, its bytes after the id up to its prompt, and after its prompt.
+def _line_frame(model: str, url: str, fields: str, api: str = OPENAI) -> tuple[bytes, bytes]:
+    """A request line's bytes after its id up to its prompt, and after its prompt.
 
     `fields` is the JSON object of the body's fields besides `model` and `messages`
     (`dialects.RoleRequest.fields`), in the order they are sent.
     """
-    key, line, slot = _shape(api, model, url, json.loads(fields))
-    start = "{" + _JSON.encode(key) + ":"
+    line, slot = _shape(api, model, url, json.loads(fields))
+    start = _id_start(api) + '""'
     # Every quote inside a JSON string is escaped, and only the body's other fields (after the
     # prompt) can hold a `"content":""` (`"text":""`) of their own: the first unescaped one is the slot.
     head, _, tail = json.dumps(line, ensure_ascii=False, separators=(",", ":")).partition(slot)
-    middle = head[len(start) + 2 :] + slot[:-1]
-    return start, middle.encode("utf-8"), f'"{tail}\n'.encode()
+    middle = head[len(start) :] + slot[:-1]
+    return middle.encode("utf-8"), f'"{tail}\n'.encode()
+
+
+def line_body(model: str, prompt: str, fields: str, url: str, pieces: Pieces | None = None, api: str = OPENAI) -> bytes:
+    """A batch input line of `api`'s shape after its id: everything the request sends.
+
+    `fields` is the JSON object text of the body's other fields. The prompt is encoded piece by
+    piece through `pieces`, which a caller keeps across the prompts of a case: most of their text
+    is the same messages.
+    """
+    middle, end = _line_frame(model, url, fields, api)
+    pieces = Pieces() if pieces is None else pieces
+    parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
+    return b"".join((middle, *[pieces[part] for part in parts], end))
+
+
+def line_head(cid: str, api: str = OPENAI, tag: str = "") -> bytes:
+    """A batch input line of `api`'s shape up to the end of its id, `line_id(cid, api, tag)`."""
+    return (_id_start(api) + _JSON.encode(line_id(cid, api, tag))).encode("utf-8")
 
 
 def request_line(
@@ -158,14 +220,5 @@ def request_line(
     tag: str = "",
 ) -> bytes:
     """One batch input line of `api`'s shape, byte for byte `json.dumps` of it (compact, UTF-8,
-    newline-ended), carrying `line_id(cid, api, tag)`.
-
-    `fields` is the JSON object text of the body's other fields. The prompt is encoded piece by
-    piece through `pieces`, which a caller keeps across the prompts of a case: most of their text
-    is the same messages.
-    """
-    start, middle, end = _line_frame(model, url, fields, api)
-    pieces = Pieces() if pieces is None else pieces
-    parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
-    head = start + _JSON.encode(line_id(cid, api, tag))
-    return b"".join((head.encode("utf-8"), middle, *[pieces[part] for part in parts], end))
+    newline-ended), carrying `line_id(cid, api, tag)` (`line_head`, then `line_body`)."""
+    return line_head(cid, api, tag) + line_body(model, prompt, fields, url, pieces, api)

@@ -356,8 +356,18 @@ def final_state(root: Path) -> dict[str, Any]:
                 " FROM threads t JOIN runs ON runs.pk = t.run_pk"
             )
         }
+        from engine_helpers import request_key  # the workspaces compared have tags of their own
+
         requests = {
-            r["custom_id"]: (r["wave"], r["step"], r["attempt"], r["role"], r["status"], r["error_kind"], r["value"])
+            request_key(r["custom_id"]): (
+                r["wave"],
+                r["step"],
+                r["attempt"],
+                r["role"],
+                r["status"],
+                r["error_kind"],
+                r["value"],
+            )
             for r in db.execute("SELECT * FROM requests")
         }
     finally:

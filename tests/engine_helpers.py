@@ -10,6 +10,7 @@ from lexpilot_batch.config import Settings
 from lexpilot_batch.data import stored_case
 from lexpilot_batch.engine import poll_and_advance, prepare
 from lexpilot_batch.providers.session import ProviderOptions, Session
+from lexpilot_batch.request_lines import id_parts
 from lexpilot_batch.runs import RunSpec
 from lexpilot_batch.workspace import Workspace
 
@@ -70,3 +71,10 @@ def thread_counts(ws: Workspace) -> dict[str, int]:
 
 def wave_count(ws: Workspace) -> int:
     return ws.store.conn.execute("SELECT COUNT(*) FROM waves").fetchone()[0]
+
+
+def request_key(custom_id: str) -> str:
+    """A request's custom_id less its workspace's tag: the same for the same request compiled in any
+    workspace (its run, case, step, attempt and the hash of its line), so two workspaces' compare."""
+    parts = id_parts(custom_id)
+    return custom_id if parts is None else f"{parts.stem}-{parts.digest}"

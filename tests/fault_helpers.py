@@ -20,8 +20,8 @@ from engine_helpers import finish, open_session, prepare_runs, records
 
 from lexpilot_batch import judges, status
 from lexpilot_batch.engine import poll_and_advance
-from lexpilot_batch.ingest import read_lines
 from lexpilot_batch.providers.session import Session
+from lexpilot_batch.result_lines import read_lines
 from lexpilot_batch.workspace import Workspace
 
 LIMIT = 6  # cases per run: every task and every protocol branch, in about a second
@@ -190,7 +190,7 @@ def first_lines(root: Path, outcome: Outcome) -> dict[str, dict[str, Any]]:
         for key in ("output_path", "error_path"):
             if not f[key]:
                 continue
-            for _, line, _ in read_lines(root / f[key]):
+            for _, line, _, _ in read_lines(root / f[key]):
                 cid = line.get("custom_id") if line else None
                 if isinstance(cid, str) and owner.get(cid) == f["pk"] and cid not in first:
                     first[cid] = line

@@ -25,7 +25,8 @@ from test_crash import KillLog, check_compacted, check_nothing_in_flight, check_
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
 
-from lexpilot_batch.ingest import file_normaliser, read_lines  # noqa: E402
+from lexpilot_batch.ingest import file_normaliser  # noqa: E402
+from lexpilot_batch.result_lines import read_lines  # noqa: E402
 from lexpilot_batch.workspace import Workspace  # noqa: E402
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL semantics; proc.kill() is TerminateProcess")
@@ -90,7 +91,7 @@ def check_bookkeeping(root: Path) -> None:
             for column in ("output_path", "error_path"):
                 if not f[column]:
                     continue
-                for _number, line, _raw in read_lines(root / f[column]):
+                for _number, line, _raw, _flaw in read_lines(root / f[column]):
                     assert line is not None
                     cid = (read(line) if read else line)["custom_id"]
                     assert requests[cid]["file_pk"] == f["pk"], f"{cid} answered in another file's results"

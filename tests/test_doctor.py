@@ -21,6 +21,7 @@ from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
 from lexpilot_batch.ingest import ingest_external
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
 from lexpilot_batch.providers.session import ProviderOptions
+from lexpilot_batch.request_lines import id_parts
 from lexpilot_batch.workspace import Workspace
 
 STAGE, LIMIT = "all", 4
@@ -351,11 +352,20 @@ def test_ingest_anomalies_are_counted_by_kind_and_change_nothing(ws, untouched):
     kept = min(p for p in saved_files(ws.responses_dir) if p.name.endswith(".output.jsonl"))
     saved = ws.root.parent / kept.name  # a plain copy of the compacted file
     saved.write_bytes(read_saved(kept))
-    n_lines = len(saved.read_text(encoding="utf-8").splitlines())
-    ingest_external(ws, saved)  # the same results again: every line is a duplicate
+    ingest_external(ws, saved)  # the same results again: the same results, nothing to report
+    assert doctor.diagnose(ws) == []
+    lines = saved.read_text(encoding="utf-8").splitlines()
+    other = json.loads(lines[0])
+    other["response"]["body"]["choices"][0]["message"]["content"] = "另一个回答。"
+    foreign = json.loads(lines[1])
+    parts = id_parts(foreign["custom_id"])
+    foreign["custom_id"] = f"{parts.stem}-{'0' * 8}{parts.digest}"  # another workspace's tag
+    changed = ws.root.parent / "changed.jsonl"
+    changed.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in (other, foreign)), encoding="utf-8")
+    ingest_external(ws, changed)
     findings = doctor.diagnose(ws)
     assert kinds(findings) == [doctor.ANOMALIES]
-    assert findings[0].detail == f"{n_lines} ingest anomalies recorded: {n_lines} duplicate"
+    assert findings[0].detail == "2 ingest anomalies recorded: 1 conflict, 1 foreign"
     assert not findings[0].repairable and findings[0].severity == "info"
     assert records(ws) == untouched
 

@@ -34,7 +34,7 @@ same (run, case, step) set answered, and no step requested that the fault-free r
 | timeouts (answer later than `--timeout`, after the provider did the work) on upload, retrieve, file content, chat completions | = fault-free; the SDK timed out and retried |
 | timeouts on batches create | results = fault-free, and no second batch for one file (FAILS today: the SDK's retry creates a second batch; see the test's docstring) |
 | a batch that never finishes (`stall_batch`) + `--max-wave-age`, its cancel calls meeting 429/500 | = fault-free; it is cancelled, what it finished is kept, the rest re-queued once |
-| output file: duplicated custom_ids (same and conflicting content), unknown custom_ids (made up, and one of an earlier wave), cut mid-line | = fault-free; each recorded in `anomalies` by kind and counted by `status`; the first line decides, a duplicate never answers twice; the cut line's request re-sent |
+| output file: duplicated custom_ids (same and conflicting content), unknown custom_ids (made up, and one of an earlier wave), cut mid-line | = fault-free; the repeated line changes nothing and is no anomaly; the others recorded in `anomalies` by kind (`conflict`, `unknown_custom_id`, `stale`, `bad_line`) and counted by `status`; the first line decides, a duplicate never answers twice; the cut line's request re-sent |
 | a second writer: `Workspace(root)` in-process, and a second `poll-and-advance` CLI while one waits on a slow batch | refused: `WorkspaceBusy` / exit code 1 with "another lexpilot-batch command is writing"; the first goes on, exits 130 on Ctrl-C, lock released |
 | a reader (`status`) during an open write transaction | exit code 0 at once, shows the last committed state |
 """
@@ -72,6 +72,7 @@ from lexpilot_batch.errors import ProviderError, WorkspaceBusy
 from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
 from lexpilot_batch.providers.session import ProviderOptions, Session
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.simulated.batches import draw_key
 from lexpilot_batch.simulated.faults import Faults, draw
 from lexpilot_batch.workspace import Workspace
 
@@ -111,6 +112,7 @@ CONTENT_FAULTS = {  # fault -> (error_kind, what the engine's error says)
 
 def dice(faults: Faults, custom_id: str, role: str) -> str | None:
     """The per-request fault the simulated provider draws for this custom_id, as it applies them."""
+    custom_id = draw_key(custom_id)
     if draw(faults.seed, "line_error", custom_id) < faults.line_error:
         return "line_error"
     if draw(faults.seed, "line_400", custom_id) < faults.line_400:
@@ -584,17 +586,14 @@ def test_duplicated_unknown_and_cut_lines_are_recorded_and_never_double_answer(t
     outcome = run_benchmark(tmp_path / "ws", "")
     assert_same_as(baseline, outcome)
 
+    # The same line twice is no anomaly (the same result again); the other answer is a conflict.
     kinds = Counter(a["kind"] for a in outcome.anomalies)
-    assert kinds == {"duplicate": 2, "unknown_custom_id": 2, "bad_line": 1}
-    assert {a["custom_id"] for a in outcome.anomalies if a["kind"] == "duplicate"} == {
-        injected["same"],
-        injected["conflicting"],
-    }
-    assert {a["custom_id"] for a in outcome.anomalies if a["kind"] == "unknown_custom_id"} == {
-        "zz-not-ours-1",
-        earlier[2],
-    }
-    assert outcome.status["anomalies"] == 5 and "Ingest anomalies recorded: 5" in outcome.rendered
+    assert kinds == {"conflict": 1, "unknown_custom_id": 1, "stale": 1, "bad_line": 1}
+    by_kind = {a["kind"]: a for a in outcome.anomalies}
+    assert by_kind["conflict"]["custom_id"] == injected["conflicting"]
+    assert by_kind["unknown_custom_id"]["custom_id"] == "zz-not-ours-1"
+    assert by_kind["stale"]["custom_id"] == earlier[2] and "wave 1 (attempt 1)" in by_kind["stale"]["detail"]
+    assert outcome.status["anomalies"] == 4 and "Ingest anomalies recorded: 4" in outcome.rendered
     by_id = outcome.by_custom_id()
     # The duplicates: answered once, from the first line (the records equal the fault-free ones).
     assert by_id[injected["same"]]["status"] == by_id[injected["conflicting"]]["status"] == "answered"

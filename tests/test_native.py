@@ -24,6 +24,7 @@ from lexpilot_batch.engine import prepare  # noqa: E402
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
 from lexpilot_batch.providers import google_batch  # noqa: E402
 from lexpilot_batch.providers.session import ProviderOptions, Session  # noqa: E402
+from lexpilot_batch.request_lines import id_stem  # noqa: E402
 from lexpilot_batch.runs import RunSpec  # noqa: E402
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
 from lexpilot_batch.simulated.faults import ROUTES  # noqa: E402
@@ -76,8 +77,8 @@ def _outcome(ws: Workspace) -> dict:
     db = ws.store.conn
     return {
         "records": records(ws),
-        "requests": {
-            r["custom_id"]: tuple(r)[1:]
+        "requests": {  # by the request's stem: each API's lines (and their hashes) differ
+            id_stem(r["custom_id"]): tuple(r)[1:]
             for r in db.execute(
                 "SELECT custom_id, wave, step, attempt, status, error_kind, value, prompt_tokens, completion_tokens,"
                 " reasoning_tokens, cached_tokens FROM requests"
@@ -369,3 +370,46 @@ def test_native_waves_are_compacted_and_read_back_as_they_were(tmp_path, monkeyp
             packed = read_back(ws, tmp_path / "packed")
             assert compaction.verify(ws) == [] and packed["findings"] == plain["findings"] == []
             assert packed == plain  # exports byte for byte, the report, every saved file's bytes
+
+
+def test_another_workspaces_results_are_never_applied(tmp_path, monkeypatch, clean):
+    """Claude's Message Batches results and Gemini's responses files, each read as OpenAI lines first
+    (`providers.shapes`): another workspace's (the same run id over the same cases in another order)
+    in front of ours. A Gemini line's key is the custom_id itself; a Claude id carries the tag twice."""
+    from test_faults_answers import name_of, reversed_sample, saved_output_lines
+
+    models = (CLAUDE, GEMINI)
+    other = tmp_path / "other"
+    with SimulatedServer(tmp_path / "other-sim") as server, pytest.MonkeyPatch.context() as env:
+        point_at(env, server)
+        with Workspace(other) as ws:
+            session = Session(ws, ProviderOptions(create_grace=0.3))
+            spec = RunSpec(("r1",), models, "all", Settings(), limit=LIMIT, dataset=reversed_sample(tmp_path))
+            prepare(ws, session, spec)
+            finish(ws, session)
+            session.close()
+    theirs = saved_output_lines(other)
+    put: Counter = Counter()
+
+    def prepending(real):
+        def download(self, file_id: str, dest: Path) -> None:
+            real(self, file_id, dest)
+            name = name_of(dest)
+            if name in theirs and not put[name]:
+                put[name] = len(theirs[name])
+                dest.write_bytes(b"".join(theirs[name]) + dest.read_bytes())
+
+        return download
+
+    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.google_batch import GoogleBatchBackend
+
+    monkeypatch.setattr(AnthropicBatchBackend, "download", prepending(AnthropicBatchBackend.download))
+    monkeypatch.setattr(GoogleBatchBackend, "download", prepending(GoogleBatchBackend.download))
+    outcome = run_native(tmp_path / "ws", monkeypatch, models=models)
+    assert outcome["records"] == clean["records"] and outcome["requests"] == clean["requests"]
+    assert {name.split("__")[1].split("-")[0] for name in put} == {"anthropic", "google"}  # both APIs
+    assert outcome["anomalies"] == sum(put.values())
+    with Workspace(outcome["root"], writable=False) as ws:
+        kinds = Counter(r[0] for r in ws.store.conn.execute("SELECT kind FROM anomalies"))
+    assert kinds == {"foreign": sum(put.values())}

@@ -17,7 +17,7 @@ from lexpilot_batch.prompts import Prompt
 from lexpilot_batch.providers.dialects import role_request
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.shapes import anthropic_result, google_result
-from lexpilot_batch.request_lines import ANTHROPIC_ID, custom_id, id_tag, line_id, our_id, request_line
+from lexpilot_batch.request_lines import ANTHROPIC_ID, custom_id, id_tag, line_id, our_id, request_check, request_line
 
 TAG = id_tag("workspace-1")
 
@@ -50,9 +50,11 @@ def test_anthropic_ids_are_a_reversible_map_into_its_alphabet(cid):
 
 
 def test_the_ids_the_compiler_makes_map_and_other_shapes_keep_theirs():
-    cid = custom_id("0a1b2c3d", 431, "ljp.int.a3", 12)  # the longest kind: dots, digits, an attempt
+    check = request_check(TAG, b"the line after its id")
+    # The longest kind: dots, digits, a five-digit case (100x the benchmark), an attempt, the check.
+    cid = custom_id("0a1b2c3d", 43199, "ljp.int.a3", 12, check)
     mapped = line_id(cid, "anthropic", TAG)
-    assert mapped == TAG + "0a1b2c3d-431-ljp__int__a3-12" and len(mapped) <= 64
+    assert mapped == TAG + "0a1b2c3d-43199-ljp__int__a3-12-" + check and len(mapped) <= 64
     assert line_id(cid, "google") == line_id(cid, "openai") == cid
     with pytest.raises(ValueError, match="64"):
         line_id("x" * 57, "anthropic", TAG)
@@ -112,7 +114,7 @@ def test_each_dialect_carries_the_settings_where_its_api_reads_them():
 
 # --- result lines -----------------------------------------------------------------------------------
 
-CID = custom_id("0a1b2c3d", 4, "lca.u.cls", 1)
+CID = custom_id("0a1b2c3d", 4, "lca.u.cls", 1, request_check(TAG, b"{}"))
 ANSWER = '{"label": "clarification"}'
 
 

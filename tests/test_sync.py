@@ -442,3 +442,67 @@ def test_a_damaged_request_file_is_refused_before_anything_is_sent(server: Simul
     with pytest.raises(LexpilotError, match="line 4"):
         SyncRunner(endpoint(server.base_url)).run(requests, tmp_path / "out.jsonl")
     assert server.stats["calls"] == 0
+
+
+class _Answers:
+    """A chat completions endpoint answering each call with the body named by its
+    X-Client-Request-Id (the line's custom_id), over real HTTP."""
+
+    def __init__(self, bodies: dict[str, bytes]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                self.rfile.read(int(self.headers["Content-Length"]))
+                body = bodies[self.headers["X-Client-Request-Id"]]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_answers_beyond_the_bounds_of_a_result_line_are_failures_written_at_once(tmp_path: Path) -> None:
+    """A body nested 100,000 deep or over 8 MiB is no answer: a failure line (never a RecursionError,
+    never a line no reader takes), and the run goes on."""
+    from lexpilot_batch.result_lines import MAX_LINE_BYTES, read_lines
+
+    def completion(content: str) -> bytes:
+        message = {"role": "assistant", "content": content}
+        body = {"object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+        return json.dumps(body, ensure_ascii=False).encode()
+
+    items = cases(3)
+    deep, huge, good = (cid for cid, *_ in items)
+    answers = _Answers(
+        {
+            deep: b'{"object": "chat.completion", "choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            huge: completion("很长的回答。" * (MAX_LINE_BYTES // 18 + 1)),
+            good: completion("请问借条上写了利息吗？"),
+        }
+    )
+    try:
+        out = tmp_path / "out.jsonl"
+        stats = SyncRunner(endpoint(answers.base_url), concurrency=1).run(
+            write_requests(tmp_path / "r.jsonl", items), out
+        )
+    finally:
+        answers.close()
+    assert (stats.total, stats.ok, stats.failed) == (3, 1, 2)
+    lines = {line["custom_id"]: line for _, line, _, flaw in read_lines(out) if flaw is None and line}
+    assert set(lines) == {deep, huge, good}
+    for cid, bound in ((deep, "nested deeper than 64 levels"), (huge, "over the 8 MiB")):
+        ok, _, _, error, kind, _ = judge_line(lines[cid], "text", 0)
+        assert not ok and kind == "transport" and "an answer no result line may hold" in error and bound in error
+    assert judge_line(lines[good], "text", 0)[0]

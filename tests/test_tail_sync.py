@@ -7,7 +7,7 @@ import json
 from collections import defaultdict
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, records
+from engine_helpers import finish, open_session, prepare_runs, records, request_key
 
 from lexpilot_batch import budgets
 from lexpilot_batch.config import Settings
@@ -39,7 +39,9 @@ def run(root, tail_sync: int) -> dict:
                 {k: v for k, v in json.loads(r[0]).items() if k != "created_at"}
                 for r in db.execute("SELECT manifest FROM runs ORDER BY run_id")
             ],
-            "requests": {r[0]: (r[1], r[2]) for r in db.execute("SELECT custom_id, status, text FROM requests")},
+            "requests": {
+                request_key(r[0]): (r[1], r[2]) for r in db.execute("SELECT custom_id, status, text FROM requests")
+            },
             "files": [dict(r) for r in db.execute("SELECT wave, roles, model, backend, n_requests FROM files")],
             "chat_calls": chat_calls,
         }

@@ -228,10 +228,13 @@ def ingest(
     typer.echo(
         f"{file}: {stats.answered} answered, {stats.failed} failed"
         + (f", {stats.duplicates} already ingested" if stats.duplicates else "")
-        + (f", {stats.unknown} unknown custom_ids" if stats.unknown else "")
+        + (f", {stats.conflicts} conflicting" if stats.conflicts else "")
+        + (f", {stats.unknown} not of its request files" if stats.unknown else "")
         + (f", {stats.bad_lines} unreadable lines" if stats.bad_lines else "")
         + "."
     )
+    for anomaly in stats.anomalies[:5]:  # recorded (see status); never applied
+        typer.echo(f"    {anomaly}")
     for path in done:
         typer.echo(f"  complete: {path}")
     typer.echo(f"Next: {command_hint('poll-and-advance --submit', root)}")

@@ -25,7 +25,7 @@ What is checked:
 | `batch_lost` — the provider answered 404 for a batch in flight | error | declare it lost: its requests are sent again |
 | `pending_in_ingested_file` — requests left pending in an ingested file | warning | fail them |
 | `threads_waiting` — active threads, nothing open, nothing pending | action | no: `poll-and-advance` |
-| `ingest_anomalies` — unknown / duplicate custom_ids, bad lines, by kind | info | no: explained |
+| `ingest_anomalies` — result lines not applied (another workspace's, stale, mismatched, unknown, conflicting, unreadable: `ingest`), by kind | info | no: explained |
 | `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
 | `compacted_file_missing` — a finished wave's file kept compressed (`compaction`) is gone | warning | no: restore it |
 

@@ -24,8 +24,9 @@ from lexpilot_batch.doctor.findings import (
     Finding,
 )
 from lexpilot_batch.fileio import file_sha256
-from lexpilot_batch.ingest import file_normaliser, result_lines
+from lexpilot_batch.ingest import file_normaliser
 from lexpilot_batch.providers.shapes import Normalise
+from lexpilot_batch.result_lines import result_lines
 from lexpilot_batch.runs import load_runs, manifest_path
 from lexpilot_batch.store import MIGRATIONS
 from lexpilot_batch.waves import (
@@ -161,7 +162,7 @@ def _request_files(ws: Workspace) -> list[Finding]:
 
 def _result_damage(path: Path, expected: set[str], normalise: Normalise | None = None) -> str | None:
     """Why a saved result file cannot be what the provider sent, or None when it looks whole."""
-    for number, line, raw in result_lines(path, normalise):
+    for number, line, raw, _flaw in result_lines(path, normalise):
         if line is None or not isinstance(line.get("custom_id"), str):
             return f"line {number} is not a result object ({raw[:40]!r})"
         if line["custom_id"] not in expected:
@@ -363,10 +364,10 @@ def _anomalies(ws: Workspace) -> list[Finding]:
         Finding(
             ANOMALIES,
             f"{total} ingest anomal{'y' if total == 1 else 'ies'} recorded: {by_kind}",
-            "nothing to repair: each was reported when it was ingested, and none changed a result (a duplicate is "
-            "not applied twice, an unknown custom_id is not applied at all, and a request a bad line should have "
-            "answered is failed and asked again). Unknown custom_ids usually mean a result file of another "
-            "workspace was ingested here",
+            "nothing to repair: each was reported when it was ingested, and none changed a result (a line of another "
+            "workspace, of another file, for another prompt or of no request here is not applied; of two different "
+            "results for one request the first is kept; a request whose line could not be read is failed and asked "
+            "again). Foreign lines mean a result file of another workspace was ingested here",
             False,
             "info",
         )

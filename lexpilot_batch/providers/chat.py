@@ -33,6 +33,7 @@ from lexpilot_batch.config import Endpoint
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.errors import error_message, translate
 from lexpilot_batch.request_lines import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.result_lines import BeyondBounds, loads_bounded
 
 try:  # the HTTP library under the SDKs: httpx2 from openai 3, httpx before
     import httpx2 as http
@@ -43,7 +44,7 @@ CLIENT_REQUEST_ID = "X-Client-Request-Id"  # at most 512 ASCII characters; a lin
 
 # What a finished call means for the run.
 OK = "ok"  # answered: the route works
-REFUSED = "refused"  # a request-specific 4xx: written, and the route works
+REFUSED = "refused"  # a request-specific 4xx, or an answer beyond bounds: written, and the route works
 SUSPECT = "suspect"  # may mean the whole endpoint is wrong or down: held while in a streak
 FATAL = "fatal"  # the key was rejected: stop now
 RATE = "rate_limited"  # refused for the rate: sent again later, never written
@@ -164,7 +165,10 @@ class OpenAIChat(ChatCall):
         except openai.APIConnectionError as exc:
             return CallResult(line_id, SUSPECT, self._failure(line_id, "connection_error", exc), model, exc)
         try:
-            data = response.json()
+            data = loads_bounded(response.content)  # the line it becomes is read within these bounds
+        except BeyondBounds as exc:  # this request's answer, not the endpoint: written at once
+            message = f"HTTP {response.status_code} with an answer no result line may hold: {exc}"
+            return CallResult(line_id, REFUSED, _error_line(line_id, "server_error", message), model)
         except ValueError:
             data = None
         if not isinstance(data, dict):
@@ -215,7 +219,7 @@ def _line_id() -> str:
 def _error_body(exc: openai.APIStatusError) -> dict[str, Any]:
     """The provider's error answer as it sent it, in the `{"error": {...}}` shape ingest reads."""
     try:
-        data = exc.response.json()
+        data = loads_bounded(exc.response.content)
     except ValueError:
         data = None
     if isinstance(data, dict) and isinstance(data.get("error"), dict):

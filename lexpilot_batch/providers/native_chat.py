@@ -19,7 +19,6 @@ for it (`shapes` reads both alike), so records are the same whichever way a requ
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError, LexpilotError
@@ -37,6 +36,7 @@ from lexpilot_batch.providers.chat import (
     http,
 )
 from lexpilot_batch.providers.google_batch import google_error, http_options, transport_failure
+from lexpilot_batch.result_lines import BeyondBounds, loads_bounded
 
 
 def _damaged(where: str, fields: str) -> LexpilotError:
@@ -92,7 +92,10 @@ class AnthropicChat(ChatCall):
             message = f"could not connect to {self.endpoint.base_url}, {self.after_retries()}: {exc.__cause__ or exc}"
             return CallResult(line_id, SUSPECT, _errored(line_id, "api_error", message), model, exc)
         try:
-            data = response.json()
+            data = loads_bounded(response.content)  # the line it becomes is read within these bounds
+        except BeyondBounds as exc:  # this request's answer, not the endpoint: written at once
+            message = f"HTTP {response.status_code} with an answer no result line may hold: {exc}"
+            return CallResult(line_id, REFUSED, _errored(line_id, "api_error", message), model)
         except ValueError:
             data = None
         if not isinstance(data, dict):
@@ -177,7 +180,10 @@ class GeminiChat(ChatCall):
             message = f"no answer from {self.endpoint.base_url} ({type(exc).__name__}), {self.after_retries()}"
             return CallResult(line_id, SUSPECT, _failed(line_id, 503, "UNAVAILABLE", message), self.model, exc)
         try:
-            data = json.loads(response.body or "")
+            data = loads_bounded(response.body or "")  # the line it becomes is read within these bounds
+        except BeyondBounds as exc:  # this request's answer, not the endpoint: written at once
+            message = f"an answer no result line may hold: {exc}"
+            return CallResult(line_id, REFUSED, _failed(line_id, 502, "UNAVAILABLE", message), self.model)
         except ValueError:
             data = None
         if not isinstance(data, dict):

@@ -56,6 +56,7 @@ from lexpilot_batch.providers.base import retry_after
 from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall, chat_call
 from lexpilot_batch.redaction import redact_data
 from lexpilot_batch.request_lines import OPENAI
+from lexpilot_batch.result_lines import loads_bounded
 
 PROBE = 3  # failures in a row, before any success, that stop a run
 RATE_LIMIT_ROUNDS = 8  # 429s after the SDK's retries, for one request, that stop a run
@@ -306,7 +307,7 @@ def saved_custom_ids(output_path: Path, id_key: str = "custom_id") -> set[str]:
 
 def _saved_id(raw: bytes, id_key: str) -> str | None:
     try:
-        obj = json.loads(raw)
+        obj = loads_bounded(raw)  # a line beyond the bounds is read by nobody: its request is sent again
     except ValueError:  # also UnicodeDecodeError
         return None
     custom_id = obj.get(id_key) if isinstance(obj, dict) else None

@@ -25,10 +25,12 @@ import hashlib
 import json
 import math
 import random
+import re
 import time
 from collections.abc import Callable
 from typing import Any
 
+from lexpilot_batch.request_lines import id_stem
 from lexpilot_batch.simulated import completions
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults, draw
@@ -191,9 +193,10 @@ def run_request(request: dict[str, Any], batch_id: str, seed: int, faults: Fault
     line: dict[str, Any] = {"id": "batch_req_" + _hex("req", batch_id, custom_id)[:32]}
     line["custom_id"] = custom_id
     request_id = "req_" + _hex("rid", batch_id, custom_id)[:32]
-    if _hits(faults, "line_error", faults.line_error, custom_id):
+    key = draw_key(custom_id)
+    if _hits(faults, "line_error", faults.line_error, key):
         # Both shapes seen in real error files: a bare error, or a 5xx response with an error body.
-        if draw(faults.seed, "line_error_shape", custom_id) < 0.5:
+        if draw(faults.seed, "line_error_shape", key) < 0.5:
             line.update(
                 response=None,
                 error={"code": "server_error", "message": "The server had an error processing your request."},
@@ -203,7 +206,7 @@ def run_request(request: dict[str, Any], batch_id: str, seed: int, faults: Fault
             body = {"error": error}
             line.update(response={"status_code": 500, "request_id": request_id, "body": body}, error=None)
         return line
-    if _hits(faults, "line_400", faults.line_400, custom_id):
+    if _hits(faults, "line_400", faults.line_400, key):
         error = {
             "message": "Invalid request: the request could not be processed (simulated).",
             "type": "invalid_request_error",
@@ -216,14 +219,14 @@ def run_request(request: dict[str, Any], batch_id: str, seed: int, faults: Fault
         body = completions.complete(
             request["body"],
             seed,
-            key=custom_id,
+            key=key,
             sample=sample_key(custom_id),
-            truncate=_hits(faults, "truncate", faults.truncate, custom_id),
+            truncate=_hits(faults, "truncate", faults.truncate, key),
             # Applies to judge prompts only: `complete` recognises the prompt anyway.
-            malformed=_hits(faults, "malformed", faults.malformed_judge, custom_id),
-            empty=_hits(faults, "empty_content", faults.empty_content, custom_id),
-            filtered=_hits(faults, "content_filter", faults.content_filter, custom_id),
-            refused=_hits(faults, "refusal", faults.refusal, custom_id),
+            malformed=_hits(faults, "malformed", faults.malformed_judge, key),
+            empty=_hits(faults, "empty_content", faults.empty_content, key),
+            filtered=_hits(faults, "content_filter", faults.content_filter, key),
+            refused=_hits(faults, "refusal", faults.refusal, key),
             created=created,
         )
     except ApiError as exc:
@@ -277,12 +280,13 @@ def create(
     an OpenAI batch's input file draws its own."""
     data = store.file_bytes(input_file_id)
     digest = hashlib.sha256(data).hexdigest()
+    drawn = draw_digest(data)
     now = time.time()
     batch_id = "batch_" + _hex("batch", now, digest, random.random())[:32]
     # Drawn first, so that a batch refused for the token limit answers none of its requests. A
     # batch created again from the same content draws again (the earlier ones are in the store).
     again = store.count_batches(digest)
-    refused = _hits(faults, "fail_batch", faults.fail_batch, digest if not again else f"{digest}|{again}")
+    refused = _hits(faults, "fail_batch", faults.fail_batch, drawn if not again else f"{drawn}|{again}")
     answered: list[tuple[str, bool]] = []  # (result line, success), in input order
     usages: list[dict[str, Any]] = []  # of the successes
     crash: list[Exception] = []
@@ -329,19 +333,19 @@ def create(
             raise crash[0]
         order = list(range(valid))
         # The real service returns lines out of input order; clients must match on custom_id.
-        random.Random(_hex("shuffle", seed, digest)).shuffle(order)
+        random.Random(_hex("shuffle", seed, drawn)).shuffle(order)
         lines = [answered[i][0] for i in order]
         outcomes = "".join("o" if answered[i][1] else "e" for i in order)
         done_target = len(lines)
-        if draw(faults.seed, "expire_batch", digest) < faults.expire_batch:
+        if draw(faults.seed, "expire_batch", drawn) < faults.expire_batch:
             fate = "expired"
-            share = 0.3 + 0.4 * draw(faults.seed, "expire_share", digest)
+            share = 0.3 + 0.4 * draw(faults.seed, "expire_share", drawn)
             done_target = min(len(lines) - 1, math.floor(len(lines) * share)) if len(lines) > 1 else 0
-        elif draw(faults.seed, "stall_batch", digest) < faults.stall_batch:
+        elif draw(faults.seed, "stall_batch", drawn) < faults.stall_batch:
             # Progresses like any batch until part-way, then never again: in_progress until the
             # window ends. Only a cancel (keeping what it finished) ends it sooner.
             fate = "stalled"
-            share = 0.3 + 0.4 * draw(faults.seed, "stall_share", digest)
+            share = 0.3 + 0.4 * draw(faults.seed, "stall_share", drawn)
             done_target = min(len(lines) - 1, math.floor(len(lines) * share)) if len(lines) > 1 else 0
     latency = batch_seconds(faults, sent_sha256 or digest)
     batch = {
@@ -581,13 +585,32 @@ def cancel(store: Store, record: dict[str, Any], now: float | None = None) -> di
         return view(record, now)
 
 
+# The check at the end of an engine's custom_id (`request_lines.request_check`), as a line holds it.
+_CHECK = re.compile(rb'-[0-9a-f]{16}(?=")')
+
+
+def draw_digest(data: bytes) -> str:
+    """What a batch's faults and the order of its result lines are drawn by: the hash of its input
+    file as every workspace would send it, its custom_ids' checks left out (as `draw_key` does)."""
+    return hashlib.sha256(_CHECK.sub(b"", data)).hexdigest()
+
+
+def draw_key(custom_id: str) -> str:
+    """What a request's faults and answer envelope are drawn by: its custom_id without the check
+    the engine's ids end with (`request_lines.id_stem`: the workspace's tag and the request's hash).
+    So a request draws alike in every workspace, and as it did before ids carried a check."""
+    return id_stem(custom_id)
+
+
 def sample_key(custom_id: str) -> str:
     """What a simulated model's sample depends on besides the prompt.
 
-    A trailing `-<digits>` of a custom_id is taken as an attempt counter and left out, so every
-    attempt of one request draws the same answer while distinct requests (other runs, other
-    cases) draw independently. Faults still draw on the whole custom_id. This is what lets a
-    test compare a run that retried through faults with a fault-free run, record for record.
+    A trailing `-<digits>` of a custom_id (after its check, `draw_key`) is taken as an attempt
+    counter and left out, so every attempt of one request draws the same answer while distinct
+    requests (other runs, other cases) draw independently. Faults still draw on the attempt too.
+    This is what lets a test compare a run that retried through faults with a fault-free run,
+    record for record.
     """
-    stem, sep, tail = custom_id.rpartition("-")
-    return stem if sep and tail.isdigit() else custom_id
+    key = draw_key(custom_id)
+    stem, sep, tail = key.rpartition("-")
+    return stem if sep and tail.isdigit() else key

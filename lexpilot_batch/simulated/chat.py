@@ -30,10 +30,11 @@ def answer(body: Any, client_request_id: str | None, seed: int, faults: Faults) 
     its custom_id (an Anthropic line id is mapped back to the workspace's by its route first)."""
     if client_request_id is not None and not (0 < len(client_request_id) <= 512 and client_request_id.isascii()):
         raise bad_request(f"{HEADER} must be 1 to 512 ASCII characters.", param=None)
-    key = client_request_id or uuid.uuid4().hex
-    seconds = chat_seconds(faults, key)
+    call = client_request_id or uuid.uuid4().hex
+    seconds = chat_seconds(faults, call)
     if seconds:
         time.sleep(seconds)
+    key = batches.draw_key(call)
     kind = completions.kind_of(body)
     return completions.complete(
         body,
