@@ -36,6 +36,7 @@ backend only makes single calls, `providers.base`):
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -198,16 +199,8 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
         except UnresolvedCreate as exc:
             result.unresolved.append(f"{row['path']}: {exc}")
             continue
-        set_file(
-            ws,
-            row["pk"],
-            status=SUBMITTED,
-            batch_id=batch.id,
-            batch_status=batch.status,
-            request_counts=json.dumps(batch.request_counts),
-            submitted_at=time.time(),
-            not_found=0,
-        )
+        with ws.store.transaction() as db:
+            record_batch(db, row["pk"], batch, time.time())
         result.submitted.append(row["path"])
         if on_file:
             on_file(row["path"])
@@ -270,17 +263,33 @@ class _Earlier:
         found = [b for b in self._listed[id(backend)] if tagged_by(b, mine)]
         if not found:
             return None
-        known = {
-            r[0]
-            for r in db.execute(
-                "SELECT batch_id FROM files WHERE batch_id IS NOT NULL UNION SELECT batch_id FROM other_batches"
-            )
-        }
+        known = known_batches(db)
         found = [b for b in found if b.id not in known]
         # The latest create; a failed batch (refused for the quota, say) is what the file's next
         # create would have followed, and is adopted only when nothing followed it.
         found.sort(key=lambda b: (_create_number(b), b.status != "failed", b.created_at or 0.0), reverse=True)
         return found or None
+
+
+def known_batches(db: sqlite3.Connection) -> set[str]:
+    """Every batch id the workspace knows: its files' own, and those kept aside."""
+    query = "SELECT batch_id FROM files WHERE batch_id IS NOT NULL UNION SELECT batch_id FROM other_batches"
+    return {r[0] for r in db.execute(query)}
+
+
+def record_batch(db: sqlite3.Connection, pk: int, info: BatchInfo, at: float, **more: object) -> None:
+    """The file's batch is `info`, sent at `at` (`submitted`), inside the caller's transaction."""
+    update_file(
+        db,
+        pk,
+        status=SUBMITTED,
+        batch_id=info.id,
+        batch_status=info.status,
+        request_counts=json.dumps(info.request_counts),
+        submitted_at=at,
+        not_found=0,
+        **more,
+    )
 
 
 def _create_number(info: BatchInfo) -> int:
@@ -298,17 +307,8 @@ def _adopt(ws: Workspace, row: dict, earlier: list[BatchInfo]) -> None:
     create (after a quota refusal) takes a number after theirs."""
     info = earlier[0]
     with ws.store.transaction() as db:
-        update_file(
-            db,
-            row["pk"],
-            status=SUBMITTED,
-            batch_id=info.id,
-            batch_status=info.status,
-            request_counts=json.dumps(info.request_counts),
-            creates=max(row["creates"] or 0, *(_create_number(b) for b in earlier)),
-            submitted_at=info.created_at or time.time(),
-            not_found=0,
-        )
+        creates = max(row["creates"] or 0, *(_create_number(b) for b in earlier))
+        record_batch(db, row["pk"], info, info.created_at or time.time(), creates=creates)
         for other in earlier[1:]:
             if other.terminal:
                 db.execute(
@@ -381,12 +381,7 @@ def _untagged(look: _Lookup, sent: float | None) -> BatchInfo | None:
     `CLOCK_SKEW`), as many requests as the file, an id the workspace does not know. Several are
     told apart by their results once they end; `UnresolvedCreate` until then."""
     db = look.ws.store.conn
-    known = {
-        r[0]
-        for r in db.execute(
-            "SELECT batch_id FROM files WHERE batch_id IS NOT NULL UNION SELECT batch_id FROM other_batches"
-        )
-    }
+    known = known_batches(db)
     since = sent - CLOCK_SKEW if sent is not None else None
     size = look.row["n_requests"]
     found = [b for b in look.backend.batches(since) if b.id not in known and b.request_counts.get("total") == size]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs
+from fault_helpers import LIMIT, Outcome, run_benchmark
 
 from lexpilot_batch.workspace import Workspace
 
@@ -27,6 +29,16 @@ def study(tmp_path_factory):
         finally:
             session.close()
         yield ws
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    """The fault-free run of `fault_helpers.run_benchmark` that a module's fault scenarios end equal
+    to: every thread done, no request failed, no anomaly."""
+    outcome = run_benchmark(tmp_path_factory.mktemp("baseline") / "ws")
+    assert Counter(s for s, _ in outcome.threads.values()) == {"done": 6 * LIMIT}
+    assert not outcome.failed_requests() and not outcome.anomalies
+    return outcome
 
 
 @pytest.fixture

@@ -209,15 +209,21 @@ class Client:
             if log is not subprocess.DEVNULL:
                 log.close()
 
-    def kill_after(self, delay: float, *args: str) -> bool:
-        """Start a command and SIGKILL it `delay` seconds into its work (after the imports, which
-        take most of a second and touch nothing); False if it ended by itself first."""
+    def start_ready(self, *args: str) -> subprocess.Popen:
+        """Start a command and return once its imports are done (or it ended): delays then count
+        from the start of its work."""
         ready = self.root.parent / f".{self.root.name}.ready"
         ready.unlink(missing_ok=True)
         proc = self.start(*args, ready=ready)
         deadline = time.monotonic() + 60
         while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.005)
+        return proc
+
+    def kill_after(self, delay: float, *args: str) -> bool:
+        """Start a command and SIGKILL it `delay` seconds into its work (after the imports, which
+        take most of a second and touch nothing); False if it ended by itself first."""
+        proc = self.start_ready(*args)
         try:
             proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:
@@ -231,12 +237,7 @@ class Client:
     def interrupt_after(self, delay: float, *args: str) -> int | None:
         """Start a command and press Ctrl-C (SIGINT) `delay` seconds into its work; its exit code,
         or None if it ended by itself first (successfully)."""
-        ready = self.root.parent / f".{self.root.name}.ready"
-        ready.unlink(missing_ok=True)
-        proc = self.start(*args, ready=ready)
-        deadline = time.monotonic() + 60
-        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
+        proc = self.start_ready(*args)
         try:
             proc.wait(timeout=delay)
         except subprocess.TimeoutExpired:

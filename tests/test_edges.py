@@ -54,11 +54,6 @@ RUN = ["run", "--stage", "all", "--run-id", "r1", "--model", "sim-eval", "--limi
 SIM = ["--provider", "simulated", "--retries", "8", "--create-grace", "0.5", "--no-compact"]
 
 
-@pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    return run_benchmark(tmp_path_factory.mktemp("baseline") / "ws")
-
-
 def cli(*args: str, root: Path) -> tuple[int, str]:
     """A command's exit code and what it printed, its error as `main` prints it."""
     result = CliRunner().invoke(app, [*args, "--root", str(root)])

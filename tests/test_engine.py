@@ -152,17 +152,15 @@ def test_crash_between_batch_create_and_commit_adopts_the_batch(ws, session, mon
     prepare_runs(ws, session, stage="lca")
     import lexpilot_batch.batches as batches
 
-    real_set = batches.set_file
+    real_record = batches.record_batch
 
-    def dying_set(ws_, pk, **values):
-        if values.get("status") == "submitted":
-            raise KeyboardInterrupt  # killed right after the provider created the batch
-        real_set(ws_, pk, **values)
+    def dying_record(*args, **kwargs):
+        raise KeyboardInterrupt  # killed right after the provider created the batch
 
-    monkeypatch.setattr(batches, "set_file", dying_set)
+    monkeypatch.setattr(batches, "record_batch", dying_record)
     with pytest.raises(KeyboardInterrupt):
         submit(ws, session)
-    monkeypatch.setattr(batches, "set_file", real_set)
+    monkeypatch.setattr(batches, "record_batch", real_record)
     row = dict(ws.store.conn.execute("SELECT * FROM files").fetchone())
     assert row["status"] == "creating"
     result = submit(ws, session)

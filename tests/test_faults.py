@@ -91,14 +91,6 @@ FIRST_STEP = {  # the step each thread needs first (wave 1)
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
 
-@pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    outcome = run_benchmark(tmp_path_factory.mktemp("baseline") / "ws")
-    assert Counter(s for s, _ in outcome.threads.values()) == {"done": THREADS}
-    assert not outcome.failed_requests() and not outcome.anomalies
-    return outcome
-
-
 # --- 1. per-request faults ----------------------------------------------------------------------
 
 CONTENT_FAULTS = {  # fault -> (error_kind, what the engine's error says)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs
-from fault_helpers import LIMIT, STAGE, Outcome, assert_same_as, retried, run_benchmark
+from fault_helpers import LIMIT, STAGE, assert_same_as, retried, run_benchmark
 from test_faults import SyncProvider, sync_baseline  # noqa: F401 - a fixture
 
 from lexpilot_batch import batches, doctor, resources
@@ -41,14 +41,6 @@ from lexpilot_batch.workspace import Workspace
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
 THREADS = 6 * LIMIT
-
-
-@pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    outcome = run_benchmark(tmp_path_factory.mktemp("baseline") / "ws")
-    assert Counter(s for s, _ in outcome.threads.values()) == {"done": THREADS}
-    assert not outcome.failed_requests() and not outcome.anomalies
-    return outcome
 
 
 def wave_of(dest: Path) -> int:

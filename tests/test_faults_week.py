@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import finish, open_session
-from fault_helpers import LIMIT, Outcome, assert_same_as, finish_despite, retried, run_benchmark
+from fault_helpers import LIMIT, assert_same_as, finish_despite, retried, run_benchmark
 from typer.testing import CliRunner
 
 from lexpilot_batch import compaction, doctor, results, status
@@ -56,13 +56,6 @@ THREADS = 6 * LIMIT
 
 # No LEXPILOT_/OPENAI_ variable of the shell reaches a run; fsync is off (`conftest.no_fsync`).
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
-
-
-@pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    outcome = run_benchmark(tmp_path_factory.mktemp("baseline") / "ws")
-    assert Counter(s for s, _ in outcome.threads.values()) == {"done": THREADS}
-    return outcome
 
 
 def healthy_after(faults: str, **options) -> object:

@@ -16,7 +16,7 @@ import typer
 
 from lexpilot_batch import __version__
 from lexpilot_batch.cli import reading, running, tools
-from lexpilot_batch.cli.output import redacting_excepthook, say
+from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.workspace import is_disk_full
 
@@ -35,6 +35,7 @@ class _Typer(typer.Typer):
                 try:
                     return func(*a, **kw)
                 except KeyboardInterrupt:
+                    end_progress()
                     typer.echo("Interrupted; run the same command again to resume.", err=True)
                     raise typer.Exit(130) from None
 
@@ -90,10 +91,12 @@ def main() -> None:
     try:
         app()
     except LexpilotError as exc:
+        end_progress()
         say(f"Error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except OSError as exc:
         # Outside a workspace's own writes (which say so themselves): an --out folder, a file given.
+        end_progress()
         say(f"Error: {os_error_message(exc)}", err=True)
         sys.exit(1)
 

@@ -33,6 +33,15 @@ def say(text: str, err: bool = False, nl: bool = True) -> None:
     typer.echo(printable(text), err=err, nl=nl)
 
 
+def end_progress() -> None:
+    """Close every progress bar still open (a command stopped by an error or Ctrl-C in the middle
+    of a wave), so that what is printed next starts on a line of its own."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
+
+
 def redacting_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
     """`sys.excepthook` for the CLI: a traceback (a bug) is printed as Python would, through
     `printable`, since an SDK's exception can quote the provider's answer, and so an echoed key."""
