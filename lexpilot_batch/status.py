@@ -85,7 +85,7 @@ def collect(ws: Workspace) -> dict[str, Any]:
             " WHERE t.status = 'failed' ORDER BY t.pk"
         )
     ]
-    anomalies = db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0]
+    anomaly_kinds = dict(db.execute("SELECT kind, COUNT(*) FROM anomalies GROUP BY kind ORDER BY kind").fetchall())
     retried = db.execute("SELECT COUNT(*) FROM requests WHERE attempt > 1").fetchone()[0]
     return {
         "waves": waves[0],
@@ -96,7 +96,8 @@ def collect(ws: Workspace) -> dict[str, Any]:
         "usage": usage,
         "open_files": files,
         "failed_threads": failures,
-        "anomalies": anomalies,
+        "anomalies": sum(anomaly_kinds.values()),
+        "anomaly_kinds": anomaly_kinds,
         "retries": retry_history(ws),
         # Per model of batch files: estimated input tokens compiled but not yet created (queued)
         # and at the provider (submitted), against its enqueued-token budget.
@@ -151,7 +152,11 @@ def render(status: dict[str, Any]) -> str:
                 f"  {f['run_id']} {f['task']} case {f['case_number']}{variant}: {terminal_safe(f['reason'] or '')}"
             )
     if status["anomalies"]:
-        lines.append(f"\nIngest anomalies recorded: {status['anomalies']} (unknown/duplicate custom_ids, bad lines)")
+        kinds = ", ".join(f"{kind} {n}" for kind, n in status["anomaly_kinds"].items())
+        lines.append(
+            f"\nIngest anomalies recorded: {status['anomalies']} ({kinds}): result lines never applied; "
+            "`doctor` lists them"
+        )
     if status["token_budgets"]:
         lines.append(f"\n  {'model (batch files)':<32}{'budget':>12}{'queued tok':>13}{'submitted tok':>15}")
         for model, b in sorted(status["token_budgets"].items()):
