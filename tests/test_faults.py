@@ -345,16 +345,16 @@ class LostAnswer(Exception):
 
 
 def lose_every_create_answer_once(monkeypatch: pytest.MonkeyPatch) -> set[int]:
-    real = batches_module.set_file
+    real = batches_module.record_batch
     lost: set[int] = set()
 
-    def _set(ws, pk, **values):
-        if values.get("status") == "submitted" and values.get("batch_id") not in ("sync", "manual") and pk not in lost:
+    def record(db, pk, info, at, **more):
+        if pk not in lost:  # the batch is created, its record never made: the answer was lost
             lost.add(pk)
             raise LostAnswer
-        real(ws, pk, **values)
+        real(db, pk, info, at, **more)
 
-    monkeypatch.setattr(batches_module, "set_file", _set)
+    monkeypatch.setattr(batches_module, "record_batch", record)
     return lost
 
 
