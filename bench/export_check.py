@@ -22,11 +22,12 @@ def check_export(ws_root: Path, scratch: Path) -> dict[str, Any]:
     import gzip
     import sqlite3
 
-    from lexpilot_batch import compaction, doctor
-    from lexpilot_batch.case_export import export_cases
-    from lexpilot_batch.export import export_seed
-    from lexpilot_batch.results import load_run_results
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch import doctor
+    from lexpilot_batch.report.case_export import export_cases
+    from lexpilot_batch.report.export import export_seed
+    from lexpilot_batch.report.results import load_run_results
+    from lexpilot_batch.state import compaction
+    from lexpilot_batch.state.workspace import Workspace
 
     start = time.perf_counter()
     copy = scratch / "uncompressed"

@@ -88,12 +88,12 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
     change which requests a wave holds, only how each group travels, so every limit of the sweep is
     evaluated on the same waves, with the compiler's rule (`tail_sync.wave_backend`).
     """
-    from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, cost_usd
-    from lexpilot_batch.providers.session import Session
+    from lexpilot_batch.engine.session import Session
+    from lexpilot_batch.engine.tail import is_round_trip, wave_backend
+    from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, cost_usd
     from lexpilot_batch.simulated.faults import Faults
     from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds
-    from lexpilot_batch.tail_sync import is_round_trip, wave_backend
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.state.workspace import Workspace
 
     faults = Faults(latency=args.batch_latency, sync_latency=args.sync_latency, latency_spread=args.latency_spread)
     prices = json.loads(Path(args.prices).read_text(encoding="utf-8")) if args.prices else None

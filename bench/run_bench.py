@@ -158,8 +158,9 @@ class Meter:
 
 def instrument(meter: Meter) -> None:
     """Wrap the engine's functions where the engine calls them (module globals), timing each part."""
-    from lexpilot_batch import batches, compiler, engine
-    from lexpilot_batch.protocols import PROTOCOLS
+    from lexpilot_batch.benchmark.protocols import PROTOCOLS
+    from lexpilot_batch.engine import batches, compiler
+    from lexpilot_batch.engine import loop as engine
 
     engine.open_dataset = meter.wrap(engine.open_dataset, "prepare.load_dataset")
     engine.register_run = meter.wrap(engine.register_run, "prepare.register_run")
@@ -180,7 +181,7 @@ def instrument(meter: Meter) -> None:
     # The provider's own work, which the engine waits for at zero latency and which a real provider
     # does within its latency: the simulated provider answers a batch when it is created, and a
     # chat completion when it is called. Left out of the local time of `time_to_result`.
-    from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+    from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
     from lexpilot_batch.providers.sync import SyncRunner
 
     OpenAIBatchBackend.create = meter.wrap(OpenAIBatchBackend.create, "provider.create")  # type: ignore[method-assign]
@@ -265,8 +266,9 @@ def child_report(root: Path, profile: str | None = None, html: bool = False) -> 
     import contextlib
     import io
 
-    from lexpilot_batch import report, results
+    from lexpilot_batch import report
     from lexpilot_batch.cli.reading import print_report
+    from lexpilot_batch.report import results
 
     meter = Meter()
     built: list[dict] = []
@@ -520,13 +522,13 @@ def _compare(
 def _bench(
     args: argparse.Namespace, dataset: Path, ws_root: Path, sim_dir: Path, root: Path, validation: _Child
 ) -> dict[str, Any]:
-    from lexpilot_batch.budgets import parse_flags
-    from lexpilot_batch.budgets import usage_by_model as budget_usage
-    from lexpilot_batch.config import Settings
-    from lexpilot_batch.engine import poll_and_advance, prepare
-    from lexpilot_batch.providers.session import ProviderOptions, Session
-    from lexpilot_batch.runs import RunSpec
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.engine.budgets import parse_flags
+    from lexpilot_batch.engine.budgets import usage_by_model as budget_usage
+    from lexpilot_batch.engine.loop import poll_and_advance, prepare
+    from lexpilot_batch.engine.session import ProviderOptions, Session
+    from lexpilot_batch.state.workspace import Workspace
+    from lexpilot_batch.study.runs import RunSpec
 
     budgets = parse_flags(args.max_enqueued_tokens)
     meter = Meter()

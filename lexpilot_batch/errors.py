@@ -8,7 +8,7 @@ never carry a key, wherever the message goes next (printed, or stored as a failu
 
 from __future__ import annotations
 
-from lexpilot_batch.redaction import redact
+from lexpilot_batch.util.redaction import redact
 
 
 class LexpilotError(Exception):

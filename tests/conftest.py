@@ -11,7 +11,7 @@ import pytest
 from engine_helpers import finish, open_session, prepare_runs
 from fault_helpers import LIMIT, Outcome, run_benchmark
 
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
 
 STUDY_MODELS = ("sim-a", "openai/sim-b")  # a bare name and a provider-qualified one
 STUDY_RUNS = ("r1", "r2")
@@ -67,7 +67,7 @@ def in_process(
     environment holding no key or endpoint but those a test sets, no secret remembered from an
     earlier test, and no SDK retry delay."""
     from lexpilot_batch.cli import main
-    from lexpilot_batch.providers import google_batch
+    from lexpilot_batch.providers.google import batch as google_batch
 
     for name in list(os.environ):
         if name.upper().endswith(("_API_KEY", "_BASE_URL", "_BACKEND", "_AUTH_TOKEN")):
@@ -75,7 +75,7 @@ def in_process(
     monkeypatch.setattr(google_batch, "RETRY_DELAY", 0.0)
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs its own
     try:  # secrets registered by an earlier test's clients are forgotten: each test proves its own
-        from lexpilot_batch import redaction
+        from lexpilot_batch.util import redaction
 
         monkeypatch.setattr(redaction, "_registered", {})
     except ImportError:  # the code before redaction existed (to show that these tests fail on it)

@@ -34,26 +34,26 @@ READY_ENV = "LEXPILOT_TEST_READY_FILE"  # created once the CLI's imports are don
 # name -> (module, attribute path, "before" | "after" the call)
 KILL_POINTS: dict[str, tuple[str, str, str]] = {
     # prepare: a run is committed but its threads (or its manifest file) are not written yet
-    "prepare.before_threads": ("lexpilot_batch.engine", "add_threads", "before"),
-    "prepare.before_manifest": ("lexpilot_batch.runs", "write_manifest_file", "before"),
+    "prepare.before_threads": ("lexpilot_batch.engine.loop", "add_threads", "before"),
+    "prepare.before_manifest": ("lexpilot_batch.study.runs", "write_manifest_file", "before"),
     # compile: the wave's files are renamed into place, the transaction recording them is open
-    "compile.before_commit": ("lexpilot_batch.request_files", "WaveWriter.close", "after"),
+    "compile.before_commit": ("lexpilot_batch.engine.request_files", "WaveWriter.close", "after"),
     # submit: the provider holds the uploaded file / the created batch, the database does not know
-    "submit.after_upload": ("lexpilot_batch.providers.openai_batch", "OpenAIBatchBackend.upload", "after"),
-    "submit.after_create": ("lexpilot_batch.providers.openai_batch", "OpenAIBatchBackend.create", "after"),
+    "submit.after_upload": ("lexpilot_batch.providers.openai.batch", "OpenAIBatchBackend.upload", "after"),
+    "submit.after_create": ("lexpilot_batch.providers.openai.batch", "OpenAIBatchBackend.create", "after"),
     # poll: a result file is saved but not recorded; a file's results applied but not committed
-    "poll.after_download": ("lexpilot_batch.providers.openai_batch", "OpenAIBatchBackend.download", "after"),
-    "ingest.before_commit": ("lexpilot_batch.ingest", "apply_result_files", "after"),
-    "poll.before_close_waves": ("lexpilot_batch.batches", "close_finished_waves", "before"),
+    "poll.after_download": ("lexpilot_batch.providers.openai.batch", "OpenAIBatchBackend.download", "after"),
+    "ingest.before_commit": ("lexpilot_batch.engine.ingest", "apply_result_files", "after"),
+    "poll.before_close_waves": ("lexpilot_batch.engine.batches", "close_finished_waves", "before"),
     # compaction: a finished wave's file compressed but not recorded; recorded, the plain one not removed
-    "compact.before_record": ("lexpilot_batch.compaction", "_record", "before"),
-    "compact.before_unlink": ("lexpilot_batch.compaction", "_record", "after"),
+    "compact.before_record": ("lexpilot_batch.state.compaction", "_record", "before"),
+    "compact.before_unlink": ("lexpilot_batch.state.compaction", "_record", "after"),
 }
 # The same gaps on the native batch APIs' backends (`test_crash_native.py`), and a synchronous call
 # answered but its line not written (a `--tail-sync` group sent through Messages / generateContent).
 NATIVE_KILL_POINTS: dict[str, tuple[str, str, str]] = {
     **{
-        f"{api}.after_{step}": (f"lexpilot_batch.providers.{api}_batch", f"{cls}.{step}", "after")
+        f"{api}.after_{step}": (f"lexpilot_batch.providers.{api}.batch", f"{cls}.{step}", "after")
         for api, cls in (("anthropic", "AnthropicBatchBackend"), ("google", "GoogleBatchBackend"))
         for step in ("upload", "create", "download")
     },
@@ -391,7 +391,7 @@ if __name__ == "__main__":
     import openai  # noqa: F401
     import tqdm  # noqa: F401
 
-    import lexpilot_batch.engine  # noqa: F401
+    import lexpilot_batch.engine.loop  # noqa: F401
     from lexpilot_batch.cli import main
 
     if os.environ.get(READY_ENV):

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lexpilot_batch import records as stored_records
-from lexpilot_batch.config import Settings
+from lexpilot_batch.benchmark import records as stored_records
+from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import stored_case
-from lexpilot_batch.engine import poll_and_advance, prepare
-from lexpilot_batch.providers.session import ProviderOptions, Session
-from lexpilot_batch.request_lines import id_parts
-from lexpilot_batch.runs import RunSpec
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.engine.loop import poll_and_advance, prepare
+from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.providers.ids import id_parts
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import RunSpec
 
 
 def open_session(ws: Workspace, faults: str | None = None, **options) -> Session:

@@ -2,7 +2,7 @@
 result against a fault-free run and against the provider's own files.
 
 The checks read the workspace's database and the result files it saved under `responses/`, and
-re-validate every answer independently of `lexpilot_batch.ingest`, so that a request answered from
+re-validate every answer independently of `lexpilot_batch.engine.ingest`, so that a request answered from
 an error line, a non-200 response, an empty, truncated or malformed answer is caught even if ingest
 itself were wrong.
 """
@@ -18,11 +18,12 @@ from typing import Any
 
 from engine_helpers import finish, open_session, prepare_runs, records
 
-from lexpilot_batch import judges, status
-from lexpilot_batch.engine import poll_and_advance
-from lexpilot_batch.providers.session import Session
-from lexpilot_batch.result_lines import read_lines
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.benchmark import judges
+from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.engine.result_lines import read_lines
+from lexpilot_batch.engine.session import Session
+from lexpilot_batch.report import status
+from lexpilot_batch.state.workspace import Workspace
 
 LIMIT = 6  # cases per run: every task and every protocol branch, in about a second
 STAGE = "all"

@@ -1,6 +1,6 @@
 """An independent bootstrap of the report's intervals, to check `report.bootstrap` and `estimates` against.
 
-Shares nothing with `lexpilot_batch.metrics`, `tasks` or `report`: it follows the method as the
+Shares nothing with `lexpilot_batch.benchmark.metrics`, `tasks` or `report`: it follows the method as the
 README states it, record by record. For each resample (`random.Random(seed)`; each class by name,
 `rng.choices(the class's cases in case order, k=len)`) it collects the drawn cases' records of
 each run (a case drawn twice counts twice), scores them from the benchmark's definitions, averages

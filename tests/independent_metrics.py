@@ -1,6 +1,6 @@
 """An independent scorer of exported `eval_results/` files, to check the report against.
 
-Deliberately shares nothing with `lexpilot_batch.metrics` or `lexpilot_batch.report`: it reads
+Deliberately shares nothing with `lexpilot_batch.benchmark.metrics` or `lexpilot_batch.report`: it reads
 the exported JSONL files and scores them with scikit-learn, following the seed README's
 definitions. Undefined values (zero denominators, zero expected disagreement for QWK, no items)
 are `None`.

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records, thread_counts
 
-from lexpilot_batch.config import resolve_limits
-from lexpilot_batch.engine import poll_and_advance
+from lexpilot_batch.engine.ingest import ingest_external
+from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, LexpilotError
-from lexpilot_batch.ingest import ingest_external
-from lexpilot_batch.providers.session import ProviderOptions, Session
+from lexpilot_batch.providers.endpoints import resolve_limits
 from lexpilot_batch.simulated import SimulatedServer
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.completions import complete
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from conftest import STUDY_MODELS, STUDY_RUNS
 from engine_helpers import records
 from typer.testing import CliRunner
 
-from lexpilot_batch.case_export import COLUMNS, export_cases
 from lexpilot_batch.cli import app
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.results import load_run_results
+from lexpilot_batch.report.case_export import COLUMNS, export_cases
+from lexpilot_batch.report.results import load_run_results
 
 VARIANTS = {"c": "complete", "u": "underspecified"}
 STOPS = ("judgment_round_1", "judgment_round_2", "judgment_round_3", "forced_final_prediction")
@@ -108,7 +108,7 @@ def test_rows_come_in_run_task_case_order_and_exporting_twice_gives_the_same_byt
 def test_the_command_refuses_unfinished_runs_without_partial(tmp_path):
     from engine_helpers import open_session, prepare_runs
 
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.state.workspace import Workspace
 
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records
 
-from lexpilot_batch import compaction, doctor
-from lexpilot_batch.case_export import export_cases
+from lexpilot_batch import doctor
 from lexpilot_batch.cli.reading import print_report
-from lexpilot_batch.engine import poll_and_advance
-from lexpilot_batch.export import export_seed
-from lexpilot_batch.results import load_run_results
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.report.case_export import export_cases
+from lexpilot_batch.report.export import export_seed
+from lexpilot_batch.report.results import load_run_results
+from lexpilot_batch.state import compaction
+from lexpilot_batch.state.workspace import Workspace
 
 LIMIT = 4
 

@@ -27,9 +27,9 @@ import pytest
 from crash_helpers import KILL_POINTS, Client, SimServer, base_env, final_state, kill_phase, open_db
 from openai import OpenAI
 
-from lexpilot_batch.compaction import read_saved, saved_files, verify
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.compaction import read_saved, saved_files, verify
+from lexpilot_batch.state.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL semantics; proc.kill() is TerminateProcess")
 

@@ -25,9 +25,9 @@ from test_crash import KillLog, check_compacted, check_nothing_in_flight, check_
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
 
-from lexpilot_batch.ingest import file_normaliser  # noqa: E402
-from lexpilot_batch.result_lines import read_lines  # noqa: E402
-from lexpilot_batch.workspace import Workspace  # noqa: E402
+from lexpilot_batch.engine.ingest import file_normaliser
+from lexpilot_batch.engine.result_lines import read_lines
+from lexpilot_batch.state.workspace import Workspace
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL semantics; proc.kill() is TerminateProcess")
 

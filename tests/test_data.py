@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from lexpilot_batch import resources
 from lexpilot_batch.data import (
     MAX_PROBLEMS,
     Case,
@@ -25,6 +24,7 @@ from lexpilot_batch.data import (
 )
 from lexpilot_batch.data.categories import read_categories
 from lexpilot_batch.errors import DataError
+from lexpilot_batch.util import resources
 
 HISTORY_3 = [
     {"role": "user", "content": "我借给朋友五万元，他一直不还。"},

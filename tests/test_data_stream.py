@@ -18,7 +18,7 @@ import pytest
 from engine_helpers import open_session, prepare_runs
 from test_data import make_case
 
-from lexpilot_batch import data, engine
+from lexpilot_batch import data
 from lexpilot_batch.data import (
     DatasetFile,
     load_dataset,
@@ -28,8 +28,9 @@ from lexpilot_batch.data import (
 )
 from lexpilot_batch.data.jsonfile import object_pairs, read_json
 from lexpilot_batch.data.stream import CaseStream
+from lexpilot_batch.engine import loop as engine
 from lexpilot_batch.errors import DataError
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_cases.json"
 HINT = "pass a LexPilot JSON file with --dataset FILE"

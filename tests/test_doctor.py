@@ -13,16 +13,17 @@ import pytest
 from crash_helpers import base_env
 from engine_helpers import finish, open_session, prepare_runs, records, thread_counts
 
-from lexpilot_batch import batches, doctor
-from lexpilot_batch.batches import TamperedFile, poll_files
-from lexpilot_batch.compaction import read_saved, saved_files
-from lexpilot_batch.engine import submit
+from lexpilot_batch import doctor
+from lexpilot_batch.engine import batches
+from lexpilot_batch.engine.batches import TamperedFile, poll_files
+from lexpilot_batch.engine.ingest import ingest_external
+from lexpilot_batch.engine.loop import submit
+from lexpilot_batch.engine.session import ProviderOptions
 from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
-from lexpilot_batch.ingest import ingest_external
-from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
-from lexpilot_batch.providers.session import ProviderOptions
-from lexpilot_batch.request_lines import id_parts
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.providers.ids import id_parts
+from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
+from lexpilot_batch.state.compaction import read_saved, saved_files
+from lexpilot_batch.state.workspace import Workspace
 
 STAGE, LIMIT = "all", 4
 

@@ -39,12 +39,14 @@ from fault_helpers import (
 )
 from typer.testing import CliRunner
 
-from lexpilot_batch import batches, engine, request_files, runs
 from lexpilot_batch.cli import app
-from lexpilot_batch.engine import poll_and_advance
+from lexpilot_batch.engine import batches, request_files
+from lexpilot_batch.engine import loop as engine
+from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.errors import LexpilotError, ProviderUnavailable
-from lexpilot_batch.store import Store
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.store import Store
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study import runs
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 

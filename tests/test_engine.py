@@ -8,14 +8,15 @@ from dataclasses import replace
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records, thread_counts, wave_count
 
-from lexpilot_batch import prompts, status
-from lexpilot_batch.batches import batch_tag
-from lexpilot_batch.compaction import read_saved, saved_files
-from lexpilot_batch.config import Settings
+from lexpilot_batch.benchmark import prompts
+from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.engine import submit
+from lexpilot_batch.engine.batches import batch_tag
+from lexpilot_batch.engine.loop import submit
 from lexpilot_batch.errors import ManifestMismatch, WorkspaceBusy
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.report import status
+from lexpilot_batch.state.compaction import read_saved, saved_files
+from lexpilot_batch.state.workspace import Workspace
 
 
 @pytest.fixture
@@ -150,7 +151,7 @@ def test_sharding_respects_request_limit(ws):
 
 def test_crash_between_batch_create_and_commit_adopts_the_batch(ws, session, monkeypatch):
     prepare_runs(ws, session, stage="lca")
-    import lexpilot_batch.batches as batches
+    import lexpilot_batch.engine.batches as batches
 
     real_record = batches.record_batch
 
@@ -253,7 +254,7 @@ def test_a_batch_that_never_finishes_is_cancelled_and_requeued(tmp_path):
             prepare_runs(ws, slow, stage="lca", limit=3)
             import time
 
-            from lexpilot_batch.engine import poll_and_advance
+            from lexpilot_batch.engine.loop import poll_and_advance
 
             poll_and_advance(ws, slow, do_submit=True, wait=False, poll_interval=0)
             time.sleep(0.3)
@@ -313,7 +314,7 @@ def test_every_protocol_branch_is_reached_on_the_bundled_sample(tmp_path):
 
 def test_runs_with_different_settings_are_reported_apart(tmp_path):
     from lexpilot_batch import report as report_mod
-    from lexpilot_batch import results
+    from lexpilot_batch.report import results
 
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
@@ -334,7 +335,7 @@ def test_runs_with_different_settings_are_reported_apart(tmp_path):
 
 def test_requests_a_batch_never_ran_do_not_use_up_retries(tmp_path):
     """Over the enqueued-token limit every time: retried past --retries, then stopped by its own bound."""
-    from lexpilot_batch.threads import UNEXECUTED_ATTEMPTS
+    from lexpilot_batch.engine.due import UNEXECUTED_ATTEMPTS
 
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws, "fail_batch=1.0,seed=1", retries=2)

@@ -13,10 +13,11 @@ import pytest
 from engine_helpers import finish, open_session, prepare_runs, wave_count
 from test_data import make_case
 
-from lexpilot_batch import prompts
-from lexpilot_batch.config import ROLES, Settings
+from lexpilot_batch.benchmark import prompts
+from lexpilot_batch.benchmark.settings import ROLES, Settings
 from lexpilot_batch.data import DatasetFile, load_dataset
-from lexpilot_batch.engine import poll_and_advance, submit
+from lexpilot_batch.engine.loop import poll_and_advance, submit
+from lexpilot_batch.engine.session import ProviderOptions
 from lexpilot_batch.errors import DataError, ManifestMismatch
 from lexpilot_batch.estimate import (
     CHARS_PER_TOKEN,
@@ -28,10 +29,9 @@ from lexpilot_batch.estimate import (
     open_readonly,
     render,
 )
-from lexpilot_batch.providers.session import ProviderOptions
-from lexpilot_batch.resources import sample_dataset
-from lexpilot_batch.runs import RunSpec
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import RunSpec
+from lexpilot_batch.util.resources import sample_dataset
 
 SIMULATED = ProviderOptions(provider="simulated", sim_faults="")
 

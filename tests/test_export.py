@@ -1,7 +1,7 @@
 """The seed-layout export: files, records, order, manifests, safe paths, and the report's numbers.
 
 The report's per-run metrics are checked against `independent_metrics`, which scores the exported
-files with scikit-learn and shares no code with `lexpilot_batch.metrics` or `report`.
+files with scikit-learn and shares no code with `lexpilot_batch.benchmark.metrics` or `report`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import pytest
 from engine_helpers import finish, open_session, prepare_runs
 from independent_metrics import lca, ljp, score_export
 
-from lexpilot_batch import prompts, resources
+from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import SAMPLE_NOTE, load_categories, load_dataset
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.export import export_seed
 from lexpilot_batch.report import build_report
-from lexpilot_batch.results import load_run_results
-from lexpilot_batch.workspace import Workspace, seed_name, slug
+from lexpilot_batch.report.export import export_seed
+from lexpilot_batch.report.results import load_run_results
+from lexpilot_batch.state.workspace import Workspace, seed_name, slug
+from lexpilot_batch.util import resources
 
 RUNS = ("r1", "r2", "r3")
 MODEL = "sim-eval"

@@ -66,15 +66,15 @@ from fault_helpers import (
     run_benchmark,
 )
 
-import lexpilot_batch.batches as batches_module
-from lexpilot_batch.engine import poll_and_advance
+import lexpilot_batch.engine.batches as batches_module
+from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError, WorkspaceBusy
-from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
-from lexpilot_batch.providers.session import ProviderOptions, Session
+from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.batches import draw_key
 from lexpilot_batch.simulated.faults import Faults, draw
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
 
 THREADS = 6 * LIMIT  # lca c + u, dcg, direct, gold, interaction per case
 FIRST_STEP = {  # the step each thread needs first (wave 1)

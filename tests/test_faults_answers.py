@@ -26,17 +26,19 @@ from engine_helpers import finish, open_session, prepare_runs
 from fault_helpers import LIMIT, STAGE, assert_same_as, retried, run_benchmark
 from test_faults import SyncProvider, sync_baseline  # noqa: F401 - a fixture
 
-from lexpilot_batch import batches, doctor, resources
-from lexpilot_batch.compaction import read_saved, saved_files
-from lexpilot_batch.engine import poll_and_advance
+from lexpilot_batch import doctor
+from lexpilot_batch.engine import batches
+from lexpilot_batch.engine.ingest import ingest_external
+from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.engine.result_lines import MAX_DEPTH
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.ingest import ingest_external
-from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+from lexpilot_batch.providers.ids import id_parts
+from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.providers.sync import SyncRunner
-from lexpilot_batch.request_lines import id_parts
-from lexpilot_batch.result_lines import MAX_DEPTH
 from lexpilot_batch.simulated.models import is_question
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.compaction import read_saved, saved_files
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import resources
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
@@ -390,7 +392,7 @@ def test_a_workspace_whose_first_wave_has_the_previous_versions_ids_finishes_the
     """Wave 1 compiled as the previous version did (`<run key>-<case>-<step>-<attempt>`, the same
     bytes otherwise), every later wave as this one does: both kinds are matched exactly, and the run
     ends equal to the fault-free one. (A guard for old workspaces: before this change every id was old.)"""
-    from lexpilot_batch import compiler
+    from lexpilot_batch.engine import compiler
 
     real = compiler.custom_id
     monkeypatch.setattr(compiler, "custom_id", lambda key, case, step, attempt, check: f"{key}-{case}-{step}-{attempt}")

@@ -36,20 +36,22 @@ from engine_helpers import finish, open_session
 from fault_helpers import LIMIT, assert_same_as, finish_despite, retried, run_benchmark
 from typer.testing import CliRunner
 
-from lexpilot_batch import compaction, doctor, results, status
-from lexpilot_batch.batches import submit_files
+from lexpilot_batch import doctor
 from lexpilot_batch.cli import app
-from lexpilot_batch.config import VLLM_ENDPOINT
-from lexpilot_batch.engine import poll_and_advance, poll_and_advance_once
-from lexpilot_batch.engine import retry as do_retry
+from lexpilot_batch.engine.batches import submit_files
+from lexpilot_batch.engine.loop import poll_and_advance, poll_and_advance_once
+from lexpilot_batch.engine.loop import retry as do_retry
+from lexpilot_batch.engine.rearm import RetrySelection
+from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, LexpilotError
-from lexpilot_batch.providers.openai_batch import OpenAIBatchBackend
+from lexpilot_batch.providers.endpoints import VLLM_ENDPOINT
+from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.providers.routes import RouteRules, resolve_route
-from lexpilot_batch.providers.session import ProviderOptions, Session
-from lexpilot_batch.retry import RetrySelection
+from lexpilot_batch.report import results, status
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
-from lexpilot_batch.waves import LOST_AFTER
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state import compaction
+from lexpilot_batch.state.waves import LOST_AFTER
+from lexpilot_batch.state.workspace import Workspace
 
 THREADS = 6 * LIMIT
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from lexpilot_batch import fileio
-from lexpilot_batch.fileio import file_sha256, write_atomic
+from lexpilot_batch.util import fileio
+from lexpilot_batch.util.fileio import file_sha256, write_atomic
 
 
 def test_write_atomic_writes_the_whole_file_and_leaves_no_temporary(tmp_path):

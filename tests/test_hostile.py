@@ -19,17 +19,19 @@ import pytest
 from crash_helpers import base_env
 from engine_helpers import finish, open_session, prepare_runs, records, thread_counts
 
-from lexpilot_batch import batches, doctor, engine
-from lexpilot_batch.batches import TamperedFile, poll_files
-from lexpilot_batch.compaction import read_saved, saved_exists, saved_files
-from lexpilot_batch.config import ROLES, Settings
+from lexpilot_batch import doctor
+from lexpilot_batch.benchmark.prompts import DEFAULT_TEMPLATES, FORCE_ASK, LEXAWN
+from lexpilot_batch.benchmark.settings import ROLES, Settings
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.engine import poll_and_advance, submit
+from lexpilot_batch.engine import batches
+from lexpilot_batch.engine import loop as engine
+from lexpilot_batch.engine.batches import TamperedFile, poll_files
+from lexpilot_batch.engine.loop import poll_and_advance, submit
 from lexpilot_batch.errors import ConfigError, DataError, LexpilotError
-from lexpilot_batch.export import export_seed
-from lexpilot_batch.prompts import DEFAULT_TEMPLATES, FORCE_ASK, LEXAWN
-from lexpilot_batch.runs import RunSpec
-from lexpilot_batch.workspace import Workspace, slug
+from lexpilot_batch.report.export import export_seed
+from lexpilot_batch.state.compaction import read_saved, saved_exists, saved_files
+from lexpilot_batch.state.workspace import Workspace, slug
+from lexpilot_batch.study.runs import RunSpec
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_cases.json"
 CATEGORIES = Path(__file__).resolve().parents[1] / "data" / "categories.json"

@@ -18,17 +18,20 @@ from pathlib import Path
 import pytest
 from engine_helpers import prepare_runs
 
-from lexpilot_batch import doctor, judges, resources, status
-from lexpilot_batch.answers import MAX_ANSWER_CHARS
-from lexpilot_batch.engine import poll_and_advance
+from lexpilot_batch import doctor
+from lexpilot_batch.benchmark import judges
+from lexpilot_batch.engine.answers import MAX_ANSWER_CHARS
+from lexpilot_batch.engine.ingest import ingest_external
+from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.engine.result_lines import MAX_LINE_BYTES
+from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.ingest import ingest_external
-from lexpilot_batch.providers.session import ProviderOptions, Session
-from lexpilot_batch.request_lines import id_parts, id_tag
-from lexpilot_batch.result_lines import MAX_LINE_BYTES
+from lexpilot_batch.providers.ids import id_parts, id_tag
+from lexpilot_batch.report import status
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.completions import complete
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import resources
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 

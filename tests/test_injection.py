@@ -17,11 +17,11 @@ from engine_helpers import finish, open_session
 from markdown_it import MarkdownIt
 from test_html import FLAGS, chromium
 
-from lexpilot_batch import engine
-from lexpilot_batch.config import Settings
-from lexpilot_batch.runs import RunSpec
-from lexpilot_batch.spreadsheet import FORMULA_START, csv_text, safe_cell
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine import loop as engine
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import RunSpec
+from lexpilot_batch.util.spreadsheet import FORMULA_START, csv_text, safe_cell
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CASE = "=cmd|' /C calc'!A0"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexpilot_batch.judges import (
+from lexpilot_batch.benchmark.judges import (
     MalformedOutput,
     parse_dcg_decision,
     parse_lca_label,

@@ -11,15 +11,15 @@ import pytest
 from crash_helpers import SimServer
 from engine_helpers import finish, records, thread_counts, wave_count
 
-from lexpilot_batch import status
-from lexpilot_batch.compaction import read_saved, saved_files
-from lexpilot_batch.config import Settings
-from lexpilot_batch.engine import prepare, submit
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine.loop import prepare, submit
+from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.model_list import ModelOptions
-from lexpilot_batch.providers.session import ProviderOptions, Session
-from lexpilot_batch.runs import RunSpec
-from lexpilot_batch.workspace import Workspace, slug
+from lexpilot_batch.report import status
+from lexpilot_batch.state.compaction import read_saved, saved_files
+from lexpilot_batch.state.workspace import Workspace, slug
+from lexpilot_batch.study.model_list import ModelOptions
+from lexpilot_batch.study.runs import RunSpec
 
 OPENAI, DASHSCOPE, DEEPSEEK = (
     "https://api.openai.com/v1",
@@ -309,10 +309,10 @@ def test_a_mistake_is_refused_before_anything_is_registered_or_compiled(tmp_path
 def test_a_name_an_earlier_version_sent_bare_keeps_that_reading_in_its_workspace(tmp_path, clean_env):
     """`openai/gpt-4o-mini` registered before prefixes (an OpenRouter id, sent as it is) is not read as
     OpenAI's in a new run of the same workspace: their files would take the same names."""
-    from lexpilot_batch import prompts
+    from lexpilot_batch.benchmark import prompts
     from lexpilot_batch.data import open_dataset
     from lexpilot_batch.providers.dialects import legacy_request
-    from lexpilot_batch.runs import RunPlan, protocol_variants, register_run
+    from lexpilot_batch.study.runs import RunPlan, protocol_variants, register_run
 
     settings = Settings(judge_model="openai/gpt-4o-mini")
     earlier = RunPlan(

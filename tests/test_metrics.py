@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import accuracy_score, cohen_kappa_score, f1_score, recall_score
 
-from lexpilot_batch import metrics
+from lexpilot_batch.benchmark import metrics
 
 TRUTH = st.sampled_from(metrics.TRUTHS)
 LABEL = st.sampled_from(metrics.LCA_LABELS)

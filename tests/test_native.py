@@ -17,18 +17,19 @@ from fault_helpers import finish_despite
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
 
-from lexpilot_batch import batches, status  # noqa: E402
-from lexpilot_batch.compaction import read_saved  # noqa: E402
-from lexpilot_batch.config import Settings  # noqa: E402
-from lexpilot_batch.engine import prepare  # noqa: E402
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine import batches
+from lexpilot_batch.engine.loop import prepare
+from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
-from lexpilot_batch.providers import google_batch  # noqa: E402
-from lexpilot_batch.providers.session import ProviderOptions, Session  # noqa: E402
-from lexpilot_batch.request_lines import id_stem  # noqa: E402
-from lexpilot_batch.runs import RunSpec  # noqa: E402
+from lexpilot_batch.providers.google import batch as google_batch  # noqa: E402
+from lexpilot_batch.providers.ids import id_stem
+from lexpilot_batch.report import status
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
 from lexpilot_batch.simulated.faults import ROUTES  # noqa: E402
-from lexpilot_batch.workspace import Workspace  # noqa: E402
+from lexpilot_batch.state.compaction import read_saved
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import RunSpec
 
 CLAUDE, GEMINI, GPT = "anthropic/claude-sim", "google/gemini-sim", "openai/gpt-sim"
 MODELS = (CLAUDE, GEMINI, GPT)
@@ -230,9 +231,9 @@ def test_a_stalled_batch_is_cancelled_and_keeps_what_it_finished(tmp_path, monke
 def test_a_missing_sdk_names_its_extra(monkeypatch):
     import sys
 
-    from lexpilot_batch.config import PROFILES, Endpoint
-    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
-    from lexpilot_batch.providers.google_batch import GoogleBatchBackend
+    from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+    from lexpilot_batch.providers.google.batch import GoogleBatchBackend
 
     for module in ("anthropic", "google.genai"):
         monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
@@ -247,8 +248,8 @@ def test_an_untagged_create_whose_answer_was_lost_among_strangers_is_told_by_its
     """Message Batches carry no tag: when another client created a batch of the same size while the
     answer to ours was lost, neither is adopted nor is ours created again until they end; their
     results (our ids carry the workspace's tag) then tell which is ours."""
-    from lexpilot_batch.engine import submit
-    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
+    from lexpilot_batch.engine.loop import submit
+    from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
     from lexpilot_batch.providers.base import CreateUncertain
 
     real = AnthropicBatchBackend.create
@@ -297,7 +298,7 @@ def test_doctor_reads_saved_native_results_in_their_own_shape(tmp_path, monkeypa
     """Results downloaded and not yet ingested are checked as their API's lines: whole ones pass,
     a line cut in half is found."""
     from lexpilot_batch import doctor
-    from lexpilot_batch.ingest import IngestStats
+    from lexpilot_batch.engine.ingest import IngestStats
 
     monkeypatch.setattr(batches, "ingest_file", lambda ws, row: IngestStats())  # saved, never applied
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
@@ -331,8 +332,8 @@ def test_native_waves_are_compacted_and_read_back_as_they_were(tmp_path, monkeyp
     exports, the report and every saved file read the same as uncompressed."""
     from test_compaction import read_back
 
-    from lexpilot_batch import compaction
-    from lexpilot_batch.engine import poll_and_advance
+    from lexpilot_batch.engine.loop import poll_and_advance
+    from lexpilot_batch.state import compaction
 
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
         point_at(monkeypatch, server)
@@ -401,8 +402,8 @@ def test_another_workspaces_results_are_never_applied(tmp_path, monkeypatch, cle
 
         return download
 
-    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
-    from lexpilot_batch.providers.google_batch import GoogleBatchBackend
+    from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.google.batch import GoogleBatchBackend
 
     monkeypatch.setattr(AnthropicBatchBackend, "download", prepending(AnthropicBatchBackend.download))
     monkeypatch.setattr(GoogleBatchBackend, "download", prepending(GoogleBatchBackend.download))

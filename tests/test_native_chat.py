@@ -15,16 +15,16 @@ pytest.importorskip("google.genai")
 
 from engine_helpers import finish, open_session, records  # noqa: E402
 
-from lexpilot_batch.compaction import read_saved  # noqa: E402
-from lexpilot_batch.config import Settings  # noqa: E402
-from lexpilot_batch.engine import prepare  # noqa: E402
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine.loop import prepare
+from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError  # noqa: E402
 from lexpilot_batch.estimate import dry_run_prepare  # noqa: E402
-from lexpilot_batch.providers.session import ProviderOptions, Session  # noqa: E402
 from lexpilot_batch.providers.shapes import file_api  # noqa: E402
-from lexpilot_batch.runs import RunSpec  # noqa: E402
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
-from lexpilot_batch.workspace import Workspace  # noqa: E402
+from lexpilot_batch.state.compaction import read_saved
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import RunSpec
 
 N = 6  # at LIMIT cases, the first wave's groups (25 requests) travel as batches, the later ones at once
 SYNC_ROUTES = {CLAUDE: "anthropic_message", GEMINI: "gemini_generate"}
@@ -141,14 +141,16 @@ def test_a_request_refused_on_its_merits_reads_as_the_same_request_in_a_batch(tm
     the API's error line, read (`shapes`) exactly as the batch's result line for the same request."""
     import time
 
-    from lexpilot_batch.config import PROFILES, Endpoint
-    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE
     from lexpilot_batch.providers.base import BatchSource
     from lexpilot_batch.providers.chat import REFUSED
-    from lexpilot_batch.providers.google_batch import GoogleBatchBackend
+    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+    from lexpilot_batch.providers.google.batch import GoogleBatchBackend
+    from lexpilot_batch.providers.ids import id_tag
+    from lexpilot_batch.providers.lines import line_id
     from lexpilot_batch.providers.native_chat import AnthropicChat, GeminiChat
     from lexpilot_batch.providers.shapes import normaliser
-    from lexpilot_batch.request_lines import ANTHROPIC, GOOGLE, id_tag, line_id
 
     tag = id_tag("ws")
     bad = {

@@ -10,14 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexpilot_batch.answers import INVALID, PERMANENT, REFUSAL, TRANSPORT, UNEXECUTED, judge_line
-from lexpilot_batch.config import Settings
+from lexpilot_batch.benchmark.prompts import Prompt
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine.answers import INVALID, PERMANENT, REFUSAL, TRANSPORT, UNEXECUTED, judge_line
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.prompts import Prompt
+from lexpilot_batch.providers.anthropic.ids import ANTHROPIC_ID
 from lexpilot_batch.providers.dialects import role_request
+from lexpilot_batch.providers.ids import custom_id, id_tag, request_check
+from lexpilot_batch.providers.lines import line_id, our_id, request_line
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.shapes import anthropic_result, google_result
-from lexpilot_batch.request_lines import ANTHROPIC_ID, custom_id, id_tag, line_id, our_id, request_check, request_line
 
 TAG = id_tag("workspace-1")
 
@@ -243,7 +245,7 @@ def test_every_gemini_outcome_is_one_of_ours(line, kind, needle):
 
 @pytest.mark.parametrize("ending", [b"\n", b""])
 def test_a_message_batch_body_is_streamed_from_the_file_as_its_json_array(tmp_path, ending):
-    from lexpilot_batch.providers.anthropic_batch import _requests_body
+    from lexpilot_batch.providers.anthropic.batch import _requests_body
 
     lines = [_dumps({"custom_id": f"c{i}", "params": {"x": "案" * (i % 900), "y": "\n"}}) for i in range(3000)]
     path = tmp_path / "f.jsonl"

@@ -12,10 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexpilot_batch import prompts, resources
-from lexpilot_batch.data import Case, KeyDetails, Message, load_dataset
-from lexpilot_batch.errors import DataError
-from lexpilot_batch.prompts import (
+from lexpilot_batch.benchmark import prompts
+from lexpilot_batch.benchmark.prompts import (
     DCG_JUDGE,
     DEFAULT_TEMPLATES,
     EXTRACT_VERDICTS,
@@ -26,6 +24,9 @@ from lexpilot_batch.prompts import (
     SLOTS,
     USER_MODEL,
 )
+from lexpilot_batch.data import Case, KeyDetails, Message, load_dataset
+from lexpilot_batch.errors import DataError
+from lexpilot_batch.util import resources
 
 # Seven messages, each with a marker no template contains, so positions can be compared.
 HISTORY_7 = [

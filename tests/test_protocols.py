@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from lexpilot_batch import prompts
+from lexpilot_batch.benchmark import prompts
+from lexpilot_batch.benchmark.protocols import PROTOCOLS, STAGES
+from lexpilot_batch.benchmark.protocols.base import Advance, Answer, CaseContext, Protocol, Step
+from lexpilot_batch.benchmark.protocols.dcg import DCG
+from lexpilot_batch.benchmark.protocols.interaction import InteractionLJP
+from lexpilot_batch.benchmark.protocols.lca import LCA
+from lexpilot_batch.benchmark.protocols.ljp import DirectLJP, GoldLJP
 from lexpilot_batch.data import Case, Message
-from lexpilot_batch.protocols import PROTOCOLS, STAGES
-from lexpilot_batch.protocols.base import Advance, Answer, CaseContext, Protocol, Step
-from lexpilot_batch.protocols.dcg import DCG
-from lexpilot_batch.protocols.interaction import InteractionLJP
-from lexpilot_batch.protocols.lca import LCA
-from lexpilot_batch.protocols.ljp import DirectLJP, GoldLJP
 
 CLAIMS = {
     "判令被告偿还借款本金十万元": "支持",
@@ -546,7 +546,7 @@ def all_branches(templates: prompts.Templates | None = None) -> list[Outcome]:
 
 
 def test_the_engine_refuses_a_step_outside_what_a_protocol_reads(monkeypatch) -> None:
-    from lexpilot_batch import threads
+    from lexpilot_batch.engine import due as threads
 
     monkeypatch.setattr(LCA, "reads", lambda self, variant: ("lca.x.",))
     with pytest.raises(RuntimeError, match="outside the steps it reads"):

@@ -7,10 +7,10 @@ import json
 import pytest
 from engine_helpers import finish, open_session, prepare_runs
 
-from lexpilot_batch import records
+from lexpilot_batch.benchmark import records
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.results import load_run_results
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.report.results import load_run_results
+from lexpilot_batch.state.workspace import Workspace
 
 
 def _dump(messages) -> list[dict]:
@@ -99,7 +99,7 @@ def test_scores_stored_before_the_interaction_statistics_are_read_from_the_recor
     """A workspace whose DCG and Interaction LJP scores lack what the interaction statistics read
     (as versions before them stored) reports them from the records after migration 0008."""
     from lexpilot_batch.report import build_report
-    from lexpilot_batch.store import Store
+    from lexpilot_batch.state.store import Store
 
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)

@@ -9,10 +9,11 @@ import json
 
 import pytest
 
-from lexpilot_batch import redaction
-from lexpilot_batch.config import ROLES, Endpoint
+from lexpilot_batch.benchmark.settings import ROLES
+from lexpilot_batch.providers.endpoints import Endpoint
 from lexpilot_batch.providers.registry import PROVIDERS
-from lexpilot_batch.redaction import (
+from lexpilot_batch.util import redaction
+from lexpilot_batch.util.redaction import (
     KEY_QUERY_PARAMETERS,
     MIN_SECRET_LENGTH,
     has_credentials,

@@ -11,7 +11,7 @@ import pytest
 
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import FORMATS, RunResults, TaskRecords, build_report, latex_escape, render
-from lexpilot_batch.text import display_width
+from lexpilot_batch.util.text import display_width
 
 FAMILY = "婚姻家庭"  # sorts after CONTRACT by code point
 CONTRACT = "合同纠纷"
@@ -306,7 +306,7 @@ def test_cost_uses_prices_per_million_tokens_and_the_batch_discount():
 def test_cost_is_the_estimates_formula_per_backend():
     """Sync work is at list price, batch work at the discount, manual work unpriced: the report
     costs tokens exactly as the estimate projects them (`costs.cost_usd`)."""
-    from lexpilot_batch.costs import cost_usd
+    from lexpilot_batch.report.costs import cost_usd
 
     price = {"input": 2.0, "output": 8.0}
     mixed = {

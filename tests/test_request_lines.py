@@ -7,8 +7,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lexpilot_batch.prompts import Prompt
-from lexpilot_batch.request_lines import Pieces, request_line
+from lexpilot_batch.benchmark.prompts import Prompt
+from lexpilot_batch.providers.lines import Pieces, request_line
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
 # Body fields besides model and messages, as dialects and --model-arg make them: numbers, text,
@@ -72,7 +72,7 @@ def test_request_files_are_written_whole_in_order_with_their_hash(tmp_path, monk
 
     import pytest
 
-    from lexpilot_batch.request_files import _Sink
+    from lexpilot_batch.engine.request_files import _Sink
 
     monkeypatch.setattr(_Sink, "CHUNK", 50)  # many chunks through the background thread
     lines = [f'{{"custom_id":"c-{i}","x":"{"案" * (i % 13)}"}}\n'.encode() for i in range(300)]

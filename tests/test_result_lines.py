@@ -12,7 +12,7 @@ import tracemalloc
 
 import pytest
 
-from lexpilot_batch.result_lines import (
+from lexpilot_batch.engine.result_lines import (
     INVALID_UTF8,
     MAX_DEPTH,
     MAX_LINE_BYTES,

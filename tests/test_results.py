@@ -12,13 +12,12 @@ import sqlite3
 import pytest
 from engine_helpers import finish, open_session, records
 
-from lexpilot_batch import status
 from lexpilot_batch.data import SAMPLE_NOTE, load_categories, load_dataset
-from lexpilot_batch.engine import prepare
-from lexpilot_batch.report import build_report, render
-from lexpilot_batch.results import comparison_key, group_key, load_run_results
-from lexpilot_batch.runs import RunSpec
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.engine.loop import prepare
+from lexpilot_batch.report import build_report, render, status
+from lexpilot_batch.report.results import comparison_key, group_key, load_run_results
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import RunSpec
 
 N_CASES = 6
 # A second mapping of every bundled cause: the sample's first cases fall in both of its classes.

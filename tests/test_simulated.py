@@ -18,7 +18,7 @@ from openai import OpenAI
 from openai.types.chat import ChatCompletion
 from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
-from lexpilot_batch import prompts
+from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import Message
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.simulated import SimulatedServer, parse_faults

@@ -12,7 +12,7 @@ import pytest
 from openai import OpenAI
 from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
-from lexpilot_batch import judges, prompts
+from lexpilot_batch.benchmark import judges, prompts
 from lexpilot_batch.data import Message
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.simulated import Faults, SimulatedServer, parse_faults

@@ -11,7 +11,7 @@ import pytest
 from openai import OpenAI
 from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
-from lexpilot_batch import prompts
+from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import Message
 from lexpilot_batch.simulated import FaultSpecError, SimulatedServer, parse_faults
 from lexpilot_batch.simulated import chat as sim_chat
@@ -92,13 +92,14 @@ def test_native_batches_and_calls_take_the_latency_of_the_file_and_the_line_they
     workspace), a synchronous call what the chat completion of its custom_id takes."""
     pytest.importorskip("anthropic")
     pytest.importorskip("google.genai")
-    from lexpilot_batch.config import PROFILES, Endpoint
-    from lexpilot_batch.providers.anthropic_batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE
     from lexpilot_batch.providers.base import BatchSource
-    from lexpilot_batch.providers.google_batch import GoogleBatchBackend
+    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+    from lexpilot_batch.providers.google.batch import GoogleBatchBackend
+    from lexpilot_batch.providers.ids import id_tag
+    from lexpilot_batch.providers.lines import request_line as line_of
     from lexpilot_batch.providers.native_chat import AnthropicChat, GeminiChat
-    from lexpilot_batch.request_lines import ANTHROPIC, GOOGLE, id_tag
-    from lexpilot_batch.request_lines import request_line as line_of
 
     tag, prompt = id_tag("ws"), prompts.lexawn_prompt(HISTORY)
     ids = ["k1-0-lca.c.gen-1", "k2-0-lca.c.gen-1"]

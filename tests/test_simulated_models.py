@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from lexpilot_batch import judges, prompts
+from lexpilot_batch.benchmark import judges, prompts
 from lexpilot_batch.data import Case, Message, load_dataset
 from lexpilot_batch.simulated import completions, models
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.store import MIGRATIONS, Store
+from lexpilot_batch.state.store import MIGRATIONS, Store
 
 # table -> [(column, type, NOT NULL, primary-key position)], in column order
 TABLES = {

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from sim_helpers import jsonl, request_line
 
-from lexpilot_batch import prompts
-from lexpilot_batch.answers import judge_line
-from lexpilot_batch.config import Endpoint
+from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import Message
+from lexpilot_batch.engine.answers import judge_line
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
 from lexpilot_batch.providers import sync
+from lexpilot_batch.providers.endpoints import Endpoint
 from lexpilot_batch.providers.sync import SyncRunner, saved_custom_ids
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated import models as sim_models
@@ -476,7 +476,7 @@ class _Answers:
 def test_answers_beyond_the_bounds_of_a_result_line_are_failures_written_at_once(tmp_path: Path) -> None:
     """A body nested 100,000 deep or over 8 MiB is no answer: a failure line (never a RecursionError,
     never a line no reader takes), and the run goes on."""
-    from lexpilot_batch.result_lines import MAX_LINE_BYTES, read_lines
+    from lexpilot_batch.engine.result_lines import MAX_LINE_BYTES, read_lines
 
     def completion(content: str) -> bytes:
         message = {"role": "assistant", "content": content}

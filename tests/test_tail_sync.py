@@ -9,16 +9,16 @@ from collections import defaultdict
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records, request_key
 
-from lexpilot_batch import budgets
-from lexpilot_batch.config import Settings
-from lexpilot_batch.engine import submit
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine import budgets
+from lexpilot_batch.engine.loop import submit
+from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.engine.tail import wave_backend
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.estimate import dry_run_prepare, render
 from lexpilot_batch.providers.routes import RouteRules, resolve_route
-from lexpilot_batch.providers.session import ProviderOptions, Session
-from lexpilot_batch.runs import RunSpec
-from lexpilot_batch.tail_sync import wave_backend
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import RunSpec
 
 LIMIT = 6
 RUNS = ("r1", "r2")

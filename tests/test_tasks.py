@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lexpilot_batch import metrics
-from lexpilot_batch.protocols import PROTOCOLS
-from lexpilot_batch.tasks import TASK_ORDER, TASKS, in_order
+from lexpilot_batch.benchmark import metrics
+from lexpilot_batch.benchmark.protocols import PROTOCOLS
+from lexpilot_batch.benchmark.tasks import TASK_ORDER, TASKS, in_order
 
 
 def test_the_registry_names_every_protocol_in_benchmark_order():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lexpilot_batch.text import display_width, pad, terminal_safe
+from lexpilot_batch.util.text import display_width, pad, terminal_safe
 
 # Clear screen, cursor home, window title, bell, the 8-bit CSI, a right-to-left override, and a
 # carriage return and line feed that would forge a line of their own.

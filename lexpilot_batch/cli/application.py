@@ -18,7 +18,7 @@ from lexpilot_batch import __version__
 from lexpilot_batch.cli import reading, running, tools
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.workspace import is_disk_full
+from lexpilot_batch.state.workspace import is_disk_full
 
 F = TypeVar("F", bound=Callable[..., Any])
 

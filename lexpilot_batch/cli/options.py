@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
-from lexpilot_batch.config import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL
+from lexpilot_batch.benchmark.settings import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL
 from lexpilot_batch.errors import LexpilotError
 
 if TYPE_CHECKING:
-    from lexpilot_batch.providers.session import ProviderOptions
-    from lexpilot_batch.runs import RunSpec
+    from lexpilot_batch.engine.session import ProviderOptions
+    from lexpilot_batch.study.runs import RunSpec
 
 # (parameter name, annotated type, default) of one option in a group.
 Option = tuple[str, object, object]
@@ -411,9 +411,9 @@ class Target(NamedTuple):
 
 
 def provider_options(values: dict[str, Any]) -> Target:
-    from lexpilot_batch.budgets import parse_flags
-    from lexpilot_batch.config import ROLES
-    from lexpilot_batch.providers.session import ProviderOptions
+    from lexpilot_batch.benchmark.settings import ROLES
+    from lexpilot_batch.engine.budgets import parse_flags
+    from lexpilot_batch.engine.session import ProviderOptions
 
     profiles: dict[str, str | None] = {}
     for item in values["profile"]:
@@ -449,9 +449,9 @@ def provider_options(values: dict[str, Any]) -> Target:
 
 
 def run_spec(values: dict[str, Any]) -> RunSpec:
-    from lexpilot_batch.config import Settings
-    from lexpilot_batch.model_list import ModelList, load_model_list, parse_model_arg, with_model_args
-    from lexpilot_batch.runs import RunSpec
+    from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.study.model_list import ModelList, load_model_list, parse_model_arg, with_model_args
+    from lexpilot_batch.study.runs import RunSpec
 
     listed = load_model_list(values["models_file"]) if values["models_file"] is not None else ModelList()
     return RunSpec(

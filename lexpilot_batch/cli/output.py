@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from lexpilot_batch.redaction import redact
-from lexpilot_batch.text import terminal_safe
-from lexpilot_batch.workspace import command_hint, shell_word
+from lexpilot_batch.state.workspace import command_hint, shell_word
+from lexpilot_batch.util.redaction import redact
+from lexpilot_batch.util.text import terminal_safe
 
 if TYPE_CHECKING:
-    from lexpilot_batch.engine import AdvanceResult, Outage, PrepareResult
+    from lexpilot_batch.engine.loop import AdvanceResult, Outage, PrepareResult
 
 
 def printable(text: str) -> str:

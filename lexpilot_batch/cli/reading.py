@@ -9,12 +9,12 @@ import typer
 
 from lexpilot_batch.cli.options import FormatOpt, PricesOpt, RootOpt, TailSyncOpt
 from lexpilot_batch.cli.output import say
-from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, load_prices
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, load_prices
 
 if TYPE_CHECKING:
     from lexpilot_batch.estimate import Estimate
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.state.workspace import Workspace
 
 
 def status(
@@ -32,8 +32,8 @@ def status(
     """
     import json
 
-    from lexpilot_batch import status as status_mod
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.report import status as status_mod
+    from lexpilot_batch.state.workspace import Workspace
 
     if format_ not in ("table", "json"):
         raise LexpilotError("--format must be table or json")
@@ -54,8 +54,8 @@ def status(
 
 
 def _estimate_workspace(ws: Workspace, prices: dict | None, tail_sync: int | None) -> Estimate:
+    from lexpilot_batch.engine.session import ProviderOptions, Session
     from lexpilot_batch.estimate import estimate_workspace
-    from lexpilot_batch.providers.session import ProviderOptions, Session
 
     session = Session(ws, ProviderOptions(tail_sync=tail_sync))
     try:
@@ -80,9 +80,8 @@ def print_report(
 ) -> None:
     """What `report` prints, and `run` once every thread is finished."""
     from lexpilot_batch import report as report_mod
-    from lexpilot_batch import results
-    from lexpilot_batch.report import bootstrap
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.report import bootstrap, results
+    from lexpilot_batch.state.workspace import Workspace
 
     if format_ not in report_mod.FORMATS:
         raise LexpilotError(f"--format must be one of {', '.join(report_mod.FORMATS)}")
@@ -203,12 +202,12 @@ def export(
 
     Example: lexpilot-batch export --layout cases --out results/
     """
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.state.workspace import Workspace
 
     if layout == "cases":
-        from lexpilot_batch import results
-        from lexpilot_batch.case_export import export_cases
         from lexpilot_batch.data import SAMPLE_NOTE
+        from lexpilot_batch.report import results
+        from lexpilot_batch.report.case_export import export_cases
 
         with Workspace(root, writable=False) as ws:
             runs = results.load_run_results(ws, run_id, model)
@@ -218,7 +217,7 @@ def export(
         say(f"Wrote {len(written)} file(s) under {out}.")
         notes = [f"{r.run_id} / {r.model}: {SAMPLE_NOTE}" for r in runs if r.bundled_sample]
     elif layout == "seed":
-        from lexpilot_batch.export import export_seed
+        from lexpilot_batch.report.export import export_seed
 
         with Workspace(root, writable=False) as ws:
             exported = export_seed(ws, out, run_id, model, partial=partial)

@@ -23,13 +23,13 @@ from lexpilot_batch.cli.options import (
 )
 from lexpilot_batch.cli.output import progress_printer, say, say_manual, say_outage, say_prepared
 from lexpilot_batch.cli.reading import print_report
-from lexpilot_batch.costs import load_prices
-from lexpilot_batch.workspace import command_hint
+from lexpilot_batch.report.costs import load_prices
+from lexpilot_batch.state.workspace import command_hint
 
 if TYPE_CHECKING:
-    from lexpilot_batch.providers.session import Session
-    from lexpilot_batch.runs import RunSpec
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.engine.session import Session
+    from lexpilot_batch.state.workspace import Workspace
+    from lexpilot_batch.study.runs import RunSpec
 
 
 @contextlib.contextmanager
@@ -41,8 +41,8 @@ def _session(target: Target, create: bool = False) -> Iterator[tuple[Workspace, 
     dataset refused before any run was registered): once anything is recorded it stays, and the
     same command resumes it (`Workspace.abandon`).
     """
-    from lexpilot_batch.providers.session import Session
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.engine.session import Session
+    from lexpilot_batch.state.workspace import Workspace
 
     root, options = target
     ws = Workspace(root, create=create)
@@ -79,7 +79,7 @@ def prepare(
 
     Example: lexpilot-batch prepare --stage lca --run-id run1 --model gpt-4o-mini
     """
-    from lexpilot_batch.engine import prepare as do_prepare
+    from lexpilot_batch.engine.loop import prepare as do_prepare
 
     if dry_run:
         _dry_run(spec, target, load_prices(prices), format_)
@@ -107,7 +107,7 @@ def submit(target: Target) -> None:
 
     Example: lexpilot-batch submit
     """
-    from lexpilot_batch.engine import submit as do_submit
+    from lexpilot_batch.engine.loop import submit as do_submit
 
     with _session(target) as (ws, session):
         result = do_submit(ws, session, on_file=lambda p: typer.echo(f"  submitted {p}"))
@@ -131,7 +131,7 @@ def submit(target: Target) -> None:
 def _advance(
     ws: Workspace, session: Session, do_submit: bool, wait: bool, poll_interval: float, compact: bool
 ) -> dict[str, int]:
-    from lexpilot_batch.engine import poll_and_advance as do_poll
+    from lexpilot_batch.engine.loop import poll_and_advance as do_poll
 
     left = do_poll(
         ws,
@@ -196,7 +196,7 @@ def run(
 
     Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
     """
-    from lexpilot_batch.engine import prepare as do_prepare
+    from lexpilot_batch.engine.loop import prepare as do_prepare
 
     with _session(target, create=True) as (ws, session):
         say_prepared(do_prepare(ws, session, spec), target.root)
@@ -220,8 +220,8 @@ def ingest(
 
     Example: lexpilot-batch ingest responses/w0003/eval__llama-3-8b-1a2b3c4d__000.output.jsonl --wave 3
     """
-    from lexpilot_batch.ingest import ingest_external
-    from lexpilot_batch.workspace import Workspace
+    from lexpilot_batch.engine.ingest import ingest_external
+    from lexpilot_batch.state.workspace import Workspace
 
     with Workspace(root, create=False) as ws:
         stats, done = ingest_external(ws, file, wave)
@@ -258,8 +258,8 @@ def retry(
 
     Example: lexpilot-batch retry --run-id run1 --task lca
     """
-    from lexpilot_batch.engine import retry as do_retry
-    from lexpilot_batch.retry import RetrySelection
+    from lexpilot_batch.engine.loop import retry as do_retry
+    from lexpilot_batch.engine.rearm import RetrySelection
 
     selection = RetrySelection(tuple(run_id), tuple(model), tuple(task), tuple(case))
     with _session(target) as (ws, session):

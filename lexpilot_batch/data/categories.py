@@ -16,10 +16,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from lexpilot_batch import resources
 from lexpilot_batch.data.jsonfile import default_path, read_json
 from lexpilot_batch.data.problems import Problems, TooManyProblems, kind, show
 from lexpilot_batch.errors import DataError
+from lexpilot_batch.util import resources
 
 
 @dataclass(frozen=True)

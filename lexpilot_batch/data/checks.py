@@ -9,7 +9,7 @@ from typing import Any
 
 from lexpilot_batch.data.models import HISTORY_ALIASES, HISTORY_FIELDS, REQUIRED_FIELDS, ROLES, VERDICTS
 from lexpilot_batch.data.problems import Problems, kind, show
-from lexpilot_batch.text import has_unsafe_characters
+from lexpilot_batch.util.text import has_unsafe_characters
 
 # How deeply arrays and objects may nest inside one field of a case. Real cases need two levels;
 # a case is stored as JSON and read back, and pydantic's JSON reader gives up near 200.

@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lexpilot_batch import resources
 from lexpilot_batch.data.categories import mapping_sha256, read_categories, unmapped_problem
 from lexpilot_batch.data.checks import CaseCheck, case_label, check_case, normalise_aliases, valid_case_number
 from lexpilot_batch.data.jsonfile import default_path
@@ -24,6 +23,7 @@ from lexpilot_batch.data.models import Case
 from lexpilot_batch.data.problems import Problems, TooManyProblems, kind
 from lexpilot_batch.data.stream import CHUNK_SIZE, CaseStream, changed_while_read
 from lexpilot_batch.errors import DataError
+from lexpilot_batch.util import resources
 
 # What a problem reading a dataset file tells the user to do.
 _HINT = "pass a LexPilot JSON file with --dataset FILE"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lexpilot_batch.text import terminal_safe
+from lexpilot_batch.util.text import terminal_safe
 
 # A broken file can hold thousands of problems; past this many the rest is noise on screen.
 MAX_PROBLEMS = 50

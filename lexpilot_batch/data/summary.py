@@ -10,7 +10,7 @@ from pathlib import Path
 from lexpilot_batch.data.dataset import Dataset, DatasetFile, scan
 from lexpilot_batch.data.models import VERDICTS, Case
 from lexpilot_batch.data.stream import CHUNK_SIZE
-from lexpilot_batch.text import display_width, pad
+from lexpilot_batch.util.text import display_width, pad
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from lexpilot_batch.doctor.diagnosis import diagnose, schema_blockers
 from lexpilot_batch.doctor.findings import SEVERITIES, DoctorReport, Finding
 from lexpilot_batch.doctor.repairs import repair
 from lexpilot_batch.errors import LexpilotError, ReadOnlyWorkspace
-from lexpilot_batch.store import DB_NAME, open_for_reading
-from lexpilot_batch.workspace import Workspace, command_hint
+from lexpilot_batch.state.store import DB_NAME, open_for_reading
+from lexpilot_batch.state.workspace import Workspace, command_hint
 
 if TYPE_CHECKING:
-    from lexpilot_batch.providers.session import ProviderOptions
+    from lexpilot_batch.engine.session import ProviderOptions
 
 
 def check(root: Path | None = None, do_repair: bool = False, options: ProviderOptions | None = None) -> DoctorReport:
@@ -26,8 +26,8 @@ def check(root: Path | None = None, do_repair: bool = False, options: ProviderOp
     running one makes this refuse, clearly). A database written by a newer version is reported,
     never opened for writing.
     """
-    from lexpilot_batch.providers.session import ProviderOptions as Options
-    from lexpilot_batch.providers.session import Session
+    from lexpilot_batch.engine.session import ProviderOptions as Options
+    from lexpilot_batch.engine.session import Session
 
     base = Path(root if root is not None else Path.cwd()).resolve()
     db_path = base / "state" / DB_NAME

@@ -6,7 +6,6 @@ import json
 import sqlite3
 from pathlib import Path
 
-from lexpilot_batch.compaction import SUFFIX, missing
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
     BATCH_LOST,
@@ -23,13 +22,12 @@ from lexpilot_batch.doctor.findings import (
     UNSENT_CHANGED,
     Finding,
 )
-from lexpilot_batch.fileio import file_sha256
-from lexpilot_batch.ingest import file_normaliser
+from lexpilot_batch.engine.ingest import file_normaliser
+from lexpilot_batch.engine.result_lines import result_lines
 from lexpilot_batch.providers.shapes import Normalise
-from lexpilot_batch.result_lines import result_lines
-from lexpilot_batch.runs import load_runs, manifest_path
-from lexpilot_batch.store import MIGRATIONS
-from lexpilot_batch.waves import (
+from lexpilot_batch.state.compaction import SUFFIX, missing
+from lexpilot_batch.state.store import MIGRATIONS
+from lexpilot_batch.state.waves import (
     CREATING,
     DOWNLOADED,
     INGESTED,
@@ -42,7 +40,9 @@ from lexpilot_batch.waves import (
     target_wave,
     unsent,
 )
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import load_runs, manifest_path
+from lexpilot_batch.util.fileio import file_sha256
 
 
 def schema_blockers(db: sqlite3.Connection) -> list[Finding]:

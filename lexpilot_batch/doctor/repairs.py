@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lexpilot_batch.compiler import compile_wave
 from lexpilot_batch.doctor.diagnosis import manifest_findings
 from lexpilot_batch.doctor.findings import (
     BATCH_LOST,
@@ -15,10 +14,9 @@ from lexpilot_batch.doctor.findings import (
     UNSENT_CHANGED,
     Finding,
 )
+from lexpilot_batch.engine.compiler import compile_wave
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.fileio import file_sha256
-from lexpilot_batch.runs import load_runs, manifest_path, write_manifest_file
-from lexpilot_batch.waves import (
+from lexpilot_batch.state.waves import (
     DOWNLOADED,
     INGESTED,
     SUBMITTED,
@@ -30,10 +28,12 @@ from lexpilot_batch.waves import (
     target_wave,
     unsent,
 )
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import load_runs, manifest_path, write_manifest_file
+from lexpilot_batch.util.fileio import file_sha256
 
 if TYPE_CHECKING:
-    from lexpilot_batch.providers.session import Session
+    from lexpilot_batch.engine.session import Session
 
 PENDING_FAILED = "left pending in an ingested file; failed by `lexpilot-batch doctor --repair`"
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from typing import Literal
 
-from lexpilot_batch import prompts
-from lexpilot_batch.config import ROLES
-from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
-from lexpilot_batch.costs import total as total_cost
+from lexpilot_batch.benchmark import prompts
+from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.data import open_dataset
+from lexpilot_batch.engine.request_files import file_group
+from lexpilot_batch.engine.session import Session
+from lexpilot_batch.engine.tail import wave_backend
 from lexpilot_batch.estimate.calibration import calibrate
 from lexpilot_batch.estimate.model import (
     Assumptions,
@@ -33,13 +34,12 @@ from lexpilot_batch.estimate.model import (
 from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import RunView, State, snapshot
 from lexpilot_batch.estimate.tail import project_tail_sync
-from lexpilot_batch.lineup import plan_runs
 from lexpilot_batch.providers.routes import Route
-from lexpilot_batch.providers.session import Session
-from lexpilot_batch.request_files import file_group
-from lexpilot_batch.runs import RunSpec, check_limit, check_run_id, protocol_variants
-from lexpilot_batch.tail_sync import wave_backend
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
+from lexpilot_batch.report.costs import total as total_cost
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.lineup import plan_runs
+from lexpilot_batch.study.runs import RunSpec, check_limit, check_run_id, protocol_variants
 
 
 def dry_run_prepare(

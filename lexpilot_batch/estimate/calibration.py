@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.estimate.model import Assumptions
 from lexpilot_batch.estimate.projection import BRANCHING
-from lexpilot_batch.workspace import Workspace
+from lexpilot_batch.state.workspace import Workspace
 
 MIN_LABELS = 10  # answered labels needed before their clarification rate replaces the default
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from lexpilot_batch.config import ROLES
-from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT
+from lexpilot_batch.benchmark.settings import ROLES
+from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT
 
 # The default assumptions: `calibration` says what each is and how the workspace measures it.
 CHARS_PER_TOKEN = 1.3

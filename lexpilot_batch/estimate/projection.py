@@ -17,13 +17,13 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lexpilot_batch.config import ROLES
+from lexpilot_batch.benchmark.protocols.base import Answer, Step
+from lexpilot_batch.benchmark.protocols.interaction import MAX_ROUNDS, InteractionLJP, label_key
+from lexpilot_batch.benchmark.settings import ROLES
+from lexpilot_batch.engine.due import due_for_case
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.estimate.model import Span
 from lexpilot_batch.estimate.state import Group, Pending
-from lexpilot_batch.protocols.base import Answer, Step
-from lexpilot_batch.protocols.interaction import MAX_ROUNDS, InteractionLJP, label_key
-from lexpilot_batch.threads import due_for_case
 
 # The labels whose value decides how long a consultation goes on: the only branch points.
 BRANCHING = frozenset(label_key(k) for k in range(1, MAX_ROUNDS + 1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lexpilot_batch.config import ROLES
+from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.estimate.model import Assumptions, Estimate, Span
 
 

@@ -14,14 +14,17 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from lexpilot_batch import prompts
-from lexpilot_batch.compiler import case_requests
-from lexpilot_batch.config import Settings
+from lexpilot_batch.benchmark import prompts
+from lexpilot_batch.benchmark.protocols.base import Answer, CaseContext
+from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import Case, DatasetFile, stored_case
-from lexpilot_batch.protocols.base import Answer, CaseContext
+from lexpilot_batch.engine.compiler import case_requests
+from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.providers.dialects import RoleRequest
-from lexpilot_batch.providers.session import ProviderOptions, Session
-from lexpilot_batch.runs import (
+from lexpilot_batch.state.store import DB_NAME
+from lexpilot_batch.state.waves import target_wave
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import (
     RunPlan,
     build_manifest,
     check_key_free,
@@ -32,9 +35,6 @@ from lexpilot_batch.runs import (
     run_threads,
     selected_cases,
 )
-from lexpilot_batch.store import DB_NAME
-from lexpilot_batch.waves import target_wave
-from lexpilot_batch.workspace import Workspace
 
 
 @contextlib.contextmanager

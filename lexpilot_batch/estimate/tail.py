@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 
-from lexpilot_batch.costs import cost_usd
+from lexpilot_batch.engine.tail import SYNC, is_round_trip, wave_backend
 from lexpilot_batch.estimate.model import Assumptions, TailSyncProjection
 from lexpilot_batch.estimate.projection import Tally
 from lexpilot_batch.providers.routes import Route
-from lexpilot_batch.tail_sync import SYNC, is_round_trip, wave_backend
+from lexpilot_batch.report.costs import cost_usd
 
 
 def project_tail_sync(

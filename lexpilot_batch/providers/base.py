@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError, ProviderError, ProviderUnavailable
-from lexpilot_batch.redaction import redact_data
+from lexpilot_batch.util.redaction import redact_data
 
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 # The code of a batch refused for the provider's enqueued-token quota (OpenAI, Azure).

@@ -29,11 +29,11 @@ from typing import Any
 
 import openai
 
-from lexpilot_batch.config import Endpoint
+from lexpilot_batch.engine.result_lines import BeyondBounds, loads_bounded
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.providers.endpoints import Endpoint
 from lexpilot_batch.providers.errors import error_message, translate
-from lexpilot_batch.request_lines import ANTHROPIC, GOOGLE, OPENAI
-from lexpilot_batch.result_lines import BeyondBounds, loads_bounded
 
 try:  # the HTTP library under the SDKs: httpx2 from openai 3, httpx before
     import httpx2 as http

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
-from lexpilot_batch.config import Settings
+from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.registry import ModelName
 

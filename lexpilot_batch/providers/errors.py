@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import openai
 
-from lexpilot_batch.config import Endpoint
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable
+from lexpilot_batch.providers.endpoints import Endpoint
 
 
 def error_message(exc: openai.APIStatusError) -> str:

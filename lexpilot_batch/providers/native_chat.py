@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from lexpilot_batch.engine.result_lines import BeyondBounds, loads_bounded
 from lexpilot_batch.errors import ConfigError, LexpilotError
-from lexpilot_batch.providers.anthropic_batch import anthropic_error, error_text
+from lexpilot_batch.providers.anthropic.batch import anthropic_error, error_text
 from lexpilot_batch.providers.base import require_sdk
 from lexpilot_batch.providers.chat import (
     CLIENT_REQUEST_ID,
@@ -35,8 +36,7 @@ from lexpilot_batch.providers.chat import (
     ChatCall,
     http,
 )
-from lexpilot_batch.providers.google_batch import google_error, http_options, transport_failure
-from lexpilot_batch.result_lines import BeyondBounds, loads_bounded
+from lexpilot_batch.providers.google.batch import google_error, http_options, transport_failure
 
 
 def _damaged(where: str, fields: str) -> LexpilotError:

@@ -22,19 +22,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lexpilot_batch.config import (
-    SIMULATED,
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.apis import SIMULATED, check_backend
+from lexpilot_batch.providers.endpoints import (
     VLLM_ENDPOINT,
     Endpoint,
     Limits,
-    check_backend,
     endpoint_identity,
     guess_profile,
     resolve_limits,
     role_endpoint,
     simulated_endpoint,
 )
-from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.registry import PROVIDERS, Provider, provider_of
 
 

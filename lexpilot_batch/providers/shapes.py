@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lexpilot_batch.config import SIMULATED
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI, SIMULATED
+from lexpilot_batch.providers.lines import our_id
 from lexpilot_batch.providers.registry import provider_of
-from lexpilot_batch.request_lines import ANTHROPIC, GOOGLE, OPENAI, our_id
 
 Normalise = Callable[[dict], dict]
 

@@ -50,13 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lexpilot_batch.config import Endpoint
+from lexpilot_batch.engine.result_lines import loads_bounded
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderUnavailable
+from lexpilot_batch.providers.apis import OPENAI
 from lexpilot_batch.providers.base import retry_after
 from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall, chat_call
-from lexpilot_batch.redaction import redact_data
-from lexpilot_batch.request_lines import OPENAI
-from lexpilot_batch.result_lines import loads_bounded
+from lexpilot_batch.providers.endpoints import Endpoint
+from lexpilot_batch.util.redaction import redact_data
 
 PROBE = 3  # failures in a row, before any success, that stop a run
 RATE_LIMIT_ROUNDS = 8  # 429s after the SDK's retries, for one request, that stop a run

@@ -36,10 +36,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lexpilot_batch.benchmark.metrics import Metric
+from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.metrics import Metric
 from lexpilot_batch.report.model import RunResults, TaskRecords
-from lexpilot_batch.tasks import TASKS
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 20250101

@@ -22,16 +22,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lexpilot_batch.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd
-from lexpilot_batch.costs import total as total_cost
+from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import bootstrap
 from lexpilot_batch.report.bootstrap import Family, cases_by_class
 from lexpilot_batch.report.compare import check_baseline, compare
+from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd
+from lexpilot_batch.report.costs import total as total_cost
 from lexpilot_batch.report.estimates import estimate
 from lexpilot_batch.report.interaction import interaction_stats
 from lexpilot_batch.report.model import Report, RunResults
-from lexpilot_batch.tasks import TASKS
 
 ROLE_ORDER = ("eval", "user", "judge")
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lexpilot_batch.benchmark.metrics import Metric
+from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.metrics import Metric
 from lexpilot_batch.report.bootstrap import interval, p_value
 from lexpilot_batch.report.estimates import FamilyEstimates
-from lexpilot_batch.tasks import TASKS
 
 
 def check_baseline(baseline: str | None, models: Sequence[str]) -> None:

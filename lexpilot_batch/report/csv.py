@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from lexpilot_batch.spreadsheet import csv_text
-from lexpilot_batch.tasks import TASKS
+from lexpilot_batch.benchmark.tasks import TASKS
+from lexpilot_batch.util.spreadsheet import csv_text
 
 COLUMNS = (
     "model",

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from lexpilot_batch import metrics
-from lexpilot_batch.metrics import Metric
+from lexpilot_batch.benchmark import metrics
+from lexpilot_batch.benchmark.metrics import Metric
+from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.report.bootstrap import OVERALL, Family, interval
-from lexpilot_batch.tasks import TASKS
 
 Scope = str | None  # a class name, or OVERALL
 

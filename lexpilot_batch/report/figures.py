@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lexpilot_batch.protocols.interaction import STOP_REASONS
+from lexpilot_batch.benchmark.protocols.interaction import STOP_REASONS
+from lexpilot_batch.benchmark.tasks import METRIC_TITLES, TASKS
 from lexpilot_batch.report.interaction import DCG_ROUNDS
 from lexpilot_batch.report.layout import group_label
 from lexpilot_batch.report.tables import STOP_TITLES, metric_title, report_tasks
-from lexpilot_batch.tasks import METRIC_TITLES, TASKS
 
 Value = float | None
 

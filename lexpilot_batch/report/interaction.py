@@ -9,13 +9,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from lexpilot_batch import metrics
+from lexpilot_batch.benchmark import metrics
+from lexpilot_batch.benchmark.metrics import Metric
+from lexpilot_batch.benchmark.protocols.dcg import ON_TARGET
+from lexpilot_batch.benchmark.protocols.interaction import STOP_REASONS
+from lexpilot_batch.benchmark.tasks import TASKS, responses_used
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.metrics import Metric
-from lexpilot_batch.protocols.dcg import ON_TARGET
-from lexpilot_batch.protocols.interaction import STOP_REASONS
 from lexpilot_batch.report.model import RunResults
-from lexpilot_batch.tasks import TASKS, responses_used
 
 DCG_ROUNDS = ("1", "2")
 

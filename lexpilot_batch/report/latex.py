@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lexpilot_batch.benchmark.protocols.interaction import STOP_REASONS
+from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import SAMPLE_NOTE
-from lexpilot_batch.protocols.interaction import STOP_REASONS
 from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NO_RECORDS_NOTE, NUMBERS_NOTE, UNDEFINED_NOTE, Style
 from lexpilot_batch.report.interaction import DCG_ROUNDS
 from lexpilot_batch.report.layout import group_label, group_remarks, sample_remark, settings_text
 from lexpilot_batch.report.tables import p_text, report_tasks
-from lexpilot_batch.tasks import TASKS
 
 _LATEX_SPECIALS = {
     "\\": r"\textbackslash{}",

@@ -7,8 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import SAMPLE_NOTE
-from lexpilot_batch.tasks import TASKS
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from html import escape
 
 from lexpilot_batch.report.figures import Bars, Figure, Heatmap, Stacked, Value
-from lexpilot_batch.text import display_width
+from lexpilot_batch.util.text import display_width
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")

@@ -15,7 +15,7 @@ from lexpilot_batch.report.cells import (
 )
 from lexpilot_batch.report.layout import cost_note, group_label, group_remarks, sample_remark, settings_text, usage_rows
 from lexpilot_batch.report.tables import Table, tables
-from lexpilot_batch.text import display_width, pad
+from lexpilot_batch.util.text import display_width, pad
 
 
 def _grid(rows: list[list[str]], align: str, indent: str = "") -> list[str]:

@@ -25,11 +25,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lexpilot_batch.benchmark.protocols.interaction import FORCED_FINAL
+from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.protocols.interaction import FORCED_FINAL
 from lexpilot_batch.report.layout import group_label
 from lexpilot_batch.report.model import RunResults
-from lexpilot_batch.tasks import TASKS
 
 
 class _Table:

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from lexpilot_batch.request_lines import ANTHROPIC, ANTHROPIC_ID, TAG_LENGTH, line_id, our_id
+from lexpilot_batch.providers.anthropic.ids import ANTHROPIC_ID
+from lexpilot_batch.providers.apis import ANTHROPIC
+from lexpilot_batch.providers.ids import TAG_LENGTH
+from lexpilot_batch.providers.lines import line_id, our_id
 from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults

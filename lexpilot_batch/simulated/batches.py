@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lexpilot_batch.request_lines import id_stem
+from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.simulated import completions
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults, draw

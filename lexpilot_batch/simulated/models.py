@@ -10,7 +10,7 @@ The behaviours are built to exercise every branch of the benchmark: the evaluate
 judges (judging more often the more concrete facts the history holds, so that User Model replies
 push a consultation towards a judgment), forced questions are sometimes on target and sometimes
 not, and the judges answer consistently with what they are shown in every format that
-`lexpilot_batch.judges` accepts.
+`lexpilot_batch.benchmark.judges` accepts.
 
 Speed matters here: a batch of 10,800 prompts of ~6,000 characters is answered while the client
 waits for `batches.create`. So each text feature is computed once per history message (a message
@@ -32,9 +32,9 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from lexpilot_batch import prompts
+from lexpilot_batch.benchmark import prompts
+from lexpilot_batch.benchmark.prompts import DEFAULT_TEMPLATES, Templates
 from lexpilot_batch.data import VERDICTS
-from lexpilot_batch.prompts import DEFAULT_TEMPLATES, Templates
 
 GENERIC = "generic"
 EVAL_KINDS = (prompts.LEXAWN, prompts.FORCE_ASK, prompts.FORCE_JUDGE)
@@ -553,7 +553,7 @@ def _judge_answer(obj: dict, rng: random.Random) -> tuple[str, str | None]:
 
 
 def malformed_judge(kind: str, prompt: str, rng: random.Random) -> str:
-    """A judge answer that `lexpilot_batch.judges` must reject."""
+    """A judge answer that `lexpilot_batch.benchmark.judges` must reject."""
     if kind == prompts.LCA_CLASSIFY:
         wrong_value, key = '{"label": "direct_judgment"}', '{"label": "judg'
     elif kind == prompts.DCG_JUDGE:

@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from lexpilot_batch.fileio import TMP_SUFFIX, write_atomic
+from lexpilot_batch.util.fileio import TMP_SUFFIX, write_atomic
 
 
 def _dump(obj: Any) -> bytes:

@@ -1,0 +1,314 @@
+"""Advancing threads and compiling every due request of the workspace into one wave of files.
+
+A wave's requests are grouped by (backend, endpoint, model) across all runs and tasks, so each
+wave makes one batch per model (more only when a provider's per-file limits force shards). Where
+each (role, model) goes is its route (`providers.routes`); what its requests carry, the run's
+manifest says (`runs.role_requests`). Compiling is
+deterministic: the same database state always yields the same files, byte for byte. That makes
+a wave that was compiled but not yet submitted safe to compile again — after a crash, or when
+`prepare` adds a run — by discarding it and redoing it from the database.
+
+Files are written before the transaction that records them commits; a crash in between leaves
+files that no row describes, and the next compile rewrites them from the same state.
+
+What is due for a case is decided in `threads`; a request's bytes in `request_lines`; its file in
+`request_files`; which wave to compile into, and the discarding of an unsent one, in `waves`.
+
+Compiling needs routes, never keys: `compile_wave` takes `route(role, model, provider)`, which a
+`providers.session.Session` provides.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from tqdm import tqdm
+
+from lexpilot_batch.benchmark import records
+from lexpilot_batch.benchmark.protocols import PROTOCOLS
+from lexpilot_batch.benchmark.protocols.base import Answer, CaseContext, Step
+from lexpilot_batch.benchmark.settings import ROLES, Settings
+from lexpilot_batch.benchmark.tasks import TASKS
+from lexpilot_batch.data import Case, stored_case
+from lexpilot_batch.engine.budgets import request_tokens
+from lexpilot_batch.engine.due import due_for_case
+from lexpilot_batch.engine.request_files import WaveWriter
+from lexpilot_batch.providers.dialects import RoleRequest
+from lexpilot_batch.providers.ids import custom_id, request_check
+from lexpilot_batch.providers.lines import line_body, line_head
+from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.state.waves import discard_unsent_wave, drop_empty_wave, open_wave, target_wave
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import role_requests
+
+
+@dataclass
+class CompileResult:
+    wave: int | None = None
+    requests: int = 0
+    files: list[str] = field(default_factory=list)
+    done: int = 0
+    failed: int = 0
+    in_flight: bool = False
+    manual_files: list[str] = field(default_factory=list)  # for the user to run (manual backend)
+    tail_sync_files: list[str] = field(default_factory=list)  # small groups sent through chat (`tail_sync`)
+
+    @property
+    def compiled(self) -> bool:
+        return self.wave is not None and self.requests > 0
+
+
+# Where a (role, registered model, provider key) goes: `providers.session.Session.route`.
+RouteFor = Callable[[str, str, str | None], Route]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    pk: int
+    key: str
+    model: str
+    dataset: str
+    settings: Settings
+    templates: dict[str, str]
+    speculate: bool
+    retries: int
+    requests: dict[str, RoleRequest]  # what each role's requests carry (`runs.role_requests`)
+    routes: dict[str, Route]  # where each role's requests go
+
+
+def _run_contexts(db: sqlite3.Connection, retries: int, route: RouteFor) -> dict[int, RunContext]:
+    out = {}
+    for r in db.execute("SELECT pk, key, model, dataset, manifest, templates, speculate FROM runs"):
+        manifest = json.loads(r["manifest"])
+        settings = Settings(**manifest["settings"])
+        requests = role_requests(manifest)
+        out[r["pk"]] = RunContext(
+            r["pk"],
+            r["key"],
+            r["model"],
+            r["dataset"],
+            settings,
+            json.loads(r["templates"]),
+            bool(r["speculate"]),
+            retries,
+            requests,
+            {role: route(role, settings.model_for(role, r["model"]), requests[role].provider) for role in ROLES},
+        )
+    return out
+
+
+def _load_case_factory(db: sqlite3.Connection) -> Callable[[str, int], Case]:
+    @lru_cache(maxsize=256)
+    def load(dataset: str, idx: int) -> Case:
+        row = db.execute("SELECT data FROM cases WHERE dataset = ? AND idx = ?", (dataset, idx)).fetchone()
+        return stored_case(row["data"])
+
+    return load
+
+
+def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3, tail_sync: int = 0) -> CompileResult:
+    """Advance every active thread and write all due requests into the open wave, atomically.
+
+    A group of at most `tail_sync` requests travels at once, through the sync backend (`tail_sync`).
+    """
+    result = CompileResult()
+    with ws.store.transaction() as db:
+        wave, existing = target_wave(db)
+        if wave is None:
+            result.in_flight = True
+            return result
+        stale = discard_unsent_wave(db, wave) if existing else []
+        open_wave(db, wave)
+        writer = WaveWriter(ws, db, wave, tail_sync)
+        try:
+            _advance_all(ws, db, writer, _run_contexts(db, retries, route), result)
+            written = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        for rel in stale:
+            if rel not in written:
+                ws.path(rel).unlink(missing_ok=True)
+        if not written:
+            drop_empty_wave(db, wave)
+        else:
+            result.wave = wave
+            result.files = written
+            result.manual_files = writer.manual
+            result.tail_sync_files = writer.tail_synced
+    return result
+
+
+# Active (run, case) groups are read this many cases at a time: two queries per run and block
+# instead of two per group, and new rows are written only for cases already read.
+BLOCK_CASES = 64
+
+# A text step's value is its text (answers.parse_answer): not read twice. Rows are read in the order
+# of the UNIQUE (run_pk, case_idx, step, attempt) index, so SQLite never sorts them.
+_REQUEST_COLUMNS = (
+    "case_idx, step, attempt, status, text, CASE parser WHEN 'text' THEN NULL ELSE value END AS value,"
+    " error, error_kind, role, parser, n_claims, wave"
+)
+
+
+def _advance_all(
+    ws: Workspace, db: sqlite3.Connection, writer: WaveWriter, runs: dict[int, RunContext], result: CompileResult
+) -> None:
+    load_case = _load_case_factory(db)
+    # Threads `lexpilot-batch retry` made due again: their attempts count from a later wave.
+    fresh_after = dict(
+        db.execute("SELECT pk, fresh_after FROM threads WHERE status = 'active' AND fresh_after > 0").fetchall()
+    )
+    n_groups = db.execute(
+        "SELECT COUNT(*) FROM (SELECT DISTINCT run_pk, case_idx FROM threads WHERE status = 'active')"
+    ).fetchone()[0]
+    # disable=None: a bar on a terminal (large waves take a while), silence in logs and pipes.
+    bar = tqdm(total=n_groups, desc=f"compiling wave {writer.wave}", unit="case", disable=None, leave=False)
+    new_requests: list[tuple] = []
+    thread_updates: list[tuple] = []
+    discards: list[tuple] = []
+    try:
+        # Case-major order keeps each case's parsed data hot in the cache across runs.
+        for (case_idx, run_pk), threads, rows in _active_groups(db):
+            run = runs[run_pk]
+            case = load_case(run.dataset, case_idx)
+            ctx = CaseContext(case, run.templates, run.speculate)
+            history, answers = _by_step(rows)
+            due = due_for_case(ctx, threads, answers, history, run.retries, fresh_after)
+            discards.extend((run.pk, case_idx, key) for key in due.unused)
+            for (pk, task, _), record in due.finished:
+                stored = json.dumps(records.compact(record, case), ensure_ascii=False)
+                score = json.dumps(TASKS[task].scored(record), ensure_ascii=False)
+                thread_updates.append(("done", stored, score, None, pk))
+            for (pk, _, _), reason in due.failed:
+                thread_updates.append(("failed", None, None, reason, pk))
+            result.done += len(due.finished)
+            result.failed += len(due.failed)
+            for step in due.steps:
+                new_requests.append(_request(run, case_idx, step, history.get(step.key, []), writer))
+            result.requests += len(due.steps)
+            if len(new_requests) >= 5000:
+                _flush(db, new_requests)
+            if len(thread_updates) >= 500:
+                _finish_threads(db, thread_updates)
+            bar.update()
+    finally:
+        bar.close()
+    _flush(db, new_requests)
+    _finish_threads(db, thread_updates)
+    db.executemany(
+        "UPDATE requests SET status = 'discarded' WHERE run_pk = ? AND case_idx = ? AND step = ? AND status = 'answered'",
+        discards,
+    )
+
+
+def _active_groups(db: sqlite3.Connection) -> Iterator[tuple[tuple[int, int], list[tuple[int, str, str]], list]]:
+    """Every (case, run) with an active thread, in case-major order: its active threads
+    `(pk, task, variant)` and all its requests, oldest attempt first.
+
+    Only the steps the active threads read (`Protocol.reads`) are loaded: in the last waves only
+    Interaction LJP threads are left, and they need a fraction of their case's requests. A block's
+    rows are read in full before its groups are advanced, so the caller's inserts and updates (for
+    cases of this block) never meet an open cursor.
+    """
+    cases = [
+        r[0] for r in db.execute("SELECT DISTINCT case_idx FROM threads WHERE status = 'active' ORDER BY case_idx")
+    ]
+    run_pks = [r[0] for r in db.execute("SELECT DISTINCT run_pk FROM threads WHERE status = 'active' ORDER BY run_pk")]
+    for start in range(0, len(cases), BLOCK_CASES):
+        low, high = cases[start], cases[min(start + BLOCK_CASES, len(cases)) - 1]
+        threads: dict[tuple[int, int], list[tuple[int, str, str]]] = defaultdict(list)
+        requests: dict[tuple[int, int], list] = defaultdict(list)
+        for run_pk in run_pks:
+            prefixes: set[str] = set()
+            for t in db.execute(
+                "SELECT case_idx, pk, task, variant FROM threads"
+                " WHERE status = 'active' AND run_pk = ? AND case_idx BETWEEN ? AND ? ORDER BY case_idx, pk",
+                (run_pk, low, high),
+            ):
+                threads[(t[0], run_pk)].append((t[1], t[2], t[3]))
+                prefixes.update(PROTOCOLS[t[2]].reads(t[3]))
+            if not prefixes:
+                continue
+            read = " OR ".join(["substr(step, 1, ?) = ?"] * len(prefixes))
+            for r in db.execute(
+                f"SELECT {_REQUEST_COLUMNS} FROM requests"
+                f" WHERE run_pk = ? AND case_idx BETWEEN ? AND ? AND ({read}) ORDER BY case_idx, step, attempt",
+                (run_pk, low, high, *(x for p in sorted(prefixes) for x in (len(p), p))),
+            ):
+                key = (r[0], run_pk)
+                if key in threads:
+                    requests[key].append(r)
+        for key in sorted(threads):
+            yield key, threads[key], requests.get(key, [])
+
+
+def case_requests(db: sqlite3.Connection, run_pk: int, case_idx: int) -> tuple[dict[str, list], dict[str, Answer]]:
+    """Every request of one (run, case) by step, oldest attempt first, and the answers so far."""
+    return _by_step(
+        db.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE run_pk = ? AND case_idx = ? ORDER BY step, attempt",
+            (run_pk, case_idx),
+        )
+    )
+
+
+def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
+    history: dict[str, list] = defaultdict(list)
+    answers: dict[str, Answer] = {}
+    for r in rows:
+        # By position (`_REQUEST_COLUMNS`): every answer of every active case, every wave.
+        step, status = r[1], r[3]
+        history[step].append(r)
+        if status == "answered" or status == "discarded":
+            # A text step's value is its text (answers.parse_answer): not decoded again.
+            text = r[4]
+            answers[step] = Answer(text, text if r[9] == "text" else json.loads(r[5]))
+    return history, answers
+
+
+def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer: WaveWriter) -> tuple:
+    attempt = max((a["attempt"] for a in attempts), default=0) + 1
+    sent, route = run.requests[step.role], run.routes[step.role]
+    body = line_body(sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces, route.api)
+    # The id vouches for the request: its workspace and its body (`request_lines.request_check`).
+    cid = custom_id(run.key, case_idx, step.key, attempt, request_check(writer.id_tag, body))
+    line = line_head(cid, route.api, writer.id_tag) + body
+    file_pk = writer.add(route, line, request_tokens(len(step.prompt)))
+    model = route.model
+    return (
+        cid,
+        run.pk,
+        case_idx,
+        step.key,
+        attempt,
+        step.role,
+        model,
+        step.parser,
+        step.n_claims,
+        writer.wave,
+        file_pk,
+        len(step.prompt),
+    )
+
+
+def _finish_threads(db: sqlite3.Connection, rows: list[tuple]) -> None:
+    # Finished records carry whole histories: written in chunks, a wave that finishes every
+    # thread of a 20x dataset would otherwise hold gigabytes of them until its end.
+    db.executemany("UPDATE threads SET status = ?, record = ?, score = ?, reason = ? WHERE pk = ?", rows)
+    rows.clear()
+
+
+def _flush(db: sqlite3.Connection, rows: list[tuple]) -> None:
+    db.executemany(
+        "INSERT INTO requests (custom_id, run_pk, case_idx, step, attempt, role, model, parser, n_claims, wave,"
+        " file_pk, status, prompt_chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+        rows,
+    )
+    rows.clear()

@@ -1,0 +1,375 @@
+"""Reading provider result files back into request state: ingesting a downloaded batch, or a
+result file the user ran elsewhere (the manual backend).
+
+Accepts OpenAI's output and error files and vLLM `run-batch`'s single file (errors inline,
+`error` a string or an object), and the result files of the native batch APIs (Anthropic's
+Message Batches, Gemini's Batch Mode), each line read as an OpenAI one first (`providers.shapes`),
+every line within the bounds of `result_lines`. Everything one batch's result files change is
+applied in one transaction; applying them again changes nothing. What a line means is decided in
+`answers`. A request the files do not mention is failed so that it is retried.
+
+A line is applied only to the request whose custom_id it carries exactly, among the requests of
+the files being ingested: the id names the workspace and the request's hash
+(`request_lines.request_check`), so an answer to anything else is never taken in. What is not
+applied is recorded as an anomaly, once (the same anomaly seen again, as when a file is ingested
+twice, is not recorded again), and counted by `status` and `doctor`:
+
+| kind | the line |
+| --- | --- |
+| `bad_line` | is not a result object with an id: not JSON, cut, or beyond a bound of `result_lines` with no id found |
+| `foreign` | answers another workspace's request (another tag in its id) |
+| `stale` | answers a request of this workspace in another file: an earlier attempt, another wave |
+| `mismatch` | names a request here (run, case, step, attempt) with another hash: an answer to another prompt |
+| `unknown_custom_id` | carries an id that is none of these |
+| `conflict` | is a second, different result for a request already decided (by an earlier line or ingest); the first is kept |
+| `too_large`, `too_deep`, `invalid_utf8` | is beyond a bound of `result_lines`: its request fails with the reason and is sent again |
+
+A second result the same as the first (the same file ingested again, a line repeated) is no
+anomaly: it is only counted (`IngestStats.duplicates`). Workspaces of earlier versions may also
+hold `duplicate` anomalies, which every repeated line used to record.
+
+Ingest runs for every request of every wave, so its inner loop is kept lean: lines parsed by one
+reused decoder, the file's requests read as plain tuples, each distinct answer of a file parsed
+once (judges give the same few answers thousands of times), nothing but a tuple built per line.
+Looking into why a line is not applied costs queries, only for such lines.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lexpilot_batch.engine.answers import INVALID, TRANSPORT, judge_line, read_content
+from lexpilot_batch.engine.result_lines import INVALID_UTF8, TOO_DEEP, TOO_LARGE, Flaw, read_lines, result_lines
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.apis import ANTHROPIC
+from lexpilot_batch.providers.ids import id_parts, id_tag
+from lexpilot_batch.providers.lines import our_id
+from lexpilot_batch.providers.shapes import Normalise, file_api, normaliser
+from lexpilot_batch.state.compaction import saved_exists
+from lexpilot_batch.state.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util.fileio import file_sha256, write_atomic
+from lexpilot_batch.util.redaction import redact
+
+BAD_LINE = "bad_line"
+FOREIGN = "foreign"
+STALE = "stale"
+MISMATCH = "mismatch"
+UNKNOWN = "unknown_custom_id"
+CONFLICT = "conflict"
+# What a request whose line is beyond a bound of `result_lines` failed as: an answer too large is
+# unusable like a truncated one; a line too deep or not UTF-8 is as unreadable as a cut one.
+_FLAW_KIND = {TOO_LARGE: INVALID, INVALID_UTF8: INVALID, TOO_DEEP: TRANSPORT}
+
+_ENCODE_VALUE = json.JSONEncoder(ensure_ascii=False).encode  # json.dumps(v, ensure_ascii=False)
+_last = operator.itemgetter(-1)
+_COPY_CHUNK = 1 << 20
+
+
+@dataclass
+class IngestStats:
+    answered: int = 0
+    failed: int = 0
+    missing: int = 0
+    duplicates: int = 0  # lines repeating the result their request already has: changed nothing
+    conflicts: int = 0  # lines with another result for a request already decided: not applied
+    unknown: int = 0  # lines answering no request of these files: foreign, stale, mismatched, unknown
+    bad_lines: int = 0
+    anomalies: list[str] = field(default_factory=list)
+
+    def add(self, other: IngestStats) -> None:
+        for name in ("answered", "failed", "missing", "duplicates", "conflicts", "unknown", "bad_lines"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.anomalies.extend(other.anomalies)
+
+
+def file_normaliser(ws: Workspace, row: dict) -> Normalise | None:
+    """How the saved results of a workspace file read as OpenAI batch output lines."""
+    return normaliser(file_api(row), id_tag(ws.workspace_id))
+
+
+def apply_result_files(
+    db: sqlite3.Connection,
+    file_pks: list[int],
+    paths: list[Path],
+    unanswered_reason: str | None,
+    unanswered_kind: str = "transport",
+    normalise: Normalise | None = None,
+    tag: str = "",
+) -> IngestStats:
+    """Apply result files to the requests of these request files (caller holds the transaction).
+
+    `unanswered_reason`, when given, fails every request of the files that no line answered (the
+    batch is over); when None (a partial manual ingest), such requests stay pending. `normalise`
+    reads a native API's lines as OpenAI ones (`providers.shapes`). `tag` is the workspace's
+    (`request_lines.id_tag`), to tell another workspace's lines among those it does not apply.
+    """
+    stats = IngestStats()
+    file_pk = file_pks[0] if len(file_pks) == 1 else None  # where anomalies are filed
+    # custom_id -> (pk, parser, n_claims, status): plain tuples, this reads every request of the file
+    rows: dict[str, tuple[int, str, int, str]] = {}
+    cursor = db.cursor()
+    cursor.row_factory = None
+    for pk in file_pks:
+        for request_pk, custom_id, parser, n_claims, status in cursor.execute(
+            "SELECT pk, custom_id, parser, n_claims, status FROM requests WHERE file_pk = ?", (pk,)
+        ):
+            rows[custom_id] = (request_pk, parser, n_claims, status)
+    # custom_id -> what decided it in this call: (True, text) for an answer, (False, error) for a failure
+    seen: dict[str, tuple[bool, str | None]] = {}
+    updates: list[tuple] = []
+    now = time.time()
+    # Judges answer the same few ways thousands of times: each distinct content is parsed, and its
+    # value encoded as stored, once per call. (Pure functions of the key; nothing outlives the call.)
+    answers: dict[tuple[str, str, int], tuple[bool, str | None, str | None, str | None]] = {}
+    recorded: set[tuple[str, str | None, str]] | None = None  # anomalies already in the table, once needed
+
+    def answer(content: str, parser: str, n_claims: int) -> tuple[bool, str | None, str | None, str | None]:
+        key = (content, parser, n_claims)
+        known = answers.get(key)
+        if known is None:
+            ok, text, value, error = read_content(content, parser, n_claims)
+            known = answers[key] = (ok, text, _ENCODE_VALUE(value) if ok else None, error)
+        return known
+
+    def anomaly(kind: str, custom_id: str | None, detail: str) -> None:
+        detail = redact(detail)  # it may quote a line, and so what the provider echoed
+        nonlocal recorded
+        if recorded is None:
+            recorded = set(cursor.execute("SELECT kind, custom_id, detail FROM anomalies"))
+        if (kind, custom_id, detail) in recorded:
+            return  # seen before (the same file again): reported then
+        recorded.add((kind, custom_id, detail))
+        db.execute(
+            "INSERT INTO anomalies (file_pk, kind, custom_id, detail, at) VALUES (?, ?, ?, ?, ?)",
+            (file_pk, kind, custom_id, detail, now),
+        )
+        stats.anomalies.append(f"{kind}: {detail}")
+
+    for path in paths:
+        for number, line, raw, flaw in result_lines(path, normalise):
+            if line is None or not isinstance(line.get("custom_id"), str):
+                stats.bad_lines += 1
+                why = flaw.reason if flaw is not None else "is not a result object"
+                anomaly(BAD_LINE, None, f"{path.name} line {number}: {why}: {raw[:80]!r}")
+                continue
+            custom_id = line["custom_id"]
+            row = rows.get(custom_id)
+            if row is None:
+                stats.unknown += 1
+                kind, why = stray(db, custom_id, tag)
+                anomaly(kind, custom_id, f"{path.name} line {number}: {custom_id[:100]!r} {why}; not applied")
+                continue
+            request_pk, parser, n_claims, status = row
+            if flaw is not None:
+                anomaly(flaw.kind, custom_id, f"{path.name} line {number}: {flaw.reason}")
+                result = _flawed(line, flaw)
+            else:
+                result = judge_line(line, parser, n_claims, answer)
+            ok, text, value_json, error, error_kind, usage = result
+            decided = (True, text) if ok else (False, error)
+            if custom_id in seen or status != "pending":
+                first = seen.get(custom_id) or _stored(db, request_pk)
+                if decided == first:
+                    stats.duplicates += 1  # the same result again: nothing to apply, nothing to report
+                elif flaw is None:  # (an unreadable line is no second result: its anomaly says it all)
+                    stats.conflicts += 1
+                    anomaly(
+                        CONFLICT,
+                        custom_id,
+                        f"{path.name} line {number}: another result for {custom_id!r}, {_said(decided)}, than the "
+                        f"{_said(first)} it already has, which is kept",
+                    )
+                continue
+            seen[custom_id] = decided
+            prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens = usage
+            if ok:
+                stats.answered += 1
+                updates.append(
+                    (
+                        "answered",
+                        text,
+                        value_json,
+                        None,
+                        None,
+                        prompt_tokens,
+                        completion_tokens,
+                        reasoning_tokens,
+                        cached_tokens,
+                        request_pk,
+                    )
+                )
+            else:
+                stats.failed += 1
+                updates.append(
+                    (
+                        "failed",
+                        None,
+                        None,
+                        error,
+                        error_kind,
+                        prompt_tokens,
+                        completion_tokens,
+                        reasoning_tokens,
+                        cached_tokens,
+                        request_pk,
+                    )
+                )
+    # In key order rather than the shuffled order of the lines, so that each page of the table is
+    # visited once (every request is written at most once: the order changes nothing else).
+    updates.sort(key=_last)
+    db.executemany(
+        "UPDATE requests SET status = ?, text = ?, value = ?, error = ?, error_kind = ?, prompt_tokens = ?,"
+        " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ? WHERE pk = ?",
+        updates,
+    )
+    if unanswered_reason is not None:
+        leftover = [
+            (unanswered_reason, unanswered_kind, r[0])
+            for cid, r in rows.items()
+            if cid not in seen and r[3] == "pending"
+        ]
+        stats.missing = len(leftover)
+        db.executemany("UPDATE requests SET status = 'failed', error = ?, error_kind = ? WHERE pk = ?", leftover)
+    return stats
+
+
+def _flawed(line: dict, flaw: Flaw) -> tuple:
+    """A request's result from a line beyond a bound of `result_lines`: failed with the reason (and
+    the tokens it used, when the line could be read at all)."""
+    usage = judge_line(line, "text", 0)[5] if flaw.kind == INVALID_UTF8 else (None, None, None, None)
+    return False, None, None, f"unusable result line: {flaw.reason}", _FLAW_KIND[flaw.kind], usage
+
+
+def _stored(db: sqlite3.Connection, request_pk: int) -> tuple[bool, str | None]:
+    """What decided a request in an earlier ingest, as `apply_result_files` compares results."""
+    status, text, error = db.execute("SELECT status, text, error FROM requests WHERE pk = ?", (request_pk,)).fetchone()
+    return (True, text) if status in ("answered", "discarded") else (False, error)
+
+
+def _said(result: tuple[bool, str | None]) -> str:
+    ok, what = result
+    return f"answer {(what or '')[:40]!r}" if ok else f"failure {(what or '')[:80]!r}"
+
+
+def stray(db: sqlite3.Connection, custom_id: str, tag: str) -> tuple[str, str]:
+    """Why a result line's id is no request of the files being ingested: (anomaly kind, why)."""
+    # An Anthropic id of another workspace stays mapped (`shapes.anthropic_result`): read it too.
+    parts = id_parts(custom_id) or id_parts(our_id(custom_id, ANTHROPIC) or "")
+    if parts is not None and parts.tag != tag:
+        return FOREIGN, f"is another workspace's request (tag {parts.tag}; this workspace's is {tag})"
+    other = db.execute("SELECT wave, attempt FROM requests WHERE custom_id = ?", (custom_id,)).fetchone()
+    if other is not None:
+        return STALE, f"is a request of wave {other[0]} (attempt {other[1]}), not of this file"
+    if parts is not None:
+        # The ids that share its stem (run, case, step, attempt): a range of the custom_id index.
+        stem = parts.stem + "-"
+        for (named,) in db.execute(
+            "SELECT custom_id FROM requests WHERE custom_id >= ? AND custom_id < ?", (stem, parts.stem + ".")
+        ):
+            if (named_parts := id_parts(named)) is not None and named_parts.stem == parts.stem:
+                return MISMATCH, f"names the request {named!r} with another request's hash (another prompt)"
+    return UNKNOWN, "is not a request of this workspace"
+
+
+def ingest_file(ws: Workspace, row: dict) -> IngestStats:
+    """Apply a downloaded batch's results in one transaction; the file is then `ingested`."""
+    paths = [ws.path(row[k]) for k in ("output_path", "error_path") if row[k]]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise LexpilotError(
+            f"saved result file(s) missing: {', '.join(missing)}; they were downloaded for batch "
+            f"{row['batch_id']} — restore them, or run `{ws.command('doctor --repair')}` to download them again"
+        )
+    reason = f"not in the results of batch {row['batch_id']} ({row['batch_status']})"
+    # Requests an expired or cancelled batch never reached were not tried; neither were those of
+    # a batch refused for the enqueued-token limit. Any other failed batch counts as a failure.
+    kind = "unexecuted" if row["batch_status"] in ("expired", "cancelled") else "transport"
+    errors = json.loads(row["batch_errors"] or "[]")
+    if row["batch_status"] == "failed" and errors:
+        first = errors[0]
+        reason = f"batch {row['batch_id']} failed: {first.get('code')}: {first.get('message')}"
+        if first.get("code") == "token_limit_exceeded":
+            kind = "unexecuted"
+    with ws.store.transaction() as db:
+        if file_status(db, row["pk"]) == INGESTED:
+            return IngestStats()
+        stats = apply_result_files(
+            db, [row["pk"]], paths, reason, kind, file_normaliser(ws, row), id_tag(ws.workspace_id)
+        )
+        update_file(db, row["pk"], status=INGESTED)
+    return stats
+
+
+def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tuple[IngestStats, list[str]]:
+    """Ingest a result file produced elsewhere (OpenAI output/error shape, or vLLM `run-batch`).
+
+    The file is first saved untouched under `responses/`, then applied in one transaction to the
+    request files its custom_ids belong to (only files of `wave` when given). A request file all
+    of whose requests are answered or failed is then done; the others stay in flight for a
+    further file. Ingesting the same file again changes nothing. The file is read a line at a
+    time (`result_lines`), and copied in chunks: a huge line costs no memory.
+    """
+    if not source.is_file():
+        raise LexpilotError(f"{source}: no such file to ingest")
+    digest = file_sha256(source) or ""
+    ids: set[str] = set()
+    for _number, line, _raw, _flaw in read_lines(source):
+        if line is not None and isinstance(line.get("custom_id"), str):
+            ids.add(line["custom_id"])
+    if not ids:
+        raise LexpilotError(
+            f"{source}: no result lines with a custom_id; expected the batch output shape "
+            '{"custom_id": ..., "response": {...}, "error": ...} one JSON object per line'
+        )
+    found = files_of_requests(ws.store.conn, ids)
+    targets = [f for f in found if wave is None or f["wave"] == wave]
+    tag = id_tag(ws.workspace_id)
+    if not targets:
+        where = f" of wave {wave}" if wave is not None else ""
+        foreign = sum(stray(ws.store.conn, cid, tag)[0] == FOREIGN for cid in ids)
+        whose = (
+            f"; {foreign} of them are another workspace's requests (another tag than this workspace's {tag}): "
+            "this is the output of another workspace, nothing was applied"
+            if foreign
+            else ""
+        )
+        raise LexpilotError(
+            f"{source}: none of its {len(ids)} custom_ids belong to a request file{where} of this workspace"
+            f"{whose}; check --root and --wave"
+        )
+    first = min(f["wave"] for f in targets)
+    saved = ws.wave_dir("responses", first) / f"ingested-{digest[:12]}-{source.name}"
+    if not saved_exists(saved):
+        write_atomic(saved, _chunks(source))
+    with ws.store.transaction() as tx:
+        stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None, tag=tag)
+        done = []
+        for f in targets:
+            pending = tx.execute(
+                "SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = 'pending'", (f["pk"],)
+            ).fetchone()[0]
+            if pending == 0 and f["status"] != INGESTED:
+                update_file(
+                    tx,
+                    f["pk"],
+                    status=INGESTED,
+                    batch_status="completed",
+                    output_path=ws.relative(saved),
+                    finished_at=time.time(),
+                )
+                done.append(f["path"])
+    close_finished_waves(ws)
+    return stats, done
+
+
+def _chunks(path: Path) -> Iterator[bytes]:
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_COPY_CHUNK):
+            yield chunk

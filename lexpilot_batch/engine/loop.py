@@ -1,0 +1,193 @@
+"""The wave engine: where protocols (what to ask) meet providers (how to send it).
+
+`prepare` registers runs and compiles the open wave; `submit` sends compiled files;
+`poll_and_advance` polls, saves, ingests, advances every thread and compiles the next wave.
+All runs, tasks and models of a workspace move together, one wave at a time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from lexpilot_batch.benchmark import prompts
+from lexpilot_batch.data import open_dataset
+from lexpilot_batch.engine.batches import PollResult, SubmitResult, TamperedFile, pause, poll_files, submit_files
+from lexpilot_batch.engine.compiler import CompileResult, compile_wave
+from lexpilot_batch.engine.rearm import RetryResult, RetrySelection, retry_failed
+from lexpilot_batch.engine.session import Session
+from lexpilot_batch.errors import ProviderUnavailable
+from lexpilot_batch.state.compaction import CompactStats, compact_finished_waves
+from lexpilot_batch.state.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.lineup import plan_runs
+from lexpilot_batch.study.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
+
+
+@dataclass
+class PrepareResult:
+    runs: list[str] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)  # the evaluated models, as registered
+    new_threads: int = 0
+    compiled: CompileResult = field(default_factory=CompileResult)
+
+
+def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
+    """Register each run of `spec` (every run id of every evaluated model), create its threads for
+    the stage, compile what is due.
+
+    Every model's route and request body is decided first (`lineup.plan_runs`), so that a mistake
+    is refused before anything is registered. The dataset is validated in one pass over the file
+    that keeps no case in memory; its cases are read again only to copy them into a workspace that
+    does not have them yet.
+    """
+    tasks = spec.tasks
+    plans = plan_runs(spec, session)
+    run_ids = [check_run_id(raw) for raw in spec.run_ids]
+    dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
+    templates = prompts.load_templates(spec.prompts)
+    result = PrepareResult()
+    for plan in plans:
+        result.models.append(plan.model)
+        for run_id in run_ids:
+            run = register_run(ws, run_id, plan, dataset, spec.limit, templates, spec.speculate)
+            result.new_threads += add_threads(ws, run, tasks, dataset)
+            if run_id not in result.runs:
+                result.runs.append(run_id)
+    session.remember()
+    result.compiled = _compile(ws, session)
+    return result
+
+
+def _compile(ws: Workspace, session: Session) -> CompileResult:
+    """Compile what is due into the open wave, as this command's session says (routes, --retries,
+    --tail-sync)."""
+    return compile_wave(ws, session.route, session.options.retries, session.tail_sync)
+
+
+def retry(ws: Workspace, session: Session, selection: RetrySelection) -> tuple[RetryResult, CompileResult]:
+    """Make the selected failed threads due again (`retry`) and, unless a wave is under way,
+    compile their requests at once, as `prepare` compiles new threads'."""
+    result = retry_failed(ws, selection)
+    compiled = _compile(ws, session) if result.threads else CompileResult()
+    return result, compiled
+
+
+def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
+    _ensure_intact(ws, session)
+    result = submit_files(ws, session, on_file)
+    if result.discarded:
+        # Files larger than a lowered enqueued-token budget were discarded: their requests are
+        # compiled again, cut to the budget, as soon as their wave allows (at once when nothing
+        # else of it was sent), and sent.
+        close_finished_waves(ws)
+        if _compile(ws, session).compiled:
+            again = submit_files(ws, session, on_file)
+            for name in ("submitted", "adopted", "manual", "waiting", "discarded", "unresolved"):
+                getattr(result, name).extend(getattr(again, name))
+    return result
+
+
+def _ensure_intact(ws: Workspace, session: Session) -> None:
+    """Compiled files must be what the database says; a wave not yet sent is simply recompiled."""
+    bad = check_compiled_files(ws)
+    if not bad:
+        return
+    if latest_wave_started(ws.store.conn):
+        raise TamperedFile(
+            f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
+            f"submitted or answered, so they cannot be rebuilt safely — restore them or run `{ws.command('doctor')}`"
+        )
+    _compile(ws, session)
+
+
+@dataclass
+class AdvanceResult:
+    poll: PollResult
+    compiled: CompileResult | None
+    submitted: SubmitResult | None
+    compacted: CompactStats | None = None
+
+
+def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool, compact: bool = True) -> AdvanceResult:
+    submitted = submit(ws, session) if do_submit else None
+    poll = poll_files(ws, session, session.options.max_wave_age)
+    compiled = None
+    if poll.in_flight == 0:
+        compiled = _compile(ws, session)
+    # What this poll finished made room under enqueued-token budgets: files of the wave that
+    # waited for it go now, as do the files of a new wave.
+    if do_submit and ((compiled is not None and compiled.compiled) or poll.finished or poll.refused or poll.lost):
+        submitted = submit(ws, session)
+    # Last, while the next wave's batches run: the finished waves' files are not read again.
+    compacted = compact_finished_waves(ws) if compact else None
+    return AdvanceResult(poll, compiled, submitted, compacted)
+
+
+# `--wait` rides out an outage: a round that fails with `ProviderUnavailable` (unreachable, timed
+# out, 5xx or 429 after the SDK's retries) is tried again after a pause that doubles from the poll
+# interval up to `OUTAGE_PAUSE_MAX` seconds, until the failures in a row have lasted
+# `ProviderOptions.outage_wait` seconds (`--outage-wait`); then the command stops, saying that
+# nothing was lost.
+OUTAGE_PAUSE_MAX = 300.0
+
+
+@dataclass(frozen=True)
+class Outage:
+    """A round that failed for the provider, and what the loop does next (for progress displays)."""
+
+    error: ProviderUnavailable
+    failures: int  # failed rounds in a row, this one included
+    pause: float  # seconds until the next round
+    left: float  # seconds of `--outage-wait` left after that pause
+
+
+def poll_and_advance(
+    ws: Workspace,
+    session: Session,
+    *,
+    do_submit: bool,
+    wait: bool,
+    poll_interval: float,
+    on_round: Callable[[AdvanceResult, dict[str, int]], None] | None = None,
+    on_outage: Callable[[Outage], None] | None = None,
+    compact: bool = True,
+) -> dict[str, int]:
+    """One poll round, or with `wait` rounds until nothing is in flight or due.
+
+    With `compact`, the files of finished waves are compressed (`compaction`). With `wait`, a
+    provider outage is waited out for `--outage-wait` seconds: every round is a resumable step, so
+    one that failed half-way is simply done again.
+    """
+    failures, since = 0, 0.0
+    while True:
+        try:
+            outcome = poll_and_advance_once(ws, session, do_submit, compact)
+        except ProviderUnavailable as exc:
+            failures += 1
+            now = time.monotonic()
+            since = since if failures > 1 else now
+            left = session.options.outage_wait - (now - since)
+            if not wait or left <= 0:
+                if failures > 1:
+                    raise ProviderUnavailable(
+                        f"{exc} (the provider failed {failures} rounds in a row over {now - since:.0f} s; "
+                        "--outage-wait sets how long to keep trying)"
+                    ) from None
+                raise
+            wait_s = min(max(poll_interval, 0.05) * 2 ** (failures - 1), OUTAGE_PAUSE_MAX, left)
+            if on_outage:
+                on_outage(Outage(exc, failures, wait_s, left - wait_s))
+            pause(wait_s)
+            continue
+        failures = 0
+        left_work = work_left(ws)
+        if on_round:
+            on_round(outcome, left_work)
+        if not wait:
+            return left_work
+        if left_work["in_flight"] == left_work["waiting_manual"] and (left_work["unsubmitted"] == 0 or not do_submit):
+            return left_work  # done, or only the user can move it on (manual files)
+        if outcome.poll.in_flight or (outcome.submitted is not None and outcome.submitted.unresolved):
+            pause(poll_interval)

@@ -1,0 +1,203 @@
+"""Writing a wave's request files: one file per (backend, endpoint, model), cut into shards within
+the route's limits, each written and hashed by a background thread while lines are built.
+
+The files' rows are recorded through `waves` inside the caller's (the compiler's) transaction. Once
+every line is written, each group's size decides whether it travels as a batch or through chat
+completions (`tail_sync.wave_backend`); the lines are the same either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import IO
+
+from lexpilot_batch.engine import budgets
+from lexpilot_batch.engine.tail import wave_backend
+from lexpilot_batch.providers.ids import id_tag
+from lexpilot_batch.providers.lines import Pieces
+from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.state.waves import add_compiled_file, update_file
+from lexpilot_batch.state.workspace import Workspace, slug
+
+
+class _Sink:
+    """One request file being written. Lines are gathered into chunks that a background thread
+    hashes and writes (both release the GIL) while the compiler builds the next lines; at most one
+    chunk per file is in flight, and `finish` returns only once everything is on disk."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, path: Path, pool: ThreadPoolExecutor) -> None:
+        self.fh: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed by finish() or discard()
+        self.hash = hashlib.sha256()
+        self.pool = pool
+        self.buffer: list[bytes] = []
+        self.size = 0
+        self.pending: Future[None] | None = None
+
+    def write(self, line: bytes) -> None:
+        self.buffer.append(line)
+        self.size += len(line)
+        if self.size >= self.CHUNK:
+            self._send()
+
+    def _send(self) -> None:
+        chunk = b"".join(self.buffer)
+        self.buffer.clear()
+        self.size = 0
+        if self.pending is not None:
+            self.pending.result()  # raises what the thread raised
+        self.pending = self.pool.submit(self._store, chunk)
+
+    def _store(self, chunk: bytes) -> None:
+        self.hash.update(chunk)
+        self.fh.write(chunk)
+
+    def finish(self) -> str:
+        """Write what is left, close the file, and return its SHA-256."""
+        if self.buffer:
+            self._send()
+        if self.pending is not None:
+            self.pending.result()
+        self.fh.close()
+        return self.hash.hexdigest()
+
+    def discard(self) -> None:
+        if self.pending is not None:
+            wait([self.pending])
+        self.fh.close()
+
+
+Group = tuple[str, str, str, str | None]  # (backend, endpoint URL, model, provider): one file each
+
+
+def file_group(route: Route) -> Group:
+    """The group whose requests of a wave share a file (and its shards): one batch per group."""
+    return (route.endpoint.backend, route.endpoint.base_url, route.model, route.provider)
+
+
+class WaveWriter:
+    """Streams request lines into per-(backend, endpoint, model) shard files, within each route's limits."""
+
+    def __init__(self, ws: Workspace, db: sqlite3.Connection, wave: int, tail_sync: int = 0) -> None:
+        self.ws, self.db, self.wave, self.tail_sync = ws, db, wave, tail_sync
+        self.dir = ws.wave_dir("requests", wave)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.open: dict[Group, dict] = {}
+        self.shards: dict[Group, int] = defaultdict(int)
+        self.written: list[str] = []
+        self.manual: list[str] = []
+        self.tail_synced: list[str] = []  # files sent at once, through the sync backend (`--tail-sync`)
+        self.routes: dict[Group, Route] = {}
+        self.group_files: dict[Group, list[tuple[int, str]]] = defaultdict(list)  # (pk, path) of each shard
+        self.group_requests: dict[Group, int] = defaultdict(int)
+        self.pieces = Pieces()
+        # The workspace's tag: in every custom_id (`request_lines.request_check`), and first in the ids
+        # of Anthropic lines (`request_lines.line_id`).
+        self.id_tag = id_tag(ws.workspace_id)
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-files")
+        self.token_caps: dict[Group, int | None] = {}
+
+    def _token_cap(self, group: Group, route: Route) -> int | None:
+        """Estimated tokens one file of this group may hold: within the model's enqueued-token
+        budget (`budgets.file_cap`), for backends whose files wait at a provider as batches."""
+        if group not in self.token_caps:
+            cap = None
+            if route.backend in budgets.BATCH_BACKENDS:
+                limit = budgets.budget(self.db, route.model, route.limits.enqueued_tokens)
+                cap = budgets.file_cap(limit, budgets.factor(self.db, route.model))
+            self.token_caps[group] = cap
+        return self.token_caps[group]
+
+    def add(self, route: Route, line: bytes, tokens: int = 0) -> int:
+        """Write one request line of `route` (`tokens`: its estimated input tokens) into its file;
+        returns the file's pk."""
+        group = file_group(route)
+        limits = route.limits
+        current = self.open.get(group)
+        if current is not None and (
+            current["n"] >= limits.max_requests
+            or current["bytes"] + len(line) > limits.max_bytes
+            or ((cap := self._token_cap(group, route)) is not None and current["tokens"] + tokens > cap)
+        ):
+            self._close(group)
+            current = None
+        if current is None:
+            current = self._start(group, limits.endpoint)
+            self.routes.setdefault(group, route)
+        self.group_requests[group] += 1
+        current["sink"].write(line)
+        current["n"] += 1
+        current["bytes"] += len(line)
+        current["tokens"] += tokens
+        current["roles"].add(route.role)
+        return current["pk"]
+
+    def _start(self, group: Group, url: str) -> dict:
+        backend, base_url, model, provider = group
+        shard = self.shards[group]
+        self.shards[group] += 1
+        tmp = self.dir / f".building-{slug('|'.join(g or '' for g in group), 12)}-{shard:03d}.jsonl"
+        pk = add_compiled_file(
+            self.db, self.wave, self.ws.relative(tmp), model, provider, base_url, backend, shard, url
+        )
+        entry = {
+            "pk": pk,
+            "sink": _Sink(tmp, self.pool),
+            "tmp": tmp,
+            "n": 0,
+            "bytes": 0,
+            "tokens": 0,
+            "roles": set(),
+            "shard": shard,
+            "model": model,
+            "backend": backend,
+        }
+        self.open[group] = entry
+        return entry
+
+    def _close(self, group: Group) -> None:
+        entry = self.open.pop(group)
+        sha256 = entry["sink"].finish()
+        roles = "+".join(sorted(entry["roles"]))
+        final = self.dir / f"{roles}__{slug(entry['model'])}__{entry['shard']:03d}.jsonl"
+        Path(entry["tmp"]).replace(final)
+        rel = self.ws.relative(final)
+        update_file(
+            self.db,
+            entry["pk"],
+            path=rel,
+            roles=roles,
+            n_requests=entry["n"],
+            bytes=entry["bytes"],
+            sha256=sha256,
+            tokens=entry["tokens"],
+        )
+        self.written.append(rel)
+        self.group_files[group].append((entry["pk"], rel))
+        if entry["backend"] == "manual":
+            self.manual.append(rel)
+
+    def close(self) -> list[str]:
+        for group in list(self.open):
+            self._close(group)
+        self.pool.shutdown()
+        for group, files in self.group_files.items():
+            route = self.routes[group]
+            backend = wave_backend(route, self.group_requests[group], self.tail_sync)
+            if backend != route.backend:
+                for pk, rel in files:
+                    update_file(self.db, pk, backend=backend)
+                    self.tail_synced.append(rel)
+        return self.written
+
+    def abort(self) -> None:
+        for entry in self.open.values():
+            entry["sink"].discard()
+            Path(entry["tmp"]).unlink(missing_ok=True)
+        self.open.clear()
+        self.pool.shutdown()

@@ -1,0 +1,272 @@
+"""A command's way to providers: the route of each (role, model), and the clients that send files.
+
+`ProviderOptions` are what one invocation says about reaching providers (none of it is part of a
+run's results); `Session` resolves routes (`routes.resolve_route`) against them, the environment
+and what the workspace remembers, and builds provider clients only when something is sent, so
+that compiling never needs a key or a server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lexpilot_batch.benchmark.settings import ROLES
+from lexpilot_batch.engine.tail import check_limit
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
+from lexpilot_batch.providers.apis import GOOGLE, SIMULATED, check_backend
+from lexpilot_batch.providers.base import BatchBackend
+from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint
+from lexpilot_batch.providers.google.batch import GoogleBatchBackend
+from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
+from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
+from lexpilot_batch.providers.shapes import file_api
+
+if TYPE_CHECKING:
+    from lexpilot_batch.providers.sync import SyncRunner
+    from lexpilot_batch.simulated import SimulatedServer
+    from lexpilot_batch.state.workspace import Workspace
+
+# The backend class of each API shape (`registry.Provider.api`): a provider with a new API shape
+# adds its class here and its row to `registry.PROVIDERS`. The native APIs' SDKs are optional
+# extras, imported when a backend of theirs is built.
+BATCH_BACKENDS: dict[str, Callable[..., BatchBackend]] = {
+    "openai": OpenAIBatchBackend,
+    "anthropic": AnthropicBatchBackend,
+    "google": GoogleBatchBackend,
+}
+
+
+@dataclass
+class ProviderOptions:
+    """How this invocation reaches providers; none of it is part of a run's results."""
+
+    provider: str | None = None  # "simulated": every role on the simulated provider
+    backends: dict[str, str | None] = field(default_factory=dict)  # role -> batch|sync|manual|simulated
+    profiles: dict[str, str | None] = field(default_factory=dict)  # role -> openai|azure|dashscope|generic
+    sim_faults: str | None = None
+    sim_seed: int = 0
+    timeout: float = 120.0
+    retries: int = 3
+    concurrency: int = 8
+    max_requests: int | None = None
+    max_bytes: int | None = None
+    completion_window: str | None = None
+    batch_endpoint: str | None = None
+    max_wave_age: float | None = None  # seconds; older batches are cancelled and their rest re-queued
+    # Seconds to look for a batch whose create answer was lost before creating it again (`batches`).
+    create_grace: float = 60.0
+    # Seconds `poll-and-advance --wait` keeps trying through a provider outage (`engine`).
+    outage_wait: float = 1800.0
+    # Enqueued-token budgets by model (`--max-enqueued-tokens MODEL=N`), remembered by the workspace.
+    max_enqueued_tokens: dict[str, int] = field(default_factory=dict)
+    # A wave's groups of at most N requests go through sync (`tail_sync`); None: what the workspace
+    # remembers. An operational choice like a backend, not one of its `SETTINGS`: it decides how a
+    # wave's groups travel, never how its files are cut or what their lines say.
+    tail_sync: int | None = None
+
+
+# The settings of a workspace that decide how its files are cut and its batches created: stored by
+# the first command that sends or compiles, used by every later one, a different value refused.
+SETTINGS = {
+    "profiles": "--profile",
+    "max_requests": "--max-requests-per-file",
+    "max_bytes": "--max-bytes-per-file",
+    "completion_window": "--completion-window",
+    "batch_endpoint": "--batch-endpoint",
+}
+
+
+class Session:
+    """Routes and (lazily) provider clients for one command on one workspace.
+
+    A role's backend is chosen on the command line (`--provider simulated`, `--<role>-backend`),
+    else by `LEXPILOT_<ROLE>_BACKEND`, else it is what this workspace was last told; without any
+    choice each model takes its model list's backend or its provider's default (`routes`). A model
+    list's endpoints and backends are remembered too, so that later commands send its models the
+    same way. Without a workspace (`ws` None: a dry run in a folder that has none yet) nothing is
+    remembered and nothing can be sent.
+    """
+
+    def __init__(self, ws: Workspace | None, options: ProviderOptions) -> None:
+        self.ws = ws
+        self.options = options
+        if options.provider not in (None, "env", SIMULATED):
+            raise ConfigError(f"--provider must be 'env' or 'simulated', not {options.provider!r}")
+        explicit = {role: SIMULATED for role in ROLES} if options.provider == SIMULATED else {}
+        explicit.update({r: b for r, b in options.backends.items() if b})
+        for role in ROLES:
+            if role not in explicit and os.environ.get(f"LEXPILOT_{role.upper()}_BACKEND"):
+                explicit[role] = os.environ[f"LEXPILOT_{role.upper()}_BACKEND"]
+        self.choices = {} if options.provider == "env" else _remembered_choices(ws)
+        self.choices.update({role: check_backend(b, role) for role, b in explicit.items()})
+        remembered = json.loads(ws.store.meta("model_routes") or "{}") if ws is not None else {}
+        self.model_routes = {name: ModelRoute.from_json(r) for name, r in remembered.items()}
+        if options.tail_sync is not None:
+            self.tail_sync = check_limit(options.tail_sync)
+        else:
+            self.tail_sync = int(ws.store.meta("tail_sync") or 0) if ws is not None else 0
+        self.settings = _workspace_settings(ws, self._given_settings())
+        if ws is not None and ws.writable and options.max_enqueued_tokens:
+            from lexpilot_batch.engine import budgets
+
+            budgets.remember_flags(ws, options.max_enqueued_tokens)
+        self._routes: dict[tuple[str, str, str | None], Route] = {}
+        self._server: SimulatedServer | None = None
+        self._batch: dict[tuple[Any, ...], BatchBackend] = {}
+        self._sync: dict[tuple[Any, ...], SyncRunner] = {}
+
+    @property
+    def provider(self) -> str:
+        return SIMULATED if all(self.choices.get(r) == SIMULATED for r in ROLES) else "env"
+
+    def _given_settings(self) -> dict[str, Any]:
+        """The workspace settings this command was given (options, and profiles in the environment)."""
+        o = self.options
+        profiles = {r: o.profiles.get(r) or os.environ.get(f"LEXPILOT_{r.upper()}_PROFILE") for r in ROLES}
+        return {
+            "profiles": {r: p for r, p in profiles.items() if p},
+            "max_requests": o.max_requests,
+            "max_bytes": o.max_bytes,
+            "completion_window": o.completion_window,
+            "batch_endpoint": o.batch_endpoint,
+        }
+
+    def _rules(self) -> RouteRules:
+        s = self.settings
+        return RouteRules(
+            choices=self.choices,
+            model_routes=self.model_routes,
+            profiles={r: s["profiles"].get(r) for r in ROLES},
+            max_requests=s["max_requests"],
+            max_bytes=s["max_bytes"],
+            completion_window=s["completion_window"],
+            batch_endpoint=s["batch_endpoint"],
+        )
+
+    def use_model_routes(self, routes: Mapping[str, ModelRoute]) -> None:
+        """Send these models (by registered name) their own way from now on (a model list)."""
+        changed = {name: r for name, r in routes.items() if r != ModelRoute() and self.model_routes.get(name) != r}
+        if changed:
+            self.model_routes.update(changed)
+            self._routes.clear()
+
+    def route(self, role: str, model: str, provider: str | None) -> Route:
+        """Where the requests of `model` (as registered) in `role` go. Needs no key and no server."""
+        key = (role, model, provider)
+        if key not in self._routes:
+            self._routes[key] = resolve_route(role, model, provider, self._rules())
+        return self._routes[key]
+
+    def file_route(self, row: Mapping[str, Any]) -> Route:
+        """The route a compiled file's requests were written for."""
+        return self.route(row["roles"].split("+")[0], row["model"], row["provider"])
+
+    def _live(self, route: Route) -> Endpoint:
+        if route.backend != SIMULATED:
+            return route.endpoint
+        if self._server is None:
+            from lexpilot_batch.simulated import SimulatedServer, parse_faults
+
+            assert self.ws is not None, "no workspace: nothing is sent"
+            self._server = SimulatedServer(
+                self.ws.state_dir / "simulated", parse_faults(self.options.sim_faults), seed=self.options.sim_seed
+            )
+            self._server.start()
+        return simulated_endpoint(route.role, self._server.base_url, route.endpoint.model)
+
+    def batch_backend(self, row: Mapping[str, Any]) -> BatchBackend:
+        """The Files + Batches client for a compiled file (`batch` and `simulated` backends)."""
+        route = self.file_route(row)
+        endpoint = self._live(route)
+        key = (route.api, endpoint.base_url, endpoint.key_var, route.limits)
+        if key not in self._batch:
+            self._batch[key] = BATCH_BACKENDS[route.api](endpoint, route.limits, timeout=self.options.timeout)
+        return self._batch[key]
+
+    def sync_runner(self, row: Mapping[str, Any]) -> SyncRunner:
+        """The chat-completions runner for a compiled file of the `sync` backend."""
+        from lexpilot_batch.providers.sync import SyncRunner
+
+        endpoint = self._live(self.file_route(row))
+        # The API shape of the file's lines: a `--tail-sync` group of a native batch route is sent
+        # through its own API's synchronous call, which for Gemini names the model.
+        api = file_api(row)
+        model = parse_model(row["model"]).sent if api == GOOGLE else ""
+        key = (endpoint.role, endpoint.base_url, endpoint.key_var, api, model)
+        if key not in self._sync:
+            self._sync[key] = SyncRunner(
+                endpoint, concurrency=self.options.concurrency, timeout=self.options.timeout, api=api, model=model
+            )
+        return self._sync[key]
+
+    def remember(self) -> None:
+        """Keep this command's backend choices, model routes, `--tail-sync` and settings for the
+        workspace's later commands (its enqueued-token budgets are kept as soon as it opens)."""
+        assert self.ws is not None, "no workspace to remember anything in"
+        for key, value in (
+            ("backend_choices", json.dumps(self.choices, sort_keys=True)),
+            ("model_routes", json.dumps({n: r.to_json() for n, r in sorted(self.model_routes.items())})),
+            ("tail_sync", str(self.tail_sync)),
+            (_SETTINGS_KEY, json.dumps(self.settings, sort_keys=True)),
+        ):
+            if self.ws.store.meta(key) != value:
+                self.ws.store.set_meta(key, value)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+_SETTINGS_KEY = "workspace_settings"
+
+
+def _workspace_settings(ws: Workspace | None, given: dict[str, Any]) -> dict[str, Any]:
+    """The settings to use: the workspace's stored ones, or these given ones when it has none yet.
+    A given value that differs from a stored one is refused, naming both: a workspace's files and
+    batches must agree from its first wave to its last (line url, batch endpoint, file limits)."""
+    raw = ws.store.meta(_SETTINGS_KEY) if ws is not None else None
+    if raw is None:
+        if ws is not None and ws.writable:
+            ws.store.set_meta(_SETTINGS_KEY, json.dumps(given, sort_keys=True))
+        return given
+    stored = json.loads(raw)
+    conflicts = []
+    for key, option in SETTINGS.items():
+        value, kept = given.get(key), stored.get(key)
+        if key == "profiles":
+            for role, name in (value or {}).items():
+                if (kept or {}).get(role) != name:
+                    was = (kept or {}).get(role) or "none (guessed from the base URL or the provider)"
+                    conflicts.append(f"{option} {role}={name} (this workspace uses {was})")
+        elif value is not None and value != kept:
+            conflicts.append(
+                f"{option} {value} (this workspace uses {kept if kept is not None else 'the profile default'})"
+            )
+    if conflicts:
+        raise ConfigError(
+            "a workspace keeps the settings it was prepared with, so that every wave's files and batches agree: "
+            + "; ".join(conflicts)
+            + ". Leave the option out to use the workspace's, or prepare a new workspace (--root) for other settings"
+        )
+    return stored
+
+
+def _remembered_choices(ws: Workspace | None) -> dict[str, str]:
+    """The backends this workspace was last told, per role.
+
+    Workspaces of earlier versions kept every role's backend under `backends`, the default `batch`
+    included: only their other choices were choices.
+    """
+    if ws is None:
+        return {}
+    stored = ws.store.meta("backend_choices")
+    if stored is not None:
+        return dict(json.loads(stored))
+    return {r: b for r, b in json.loads(ws.store.meta("backends") or "{}").items() if b != "batch"}

@@ -1,0 +1,123 @@
+"""Request lines: a request's batch input line, byte for byte, in the line format of each API
+shape (`providers.apis`), carrying its id (`providers.ids`).
+
+A line is exactly `json.dumps` of the request (compact, UTF-8, newline-ended), built from cached
+pieces: compiling writes every request of every wave, and most of a case's prompts are the same
+messages. The shapes:
+
+| api | a line | its id |
+| --- | --- | --- |
+| `openai` | `{"custom_id", "method": "POST", "url", "body": {"model", "messages", ...fields}}` | the custom_id |
+| `anthropic` | `{"custom_id", "params": {"model", "messages", ...fields}}`: one Message Batches request | the custom_id mapped into `^[a-zA-Z0-9_-]{1,64}$` with the workspace's tag (`ids.line_id`) |
+| `google` | `{"key", "request": {"contents": [{"role": "user", "parts": [{"text"}]}], ...fields}}`: Gemini's batch input line (the model is named by the create call) | the custom_id |
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+
+from lexpilot_batch.benchmark.prompts import Prompt
+from lexpilot_batch.providers.anthropic import ids as anthropic_ids
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
+
+
+def line_id(cid: str, api: str, tag: str = "") -> str:
+    """The id a request's line carries in `api`'s shape (`ValueError` if Anthropic's cannot hold it)."""
+    return anthropic_ids.line_id(cid, tag) if api == ANTHROPIC else cid
+
+
+def our_id(mapped: str, api: str, tag: str | None = None) -> str | None:
+    """The custom_id a line id stands for (`line_id` reversed); None when it is no id of ours: not
+    mapped by `line_id`, or (with `tag`) by another workspace's."""
+    return anthropic_ids.our_id(mapped, tag) if api == ANTHROPIC else mapped
+
+
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+class Pieces(dict[str, bytes]):
+    """Prompt pieces (`prompts.Prompt.parts`) JSON-escaped and UTF-8 encoded, each once.
+
+    Emptied when it holds `limit` bytes: the compiler goes case by case, so what it needs again is
+    the current case's messages and the templates' literal text.
+    """
+
+    def __init__(self, limit: int = 8 << 20) -> None:
+        super().__init__()
+        self.limit, self.size = limit, 0
+
+    def __missing__(self, piece: str) -> bytes:
+        encoded = _JSON.encode(piece)[1:-1].encode("utf-8")
+        if self.size + len(encoded) > self.limit:
+            self.clear()
+            self.size = 0
+        self[piece] = encoded
+        self.size += len(encoded)
+        return encoded
+
+
+def _id_start(api: str) -> str:
+    """A line of `api`'s shape up to its id: the id is its first field."""
+    return '{"key":' if api == GOOGLE else '{"custom_id":'
+
+
+def _shape(api: str, model: str, url: str, fields: dict) -> tuple[dict, str]:
+    """A line of `api`'s shape with an empty id and an empty prompt; the prompt's slot."""
+    if api == ANTHROPIC:
+        params = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
+        return {"custom_id": "", "params": params}, '"content":""'
+    if api == GOOGLE:
+        request = {"contents": [{"role": "user", "parts": [{"text": ""}]}], **fields}
+        return {"key": "", "request": request}, '"text":""'
+    body = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
+    return {"custom_id": "", "method": "POST", "url": url, "body": body}, '"content":""'
+
+
+@lru_cache(maxsize=256)
+def _line_frame(model: str, url: str, fields: str, api: str = OPENAI) -> tuple[bytes, bytes]:
+    """A request line's bytes after its id up to its prompt, and after its prompt.
+
+    `fields` is the JSON object of the body's fields besides `model` and `messages`
+    (`dialects.RoleRequest.fields`), in the order they are sent.
+    """
+    line, slot = _shape(api, model, url, json.loads(fields))
+    start = _id_start(api) + '""'
+    # Every quote inside a JSON string is escaped, and only the body's other fields (after the
+    # prompt) can hold a `"content":""` (`"text":""`) of their own: the first unescaped one is the slot.
+    head, _, tail = json.dumps(line, ensure_ascii=False, separators=(",", ":")).partition(slot)
+    middle = head[len(start) :] + slot[:-1]
+    return middle.encode("utf-8"), f'"{tail}\n'.encode()
+
+
+def line_body(model: str, prompt: str, fields: str, url: str, pieces: Pieces | None = None, api: str = OPENAI) -> bytes:
+    """A batch input line of `api`'s shape after its id: everything the request sends.
+
+    `fields` is the JSON object text of the body's other fields. The prompt is encoded piece by
+    piece through `pieces`, which a caller keeps across the prompts of a case: most of their text
+    is the same messages.
+    """
+    middle, end = _line_frame(model, url, fields, api)
+    pieces = Pieces() if pieces is None else pieces
+    parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
+    return b"".join((middle, *[pieces[part] for part in parts], end))
+
+
+def line_head(cid: str, api: str = OPENAI, tag: str = "") -> bytes:
+    """A batch input line of `api`'s shape up to the end of its id, `line_id(cid, api, tag)`."""
+    return (_id_start(api) + _JSON.encode(line_id(cid, api, tag))).encode("utf-8")
+
+
+def request_line(
+    cid: str,
+    model: str,
+    prompt: str,
+    fields: str,
+    url: str,
+    pieces: Pieces | None = None,
+    api: str = OPENAI,
+    tag: str = "",
+) -> bytes:
+    """One batch input line of `api`'s shape, byte for byte `json.dumps` of it (compact, UTF-8,
+    newline-ended), carrying `line_id(cid, api, tag)` (`line_head`, then `line_body`)."""
+    return line_head(cid, api, tag) + line_body(model, prompt, fields, url, pieces, api)

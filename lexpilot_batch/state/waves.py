@@ -1,0 +1,299 @@
+"""The life of a wave and of its request files: every state a file passes through, and every move.
+
+A wave is the set of request files one compile writes; it closes once every file of it is
+ingested, and only then is the next wave compiled. A file's states (`files.status`):
+
+    compiled --> uploaded --> creating --> submitted --> downloaded --> ingested
+       |            ^                       ^   |   |                      ^
+       |            +---- refused (quota) --+---+   +--> lost              |
+       +------ sync and manual files -------+   +------ manual files ------+
+
+    compile          writes a wave's files, `compiled`, in one transaction
+    submit           uploads a file (`uploaded`); when its model's enqueued-token budget has room
+                     (`budgets`), marks it `creating`, creates its batch (or adopts the one its
+                     metadata tag finds, looking for it for a grace period after a lost answer)
+                     and records the batch id (`submitted`): one transaction per step. Sync and
+                     manual files only get marked `submitted`.
+    poll             saves a terminal batch's results, or runs a sync file (`downloaded`); a batch
+                     the provider refused for its enqueued-token quota goes back to `uploaded`
+                     (`refused`: created again later, no request failed); a batch the provider no
+                     longer knows (404 on `LOST_AFTER` polls in a row, absent from its listing)
+                     is `lost`: its requests failed as never run, asked again in the next wave
+    ingest           applies a downloaded file's results (`ingested`), one transaction per file;
+                     `lexpilot-batch ingest` applies the user's results of manual files, a file
+                     becoming `ingested` once none of its requests is pending
+    doctor --repair  moves back only where nothing is lost: `downloaded` -> `submitted` (the saved
+                     results are forgotten and fetched again), and an unsent file (`unsent`) is
+                     discarded with its requests, which the next compile asks again; a batch
+                     the provider answered 404 for is declared `lost` at once
+
+`ingested` and `lost` are the two ends: a wave closes when each of its files reached one.
+
+A wave nothing of which has left the workspace (not `wave_started`) is discarded whole
+(`discard_unsent_wave`) and compiled again, identically: by the compiler after a crash or when
+`prepare` adds a run, and by `doctor` when one of its files changed on disk.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util.fileio import file_sha256
+from lexpilot_batch.util.redaction import redact_url
+
+COMPILED = "compiled"  # written and recorded; nothing has left the workspace
+UPLOADED = "uploaded"  # the provider holds the file; no batch yet
+CREATING = "creating"  # a batch is being created: one may exist that the database does not know
+SUBMITTED = "submitted"  # its batch is running (or, manual: the user runs it; sync: it runs when polled)
+DOWNLOADED = "downloaded"  # the results are saved under responses/, not yet applied
+INGESTED = "ingested"  # the results are applied: the file is done
+LOST = "lost"  # the provider lost its batch: its requests failed as never run; the file is done
+
+TO_SUBMIT = (COMPILED, UPLOADED, CREATING)  # what `submit` sends (or finishes sending)
+IN_FLIGHT = (SUBMITTED, DOWNLOADED)  # what `poll` follows until it is ingested
+OPEN = TO_SUBMIT + IN_FLIGHT  # every state but the ends
+DONE = (INGESTED, LOST)  # the ends
+
+# Retrieves in a row answered 404 (and the batch absent from the provider's listing) before a
+# batch is declared lost: one 404 may be a provider's hiccup.
+LOST_AFTER = 3
+
+
+# --- files --------------------------------------------------------------------------------------
+
+
+def _marks(states: Sequence[str]) -> str:
+    return ", ".join("?" * len(states))
+
+
+def files_in(db: sqlite3.Connection, states: Sequence[str]) -> list[dict[str, Any]]:
+    """Every file in one of `states`, in the order they were compiled."""
+    return [dict(r) for r in db.execute(f"SELECT * FROM files WHERE status IN ({_marks(states)}) ORDER BY pk", states)]
+
+
+def file_row(db: sqlite3.Connection, pk: int) -> dict[str, Any]:
+    return dict(db.execute("SELECT * FROM files WHERE pk = ?", (pk,)).fetchone())
+
+
+def file_at(db: sqlite3.Connection, rel: str) -> dict[str, Any] | None:
+    """The file at this workspace-relative path, or None."""
+    row = db.execute("SELECT * FROM files WHERE path = ?", (rel,)).fetchone()
+    return dict(row) if row is not None else None
+
+
+def file_status(db: sqlite3.Connection, pk: int) -> str:
+    return db.execute("SELECT status FROM files WHERE pk = ?", (pk,)).fetchone()["status"]
+
+
+def has_open_files(db: sqlite3.Connection) -> bool:
+    """Whether any file is not yet done: a wave is open or in flight."""
+    return db.execute("SELECT 1 FROM files WHERE status NOT IN (?, ?) LIMIT 1", DONE).fetchone() is not None
+
+
+def files_of_requests(db: sqlite3.Connection, custom_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """The files holding these requests, each once."""
+    found: dict[int, dict[str, Any]] = {}
+    for chunk in _chunks(sorted(custom_ids), 500):
+        marks = ",".join("?" * len(chunk))
+        for r in db.execute(
+            f"SELECT DISTINCT f.* FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.custom_id IN ({marks})",
+            chunk,
+        ):
+            found[r["pk"]] = dict(r)
+    return list(found.values())
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def unsent(row: Mapping[str, Any]) -> bool:
+    """Whether nobody has read the file yet: a sync file is only read when it is polled."""
+    return row["status"] in (COMPILED, UPLOADED) or (row["status"] == SUBMITTED and row["backend"] == "sync")
+
+
+def check_compiled_files(ws: Workspace) -> list[str]:
+    """Paths of compiled, unsubmitted files whose bytes no longer match what was compiled."""
+    bad = []
+    for row in ws.store.conn.execute("SELECT path, sha256 FROM files WHERE status IN (?, ?)", (COMPILED, UPLOADED)):
+        if file_sha256(ws.path(row["path"])) != row["sha256"]:
+            bad.append(row["path"])
+    return bad
+
+
+def add_compiled_file(
+    db: sqlite3.Connection,
+    wave: int,
+    rel: str,
+    model: str,
+    provider: str | None,
+    endpoint: str,
+    backend: str,
+    shard: int,
+    url: str | None = None,
+) -> int:
+    """A new file of `wave`, still empty: the writer fills in its lines' count, size, hash and tokens.
+    `url` is the endpoint path its lines name, which its batch is created for. The endpoint is
+    recorded without the credentials a base URL may carry (nothing reads it back to send)."""
+    cur = db.execute(
+        "INSERT INTO files (wave, path, roles, model, provider, endpoint, backend, shard, url, n_requests, bytes,"
+        " sha256, status) VALUES (?, ?, '', ?, ?, ?, ?, ?, ?, 0, 0, '', ?)",
+        (wave, rel, model, provider, redact_url(endpoint), backend, shard, url, COMPILED),
+    )
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def update_file(db: sqlite3.Connection, pk: int, **values: object) -> None:
+    """Set columns of one file, inside the caller's transaction."""
+    columns = ", ".join(f"{k} = ?" for k in values)
+    db.execute(f"UPDATE files SET {columns} WHERE pk = ?", (*values.values(), pk))
+
+
+def set_file(ws: Workspace, pk: int, **values: object) -> None:
+    """Set columns of one file in a transaction of its own: one step of its way through a provider."""
+    with ws.store.transaction() as db:
+        update_file(db, pk, **values)
+
+
+def forget_results(db: sqlite3.Connection, pk: int) -> None:
+    """`downloaded` -> `submitted`: the saved results are forgotten, and the next poll downloads them
+    again (a sync file is run again). Only for a file nothing was ingested from."""
+    db.execute(
+        "UPDATE files SET status = ?, output_path = NULL, error_path = NULL, output_file_id = NULL,"
+        " error_file_id = NULL, finished_at = NULL WHERE pk = ? AND status = ?",
+        (SUBMITTED, pk, DOWNLOADED),
+    )
+
+
+def discard_unsent_file(db: sqlite3.Connection, pk: int) -> None:
+    """Forget an unsent file (`unsent`) and its requests: the next compile asks them again. Batches
+    the provider refused for it stay recorded (`other_batches`), no longer tied to a file."""
+    db.execute("DELETE FROM requests WHERE file_pk = ?", (pk,))
+    db.execute("UPDATE other_batches SET file_pk = NULL WHERE file_pk = ?", (pk,))
+    db.execute("DELETE FROM files WHERE pk = ?", (pk,))
+
+
+def refused(db: sqlite3.Connection, pk: int, batch_id: str, status: str) -> None:
+    """`submitted` -> `uploaded`: the provider refused the file's batch for its enqueued-token quota
+    and ran nothing of it; the batch is kept aside (`other_batches`) and the file waits to be
+    created again, its requests still pending."""
+    db.execute(
+        "INSERT OR REPLACE INTO other_batches (batch_id, file_pk, path, why, status, at)"
+        " SELECT ?, pk, path, 'token_limit', ?, ? FROM files WHERE pk = ?",
+        (batch_id, status, time.time(), pk),
+    )
+    db.execute(
+        "UPDATE files SET status = ?, batch_id = NULL, batch_status = NULL, request_counts = NULL,"
+        " batch_errors = NULL, submitted_at = NULL, not_found = 0 WHERE pk = ? AND status = ?",
+        (UPLOADED, pk, SUBMITTED),
+    )
+
+
+def mark_lost(db: sqlite3.Connection, pk: int, reason: str) -> int:
+    """`submitted` -> `lost`: the provider no longer knows the file's batch. Its pending requests
+    fail as never run (`unexecuted`, which does not use up --retries) and the next wave asks them
+    again. Returns how many."""
+    n = db.execute(
+        "UPDATE requests SET status = 'failed', error = ?, error_kind = 'unexecuted'"
+        " WHERE file_pk = ? AND status = 'pending'",
+        (reason, pk),
+    ).rowcount
+    db.execute(
+        "UPDATE files SET status = ?, batch_status = 'lost', finished_at = ? WHERE pk = ? AND status = ?",
+        (LOST, time.time(), pk, SUBMITTED),
+    )
+    return n
+
+
+# --- waves --------------------------------------------------------------------------------------
+
+
+def wave_started(db: sqlite3.Connection, wave: int) -> bool:
+    """Whether anything of `wave` has left the workspace: then it may never be compiled again."""
+    return bool(
+        db.execute("SELECT 1 FROM files WHERE wave = ? AND status != ? LIMIT 1", (wave, COMPILED)).fetchone()
+        or db.execute(  # a file the provider refused holds no batch, but was sent
+            "SELECT 1 FROM other_batches b JOIN files f ON f.pk = b.file_pk WHERE f.wave = ? LIMIT 1", (wave,)
+        ).fetchone()
+        or db.execute(  # a manual ingest may answer requests of a file never submitted
+            "SELECT 1 FROM requests WHERE wave = ? AND status != 'pending' LIMIT 1", (wave,)
+        ).fetchone()
+    )
+
+
+def latest_wave_started(db: sqlite3.Connection) -> bool:
+    latest = db.execute("SELECT MAX(n) FROM waves").fetchone()[0]
+    return latest is not None and wave_started(db, latest)
+
+
+def target_wave(db: sqlite3.Connection) -> tuple[int | None, bool]:
+    """The wave to compile into and whether it exists already; None while a wave is under way.
+
+    The latest wave may be compiled again only while none of its files has left the workspace.
+    """
+    latest = db.execute("SELECT n, closed_at FROM waves ORDER BY n DESC LIMIT 1").fetchone()
+    if latest is None:
+        return 1, False
+    if latest["closed_at"] is not None:
+        return latest["n"] + 1, False
+    if wave_started(db, latest["n"]):
+        return None, False
+    return latest["n"], True
+
+
+def open_wave(db: sqlite3.Connection, wave: int) -> None:
+    db.execute("INSERT INTO waves (n, compiled_at) VALUES (?, ?)", (wave, time.time()))
+
+
+def drop_empty_wave(db: sqlite3.Connection, wave: int) -> None:
+    """A compile that found nothing due leaves no wave behind."""
+    db.execute("DELETE FROM waves WHERE n = ?", (wave,))
+
+
+def discard_unsent_wave(db: sqlite3.Connection, wave: int) -> list[str]:
+    """Forget a wave nothing of which has left the workspace (`target_wave` returns it as existing):
+    its requests, its files and the wave itself, as if it had never been compiled. Returns the
+    paths of its files, for the caller to replace or set aside.
+
+    Compiling is deterministic, so compiling that wave again writes the same requests, byte for byte.
+    """
+    files = [r["path"] for r in db.execute("SELECT path FROM files WHERE wave = ?", (wave,))]
+    db.execute("DELETE FROM requests WHERE wave = ?", (wave,))
+    db.execute(
+        "UPDATE other_batches SET file_pk = NULL WHERE file_pk IN (SELECT pk FROM files WHERE wave = ?)", (wave,)
+    )
+    db.execute("DELETE FROM files WHERE wave = ?", (wave,))
+    db.execute("DELETE FROM waves WHERE n = ?", (wave,))
+    return files
+
+
+def close_finished_waves(ws: Workspace) -> None:
+    """Close every wave all of whose files are done: the next compile opens a new wave."""
+    with ws.store.transaction() as db:
+        db.execute(
+            "UPDATE waves SET closed_at = ? WHERE closed_at IS NULL AND NOT EXISTS"
+            " (SELECT 1 FROM files WHERE files.wave = waves.n AND files.status NOT IN (?, ?))"
+            " AND EXISTS (SELECT 1 FROM files WHERE files.wave = waves.n)",
+            (time.time(), *DONE),
+        )
+
+
+def work_left(ws: Workspace) -> dict[str, int]:
+    """Files to submit, files in flight (of them, waiting for the user: manual), active threads."""
+    db = ws.store.conn
+
+    def count(sql: str, *params: object) -> int:
+        return db.execute(sql, params).fetchone()[0]
+
+    return {
+        "unsubmitted": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_marks(TO_SUBMIT)})", *TO_SUBMIT),
+        "in_flight": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_marks(IN_FLIGHT)})", *IN_FLIGHT),
+        "waiting_manual": count("SELECT COUNT(*) FROM files WHERE status = ? AND backend = 'manual'", SUBMITTED),
+        "active_threads": count("SELECT COUNT(*) FROM threads WHERE status = 'active'"),
+    }

@@ -1,0 +1,91 @@
+"""A study's lineup: for each evaluated model, what each role's requests carry and where they go.
+
+`plan_runs` reads every model name (`providers.registry`), builds each role's body in its
+provider's dialect (`providers.dialects`) with the model's own options, and resolves its route
+(`providers.routes`), so that every mistake — an unknown prefix, a provider without a Batch API
+asked for batches, a `--model-arg` for a model the command does not use — is refused before any
+run is registered or anything compiled. No key is needed for any of it.
+"""
+
+from __future__ import annotations
+
+from lexpilot_batch.benchmark.settings import ROLES
+from lexpilot_batch.engine.session import Session
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.apis import SIMULATED
+from lexpilot_batch.providers.dialects import (
+    REASONING_EFFORTS,
+    applied_settings,
+    is_openai_reasoning_model,
+    role_request,
+)
+from lexpilot_batch.providers.endpoints import guess_profile
+from lexpilot_batch.providers.registry import ModelName, parse_model
+from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.study.model_list import ModelOptions
+from lexpilot_batch.study.runs import RunPlan, RunSpec, check_model
+
+_OPTION = {"eval": "--model", "user": "--user-model", "judge": "--judge-model"}
+
+
+def plan_runs(spec: RunSpec, session: Session) -> list[RunPlan]:
+    """One `RunPlan` per evaluated model of `spec`, in the order given."""
+    if not spec.models:
+        check_model(None)  # raises: no evaluated model
+    evals = [check_model(m) for m in spec.models]
+    twice = sorted({m for m in evals if evals.count(m) > 1})
+    if twice:
+        raise ConfigError(f"--model {twice[0]} is given twice")
+    settings = spec.settings
+    names: dict[str, ModelName] = {}
+    for role, given in (("user", settings.user_model), ("judge", settings.judge_model)):
+        check_model(given, _OPTION[role])
+        names[given] = parse_model(given, _OPTION[role])
+    names.update({m: parse_model(m, "--model") for m in evals})
+    unused = sorted(set(spec.model_options) - set(names))
+    if unused:
+        raise ConfigError(
+            f"options for {unused[0]} (--model-arg or a model list) name no model of this command; "
+            f"its models are {', '.join(sorted(names))}"
+        )
+    effort = spec.reasoning_effort
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise ConfigError(f"--reasoning-effort must be one of {', '.join(REASONING_EFFORTS)}, not {effort!r}")
+    session.use_model_routes({name: o.route for name, o in spec.model_options.items()})
+    plans = []
+    for model in evals:
+        requests, endpoints = {}, {}
+        for role in ROLES:
+            registered = settings.model_for(role, model)
+            name = names[registered]
+            options = spec.model_options.get(registered, ModelOptions())
+            request = role_request(
+                role, name, settings, reasoning_effort=effort, args=options.args, reasoning=options.reasoning
+            )
+            route = session.route(role, registered, request.provider)
+            _check_bare_reasoning(role, name, request.body, route)
+            requests[role], endpoints[role] = request, route.label
+        plans.append(RunPlan(model, applied_settings(settings, requests), requests, endpoints))
+    if effort is not None and not any(
+        r.body.get("reasoning_effort") == effort for p in plans for r in p.requests.values()
+    ):
+        raise ConfigError(
+            "--reasoning-effort applies to OpenAI reasoning models (openai/o4-mini, azure/... with reasoning = true "
+            "in a model list), and no model of this command is one; for another model use --model-arg "
+            "MODEL:reasoning_effort=..."
+        )
+    return plans
+
+
+def _check_bare_reasoning(role: str, name: ModelName, body: dict, route: Route) -> None:
+    """A bare name of an OpenAI reasoning model, sent to OpenAI (or rehearsed), would be refused on
+    every request: say how to name it instead of sending them."""
+    if name.provider is not None or not is_openai_reasoning_model(name.sent):
+        return
+    openai_like = route.backend == SIMULATED or guess_profile(route.endpoint.base_url) in ("openai", "azure")
+    if openai_like and ("max_tokens" in body or "temperature" in body):
+        raise ConfigError(
+            f"{_OPTION[role]} {name.name}: an OpenAI reasoning model refuses max_tokens and a temperature, which a "
+            f"bare name sends; write openai/{name.name} (or azure/<deployment>), whose requests carry "
+            "max_completion_tokens and no temperature"
+        )
