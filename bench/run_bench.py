@@ -159,7 +159,7 @@ class Meter:
 def instrument(meter: Meter) -> None:
     """Wrap the engine's functions where the engine calls them (module globals), timing each part."""
     from lexpilot_batch.benchmark.protocols import PROTOCOLS
-    from lexpilot_batch.engine import batches, compiler
+    from lexpilot_batch.engine import compiler, poll
     from lexpilot_batch.engine import loop as engine
 
     engine.open_dataset = meter.wrap(engine.open_dataset, "prepare.load_dataset")
@@ -187,8 +187,8 @@ def instrument(meter: Meter) -> None:
     OpenAIBatchBackend.create = meter.wrap(OpenAIBatchBackend.create, "provider.create")  # type: ignore[method-assign]
     OpenAIBatchBackend.retrieve = meter.wrap(OpenAIBatchBackend.retrieve, "provider.retrieve")  # type: ignore[method-assign]
     SyncRunner.run = meter.wrap(SyncRunner.run, "provider.sync")  # type: ignore[method-assign]
-    batches._download = meter.wrap(batches._download, "ingest.download")
-    batches.ingest_file = meter.wrap(batches.ingest_file, "ingest.apply")
+    poll._download = meter.wrap(poll._download, "ingest.download")
+    poll.ingest_file = meter.wrap(poll.ingest_file, "ingest.apply")
     compiler._request = meter.wrap_fast(compiler._request, "compile.request_lines")
     compiler._flush = meter.wrap(compiler._flush, "compile.insert_requests")
     for protocol in PROTOCOLS.values():

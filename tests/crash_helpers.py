@@ -44,7 +44,7 @@ KILL_POINTS: dict[str, tuple[str, str, str]] = {
     # poll: a result file is saved but not recorded; a file's results applied but not committed
     "poll.after_download": ("lexpilot_batch.providers.openai.batch", "OpenAIBatchBackend.download", "after"),
     "ingest.before_commit": ("lexpilot_batch.engine.ingest", "apply_result_files", "after"),
-    "poll.before_close_waves": ("lexpilot_batch.engine.batches", "close_finished_waves", "before"),
+    "poll.before_close_waves": ("lexpilot_batch.engine.poll", "close_finished_waves", "before"),
     # compaction: a finished wave's file compressed but not recorded; recorded, the plain one not removed
     "compact.before_record": ("lexpilot_batch.state.compaction", "_record", "before"),
     "compact.before_unlink": ("lexpilot_batch.state.compaction", "_record", "after"),

@@ -14,11 +14,13 @@ from crash_helpers import base_env
 from engine_helpers import finish, open_session, prepare_runs, records, thread_counts
 
 from lexpilot_batch import doctor
-from lexpilot_batch.engine import batches
-from lexpilot_batch.engine.batches import TamperedFile, poll_files
+from lexpilot_batch.engine import poll
+from lexpilot_batch.engine import submit as sending
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import submit
+from lexpilot_batch.engine.poll import poll_files
 from lexpilot_batch.engine.session import ProviderOptions
+from lexpilot_batch.engine.submit import TamperedFile
 from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
 from lexpilot_batch.providers.ids import id_parts
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
@@ -71,13 +73,13 @@ def finishes_like(ws: Workspace, session, untouched: dict) -> None:
 def download_without_ingest(ws: Workspace, session, monkeypatch) -> dict:
     """Submit wave 1 and poll until its first file is downloaded, its ingest 'crashing' once."""
     submit(ws, session)
-    real = batches.ingest_file
+    real = poll.ingest_file
 
     def crash(ws_, row):
-        monkeypatch.setattr(batches, "ingest_file", real)
+        monkeypatch.setattr(poll, "ingest_file", real)
         raise RuntimeError("killed before ingesting")
 
-    monkeypatch.setattr(batches, "ingest_file", crash)
+    monkeypatch.setattr(poll, "ingest_file", crash)
     for _ in range(200):
         try:
             poll_files(ws, session)
@@ -280,13 +282,13 @@ def test_an_interrupted_submit_is_reported_and_submit_adopts_the_batch(ws, untou
 
 def test_a_submit_stopped_after_the_upload_is_reported_and_submit_goes_on(ws, untouched, monkeypatch):
     session = start(ws)
-    real = batches.batch_tag  # called between recording the upload and creating the batch
+    real = sending.batch_tag  # called between recording the upload and creating the batch
 
     def die(*args):
-        monkeypatch.setattr(batches, "batch_tag", real)
+        monkeypatch.setattr(sending, "batch_tag", real)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(batches, "batch_tag", die)
+    monkeypatch.setattr(sending, "batch_tag", die)
     with pytest.raises(KeyboardInterrupt):
         submit(ws, session)
     [row] = files(ws, "uploaded")

@@ -40,8 +40,8 @@ from fault_helpers import (
 from typer.testing import CliRunner
 
 from lexpilot_batch.cli import app
-from lexpilot_batch.engine import batches, request_files
 from lexpilot_batch.engine import loop as engine
+from lexpilot_batch.engine import poll, request_files, submit
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.errors import LexpilotError, ProviderUnavailable
 from lexpilot_batch.state.store import Store
@@ -102,8 +102,8 @@ STEPS = [
     (runs, "write_manifest_file", 1),  # a run registered, its manifest file not yet written
     (engine, "add_threads", 1),  # the run committed, its threads not
     (request_files.WaveWriter, "close", 1),  # wave 1's files written, the transaction recording them open
-    (batches, "_Lookup", 1),  # the file uploaded, its batch about to be created
-    (batches, "ingest_file", 2),  # the first batch saved and ingested, the second saved, not ingested
+    (submit, "Lookup", 1),  # the file uploaded, its batch about to be created
+    (poll, "ingest_file", 2),  # the first batch saved and ingested, the second saved, not ingested
     (engine, "compile_wave", 3),  # wave 2 in, wave 3 about to be compiled
     (engine, "poll_and_advance_once", 3),  # between two rounds of polling
 ]

@@ -11,8 +11,8 @@ from engine_helpers import finish, open_session, prepare_runs, records, thread_c
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.engine.batches import batch_tag
 from lexpilot_batch.engine.loop import submit
+from lexpilot_batch.engine.recovery import batch_tag
 from lexpilot_batch.errors import ManifestMismatch, WorkspaceBusy
 from lexpilot_batch.report import status
 from lexpilot_batch.state.compaction import read_saved, saved_files
@@ -151,7 +151,7 @@ def test_sharding_respects_request_limit(ws):
 
 def test_crash_between_batch_create_and_commit_adopts_the_batch(ws, session, monkeypatch):
     prepare_runs(ws, session, stage="lca")
-    import lexpilot_batch.engine.batches as batches
+    import lexpilot_batch.engine.submit as batches
 
     real_record = batches.record_batch
 

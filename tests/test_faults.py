@@ -66,7 +66,7 @@ from fault_helpers import (
     run_benchmark,
 )
 
-import lexpilot_batch.engine.batches as batches_module
+import lexpilot_batch.engine.submit as submit_module
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError, WorkspaceBusy
@@ -345,7 +345,7 @@ class LostAnswer(Exception):
 
 
 def lose_every_create_answer_once(monkeypatch: pytest.MonkeyPatch) -> set[int]:
-    real = batches_module.record_batch
+    real = submit_module.record_batch
     lost: set[int] = set()
 
     def record(db, pk, info, at, **more):
@@ -354,7 +354,7 @@ def lose_every_create_answer_once(monkeypatch: pytest.MonkeyPatch) -> set[int]:
             raise LostAnswer
         real(db, pk, info, at, **more)
 
-    monkeypatch.setattr(batches_module, "record_batch", record)
+    monkeypatch.setattr(submit_module, "record_batch", record)
     return lost
 
 

@@ -27,7 +27,7 @@ from fault_helpers import LIMIT, STAGE, assert_same_as, retried, run_benchmark
 from test_faults import SyncProvider, sync_baseline  # noqa: F401 - a fixture
 
 from lexpilot_batch import doctor
-from lexpilot_batch.engine import batches
+from lexpilot_batch.engine import poll
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.result_lines import MAX_DEPTH
@@ -298,7 +298,7 @@ def test_a_line_nested_100000_deep_is_sent_again_and_wedges_nothing(tmp_path, ba
     class Killed(Exception):
         pass
 
-    real_ingest = batches.ingest_file
+    real_ingest = poll.ingest_file
     crashed: set[str] = set()
 
     def ingest_or_crash(ws: Workspace, row: dict):
@@ -322,7 +322,7 @@ def test_a_line_nested_100000_deep_is_sent_again_and_wedges_nothing(tmp_path, ba
                 return
 
     monkeypatch.setattr(OpenAIBatchBackend, "download", download)
-    monkeypatch.setattr(batches, "ingest_file", ingest_or_crash)
+    monkeypatch.setattr(poll, "ingest_file", ingest_or_crash)
     outcome = run_benchmark(tmp_path / "ws", drive=drive)
     assert_same_as(baseline, outcome)
     assert set(hit) == {1, 2} and checked
@@ -363,9 +363,9 @@ def test_doctor_and_doctor_repair_read_a_downloaded_file_with_a_deep_line(tmp_pa
     def killed(ws: Workspace, row: dict):
         raise Killed(row["path"])
 
-    real_ingest = batches.ingest_file
+    real_ingest = poll.ingest_file
     monkeypatch.setattr(OpenAIBatchBackend, "download", download)
-    monkeypatch.setattr(batches, "ingest_file", killed)
+    monkeypatch.setattr(poll, "ingest_file", killed)
 
     def drive(ws: Workspace, session) -> None:
         with pytest.raises(Killed):
@@ -374,7 +374,7 @@ def test_doctor_and_doctor_repair_read_a_downloaded_file_with_a_deep_line(tmp_pa
 
     run_benchmark(root, drive=drive, check=False)
     monkeypatch.setattr(OpenAIBatchBackend, "download", real)
-    monkeypatch.setattr(batches, "ingest_file", real_ingest)
+    monkeypatch.setattr(poll, "ingest_file", real_ingest)
     report = doctor.check(root)  # `lexpilot-batch doctor`
     assert [f.kind for f in report.found] == [doctor.RESULT_DAMAGED]
     assert "line 1 is not a result object" in report.found[0].detail

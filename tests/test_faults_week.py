@@ -38,11 +38,11 @@ from typer.testing import CliRunner
 
 from lexpilot_batch import doctor
 from lexpilot_batch.cli import app
-from lexpilot_batch.engine.batches import submit_files
 from lexpilot_batch.engine.loop import poll_and_advance, poll_and_advance_once
 from lexpilot_batch.engine.loop import retry as do_retry
 from lexpilot_batch.engine.rearm import RetrySelection
 from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.engine.submit import submit_files
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.providers.endpoints import VLLM_ENDPOINT
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend

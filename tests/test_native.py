@@ -18,7 +18,7 @@ pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
 
 from lexpilot_batch.benchmark.settings import Settings
-from lexpilot_batch.engine import batches
+from lexpilot_batch.engine import poll, submit
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
@@ -30,6 +30,7 @@ from lexpilot_batch.simulated.faults import ROUTES  # noqa: E402
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
+from lexpilot_batch.util import clock as waits
 
 CLAUDE, GEMINI, GPT = "anthropic/claude-sim", "google/gemini-sim", "openai/gpt-sim"
 MODELS = (CLAUDE, GEMINI, GPT)
@@ -39,7 +40,7 @@ LIMIT = 5
 @pytest.fixture(autouse=True)
 def quick(monkeypatch):
     """Retry waits of ours and of the Gemini SDK are zero (its resumable upload sleeps by itself)."""
-    monkeypatch.setattr(batches, "pause", lambda seconds: None)
+    monkeypatch.setattr(waits, "pause", lambda seconds: None)
     monkeypatch.setattr(google_batch, "RETRY_DELAY", 0.0)
     import google.genai._api_client as genai_client
 
@@ -300,7 +301,7 @@ def test_doctor_reads_saved_native_results_in_their_own_shape(tmp_path, monkeypa
     from lexpilot_batch import doctor
     from lexpilot_batch.engine.ingest import IngestStats
 
-    monkeypatch.setattr(batches, "ingest_file", lambda ws, row: IngestStats())  # saved, never applied
+    monkeypatch.setattr(poll, "ingest_file", lambda ws, row: IngestStats())  # saved, never applied
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
         point_at(monkeypatch, server)
         with Workspace(tmp_path / "ws") as ws:
@@ -308,8 +309,8 @@ def test_doctor_reads_saved_native_results_in_their_own_shape(tmp_path, monkeypa
             try:
                 prepare(ws, session, RunSpec(("r1",), (CLAUDE, GEMINI), "lca", Settings(), limit=2))
                 for _ in range(50):
-                    batches.submit_files(ws, session)
-                    batches.poll_files(ws, session)
+                    submit.submit_files(ws, session)
+                    poll.poll_files(ws, session)
                     rows = ws.store.conn.execute("SELECT status, output_path FROM files").fetchall()
                     if {r["status"] for r in rows} == {"downloaded"}:
                         break

@@ -20,7 +20,7 @@ from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError  # noqa: E402
 from lexpilot_batch.estimate import dry_run_prepare  # noqa: E402
-from lexpilot_batch.providers.shapes import file_api  # noqa: E402
+from lexpilot_batch.providers.results import file_api
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
@@ -150,7 +150,7 @@ def test_a_request_refused_on_its_merits_reads_as_the_same_request_in_a_batch(tm
     from lexpilot_batch.providers.ids import id_tag
     from lexpilot_batch.providers.lines import line_id
     from lexpilot_batch.providers.native_chat import AnthropicChat, GeminiChat
-    from lexpilot_batch.providers.shapes import normaliser
+    from lexpilot_batch.providers.results import normaliser
 
     tag = id_tag("ws")
     bad = {

@@ -24,7 +24,7 @@ from lexpilot_batch.doctor.findings import (
 )
 from lexpilot_batch.engine.ingest import file_normaliser
 from lexpilot_batch.engine.result_lines import result_lines
-from lexpilot_batch.providers.shapes import Normalise
+from lexpilot_batch.providers.outputs import Normalise
 from lexpilot_batch.state.compaction import SUFFIX, missing
 from lexpilot_batch.state.store import MIGRATIONS
 from lexpilot_batch.state.waves import (

@@ -3,7 +3,7 @@ result file the user ran elsewhere (the manual backend).
 
 Accepts OpenAI's output and error files and vLLM `run-batch`'s single file (errors inline,
 `error` a string or an object), and the result files of the native batch APIs (Anthropic's
-Message Batches, Gemini's Batch Mode), each line read as an OpenAI one first (`providers.shapes`),
+Message Batches, Gemini's Batch Mode), each line read as an OpenAI one first (`providers.results`),
 every line within the bounds of `result_lines`. Everything one batch's result files change is
 applied in one transaction; applying them again changes nothing. What a line means is decided in
 `answers`. A request the files do not mention is failed so that it is retried.
@@ -50,7 +50,8 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.apis import ANTHROPIC
 from lexpilot_batch.providers.ids import id_parts, id_tag
 from lexpilot_batch.providers.lines import our_id
-from lexpilot_batch.providers.shapes import Normalise, file_api, normaliser
+from lexpilot_batch.providers.outputs import Normalise
+from lexpilot_batch.providers.results import file_api, normaliser
 from lexpilot_batch.state.compaction import saved_exists
 from lexpilot_batch.state.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
 from lexpilot_batch.state.workspace import Workspace
@@ -107,7 +108,7 @@ def apply_result_files(
 
     `unanswered_reason`, when given, fails every request of the files that no line answered (the
     batch is over); when None (a partial manual ingest), such requests stay pending. `normalise`
-    reads a native API's lines as OpenAI ones (`providers.shapes`). `tag` is the workspace's
+    reads a native API's lines as OpenAI ones (`providers.results`). `tag` is the workspace's
     (`request_lines.id_tag`), to tell another workspace's lines among those it does not apply.
     """
     stats = IngestStats()
@@ -260,7 +261,7 @@ def _said(result: tuple[bool, str | None]) -> str:
 
 def stray(db: sqlite3.Connection, custom_id: str, tag: str) -> tuple[str, str]:
     """Why a result line's id is no request of the files being ingested: (anomaly kind, why)."""
-    # An Anthropic id of another workspace stays mapped (`shapes.anthropic_result`): read it too.
+    # An Anthropic id of another workspace stays mapped (`anthropic.results`): read it too.
     parts = id_parts(custom_id) or id_parts(our_id(custom_id, ANTHROPIC) or "")
     if parts is not None and parts.tag != tag:
         return FOREIGN, f"is another workspace's request (tag {parts.tag}; this workspace's is {tag})"

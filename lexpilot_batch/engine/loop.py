@@ -13,16 +13,18 @@ from dataclasses import dataclass, field
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import open_dataset
-from lexpilot_batch.engine.batches import PollResult, SubmitResult, TamperedFile, pause, poll_files, submit_files
 from lexpilot_batch.engine.compiler import CompileResult, compile_wave
+from lexpilot_batch.engine.poll import PollResult, poll_files
 from lexpilot_batch.engine.rearm import RetryResult, RetrySelection, retry_failed
 from lexpilot_batch.engine.session import Session
+from lexpilot_batch.engine.submit import SubmitResult, TamperedFile, submit_files
 from lexpilot_batch.errors import ProviderUnavailable
 from lexpilot_batch.state.compaction import CompactStats, compact_finished_waves
 from lexpilot_batch.state.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.lineup import plan_runs
 from lexpilot_batch.study.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
+from lexpilot_batch.util import clock
 
 
 @dataclass
@@ -179,7 +181,7 @@ def poll_and_advance(
             wait_s = min(max(poll_interval, 0.05) * 2 ** (failures - 1), OUTAGE_PAUSE_MAX, left)
             if on_outage:
                 on_outage(Outage(exc, failures, wait_s, left - wait_s))
-            pause(wait_s)
+            clock.pause(wait_s)
             continue
         failures = 0
         left_work = work_left(ws)
@@ -190,4 +192,4 @@ def poll_and_advance(
         if left_work["in_flight"] == left_work["waiting_manual"] and (left_work["unsubmitted"] == 0 or not do_submit):
             return left_work  # done, or only the user can move it on (manual files)
         if outcome.poll.in_flight or (outcome.submitted is not None and outcome.submitted.unresolved):
-            pause(poll_interval)
+            clock.pause(poll_interval)

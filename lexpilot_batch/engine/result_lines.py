@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from lexpilot_batch.providers.shapes import Normalise
+from lexpilot_batch.providers.outputs import Normalise
 from lexpilot_batch.state.compaction import open_saved
 
 MAX_LINE_BYTES = 8 << 20

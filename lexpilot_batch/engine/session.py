@@ -24,8 +24,8 @@ from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint
 from lexpilot_batch.providers.google.batch import GoogleBatchBackend
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.results import file_api
 from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
-from lexpilot_batch.providers.shapes import file_api
 
 if TYPE_CHECKING:
     from lexpilot_batch.providers.sync import SyncRunner

@@ -4,7 +4,7 @@ A request file holds lines in its API's batch input shape (`request_lines`). The
 each as that API's synchronous call and saves the answer as a line of the same API's batch *output*
 shape, holding what the provider answered untouched (but for the secrets `sync` redacts from
 failure lines), so that a sync file is read by ingest and by `doctor` exactly as a downloaded
-batch's results are (`providers.shapes`):
+batch's results are (`providers.results`):
 
 | api | a line's call | its result line |
 | --- | --- | --- |

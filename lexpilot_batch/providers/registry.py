@@ -11,7 +11,7 @@ its requests are what they always were.
 
 A provider is a row of `PROVIDERS`. Its `api` names the shape of its API, which decides the
 backend class that talks to it (`providers.session`), the request line format (`request_lines`)
-and how its result lines read (`providers.shapes`): `openai` for most, `anthropic` (Message
+and how its result lines read (`providers.results`): `openai` for most, `anthropic` (Message
 Batches) and `google` (Gemini Batch Mode) for the two native batch APIs, whose SDKs are optional
 extras (`lexpilot-batch[anthropic]`, `lexpilot-batch[google]`).
 """

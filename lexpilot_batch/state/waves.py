@@ -36,6 +36,7 @@ A wave nothing of which has left the workspace (not `wave_started`) is discarded
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -57,6 +58,10 @@ TO_SUBMIT = (COMPILED, UPLOADED, CREATING)  # what `submit` sends (or finishes s
 IN_FLIGHT = (SUBMITTED, DOWNLOADED)  # what `poll` follows until it is ingested
 OPEN = TO_SUBMIT + IN_FLIGHT  # every state but the ends
 DONE = (INGESTED, LOST)  # the ends
+
+# Why a batch is kept aside (`other_batches.why`).
+DUPLICATE = "duplicate"  # found besides the file's own and cancelled
+TOKEN_LIMIT = "token_limit"  # refused for the enqueued-token quota: it ran nothing
 
 # Retrieves in a row answered 404 (and the batch absent from the provider's listing) before a
 # batch is declared lost: one 404 may be a provider's hiccup.
@@ -183,16 +188,91 @@ def refused(db: sqlite3.Connection, pk: int, batch_id: str, status: str) -> None
     """`submitted` -> `uploaded`: the provider refused the file's batch for its enqueued-token quota
     and ran nothing of it; the batch is kept aside (`other_batches`) and the file waits to be
     created again, its requests still pending."""
-    db.execute(
-        "INSERT OR REPLACE INTO other_batches (batch_id, file_pk, path, why, status, at)"
-        " SELECT ?, pk, path, 'token_limit', ?, ? FROM files WHERE pk = ?",
-        (batch_id, status, time.time(), pk),
-    )
+    path = db.execute("SELECT path FROM files WHERE pk = ?", (pk,)).fetchone()[0]
+    keep_aside(db, batch_id, pk, path, TOKEN_LIMIT, status)
     db.execute(
         "UPDATE files SET status = ?, batch_id = NULL, batch_status = NULL, request_counts = NULL,"
         " batch_errors = NULL, submitted_at = NULL, not_found = 0 WHERE pk = ? AND status = ?",
         (UPLOADED, pk, SUBMITTED),
     )
+
+
+def mark_sent_locally(db: sqlite3.Connection, pk: int, backend: str) -> None:
+    """`compiled` -> `submitted` for a file nothing is uploaded for: a sync file runs when polled,
+    a manual one is the user's to run. Its `batch_id` is the backend's name (no provider batch)."""
+    update_file(db, pk, status=SUBMITTED, batch_id=backend, batch_status="in_progress", submitted_at=time.time())
+
+
+def mark_uploaded(db: sqlite3.Connection, pk: int, provider_file_id: str) -> None:
+    """`compiled` -> `uploaded`: the provider holds the file."""
+    update_file(db, pk, status=UPLOADED, provider_file_id=provider_file_id)
+
+
+def mark_creating(db: sqlite3.Connection, pk: int, creates: int, at: float) -> None:
+    """-> `creating`: the file's `creates`-th batch create is sent at `at`; a batch may exist from
+    now on that the database does not know (`engine.recovery`)."""
+    update_file(db, pk, status=CREATING, creates=creates, creating_at=at)
+
+
+def mark_submitted(
+    db: sqlite3.Connection,
+    pk: int,
+    batch_id: str,
+    batch_status: str,
+    counts: Mapping[str, int],
+    at: float,
+    **more: object,
+) -> None:
+    """-> `submitted`: the file's batch is `batch_id`, sent at `at`."""
+    update_file(
+        db,
+        pk,
+        status=SUBMITTED,
+        batch_id=batch_id,
+        batch_status=batch_status,
+        request_counts=json.dumps(dict(counts)),
+        submitted_at=at,
+        not_found=0,
+        **more,
+    )
+
+
+def mark_downloaded(
+    db: sqlite3.Connection,
+    pk: int,
+    batch_status: str,
+    counts: Mapping[str, int],
+    output_path: str | None,
+    error_path: str | None = None,
+    **more: object,
+) -> None:
+    """`submitted` -> `downloaded`: the results are saved under `responses/`, not yet applied."""
+    update_file(
+        db,
+        pk,
+        status=DOWNLOADED,
+        batch_status=batch_status,
+        request_counts=json.dumps(dict(counts)),
+        output_path=output_path,
+        error_path=error_path,
+        finished_at=time.time(),
+        **more,
+    )
+
+
+def keep_aside(db: sqlite3.Connection, batch_id: str, file_pk: int, path: str, why: str, status: str) -> None:
+    """Record a batch of a file besides its own (`other_batches`): a duplicate found (`DUPLICATE`),
+    or a batch the provider refused for its quota (`TOKEN_LIMIT`); its results are never applied."""
+    db.execute(
+        "INSERT INTO other_batches (batch_id, file_pk, path, why, status, at) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (batch_id) DO UPDATE SET status = excluded.status",
+        (batch_id, file_pk, path, why, status, time.time()),
+    )
+
+
+def lost_reason(batch_id: str, why: str) -> str:
+    """The failure reason of the requests of a batch the provider lost: `why` says how it is known."""
+    return f"batch_lost: the provider no longer knows batch {batch_id} ({why}); sent again"
 
 
 def mark_lost(db: sqlite3.Connection, pk: int, reason: str) -> int:

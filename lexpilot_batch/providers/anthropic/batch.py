@@ -7,7 +7,7 @@ lines, already `{"custom_id", "params"}` requests (`request_lines`), as they are
 `processing_status` (`in_progress`, `canceling`, `ended`) reads as ours: an ended batch whose
 cancel was asked is `cancelled`, one with expired requests `expired`, any other `completed`
 (errored requests are lines of its results). Its results are streamed into `responses/` untouched
-and read by `shapes.anthropic_result`.
+and read by `anthropic.results`.
 
 Message Batches carry no metadata (`tags_batches = False`): how a batch whose create answer was
 lost is found again without a tag is `batches`' to decide.

@@ -4,7 +4,7 @@
 A file of `{"key", "request"}` lines (`request_lines`) is uploaded through the File API, a batch is
 created for it with `batches.create(model, src=file)` (API version `v1beta`, where Batch Mode
 lives), and its responses file is downloaded into `responses/` untouched, to be read by
-`shapes.google_result`. Gemini batches carry no metadata but a `display_name`: the workspace's tag
+`google.results`. Gemini batches carry no metadata but a `display_name`: the workspace's tag
 is written there (`lexpilot ws=… file=… sha=… create=…`) and read back as metadata, so a batch is
 found again after a lost create answer exactly as an OpenAI one is. Job states read as ours:
 pending/queued `validating`, running `in_progress`, succeeded `completed`, and failed, cancelling,

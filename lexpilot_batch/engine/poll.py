@@ -1,0 +1,205 @@
+"""Polling the batches in flight: their results saved untouched, then ingested; sync files run.
+
+A terminal batch's result files are saved under `responses/` before anything is applied
+(`_download`), and a downloaded file is ingested in one transaction (`ingest`). A batch the
+provider answers 404 for, `waves.LOST_AFTER` polls in a row, and that its listing does not show,
+is lost (`waves.mark_lost`): its requests go back to due without using up `--retries`. A batch
+refused for the enqueued-token quota lowers the model's budget and its file waits to be created
+again (`waves.refused`); no request fails. A batch older than `--max-wave-age` is cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tqdm import tqdm
+
+from lexpilot_batch.engine import budgets
+from lexpilot_batch.engine.ingest import IngestStats, ingest_file
+from lexpilot_batch.engine.recovery import sweep
+from lexpilot_batch.engine.submit import TamperedFile
+from lexpilot_batch.providers.apis import MANUAL, SYNC
+from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchNotFound
+from lexpilot_batch.state.waves import (
+    IN_FLIGHT,
+    LOST_AFTER,
+    SUBMITTED,
+    TOKEN_LIMIT,
+    close_finished_waves,
+    file_row,
+    files_in,
+    lost_reason,
+    mark_downloaded,
+    mark_lost,
+    refused,
+    set_file,
+)
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util.fileio import file_sha256
+
+if TYPE_CHECKING:
+    from lexpilot_batch.engine.session import Session
+
+# A refused file is created again at most this many times; then its requests fail as never run
+# and go to the next wave (cut to the lowered budget), where `due.UNEXECUTED_ATTEMPTS` bounds them.
+MAX_QUOTA_REFUSALS = 5
+
+
+@dataclass
+class PollResult:
+    in_flight: int = 0
+    manual: list[str] = field(default_factory=list)  # waiting for `lexpilot-batch ingest`
+    cancelled: list[str] = field(default_factory=list)  # asked to cancel: older than --max-wave-age
+    finished: list[str] = field(default_factory=list)
+    stats: IngestStats = field(default_factory=IngestStats)
+    batches: list[dict] = field(default_factory=list)  # for progress displays
+    duplicates: list[str] = field(default_factory=list)  # batch ids cancelled: not their file's own
+    refused: list[str] = field(default_factory=list)  # files whose batch the quota refused: waiting again
+    lost: list[str] = field(default_factory=list)  # files whose batch the provider lost
+
+
+def poll_files(ws: Workspace, session: Session, max_age: float | None = None) -> PollResult:
+    """Retrieve every in-flight batch; save and ingest the terminal ones; run sync files.
+
+    A batch in flight for longer than `max_age` seconds is cancelled. First the workspace's tagged
+    batches are listed: live duplicates are cancelled (`sweep`), and the listing tells a batch the
+    provider lost from one it failed to answer for.
+    """
+    result = PollResult()
+    rows = files_in(ws.store.conn, IN_FLIGHT)
+    listed = sweep(ws, session, rows, result.duplicates)
+    for row in rows:
+        if row["status"] == SUBMITTED and row["backend"] == MANUAL:
+            result.in_flight += 1
+            result.manual.append(row["path"])
+            continue
+        if row["status"] == SUBMITTED and row["backend"] == SYNC:
+            _run_sync(ws, session, row)
+            row = file_row(ws.store.conn, row["pk"])
+        elif row["status"] == SUBMITTED:
+            backend: BatchBackend = session.batch_backend(row)
+            try:
+                info = backend.retrieve(row["batch_id"])
+            except BatchNotFound as exc:
+                if _not_found(ws, row, listed.get(id(backend)), str(exc)):
+                    result.lost.append(row["path"])
+                else:
+                    result.in_flight += 1
+                continue
+            result.batches.append(
+                {
+                    "wave": row["wave"],
+                    "path": row["path"],
+                    "status": info.status,
+                    "counts": info.request_counts,
+                    "requests": row["n_requests"],
+                    "elapsed": time.time() - (row["submitted_at"] or time.time()),
+                }
+            )
+            if not info.terminal:
+                age = time.time() - (row["submitted_at"] or time.time())
+                if max_age is not None and age > max_age and info.status != "cancelling":
+                    # Too old: cancel it. Its finished requests are kept when it lands as
+                    # `cancelled`; the rest go back to due and are retried in the next wave.
+                    info = backend.cancel(row["batch_id"])
+                    result.cancelled.append(row["path"])
+                set_file(
+                    ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts), not_found=0
+                )
+                result.in_flight += 1
+                continue
+            if info.token_limit is not None and _quota_refusal(ws, row, info):
+                result.refused.append(row["path"])
+                result.in_flight += 1
+                continue
+            _download(ws, backend, row, info)
+            row = file_row(ws.store.conn, row["pk"])
+        result.stats.add(ingest_file(ws, row))
+        result.finished.append(row["path"])
+    close_finished_waves(ws)
+    return result
+
+
+def _not_found(ws: Workspace, row: dict, listed: set[str] | None, message: str) -> bool:
+    """Count a 404 for the file's batch; after `LOST_AFTER` in a row, and when the provider's own
+    listing of our batches works and does not show it, the batch is lost. Returns whether it is."""
+    count = (row["not_found"] or 0) + 1
+    with ws.store.transaction() as db:
+        db.execute("UPDATE files SET not_found = ? WHERE pk = ?", (count, row["pk"]))
+        if count >= LOST_AFTER and listed is not None and row["batch_id"] not in listed:
+            mark_lost(db, row["pk"], lost_reason(row["batch_id"], f"HTTP 404 {count} times in a row"))
+            return True
+    return False
+
+
+def _quota_refusal(ws: Workspace, row: dict, info: BatchInfo) -> bool:
+    """A batch refused for the enqueued-token quota: lower the model's budget and let the file wait
+    to be created again. False once it was refused `MAX_QUOTA_REFUSALS` times: then it is ingested
+    as failed, and its requests go to the next wave."""
+    error = info.token_limit or {}
+    with ws.store.transaction() as db:
+        times = db.execute(
+            "SELECT COUNT(*) FROM other_batches WHERE file_pk = ? AND why = ?", (row["pk"], TOKEN_LIMIT)
+        ).fetchone()[0]
+        if times >= MAX_QUOTA_REFUSALS:
+            return False
+        model = row["model"]
+        others = budgets.enqueued(db, model, but=row["pk"])
+        budgets.lower_after_refusal(
+            db, model, str(error.get("message") or ""), others, row["tokens"], budgets.factor(db, model)
+        )
+        refused(db, row["pk"], info.id, info.status)
+    return True
+
+
+def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
+    """Execute a file through its API's synchronous call (`providers.sync`); its output file grows as answers arrive."""
+    path = ws.path(row["path"])
+    # `submit` only marked the file: it is read now, so this is the last moment to check that it
+    # still holds what was compiled (an edit made since would otherwise be sent and scored).
+    if file_sha256(path) != row["sha256"]:
+        raise TamperedFile(
+            f"request file {row['path']} changed on disk or vanished after it was compiled, so it is not sent. "
+            f"Run `{ws.command('doctor --repair')}` to discard it (its requests are asked again), or restore it"
+        )
+    out = ws.wave_dir("responses", row["wave"]) / f"{Path(row['path']).stem}.output.jsonl"
+    runner = session.sync_runner(row)
+    # disable=None: a bar on a terminal, silence in logs and pipes.
+    with tqdm(total=row["n_requests"], desc=f"sync {Path(row['path']).name}", unit="req", disable=None) as bar:
+
+        def progress(saved: int, total: int) -> None:
+            bar.total = total
+            bar.update(saved - bar.n)
+
+        stats = runner.run(path, out, on_progress=progress)
+    counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
+    with ws.store.transaction() as db:
+        mark_downloaded(db, row["pk"], "completed", counts, ws.relative(out))
+
+
+def _download(ws: Workspace, backend: BatchBackend, row: dict, info: BatchInfo) -> None:
+    """Save the batch's result files untouched, then record that they are saved."""
+    stem = Path(row["path"]).stem
+    out_dir = ws.wave_dir("responses", row["wave"])
+    paths: dict[str, str | None] = {"output_path": None, "error_path": None}
+    for kind, file_id in (("output", info.output_file_id), ("error", info.error_file_id)):
+        if file_id:
+            dest = out_dir / f"{stem}.{kind}.jsonl"
+            backend.download(file_id, dest)
+            paths[f"{kind}_path"] = ws.relative(dest)
+    with ws.store.transaction() as db:
+        mark_downloaded(
+            db,
+            row["pk"],
+            info.status,
+            info.request_counts,
+            paths["output_path"],
+            paths["error_path"],
+            batch_errors=json.dumps(info.errors, ensure_ascii=False),
+            output_file_id=info.output_file_id,
+            error_file_id=info.error_file_id,
+        )

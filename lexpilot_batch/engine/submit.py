@@ -1,0 +1,154 @@
+"""Sending a wave's compiled files: each on its backend, under its model's enqueued-token budget.
+
+A batch file is uploaded, then its batch created once (`recovery.create_once`), each step recorded
+before the next (`state.waves`): a file uploaded but not yet batched is batched by the next
+command, a create whose answer was lost is looked for before it is sent again. A file is created
+only while its model's enqueued-token budget has room (`budgets`); the rest of a wave goes as
+earlier batches finish, and a file larger than a lowered budget is discarded and its requests
+asked again, cut to the budget. Sync and manual files only get marked as sent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from lexpilot_batch.engine import budgets
+from lexpilot_batch.engine.recovery import (
+    Earlier,
+    Lookup,
+    UnresolvedCreate,
+    adopt,
+    await_batch,
+    batch_tag,
+    create_once,
+    record_batch,
+)
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.apis import MANUAL, SYNC
+from lexpilot_batch.providers.base import BatchBackend, BatchInfo
+from lexpilot_batch.state.waves import (
+    COMPILED,
+    CREATING,
+    TO_SUBMIT,
+    UPLOADED,
+    discard_unsent_file,
+    files_in,
+    mark_creating,
+    mark_sent_locally,
+    mark_uploaded,
+)
+from lexpilot_batch.state.workspace import Workspace
+
+if TYPE_CHECKING:
+    from lexpilot_batch.engine.session import Session
+
+
+class TamperedFile(LexpilotError):
+    """A compiled request file changed or vanished on disk before it was sent."""
+
+
+@dataclass
+class SubmitResult:
+    submitted: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    manual: list[str] = field(default_factory=list)  # left for the user to run elsewhere
+    waiting: list[str] = field(default_factory=list)  # waiting for room under the enqueued-token budget
+    discarded: list[str] = field(default_factory=list)  # larger than the lowered budget: asked again
+    unresolved: list[str] = field(default_factory=list)  # a lost create's batch not yet told apart (why)
+
+
+def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
+    """Send every compiled file of the workspace on its backend, recording each step; a batch file
+    whose model has no room under its enqueued-token budget waits."""
+    result = SubmitResult()
+    rows = files_in(ws.store.conn, TO_SUBMIT)
+    full: set[str] = set()  # models with no room left: their later files wait too, in order
+    restored = Earlier(ws)
+    for row in rows:
+        if row["backend"] in (SYNC, MANUAL):
+            # Nothing to upload: a sync file is executed when polled, a manual one by the user.
+            with ws.store.transaction() as db:
+                mark_sent_locally(db, row["pk"], row["backend"])
+            (result.manual if row["backend"] == MANUAL else result.submitted).append(row["path"])
+            if on_file:
+                on_file(row["path"])
+            continue
+        backend: BatchBackend = session.batch_backend(row)
+        if row["status"] != CREATING:
+            room = _room(ws, session, row, full)
+            if room is None:
+                result.discarded.append(row["path"])
+                continue
+            if not room:
+                result.waiting.append(row["path"])
+                continue
+        if row["status"] != CREATING:
+            earlier = restored.find(backend, row)
+            if earlier is not None:
+                # Created before this database was restored from a backup (or its record was lost):
+                # adopted, never created twice.
+                adopt(ws, row, earlier)
+                result.adopted.append(row["path"])
+                result.submitted.append(row["path"])
+                if on_file:
+                    on_file(row["path"])
+                continue
+        path = ws.path(row["path"])
+        if row["status"] == COMPILED:
+            file_id = backend.upload(path)
+            with ws.store.transaction() as db:
+                mark_uploaded(db, row["pk"], file_id)
+            row.update(status=UPLOADED, provider_file_id=file_id)
+        batch: BatchInfo | None = None
+        try:
+            if row["status"] == CREATING:
+                # We may have created it and died before recording its id: find it, never duplicate it.
+                # A provider may commit a create a moment after answering: look for the grace period.
+                sent = row["creating_at"]
+                until = sent + session.options.create_grace if sent is not None else time.time()
+                batch = await_batch(Lookup(ws, backend, row, batch_tag(ws, row)), until, sent)
+                if batch is not None:
+                    result.adopted.append(row["path"])
+            if batch is None:
+                row["creates"] = (row["creates"] or 0) + 1
+                look = Lookup(ws, backend, row, batch_tag(ws, row))
+                row["creating_at"] = time.time()
+                with ws.store.transaction() as db:
+                    mark_creating(db, row["pk"], row["creates"], row["creating_at"])
+                batch = create_once(look, session.options.create_grace)
+        except UnresolvedCreate as exc:
+            result.unresolved.append(f"{row['path']}: {exc}")
+            continue
+        with ws.store.transaction() as db:
+            record_batch(db, row["pk"], batch, time.time())
+        result.submitted.append(row["path"])
+        if on_file:
+            on_file(row["path"])
+    return result
+
+
+def _room(ws: Workspace, session: Session, row: dict, full: set[str]) -> bool | None:
+    """Whether the file's model has room for it under its enqueued-token budget now; None when it
+    never will (larger than the whole budget, which a refusal lowered): then the file is discarded,
+    and its requests are asked again in the next wave, in files cut to the budget."""
+    model = row["model"]
+    if model in full:
+        return False
+    db = ws.store.conn
+    limit = budgets.budget(db, model, session.file_route(row).limits.enqueued_tokens)
+    if limit is None:
+        return True
+    scale = budgets.factor(db, model)
+    waiting = budgets.enqueued(db, model)
+    if row["tokens"] * scale <= limit - waiting * scale:
+        return True
+    if row["tokens"] * scale > limit and not waiting:
+        with ws.store.transaction() as tx:
+            discard_unsent_file(tx, row["pk"])
+        ws.path(row["path"]).unlink(missing_ok=True)
+        return None
+    full.add(model)
+    return False

@@ -1,0 +1,54 @@
+"""The one shape every result line is read as: an OpenAI batch output line, `{"custom_id",
+"response": {"status_code", "body": chat.completion}, "error"}`, so that every rule of
+`engine.answers` (truncation, filters, refusals, empty answers, malformed judges, what a failure
+costs) holds for every provider alike. Each API's own result lines are read into it by its folder
+(`anthropic.results`, `google.results`); pure, no SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+# How a result line of an API reads as an OpenAI batch output line.
+Normalise = Callable[[dict], dict]
+
+
+def usage(prompt: int, completion: int, cached: int, reasoning: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+
+
+def as_dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def as_int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def chat_completion(
+    content: str | None, reasoning: list[str], finish: str, usage: dict, refusal: str | None = None
+) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
+    if reasoning:
+        message["reasoning_content"] = "\n".join(reasoning)
+    return {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }
+
+
+def never_run(custom_id: Any, code: str, message: str) -> dict:
+    return {"custom_id": custom_id, "response": None, "error": {"code": code, "message": message}}
+
+
+def failed(custom_id: Any, status: int, kind: Any, message: Any) -> dict:
+    error = {"message": message, "type": kind, "code": kind}
+    return {"custom_id": custom_id, "response": {"status_code": status, "body": {"error": error}}, "error": None}

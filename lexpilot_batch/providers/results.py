@@ -1,0 +1,37 @@
+"""Which API a compiled file's results are in, and how each is read as an OpenAI batch output line
+(`providers.outputs`): the raw provider files are saved under `responses/` untouched, and read
+through here by ingest, `doctor` and the lost-create recovery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lexpilot_batch.providers.anthropic import results as anthropic_results
+from lexpilot_batch.providers.apis import ANTHROPIC, BATCH, GOOGLE, OPENAI, SIMULATED, SYNC
+from lexpilot_batch.providers.google import results as google_results
+from lexpilot_batch.providers.outputs import Normalise
+from lexpilot_batch.providers.registry import provider_of
+
+__all__ = ["Normalise", "file_api", "normaliser"]
+
+
+def file_api(row: Mapping[str, Any]) -> str:
+    """The API shape of a compiled file's lines and results: its provider's on the `batch` backend
+    and on `sync` (a provider's chat-completions-only models, and the groups of a batch route that
+    `--tail-sync` sends through its API's synchronous call: `providers.chat`); OpenAI's on every
+    other (manual, and the simulated provider in-process, whose files name the endpoint `simulated`)."""
+    if row["backend"] not in (BATCH, SYNC) or not row["provider"] or row["endpoint"] == SIMULATED:
+        return OPENAI
+    return provider_of(row["provider"])[0].api
+
+
+def normaliser(api: str, tag: str) -> Normalise | None:
+    """How a result line of `api` reads as an OpenAI batch output line (None: it is one already).
+    `tag` is the workspace's (`ids.id_tag`): an Anthropic id of another is not ours."""
+    if api == ANTHROPIC:
+        return lambda line: anthropic_results.result(line, tag)
+    if api == GOOGLE:
+        return google_results.result
+    return None
