@@ -67,12 +67,12 @@ def in_process(
     environment holding no key or endpoint but those a test sets, no secret remembered from an
     earlier test, and no SDK retry delay."""
     from lexpilot_batch.cli import main
-    from lexpilot_batch.providers.google import batch as google_batch
+    from lexpilot_batch.providers.google import client as google_client
 
     for name in list(os.environ):
         if name.upper().endswith(("_API_KEY", "_BASE_URL", "_BACKEND", "_AUTH_TOKEN")):
             monkeypatch.delenv(name)
-    monkeypatch.setattr(google_batch, "RETRY_DELAY", 0.0)
+    monkeypatch.setattr(google_client, "RETRY_DELAY", 0.0)
     monkeypatch.setattr(sys, "excepthook", sys.excepthook)  # main() installs its own
     try:  # secrets registered by an earlier test's clients are forgotten: each test proves its own
         from lexpilot_batch.util import redaction

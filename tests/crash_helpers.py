@@ -58,7 +58,7 @@ NATIVE_KILL_POINTS: dict[str, tuple[str, str, str]] = {
         for step in ("upload", "create", "download")
     },
     **{
-        f"{api}.after_call": ("lexpilot_batch.providers.native_chat", f"{cls}.send", "after")
+        f"{api}.after_call": (f"lexpilot_batch.providers.{api}.chat", f"{cls}.send", "after")
         for api, cls in (("anthropic", "AnthropicChat"), ("google", "GeminiChat"))
     },
 }

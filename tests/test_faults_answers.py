@@ -30,7 +30,6 @@ from lexpilot_batch import doctor
 from lexpilot_batch.engine import poll
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import poll_and_advance
-from lexpilot_batch.engine.result_lines import MAX_DEPTH
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.ids import id_parts
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
@@ -39,6 +38,7 @@ from lexpilot_batch.simulated.models import is_question
 from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import resources
+from lexpilot_batch.util.jsonbounds import MAX_DEPTH
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 

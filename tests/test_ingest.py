@@ -23,7 +23,6 @@ from lexpilot_batch.benchmark import judges
 from lexpilot_batch.engine.answers import MAX_ANSWER_CHARS
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import poll_and_advance
-from lexpilot_batch.engine.result_lines import MAX_LINE_BYTES
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.ids import id_parts, id_tag
@@ -32,6 +31,7 @@ from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.completions import complete
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import resources
+from lexpilot_batch.util.jsonbounds import MAX_LINE_BYTES
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 

@@ -22,7 +22,7 @@ from lexpilot_batch.engine import poll, submit
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
-from lexpilot_batch.providers.google import batch as google_batch  # noqa: E402
+from lexpilot_batch.providers.google import client as google_client  # noqa: E402
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.report import status
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
@@ -41,7 +41,7 @@ LIMIT = 5
 def quick(monkeypatch):
     """Retry waits of ours and of the Gemini SDK are zero (its resumable upload sleeps by itself)."""
     monkeypatch.setattr(waits, "pause", lambda seconds: None)
-    monkeypatch.setattr(google_batch, "RETRY_DELAY", 0.0)
+    monkeypatch.setattr(google_client, "RETRY_DELAY", 0.0)
     import google.genai._api_client as genai_client
 
     clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})

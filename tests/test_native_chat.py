@@ -1,4 +1,4 @@
-"""Claude and Gemini through their synchronous calls (`providers.native_chat`): the groups
+"""Claude and Gemini through their synchronous calls (`providers.anthropic.chat`, `providers.google.chat`): the groups
 `--tail-sync N` sends at once go through Anthropic's Messages and Gemini's generateContent, with the
 real SDKs against the simulated provider, and give the records of the same requests sent in
 batches; faults and outages of those routes lose nothing."""
@@ -142,14 +142,15 @@ def test_a_request_refused_on_its_merits_reads_as_the_same_request_in_a_batch(tm
     import time
 
     from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.anthropic.chat import AnthropicChat
     from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE
     from lexpilot_batch.providers.base import BatchSource
     from lexpilot_batch.providers.chat import REFUSED
     from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
     from lexpilot_batch.providers.google.batch import GoogleBatchBackend
+    from lexpilot_batch.providers.google.chat import GeminiChat
     from lexpilot_batch.providers.ids import id_tag
     from lexpilot_batch.providers.lines import line_id
-    from lexpilot_batch.providers.native_chat import AnthropicChat, GeminiChat
     from lexpilot_batch.providers.results import normaliser
 
     tag = id_tag("ws")

@@ -57,7 +57,7 @@ def test_anthropic_and_google_go_to_their_native_batch_apis(name, api, url_var, 
     assert (r.limits.max_requests, r.limits.max_bytes) == (100_000, (256 if api == "anthropic" else 2048) * 1024 * 1024)
     # The in-process simulated provider speaks the OpenAI shape for every model.
     assert route("eval", name, {}, choices={"eval": "simulated"}).api == "openai"
-    # `sync` sends each request through the API's own synchronous call (`providers.native_chat`);
+    # `sync` sends each request through the API's own synchronous call (`providers.anthropic.chat`, `providers.google.chat`);
     # `manual` files are run by OpenAI-format tools: refused, with the way out.
     assert route("eval", name, {}, choices={"eval": "sync"}).api == api
     with pytest.raises(ConfigError, match="manual backend.*openai-api/<service>/"):

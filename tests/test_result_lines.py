@@ -12,18 +12,8 @@ import tracemalloc
 
 import pytest
 
-from lexpilot_batch.engine.result_lines import (
-    INVALID_UTF8,
-    MAX_DEPTH,
-    MAX_LINE_BYTES,
-    TOO_DEEP,
-    TOO_LARGE,
-    BeyondBounds,
-    loads,
-    loads_bounded,
-    read_lines,
-    too_deep,
-)
+from lexpilot_batch.engine.result_lines import INVALID_UTF8, TOO_DEEP, TOO_LARGE, read_lines
+from lexpilot_batch.util.jsonbounds import MAX_DEPTH, MAX_LINE_BYTES, BeyondBounds, loads, loads_bounded, too_deep
 
 
 def _line(cid: str, content: str = "好的。") -> bytes:

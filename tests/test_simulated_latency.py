@@ -93,13 +93,14 @@ def test_native_batches_and_calls_take_the_latency_of_the_file_and_the_line_they
     pytest.importorskip("anthropic")
     pytest.importorskip("google.genai")
     from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
+    from lexpilot_batch.providers.anthropic.chat import AnthropicChat
     from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE
     from lexpilot_batch.providers.base import BatchSource
     from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
     from lexpilot_batch.providers.google.batch import GoogleBatchBackend
+    from lexpilot_batch.providers.google.chat import GeminiChat
     from lexpilot_batch.providers.ids import id_tag
     from lexpilot_batch.providers.lines import request_line as line_of
-    from lexpilot_batch.providers.native_chat import AnthropicChat, GeminiChat
 
     tag, prompt = id_tag("ws"), prompts.lexawn_prompt(HISTORY)
     ids = ["k1-0-lca.c.gen-1", "k2-0-lca.c.gen-1"]

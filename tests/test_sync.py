@@ -476,7 +476,8 @@ class _Answers:
 def test_answers_beyond_the_bounds_of_a_result_line_are_failures_written_at_once(tmp_path: Path) -> None:
     """A body nested 100,000 deep or over 8 MiB is no answer: a failure line (never a RecursionError,
     never a line no reader takes), and the run goes on."""
-    from lexpilot_batch.engine.result_lines import MAX_LINE_BYTES, read_lines
+    from lexpilot_batch.engine.result_lines import read_lines
+    from lexpilot_batch.util.jsonbounds import MAX_LINE_BYTES
 
     def completion(content: str) -> bytes:
         message = {"role": "assistant", "content": content}

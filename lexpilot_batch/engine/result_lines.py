@@ -21,17 +21,15 @@ bad line, like a line that is not JSON.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from lexpilot_batch.providers.outputs import Normalise
 from lexpilot_batch.state.compaction import open_saved
+from lexpilot_batch.util.jsonbounds import MAX_DEPTH, MAX_LINE_BYTES, parse, too_deep
 
-MAX_LINE_BYTES = 8 << 20
-MAX_DEPTH = 64
 _EDGE = 4096  # bytes at each end of a line too large, where its id is looked for
 _CHUNK = 1 << 20  # what the rest of a line too large is read by
 
@@ -46,63 +44,8 @@ class Flaw(NamedTuple):
 # (line number, parsed object or None, its text, its flaw or None)
 Line = tuple[int, dict | None, str, Flaw | None]
 
-_DECODER = json.JSONDecoder()
-# A JSON string, escapes included: what a line's structure is read without.
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
 # The id of a line no parser reads: OpenAI's and Anthropic's `custom_id`, Gemini's `key`.
 _ID = re.compile(r'"(custom_id|key)"\s*:\s*"([^"\\]{1,256})"')
-
-
-def too_deep(text: str) -> bool:
-    """Whether the arrays and objects of a JSON text nest deeper than `MAX_DEPTH`, read outside its
-    strings (as the parser reads them: it is never asked to, so it never runs out of stack)."""
-    if text.count("{") + text.count("[") <= MAX_DEPTH:
-        return False  # it cannot nest deeper than it has openings: nearly every line, at once
-    depth = 0
-    for bracket in _BRACKET.findall(_STRING.sub("", text)):
-        if bracket in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        else:
-            depth -= 1
-    return False
-
-
-def _parse(text: str) -> Any:
-    """`json.loads(text)` for a stripped, non-empty line, minus its per-call overhead.
-
-    Same result and same `JSONDecodeError`s: json.loads refuses a BOM, skips JSON whitespace
-    (which a stripped line has at neither end) and refuses anything after the value.
-    """
-    if text.startswith("\ufeff"):
-        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-    obj, end = _DECODER.raw_decode(text)
-    if end != len(text):
-        raise json.JSONDecodeError("Extra data", text, end)
-    return obj
-
-
-class BeyondBounds(ValueError):
-    """JSON larger or deeper than a result line may be; the message says which."""
-
-
-def loads(text: str) -> Any:
-    """`json.loads(text)` of a stripped, non-empty line within `MAX_DEPTH` (`BeyondBounds` beyond it)."""
-    if too_deep(text):
-        raise BeyondBounds(f"nested deeper than {MAX_DEPTH} levels")
-    return _parse(text)
-
-
-def loads_bounded(data: bytes | str) -> Any:
-    """A whole JSON document a provider sent (a synchronous call's answer, which the sync backend
-    saves as a result line), within the bounds of a result line: `BeyondBounds` when it is larger
-    or deeper, another `ValueError` when it is not UTF-8 or not JSON."""
-    if len(data) > MAX_LINE_BYTES:
-        raise BeyondBounds(f"{len(data):,} bytes, over the {MAX_LINE_BYTES >> 20} MiB a result line may hold")
-    text = data.decode("utf-8") if isinstance(data, bytes) else data
-    return loads(text.strip())
 
 
 def _stub(*edges: str) -> dict | None:
@@ -143,7 +86,7 @@ def read_lines(path: Path) -> Iterator[Line]:
                 yield number, stub, text[:200], Flaw(TOO_DEEP, f"nested deeper than {MAX_DEPTH} levels")
                 continue
             try:
-                obj = _parse(text)
+                obj = parse(text)
             except (ValueError, RecursionError):  # RecursionError: never, within MAX_DEPTH
                 yield number, None, text, flaw
                 continue

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.engine.tail import check_limit
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
 from lexpilot_batch.providers.apis import GOOGLE, SIMULATED, check_backend
+from lexpilot_batch.providers.backends import batch_backend
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint
-from lexpilot_batch.providers.google.batch import GoogleBatchBackend
-from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.results import file_api
 from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
@@ -31,15 +29,6 @@ if TYPE_CHECKING:
     from lexpilot_batch.providers.sync import SyncRunner
     from lexpilot_batch.simulated import SimulatedServer
     from lexpilot_batch.state.workspace import Workspace
-
-# The backend class of each API shape (`registry.Provider.api`): a provider with a new API shape
-# adds its class here and its row to `registry.PROVIDERS`. The native APIs' SDKs are optional
-# extras, imported when a backend of theirs is built.
-BATCH_BACKENDS: dict[str, Callable[..., BatchBackend]] = {
-    "openai": OpenAIBatchBackend,
-    "anthropic": AnthropicBatchBackend,
-    "google": GoogleBatchBackend,
-}
 
 
 @dataclass
@@ -186,7 +175,7 @@ class Session:
         endpoint = self._live(route)
         key = (route.api, endpoint.base_url, endpoint.key_var, route.limits)
         if key not in self._batch:
-            self._batch[key] = BATCH_BACKENDS[route.api](endpoint, route.limits, timeout=self.options.timeout)
+            self._batch[key] = batch_backend(route.api, endpoint, route.limits, self.options.timeout)
         return self._batch[key]
 
     def sync_runner(self, row: Mapping[str, Any]) -> SyncRunner:

@@ -36,7 +36,7 @@ def check_limit(limit: int) -> int:
 def has_chat(route: Route) -> bool:
     """Whether a synchronous call can be sent where the route's batches go: chat completions at any
     OpenAI-compatible endpoint but an Azure Global Batch deployment (`registry.Provider.chat_api`),
-    Anthropic's Messages and Gemini's generateContent (`providers.native_chat`)."""
+    Anthropic's Messages and Gemini's generateContent (`providers.anthropic.chat`, `providers.google.chat`)."""
     if route.backend == SIMULATED or route.provider is None:
         return True
     return provider_of(route.provider)[0].chat_api

@@ -19,14 +19,17 @@ from __future__ import annotations
 import importlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from lexpilot_batch.errors import ConfigError, ProviderError, ProviderUnavailable
+from lexpilot_batch.errors import ConfigError, ProviderError, ProviderUnavailable, transient_status
+from lexpilot_batch.providers.endpoints import Endpoint, Limits
+from lexpilot_batch.providers.errors import Failure, provider_error
 from lexpilot_batch.util.redaction import redact_data
 
+T = TypeVar("T")
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 # The code of a batch refused for the provider's enqueued-token quota (OpenAI, Azure).
 TOKEN_LIMIT = "token_limit_exceeded"
@@ -111,7 +114,7 @@ def quota_in_message(message: str) -> int | None:
 class BatchBackend(ABC):
     """One provider endpoint's Files + Batches API."""
 
-    # Whether the batches it creates carry the metadata tag (`find`, `tagged`).
+    # Whether the batches it creates carry the metadata tag (`find`).
     tags_batches = True
 
     @abstractmethod
@@ -137,10 +140,6 @@ class BatchBackend(ABC):
     def batches(self, since: float | None = None) -> Iterator[BatchInfo]:
         """The provider's batches, newest first, down to those created at `since` (all: None)."""
 
-    def tagged(self, metadata: dict[str, str], since: float | None = None) -> list[BatchInfo]:
-        """Every batch whose metadata holds every given pair, newest first."""
-        return [b for b in self.batches(since) if tagged_by(b, metadata)]
-
     def find(self, metadata: dict[str, str], since: float | None = None) -> BatchInfo | None:
         """The newest batch whose metadata holds every given pair, if one exists (crash recovery)."""
         return next((b for b in self.batches(since) if tagged_by(b, metadata)), None)
@@ -156,6 +155,133 @@ class BatchBackend(ABC):
     @abstractmethod
     def cancel(self, batch_id: str) -> BatchInfo:
         """Ask the provider to cancel a batch."""
+
+
+class FileBatchBackend(BatchBackend):
+    """The file-batch template: what every batch API's backend shares, written once.
+
+    A provider's folder supplies a few small methods, each one call of its SDK (`_upload`,
+    `_create`, `_list`, `_retrieve`, `_download`, `_cancel`) and how its SDK's exceptions read
+    (`failure`); the template gives them the error policy (`providers.errors`), the rules of a
+    create whose answer may be lost (429: `RateLimited`, nothing created; no answer, 408, 409 or
+    5xx: `CreateUncertain`, a batch may exist), the 404 of a batch the provider does not know
+    (`BatchNotFound`), and the listing cut at `since`.
+    """
+
+    noun = "batch"  # what messages call one of its batches ("Message Batch", "Gemini batch")
+    newest_first = True  # whether `_list` yields newest first (then the listing stops at `since`)
+    not_found_hint = ""  # the advice a 404 on another call than a poll adds
+
+    def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
+        self.endpoint = endpoint
+        self.limits = limits
+        self.timeout = timeout
+        self.max_retries = max_retries
+
+    # --- what a provider's folder supplies ------------------------------------------------------
+
+    @abstractmethod
+    def failure(self, exc: BaseException) -> Failure | None:
+        """What an exception of its SDK says; None for one that is not its SDK's (a bug: raised as is)."""
+
+    @abstractmethod
+    def _upload(self, path: Path) -> str: ...
+
+    @abstractmethod
+    def _create(
+        self, input_file_id: str, metadata: dict[str, str], endpoint: str | None, source: BatchSource | None
+    ) -> BatchInfo:
+        """One create call, without the SDK's retries (creating is not idempotent)."""
+
+    @abstractmethod
+    def _list(self) -> Iterable[BatchInfo]:
+        """Every batch of the account, newest first when `newest_first`, pages followed lazily."""
+
+    @abstractmethod
+    def _retrieve(self, batch_id: str) -> BatchInfo: ...
+
+    @abstractmethod
+    def _download(self, file_id: str, dest: Path) -> None: ...
+
+    @abstractmethod
+    def _cancel(self, batch_id: str) -> BatchInfo: ...
+
+    # --- the template -----------------------------------------------------------------------------
+
+    def error(self, what: str, exc: BaseException, hint: str | None = None) -> BaseException:
+        """The user-facing error of `exc` while doing `what` (`exc` itself when not its SDK's)."""
+        failure = self.failure(exc)
+        if failure is None:
+            return exc
+        return provider_error(failure, what, self.endpoint, self.not_found_hint if hint is None else hint)
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        """`fn()`, its SDK's failures raised as the user-facing error of doing `what`."""
+        try:
+            return fn()
+        except Exception as exc:
+            if self.failure(exc) is None:
+                raise
+            raise self.error(what, exc) from None
+
+    def upload(self, path: Path) -> str:
+        return self.call(f"uploading {path.name}", lambda: self._upload(path))
+
+    def create(
+        self,
+        input_file_id: str,
+        metadata: dict[str, str],
+        endpoint: str | None = None,
+        source: BatchSource | None = None,
+    ) -> BatchInfo:
+        what = f"creating a {self.noun}"
+        try:
+            return self._create(input_file_id, metadata, endpoint, source)
+        except Exception as exc:
+            failure = self.failure(exc)
+            if failure is None:
+                raise
+            message = str(provider_error(failure, what, self.endpoint))
+            if failure.status == 429:  # refused before anything was created (enqueued-token limits too)
+                raise RateLimited(message, retry_after(exc)) from None
+            if failure.status is None or transient_status(failure.status):  # the answer was lost
+                raise CreateUncertain(message) from None
+            raise self.error(what, exc) from None
+
+    def batches(self, since: float | None = None) -> Iterator[BatchInfo]:
+        def listing() -> list[BatchInfo]:
+            found = []
+            for info in self._list():
+                if since is not None and info.created_at is not None and info.created_at < since:
+                    if self.newest_first:
+                        break
+                    continue
+                found.append(info)
+            return found
+
+        yield from self.call(f"listing {self.noun}es" if self.noun.endswith("ch") else f"listing {self.noun}s", listing)
+
+    def retrieve(self, batch_id: str) -> BatchInfo:
+        what = f"polling {self.noun} {batch_id}"
+        try:
+            return self._retrieve(batch_id)
+        except Exception as exc:
+            failure = self.failure(exc)
+            if failure is None:
+                raise
+            if failure.status == 404:
+                raise BatchNotFound(str(provider_error(failure, what, self.endpoint))) from None
+            raise self.error(what, exc) from None
+
+    def download(self, file_id: str, dest: Path) -> None:
+        self.call(self.download_what(file_id), lambda: self._download(file_id, dest))
+
+    def download_what(self, file_id: str) -> str:
+        """What messages say a download of `file_id` is."""
+        return f"downloading file {file_id}"
+
+    def cancel(self, batch_id: str) -> BatchInfo:
+        return self.call(f"cancelling {self.noun} {batch_id}", lambda: self._cancel(batch_id))
 
 
 def retry_after(exc: Exception | None) -> float | None:

@@ -1,56 +1,58 @@
-"""The `openai` SDK's exceptions as the project's errors, shared by every backend that uses the SDK.
+"""The error policy of every provider call, written once: what a failed call means for the user.
 
-Only failures that retrying will not fix, or that outlasted the SDK's own retries, come here. The
-messages name the role and the endpoint, and for a rejected key the variable it came from; never
-the key itself.
+Each API's folder reads its SDK's exceptions into a `Failure` (`openai.errors`, `anthropic.errors`,
+`google.errors`): the HTTP status, or None when no answer came at all (a timeout, a dropped
+connection), and the provider's own message. From there one table decides, for every provider:
+
+| status | the error | what the user does |
+| --- | --- | --- |
+| 401 | `ConfigError` naming the key's variable (never the key) | set the key |
+| 403 | `ConfigError` | fix the permission |
+| 404 | `ProviderError`, with the backend's hint (no Batch API; an unknown model) | fix the name or the route |
+| 408, 409, 429, 5xx, none | `ProviderUnavailable` ("nothing was lost") | wait: `--wait` rides it out |
+| any other 4xx | `ProviderError`: the request itself was refused | fix the request |
+
+Only failures that outlasted the SDK's own retries come here. `base.FileBatchBackend` and
+`chat.ChatCall` raise them; creates, whose answers may be lost, have their own policy there.
 """
 
 from __future__ import annotations
 
-import openai
+from dataclasses import dataclass
 
-from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable
+from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable, transient_status
 from lexpilot_batch.providers.endpoints import Endpoint
 
 
-def error_message(exc: openai.APIStatusError) -> str:
-    """The provider's own message from an error answer (the SDK keeps the `error` object)."""
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-    return str(exc.message)
+@dataclass(frozen=True)
+class Failure:
+    """What an SDK's exception says: the HTTP status (None: no answer at all) and the provider's message."""
+
+    status: int | None
+    message: str
+    timed_out: bool = False  # no answer within the timeout (rather than no connection)
 
 
-def translate(exc: openai.APIError, what: str, endpoint: Endpoint, not_found_hint: str = "") -> LexpilotError | None:
-    """The user-facing error for `exc` while doing `what`, or None for one this does not map.
-
-    `not_found_hint` is the advice added to an HTTP 404, which means different things to
-    different backends (no Batch API; an unknown model or a wrong base URL).
-    """
-    where = endpoint.where
-    if isinstance(exc, openai.AuthenticationError):
+def provider_error(failure: Failure, what: str, endpoint: Endpoint, not_found_hint: str = "") -> LexpilotError:
+    """The user-facing error of a call that failed so while doing `what` (the module's table)."""
+    where, status, message = endpoint.where, failure.status, failure.message
+    if status is None:
+        return ProviderUnavailable(
+            f"{what}: could not reach the {where} ({message}), even after retries; nothing was lost, run the same "
+            "command again (with a larger --timeout if the model is slow)"
+        )
+    if status == 401:
         return ConfigError(
             f"{what}: the provider rejected the API key for the {where} (HTTP 401); check {endpoint.key_var}"
         )
-    if isinstance(exc, openai.PermissionDeniedError):
-        return ConfigError(f"{what}: permission denied for the {where} (HTTP 403): {error_message(exc)}")
-    if isinstance(exc, openai.NotFoundError):
+    if status == 403:
+        return ConfigError(f"{what}: permission denied for the {where} (HTTP 403): {message}")
+    if status == 404:
         hint = f". {not_found_hint}" if not_found_hint else ""
-        return ProviderError(f"{what}: not found at the {where} (HTTP 404): {error_message(exc)}{hint}")
-    if isinstance(exc, openai.BadRequestError):
-        return ProviderError(f"{what}: the {where} refused the request (HTTP 400): {error_message(exc)}")
-    if isinstance(exc, openai.APIStatusError):
+        return ProviderError(f"{what}: not found at the {where} (HTTP 404): {message}{hint}")
+    if transient_status(status):
         return ProviderUnavailable(
-            f"{what}: the {where} answered HTTP {exc.status_code} after retries: {error_message(exc)}; "
-            "nothing was lost, run the same command again later"
+            f"{what}: the {where} answered HTTP {status} after retries: {message}; nothing was lost, run the same "
+            "command again later"
         )
-    if isinstance(exc, openai.APITimeoutError):
-        return ProviderUnavailable(
-            f"{what}: no answer from the {where} within the timeout, even after retries; nothing was lost, "
-            "run the same command again (with a larger --timeout if the model is slow)"
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        return ProviderUnavailable(f"{what}: could not reach the {where}; nothing was lost, run the same command again")
-    return None
+    return ProviderError(f"{what}: the {where} refused the request (HTTP {status}): {message}")

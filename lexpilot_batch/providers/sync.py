@@ -50,12 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lexpilot_batch.engine.result_lines import loads_bounded
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderUnavailable
 from lexpilot_batch.providers.apis import OPENAI
+from lexpilot_batch.providers.backends import chat_call
 from lexpilot_batch.providers.base import retry_after
-from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall, chat_call
+from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall
 from lexpilot_batch.providers.endpoints import Endpoint
+from lexpilot_batch.util.jsonbounds import loads_bounded
 from lexpilot_batch.util.redaction import redact_data
 
 PROBE = 3  # failures in a row, before any success, that stop a run

@@ -1,7 +1,7 @@
 """The `batch` backend of `google/` models: Gemini Batch Mode through the official `google-genai` SDK
 (an optional extra: `pip install "lexpilot-batch[google]"`).
 
-A file of `{"key", "request"}` lines (`request_lines`) is uploaded through the File API, a batch is
+A file of `{"key", "request"}` lines (`providers.lines`) is uploaded through the File API, a batch is
 created for it with `batches.create(model, src=file)` (API version `v1beta`, where Batch Mode
 lives), and its responses file is downloaded into `responses/` untouched, to be read by
 `google.results`. Gemini batches carry no metadata but a `display_name`: the workspace's tag
@@ -20,26 +20,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable, transient_status
-from lexpilot_batch.providers.base import (
-    BatchBackend,
-    BatchInfo,
-    BatchNotFound,
-    BatchSource,
-    CreateUncertain,
-    RateLimited,
-    require_sdk,
-    retry_after,
-)
+from lexpilot_batch.errors import transient_status
+from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend, require_sdk, retry_after
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
+from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.google import client
+from lexpilot_batch.providers.google.errors import failure_of
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.util.fileio import TMP_SUFFIX
 
 T = TypeVar("T")
-API_VERSION = "v1beta"
-# The SDK's own retries of a call answered 408, 429 or 5xx: the first wait and its jitter, in seconds
-# (the SDK's defaults; tests make them zero).
-RETRY_DELAY = 1.0
 
 _STATES = {
     "JOB_STATE_QUEUED": "validating",
@@ -98,140 +88,57 @@ def _info(job: Any) -> BatchInfo:
     )
 
 
-def transport_failure(exc: Exception) -> bool:
-    """A timeout or a dropped connection of the SDK's HTTP client (httpx), which it raises as is."""
-    return any(
-        cls.__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2") for cls in type(exc).__mro__
-    )
+class GoogleBatchBackend(FileBatchBackend):
+    noun = "Gemini batch"
+    newest_first = False  # the listing's order is not documented: every page is read
 
-
-def http_options(types: Any, endpoint: Endpoint, timeout: float, max_retries: int) -> Any:
-    """The genai client's options: the endpoint, the API version, the timeout and the SDK's retries."""
-    retry = types.HttpRetryOptions(
-        attempts=max_retries + 1, initial_delay=RETRY_DELAY, jitter=RETRY_DELAY, max_delay=30.0
-    )
-    return types.HttpOptions(
-        base_url=endpoint.base_url, api_version=API_VERSION, timeout=int(timeout * 1000), retry_options=retry
-    )
-
-
-def google_error(errors: Any, endpoint: Endpoint, what: str, exc: Exception) -> LexpilotError:
-    """The user-facing error of a `google-genai` SDK failure while doing `what` (never the key)."""
-    where = endpoint.where
-    if isinstance(exc, errors.APIError):
-        if exc.code in (401, 403) or exc.status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
-            return ConfigError(
-                f"{what}: Google refused the API key for the {where} (HTTP {exc.code}); check {endpoint.key_var}"
-            )
-        message = f"{what}: the {where} answered HTTP {exc.code} ({exc.status}): {exc.message}"
-        if transient_status(exc.code):
-            return ProviderUnavailable(f"{message} (after retries); nothing was lost, run the same command again later")
-        return ProviderError(message)
-    if transport_failure(exc):
-        return ProviderUnavailable(
-            f"{what}: no answer from the {where} ({type(exc).__name__}); nothing was lost, run the same command again"
-        )
-    return ProviderError(f"{what}: {exc}")
-
-
-class GoogleBatchBackend(BatchBackend):
     def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
+        super().__init__(endpoint, limits, timeout, max_retries)
         genai = require_sdk("google.genai", "google", "Gemini")
         self.errors = require_sdk("google.genai.errors", "google", "Gemini")
         self.types = require_sdk("google.genai.types", "google", "Gemini")
-        self.endpoint = endpoint
-        self.limits = limits
-        self.timeout = timeout
-        self.max_retries = max_retries
         self.client = genai.Client(
-            vertexai=False,
-            api_key=endpoint.require_key(),
-            http_options=self._options(timeout, max_retries),
+            vertexai=False, api_key=endpoint.require_key(), http_options=self._options(timeout, max_retries)
         )
 
     def _options(self, timeout: float, max_retries: int) -> Any:
-        return http_options(self.types, self.endpoint, timeout, max_retries)
+        return client.http_options(self.types, self.endpoint, timeout, max_retries)
 
-    def _error(self, what: str, exc: Exception) -> LexpilotError:
-        return google_error(self.errors, self.endpoint, what, exc)
+    def failure(self, exc: BaseException) -> Failure | None:
+        return failure_of(self.errors, exc)
 
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
-        try:
-            return fn()
-        except Exception as exc:
-            if isinstance(exc, self.errors.APIError) or transport_failure(exc):
-                raise self._error(what, exc) from None
-            raise
+    def _upload(self, path: Path) -> str:
+        uploaded = self.client.files.upload(file=path, config={"mime_type": "jsonl", "display_name": path.name})
+        return str(uploaded.name)
 
-    def upload(self, path: Path) -> str:
-        def go() -> str:
-            uploaded = self.client.files.upload(file=path, config={"mime_type": "jsonl", "display_name": path.name})
-            return str(uploaded.name)
-
-        return self._call(f"uploading {path.name}", go)
-
-    def create(
-        self,
-        input_file_id: str,
-        metadata: dict[str, str],
-        endpoint: str | None = None,
-        source: BatchSource | None = None,
+    def _create(
+        self, input_file_id: str, metadata: dict[str, str], endpoint: str | None, source: BatchSource | None
     ) -> BatchInfo:
-        """One create call, without the SDK's retries (creating is not idempotent), tagged in its
-        display name."""
+        """One create call, without the SDK's retries, tagged in its display name; the model is
+        named here, not in the lines."""
         if source is None:
             raise ValueError("a Gemini batch names its model: create it from its workspace file")
-        model = parse_model(source.model).sent
-        no_retry = self._options(self.timeout, 0)
-        config = {"display_name": display_name(metadata), "http_options": no_retry}
-        try:
-            return _info(self.client.batches.create(model=model, src=input_file_id, config=config))
-        except self.errors.APIError as exc:
-            if exc.code == 429:  # refused before anything was created (Google's enqueued-token limits too)
-                raise RateLimited(str(self._error("creating a Gemini batch", exc)), retry_after(exc)) from None
-            if isinstance(exc, self.errors.ServerError) or exc.code in (408, 409):
-                raise CreateUncertain(str(self._error("creating a Gemini batch", exc))) from None
-            raise self._error("creating a Gemini batch", exc) from None
-        except Exception as exc:
-            if transport_failure(exc):
-                raise CreateUncertain(str(self._error("creating a Gemini batch", exc))) from None
-            raise
+        config = {"display_name": display_name(metadata), "http_options": self._options(self.timeout, 0)}
+        return _info(self.client.batches.create(model=parse_model(source.model).sent, src=input_file_id, config=config))
 
-    def batches(self, since: float | None = None) -> Iterator[BatchInfo]:
-        def listing() -> list[BatchInfo]:
-            found = [_info(job) for job in self.client.batches.list(config={"page_size": 100})]
-            return [b for b in found if since is None or b.created_at is None or b.created_at >= since]
+    def _list(self) -> Iterator[BatchInfo]:
+        return (_info(job) for job in self.client.batches.list(config={"page_size": 100}))
 
-        yield from self._call("listing Gemini batches", listing)
+    def _retrieve(self, batch_id: str) -> BatchInfo:
+        return _info(self.client.batches.get(name=batch_id))
 
-    def retrieve(self, batch_id: str) -> BatchInfo:
-        try:
-            return _info(self.client.batches.get(name=batch_id))
-        except self.errors.APIError as exc:
-            if exc.code == 404:
-                raise BatchNotFound(str(self._error(f"polling Gemini batch {batch_id}", exc))) from None
-            raise self._error(f"polling Gemini batch {batch_id}", exc) from None
-        except Exception as exc:
-            if transport_failure(exc):
-                raise self._error(f"polling Gemini batch {batch_id}", exc) from None
-            raise
-
-    def download(self, file_id: str, dest: Path) -> None:
+    def _download(self, file_id: str, dest: Path) -> None:
         """Save the responses file, untouched, at `dest`: streamed into a temporary file beside it,
         which then replaces it whole."""
         part = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
         dest.parent.mkdir(parents=True, exist_ok=True)
-
-        def save() -> None:
-            try:
-                self._again(lambda: self.client.files.download(file=file_id, destination=str(part)))
-                with open(part, "rb+") as fh:
-                    os.fsync(fh.fileno())
-                os.replace(part, dest)
-            finally:
-                part.unlink(missing_ok=True)
-
-        self._call(f"downloading file {file_id}", save)
+        try:
+            self._again(lambda: self.client.files.download(file=file_id, destination=str(part)))
+            with open(part, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(part, dest)
+        finally:
+            part.unlink(missing_ok=True)
 
     def _again(self, fn: Callable[[], T]) -> T:
         """`fn`, tried again after a 408, 429 or 5xx answer or a dropped connection: the SDK retries
@@ -240,15 +147,14 @@ class GoogleBatchBackend(BatchBackend):
             try:
                 return fn()
             except Exception as exc:
-                transient = transport_failure(exc) or (
-                    isinstance(exc, self.errors.APIError) and (exc.code in (408, 429) or (exc.code or 0) >= 500)
-                )
+                failure = self.failure(exc)
+                transient = failure is not None and (failure.status is None or transient_status(failure.status))
                 if not transient or attempt == self.max_retries:
                     raise
                 wait = retry_after(exc)
-                time.sleep(wait if wait is not None else RETRY_DELAY * 2**attempt)
+                time.sleep(wait if wait is not None else client.RETRY_DELAY * 2**attempt)
         raise AssertionError("unreachable")
 
-    def cancel(self, batch_id: str) -> BatchInfo:
-        self._call(f"cancelling Gemini batch {batch_id}", lambda: self.client.batches.cancel(name=batch_id))
-        return self.retrieve(batch_id)
+    def _cancel(self, batch_id: str) -> BatchInfo:
+        self.client.batches.cancel(name=batch_id)
+        return self._retrieve(batch_id)

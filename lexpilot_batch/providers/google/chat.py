@@ -1,0 +1,87 @@
+"""Gemini's synchronous call, `models/{model}:generateContent` with a batch line's request (the
+genai client's low-level request: its `generate_content` re-encodes a request on the way,
+`thinkingConfig` included, and would not send it as compiled), for the `sync` backend
+(`providers.chat`): what `--tail-sync N` sends a wave's small group of a `google/` model through.
+
+Its answer is saved as the line the batch's results would hold for it: `{"key", "response": <the
+GenerateContentResponse as sent>}`, or `{"key", "error": {code, message, status}}` with the HTTP
+status as the code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.base import require_sdk
+from lexpilot_batch.providers.chat import CLIENT_REQUEST_ID, Answer, ChatCall, damaged_line
+from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.google import client
+from lexpilot_batch.providers.google.errors import failure_of
+
+
+class GeminiChat(ChatCall):
+    """`models/{model}:generateContent` with a Gemini batch line's request."""
+
+    id_key = "key"
+
+    def new_client(self) -> Any:
+        genai = require_sdk("google.genai", "google", "Gemini")
+        self.errors = require_sdk("google.genai.errors", "google", "Gemini")
+        types = require_sdk("google.genai.types", "google", "Gemini")
+        sdk_client = genai.Client(
+            vertexai=False,
+            api_key=self.endpoint.require_key(),
+            http_options=client.http_options(types, self.endpoint, self.timeout, self.max_retries),
+        )
+        # The low-level request sends a request as compiled; `models.generate_content` re-encodes it.
+        request = getattr(getattr(sdk_client, "_api_client", None), "request", None)
+        if request is None:
+            raise ConfigError(
+                "this version of google-genai has no low-level request call for generateContent; "
+                'install the version the extra names: python -m pip install "lexpilot-batch[google]"'
+            )
+        self._request: Any = request
+        return sdk_client
+
+    def payload(self, line: dict[str, Any], where: str) -> dict[str, Any]:
+        request = line.get("request")
+        if not isinstance(request, dict):
+            raise damaged_line(where, "a key and a request object")
+        return request
+
+    def post(self, line_id: str, payload: dict[str, Any]) -> Answer:
+        path = f"models/{self.model}:generateContent"
+        response = self._request("post", path, payload, {"headers": {CLIENT_REQUEST_ID: line_id}})
+        return Answer(200, response.body or "")
+
+    def model_of(self, payload: dict[str, Any]) -> str:
+        return self.model  # named by the call, not the line
+
+    def answer_line(self, line_id: str, answer: Answer, data: dict[str, Any]) -> dict[str, Any]:
+        return {"key": line_id, "response": data}
+
+    def refusal_line(self, line_id: str, status: int, exc: BaseException) -> dict[str, Any]:
+        details = getattr(exc, "details", None)
+        error = details.get("error") if isinstance(details, dict) else None
+        if not isinstance(error, dict):
+            error = {
+                "code": status,
+                "message": getattr(exc, "message", str(exc)),
+                "status": getattr(exc, "status", None),
+            }
+        return {"key": line_id, "error": error}
+
+    def failure_line(self, line_id: str, status: int | None, message: str, exc: BaseException | None) -> dict[str, Any]:
+        if status is None:  # no answer: the service was unavailable
+            status, message = 503, f"no answer from {self.endpoint.base_url} ({message})"
+        elif exc is None:  # an answer that is none: a bad gateway
+            status = 502
+        kind = getattr(exc, "status", None) if exc is not None else None
+        return {"key": line_id, "error": {"code": status, "message": message, "status": kind or "UNAVAILABLE"}}
+
+    def answered(self, line: dict[str, Any]) -> bool:
+        return isinstance(line.get("response"), dict)
+
+    def failure(self, exc: BaseException) -> Failure | None:
+        return failure_of(self.errors, exc)
