@@ -1,15 +1,10 @@
 """Request bodies: what one role's requests carry besides the model and the prompt, per dialect.
 
-Providers disagree on the body they accept. OpenAI and Azure take `max_completion_tokens`, and
-their reasoning models (o1, o3, o4-mini, the gpt-5 family) refuse `max_tokens` and any temperature
-but the default: they get no temperature, and `--reasoning-effort` instead. Other providers keep
-`max_tokens`. A bare name keeps the body it always had (`max_tokens` and the temperature).
-Anthropic's Messages take `max_tokens` (required) and a temperature between 0 and 1; extended
-thinking is a per-model argument (`thinking={"type": "enabled", "budget_tokens": N}`, with
-`temperature=null`: Anthropic allows no other temperature while thinking). Gemini takes both
-inside `generationConfig` (`temperature`, `maxOutputTokens`), and a `generationConfig` argument is
-merged into it field by field (`generationConfig={"thinkingConfig": {"thinkingBudget": 1024}}`).
-Per-model arguments (`--model-arg`, a model list's `body`) then set or remove any field.
+Providers disagree on the body they accept; each API's folder holds its dialects' bodies
+(`openai.dialect`: `openai` and `max_tokens`; `anthropic.dialect`; `google.dialect`), and a
+provider names its dialect (`registry.Provider.dialect`). A bare name keeps the body it always had
+(`max_tokens` and the temperature). Per-model arguments (`--model-arg`, a model list's `body`) then
+set or remove any field (Gemini's `generationConfig` is merged field by field).
 
 What a run's roles send is decided once, when the run is registered, and pinned in its manifest
 (`RoleRequest.to_json`): compiling reads it from there, so a later version of these rules never
@@ -19,7 +14,6 @@ changes the requests of a run already under way.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -27,25 +21,15 @@ from typing import Any
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.anthropic import dialect as anthropic_dialect
+from lexpilot_batch.providers.google import dialect as google_dialect
+from lexpilot_batch.providers.openai import dialect as openai_dialect
 from lexpilot_batch.providers.registry import ModelName
 
-OPENAI = "openai"  # max_completion_tokens; reasoning models: no temperature, reasoning_effort
-MAX_TOKENS = "max_tokens"  # max_tokens and the temperature: what every request carried before dialects
-ANTHROPIC = "anthropic"  # Messages: max_tokens (required) and a temperature in [0, 1]
-GOOGLE = "google"  # Gemini: generationConfig {temperature, maxOutputTokens}
-GENERATION_CONFIG = "generationConfig"
-
-REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
-
-# OpenAI's reasoning models by name, dated snapshots included; `gpt-5-chat-latest` is not one. An
-# Azure deployment is named by its owner: say `reasoning = true` in a model list when its name
-# does not tell (`model_list`).
-_OPENAI_REASONING = re.compile(r"(?:o\d+|gpt-5(?:\.\d+)?|codex-mini)(?!-chat)(?:[-.].*)?")
-
-
-def is_openai_reasoning_model(model: str) -> bool:
-    """Whether OpenAI would treat a model of this name as a reasoning model."""
-    return _OPENAI_REASONING.fullmatch(model) is not None
+# The dialects by name (`registry.Provider.dialect`), each from its API's folder.
+DIALECTS = (openai_dialect.OPENAI, openai_dialect.MAX_TOKENS, anthropic_dialect.ANTHROPIC, google_dialect.GOOGLE)
+REASONING_EFFORTS = openai_dialect.REASONING_EFFORTS
+is_openai_reasoning_model = openai_dialect.is_openai_reasoning_model
 
 
 @dataclass(frozen=True)
@@ -98,69 +82,33 @@ def role_request(
     or remove them with None, last.
     """
     temperature = settings.temperature_for(role)
-    dialect = name.provider.dialect if name.provider is not None else MAX_TOKENS
+    dialect = name.provider.dialect if name.provider is not None else openai_dialect.MAX_TOKENS
     body: dict[str, Any]
-    if dialect == OPENAI:
-        thinks = is_openai_reasoning_model(name.sent) if reasoning is None else reasoning
-        body = {} if thinks else {"temperature": temperature}
-        body["max_completion_tokens"] = settings.max_tokens
-        body["n"] = 1
-        if thinks and reasoning_effort is not None:
-            body["reasoning_effort"] = reasoning_effort
-    elif dialect == MAX_TOKENS:
-        body = {"temperature": temperature, "max_tokens": settings.max_tokens, "n": 1}
-    elif dialect == ANTHROPIC:
-        body = {"max_tokens": settings.max_tokens, "temperature": temperature}
-    elif dialect == GOOGLE:
-        body = {GENERATION_CONFIG: {"temperature": temperature, "maxOutputTokens": settings.max_tokens}}
+    if dialect in (openai_dialect.OPENAI, openai_dialect.MAX_TOKENS):
+        body = openai_dialect.body(dialect, name.sent, temperature, settings.max_tokens, reasoning_effort, reasoning)
+        sent = openai_dialect.sent_settings
+    elif dialect == anthropic_dialect.ANTHROPIC:
+        body, sent = anthropic_dialect.body(temperature, settings.max_tokens), anthropic_dialect.sent_settings
+    elif dialect == google_dialect.GOOGLE:
+        body, sent = google_dialect.body(temperature, settings.max_tokens), google_dialect.sent_settings
     else:
         raise ConfigError(f"{name.name}: the {dialect} request format is unknown to this version")
     for key, value in (args or {}).items():
-        if dialect == GOOGLE and key == GENERATION_CONFIG and isinstance(value, Mapping):
-            merged = {**body.get(GENERATION_CONFIG, {}), **value}
-            body[key] = {k: v for k, v in merged.items() if v is not None}
-        elif value is None:
+        if dialect == google_dialect.GOOGLE and google_dialect.merge(body, key, value):
+            continue
+        if value is None:
             body.pop(key, None)
         else:
             body[key] = value
-    sent_temperature, sent_limits = _sent_settings(dialect, body)
-    if dialect == ANTHROPIC:
-        _check_anthropic(name.name, role, body)
+    sent_temperature, sent_limits = sent(body)
+    if dialect == anthropic_dialect.ANTHROPIC:
+        anthropic_dialect.check(name.name, role, body)
     not_applied = []
     if sent_temperature != temperature:
         not_applied.append("temperature")
     if settings.max_tokens not in sent_limits:
         not_applied.append("max_tokens")
     return RoleRequest(name.key, name.sent, body, tuple(not_applied), dict(args or {}))
-
-
-def _sent_settings(dialect: str, body: Mapping[str, Any]) -> tuple[Any, tuple[Any, ...]]:
-    """The temperature and the output-token limits a body carries, wherever its dialect puts them."""
-    if dialect == GOOGLE:
-        config = body.get(GENERATION_CONFIG)
-        config = config if isinstance(config, Mapping) else {}
-        return config.get("temperature"), (config.get("maxOutputTokens"),)
-    return body.get("temperature"), (body.get("max_tokens"), body.get("max_completion_tokens"))
-
-
-def _check_anthropic(model: str, role: str, body: Mapping[str, Any]) -> None:
-    """Refuse before anything is compiled what Message Batches would refuse on every line."""
-    if not isinstance(body.get("max_tokens"), int):
-        raise ConfigError(
-            f"{model} ({role} role): Anthropic's Messages need max_tokens (--max-tokens); do not remove it"
-        )
-    temperature = body.get("temperature")
-    if temperature is not None and not (isinstance(temperature, (int, float)) and 0 <= temperature <= 1):
-        raise ConfigError(
-            f"{model} ({role} role): Anthropic takes a temperature between 0 and 1, not {temperature} "
-            "(--temperature / --judge-temperature, or --model-arg MODEL:temperature=...)"
-        )
-    thinking = body.get("thinking")
-    if isinstance(thinking, Mapping) and thinking.get("type") == "enabled" and temperature not in (None, 1):
-        raise ConfigError(
-            f"{model} ({role} role): with extended thinking Anthropic allows no temperature but 1; "
-            f"add --model-arg {model}:temperature=null"
-        )
 
 
 def legacy_request(role: str, model: str, settings: Settings) -> RoleRequest:

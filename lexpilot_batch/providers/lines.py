@@ -19,7 +19,10 @@ from functools import lru_cache
 
 from lexpilot_batch.benchmark.prompts import Prompt
 from lexpilot_batch.providers.anthropic import ids as anthropic_ids
+from lexpilot_batch.providers.anthropic import lines as anthropic_lines
 from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.providers.google import lines as google_lines
+from lexpilot_batch.providers.openai import lines as openai_lines
 
 
 def line_id(cid: str, api: str, tag: str = "") -> str:
@@ -57,21 +60,19 @@ class Pieces(dict[str, bytes]):
         return encoded
 
 
+# Each API's line shape, from its folder.
+SHAPES = {OPENAI: openai_lines, ANTHROPIC: anthropic_lines, GOOGLE: google_lines}
+
+
 def _id_start(api: str) -> str:
     """A line of `api`'s shape up to its id: the id is its first field."""
-    return '{"key":' if api == GOOGLE else '{"custom_id":'
+    return "{" + _JSON.encode(SHAPES[api].ID_KEY) + ":"
 
 
 def _shape(api: str, model: str, url: str, fields: dict) -> tuple[dict, str]:
     """A line of `api`'s shape with an empty id and an empty prompt; the prompt's slot."""
-    if api == ANTHROPIC:
-        params = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
-        return {"custom_id": "", "params": params}, '"content":""'
-    if api == GOOGLE:
-        request = {"contents": [{"role": "user", "parts": [{"text": ""}]}], **fields}
-        return {"key": "", "request": request}, '"text":""'
-    body = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
-    return {"custom_id": "", "method": "POST", "url": url, "body": body}, '"content":""'
+    shape = SHAPES[api]
+    return shape.empty(model, url, fields), shape.SLOT
 
 
 @lru_cache(maxsize=256)
