@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.apis import BATCH_LIKE
 from lexpilot_batch.providers.base import TERMINAL, quota_in_message
 from lexpilot_batch.state.workspace import Workspace
 
@@ -39,7 +40,7 @@ FRAMING = 10  # tokens of chat framing per request (role markers, message bounda
 MARGIN = 1.1  # over the measured ratio of reported to estimated tokens
 MIN_MEASURED = 50  # answered requests of a model before their ratio replaces 1.0
 SAFETY = 0.9  # a lowered budget keeps this share of what the provider allows
-BATCH_BACKENDS = ("batch", "simulated")  # backends whose files wait at the provider as batches
+BATCH_BACKENDS = tuple(sorted(BATCH_LIKE))  # backends whose files wait at the provider as batches
 _META = "token_budgets"
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.benchmark.settings import ROLES
-from lexpilot_batch.engine.tail import check_limit
+from lexpilot_batch.engine.tail import check_tail_sync
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import GOOGLE, SIMULATED, check_backend
 from lexpilot_batch.providers.backends import batch_backend
@@ -97,7 +97,7 @@ class Session:
         remembered = json.loads(ws.store.meta("model_routes") or "{}") if ws is not None else {}
         self.model_routes = {name: ModelRoute.from_json(r) for name, r in remembered.items()}
         if options.tail_sync is not None:
-            self.tail_sync = check_limit(options.tail_sync)
+            self.tail_sync = check_tail_sync(options.tail_sync)
         else:
             self.tail_sync = int(ws.store.meta("tail_sync") or 0) if ws is not None else 0
         self.settings = _workspace_settings(ws, self._given_settings())

@@ -19,15 +19,12 @@ and for the waves an estimate projects (`estimate.build`).
 from __future__ import annotations
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import SIMULATED
+from lexpilot_batch.providers.apis import BATCH_LIKE, SIMULATED, SYNC
 from lexpilot_batch.providers.registry import provider_of
 from lexpilot_batch.providers.routes import Route
 
-SYNC = "sync"
-_BATCHED = ("batch", SIMULATED)  # backends that make a batch round trip of a group
 
-
-def check_limit(limit: int) -> int:
+def check_tail_sync(limit: int) -> int:
     if limit < 0:
         raise ConfigError(f"--tail-sync must be 0 (off) or a number of requests, not {limit}")
     return limit
@@ -46,7 +43,7 @@ def wave_backend(route: Route, requests: float, limit: int) -> str:
     """The backend a wave's group of `requests` requests of this route travels on: `sync` for a
     batched group of at most `limit` requests (0: never) whose provider has a synchronous call, the
     route's own backend otherwise. (An estimate passes the group's expected number of requests.)"""
-    if limit and requests <= limit and route.backend in _BATCHED and has_chat(route):
+    if limit and requests <= limit and route.backend in BATCH_LIKE and has_chat(route):
         return SYNC
     return route.backend
 

@@ -39,7 +39,7 @@ from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, check_prices, co
 from lexpilot_batch.report.costs import total as total_cost
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.lineup import plan_runs
-from lexpilot_batch.study.runs import RunSpec, check_limit, check_run_id, protocol_variants
+from lexpilot_batch.study.runs import RunSpec, check_case_limit, check_run_id, protocol_variants
 
 
 def dry_run_prepare(
@@ -62,7 +62,7 @@ def dry_run_prepare(
     tasks = spec.tasks
     plans = plan_runs(spec, session)
     run_ids = [check_run_id(raw) for raw in spec.run_ids]
-    check_limit(spec.limit)
+    check_case_limit(spec.limit)
     dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
     templates = prompts.load_templates(spec.prompts)
     with snapshot(ws):

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.endpoints import DEFAULT_BASE_URL
 
 OPENAI_API = "openai-api"  # the generic prefix: openai-api/<service>/<model>
 
@@ -56,7 +57,7 @@ PROVIDERS: dict[str, Provider] = {
         Provider(
             "openai",
             "OpenAI",
-            "https://api.openai.com/v1",
+            DEFAULT_BASE_URL,
             "OPENAI_BASE_URL",
             "OPENAI_API_KEY",
             "batch",

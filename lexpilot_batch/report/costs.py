@@ -15,11 +15,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.apis import BATCH_LIKE
 
 Prices = Mapping[str, Mapping[str, float]]
 
 DEFAULT_BATCH_DISCOUNT = 0.5
-DISCOUNTED_BACKENDS: tuple[str, ...] = ("batch", "simulated")
+DISCOUNTED_BACKENDS = BATCH_LIKE
 UNPRICED_BACKENDS: tuple[str, ...] = ("manual",)
 
 

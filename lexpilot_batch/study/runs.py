@@ -100,14 +100,14 @@ def check_model(model: str | None, option: str = "--model") -> str:
     return model.strip()
 
 
-def check_limit(limit: int | None) -> None:
+def check_case_limit(limit: int | None) -> None:
     if limit is not None and limit < 1:
         raise ConfigError("--limit must be at least 1")
 
 
 def selected_cases(n_cases: int, limit: int | None) -> list[int]:
     """The indices of the cases a run selects from a dataset of `n_cases`: the first `limit`, or all."""
-    check_limit(limit)
+    check_case_limit(limit)
     return list(range(n_cases))[: limit or None]
 
 
