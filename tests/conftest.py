@@ -1,4 +1,10 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules.
+
+The tests mirror the package, a folder per layer (`tests/engine/test_submit.py`), and the scenario
+suites stand in `tests/scenarios/`. The helpers (`engine_helpers`, `fault_helpers`, ...) stand
+here, and every test folder is on `sys.path` (pyproject's `pythonpath`), so that a module imports a
+helper, or another test module's fixtures, by its name wherever either stands.
+"""
 
 from __future__ import annotations
 
@@ -52,7 +58,7 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def no_fsync() -> Iterator[None]:
     """fsync off for a module whose runs are all in-process (`pytest.mark.usefixtures`): durability
-    is `test_crash.py`'s business (in child processes, untouched by this), and fsync only costs
+    is `scenarios/test_crash.py`'s business (in child processes, untouched by this), and fsync only costs
     time there: about half of it on a busy disk."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(os, "fsync", lambda fd: None)

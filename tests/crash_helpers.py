@@ -1,6 +1,6 @@
 """Drivers for crash tests: the CLI and the simulated provider as separate processes, SIGKILLed.
 
-Imported by `test_crash.py`; also run as a script, where it is the CLI with one extra trick:
+Imported by `scenarios/test_crash.py`; also run as a script, where it is the CLI with one extra trick:
 `LEXPILOT_TEST_KILL_AT=POINT:N` makes the process SIGKILL itself at the N-th pass through a named
 point (`KILL_POINTS`), so that the narrow windows between "the provider did it" and "the database
 recorded it" are hit on purpose rather than by luck. The package has no such hook: it exists only in
@@ -49,7 +49,7 @@ KILL_POINTS: dict[str, tuple[str, str, str]] = {
     "compact.before_record": ("lexpilot_batch.state.compaction", "_record", "before"),
     "compact.before_unlink": ("lexpilot_batch.state.compaction", "_record", "after"),
 }
-# The same gaps on the native batch APIs' backends (`test_crash_native.py`), and a synchronous call
+# The same gaps on the native batch APIs' backends (`scenarios/test_crash_native.py`), and a synchronous call
 # answered but its line not written (a `--tail-sync` group sent through Messages / generateContent).
 NATIVE_KILL_POINTS: dict[str, tuple[str, str, str]] = {
     **{

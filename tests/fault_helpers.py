@@ -1,4 +1,4 @@
-"""Drivers and checks for `test_faults.py`: run the whole benchmark under a fault, then hold the
+"""Drivers and checks for `scenarios/test_faults.py`: run the whole benchmark under a fault, then hold the
 result against a fault-free run and against the provider's own files.
 
 The checks read the workspace's database and the result files it saved under `responses/`, and

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import open_session, prepare_runs
-from test_data import make_case
+from test_dataset import make_case
 
 from lexpilot_batch import data
 from lexpilot_batch.data import (
@@ -32,7 +32,7 @@ from lexpilot_batch.engine import loop as engine
 from lexpilot_batch.errors import DataError
 from lexpilot_batch.state.workspace import Workspace
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_cases.json"
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_cases.json"
 HINT = "pass a LexPilot JSON file with --dataset FILE"
 # Elements of every kind, with characters of one to four UTF-8 bytes, escapes (a surrogate pair
 # among them), numbers that a chunk boundary could cut short, and a duplicate key.

@@ -1,7 +1,7 @@
 """Hostile inputs: huge, strange or deeply nested data; hostile run ids and model names; prompts
 files with the wrong slots; a workspace edited by hand between two commands.
 
-The plain SPEC §3 violations are in test_data.py. Tests marked `xfail(strict=True)` pin a defect
+The plain SPEC §3 violations are in data/test_dataset.py. Tests marked `xfail(strict=True)` pin a defect
 found here (the reason names it); once it is fixed they pass, and the marker must go.
 """
 
@@ -34,8 +34,8 @@ from lexpilot_batch.state.compaction import read_saved, saved_exists, saved_file
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.runs import RunSpec
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample_cases.json"
-CATEGORIES = Path(__file__).resolve().parents[1] / "data" / "categories.json"
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_cases.json"
+CATEGORIES = Path(__file__).resolve().parents[2] / "data" / "categories.json"
 SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
 WINDOWS_DEVICES = {"CON", "PRN", "AUX", "NUL", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
 # Characters a terminal acts on or that reorder what it shows: C0 and C1 controls (\n aside),

@@ -1,6 +1,6 @@
 """The one redaction rule (`redaction`): what it removes, what it leaves, and that every key variable
 the product reads is one it knows. The whole product against a header-echoing gateway is
-`test_secrets.py`'s."""
+`scenarios/test_secrets.py`'s."""
 
 from __future__ import annotations
 

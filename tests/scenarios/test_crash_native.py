@@ -132,7 +132,7 @@ def test_sigkill_at_every_commit_gap_of_both_native_backends(reference, tmp_path
     # Each kill starts a fresh process (":2" is the second pass after the previous kill), in the
     # order the waves reach them: Claude's and Gemini's first waves travel as batches, most later
     # groups at once (`--tail-sync 3`). The gaps every backend shares (compiling, closing a wave)
-    # are `test_crash.py`'s.
+    # are `scenarios/test_crash.py`'s.
     points = [
         "anthropic.after_upload:1",  # checked and hashed: nothing has left the workspace
         "anthropic.after_create:1",  # the batch exists, holds no tag, and the database does not know it

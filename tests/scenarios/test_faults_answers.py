@@ -1,4 +1,4 @@
-"""The fault suite, continued (`test_faults.py`'s drivers and checks): result lines that answer
+"""The fault suite, continued (`scenarios/test_faults.py`'s drivers and checks): result lines that answer
 something else than the request they name, and lines beyond the bounds of `result_lines` (issue 23,
 items 2 and 4). Each scenario runs the whole benchmark (`--stage all`, a few cases) through the
 simulated provider over real HTTP and ends equal to the fault-free run, with every invariant of
@@ -7,7 +7,7 @@ simulated provider over real HTTP and ends equal to the fault-free run, with eve
 | scenario | guarantee checked |
 | --- | --- |
 | another workspace's results (the same run ids over the same cases in another order), ingested with `lexpilot-batch ingest` mid-run and put in front of this workspace's own lines in a downloaded output file | = fault-free; `ingest` refuses the file, naming another workspace; every such line a `foreign` anomaly, never applied |
-| the same, every role on the sync backend: theirs in front of ours in each saved output file (Claude's and Gemini's native results: `test_native.py`) | = the fault-free sync run; every such line `foreign` |
+| the same, every role on the sync backend: theirs in front of ours in each saved output file (Claude's and Gemini's native results: `scenarios/test_native.py`) | = the fault-free sync run; every such line `foreign` |
 | a copy of the workspace that went its own way (one answer of its wave 1 changed): its wave-2 results put in front of this workspace's own | = fault-free; the line of the request whose prompt differs is a `mismatch` (same run, case, step and attempt, another hash), never applied; the lines of identical requests are the same results: no anomaly |
 | a line of an earlier attempt (truncated, then retried) in the file of the retry, answering well | = fault-free; a `stale` anomaly, never applied |
 | one line nested 100,000 deep among good ones: with its id, and without | = fault-free; `poll-and-advance` goes on; the line is a `too_deep` (with its id) or `bad_line` anomaly and its request is sent again; `doctor` and `doctor --repair` on the downloaded, not yet ingested file go through |

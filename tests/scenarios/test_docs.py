@@ -26,10 +26,10 @@ from typer.testing import CliRunner
 
 from lexpilot_batch.cli import app
 
-# fsync off (conftest): durability is test_crash.py's business. matplotlib lacks CJK glyphs here.
+# fsync off (conftest): durability is scenarios/test_crash.py's business. matplotlib lacks CJK glyphs here.
 pytestmark = [pytest.mark.usefixtures("no_fsync"), pytest.mark.filterwarnings("ignore:Glyph .* missing from font")]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 SHELL = {"", "bash", "sh", "shell"}

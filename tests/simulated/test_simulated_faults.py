@@ -255,7 +255,7 @@ def test_429_carries_retry_after(tmp_path: Path) -> None:
     assert json.loads(err.value.response.text)["error"]["code"] == "rate_limit_exceeded"
 
 
-# --- faults added for the engine's fault suite (tests/test_faults.py) ---------------------------
+# --- faults added for the engine's fault suite (tests/scenarios/test_faults.py) ---------------------------
 
 
 def test_parse_the_added_keys_and_route_filter() -> None:

@@ -150,7 +150,7 @@ def test_claude_and_gemini_in_the_same_waves_give_the_records_of_the_openai_shap
 # and HTTP 429, 500 and 529 on every route of both native APIs (uploads, creates, polls, listings,
 # results, downloads and cancels), sometimes beyond the SDKs' retries. Unusable answers (truncated,
 # malformed, refused) share a budget of three attempts: kept rare here (their mapping is
-# `test_native_lines.py`'s), so that no thread runs out of them.
+# `providers/test_native_lines.py`'s), so that no thread runs out of them.
 NATIVE_ROUTES = [r for r in ROUTES if r.startswith(("anthropic_", "gemini_"))]
 FAULTS = (
     "line_error=0.1,truncate=0.02,malformed_judge=0.03,refusal=0.02,expire_batch=0.15,"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, wave_count
-from test_data import make_case
+from test_dataset import make_case
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import ROLES, Settings
