@@ -24,6 +24,7 @@ from lexpilot_batch.cli.options import (
 from lexpilot_batch.cli.output import progress_printer, say, say_manual, say_outage, say_prepared
 from lexpilot_batch.cli.reading import print_report
 from lexpilot_batch.report.costs import load_prices
+from lexpilot_batch.state.queries import failed_threads
 from lexpilot_batch.state.workspace import command_hint
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ def _advance(
     elif left["unsubmitted"]:
         typer.echo(f"{left['unsubmitted']} file(s) compiled and waiting: run `{ws.command('submit')}`.")
     elif left["active_threads"] == 0:
-        failed = ws.store.conn.execute("SELECT COUNT(*) FROM threads WHERE status = 'failed'").fetchone()[0]
+        failed = failed_threads(ws.store.conn)
         if failed:
             typer.echo(
                 f"Every thread is finished or failed ({failed} failed: `{ws.command('status')}` names them, "

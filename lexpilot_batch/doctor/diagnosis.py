@@ -26,6 +26,7 @@ from lexpilot_batch.engine.ingest import file_normaliser
 from lexpilot_batch.engine.result_lines import result_lines
 from lexpilot_batch.providers.outputs import Normalise
 from lexpilot_batch.state.compaction import SUFFIX, missing
+from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.store import MIGRATIONS
 from lexpilot_batch.state.waves import (
     CREATING,
@@ -228,7 +229,7 @@ def _pending_in_ingested(ws: Workspace) -> list[Finding]:
         )
         for r in ws.store.conn.execute(
             "SELECT f.path, COUNT(*) AS n FROM requests q JOIN files f ON f.pk = q.file_pk"
-            " WHERE f.status = ? AND q.status = 'pending' GROUP BY f.pk ORDER BY f.pk",
+            f" WHERE f.status = ? AND q.status = '{RequestState.PENDING}' GROUP BY f.pk ORDER BY f.pk",
             (INGESTED,),
         )
     ]
@@ -260,7 +261,7 @@ def _lost_batches(ws: Workspace) -> list[Finding]:
         if not row["not_found"]:
             continue
         pending = ws.store.conn.execute(
-            "SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = 'pending'", (row["pk"],)
+            f"SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = '{RequestState.PENDING}'", (row["pk"],)
         ).fetchone()[0]
         findings.append(
             Finding(
@@ -285,8 +286,8 @@ def _waiting_threads(ws: Workspace) -> list[Finding]:
     if has_open_files(db):
         return []  # a wave is open or in flight: threads wait for it
     n = db.execute(
-        "SELECT COUNT(*) FROM threads t WHERE t.status = 'active' AND NOT EXISTS (SELECT 1 FROM requests q"
-        " WHERE q.run_pk = t.run_pk AND q.case_idx = t.case_idx AND q.status = 'pending')"
+        f"SELECT COUNT(*) FROM threads t WHERE t.status = '{ThreadState.ACTIVE}' AND NOT EXISTS (SELECT 1 FROM requests q"
+        f" WHERE q.run_pk = t.run_pk AND q.case_idx = t.case_idx AND q.status = '{RequestState.PENDING}')"
     ).fetchone()[0]
     if not n:
         return []

@@ -16,6 +16,7 @@ from lexpilot_batch.doctor.findings import (
 )
 from lexpilot_batch.engine.compiler import compile_wave
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.state.states import RequestState
 from lexpilot_batch.state.waves import (
     DOWNLOADED,
     INGESTED,
@@ -136,8 +137,8 @@ def _fail_pending(ws: Workspace, rel: str) -> list[str]:
         n = tx.execute(
             # No error_kind: `threads.exhausted` counts only transport and invalid failures, and this
             # one is neither, exactly as the compiler treats a request still pending when it runs.
-            "UPDATE requests SET status = 'failed', error = ?, error_kind = NULL"
-            " WHERE file_pk = ? AND status = 'pending'",
+            f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = NULL"
+            f" WHERE file_pk = ? AND status = '{RequestState.PENDING}'",
             (PENDING_FAILED, row["pk"]),
         ).rowcount
     return [f"{rel}: failed {n} request(s) left pending"] if n else []

@@ -1,7 +1,7 @@
 """What one result line means for its request (SPEC §6), pure: an answer with its text and parsed
 value, or a failure of one kind, and the tokens it used. This is the one place that decides it.
 
-Failure kinds (the kind decides which attempt budget a retry uses: `threads.exhausted`):
+Failure kinds (`state.states`; the kind decides which attempt budget a retry uses: `due.exhausted`):
 
 | kind | what | examples |
 | --- | --- | --- |
@@ -19,13 +19,9 @@ from typing import Any
 
 from lexpilot_batch.benchmark import judges
 from lexpilot_batch.benchmark.judges import MalformedOutput
+from lexpilot_batch.errors import transient_status
+from lexpilot_batch.state.states import INVALID, PERMANENT, REFUSAL, TRANSPORT, UNEXECUTED
 from lexpilot_batch.util.redaction import redact
-
-TRANSPORT = "transport"
-INVALID = "invalid"
-REFUSAL = "refusal"
-PERMANENT = "permanent"
-UNEXECUTED = "unexecuted"
 
 # Error codes of requests a batch never ran: not the request's fault, so they do not use up its
 # --retries (they have a budget of their own, see threads.UNEXECUTED_ATTEMPTS). `batch_lost` is
@@ -33,8 +29,6 @@ UNEXECUTED = "unexecuted"
 UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled", "batch_lost", "rate_limit_exceeded", "rate_limited"})
 # Error codes (in an error-file line's `error`) no retry can fix.
 PERMANENT_CODES = frozenset({"context_length_exceeded", "invalid_prompt", "model_not_found"})
-# HTTP statuses of a request that may pass when sent again; other 4xx are the request's own fault.
-_TRANSIENT_4XX = frozenset({408, 409})
 
 # The longest answer (its content, thinking in it included) a request may have: longer is no
 # answer. The benchmark's answers are a few thousand Chinese characters, and max_tokens (8192 by
@@ -48,8 +42,8 @@ def status_kind(status: object) -> str:
     """The kind of failure an HTTP status other than 200 means for its request."""
     if status == 429:
         return UNEXECUTED  # refused before running, for the rate: not the request's fault
-    if isinstance(status, int) and 400 <= status < 500 and status not in _TRANSIENT_4XX:
-        return PERMANENT
+    if isinstance(status, int) and 400 <= status < 500 and not transient_status(status):
+        return PERMANENT  # the request's own fault; 408 and 409 may pass when sent again
     return TRANSPORT
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import BATCH_LIKE
 from lexpilot_batch.providers.base import TERMINAL, quota_in_message
+from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
 
 FRAMING = 10  # tokens of chat framing per request (role markers, message boundaries)
@@ -108,8 +109,8 @@ def factor(db: sqlite3.Connection, model: str) -> float:
     """Reported over estimated input tokens of the model's answered requests in its last ingested
     files, times `MARGIN`; 1.0 until `MIN_MEASURED` of them have reported."""
     row = db.execute(
-        "SELECT SUM(q.prompt_tokens), SUM(q.prompt_chars), COUNT(*) FROM requests q WHERE q.status = 'answered'"
-        " AND q.prompt_tokens > 0 AND q.file_pk IN (SELECT pk FROM files WHERE model = ? AND status = 'ingested'"
+        f"SELECT SUM(q.prompt_tokens), SUM(q.prompt_chars), COUNT(*) FROM requests q WHERE q.status = '{RequestState.ANSWERED}'"
+        f" AND q.prompt_tokens > 0 AND q.file_pk IN (SELECT pk FROM files WHERE model = ? AND status = '{FileState.INGESTED}'"
         " ORDER BY pk DESC LIMIT 8)",
         (model,),
     ).fetchone()
@@ -133,7 +134,7 @@ def enqueued(db: sqlite3.Connection, model: str, but: int | None = None) -> int:
     backends = ", ".join("?" * len(BATCH_BACKENDS))
     return db.execute(
         f"SELECT COALESCE(SUM(tokens), 0) FROM files WHERE model = ? AND backend IN ({backends})"
-        f" AND status IN ('creating', 'submitted') AND COALESCE(batch_status, '') NOT IN ({marks}) AND pk != ?",
+        f" AND status IN ('{FileState.CREATING}', '{FileState.SUBMITTED}') AND COALESCE(batch_status, '') NOT IN ({marks}) AND pk != ?",
         (model, *BATCH_BACKENDS, *TERMINAL, -1 if but is None else but),
     ).fetchone()[0]
 
@@ -166,13 +167,13 @@ def usage_by_model(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     backends = ", ".join("?" * len(BATCH_BACKENDS))
     for r in db.execute(
         f"SELECT model, status, COALESCE(batch_status, '') AS batch_status, SUM(tokens) AS tokens FROM files"
-        f" WHERE backend IN ({backends}) AND status NOT IN ('ingested', 'lost') GROUP BY model, status, batch_status",
+        f" WHERE backend IN ({backends}) AND status NOT IN ('{FileState.INGESTED}', '{FileState.LOST}') GROUP BY model, status, batch_status",
         BATCH_BACKENDS,
     ):
         entry = out.setdefault(r["model"], {"queued_tokens": 0, "submitted_tokens": 0})
         scale = factor(db, r["model"])
         tokens = int((r["tokens"] or 0) * scale)
-        if r["status"] in ("compiled", "uploaded"):
+        if r["status"] in (FileState.COMPILED, FileState.UPLOADED):
             entry["queued_tokens"] += tokens
         elif r["batch_status"] not in TERMINAL:
             entry["submitted_tokens"] += tokens

@@ -43,6 +43,7 @@ from lexpilot_batch.providers.dialects import RoleRequest
 from lexpilot_batch.providers.ids import custom_id, request_check
 from lexpilot_batch.providers.lines import line_body, line_head
 from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.waves import discard_unsent_wave, drop_empty_wave, open_wave, target_wave
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import role_requests
@@ -163,10 +164,12 @@ def _advance_all(
     load_case = _load_case_factory(db)
     # Threads `lexpilot-batch retry` made due again: their attempts count from a later wave.
     fresh_after = dict(
-        db.execute("SELECT pk, fresh_after FROM threads WHERE status = 'active' AND fresh_after > 0").fetchall()
+        db.execute(
+            f"SELECT pk, fresh_after FROM threads WHERE status = '{ThreadState.ACTIVE}' AND fresh_after > 0"
+        ).fetchall()
     )
     n_groups = db.execute(
-        "SELECT COUNT(*) FROM (SELECT DISTINCT run_pk, case_idx FROM threads WHERE status = 'active')"
+        f"SELECT COUNT(*) FROM (SELECT DISTINCT run_pk, case_idx FROM threads WHERE status = '{ThreadState.ACTIVE}')"
     ).fetchone()[0]
     # disable=None: a bar on a terminal (large waves take a while), silence in logs and pipes.
     bar = tqdm(total=n_groups, desc=f"compiling wave {writer.wave}", unit="case", disable=None, leave=False)
@@ -185,9 +188,9 @@ def _advance_all(
             for (pk, task, _), record in due.finished:
                 stored = json.dumps(records.compact(record, case), ensure_ascii=False)
                 score = json.dumps(TASKS[task].scored(record), ensure_ascii=False)
-                thread_updates.append(("done", stored, score, None, pk))
+                thread_updates.append((ThreadState.DONE, stored, score, None, pk))
             for (pk, _, _), reason in due.failed:
-                thread_updates.append(("failed", None, None, reason, pk))
+                thread_updates.append((ThreadState.FAILED, None, None, reason, pk))
             result.done += len(due.finished)
             result.failed += len(due.failed)
             for step in due.steps:
@@ -203,7 +206,7 @@ def _advance_all(
     _flush(db, new_requests)
     _finish_threads(db, thread_updates)
     db.executemany(
-        "UPDATE requests SET status = 'discarded' WHERE run_pk = ? AND case_idx = ? AND step = ? AND status = 'answered'",
+        f"UPDATE requests SET status = '{RequestState.DISCARDED}' WHERE run_pk = ? AND case_idx = ? AND step = ? AND status = '{RequestState.ANSWERED}'",
         discards,
     )
 
@@ -218,9 +221,17 @@ def _active_groups(db: sqlite3.Connection) -> Iterator[tuple[tuple[int, int], li
     cases of this block) never meet an open cursor.
     """
     cases = [
-        r[0] for r in db.execute("SELECT DISTINCT case_idx FROM threads WHERE status = 'active' ORDER BY case_idx")
+        r[0]
+        for r in db.execute(
+            f"SELECT DISTINCT case_idx FROM threads WHERE status = '{ThreadState.ACTIVE}' ORDER BY case_idx"
+        )
     ]
-    run_pks = [r[0] for r in db.execute("SELECT DISTINCT run_pk FROM threads WHERE status = 'active' ORDER BY run_pk")]
+    run_pks = [
+        r[0]
+        for r in db.execute(
+            f"SELECT DISTINCT run_pk FROM threads WHERE status = '{ThreadState.ACTIVE}' ORDER BY run_pk"
+        )
+    ]
     for start in range(0, len(cases), BLOCK_CASES):
         low, high = cases[start], cases[min(start + BLOCK_CASES, len(cases)) - 1]
         threads: dict[tuple[int, int], list[tuple[int, str, str]]] = defaultdict(list)
@@ -229,7 +240,7 @@ def _active_groups(db: sqlite3.Connection) -> Iterator[tuple[tuple[int, int], li
             prefixes: set[str] = set()
             for t in db.execute(
                 "SELECT case_idx, pk, task, variant FROM threads"
-                " WHERE status = 'active' AND run_pk = ? AND case_idx BETWEEN ? AND ? ORDER BY case_idx, pk",
+                f" WHERE status = '{ThreadState.ACTIVE}' AND run_pk = ? AND case_idx BETWEEN ? AND ? ORDER BY case_idx, pk",
                 (run_pk, low, high),
             ):
                 threads[(t[0], run_pk)].append((t[1], t[2], t[3]))
@@ -266,7 +277,7 @@ def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
         # By position (`_REQUEST_COLUMNS`): every answer of every active case, every wave.
         step, status = r[1], r[3]
         history[step].append(r)
-        if status == "answered" or status == "discarded":
+        if status == RequestState.ANSWERED or status == RequestState.DISCARDED:
             # A text step's value is its text (answers.parse_answer): not decoded again.
             text = r[4]
             answers[step] = Answer(text, text if r[9] == "text" else json.loads(r[5]))
@@ -308,7 +319,7 @@ def _finish_threads(db: sqlite3.Connection, rows: list[tuple]) -> None:
 def _flush(db: sqlite3.Connection, rows: list[tuple]) -> None:
     db.executemany(
         "INSERT INTO requests (custom_id, run_pk, case_idx, step, attempt, role, model, parser, n_claims, wave,"
-        " file_pk, status, prompt_chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)",
+        f" file_pk, status, prompt_chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '{RequestState.PENDING}', ?)",
         rows,
     )
     rows.clear()

@@ -13,6 +13,7 @@ from typing import Any
 from lexpilot_batch.benchmark.protocols import PROTOCOLS
 from lexpilot_batch.benchmark.protocols.base import Advance, Answer, CaseContext, Protocol, Step
 from lexpilot_batch.engine.answers import INVALID, PERMANENT, REFUSAL, TRANSPORT, UNEXECUTED
+from lexpilot_batch.state.states import RequestState
 
 # Malformed, truncated or filtered content gets this many attempts whatever --retries says
 # (SPEC §6); so do refusals.
@@ -103,7 +104,7 @@ def exhausted(attempts: list, retries: int) -> str | None:
     """
     if not attempts:
         return None
-    failed = [a for a in attempts if a["status"] == "failed"]
+    failed = [a for a in attempts if a["status"] == RequestState.FAILED]
 
     def of(*kinds: str) -> list:
         return [a for a in failed if a["error_kind"] in kinds]

@@ -48,11 +48,13 @@ from lexpilot_batch.engine.answers import INVALID, TRANSPORT, judge_line, read_c
 from lexpilot_batch.engine.result_lines import INVALID_UTF8, TOO_DEEP, TOO_LARGE, Flaw, read_lines, result_lines
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.apis import ANTHROPIC
+from lexpilot_batch.providers.base import BatchStatus
 from lexpilot_batch.providers.ids import id_parts, id_tag
 from lexpilot_batch.providers.lines import our_id
 from lexpilot_batch.providers.outputs import Normalise
 from lexpilot_batch.providers.results import file_api, normaliser
 from lexpilot_batch.state.compaction import saved_exists
+from lexpilot_batch.state.states import UNEXECUTED, RequestState
 from lexpilot_batch.state.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util.fileio import file_sha256, write_atomic
@@ -100,7 +102,7 @@ def apply_result_files(
     file_pks: list[int],
     paths: list[Path],
     unanswered_reason: str | None,
-    unanswered_kind: str = "transport",
+    unanswered_kind: str = TRANSPORT,
     normalise: Normalise | None = None,
     tag: str = "",
 ) -> IngestStats:
@@ -175,7 +177,7 @@ def apply_result_files(
                 result = judge_line(line, parser, n_claims, answer)
             ok, text, value_json, error, error_kind, usage = result
             decided = (True, text) if ok else (False, error)
-            if custom_id in seen or status != "pending":
+            if custom_id in seen or status != RequestState.PENDING:
                 first = seen.get(custom_id) or _stored(db, request_pk)
                 if decided == first:
                     stats.duplicates += 1  # the same result again: nothing to apply, nothing to report
@@ -194,7 +196,7 @@ def apply_result_files(
                 stats.answered += 1
                 updates.append(
                     (
-                        "answered",
+                        RequestState.ANSWERED,
                         text,
                         value_json,
                         None,
@@ -210,7 +212,7 @@ def apply_result_files(
                 stats.failed += 1
                 updates.append(
                     (
-                        "failed",
+                        RequestState.FAILED,
                         None,
                         None,
                         error,
@@ -234,10 +236,12 @@ def apply_result_files(
         leftover = [
             (unanswered_reason, unanswered_kind, r[0])
             for cid, r in rows.items()
-            if cid not in seen and r[3] == "pending"
+            if cid not in seen and r[3] == RequestState.PENDING
         ]
         stats.missing = len(leftover)
-        db.executemany("UPDATE requests SET status = 'failed', error = ?, error_kind = ? WHERE pk = ?", leftover)
+        db.executemany(
+            f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = ? WHERE pk = ?", leftover
+        )
     return stats
 
 
@@ -251,7 +255,7 @@ def _flawed(line: dict, flaw: Flaw) -> tuple:
 def _stored(db: sqlite3.Connection, request_pk: int) -> tuple[bool, str | None]:
     """What decided a request in an earlier ingest, as `apply_result_files` compares results."""
     status, text, error = db.execute("SELECT status, text, error FROM requests WHERE pk = ?", (request_pk,)).fetchone()
-    return (True, text) if status in ("answered", "discarded") else (False, error)
+    return (True, text) if status in (RequestState.ANSWERED, RequestState.DISCARDED) else (False, error)
 
 
 def _said(result: tuple[bool, str | None]) -> str:
@@ -291,13 +295,13 @@ def ingest_file(ws: Workspace, row: dict) -> IngestStats:
     reason = f"not in the results of batch {row['batch_id']} ({row['batch_status']})"
     # Requests an expired or cancelled batch never reached were not tried; neither were those of
     # a batch refused for the enqueued-token limit. Any other failed batch counts as a failure.
-    kind = "unexecuted" if row["batch_status"] in ("expired", "cancelled") else "transport"
+    kind = UNEXECUTED if row["batch_status"] in (BatchStatus.EXPIRED, BatchStatus.CANCELLED) else TRANSPORT
     errors = json.loads(row["batch_errors"] or "[]")
-    if row["batch_status"] == "failed" and errors:
+    if row["batch_status"] == BatchStatus.FAILED and errors:
         first = errors[0]
         reason = f"batch {row['batch_id']} failed: {first.get('code')}: {first.get('message')}"
         if first.get("code") == "token_limit_exceeded":
-            kind = "unexecuted"
+            kind = UNEXECUTED
     with ws.store.transaction() as db:
         if file_status(db, row["pk"]) == INGESTED:
             return IngestStats()
@@ -354,14 +358,14 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
         done = []
         for f in targets:
             pending = tx.execute(
-                "SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = 'pending'", (f["pk"],)
+                f"SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = '{RequestState.PENDING}'", (f["pk"],)
             ).fetchone()[0]
             if pending == 0 and f["status"] != INGESTED:
                 update_file(
                     tx,
                     f["pk"],
                     status=INGESTED,
-                    batch_status="completed",
+                    batch_status=BatchStatus.COMPLETED,
                     output_path=ws.relative(saved),
                     finished_at=time.time(),
                 )

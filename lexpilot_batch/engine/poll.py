@@ -23,7 +23,7 @@ from lexpilot_batch.engine.ingest import IngestStats, ingest_file
 from lexpilot_batch.engine.recovery import sweep
 from lexpilot_batch.engine.submit import TamperedFile
 from lexpilot_batch.providers.apis import MANUAL, SYNC
-from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchNotFound
+from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchNotFound, BatchStatus
 from lexpilot_batch.state.waves import (
     IN_FLIGHT,
     LOST_AFTER,
@@ -102,7 +102,7 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             )
             if not info.terminal:
                 age = time.time() - (row["submitted_at"] or time.time())
-                if max_age is not None and age > max_age and info.status != "cancelling":
+                if max_age is not None and age > max_age and info.status != BatchStatus.CANCELLING:
                     # Too old: cancel it. Its finished requests are kept when it lands as
                     # `cancelled`; the rest go back to due and are retried in the next wave.
                     info = backend.cancel(row["batch_id"])
@@ -178,7 +178,7 @@ def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
         stats = runner.run(path, out, on_progress=progress)
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
     with ws.store.transaction() as db:
-        mark_downloaded(db, row["pk"], "completed", counts, ws.relative(out))
+        mark_downloaded(db, row["pk"], BatchStatus.COMPLETED, counts, ws.relative(out))
 
 
 def _download(ws: Workspace, backend: BatchBackend, row: dict, info: BatchInfo) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.benchmark.tasks import in_order
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.state.states import ThreadState
 from lexpilot_batch.state.workspace import Workspace
 
 
@@ -84,7 +85,7 @@ def retry_failed(ws: Workspace, selection: RetrySelection) -> RetryResult:
         rows = db.execute(
             "SELECT t.pk, t.task, runs.run_id, runs.model, c.case_number FROM threads t"
             " JOIN runs ON runs.pk = t.run_pk JOIN cases c ON c.dataset = runs.dataset AND c.idx = t.case_idx"
-            " WHERE t.status = 'failed' ORDER BY t.pk"
+            f" WHERE t.status = '{ThreadState.FAILED}' ORDER BY t.pk"
         ).fetchall()
         if selection.cases:
             numbers = {r[0] for r in db.execute("SELECT DISTINCT case_number FROM cases")}
@@ -104,7 +105,7 @@ def retry_failed(ws: Workspace, selection: RetrySelection) -> RetryResult:
             return result
         after = db.execute("SELECT COALESCE(MAX(n), 0) FROM waves WHERE closed_at IS NOT NULL").fetchone()[0]
         db.executemany(
-            "UPDATE threads SET status = 'active', reason = NULL, fresh_after = ? WHERE pk = ? AND status = 'failed'",
+            f"UPDATE threads SET status = '{ThreadState.ACTIVE}', reason = NULL, fresh_after = ? WHERE pk = ? AND status = '{ThreadState.FAILED}'",
             [(after, r["pk"]) for r in chosen],
         )
         db.execute(

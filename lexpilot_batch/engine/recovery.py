@@ -36,7 +36,15 @@ from typing import TYPE_CHECKING
 
 from lexpilot_batch.engine.result_lines import read_lines
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchSource, CreateUncertain, RateLimited, tagged_by
+from lexpilot_batch.providers.base import (
+    BatchBackend,
+    BatchInfo,
+    BatchSource,
+    BatchStatus,
+    CreateUncertain,
+    RateLimited,
+    tagged_by,
+)
 from lexpilot_batch.providers.ids import id_tag
 from lexpilot_batch.providers.results import file_api, normaliser
 from lexpilot_batch.state.waves import (
@@ -115,7 +123,7 @@ class Earlier:
         found = [b for b in found if b.id not in known]
         # The latest create; a failed batch (refused for the quota, say) is what the file's next
         # create would have followed, and is adopted only when nothing followed it.
-        found.sort(key=lambda b: (_create_number(b), b.status != "failed", b.created_at or 0.0), reverse=True)
+        found.sort(key=lambda b: (_create_number(b), b.status != BatchStatus.FAILED, b.created_at or 0.0), reverse=True)
         return found or None
 
 
@@ -277,7 +285,7 @@ def sweep(ws: Workspace, session: Session, rows: list[dict], duplicates: list[st
             seen = db.execute("SELECT status FROM other_batches WHERE batch_id = ?", (info.id,)).fetchone()
             if seen is not None and seen["status"] == info.status:
                 continue
-            if not info.terminal and info.status != "cancelling":
+            if not info.terminal and info.status != BatchStatus.CANCELLING:
                 info = backend.cancel(info.id)
                 duplicates.append(info.id)
             with ws.store.transaction() as tx:

@@ -37,6 +37,7 @@ from lexpilot_batch.estimate.tail import project_tail_sync
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
 from lexpilot_batch.report.costs import total as total_cost
+from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.lineup import plan_runs
 from lexpilot_batch.study.runs import RunSpec, check_case_limit, check_run_id, protocol_variants
@@ -148,7 +149,7 @@ def build(
     if state.target is None:
         source = "in_flight"
     elif mode == "workspace" and state.compiled:
-        source, wave = "compiled", _compiled_wave(state)
+        source, wave = FileState.COMPILED, _compiled_wave(state)
     else:
         source = "due" if wave else "nothing"
     price_of = (lambda role: None) if prices is None else prices.get
@@ -279,7 +280,7 @@ def _compiled_wave(state: State) -> dict[str, RoleWave]:
     out: dict[str, RoleWave] = {}
     for r in state.ws.store.conn.execute(
         "SELECT q.role, q.model, f.backend, COUNT(*) AS n, SUM(q.prompt_chars) AS chars FROM requests q"
-        " JOIN files f ON f.pk = q.file_pk WHERE q.wave = ? AND q.status = 'pending' GROUP BY q.role, q.model, f.backend",
+        f" JOIN files f ON f.pk = q.file_pk WHERE q.wave = ? AND q.status = '{RequestState.PENDING}' GROUP BY q.role, q.model, f.backend",
         (state.target,),
     ):
         entry = out.setdefault(r["role"], RoleWave([], r["backend"]))
@@ -296,7 +297,7 @@ def _in_flight(state: State) -> dict[str, int]:
     if state.target is not None or state.ws is None:
         return {}
     rows = state.ws.store.conn.execute(
-        "SELECT role, COUNT(*) AS n FROM requests WHERE wave = ? AND status = 'pending' GROUP BY role",
+        f"SELECT role, COUNT(*) AS n FROM requests WHERE wave = ? AND status = '{RequestState.PENDING}' GROUP BY role",
         (state.latest_wave,),
     )
     counts = {r["role"]: r["n"] for r in rows}

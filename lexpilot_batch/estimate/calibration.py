@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.estimate.model import Assumptions
 from lexpilot_batch.estimate.projection import BRANCHING
+from lexpilot_batch.state.states import RequestState
 from lexpilot_batch.state.workspace import Workspace
 
 MIN_LABELS = 10  # answered labels needed before their clarification rate replaces the default
@@ -47,17 +48,17 @@ def calibrate(
         a.chars_per_token, a.chars_per_token_measured_on = chars / tokens, n
     for r in db.execute(
         "SELECT role, AVG(LENGTH(text)) AS mean, COUNT(*) AS n FROM requests"
-        " WHERE status IN ('answered', 'discarded') AND parser = 'text' GROUP BY role"
+        f" WHERE status IN ('{RequestState.ANSWERED}', '{RequestState.DISCARDED}') AND parser = 'text' GROUP BY role"
     ):
         a.response_chars[r["role"]], a.response_chars_measured_on[r["role"]] = round(r["mean"]), r["n"]
     for r in db.execute(
         "SELECT role, AVG(completion_tokens) AS mean, COUNT(*) AS n FROM requests"
-        " WHERE status IN ('answered', 'discarded') AND completion_tokens > 0 GROUP BY role"
+        f" WHERE status IN ('{RequestState.ANSWERED}', '{RequestState.DISCARDED}') AND completion_tokens > 0 GROUP BY role"
     ):
         a.completion_tokens[r["role"]], a.completion_tokens_measured_on[r["role"]] = round(r["mean"]), r["n"]
     keys = sorted(BRANCHING)
     asks, n = db.execute(
-        f"SELECT SUM(value = ?), COUNT(*) FROM requests WHERE status IN ('answered', 'discarded')"
+        f"SELECT SUM(value = ?), COUNT(*) FROM requests WHERE status IN ('{RequestState.ANSWERED}', '{RequestState.DISCARDED}')"
         f" AND parser = 'lca_label' AND step IN ({', '.join('?' * len(keys))})",
         (json.dumps("clarification"), *keys),
     ).fetchone()

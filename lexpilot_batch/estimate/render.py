@@ -6,6 +6,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.estimate.model import Assumptions, Estimate, Span
+from lexpilot_batch.state.states import FileState
 
 
 def _n(value: float) -> str:
@@ -39,7 +40,11 @@ def render(estimate: Estimate) -> str:
         )
 
     if e.next_wave:
-        what = "compiled, not yet submitted" if e.next_wave_source == "compiled" else "what compiling would produce"
+        what = (
+            "compiled, not yet submitted"
+            if e.next_wave_source == FileState.COMPILED
+            else "what compiling would produce"
+        )
         lines.append(f"\nNext wave {e.wave} ({what}):")
         lines.append(
             f"  {'role':<7}{'backend':<11}{'requests':>10}{'prompt chars':>14}{'~prompt tok':>13}"

@@ -21,6 +21,7 @@ from lexpilot_batch.data import Case, DatasetFile, stored_case
 from lexpilot_batch.engine.compiler import case_requests
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.providers.dialects import RoleRequest
+from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.store import DB_NAME
 from lexpilot_batch.state.waves import target_wave
 from lexpilot_batch.state.workspace import Workspace
@@ -158,7 +159,9 @@ class State:
                 r["pk"],
             )
         by_pk = {run.pk: run for run in state.runs.values()}
-        for t in db.execute("SELECT run_pk, case_idx, task, variant FROM threads WHERE status = 'active' ORDER BY pk"):
+        for t in db.execute(
+            f"SELECT run_pk, case_idx, task, variant FROM threads WHERE status = '{ThreadState.ACTIVE}' ORDER BY pk"
+        ):
             state.threads.setdefault((by_pk[t["run_pk"]].key, t["case_idx"]), []).append((t["task"], t["variant"]))
         return state
 
@@ -260,7 +263,7 @@ class State:
                         Pending(r["step"], r["role"], r["parser"], r["n_claims"])
                         for rows in group.history.values()
                         for r in rows
-                        if r["status"] == "pending"
+                        if r["status"] == RequestState.PENDING
                     ]
                 yield group
             for file in files.values():

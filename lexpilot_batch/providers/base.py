@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from lexpilot_batch.errors import ConfigError, ProviderError, ProviderUnavailable, transient_status
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
@@ -30,7 +30,22 @@ from lexpilot_batch.providers.errors import Failure, provider_error
 from lexpilot_batch.util.redaction import redact_data
 
 T = TypeVar("T")
-TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
+
+
+class BatchStatus:
+    """A batch's statuses, OpenAI's words (`OPENAI_BATCH.md`), which every backend maps its API's onto."""
+
+    VALIDATING: Final = "validating"
+    IN_PROGRESS: Final = "in_progress"
+    FINALIZING: Final = "finalizing"
+    CANCELLING: Final = "cancelling"
+    COMPLETED: Final = "completed"
+    FAILED: Final = "failed"
+    EXPIRED: Final = "expired"
+    CANCELLED: Final = "cancelled"
+
+
+TERMINAL = frozenset({BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXPIRED, BatchStatus.CANCELLED})
 # The code of a batch refused for the provider's enqueued-token quota (OpenAI, Azure).
 TOKEN_LIMIT = "token_limit_exceeded"
 
@@ -58,7 +73,7 @@ class BatchInfo:
     @property
     def token_limit(self) -> dict | None:
         """The error of a batch the provider refused for its enqueued-token quota, or None."""
-        if self.status != "failed":
+        if self.status != BatchStatus.FAILED:
             return None
         return next((e for e in self.errors if e.get("code") == TOKEN_LIMIT), None)
 

@@ -21,6 +21,7 @@ from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords
+from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace, command_hint
 from lexpilot_batch.study.runs import role_requests, used_bundled_sample
 
@@ -128,10 +129,10 @@ def _run_results(
     for task, variant, status, case_idx, *stored in reader.rows:
         entry = tasks[task]
         case_number, cause_class = of_case[case_idx]
-        if status == "done":
+        if status == ThreadState.DONE:
             entry.records.append((cause_class, reader.record(task, *stored)))
             entry.cases.append(case_number)
-        elif status == "failed":
+        elif status == ThreadState.FAILED:
             entry.failed.append(case_number + (f" ({variant})" if variant else ""))
         else:
             entry.missing.append(case_number + (f" ({variant})" if variant else ""))
@@ -208,7 +209,7 @@ class _ScoredRecords:
         self.rows = _plain_rows(
             db,
             "SELECT task, variant, status, case_idx, score,"
-            " CASE WHEN score IS NULL AND status = 'done' THEN record END"
+            f" CASE WHEN score IS NULL AND status = '{ThreadState.DONE}' THEN record END"
             " FROM threads WHERE run_pk = ? ORDER BY task, case_idx, variant",
             (run["pk"],),
         )
@@ -253,7 +254,7 @@ def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, in
     out: dict[int, dict[str, dict[str, dict[str, int]]]] = defaultdict(dict)
     for run_pk, role, backend, n, p, c in db.execute(
         "SELECT q.run_pk, q.role, f.backend, COUNT(*), SUM(q.prompt_tokens), SUM(q.completion_tokens)"
-        " FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != 'pending'"
+        f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
         " GROUP BY q.run_pk, q.role, f.backend"
     ):
         counts = {"requests": n, "prompt_tokens": p or 0, "completion_tokens": c or 0}

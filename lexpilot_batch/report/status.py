@@ -9,6 +9,7 @@ from lexpilot_batch.benchmark.tasks import in_order
 from lexpilot_batch.data import SAMPLE_NOTE
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.rearm import retry_history
+from lexpilot_batch.state.states import FileState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import used_bundled_sample
@@ -28,7 +29,8 @@ def collect(ws: Workspace) -> dict[str, Any]:
         ):
             entry = tasks.setdefault(row["task"], {"total": 0, "done": 0, "in_flight": 0, "failed": 0})
             entry["total"] += row["n"]
-            entry[{"active": "in_flight", "done": "done", "failed": "failed"}[row["status"]]] += row["n"]
+            column = {ThreadState.ACTIVE: "in_flight", ThreadState.DONE: "done", ThreadState.FAILED: "failed"}
+            entry[column[row["status"]]] += row["n"]
         ordered = {t: tasks[t] for t in in_order(tasks)}
         manifest = json.loads(run["manifest"])
         runs.append(
@@ -82,7 +84,7 @@ def collect(ws: Workspace) -> dict[str, Any]:
         for r in db.execute(
             "SELECT runs.run_id, runs.model, t.task, t.variant, t.reason, c.case_number FROM threads t"
             " JOIN runs ON runs.pk = t.run_pk JOIN cases c ON c.dataset = runs.dataset AND c.idx = t.case_idx"
-            " WHERE t.status = 'failed' ORDER BY t.pk"
+            f" WHERE t.status = '{ThreadState.FAILED}' ORDER BY t.pk"
         )
     ]
     anomaly_kinds = dict(db.execute("SELECT kind, COUNT(*) FROM anomalies GROUP BY kind ORDER BY kind").fetchall())
@@ -105,7 +107,7 @@ def collect(ws: Workspace) -> dict[str, Any]:
         "batches_aside": {
             r["why"]: r["n"] for r in db.execute("SELECT why, COUNT(*) AS n FROM other_batches GROUP BY why")
         },
-        "lost_batches": db.execute("SELECT COUNT(*) FROM files WHERE status = 'lost'").fetchone()[0],
+        "lost_batches": db.execute(f"SELECT COUNT(*) FROM files WHERE status = '{FileState.LOST}'").fetchone()[0],
     }
 
 

@@ -42,17 +42,19 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from lexpilot_batch.providers.base import BatchStatus
+from lexpilot_batch.state.states import UNEXECUTED, FileState, RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util.fileio import file_sha256
 from lexpilot_batch.util.redaction import redact_url
 
-COMPILED = "compiled"  # written and recorded; nothing has left the workspace
-UPLOADED = "uploaded"  # the provider holds the file; no batch yet
-CREATING = "creating"  # a batch is being created: one may exist that the database does not know
-SUBMITTED = "submitted"  # its batch is running (or, manual: the user runs it; sync: it runs when polled)
-DOWNLOADED = "downloaded"  # the results are saved under responses/, not yet applied
-INGESTED = "ingested"  # the results are applied: the file is done
-LOST = "lost"  # the provider lost its batch: its requests failed as never run; the file is done
+COMPILED = FileState.COMPILED  # written and recorded; nothing has left the workspace
+UPLOADED = FileState.UPLOADED  # the provider holds the file; no batch yet
+CREATING = FileState.CREATING  # a batch is being created: one may exist that the database does not know
+SUBMITTED = FileState.SUBMITTED  # its batch is running (or, manual: the user runs it; sync: it runs when polled)
+DOWNLOADED = FileState.DOWNLOADED  # the results are saved under responses/, not yet applied
+INGESTED = FileState.INGESTED  # the results are applied: the file is done
+LOST = FileState.LOST  # the provider lost its batch: its requests failed as never run; the file is done
 
 TO_SUBMIT = (COMPILED, UPLOADED, CREATING)  # what `submit` sends (or finishes sending)
 IN_FLIGHT = (SUBMITTED, DOWNLOADED)  # what `poll` follows until it is ingested
@@ -200,7 +202,9 @@ def refused(db: sqlite3.Connection, pk: int, batch_id: str, status: str) -> None
 def mark_sent_locally(db: sqlite3.Connection, pk: int, backend: str) -> None:
     """`compiled` -> `submitted` for a file nothing is uploaded for: a sync file runs when polled,
     a manual one is the user's to run. Its `batch_id` is the backend's name (no provider batch)."""
-    update_file(db, pk, status=SUBMITTED, batch_id=backend, batch_status="in_progress", submitted_at=time.time())
+    update_file(
+        db, pk, status=SUBMITTED, batch_id=backend, batch_status=BatchStatus.IN_PROGRESS, submitted_at=time.time()
+    )
 
 
 def mark_uploaded(db: sqlite3.Connection, pk: int, provider_file_id: str) -> None:
@@ -280,12 +284,12 @@ def mark_lost(db: sqlite3.Connection, pk: int, reason: str) -> int:
     fail as never run (`unexecuted`, which does not use up --retries) and the next wave asks them
     again. Returns how many."""
     n = db.execute(
-        "UPDATE requests SET status = 'failed', error = ?, error_kind = 'unexecuted'"
-        " WHERE file_pk = ? AND status = 'pending'",
+        f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = '{UNEXECUTED}'"
+        f" WHERE file_pk = ? AND status = '{RequestState.PENDING}'",
         (reason, pk),
     ).rowcount
     db.execute(
-        "UPDATE files SET status = ?, batch_status = 'lost', finished_at = ? WHERE pk = ? AND status = ?",
+        f"UPDATE files SET status = ?, batch_status = '{FileState.LOST}', finished_at = ? WHERE pk = ? AND status = ?",
         (LOST, time.time(), pk, SUBMITTED),
     )
     return n
@@ -302,7 +306,7 @@ def wave_started(db: sqlite3.Connection, wave: int) -> bool:
             "SELECT 1 FROM other_batches b JOIN files f ON f.pk = b.file_pk WHERE f.wave = ? LIMIT 1", (wave,)
         ).fetchone()
         or db.execute(  # a manual ingest may answer requests of a file never submitted
-            "SELECT 1 FROM requests WHERE wave = ? AND status != 'pending' LIMIT 1", (wave,)
+            f"SELECT 1 FROM requests WHERE wave = ? AND status != '{RequestState.PENDING}' LIMIT 1", (wave,)
         ).fetchone()
     )
 
@@ -375,5 +379,5 @@ def work_left(ws: Workspace) -> dict[str, int]:
         "unsubmitted": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_marks(TO_SUBMIT)})", *TO_SUBMIT),
         "in_flight": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_marks(IN_FLIGHT)})", *IN_FLIGHT),
         "waiting_manual": count("SELECT COUNT(*) FROM files WHERE status = ? AND backend = 'manual'", SUBMITTED),
-        "active_threads": count("SELECT COUNT(*) FROM threads WHERE status = 'active'"),
+        "active_threads": count(f"SELECT COUNT(*) FROM threads WHERE status = '{ThreadState.ACTIVE}'"),
     }

@@ -9,8 +9,10 @@ run is registered or anything compiled. No key is needed for any of it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Protocol
+
 from lexpilot_batch.benchmark.settings import ROLES
-from lexpilot_batch.engine.session import Session
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import SIMULATED
 from lexpilot_batch.providers.dialects import (
@@ -21,14 +23,22 @@ from lexpilot_batch.providers.dialects import (
 )
 from lexpilot_batch.providers.endpoints import guess_profile
 from lexpilot_batch.providers.registry import ModelName, parse_model
-from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.providers.routes import ModelRoute, Route
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunPlan, RunSpec, check_model
 
 _OPTION = {"eval": "--model", "user": "--user-model", "judge": "--judge-model"}
 
 
-def plan_runs(spec: RunSpec, session: Session) -> list[RunPlan]:
+class Routing(Protocol):
+    """Where requests go, as a command's session resolves it (`engine.session.Session`)."""
+
+    def use_model_routes(self, routes: Mapping[str, ModelRoute]) -> None: ...
+
+    def route(self, role: str, model: str, provider: str | None) -> Route: ...
+
+
+def plan_runs(spec: RunSpec, session: Routing) -> list[RunPlan]:
     """One `RunPlan` per evaluated model of `spec`, in the order given."""
     if not spec.models:
         check_model(None)  # raises: no evaluated model

@@ -32,6 +32,7 @@ from lexpilot_batch.data.dataset import bundled_sample_sha256
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
 from lexpilot_batch.providers.dialects import RoleRequest, legacy_request
 from lexpilot_batch.providers.endpoints import endpoint_identity
+from lexpilot_batch.state.states import ThreadState
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.util.fileio import write_atomic
@@ -383,7 +384,7 @@ def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: DatasetF
     with ws.store.transaction() as db:
         before = db.total_changes
         db.executemany(
-            "INSERT OR IGNORE INTO threads (run_pk, task, case_idx, variant, status) VALUES (?, ?, ?, ?, 'active')",
+            f"INSERT OR IGNORE INTO threads (run_pk, task, case_idx, variant, status) VALUES (?, ?, ?, ?, '{ThreadState.ACTIVE}')",
             rows,
         )
         return db.total_changes - before
