@@ -23,7 +23,8 @@ One module per job:
 from lexpilot_batch.data.categories import load_categories
 from lexpilot_batch.data.checks import MAX_NESTING, case_label
 from lexpilot_batch.data.dataset import SAMPLE_NOTE, Dataset, DatasetFile, load_dataset, open_dataset
-from lexpilot_batch.data.models import (
+from lexpilot_batch.data.problems import MAX_COUNTED, MAX_PROBLEMS
+from lexpilot_batch.data.schema import (
     HISTORY_ALIASES,
     HISTORY_FIELDS,
     REQUIRED_FIELDS,
@@ -36,7 +37,6 @@ from lexpilot_batch.data.models import (
     Verdict,
     stored_case,
 )
-from lexpilot_batch.data.problems import MAX_COUNTED, MAX_PROBLEMS
 from lexpilot_batch.data.stream import CHUNK_SIZE
 from lexpilot_batch.data.summary import DatasetSummary, summarize, validate_file
 

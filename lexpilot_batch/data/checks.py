@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lexpilot_batch.data.models import HISTORY_ALIASES, HISTORY_FIELDS, REQUIRED_FIELDS, ROLES, VERDICTS
 from lexpilot_batch.data.problems import Problems, kind, show
+from lexpilot_batch.data.schema import HISTORY_ALIASES, HISTORY_FIELDS, REQUIRED_FIELDS, ROLES, VERDICTS
 from lexpilot_batch.util.text import has_unsafe_characters
 
 # How deeply arrays and objects may nest inside one field of a case. Real cases need two levels;

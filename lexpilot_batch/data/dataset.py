@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from lexpilot_batch.data.categories import mapping_sha256, read_categories, unmapped_problem
 from lexpilot_batch.data.checks import CaseCheck, case_label, check_case, normalise_aliases, valid_case_number
 from lexpilot_batch.data.jsonfile import default_path
-from lexpilot_batch.data.models import Case
 from lexpilot_batch.data.problems import Problems, TooManyProblems, kind
+from lexpilot_batch.data.schema import Case
 from lexpilot_batch.data.stream import CHUNK_SIZE, CaseStream, changed_while_read
 from lexpilot_batch.errors import DataError
 from lexpilot_batch.util import resources

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lexpilot_batch.data.dataset import Dataset, DatasetFile, scan
-from lexpilot_batch.data.models import VERDICTS, Case
+from lexpilot_batch.data.schema import VERDICTS, Case
 from lexpilot_batch.data.stream import CHUNK_SIZE
 from lexpilot_batch.util.text import display_width, pad
 

@@ -12,9 +12,7 @@ nothing (`prepare --dry-run`); `estimate_workspace` says the same for the worksp
 - `render`: the terminal table.
 """
 
-from lexpilot_batch.estimate.build import dry_run_prepare, estimate_workspace
-from lexpilot_batch.estimate.calibration import MIN_LABELS
-from lexpilot_batch.estimate.model import (
+from lexpilot_batch.estimate.assumptions import (
     CHARS_PER_TOKEN,
     CLARIFY_PROBABILITY,
     COMPLETION_TOKENS,
@@ -27,6 +25,8 @@ from lexpilot_batch.estimate.model import (
     Span,
     WaveRange,
 )
+from lexpilot_batch.estimate.build import dry_run_prepare, estimate_workspace
+from lexpilot_batch.estimate.calibration import MIN_LABELS
 from lexpilot_batch.estimate.render import render
 from lexpilot_batch.estimate.state import open_readonly
 

@@ -21,8 +21,7 @@ from lexpilot_batch.data import open_dataset
 from lexpilot_batch.engine.request_files import file_group
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.tail import wave_backend
-from lexpilot_batch.estimate.calibration import calibrate
-from lexpilot_batch.estimate.model import (
+from lexpilot_batch.estimate.assumptions import (
     Assumptions,
     Estimate,
     RoleProjection,
@@ -31,6 +30,7 @@ from lexpilot_batch.estimate.model import (
     Span,
     WaveRange,
 )
+from lexpilot_batch.estimate.calibration import calibrate
 from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import RunView, State, snapshot
 from lexpilot_batch.estimate.tail import project_tail_sync

@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.estimate.model import Assumptions
+from lexpilot_batch.estimate.assumptions import Assumptions
 from lexpilot_batch.estimate.projection import BRANCHING
 from lexpilot_batch.state.states import RequestState
 from lexpilot_batch.state.workspace import Workspace

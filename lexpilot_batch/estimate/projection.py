@@ -22,7 +22,7 @@ from lexpilot_batch.benchmark.protocols.interaction import MAX_ROUNDS, Interacti
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.engine.due import due_for_case
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.estimate.model import Span
+from lexpilot_batch.estimate.assumptions import Span
 from lexpilot_batch.estimate.state import Group, Pending
 
 # The labels whose value decides how long a consultation goes on: the only branch points.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lexpilot_batch.benchmark.settings import ROLES
-from lexpilot_batch.estimate.model import Assumptions, Estimate, Span
+from lexpilot_batch.estimate.assumptions import Assumptions, Estimate, Span
 from lexpilot_batch.state.states import FileState
 
 

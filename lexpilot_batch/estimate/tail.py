@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 
 from lexpilot_batch.engine.tail import is_round_trip, wave_backend
-from lexpilot_batch.estimate.model import Assumptions, TailSyncProjection
+from lexpilot_batch.estimate.assumptions import Assumptions, TailSyncProjection
 from lexpilot_batch.estimate.projection import Tally
 from lexpilot_batch.providers.apis import SYNC
 from lexpilot_batch.providers.routes import Route

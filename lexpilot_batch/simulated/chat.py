@@ -20,7 +20,7 @@ from lexpilot_batch.simulated import batches, completions
 from lexpilot_batch.simulated.errors import bad_request
 from lexpilot_batch.simulated.faults import Faults, draw
 from lexpilot_batch.simulated.latency import chat_seconds
-from lexpilot_batch.simulated.models import JUDGE_KINDS
+from lexpilot_batch.simulated.roles import JUDGE_KINDS
 
 HEADER = "X-Client-Request-Id"
 

@@ -15,7 +15,7 @@ import re
 import time
 from typing import Any
 
-from lexpilot_batch.simulated import models
+from lexpilot_batch.simulated import roles
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 
 CHARS_PER_TOKEN = 1.5
@@ -129,17 +129,17 @@ def complete(
     model, prompt = check_body(body)
     # Three hashes cover the whole prompt (the answer's draws, the envelope's, the id): encode once.
     encoded = prompt.encode("utf-8")
-    reply = models.respond(prompt, seed, sample=sample, encoded=encoded)
-    rng = models.rng_from(f"{seed}|envelope|{key}|", encoded)
+    reply = roles.respond(prompt, seed, sample=sample, encoded=encoded)
+    rng = roles.rng_from(f"{seed}|envelope|{key}|", encoded)
     content = reply.content
     reasoning = reply.reasoning
-    if malformed and reply.kind in models.JUDGE_KINDS:
-        content, reasoning = models.malformed_judge(reply.kind, prompt, rng), None
+    if malformed and reply.kind in roles.JUDGE_KINDS:
+        content, reasoning = roles.malformed_judge(reply.kind, prompt, rng), None
 
     # About 3 tokens of chat framing per message, as OpenAI counts them.
     prompt_tokens = count_prompt_tokens(body)
     # Judges are reasoning models in the benchmark's defaults: they think before answering.
-    reasoning_tokens = rng.randint(80, 600) if reply.kind in models.JUDGE_KINDS else 0
+    reasoning_tokens = rng.randint(80, 600) if reply.kind in roles.JUDGE_KINDS else 0
     completion_tokens = tokens(content) + reasoning_tokens
     # A provider caches the shared template prefix in 64-token blocks, on some calls only.
     cached = (prompt_tokens // 2) // 64 * 64 if rng.random() < 0.5 else 0
@@ -199,6 +199,6 @@ def complete(
 def kind_of(body: Any) -> str | None:
     """The simulated role a body's prompt is for, or None when the body is unusable."""
     try:
-        return models.identify_kind(check_body(body)[1])
+        return roles.identify_kind(check_body(body)[1])
     except ApiError:
         return None

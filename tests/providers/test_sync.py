@@ -23,7 +23,7 @@ from lexpilot_batch.providers import sync
 from lexpilot_batch.providers.endpoints import Endpoint
 from lexpilot_batch.providers.sync import SyncRunner, saved_custom_ids
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
-from lexpilot_batch.simulated import models as sim_models
+from lexpilot_batch.simulated import roles as sim_models
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.errors import ApiError
 

@@ -17,7 +17,7 @@ from lexpilot_batch.data import Message
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.simulated import Faults, SimulatedServer, parse_faults
 from lexpilot_batch.simulated.batches import sample_key
-from lexpilot_batch.simulated.models import identify_kind, respond
+from lexpilot_batch.simulated.roles import identify_kind, respond
 
 HISTORY = [
     Message(role="user", content="我2021年3月借给朋友5万元，他写了借条，约定一年后还，现在一直不还。"),

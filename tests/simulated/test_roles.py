@@ -11,7 +11,7 @@ import pytest
 
 from lexpilot_batch.benchmark import judges, prompts
 from lexpilot_batch.data import Case, Message, load_dataset
-from lexpilot_batch.simulated import completions, models
+from lexpilot_batch.simulated import completions, roles
 
 SEEDS = range(5)
 
@@ -22,7 +22,7 @@ def cases() -> list[Case]:
 
 
 def ask(seed: int, prompt: str) -> str:
-    return models.respond(prompt, seed).content
+    return roles.respond(prompt, seed).content
 
 
 def builders(case: Case) -> dict[str, str]:
@@ -43,14 +43,14 @@ def builders(case: Case) -> dict[str, str]:
 def test_every_default_template_is_recognised(cases: list[Case]) -> None:
     for case in cases:
         for kind, prompt in builders(case).items():
-            assert models.identify_kind(prompt) == kind
-    assert models.identify_kind("写一首关于春天的诗") == models.GENERIC
+            assert roles.identify_kind(prompt) == kind
+    assert roles.identify_kind("写一首关于春天的诗") == roles.GENERIC
 
 
 def test_tags_quoted_inside_a_history_do_not_mislead() -> None:
     history = [Message(role="user", content="对方在短信里写了<追问>和<关键事实>这些字，<诉讼请求>是什么意思？")]
-    assert models.identify_kind(prompts.lexawn_prompt(history)) == prompts.LEXAWN
-    assert models.identify_kind(prompts.force_judge_prompt(history)) == prompts.FORCE_JUDGE
+    assert roles.identify_kind(prompts.lexawn_prompt(history)) == prompts.LEXAWN
+    assert roles.identify_kind(prompts.force_judge_prompt(history)) == prompts.FORCE_JUDGE
 
 
 def test_unknown_prompts_get_a_lawyer_reply() -> None:
@@ -65,7 +65,7 @@ def test_history_is_parsed_back_with_multiline_messages() -> None:
         Message(role="assistant", content="请问？"),
         Message(role="user", content="好的"),
     ]
-    assert models.parse_history(prompts.lexawn_prompt(history)) == [
+    assert roles.parse_history(prompts.lexawn_prompt(history)) == [
         ("user", "第一行\n第二行"),
         ("assistant", "请问？"),
         ("user", "好的"),
@@ -86,7 +86,7 @@ def test_every_role_passes_the_parsers(cases: list[Case]) -> None:
                 (prompts.DCG_JUDGE, judges.parse_dcg_decision),
                 (prompts.EXTRACT_VERDICTS, lambda t, n=len(case.claims): judges.parse_verdicts(t, n)),  # noqa: B008 - binds this case
             ):
-                reply = models.respond(filled[kind], seed)
+                reply = roles.respond(filled[kind], seed)
                 parse(reply.content)
                 formats["fenced" if "```" in reply.content else "think" if "<think>" in reply.content else "plain"] += 1
                 formats["reasoning_content"] += reply.reasoning is not None
@@ -207,7 +207,7 @@ def test_every_malformed_variant_fails_its_parser(cases: list[Case], kind: str) 
         prompts.DCG_JUDGE: judges.parse_dcg_decision,
         prompts.EXTRACT_VERDICTS: lambda t: judges.parse_verdicts(t, len(case.claims)),
     }[kind]
-    variants = {models.malformed_judge(kind, prompt, random.Random(i)) for i in range(60)}
+    variants = {roles.malformed_judge(kind, prompt, random.Random(i)) for i in range(60)}
     assert len(variants) == 5
     for text in variants:
         with pytest.raises(judges.MalformedOutput):
@@ -227,7 +227,7 @@ def test_completion_usage_is_realistic(cases: list[Case]) -> None:
     assert completions.complete(eval_body, 0, key="c2")["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
 
 
-# The readable definitions that models' faster patterns stand for (see the comment above them).
+# The readable definitions that roles' faster patterns stand for (see the comment above them).
 READABLE = {
     "_NUMBER": r"\d+(?:[.,，]\d+)*|[一二两三四五六七八九十百千万]+(?:万|千|百)?元",
     "_AMOUNT": r"\d+(?:\.\d+)?\s*(?:万元|万|元)",
@@ -241,7 +241,7 @@ def random_texts(seed: int, count: int) -> list[list[str]]:
     alphabet = (
         "0123456789０١" + "一二两三四五六七八九十百千万" + "年月日元万千百.,，。 \t\u3000借款合同押租金保险证退担"
     )
-    words = [*models._TOPICS, "劳动合同", "2021年3月5日", "12.5万元", "3 \n元"]
+    words = [*roles._TOPICS, "劳动合同", "2021年3月5日", "12.5万元", "3 \n元"]
 
     def text() -> str:
         parts = [
@@ -257,19 +257,19 @@ def test_the_fast_patterns_find_what_the_readable_ones_do(cases: list[Case]) -> 
     samples = [t for group in random_texts(0, 4000) for t in group]
     samples += [m.content for case in cases for m in case.complete_history + case.underspecified_history]
     for name, readable in READABLE.items():
-        fast = getattr(models, name)
+        fast = getattr(roles, name)
         assert [fast.findall(t) for t in samples] == [re.findall(readable, t) for t in samples], name
 
 
 def test_a_history_read_message_by_message_reads_as_its_joined_text() -> None:
     for texts in random_texts(1, 6000):
         joined = "\n".join(texts)
-        assert models._topics_among(texts) == [t for t in models._TOPICS if t in joined]
-        assert models._amounts(texts) == re.findall(READABLE["_AMOUNT"], joined)
-        assert models._dates(texts) == re.findall(READABLE["_DATE"], joined)
+        assert roles._topics_among(texts) == [t for t in roles._TOPICS if t in joined]
+        assert roles._amounts(texts) == re.findall(READABLE["_AMOUNT"], joined)
+        assert roles._dates(texts) == re.findall(READABLE["_DATE"], joined)
         turns = [("user", t) for t in texts]
-        assert models.count_facts(turns) == len(re.findall(READABLE["_NUMBER"], "\n".join(texts)))
-        assert models.bigrams(joined) == {
+        assert roles.count_facts(turns) == len(re.findall(READABLE["_NUMBER"], "\n".join(texts)))
+        assert roles.bigrams(joined) == {
             *(run[i : i + 2] for run in re.findall(r"[\u4e00-\u9fff]+", joined) for i in range(len(run) - 1)),
             *re.findall(r"\d+", joined),
         }

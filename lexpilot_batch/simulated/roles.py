@@ -58,7 +58,7 @@ _HISTORY_OPEN, _HISTORY_CLOSE = "<对话历史>", "</对话历史>"
 #     NUMBER = r"\d+(?:[.,，]\d+)*|[一二两三四五六七八九十百千万]+(?:万|千|百)?元"
 #     AMOUNT = r"\d+(?:\.\d+)?\s*(?:万元|万|元)"
 #     DATE   = r"(?:\d{4}年)?\d{1,2}月(?:\d{1,2}日)?|\d{4}年"
-# and the patterns below find exactly the same matches (tests/simulated/test_simulated_models.py checks it)
+# and the patterns below find exactly the same matches (tests/simulated/test_roles.py checks it)
 # several times faster: each starts with one character class, which lets the regex engine skip
 # the long stretches of text where no match can start instead of trying every position.
 _CN_NUMERALS = "一二两三四五六七八九十百千万"
