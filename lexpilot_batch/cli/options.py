@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
+from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.benchmark.settings import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL
 from lexpilot_batch.errors import LexpilotError
 
@@ -240,9 +241,7 @@ RUN_OPTIONS: list[Option] = [
         "stage",
         Annotated[
             str,
-            typer.Option(
-                "--stage", help="lca, dcg, ljp-direct, ljp-gold, ljp-interaction, ljp (the three LJP setups) or all."
-            ),
+            typer.Option("--stage", help=f"{', '.join(STAGES)} (ljp: the three LJP setups; all: every task)."),
         ],
         "all",
     ),

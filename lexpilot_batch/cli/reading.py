@@ -11,6 +11,7 @@ from lexpilot_batch.cli.options import FormatOpt, PricesOpt, RootOpt, TailSyncOp
 from lexpilot_batch.cli.output import say
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, load_prices
+from lexpilot_batch.report.formats import FORMATS
 
 if TYPE_CHECKING:
     from lexpilot_batch.estimate import Estimate
@@ -120,7 +121,7 @@ def report(
     run_id: Annotated[str | None, typer.Option("--run-id", help="Only this run id.")] = None,
     model: Annotated[str | None, typer.Option("--model", help="Only this evaluated model.")] = None,
     format_: Annotated[
-        str, typer.Option("--format", help="table, json, csv, markdown, latex or html (one self-contained page).")
+        str, typer.Option("--format", help=f"{', '.join(FORMATS)} (html: one self-contained page).")
     ] = "table",
     partial: Annotated[bool, typer.Option("--partial", help="Report unfinished tasks, marked as partial.")] = False,
     baseline: Annotated[

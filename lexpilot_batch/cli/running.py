@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.cli.options import (
     PROVIDER_OPTIONS,
     RUN_OPTIONS,
@@ -248,7 +249,7 @@ def retry(
     model: Annotated[list[str], typer.Option("--model", help="Only threads of this evaluated model; repeatable.")] = [],  # noqa: B006
     task: Annotated[
         list[str],
-        typer.Option("--task", help="Only this task or stage (lca, dcg, ljp-direct, ljp-gold, ljp-interaction, ljp)."),
+        typer.Option("--task", help=f"Only this task or stage ({', '.join(s for s in STAGES if s != 'all')})."),
     ] = [],  # noqa: B006
     case: Annotated[list[str], typer.Option("--case", help="Only this case number; repeatable.")] = [],  # noqa: B006
 ) -> None:

@@ -37,6 +37,9 @@ def validate_data(dataset: DatasetOpt = None, categories: CategoriesOpt = None) 
 def doctor(
     target: Target,
     repair: Annotated[bool, typer.Option("--repair", help="Fix what is safe to fix.")] = False,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Also read every compacted file back against its recorded digest (slow).")
+    ] = False,
 ) -> None:
     """Check the workspace: schema, changed or missing files, interrupted submits, stuck threads.
 
@@ -48,7 +51,7 @@ def doctor(
     from lexpilot_batch.doctor import check, render_report
 
     root, options = target
-    report = check(root, repair, options)
+    report = check(root, repair, options, deep)
     say(render_report(report, root))
     raise typer.Exit(report.exit_code)
 

@@ -28,6 +28,7 @@ What is checked:
 | `ingest_anomalies` — result lines not applied (another workspace's, stale, mismatched, unknown, conflicting, unreadable: `ingest`), by kind | info | no: explained |
 | `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
 | `compacted_file_missing` — a finished wave's file kept compressed (`compaction`) is gone | warning | no: restore it |
+| `compacted_file_damaged` — (`--deep` only) a compacted file no longer holds the bytes it was packed from | warning | no: restore it |
 
 The database keeps no hash of a downloaded result file until it is compacted, so a "damaged" one
 (not yet ingested, hence not compacted) is one that can be seen to be damaged: a line that is not a
@@ -41,6 +42,7 @@ from lexpilot_batch.doctor.diagnosis import diagnose, schema_findings
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
     BATCH_LOST,
+    COMPACTED_DAMAGED,
     COMPACTED_MISSING,
     INTERRUPTED_SUBMIT,
     MANIFEST,
@@ -60,6 +62,7 @@ from lexpilot_batch.doctor.repairs import PENDING_FAILED, repair
 __all__ = [
     "ANOMALIES",
     "BATCH_LOST",
+    "COMPACTED_DAMAGED",
     "COMPACTED_MISSING",
     "INTERRUPTED_SUBMIT",
     "MANIFEST",

@@ -19,8 +19,11 @@ if TYPE_CHECKING:
     from lexpilot_batch.engine.session import ProviderOptions
 
 
-def check(root: Path | None = None, do_repair: bool = False, options: ProviderOptions | None = None) -> DoctorReport:
-    """`lexpilot-batch doctor [--repair]`: diagnose (and repair) the workspace at `root`.
+def check(
+    root: Path | None = None, do_repair: bool = False, options: ProviderOptions | None = None, deep: bool = False
+) -> DoctorReport:
+    """`lexpilot-batch doctor [--repair] [--deep]`: diagnose (and repair) the workspace at `root`;
+    `deep` also reads every compacted file back (`diagnosis.diagnose`).
 
     Holds the writer lock throughout, so no other command changes the workspace under it (and a
     running one makes this refuse, clearly). A database written by a newer version is reported,
@@ -41,7 +44,7 @@ def check(root: Path | None = None, do_repair: bool = False, options: ProviderOp
     if early:
         return DoctorReport(early, [], early)
     with _opened(root, do_repair) as ws:
-        found = diagnose(ws)
+        found = diagnose(ws, deep)
         if not do_repair or not any(f.repairable for f in found):
             return DoctorReport(found, [], found)
         session = Session(ws, options or Options())
@@ -49,7 +52,7 @@ def check(root: Path | None = None, do_repair: bool = False, options: ProviderOp
             done = repair(ws, found, session)
         finally:
             session.close()
-        return DoctorReport(found, done, diagnose(ws))
+        return DoctorReport(found, done, diagnose(ws, deep))
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ from pathlib import Path
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
     BATCH_LOST,
+    COMPACTED_DAMAGED,
     COMPACTED_MISSING,
     INTERRUPTED_SUBMIT,
     MANIFEST,
@@ -25,7 +26,7 @@ from lexpilot_batch.doctor.findings import (
 from lexpilot_batch.engine.ingest import file_normaliser
 from lexpilot_batch.engine.result_lines import result_lines
 from lexpilot_batch.providers.outputs import Normalise
-from lexpilot_batch.state.compaction import SUFFIX, missing
+from lexpilot_batch.state.compaction import SUFFIX, missing, verify
 from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.store import MIGRATIONS
 from lexpilot_batch.state.waves import (
@@ -93,8 +94,9 @@ def schema_findings(db: sqlite3.Connection) -> list[Finding]:
     ]
 
 
-def diagnose(ws: Workspace) -> list[Finding]:
-    """Everything wrong or pending in the workspace, most serious kinds first. Changes nothing."""
+def diagnose(ws: Workspace, deep: bool = False) -> list[Finding]:
+    """Everything wrong or pending in the workspace, most serious kinds first. Changes nothing.
+    `deep` also reads every compacted file back against the digest recorded when it was packed."""
     findings = [
         *schema_findings(ws.store.conn),
         *_request_files(ws),
@@ -105,6 +107,7 @@ def diagnose(ws: Workspace) -> list[Finding]:
         *_waiting_threads(ws),
         *manifest_findings(ws),
         *_compacted_missing(ws),
+        *(_compacted_damaged(ws) if deep else ()),
         *_anomalies(ws),
     ]
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
@@ -371,5 +374,24 @@ def _anomalies(ws: Workspace) -> list[Finding]:
             "again). Foreign lines mean a result file of another workspace was ingested here",
             False,
             "info",
+        )
+    ]
+
+
+def _compacted_damaged(ws: Workspace) -> list[Finding]:
+    """Compacted files whose bytes are not those recorded when they were packed (`compaction.verify`;
+    a file that is gone is `_compacted_missing`'s)."""
+    damaged = [line for line in verify(ws) if not line.endswith(" is gone")]
+    if not damaged:
+        return []
+    return [
+        Finding(
+            COMPACTED_DAMAGED,
+            f"{len(damaged)} compacted file(s) do not hold what was packed, e.g. {damaged[0]}",
+            "nothing to repair: no result depends on them (their answers were ingested before they were packed), "
+            "but they are no longer a faithful record; restore them from a backup if you keep the workspace as that record",
+            False,
+            "warning",
+            tuple(line.split(" ", 1)[0] for line in damaged),
         )
     ]

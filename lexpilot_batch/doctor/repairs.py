@@ -25,6 +25,7 @@ from lexpilot_batch.state.waves import (
     discard_unsent_wave,
     file_at,
     forget_results,
+    lost_reason,
     mark_lost,
     target_wave,
     unsent,
@@ -68,12 +69,7 @@ def _declare_lost(ws: Workspace, rel: str) -> list[str]:
         row = file_at(tx, rel)
         if row is None or row["status"] != SUBMITTED or not row["not_found"]:
             return []
-        n = mark_lost(
-            tx,
-            row["pk"],
-            f"batch_lost: the provider no longer knows batch {row['batch_id']} (HTTP 404); declared lost by "
-            "`lexpilot-batch doctor --repair`, sent again",
-        )
+        n = mark_lost(tx, row["pk"], lost_reason(row["batch_id"], "HTTP 404; declared lost by `doctor --repair`"))
     return [
         f"{rel}: batch {row['batch_id']} declared lost; its {n} unanswered request(s) are sent again in the next wave"
     ]

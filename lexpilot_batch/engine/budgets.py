@@ -34,6 +34,7 @@ from typing import Any
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import BATCH_LIKE
 from lexpilot_batch.providers.base import TERMINAL, quota_in_message
+from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
 
@@ -167,13 +168,13 @@ def usage_by_model(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
     backends = ", ".join("?" * len(BATCH_BACKENDS))
     for r in db.execute(
         f"SELECT model, status, COALESCE(batch_status, '') AS batch_status, SUM(tokens) AS tokens FROM files"
-        f" WHERE backend IN ({backends}) AND status NOT IN ('{FileState.INGESTED}', '{FileState.LOST}') GROUP BY model, status, batch_status",
-        BATCH_BACKENDS,
+        f" WHERE backend IN ({backends}) AND status NOT IN (?, ?) GROUP BY model, status, batch_status",
+        (*BATCH_BACKENDS, *waves.DONE),
     ):
         entry = out.setdefault(r["model"], {"queued_tokens": 0, "submitted_tokens": 0})
         scale = factor(db, r["model"])
         tokens = int((r["tokens"] or 0) * scale)
-        if r["status"] in (FileState.COMPILED, FileState.UPLOADED):
+        if r["status"] in (waves.COMPILED, waves.UPLOADED):
             entry["queued_tokens"] += tokens
         elif r["batch_status"] not in TERMINAL:
             entry["submitted_tokens"] += tokens

@@ -17,6 +17,7 @@ from typing import IO
 
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.tail import wave_backend
+from lexpilot_batch.providers.apis import MANUAL
 from lexpilot_batch.providers.ids import id_tag
 from lexpilot_batch.providers.lines import Pieces
 from lexpilot_batch.providers.routes import Route
@@ -179,7 +180,7 @@ class WaveWriter:
         )
         self.written.append(rel)
         self.group_files[group].append((entry["pk"], rel))
-        if entry["backend"] == "manual":
+        if entry["backend"] == MANUAL:
             self.manual.append(rel)
 
     def close(self) -> list[str]:

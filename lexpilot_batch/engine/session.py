@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.engine.tail import check_tail_sync
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import GOOGLE, SIMULATED, check_backend
+from lexpilot_batch.providers.apis import BATCH, GOOGLE, SIMULATED, check_backend
 from lexpilot_batch.providers.backends import batch_backend
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint
@@ -258,4 +258,4 @@ def _remembered_choices(ws: Workspace | None) -> dict[str, str]:
     stored = ws.store.meta("backend_choices")
     if stored is not None:
         return dict(json.loads(stored))
-    return {r: b for r, b in json.loads(ws.store.meta("backends") or "{}").items() if b != "batch"}
+    return {r: b for r, b in json.loads(ws.store.meta("backends") or "{}").items() if b != BATCH}

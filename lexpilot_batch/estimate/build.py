@@ -34,6 +34,7 @@ from lexpilot_batch.estimate.calibration import calibrate
 from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import RunView, State, snapshot
 from lexpilot_batch.estimate.tail import project_tail_sync
+from lexpilot_batch.providers.apis import BATCH
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
 from lexpilot_batch.report.costs import total as total_cost
@@ -242,7 +243,7 @@ def _role_backends(state: State, session: Session) -> dict[str, str]:
         run = state.runs[key]
         for role in ROLES:
             found[role].add(_route_backend(session, run, role))
-    fallback = {role: session.choices.get(role, "batch") for role in ROLES}
+    fallback = {role: session.choices.get(role, BATCH) for role in ROLES}
     return {role: (MIXED if len(b) > 1 else next(iter(b), fallback[role])) for role, b in found.items()}
 
 

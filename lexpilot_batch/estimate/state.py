@@ -28,9 +28,7 @@ from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import (
     RunPlan,
     build_manifest,
-    check_key_free,
-    check_manifest,
-    check_readings,
+    check_registration,
     role_requests,
     run_key,
     run_threads,
@@ -184,11 +182,15 @@ class State:
         manifest = build_manifest(run_id, plan, dataset, indices, templates)
         key = run_key(run_id, model)
         run = self.runs.get(key)
-        check_key_free(run_id, model, None if run is None else (run.run_id, run.model))
-        check_readings((self._manifest(r) for r in self.runs.values() if r is not run), plan)
-        if run is not None:
-            check_manifest(self._manifest(run), manifest, run_id, model)
-        else:
+        check_registration(
+            run_id,
+            plan,
+            manifest,
+            holder=None if run is None else (run.run_id, run.model),
+            others=(self._manifest(r) for r in self.runs.values() if r is not run),
+            old=None if run is None else self._manifest(run),
+        )
+        if run is None:
             run = RunView(
                 run_id,
                 model,

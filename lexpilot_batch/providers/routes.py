@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import SIMULATED, check_backend
+from lexpilot_batch.providers.apis import BATCH, MANUAL, OPENAI, SIMULATED, check_backend
 from lexpilot_batch.providers.endpoints import (
     VLLM_ENDPOINT,
     Endpoint,
@@ -103,7 +103,7 @@ def resolve_route(role: str, model: str, provider: str | None, rules: RouteRules
     `/v1/chat/completions` whatever the profile says.
     """
     route = _resolve_route(role, model, provider, rules)
-    if route.backend == "manual" and route.limits.endpoint != VLLM_ENDPOINT:
+    if route.backend == MANUAL and route.limits.endpoint != VLLM_ENDPOINT:
         route = replace(route, limits=replace(route.limits, endpoint=VLLM_ENDPOINT))
     return route
 
@@ -163,12 +163,12 @@ def _backend(role: str, model: str, spec: Provider | None, own: ModelRoute, choi
         backend, source = check_backend(own.backend, role), "the model list"
     else:
         return spec.backend if spec is not None else "batch"
-    if backend == "batch" and spec is not None and not spec.batch_api:
+    if backend == BATCH and spec is not None and not spec.batch_api:
         raise ConfigError(
             f"{model} ({role} role): {spec.title} has no Batch API, but {source} chose the batch backend; "
             f"send it with --{role}-backend sync (the default for {spec.prefix}/) or manual"
         )
-    if backend == "manual" and spec is not None and spec.api != "openai":
+    if backend == MANUAL and spec is not None and spec.api != OPENAI:
         raise ConfigError(
             f"{model} ({role} role): {source} chose the manual backend, whose files are OpenAI chat-format batches; "
             f"{spec.prefix}/ models go through {spec.title} (the batch backend), its synchronous calls (sync) "

@@ -279,6 +279,25 @@ def check_manifest(old: dict, new: dict, run_id: str, model: str) -> None:
         )
 
 
+def check_registration(
+    run_id: str,
+    plan: RunPlan,
+    manifest: dict,
+    *,
+    holder: tuple[str, str] | None,
+    others: Iterable[Mapping[str, Any]],
+    old: dict | None,
+) -> None:
+    """Every check a run's registration makes before anything is written, in one place: `prepare`
+    (`register_run`, over the database) and `prepare --dry-run` (`estimate.state`, in memory) call
+    it alike. `holder` is whoever holds the run's key, `others` the other runs' manifests, `old`
+    this run's manifest when it is registered already."""
+    check_key_free(run_id, plan.model, holder)
+    check_readings(others, plan)
+    if old is not None:
+        check_manifest(old, manifest, run_id, plan.model)
+
+
 def manifest_path(ws: Workspace, run_id: str, model: str) -> Path:
     return ws.runs_dir / slug(run_id) / slug(model) / "manifest.json"
 
@@ -299,11 +318,18 @@ def register_run(
     key = run_key(run_id, model)
     with ws.store.transaction() as db:
         row = db.execute("SELECT pk, manifest FROM runs WHERE run_id = ? AND model = ?", (run_id, model)).fetchone()
+        clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
         others = db.execute("SELECT manifest FROM runs WHERE NOT (run_id = ? AND model = ?)", (run_id, model))
-        check_readings((json.loads(r["manifest"]) for r in others), plan)
-        if row is not None:
-            old = json.loads(row["manifest"])
-            check_manifest(old, manifest, run_id, model)
+        old = None if row is None else json.loads(row["manifest"])
+        check_registration(
+            run_id,
+            plan,
+            manifest,
+            holder=None if clash is None else (clash["run_id"], clash["model"]),
+            others=(json.loads(r["manifest"]) for r in others),
+            old=old,
+        )
+        if old is not None:  # registered before: its row holds the manifest just checked
             db.execute("UPDATE runs SET speculate = ? WHERE pk = ?", (int(speculate), row["pk"]))
             run = Run(row["pk"], run_id, model, key, old)
         else:
@@ -325,8 +351,6 @@ def _insert_run(
     speculate: bool,
 ) -> Run:
     """Insert the run and copy its cases (inside the caller's transaction)."""
-    clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
-    check_key_free(run_id, model, None if clash is None else (clash["run_id"], clash["model"]))
     _copy_cases(db, dataset, len(indices))
     # The run is classed with its own mapping when it is scored (`results`): keep that mapping.
     db.execute(

@@ -87,6 +87,24 @@ def test_the_open_wave_stays_plain_and_finished_ones_hold_their_bytes(tmp_path):
         session.close()
 
 
+def test_doctor_deep_reads_compacted_files_back_and_finds_one_that_changed(tmp_path):
+    """A compacted file rewritten with other bytes (still valid gzip) is invisible to a plain
+    `doctor`, which only looks for missing files, and found by `doctor --deep`."""
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="lca", limit=LIMIT)
+        [first] = [ws.path(r[0]) for r in ws.store.conn.execute("SELECT path FROM files")]
+        poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)  # wave 1 compacted
+        session.close()
+        assert doctor.diagnose(ws, deep=True) == []
+        packed = compaction.stored(first)
+        packed.write_bytes(gzip.compress(gzip.decompress(packed.read_bytes()).replace(b"0.7", b"0.9", 1)))
+        assert doctor.diagnose(ws) == []
+        [finding] = doctor.diagnose(ws, deep=True)
+        assert finding.kind == doctor.COMPACTED_DAMAGED and finding.severity == "warning"
+        assert finding.targets == (f"{ws.relative(first)}.gz",)
+
+
 def test_a_file_that_is_not_what_was_compiled_stays_plain_and_a_lost_one_is_reported(tmp_path):
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
