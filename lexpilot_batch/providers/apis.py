@@ -10,19 +10,30 @@ elsewhere and ingests the output), `simulated` (the offline simulated provider).
 
 from __future__ import annotations
 
+from typing import Final, Literal
+
 from lexpilot_batch.errors import ConfigError
 
-OPENAI, ANTHROPIC, GOOGLE = "openai", "anthropic", "google"
-APIS = (OPENAI, ANTHROPIC, GOOGLE)
+# The types, for mypy to check a value where it is stored or compared; the constants, for the code.
+Api = Literal["openai", "anthropic", "google"]
+Backend = Literal["batch", "sync", "manual", "simulated"]
 
-BATCH, SYNC, MANUAL, SIMULATED = "batch", "sync", "manual", "simulated"
-BACKENDS = (BATCH, SYNC, MANUAL, SIMULATED)
+OPENAI: Final = "openai"
+ANTHROPIC: Final = "anthropic"
+GOOGLE: Final = "google"
+APIS: Final[tuple[Api, ...]] = (OPENAI, ANTHROPIC, GOOGLE)
+
+BATCH: Final = "batch"
+SYNC: Final = "sync"
+MANUAL: Final = "manual"
+SIMULATED: Final = "simulated"
+BACKENDS: Final[tuple[Backend, ...]] = (BATCH, SYNC, MANUAL, SIMULATED)
 # The backends whose files become batches at a provider: what is billed at batch prices, what
 # enqueued-token budgets count, what `--tail-sync` may move to `sync`.
 BATCH_LIKE = frozenset({BATCH, SIMULATED})
 
 
-def check_backend(value: str, role: str) -> str:
+def check_backend(value: str, role: str) -> Backend:
     """`value` if it names a backend; a `ConfigError` naming the role's option otherwise."""
     if value not in BACKENDS:
         raise ConfigError(

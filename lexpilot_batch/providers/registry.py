@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.apis import OPENAI, Api, Backend
 from lexpilot_batch.providers.endpoints import DEFAULT_BASE_URL
 
 OPENAI_API = "openai-api"  # the generic prefix: openai-api/<service>/<model>
@@ -36,11 +37,11 @@ class Provider:
     base_url: str | None  # the default endpoint; None: it must be set (`url_var`)
     url_var: str  # overrides the endpoint; `{SERVICE}` is the service of openai-api/<service>/
     key_var: str  # the variable holding the API key
-    backend: str  # the default backend: batch where the provider has a Batch API, sync where not
+    backend: Backend  # the default backend: batch where the provider has a Batch API, sync where not
     batch_api: bool
     profile: str | None  # limits profile (config.PROFILES); None: guessed from the base URL
     dialect: str  # request body dialect (providers.dialects)
-    api: str = "openai"  # the API shape: which backend class sends its requests
+    api: Api = OPENAI  # the API shape: which backend class sends its requests
     ready: bool = True  # False: reserved for a later version
     chat_api: bool = True  # the endpoint of its batches also answers synchronous calls (`--tail-sync`)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH, MANUAL, OPENAI, SIMULATED, check_backend
+from lexpilot_batch.providers.apis import BATCH, MANUAL, OPENAI, SIMULATED, Api, check_backend
 from lexpilot_batch.providers.endpoints import (
     VLLM_ENDPOINT,
     Endpoint,
@@ -64,7 +64,7 @@ class Route:
     provider: str | None  # `registry.ModelName.key`; None for a bare name
     endpoint: Endpoint
     limits: Limits
-    api: str = "openai"  # the provider's API shape (`registry.Provider.api`)
+    api: Api = OPENAI  # the provider's API shape (`registry.Provider.api`)
 
     @property
     def backend(self) -> str:
