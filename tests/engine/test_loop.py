@@ -11,8 +11,6 @@ from engine_helpers import finish, open_session, prepare_runs, records, thread_c
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.engine.loop import submit
-from lexpilot_batch.engine.recovery import batch_tag
 from lexpilot_batch.errors import ManifestMismatch, WorkspaceBusy
 from lexpilot_batch.report import status
 from lexpilot_batch.state.compaction import read_saved, saved_files
@@ -147,31 +145,6 @@ def test_sharding_respects_request_limit(ws):
         assert thread_counts(ws) == {"done": result.compiled.requests}
     finally:
         session.close()
-
-
-def test_crash_between_batch_create_and_commit_adopts_the_batch(ws, session, monkeypatch):
-    prepare_runs(ws, session, stage="lca")
-    import lexpilot_batch.engine.submit as batches
-
-    real_record = batches.record_batch
-
-    def dying_record(*args, **kwargs):
-        raise KeyboardInterrupt  # killed right after the provider created the batch
-
-    monkeypatch.setattr(batches, "record_batch", dying_record)
-    with pytest.raises(KeyboardInterrupt):
-        submit(ws, session)
-    monkeypatch.setattr(batches, "record_batch", real_record)
-    row = dict(ws.store.conn.execute("SELECT * FROM files").fetchone())
-    assert row["status"] == "creating"
-    result = submit(ws, session)
-    assert result.adopted == [row["path"]]
-    backend = session.batch_backend(row)
-    tag = batch_tag(ws, row)
-    matching = [b for b in backend.client.batches.list(limit=100) if (b.metadata or {}) == tag]
-    assert len(matching) == 1
-    finish(ws, session)
-    assert set(thread_counts(ws)) == {"done"}
 
 
 def test_faults_still_score_every_history_exactly_once(tmp_path):
