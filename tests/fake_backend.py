@@ -5,18 +5,23 @@ For the unit tests of `engine/submit.py`, `engine/recovery.py` and `engine/poll.
 be told to refuse a call (`fail`), to lose a create's answer after making its batch
 (`lose_answers`), to make a batch only a few listings after its create (`commit_late`), to forget a
 batch (`forget`), and to end one with result lines (`finish`). Its batches' `created_at` is the
-real clock's, as a provider's is, so that the engine's cut-offs (`since`) apply to them.
+real clock's (or the one a test gives), as a provider's is, so that the engine's cut-offs (`since`)
+apply to them.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+from engine_helpers import open_session
+
+from lexpilot_batch.engine.session import Session
 from lexpilot_batch.providers.base import (
     TERMINAL,
     TOKEN_LIMIT,
@@ -26,13 +31,15 @@ from lexpilot_batch.providers.base import (
     BatchSource,
     CreateUncertain,
 )
+from lexpilot_batch.state.workspace import Workspace
 
 
 class FakeBackend(BatchBackend):
     """One provider's Files + Batches API, in memory."""
 
-    def __init__(self, *, tags_batches: bool = True) -> None:
+    def __init__(self, *, tags_batches: bool = True, now: Callable[[], float] = time.time) -> None:
         self.tags_batches = tags_batches
+        self.now = now  # the provider's clock, which stamps `created_at`
         self.held: dict[str, BatchInfo] = {}  # batch id -> its state, in the order they were created
         self.inputs: dict[str, str] = {}  # uploaded file id -> the workspace file's name
         self.sources: dict[str, BatchSource | None] = {}  # batch id -> what its create was given
@@ -67,7 +74,7 @@ class FakeBackend(BatchBackend):
             id=self._id("batch"),
             status=fields.pop("status", "in_progress"),
             metadata=dict(metadata or {}),
-            created_at=fields.pop("created_at", time.time()),
+            created_at=fields.pop("created_at", self.now()),
             **fields,
         )
         self.held[info.id] = info
@@ -130,7 +137,7 @@ class FakeBackend(BatchBackend):
             id=self._id("batch"),
             status="validating",
             metadata=dict(metadata) if self.tags_batches else {},
-            created_at=time.time(),
+            created_at=self.now(),
             request_counts={"total": _lines(source.path) if source is not None else 0},
         )
         self.sources[info.id] = source
@@ -193,6 +200,20 @@ class FakeBackend(BatchBackend):
         file_id = self._id("file")
         self.contents[file_id] = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode("utf-8")
         return file_id
+
+
+def sending_to(ws: Workspace, fake: FakeBackend, monkeypatch: pytest.MonkeyPatch, **options: Any) -> Session:
+    """A simulated session (its routes, limits and options) whose batch files all go to `fake`;
+    a create whose answer was lost is looked for once (`create_grace` 0) unless a test says."""
+    options.setdefault("create_grace", 0.0)
+    session = open_session(ws, **options)
+    monkeypatch.setattr(session, "batch_backend", lambda row: fake)
+    return session
+
+
+def file_rows(ws: Workspace) -> list[dict[str, Any]]:
+    """Every file of the workspace, in the order they were compiled."""
+    return [dict(r) for r in ws.store.conn.execute("SELECT * FROM files ORDER BY pk")]
 
 
 def _lines(path: Path) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, thread_counts
-from fake_backend import FakeBackend
+from fake_backend import FakeBackend, file_rows, sending_to
 
 from lexpilot_batch.engine import budgets, submit
 from lexpilot_batch.engine.compiler import compile_wave
@@ -44,23 +44,11 @@ def ws(tmp_path: Any) -> Iterator[Workspace]:
         yield workspace
 
 
-def sending_to(ws: Workspace, fake: FakeBackend, monkeypatch: pytest.MonkeyPatch, **options: Any) -> Session:
-    """A simulated session (routes, limits, options) whose batch files go to `fake`."""
-    options.setdefault("create_grace", 0.0)
-    session = open_session(ws, **options)
-    monkeypatch.setattr(session, "batch_backend", lambda row: fake)
-    return session
-
-
-def files(ws: Workspace) -> list[dict[str, Any]]:
-    return [dict(r) for r in ws.store.conn.execute("SELECT * FROM files ORDER BY pk")]
-
-
 def test_a_compiled_file_is_uploaded_then_created_once_each_step_recorded_before_the_next(ws, monkeypatch):
     fake = FakeBackend()
     session = sending_to(ws, fake, monkeypatch)
     prepare_runs(ws, session, limit=1)
-    (row,) = files(ws)
+    (row,) = file_rows(ws)
     seen: dict[str, Any] = {}
     create = fake.create
 
@@ -94,11 +82,11 @@ def test_an_upload_that_fails_leaves_the_file_compiled_and_the_next_submit_sends
     fake.fail("upload", ProviderUnavailable("uploading: the provider is down"))
     with pytest.raises(ProviderUnavailable):
         submit_files(ws, session)
-    (row,) = files(ws)
+    (row,) = file_rows(ws)
     assert row["status"] == "compiled" and row["provider_file_id"] is None and fake.count("create") == 0
 
     result = submit_files(ws, session)
-    assert result.submitted == [row["path"]] and files(ws)[0]["status"] == "submitted"
+    assert result.submitted == [row["path"]] and file_rows(ws)[0]["status"] == "submitted"
     assert fake.count("upload") == 2 and fake.count("create") == 1
 
 
@@ -114,11 +102,11 @@ def test_a_file_uploaded_by_a_stopped_command_is_created_without_a_second_upload
     monkeypatch.setattr(submit, "mark_creating", killed)
     with pytest.raises(KeyboardInterrupt):
         submit_files(ws, session)
-    assert files(ws)[0]["status"] == "uploaded" and fake.count("create") == 0
+    assert file_rows(ws)[0]["status"] == "uploaded" and fake.count("create") == 0
     monkeypatch.setattr(submit, "mark_creating", real)
 
     submit_files(ws, session)
-    (row,) = files(ws)
+    (row,) = file_rows(ws)
     assert row["status"] == "submitted" and row["creates"] == 1
     assert fake.count("upload") == 1 and fake.count("create") == 1
 
@@ -136,14 +124,14 @@ def test_a_file_left_creating_whose_batch_exists_is_adopted_not_created_again(ws
     with pytest.raises(KeyboardInterrupt):
         submit_files(ws, session)
     monkeypatch.setattr(submit, "record_batch", real)
-    (row,) = files(ws)
+    (row,) = file_rows(ws)
     assert row["status"] == "creating" and len(fake.held) == 1
 
     result = submit_files(ws, session)
     (batch,) = fake.held.values()
     assert result.adopted == result.submitted == [row["path"]]
     assert fake.count("create") == 1 and fake.count("upload") == 1
-    assert files(ws)[0]["status"] == "submitted" and files(ws)[0]["batch_id"] == batch.id
+    assert file_rows(ws)[0]["status"] == "submitted" and file_rows(ws)[0]["batch_id"] == batch.id
 
 
 def test_a_file_left_creating_with_no_batch_is_created_again_as_its_next_create(ws, monkeypatch):
@@ -153,10 +141,10 @@ def test_a_file_left_creating_with_no_batch_is_created_again_as_its_next_create(
     fake.fail("create", *[RateLimited("creating a batch: HTTP 429")] * CREATE_ATTEMPTS)
     with pytest.raises(RateLimited):
         submit_files(ws, session)
-    assert files(ws)[0]["status"] == "creating" and not fake.held
+    assert file_rows(ws)[0]["status"] == "creating" and not fake.held
 
     result = submit_files(ws, session)
-    (row,) = files(ws)
+    (row,) = file_rows(ws)
     (batch,) = fake.held.values()
     assert result.submitted == [row["path"]] and not result.adopted
     assert row["creates"] == 2 and batch.metadata["lexpilot_create"] == "2"
@@ -170,21 +158,21 @@ def test_a_create_whose_answer_was_lost_is_found_by_its_tag_and_made_once(ws, mo
     fake.lose_answers(1)
     result = submit_files(ws, session)
     (batch,) = fake.held.values()
-    assert fake.count("create") == 1 and result.submitted == [files(ws)[0]["path"]]
-    assert files(ws)[0]["batch_id"] == batch.id
+    assert fake.count("create") == 1 and result.submitted == [file_rows(ws)[0]["path"]]
+    assert file_rows(ws)[0]["batch_id"] == batch.id
 
 
 def test_a_batch_made_before_the_database_was_restored_is_adopted_without_an_upload(ws, monkeypatch):
     fake = FakeBackend()
     session = sending_to(ws, fake, monkeypatch)
     prepare_runs(ws, session, limit=1)
-    (row,) = files(ws)
+    (row,) = file_rows(ws)
     earlier = fake.add(batch_tag(ws, {**row, "creates": 1}), status="completed", request_counts={"total": 2})
 
     result = submit_files(ws, session)
     assert result.adopted == result.submitted == [row["path"]]
     assert fake.count("upload") == 0 and fake.count("create") == 0
-    after = files(ws)[0]
+    after = file_rows(ws)[0]
     assert after["status"] == "submitted" and after["batch_id"] == earlier.id and after["creates"] == 1
 
 
@@ -196,7 +184,7 @@ def test_untagged_batches_of_a_lost_create_that_cannot_be_told_apart_leave_the_f
     fake.add(request_counts={"total": 2})  # a stranger's batch of the same size, still running
 
     result = submit_files(ws, session)
-    (row,) = files(ws)
+    (row,) = file_rows(ws)
     assert result.unresolved and result.unresolved[0].startswith(f"{row['path']}: 2 batches of 2 requests")
     assert not result.submitted and row["status"] == "creating" and row["batch_id"] is None
     assert fake.count("create") == 1
@@ -213,7 +201,7 @@ def test_sync_and_manual_files_are_only_marked_sent(ws, monkeypatch, backend):
     prepare_runs(ws, session, limit=1)
     sent: list[str] = []
     result = submit_files(ws, session, on_file=sent.append)
-    (row,) = files(ws)
+    (row,) = file_rows(ws)
     assert row["status"] == "submitted" and row["batch_id"] == backend and row["batch_status"] == "in_progress"
     assert row["provider_file_id"] is None and sent == [row["path"]]
     assert (result.manual, result.submitted) == (([row["path"]], []) if backend == "manual" else ([], [row["path"]]))
@@ -229,24 +217,24 @@ def shards(ws: Workspace, fake: FakeBackend, monkeypatch: pytest.MonkeyPatch, li
 def test_files_are_created_while_their_models_budget_has_room_and_the_rest_wait(ws, monkeypatch):
     fake = FakeBackend()
     session = shards(ws, fake, monkeypatch, limit=1)
-    first, second = files(ws)
+    first, second = file_rows(ws)
     budgets.remember_flags(ws, {MODEL: first["tokens"] + second["tokens"] - 1})
 
     result = submit_files(ws, session)
     assert result.submitted == [first["path"]] and result.waiting == [second["path"]]
-    assert [r["status"] for r in files(ws)] == ["submitted", "compiled"] and fake.count("upload") == 1
+    assert [r["status"] for r in file_rows(ws)] == ["submitted", "compiled"] and fake.count("upload") == 1
 
     # Still running: still no room. Once its batch has ended, the second goes.
     assert submit_files(ws, session).waiting == [second["path"]]
     set_file(ws, first["pk"], batch_status="completed")
     assert submit_files(ws, session).submitted == [second["path"]]
-    assert [r["status"] for r in files(ws)] == ["submitted", "submitted"]
+    assert [r["status"] for r in file_rows(ws)] == ["submitted", "submitted"]
 
 
 def test_a_file_that_fills_the_budget_exactly_is_created(ws, monkeypatch):
     fake = FakeBackend()
     session = shards(ws, fake, monkeypatch, limit=1)
-    first, second = files(ws)
+    first, second = file_rows(ws)
     budgets.remember_flags(ws, {MODEL: first["tokens"] + second["tokens"]})
     result = submit_files(ws, session)
     assert result.submitted == [first["path"], second["path"]] and not result.waiting
@@ -255,7 +243,7 @@ def test_a_file_that_fills_the_budget_exactly_is_created(ws, monkeypatch):
 def test_once_a_file_waits_its_models_later_files_wait_too_in_order(ws, monkeypatch):
     fake = FakeBackend()
     session = shards(ws, fake, monkeypatch, limit=3)
-    rows = files(ws)
+    rows = file_rows(ws)
     room = min(r["tokens"] for r in rows[3:])
     # Control: the third file does not fit in what is left, a later one would.
     assert rows[2]["tokens"] > room
@@ -269,32 +257,32 @@ def test_once_a_file_waits_its_models_later_files_wait_too_in_order(ws, monkeypa
 def test_a_file_larger_than_a_lowered_budget_waits_while_others_run_then_is_discarded(ws, monkeypatch):
     fake = FakeBackend()
     session = shards(ws, fake, monkeypatch, limit=1)
-    first, second = files(ws)
+    first, second = file_rows(ws)
     budgets.remember_flags(ws, {MODEL: first["tokens"] + second["tokens"] - 1})
     assert submit_files(ws, session).waiting == [second["path"]]
     budgets.remember_flags(ws, {MODEL: second["tokens"] - 1})  # lowered below the second file
     assert submit_files(ws, session).waiting == [second["path"]]  # the first still runs: it waits
     set_file(ws, first["pk"], batch_status="completed")
     assert submit_files(ws, session).discarded == [second["path"]]
-    assert [r["pk"] for r in files(ws)] == [first["pk"]]
+    assert [r["pk"] for r in file_rows(ws)] == [first["pk"]]
 
 
 def test_a_file_larger_than_the_whole_budget_is_discarded_and_its_requests_asked_again(ws, monkeypatch):
     fake = FakeBackend()
     session = sending_to(ws, fake, monkeypatch)
     prepare_runs(ws, session, limit=1)
-    (row,) = files(ws)
+    (row,) = file_rows(ws)
     budgets.remember_flags(ws, {MODEL: row["tokens"] - 1})  # as a quota refusal lowers it
 
     result = submit_files(ws, session)
     assert result.discarded == [row["path"]] and not result.submitted and not fake.calls
-    assert files(ws) == [] and not ws.path(row["path"]).exists()
+    assert file_rows(ws) == [] and not ws.path(row["path"]).exists()
     assert ws.store.conn.execute("SELECT COUNT(*) FROM requests").fetchone()[0] == 0
 
     # Asked again by the next compile, in files cut to the budget, which then fit.
     compiled = compile_wave(ws, session.route)
     assert compiled.wave == 1 and compiled.requests == 2 and len(compiled.files) == 2
-    assert all(r["tokens"] < row["tokens"] - 1 for r in files(ws))
+    assert all(r["tokens"] < row["tokens"] - 1 for r in file_rows(ws))
     assert submit_files(ws, session).submitted == compiled.files[:1]
 
 
