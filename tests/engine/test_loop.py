@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records, thread_counts, wave_count
@@ -250,7 +251,7 @@ def test_a_batch_that_never_finishes_is_cancelled_and_requeued(tmp_path):
 
 def test_faults_change_no_record(tmp_path):
     """Retries under every per-request and per-batch fault end with the fault-free run's records."""
-    outcomes = []
+    outcomes: list[Any] = []
     for faults in ("", "line_error=0.1,truncate=0.03,malformed_judge=0.1,expire_batch=0.3,fail_batch=0.15,seed=5"):
         with Workspace(tmp_path / f"ws{len(outcomes)}") as ws:
             session = open_session(ws, faults, retries=8)
