@@ -10,7 +10,7 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import stored_case
 from lexpilot_batch.engine.loop import poll_and_advance, prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
-from lexpilot_batch.providers.ids import id_parts
+from lexpilot_batch.providers.ids import IdParts, id_parts
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
 
@@ -71,6 +71,14 @@ def thread_counts(ws: Workspace) -> dict[str, int]:
 
 def wave_count(ws: Workspace) -> int:
     return ws.store.conn.execute("SELECT COUNT(*) FROM waves").fetchone()[0]
+
+
+def our_parts(custom_id: str) -> IdParts:
+    """The parts of a custom_id this workspace compiled (run, case, step, attempt, tag, digest); the
+    test fails on any other id."""
+    parts = id_parts(custom_id)
+    assert parts is not None, f"not one of our custom_ids: {custom_id!r}"
+    return parts
 
 
 def request_key(custom_id: str) -> str:

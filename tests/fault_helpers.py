@@ -193,7 +193,7 @@ def first_lines(root: Path, outcome: Outcome) -> dict[str, dict[str, Any]]:
                 continue
             for _, line, _, _ in read_lines(root / f[key]):
                 cid = line.get("custom_id") if line else None
-                if isinstance(cid, str) and owner.get(cid) == f["pk"] and cid not in first:
+                if line is not None and isinstance(cid, str) and owner.get(cid) == f["pk"] and cid not in first:
                     first[cid] = line
     return first
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import re
 import statistics
+from collections.abc import Sequence
 
 ORDINAL = {"支持": 0, "部分支持": 1, "驳回": 2}
 LCA = ("macro_f1", "f1_u", "f1_c", "acc_c", "acc_u")
@@ -103,7 +104,7 @@ def replicates(groups: list[list[dict]], resamples: int, seed: int) -> dict[tupl
     return out
 
 
-def interval(values: list[float | None]) -> dict | None:
+def interval(values: Sequence[float | None]) -> dict | None:
     defined = [v for v in values if v is not None]
     if not defined:
         return None

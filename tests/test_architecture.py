@@ -218,11 +218,11 @@ def state_strings(path: Path) -> list[tuple[int, str]]:
                 found.append((node.lineno, f"in SQL: {match.group(2)!r}: {node.value[:60]}"))
         elif isinstance(node, ast.Compare):
             for side in (node.left, *node.comparators):
-                found += [(c.lineno, c.value) for c in words_of(side)]
+                found += [(c.lineno, str(c.value)) for c in words_of(side)]
         elif isinstance(node, ast.keyword) and node.arg in STATE_KEYWORDS:
-            found += [(c.lineno, c.value) for c in words_of(node.value)]
+            found += [(c.lineno, str(c.value)) for c in words_of(node.value)]
         elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict):
-            found += [(c.lineno, c.value) for k in node.value.keys if k is not None for c in words_of(k)]
+            found += [(c.lineno, str(c.value)) for k in node.value.keys if k is not None for c in words_of(k)]
     return found
 
 

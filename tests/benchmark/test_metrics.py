@@ -159,7 +159,7 @@ def test_dcg_denominator_is_every_case():
     assert metrics.dcg_success_rate([False] * 3) == 0.0
     assert metrics.dcg_success_rate([]) is None
     with pytest.raises(ValueError):
-        metrics.dcg_success_rate([True, "是"])
+        metrics.dcg_success_rate([True, "是"])  # type: ignore[list-item]  # a non-bool on purpose
 
 
 def test_mean_sd_is_sample_sd_over_defined_runs():

@@ -23,19 +23,19 @@ from lexpilot_batch.benchmark.protocols.interaction import InteractionLJP
 from lexpilot_batch.benchmark.protocols.lca import LCA
 from lexpilot_batch.benchmark.protocols.ljp import DirectLJP, GoldLJP
 from lexpilot_batch.data import Case, Message
+from lexpilot_batch.data.schema import Verdict
 
-CLAIMS = {
+CLAIMS: dict[str, Verdict] = {
     "判令被告偿还借款本金十万元": "支持",
     "判令被告支付逾期利息": "部分支持",
     "判令被告承担律师费": "驳回",
 }
 PREDICTED = ["部分支持", "驳回", "支持"]  # deliberately unlike the gold labels
 FOCAL_POINTS = ["借款合意及交付", "利息约定"]
-KEY_DETAILS = {
-    "借款合意及交付": ["借条载明借款金额十万元并由张某签名", "款项通过银行转账于2021年3月1日交付"],
-    "利息约定": "借条约定年利率为百分之六且到期未还",
-}
-KEY_SENTENCES = [*KEY_DETAILS["借款合意及交付"], KEY_DETAILS["利息约定"]]
+LOAN_DETAILS = ["借条载明借款金额十万元并由张某签名", "款项通过银行转账于2021年3月1日交付"]
+INTEREST_DETAIL = "借条约定年利率为百分之六且到期未还"
+KEY_DETAILS: dict[str, str | list[str]] = {"借款合意及交付": LOAN_DETAILS, "利息约定": INTEREST_DETAIL}
+KEY_SENTENCES = [*LOAN_DETAILS, INTEREST_DETAIL]
 
 
 def make_case(extra_pairs: int = 0) -> Case:
@@ -64,8 +64,8 @@ def make_case(extra_pairs: int = 0) -> Case:
         focal_point=FOCAL_POINTS,
         key_details=KEY_DETAILS,
         result_dict=CLAIMS,
-        complete_history=complete,
-        underspecified_history=underspecified,
+        complete_history=[Message.model_validate(m) for m in complete],
+        underspecified_history=[Message.model_validate(m) for m in underspecified],
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from lexpilot_batch.benchmark import metrics
@@ -71,7 +73,7 @@ def test_score_reads_exactly_what_scored_keeps():
 
 def test_scored_fields_scored_again_are_unchanged():
     """The report reads whole records (HTML) or their stored scored fields alike."""
-    records = {
+    records: dict[str, dict[str, Any]] = {
         "lca": {"history_type": "complete", "label": "judgment", "response": "r"},
         "dcg": {"success": True, "rounds": [{"question": "q", "reply": "r", "decision": "是"}, {"question": "q"}]},
         "ljp_interaction": {"claims": [{"claim": "c", "gold": "驳回", "predicted": "驳回"}], "stop_reason": "x"},
@@ -86,7 +88,7 @@ def test_counts_add_up_to_the_metrics_of_the_union():
     """Statistics are additive: the metrics of summed counts equal the metrics of the pooled records,
     which is what lets the bootstrap score a resample as a sum."""
     verdicts = ("支持", "部分支持", "驳回")
-    ljp = [
+    ljp: list[dict[str, Any]] = [
         {
             "claims": [
                 {"gold": verdicts[(i * 7 + j) % 3], "predicted": verdicts[(i + j * 5) % 3]} for j in range(i % 4 + 1)
@@ -94,21 +96,20 @@ def test_counts_add_up_to_the_metrics_of_the_union():
         }
         for i in range(9)
     ]
-    lca = [
+    lca: list[dict[str, Any]] = [
         {"history_type": ("complete", "underspecified")[i % 2], "label": ("judgment", "clarification")[i % 3 == 0]}
         for i in range(9)
     ]
-    dcg = [{"success": i % 3 == 1} for i in range(9)]
+    dcg: list[dict[str, Any]] = [{"success": i % 3 == 1} for i in range(9)]
     for name, records in (("ljp_gold", ljp), ("lca", lca), ("dcg", dcg)):
         task = TASKS[name]
         summed = [sum(column) for column in zip(*(task.counts(r) for r in records), strict=True)]
-        pooled = {"lca": metrics.lca_metrics, "dcg": metrics.dcg_metrics, "ljp_gold": metrics.ljp_metrics}[name]
         if name == "lca":
-            expected = pooled((r["history_type"], r["label"]) for r in records)
+            expected = metrics.lca_metrics((r["history_type"], r["label"]) for r in records)
         elif name == "dcg":
-            expected = pooled(r["success"] for r in records)
+            expected = metrics.dcg_metrics(r["success"] for r in records)
         else:
-            expected = pooled((c["gold"], c["predicted"]) for r in records for c in r["claims"])
+            expected = metrics.ljp_metrics((c["gold"], c["predicted"]) for r in records for c in r["claims"])
         assert dict(zip(task.metrics, task.from_counts(summed), strict=True)) == expected
 
 

@@ -136,7 +136,7 @@ def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
 
 # --- one violation at a time -----------------------------------------------------------------
 
-Mutator = Callable[[dict[str, Any]], None]
+Mutator = Callable[[dict[str, Any]], object]
 
 
 def _set(path: list[Any], value: Any) -> Mutator:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import random
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from test_dataset import make_case
 
 from lexpilot_batch import data
 from lexpilot_batch.data import (
+    Case,
     DatasetFile,
     load_dataset,
     open_dataset,
@@ -380,7 +382,7 @@ def test_cases_are_copied_once_per_dataset_not_once_per_run(tmp_path: Path, monk
     reads: list[int | None] = []
     real_read = DatasetFile.read_cases
 
-    def counted(self: DatasetFile, limit: int | None = None):  # type: ignore[no-untyped-def]
+    def counted(self: DatasetFile, limit: int | None = None) -> Iterator[Case]:
         reads.append(limit)
         return real_read(self, limit)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from crash_helpers import base_env
-from engine_helpers import finish, open_session, prepare_runs, records, thread_counts
+from engine_helpers import finish, open_session, our_parts, prepare_runs, records, thread_counts
 
 from lexpilot_batch import doctor
 from lexpilot_batch.engine import poll
@@ -22,7 +22,6 @@ from lexpilot_batch.engine.poll import poll_files
 from lexpilot_batch.engine.session import ProviderOptions
 from lexpilot_batch.engine.submit import TamperedFile
 from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
-from lexpilot_batch.providers.ids import id_parts
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
@@ -361,7 +360,7 @@ def test_ingest_anomalies_are_counted_by_kind_and_change_nothing(ws, untouched):
     other = json.loads(lines[0])
     other["response"]["body"]["choices"][0]["message"]["content"] = "另一个回答。"
     foreign = json.loads(lines[1])
-    parts = id_parts(foreign["custom_id"])
+    parts = our_parts(foreign["custom_id"])
     foreign["custom_id"] = f"{parts.stem}-{'0' * 8}{parts.digest}"  # another workspace's tag
     changed = ws.root.parent / "changed.jsonl"
     changed.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in (other, foreign)), encoding="utf-8")

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from engine_helpers import prepare_runs
+from engine_helpers import our_parts, prepare_runs
 
 from lexpilot_batch import doctor
 from lexpilot_batch.benchmark import judges
@@ -25,7 +25,7 @@ from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.ids import id_parts, id_tag
+from lexpilot_batch.providers.ids import id_tag
 from lexpilot_batch.report import status
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.completions import complete
@@ -35,7 +35,7 @@ from lexpilot_batch.util.jsonbounds import MAX_LINE_BYTES
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
-MANUAL = {"eval": "manual", "user": "manual", "judge": "manual"}
+MANUAL: dict[str, str | None] = {"eval": "manual", "user": "manual", "judge": "manual"}
 Content = Callable[[str, str], str]  # (custom_id, the simulated answer) -> the content written
 
 
@@ -165,7 +165,7 @@ def test_an_answer_over_the_limit_is_retried_like_a_truncation_then_fails_with_t
     victim_step, victim_case = "lca.c.gen", 0
 
     def content(cid: str, text: str) -> str:
-        stem = id_parts(cid).stem
+        stem = our_parts(cid).stem
         return too_long if stem.split("-")[1] == str(victim_case) and f"-{victim_step}-" in stem else text
 
     for n in range(20):
@@ -233,9 +233,11 @@ def test_another_workspaces_output_is_refused_and_its_lines_never_applied(ws, tm
     # The case: the same run ids over the same cases in another order, in another workspace.
     with manual(tmp_path / "other", reversed_sample(tmp_path)) as (other, _):
         theirs = results(unfinished(other)[0], tmp_path / "theirs.jsonl")
-        assert {id_parts(json.loads(x)["custom_id"]).stem for x in theirs.read_text(encoding="utf-8").splitlines()} == {
-            id_parts(r[0]).stem for r in request_rows(ws)
-        }, "the other workspace's requests must have the same stems (run ids, cases, steps) as this one's"
+        assert {
+            our_parts(json.loads(x)["custom_id"]).stem for x in theirs.read_text(encoding="utf-8").splitlines()
+        } == {our_parts(r[0]).stem for r in request_rows(ws)}, (
+            "the other workspace's requests must have the same stems (run ids, cases, steps) as this one's"
+        )
     before = request_rows(ws)
     with pytest.raises(LexpilotError, match=r"another workspace's requests .*nothing was applied") as refused:
         ingest_external(ws, theirs)

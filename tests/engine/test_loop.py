@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records, thread_counts, wave_count
@@ -11,8 +12,6 @@ from engine_helpers import finish, open_session, prepare_runs, records, thread_c
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.engine.loop import submit
-from lexpilot_batch.engine.recovery import batch_tag
 from lexpilot_batch.errors import ManifestMismatch, WorkspaceBusy
 from lexpilot_batch.report import status
 from lexpilot_batch.state.compaction import read_saved, saved_files
@@ -149,31 +148,6 @@ def test_sharding_respects_request_limit(ws):
         session.close()
 
 
-def test_crash_between_batch_create_and_commit_adopts_the_batch(ws, session, monkeypatch):
-    prepare_runs(ws, session, stage="lca")
-    import lexpilot_batch.engine.submit as batches
-
-    real_record = batches.record_batch
-
-    def dying_record(*args, **kwargs):
-        raise KeyboardInterrupt  # killed right after the provider created the batch
-
-    monkeypatch.setattr(batches, "record_batch", dying_record)
-    with pytest.raises(KeyboardInterrupt):
-        submit(ws, session)
-    monkeypatch.setattr(batches, "record_batch", real_record)
-    row = dict(ws.store.conn.execute("SELECT * FROM files").fetchone())
-    assert row["status"] == "creating"
-    result = submit(ws, session)
-    assert result.adopted == [row["path"]]
-    backend = session.batch_backend(row)
-    tag = batch_tag(ws, row)
-    matching = [b for b in backend.client.batches.list(limit=100) if (b.metadata or {}) == tag]
-    assert len(matching) == 1
-    finish(ws, session)
-    assert set(thread_counts(ws)) == {"done"}
-
-
 def test_faults_still_score_every_history_exactly_once(tmp_path):
     faults = "line_error=0.1,truncate=0.03,malformed_judge=0.1,expire_batch=0.3,fail_batch=0.15,http_500=0.05,seed=3"
     with Workspace(tmp_path / "ws") as ws:
@@ -277,7 +251,7 @@ def test_a_batch_that_never_finishes_is_cancelled_and_requeued(tmp_path):
 
 def test_faults_change_no_record(tmp_path):
     """Retries under every per-request and per-batch fault end with the fault-free run's records."""
-    outcomes = []
+    outcomes: list[Any] = []
     for faults in ("", "line_error=0.1,truncate=0.03,malformed_judge=0.1,expire_batch=0.3,fail_batch=0.15,seed=5"):
         with Workspace(tmp_path / f"ws{len(outcomes)}") as ws:
             session = open_session(ws, faults, retries=8)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from typing import Any
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records, request_key
@@ -135,7 +136,7 @@ def test_groups_sent_through_sync_are_cut_by_tokens_but_never_wait_for_a_token_b
     """Enqueued-token budgets count batches only (`budgets`): a group `--tail-sync` sends through
     chat completions is cut by tokens like any other (the cut happens while lines are written, the
     decision once the group is whole), but none of its files waits for room or counts as enqueued."""
-    seen = {}
+    seen: dict[int, tuple[Any, ...]] = {}
     for limit in (0, 1000):
         with Workspace(tmp_path / f"ws{limit}") as ws:
             session = open_session(ws, tail_sync=limit, max_enqueued_tokens={"sim-eval": 6000})

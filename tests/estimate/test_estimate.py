@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import tracemalloc
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from test_dataset import make_case
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import ROLES, Settings
-from lexpilot_batch.data import DatasetFile, load_dataset
+from lexpilot_batch.data import Case, DatasetFile, load_dataset
 from lexpilot_batch.engine.loop import poll_and_advance, submit
 from lexpilot_batch.engine.session import ProviderOptions
 from lexpilot_batch.errors import DataError, ManifestMismatch
@@ -56,7 +57,8 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 def compiled_per_role(ws: Workspace, wave: int) -> dict[str, tuple[int, int]]:
     """(requests, prompt characters) per role in the wave's request files."""
-    requests, chars = Counter(), Counter()
+    requests: Counter[str] = Counter()
+    chars: Counter[str] = Counter()
     for path in sorted(ws.wave_dir("requests", wave).glob("*.jsonl")):
         role = path.name.split("__")[0]
         assert "+" not in role, "each role has its own model in these tests"
@@ -246,6 +248,7 @@ def test_cost_by_hand_on_one_case(tmp_path):
     assert w.cost_usd == pytest.approx(eval_cost) and e.next_wave_cost_usd == pytest.approx(eval_cost)
     judge = e.projection["judge"]
     assert (judge.requests.min, judge.requests.max, judge.prompt_chars.max) == (1, 1, ext_chars)
+    assert judge.cost_usd is not None
     assert judge.cost_usd.expected == pytest.approx(judge_cost)
     for k in ("min", "expected", "max"):
         assert getattr(e.projection_cost_usd, k) == pytest.approx(eval_cost + judge_cost)
@@ -358,7 +361,7 @@ def test_dry_run_reads_the_cases_of_new_runs_once_and_never_holds_the_dataset(tm
     reads: list[int | None] = []
     real_read = DatasetFile.read_cases
 
-    def counted(self: DatasetFile, limit: int | None = None):  # type: ignore[no-untyped-def]
+    def counted(self: DatasetFile, limit: int | None = None) -> Iterator[Case]:
         reads.append(limit)
         return real_read(self, limit)
 
@@ -385,7 +388,7 @@ def test_a_dataset_changed_during_a_dry_run_is_refused_as_prepare_refuses_it(tmp
     path.write_bytes(raw)
     real_read = DatasetFile.read_cases
 
-    def change_then_read(self: DatasetFile, limit: int | None = None):  # type: ignore[no-untyped-def]
+    def change_then_read(self: DatasetFile, limit: int | None = None) -> Iterator[Case]:
         path.write_bytes(raw.replace("借".encode(), "贷".encode(), 1))
         return real_read(self, limit)
 

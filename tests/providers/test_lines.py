@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from lexpilot_batch.benchmark.prompts import Prompt
 from lexpilot_batch.providers.lines import Pieces, request_line
 
-_texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30)
+_texts = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=30)
 # Body fields besides model and messages, as dialects and --model-arg make them: numbers, text,
 # null-free nested objects, a field named "content" too.
 _values = st.recursive(

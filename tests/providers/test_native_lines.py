@@ -5,6 +5,7 @@ each dialect sends."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -66,7 +67,7 @@ def test_the_ids_the_compiler_makes_map_and_other_shapes_keep_theirs():
 
 # --- request lines ----------------------------------------------------------------------------------
 
-_texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+_texts = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=20)
 
 
 @settings(max_examples=150, deadline=None)
@@ -126,7 +127,7 @@ def _judged(line: dict) -> tuple:
     return ok, value, kind, usage, error
 
 
-def _message(content: list, stop: str = "end_turn", **usage) -> dict:
+def _message(content: list[Any], stop: str = "end_turn", **usage: Any) -> dict[str, Any]:
     counted = {"input_tokens": 100, "output_tokens": 50, **usage}
     return {"type": "message", "role": "assistant", "content": content, "stop_reason": stop, "usage": counted}
 
@@ -137,7 +138,7 @@ def _claude(result: dict, cid: str = CID) -> dict:
 
 def test_an_anthropic_answer_is_its_text_never_its_thinking():
     thinking = {"type": "thinking", "thinking": '{"label": "judgment"} is what I first thought', "signature": "s"}
-    usage = {
+    usage: dict[str, Any] = {
         "cache_read_input_tokens": 40,
         "cache_creation_input_tokens": 10,
         "output_tokens_details": {"thinking_tokens": 30},

@@ -57,7 +57,7 @@ def cases(n: int) -> list[tuple[str, str, str, int]]:
     """(custom_id, prompt, ingest parser, n_claims) for n requests cycling over every role's prompt."""
     claims = ["返还借款5万元", "支付利息"]
     asked = [*HISTORY, Message(role="assistant", content=QUESTIONS[0])]
-    out = []
+    out: list[tuple[str, str, str, int]] = []
     for i in range(n):
         q = QUESTIONS[i % len(QUESTIONS)] + "（" + str(i) + "）"
         kind = i % 6
@@ -505,5 +505,6 @@ def test_answers_beyond_the_bounds_of_a_result_line_are_failures_written_at_once
     assert set(lines) == {deep, huge, good}
     for cid, bound in ((deep, "nested deeper than 64 levels"), (huge, "over the 8 MiB")):
         ok, _, _, error, kind, _ = judge_line(lines[cid], "text", 0)
+        assert error is not None
         assert not ok and kind == "transport" and "an answer no result line may hold" in error and bound in error
     assert judge_line(lines[good], "text", 0)[0]

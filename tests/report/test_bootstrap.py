@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from independent_bootstrap import bootstrap, p_value, replicates
@@ -48,7 +49,7 @@ def synthetic(models=("model-a", "model-b"), n_runs=3, n_cases=20, seed=1, compa
                 add("dcg", case, {"success": "是" in decisions, "decisions": decisions})
                 for task in ("ljp_gold", "ljp_interaction"):
                     verdicts = [g if rng.random() < skill else rng.choice(VERDICTS) for g in claims[case]]
-                    record = {
+                    record: dict[str, Any] = {
                         "claims": [{"gold": g, "predicted": p} for g, p in zip(claims[case], verdicts, strict=True)]
                     }
                     if task == "ljp_interaction":

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+from typing import Any
 
 import pytest
 
@@ -315,7 +316,9 @@ def test_cost_is_the_estimates_formula_per_backend():
     }
     runs = [run("run1", {"dcg": dcg((FAMILY, True))}, usage={"eval": mixed})]
     usage = only_group(build_report(runs, {"eval": price}))["usage"]
-    expected = cost_usd(300_000, 50_000, price, "batch") + cost_usd(100_000, 20_000, price, "sync")
+    batch, sync = cost_usd(300_000, 50_000, price, "batch"), cost_usd(100_000, 20_000, price, "sync")
+    assert batch is not None and sync is not None
+    expected = batch + sync
     assert usage["roles"]["eval"]["cost_usd"] == pytest.approx(expected) == pytest.approx(0.5 * 1.0 + 0.36)
     assert usage["roles"]["eval"]["requests"] == 3
     local = [run("run1", {"dcg": dcg((FAMILY, True))}, usage={"eval": {**mixed, "manual": mixed["sync"]}})]
@@ -494,10 +497,10 @@ def test_csv_holds_every_number_of_the_json():
 
     from_csv: dict[tuple, float | None] = {}
     for r in rows:
-        key = (r["model"], r["task"], r["class"], r["metric"], r["run"])
+        key: tuple[Any, ...] = (r["model"], r["task"], r["class"], r["metric"], r["run"])
         assert key not in from_csv, key
         from_csv[key] = number(r["value"])
-        from_csv[(*key, "n")] = int(r["n"])
+        from_csv[key + ("n",)] = int(r["n"])
     expected: dict[tuple, float | None] = {}
     for g in report["groups"]:
         for task_name, task in g["tasks"].items():
@@ -505,24 +508,54 @@ def test_csv_holds_every_number_of_the_json():
                 for metric, s in summaries.items():
                     key = (g["model"], task_name, cls, metric)
                     for run_id, value in s["per_run"].items():
-                        expected[(*key, run_id)] = value
-                        expected[(*key, run_id, "n")] = s["n"][run_id]
+                        expected[key + (run_id,)] = value
+                        expected[
+                            key
+                            + (
+                                run_id,
+                                "n",
+                            )
+                        ] = s["n"][run_id]
                     for stat in ("mean", "sd"):
-                        expected[(*key, stat)] = s[stat]
-                        expected[(*key, stat, "n")] = s["n_defined"]
+                        expected[key + (stat,)] = s[stat]
+                        expected[
+                            key
+                            + (
+                                stat,
+                                "n",
+                            )
+                        ] = s["n_defined"]
                     if s["ci"] is not None:
                         for end in ("low", "high"):
-                            expected[(*key, f"ci_{end}")] = s["ci"][end]
-                            expected[(*key, f"ci_{end}", "n")] = s["ci"]["resamples"]
+                            expected[key + (f"ci_{end}",)] = s["ci"][end]
+                            expected[
+                                key
+                                + (
+                                    f"ci_{end}",
+                                    "n",
+                                )
+                            ] = s["ci"]["resamples"]
         dcg_rounds = g["interaction"]["dcg"]
         for k, s in dcg_rounds["success_by_round"].items():
             key = (g["model"], "dcg", "overall", f"success_by_round_{k}")
             for run_id, value in s["per_run"].items():
-                expected[(*key, run_id)] = value
-                expected[(*key, run_id, "n")] = dcg_rounds["n"][run_id]
+                expected[key + (run_id,)] = value
+                expected[
+                    key
+                    + (
+                        run_id,
+                        "n",
+                    )
+                ] = dcg_rounds["n"][run_id]
             for stat in ("mean", "sd"):
-                expected[(*key, stat)] = s[stat]
-                expected[(*key, stat, "n")] = s["n_defined"]
+                expected[key + (stat,)] = s[stat]
+                expected[
+                    key
+                    + (
+                        stat,
+                        "n",
+                    )
+                ] = s["n_defined"]
     assert from_csv == expected  # repr() round-trips floats exactly
 
 

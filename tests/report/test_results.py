@@ -34,8 +34,8 @@ def two_mappings(tmp_path_factory):
     with Workspace(tmp / "ws") as ws:
         session = open_session(ws)
         try:
-            prepare(ws, session, RunSpec(("r1",), "sim-eval", "dcg", limit=N_CASES))
-            prepare(ws, session, RunSpec(("r2",), "sim-eval", "dcg", limit=N_CASES, categories=other))
+            prepare(ws, session, RunSpec(("r1",), ("sim-eval",), "dcg", limit=N_CASES))
+            prepare(ws, session, RunSpec(("r2",), ("sim-eval",), "dcg", limit=N_CASES, categories=other))
             finish(ws, session)
         finally:
             session.close()
@@ -116,7 +116,7 @@ def test_a_workspace_of_the_previous_version_reports_as_before(tmp_path):
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
         try:
-            prepare(ws, session, RunSpec(("r1", "r2"), "sim-eval", "dcg", limit=N_CASES))
+            prepare(ws, session, RunSpec(("r1", "r2"), ("sim-eval",), "dcg", limit=N_CASES))
             finish(ws, session)
         finally:
             session.close()
@@ -152,7 +152,7 @@ def test_a_workspace_of_the_previous_version_reports_as_before(tmp_path):
 
 
 def test_a_run_spec_given_one_name_as_a_string_has_one_model_and_one_run():
-    spec = RunSpec("r1", "sim-eval", "dcg")
+    spec = RunSpec("r1", "sim-eval", "dcg")  # type: ignore[arg-type]  # strings on purpose
     assert spec.run_ids == ("r1",) and spec.models == ("sim-eval",)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def server(tmp_path, monkeypatch):
         yield srv
 
 
-def vllm_output(request_file: Path, out: Path, broken: set[str] = frozenset()) -> None:
+def vllm_output(request_file: Path, out: Path, broken: AbstractSet[str] = frozenset()) -> None:
     """What `vllm run-batch` writes: one file, input order, errors inline as plain strings."""
     lines = []
     for raw in request_file.read_text(encoding="utf-8").splitlines():

@@ -116,7 +116,7 @@ def check_provider(server: SimServer, root: Path) -> None:
     claude = anthropic.Anthropic(base_url=origin, api_key="sk-ant-dummy")
     message_batches = [b.id for b in claude.messages.batches.list(limit=100)]
     gemini = genai.Client(api_key="g", http_options={"base_url": origin, "api_version": "v1beta"})
-    gemini_batches = [(j.name, j.display_name) for j in gemini.batches.list(config={"page_size": 100})]
+    gemini_batches = [(j.name or "", j.display_name or "") for j in gemini.batches.list(config={"page_size": 100})]
     openai_batches = [b.id for b in OpenAI(base_url=server.url, api_key="sk").batches.list(limit=100)]
     for model, ids in ((CLAUDE, message_batches), (GEMINI, [name for name, _ in gemini_batches])):
         mine = {batch_id for batch_id, f in recorded.items() if f["model"] == model}

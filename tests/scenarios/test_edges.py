@@ -23,8 +23,9 @@ import sqlite3
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from engine_helpers import finish
@@ -43,10 +44,14 @@ from lexpilot_batch.cli import app
 from lexpilot_batch.engine import loop as engine
 from lexpilot_batch.engine import poll, request_files, submit
 from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.engine.session import Session
 from lexpilot_batch.errors import LexpilotError, ProviderUnavailable
 from lexpilot_batch.state.store import Store
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study import runs
+
+if TYPE_CHECKING:
+    from _typeshed import FileDescriptorLike
 
 pytestmark = pytest.mark.usefixtures("clean_env")
 
@@ -147,7 +152,7 @@ def disk_full_at_fsync(nth: int) -> Iterator[list[int]]:
     real = os.fsync
     calls = [0]
 
-    def fsync(fd: int) -> None:
+    def fsync(fd: FileDescriptorLike) -> None:
         if threading.current_thread() is not threading.main_thread():
             return real(fd)
         calls[0] += 1
@@ -241,12 +246,13 @@ def test_temporary_files_of_stopped_commands_are_removed_by_the_next_writer(tmp_
     assert_same_as(baseline, outcome_of(root))
 
 
-def failing_for(rounds: int, server_faults: dict) -> tuple[list[engine.Outage], object]:
+def failing_for(rounds: int, server_faults: dict) -> tuple[list[engine.Outage], Callable[[Workspace, Session], None]]:
     outages: list[engine.Outage] = []
 
-    def drive(ws: Workspace, session) -> None:
+    def drive(ws: Workspace, session: Session) -> None:
         poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)  # wave 1 sent
         server = session._server
+        assert server is not None
         healthy = server.faults
         server.faults = dataclasses.replace(healthy, **server_faults)
 

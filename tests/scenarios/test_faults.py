@@ -173,7 +173,7 @@ def test_malformed_judge_output_every_time_fails_exactly_the_judged_threads(tmp_
     }
     assert len(outcome.threads) == THREADS
     for (_, _, task, _, variant), (state, reason) in outcome.threads.items():
-        assert state == "failed"
+        assert state == "failed" and reason is not None
         steps = re.findall(r"(?:^|; )(\S+) unusable output 3 times; last: malformed: ", reason)
         assert steps == judged[(task, variant)], reason
     judge = [r for r in outcome.requests if r["role"] == "judge"]
@@ -188,7 +188,7 @@ def test_every_line_failing_fails_every_thread_after_its_retries(tmp_path):
     outcome = run_benchmark(tmp_path / "ws", "line_error=1", retries=2)
     assert len(outcome.threads) == THREADS
     for (_, _, task, _, variant), (state, reason) in outcome.threads.items():
-        assert state == "failed"
+        assert state == "failed" and reason is not None
         step = FIRST_STEP[(task, variant)]
         assert re.fullmatch(
             rf"{re.escape(step)} failed 2 times at the provider \(--retries 2\); last: (server_error: |HTTP 500: ).+",
@@ -301,7 +301,7 @@ def test_a_batch_failing_validation_every_time_fails_its_threads_with_the_reason
     invalid_uploads(monkeypatch, tmp_path, waves=None)
     outcome = run_benchmark(tmp_path / "ws", "", retries=2)
     for (_, _, task, _, variant), (state, reason) in outcome.threads.items():
-        assert state == "failed"
+        assert state == "failed" and reason is not None
         assert re.fullmatch(
             rf"{re.escape(FIRST_STEP[(task, variant)])} failed 2 times at the provider \(--retries 2\); "
             r"last: batch batch_\w+ failed: duplicate_custom_id: .+",
@@ -321,7 +321,9 @@ def test_batches_cancelled_by_someone_else_keep_what_they_finished(tmp_path, bas
             for f in ws.store.conn.execute(
                 "SELECT * FROM files WHERE status = 'submitted' AND batch_status = 'in_progress'"
             ).fetchall():
-                session.batch_backend(f).client.batches.cancel(f["batch_id"])
+                backend = session.batch_backend(f)
+                assert isinstance(backend, OpenAIBatchBackend)
+                backend.client.batches.cancel(f["batch_id"])
                 cancelled.append(f["batch_id"])
             if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                 return
@@ -405,7 +407,7 @@ class SyncProvider:
         self.options = options
 
     def session(self, ws: Workspace) -> Session:
-        backends = {"eval": "sync", "user": "sync", "judge": "sync"}
+        backends: dict[str, str | None] = {"eval": "sync", "user": "sync", "judge": "sync"}
         return Session(ws, ProviderOptions(backends=backends, retries=8, **self.options))
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs
+from engine_helpers import finish, open_session, our_parts, prepare_runs
 from fault_helpers import LIMIT, STAGE, assert_same_as, retried, run_benchmark
 from test_faults import SyncProvider, sync_baseline  # noqa: F401 - a fixture
 
@@ -88,8 +88,8 @@ def test_another_workspaces_results_mid_run_are_never_applied(tmp_path, baseline
         finish(ws, session)
         session.close()
     theirs = saved_output_lines(other)
-    stems = {id_parts(r["custom_id"]).stem for r in baseline.requests}
-    assert {id_parts(cid_of(x)).stem for x in of_wave(theirs, 1)} <= stems, "theirs must name requests like ours"
+    stems = {our_parts(r["custom_id"]).stem for r in baseline.requests}
+    assert {our_parts(cid_of(x)).stem for x in of_wave(theirs, 1)} <= stems, "theirs must name requests like ours"
     (tmp_path / "theirs-w1.jsonl").write_bytes(b"".join(of_wave(theirs, 1)))
 
     real = OpenAIBatchBackend.download
@@ -161,10 +161,10 @@ def test_a_copy_gone_its_own_way_cannot_answer_for_the_original(tmp_path, baseli
         finish(ws, session)
         session.close()
     assert len(changed) == 1
-    stem = id_parts(changed[0]).stem
+    stem = our_parts(changed[0]).stem
     judged = stem.replace(".gen-", ".cls-")  # the step that read the changed answer
     copy_lines = saved_output_lines(copy)
-    theirs = [x for x in of_wave(copy_lines, 2) if id_parts(cid_of(x)).stem == judged]
+    theirs = [x for x in of_wave(copy_lines, 2) if our_parts(cid_of(x)).stem == judged]
     assert len(theirs) == 1
 
     put: Counter = Counter()
@@ -180,7 +180,7 @@ def test_a_copy_gone_its_own_way_cannot_answer_for_the_original(tmp_path, baseli
     monkeypatch.setattr(OpenAIBatchBackend, "download", prepend)
     outcome = run_benchmark(root)
     assert_same_as(baseline, outcome)
-    ours = {id_parts(r["custom_id"]).stem: r["custom_id"] for r in outcome.requests}
+    ours = {our_parts(r["custom_id"]).stem: r["custom_id"] for r in outcome.requests}
     assert ours[judged] != cid_of(theirs[0])
     # Every other line of the copy answered a request byte-identical to ours: the same result, no anomaly.
     assert sum(put.values()) > 1
@@ -200,7 +200,7 @@ def test_a_line_of_an_earlier_attempt_is_never_applied_to_the_retry(tmp_path, ba
         lines = dest.read_bytes().splitlines(keepends=True)
         for raw in lines:
             line = json.loads(raw)
-            parts = id_parts(line["custom_id"])
+            parts = our_parts(line["custom_id"])
             if line["response"]["body"]["choices"][0]["finish_reason"] == "stop" and parts.stem.endswith("-2"):
                 # The retry's good answer, under the id its first, truncated attempt had.
                 first = self_ids[parts.stem[:-2] + "-1"]
@@ -213,7 +213,7 @@ def test_a_line_of_an_earlier_attempt_is_never_applied_to_the_retry(tmp_path, ba
     def drive(ws: Workspace, session) -> None:
         def remember() -> None:
             for (cid,) in ws.store.conn.execute("SELECT custom_id FROM requests"):
-                self_ids[id_parts(cid).stem] = cid
+                self_ids[our_parts(cid).stem] = cid
 
         for _ in range(400):
             remember()

@@ -30,6 +30,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from engine_helpers import finish, open_session
@@ -172,7 +173,7 @@ def test_a_kill_during_a_create_then_a_quick_rerun_adopts_the_late_batch(tmp_pat
 
 
 def test_batches_a_restarted_provider_forgot_are_lost_and_sent_again(tmp_path, baseline):
-    seen: dict[str, object] = {}
+    seen: dict[str, Any] = {}
 
     def forget(ws: Workspace, session: Session) -> None:
         assert session._server is not None
@@ -194,7 +195,7 @@ def test_batches_a_restarted_provider_forgot_are_lost_and_sent_again(tmp_path, b
 
     outcome = run_benchmark(tmp_path / "ws", "latency=0.3", drive=drive)
     assert_same_as(baseline, outcome)
-    assert any("declared lost" in line for line in seen["repaired"])  # type: ignore[union-attr]
+    assert any("declared lost" in line for line in seen["repaired"])
     lost = [f for f in outcome.files if f["status"] == "lost"]
     assert len(lost) >= 2 and all(f["batch_status"] == "lost" for f in lost)
     mine = [r for r in outcome.requests if r["file_pk"] in {f["pk"] for f in lost}]
@@ -300,7 +301,7 @@ def test_filtered_and_refused_answers_are_never_scored(tmp_path, baseline, spec,
 
 
 def test_a_permanent_4xx_fails_the_thread_at_once_and_retry_mends_it(tmp_path, baseline):
-    seen: dict[str, object] = {}
+    seen: dict[str, Any] = {}
 
     def drive(ws: Workspace, session: Session) -> None:
         finish(ws, session)
@@ -319,7 +320,7 @@ def test_a_permanent_4xx_fails_the_thread_at_once_and_retry_mends_it(tmp_path, b
     outcome = run_benchmark(tmp_path / "ws", "line_400=0.2,seed=1", retries=8, drive=drive)
     assert_same_as(baseline, outcome)
     reasons = seen["reasons"]
-    assert reasons and all("refused by the provider, which no retry can change: HTTP 400" in r for r in reasons)  # type: ignore[union-attr]
+    assert reasons and all("refused by the provider, which no retry can change: HTTP 400" in r for r in reasons)
     assert seen["attempts"] == 1  # not --retries 8 waves of it
 
 
@@ -331,7 +332,7 @@ class SyncProvider:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
 
     def session(self, ws: Workspace) -> Session:
-        backends = {"eval": "sync", "user": "sync", "judge": "sync"}
+        backends: dict[str, str | None] = {"eval": "sync", "user": "sync", "judge": "sync"}
         return Session(ws, ProviderOptions(backends=backends, retries=2))
 
 

@@ -6,6 +6,7 @@ batches; faults and outages of those routes lose nothing."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from test_native import CLAUDE, GEMINI, LIMIT, clean, point_at, quick, run_native  # noqa: F401 - fixtures
@@ -154,7 +155,7 @@ def test_a_request_refused_on_its_merits_reads_as_the_same_request_in_a_batch(tm
     from lexpilot_batch.providers.results import normaliser
 
     tag = id_tag("ws")
-    bad = {
+    bad: dict[str, dict[str, Any]] = {
         ANTHROPIC: {
             "custom_id": line_id("r1-0-lca.c.gen-1", ANTHROPIC, tag),
             "params": {"model": "claude-sim", "messages": [{"role": "user", "content": "你好"}]},

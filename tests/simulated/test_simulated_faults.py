@@ -312,6 +312,7 @@ def test_a_stalled_batch_stays_in_progress_and_a_cancel_keeps_what_it_finished(t
         client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
         batch_id = submit(client, jsonl(mixed_lines(10)))
         stalled = client.batches.retrieve(batch_id)
+        assert stalled.request_counts is not None
         assert stalled.status == "in_progress" and 3 <= stalled.request_counts.completed <= 7
         assert client.batches.retrieve(batch_id).request_counts == stalled.request_counts  # no progress
         assert client.batches.cancel(batch_id).status == "cancelling"

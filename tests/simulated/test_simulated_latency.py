@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from openai import OpenAI
@@ -52,7 +52,9 @@ def test_a_batch_ends_its_latency_after_creation_and_a_chat_completion_takes_its
     with SimulatedServer(tmp_path / "sim", faults=parse_faults(faults)) as server:
         client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
         batch_id = submit(client, data)
+        assert server.api is not None
         record = server.api.store.get_batch(batch_id)
+        assert record is not None
         took = batch_seconds(server.faults, hashlib.sha256(data).hexdigest())
         assert 50 <= took <= 150 and took != 100
         start = record["sim"]["created"]
@@ -75,11 +77,14 @@ def test_a_chat_completion_answers_as_the_batch_line_of_its_custom_id(tmp_path):
         }
         for line in lines():
             cid = line["custom_id"]
-            chat = client.post(
-                "/chat/completions",
-                cast_to=object,
-                body=line["body"],
-                options={"headers": {"X-Client-Request-Id": cid}},
+            chat = cast(
+                dict[str, Any],
+                client.post(
+                    "/chat/completions",
+                    cast_to=object,
+                    body=line["body"],
+                    options={"headers": {"X-Client-Request-Id": cid}},
+                ),
             )
             assert chat["choices"] == batched[cid]["choices"] and chat["usage"] == batched[cid]["usage"], cid
         # Two runs' identical prompts answer independently, in a batch and through chat alike.
@@ -122,7 +127,10 @@ def test_native_batches_and_calls_take_the_latency_of_the_file_and_the_line_they
             backend = backend_class(endpoint, PROFILES[api])
             info = backend.create(backend.upload(path), {}, None, BatchSource(path, f"{api}/{model}"))
             internal = "batch_" + info.id.removeprefix("msgbatch_").removeprefix("batches/")
-            sim = server.api.store.get_batch(internal)["sim"]
+            assert server.api is not None
+            stored = server.api.store.get_batch(internal)
+            assert stored is not None
+            sim = stored["sim"]
             took = batch_seconds(server.faults, hashlib.sha256(path.read_bytes()).hexdigest())
             assert took != 100 and sim["end"] - sim["created"] == pytest.approx(took), api
             slept: list[float] = []

@@ -298,7 +298,7 @@ def test_bare_names_compile_the_request_files_they_always_did(tmp_path, clean_en
 )
 def test_a_mistake_is_refused_before_anything_is_registered_or_compiled(tmp_path, clean_env, spec, needle):
     with Workspace(tmp_path / "ws") as ws:
-        backends = {"judge": "batch"} if "deepseek" in spec.settings.judge_model else {}
+        backends: dict[str, str | None] = {"judge": "batch"} if "deepseek" in spec.settings.judge_model else {}
         session = Session(ws, ProviderOptions(provider="simulated" if not backends else None, backends=backends))
         with pytest.raises(ConfigError, match=needle):
             prepare(ws, session, spec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,9 +55,9 @@ JSON = {
 }
 
 
-def values(**given) -> dict:
+def values(**given: Any) -> dict[str, Any]:
     """The run options as the CLI hands them to `run_spec`, defaults filled in."""
-    base = {
+    base: dict[str, Any] = {
         "stage": "all",
         "run_id": [],
         "model": [],
