@@ -15,6 +15,7 @@ from lexpilot_batch.simulated.anthropic_api import AnthropicApi
 from lexpilot_batch.simulated.errors import ApiError, bad_request, not_found
 from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.gemini_api import GeminiApi
+from lexpilot_batch.simulated.mistral_api import MistralApi
 from lexpilot_batch.simulated.store import Store
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -31,6 +32,7 @@ class Api:
         # Anthropic's Message Batches and Gemini's Batch Mode over the same store and simulated roles.
         self.anthropic = AnthropicApi(store, faults, seed)
         self.gemini = GeminiApi(store, faults, seed)
+        self.mistral = MistralApi(store, faults, seed)  # its files are this API's
 
     # --- files -------------------------------------------------------------------------------
 
