@@ -94,9 +94,9 @@ class Api:
         for name in ("input_file_id", "endpoint", "completion_window"):
             if not body.get(name):
                 raise _missing(name)
-        if body["endpoint"] != batches.ENDPOINT:
+        if body["endpoint"] not in batches.ENDPOINTS:
             raise bad_request(
-                f"Unsupported endpoint '{body['endpoint']}': the simulated provider runs {batches.ENDPOINT} only.",
+                f"Unsupported endpoint '{body['endpoint']}': the simulated provider runs {' and '.join(batches.ENDPOINTS)}.",
                 "endpoint",
             )
         if body["completion_window"] != batches.COMPLETION_WINDOW:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import uuid
 from typing import Any
 
@@ -52,6 +53,7 @@ class MistralApi:
 
     def __init__(self, store: Store, faults: Faults, seed: int) -> None:
         self.store, self.faults, self.seed = store, faults, seed
+        self._lock = threading.Lock()  # a job's files are written once, whichever call sees it end first
 
     def create(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
@@ -179,6 +181,11 @@ class MistralApi:
     def _files(self, batch: dict[str, Any]) -> tuple[str | None, str | None]:
         """The ended job's output and error files (written once; their ids follow from the batch's)."""
         ids = ("o" + digest("mistral-output", batch["id"])[:24], "e" + digest("mistral-errors", batch["id"])[:24])
+        with self._lock:
+            self._write(batch, ids)
+        return ids[0], (ids[1] if self.store.file_bytes(ids[1]) else None)
+
+    def _write(self, batch: dict[str, Any], ids: tuple[str, str]) -> None:
         if self.store.get_file(ids[0]) is None:
             kept: tuple[list[str], list[str]] = ([], [])
             for line in result_lines(self.store, batch):
@@ -186,10 +193,10 @@ class MistralApi:
                 if converted is not None:
                     ok = (converted.get("response") or {}).get("status_code") == 200
                     kept[0 if ok else 1].append(batches._dumps(converted) + "\n")
-            for file_id, out, name in zip(ids, kept, ("output", "error"), strict=True):
+            # The output file last: it marks both written.
+            for file_id, out, name in reversed(list(zip(ids, kept, ("output", "error"), strict=True))):
                 data = "".join(out).encode("utf-8")
                 self.store.add_file(data, f"{batch['id']}-{name}.jsonl", "mistral_output", file_id)
-        return ids[0], (ids[1] if self.store.file_bytes(ids[1]) else None)
 
 
 def _line(line: dict[str, Any]) -> dict[str, Any] | None:

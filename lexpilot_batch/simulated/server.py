@@ -56,6 +56,8 @@ _ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
     ("GET", re.compile(r"/v1/batches/([^/]+)"), "retrieve_batch", "id", "openai"),
     ("POST", re.compile(r"/v1/batches/([^/]+)/cancel"), "cancel_batch", "id", "openai"),
     ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "chat", "openai"),
+    # Volcengine Ark's batch chat route (`ark/` names' base URL ends in /batch): a chat completion.
+    ("POST", re.compile(r"/v1/batch/chat/completions"), "chat_completion", "chat", "openai"),
     ("POST", re.compile(r"/v1/batch/jobs"), "mistral_create", "json", "mistral"),
     ("GET", re.compile(r"/v1/batch/jobs"), "mistral_list", "query", "mistral"),
     ("GET", re.compile(r"/v1/batch/jobs/([^/]+)"), "mistral_get", "id", "mistral"),
@@ -192,7 +194,7 @@ class _Handler(BaseHTTPRequestHandler):
             else "anthropic"
             if path.startswith("/v1/messages")
             else "mistral"
-            if path.startswith("/v1/batch/")
+            if path.startswith("/v1/batch/jobs")
             else "openai"
         )
         try:

@@ -18,7 +18,7 @@ the official `mistralai` SDK (`mistralai/client/jobs.py`, `models/batchjob.py`):
   are downloaded with `GET /v1/files/{id}/content` and read by `mistral.results`.
 
 Every call goes through the `openai` SDK's HTTP client (its retries, timeouts and exceptions), so
-the error policy is the template's and `openai.errors` reads Mistral's error bodies
+the error policy is the template's and `mistral.errors` reads Mistral's error bodies
 (`{"object": "error", "message", "type", "code"}`, or FastAPI's `{"detail"}` for a 422) as any.
 """
 
@@ -33,7 +33,7 @@ import openai
 from lexpilot_batch.providers.base import BatchInfo, BatchSource, BatchStatus, FileBatchBackend
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
-from lexpilot_batch.providers.openai.errors import failure_of
+from lexpilot_batch.providers.mistral.errors import failure_of
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.util.fileio import write_atomic
 
