@@ -25,9 +25,7 @@ def error_message(body: Any, fallback: str) -> str:
             return str(body["message"])
         detail = body.get("detail")
         if isinstance(detail, list):
-            parts = [
-                f"{'.'.join(map(str, d.get('loc') or []))}: {d.get('msg')}" for d in detail if isinstance(d, dict)
-            ]
+            parts = [f"{'.'.join(map(str, d.get('loc') or []))}: {d.get('msg')}" for d in detail if isinstance(d, dict)]
             if parts:
                 return "; ".join(parts)
         if isinstance(detail, str):
