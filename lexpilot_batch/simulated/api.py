@@ -57,7 +57,9 @@ class Api:
             )
         if len(data) > MAX_FILE_BYTES:
             raise bad_request(f"File is larger than {MAX_FILE_BYTES} bytes.", "file", "file_too_large")
-        return self.store.add_file(data, filename, purpose)
+        # Mistral's file object (the same route, https://docs.mistral.ai/api, "Upload File") also says
+        # what kind of sample it holds and where it came from; OpenAI's SDK ignores the two fields.
+        return {**self.store.add_file(data, filename, purpose), "sample_type": "batch_request", "source": "upload"}
 
     def _file(self, file_id: str) -> dict[str, Any]:
         obj = self.store.get_file(file_id)
