@@ -204,3 +204,50 @@ def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_
     assert {"transport", "unexecuted"} <= set(kinds), kinds
     # Creating is not idempotent: no create was sent twice blindly; lost ones were found again.
     assert stats["retried:mistral_create"] == 0
+
+
+# --- one workspace, the labs and the Chinese platforms, the seed's judge in batch -----------------
+
+LINEUP = ("openai/gpt-sim", "anthropic/claude-sim", "mistral/mistral-sim", "dashscope/qwen-plus")
+# The seed's default judge, DeepSeek-R1, at batch prices where it is served in batch (DashScope's
+# `deepseek-r1`), and a DeepSeek chat model as the User Model on SiliconFlow's Batch API.
+LINEUP_SETTINGS = Settings(judge_model="dashscope/deepseek-r1", user_model="siliconflow/deepseek-ai/DeepSeek-V3")
+
+
+@pytest.mark.slow  # two whole studies of five providers: about 25 s on a shared 2-core machine
+def test_an_openai_a_claude_a_mistral_and_a_qwen_model_with_a_deepseek_r1_judge_share_the_waves(tmp_path, monkeypatch):
+    pytest.importorskip("anthropic")
+    with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
+        point_at(monkeypatch, server)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.root_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-simulated")
+        monkeypatch.setenv("DASHSCOPE_BASE_URL", server.base_url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-simulated")
+        with Workspace(tmp_path / "ws") as ws:
+            session = Session(ws, ProviderOptions(create_grace=0.3))
+            try:
+                prepare(ws, session, RunSpec(("r1",), LINEUP, STAGE, LINEUP_SETTINGS, limit=LIMIT))
+                finish(ws, session)
+            finally:
+                session.close()
+            native = outcome(ws)
+        stats = Counter(server.stats)
+    with Workspace(tmp_path / "openai-shaped") as ws:
+        session = open_session(ws)
+        try:
+            prepare(ws, session, RunSpec(("r1",), LINEUP, STAGE, LINEUP_SETTINGS, limit=LIMIT))
+            finish(ws, session)
+        finally:
+            session.close()
+        reference = outcome(ws)
+    assert set(native["threads"]) == {"done"} and native["records"] == reference["records"]
+    assert native["anomalies"] == 0
+    by_wave: dict[int, set[str]] = {}
+    for f in native["files"]:
+        by_wave.setdefault(f["wave"], set()).add(f["model"])
+        assert f["backend"] == "batch", f["model"]  # every role at batch prices
+    assert sum(1 for models in by_wave.values() if set(LINEUP) <= models) >= 2
+    roles = {(f["roles"], f["model"]) for f in native["files"]}
+    assert ("judge", "dashscope/deepseek-r1") in roles and ("user", "siliconflow/deepseek-ai/DeepSeek-V3") in roles
+    # Each through its own API: Message Batches, Mistral's jobs, the OpenAI-shaped Batches of the rest.
+    assert stats["calls:anthropic_create"] and stats["calls:mistral_create"] and stats["calls:create_batch"]
