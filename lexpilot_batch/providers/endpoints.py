@@ -58,6 +58,9 @@ PROFILES: dict[str, Limits] = {
     "groq": Limits(50_000, 100 * MB, "24h", "/v1/chat/completions"),
     # Zhipu BigModel: at most 50,000 requests and 100 MB per file; lines name /v4/chat/completions.
     "zhipu": Limits(50_000, 100 * MB, "24h", "/v4/chat/completions"),
+    # Baidu Qianfan: at most 5,000 requests and 1 GB per file, a window of 1h to 672h; lines name
+    # /v2/chat/completions. Billed at 40% of real-time inference.
+    "qianfan": Limits(5_000, 1024 * MB, "24h", "/v2/chat/completions"),
     # SiliconFlow: at most 5,000 lines and 1 GB per file; a window of 24h to 336h.
     "siliconflow": Limits(5_000, 1024 * MB, "24h", "/v1/chat/completions"),
     # Moonshot (Kimi): at most 100 MB per file, a window of 12h to 7d; no count documented.
@@ -78,6 +81,7 @@ _HOSTS = {
     "api.mistral.ai": "mistral",
     "api.groq.com": "groq",
     "bigmodel.cn": "zhipu",
+    "qianfan.baidubce.com": "qianfan",
     "siliconflow": "siliconflow",
     "moonshot": "moonshot",
     "volces.com": "ark",

@@ -2,7 +2,7 @@
 
 A model name may start with a provider prefix, the convention of inspect_ai: `openai/gpt-4o-mini`,
 `azure/<deployment>`, `dashscope/qwen-plus`, `deepseek/deepseek-chat`, `mistral/`, `groq/`,
-`zhipu/`, `siliconflow/`, `moonshot/`, `ark/` (docs/providers.md has the table), or the generic
+`zhipu/`, `qianfan/`, `siliconflow/`, `moonshot/`, `ark/` (docs/providers.md has the table), or the generic
 `openai-api/<service>/<model>` for any OpenAI-compatible service (its URL and key in
 `<SERVICE>_BASE_URL` and `<SERVICE>_API_KEY`). The prefix decides the endpoint, the key variable,
 the backend, the limits profile and the request body dialect; the provider is sent the part after
@@ -147,6 +147,22 @@ PROVIDERS: dict[str, Provider] = {
             "max_tokens",
             thinking="thinking",
             thinking_example='thinking={"type": "disabled"}',
+        ),
+        # Baidu Qianfan: OpenAI-shaped Files + Batches under /v2, whose lines name /v2/chat/completions;
+        # the account needs BOS object storage (https://cloud.baidu.com/doc/qianfan/s/Oml4r78ea, and
+        # `POST /v2/batches`, https://cloud.baidu.com/doc/qianfan-api/s/xmk297s1a).
+        Provider(
+            "qianfan",
+            "Baidu Qianfan",
+            "https://qianfan.baidubce.com/v2",
+            "QIANFAN_BASE_URL",
+            "QIANFAN_API_KEY",
+            "batch",
+            True,
+            "qianfan",
+            "max_tokens",
+            thinking="enable_thinking",
+            thinking_example="enable_thinking=false",
         ),
         # SiliconFlow: OpenAI-shaped Files + Batches (https://docs.siliconflow.cn/cn/userguide/guides/batch).
         Provider(

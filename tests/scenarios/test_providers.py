@@ -1,13 +1,13 @@
 """The providers of issue 28 offline: Mistral's Batch API (native: `{custom_id, body}` lines, batch
-jobs, content chunks), and the OpenAI-compatible Groq, Zhipu BigModel, SiliconFlow and Moonshot
-batch APIs and Volcengine Ark's batch chat route (profiles), each through the simulated server's
+jobs, content chunks), and the OpenAI-compatible Groq, Zhipu BigModel, Baidu Qianfan, SiliconFlow and
+Moonshot batch APIs and Volcengine Ark's batch chat route (profiles), each through the simulated server's
 routes in its own shape, in the same waves, with the records of the OpenAI-shaped simulated route;
 then their faults (lost creates, expired batches, errored lines, HTTP 429/500 on Mistral's routes)
 ending with the fault-free records.
 
 Sources: https://docs.mistral.ai/capabilities/batch and the `mistralai` SDK (`client/jobs.py`,
 `models/batchjob.py`); the `groq` SDK (`resources/batches.py`, `resources/files.py`);
-https://docs.bigmodel.cn/cn/guide/tools/batch; https://docs.siliconflow.cn/cn/userguide/guides/batch;
+https://docs.bigmodel.cn/cn/guide/tools/batch; https://cloud.baidu.com/doc/qianfan/s/Oml4r78ea; https://docs.siliconflow.cn/cn/userguide/guides/batch;
 https://platform.kimi.com/docs/api/batch-create; https://www.volcengine.com/docs/82379/1449576.
 """
 
@@ -35,7 +35,14 @@ from lexpilot_batch.util import clock as waits
 
 MISTRAL = "mistral/mistral-sim"
 # One model of each OpenAI-compatible profile; Ark's is a batch inference endpoint id.
-PROFILED = ("groq/llama-sim", "zhipu/glm-sim", "siliconflow/Qwen/Qwen3-sim", "moonshot/kimi-sim", "ark/ep-bi-sim")
+PROFILED = (
+    "groq/llama-sim",
+    "zhipu/glm-sim",
+    "qianfan/ernie-sim",
+    "siliconflow/Qwen/Qwen3-sim",
+    "moonshot/kimi-sim",
+    "ark/ep-bi-sim",
+)
 MODELS = (MISTRAL, *PROFILED)
 # Mistral's reasoning model judges every evaluated model: its answers arrive as content chunks.
 SETTINGS = Settings(judge_model="mistral/magistral-sim")
@@ -55,7 +62,7 @@ def point_at(monkeypatch, server: SimulatedServer) -> None:
     Ark's base URL ends in /batch, as its real one does (its batch chat route)."""
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-simulated")
-    for prefix in ("mistral", "groq", "zhipu", "siliconflow", "moonshot", "ark"):
+    for prefix in ("mistral", "groq", "zhipu", "qianfan", "siliconflow", "moonshot", "ark"):
         provider = PROVIDERS[prefix]
         url = server.base_url + ("/batch" if prefix == "ark" else "")
         monkeypatch.setenv(provider.url_var, url)
@@ -142,6 +149,7 @@ def test_every_new_provider_in_the_same_waves_gives_the_records_of_the_openai_sh
         (MISTRAL, "batch", ["body", "custom_id"], None),
         ("groq/llama-sim", "batch", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
         ("zhipu/glm-sim", "batch", ["body", "custom_id", "method", "url"], "/v4/chat/completions"),
+        ("qianfan/ernie-sim", "batch", ["body", "custom_id", "method", "url"], "/v2/chat/completions"),
         ("siliconflow/Qwen/Qwen3-sim", "batch", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
         ("moonshot/kimi-sim", "batch", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
         ("ark/ep-bi-sim", "sync", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
