@@ -263,11 +263,21 @@ FOREIGN_PREFIXES = frozenset(
         "perplexity",
         "sambanova",
         "sglang",
-        "together",  # its batch jobs carry no metadata nor counts: a lost create could not be found again
+        "together",
         "vertex",
         "vllm",
     }
 )
+
+# Prefixes of providers whose batch API is documented but not supported here, and why; their
+# models can still be sent one by one through their OpenAI-compatible chat completions.
+NOT_SUPPORTED = {
+    "together": (
+        "Together's Batch API is not supported: its jobs carry no metadata and no request counts, so a "
+        "batch whose create answer was lost could not be found again, and its files, statuses and create "
+        "answer are its own (purpose batch-api, upper-case statuses, the job wrapped in 'job')"
+    ),
+}
 
 _SERVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 
@@ -303,6 +313,12 @@ def parse_model(name: str, option: str = "--model") -> ModelName:
     """What a model name says; `ConfigError` for an unknown or reserved prefix, or a name missing a part."""
     head, sep, rest = name.partition("/")
     if not sep or head not in PROVIDERS:
+        if sep and head.lower() in NOT_SUPPORTED:
+            raise ConfigError(
+                f"{option} {name}: {NOT_SUPPORTED[head.lower()]}. Send its models one by one through its chat "
+                f"completions: openai-api/{head.lower()}/{rest} with --<role>-backend sync, "
+                f"{_env_name(head)}_BASE_URL=https://api.together.xyz/v1 and {_env_name(head)}_API_KEY"
+            )
         if sep and head.lower() in FOREIGN_PREFIXES:
             raise ConfigError(
                 f"{option} {name}: unknown provider prefix {head + '/'!r}; known prefixes are {known_prefixes()}. "
