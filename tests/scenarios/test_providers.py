@@ -259,3 +259,40 @@ def test_an_openai_a_claude_a_mistral_and_a_qwen_model_with_a_deepseek_r1_judge_
     assert ("judge", "dashscope/deepseek-r1") in roles and ("user", "siliconflow/deepseek-ai/DeepSeek-V3") in roles
     # Each through its own API: Message Batches, Mistral's jobs, the OpenAI-shaped Batches of the rest.
     assert stats["calls:anthropic_create"] and stats["calls:mistral_create"] and stats["calls:create_batch"]
+
+
+def test_a_mistral_job_whose_create_answer_was_lost_is_adopted_by_its_tag(tmp_path, monkeypatch, clean):
+    """A crash between Mistral's create and its record (the job exists, the answer never arrived):
+    the next command finds the job by its `metadata` tag and never creates a second one."""
+    from lexpilot_batch.providers.base import CreateUncertain
+    from lexpilot_batch.providers.mistral.batch import MistralBatchBackend
+
+    real = MistralBatchBackend.create
+    lost: list[str] = []
+
+    def create_then_lose_the_answer(self, input_file_id, metadata, endpoint=None, source=None):
+        info = real(self, input_file_id, metadata, endpoint, source)
+        if len(lost) < 2:
+            lost.append(info.id)
+            raise CreateUncertain("the answer was lost")
+        return info
+
+    monkeypatch.setattr(MistralBatchBackend, "create", create_then_lose_the_answer)
+    models = (MISTRAL,)
+    out = run_providers(tmp_path / "ws", monkeypatch, models=models, create_grace=5.0)
+    assert set(out["threads"]) == {"done"}
+    assert out["records"] == {k: v for k, v in clean["records"].items() if k[1] in models}
+    jobs = [f["batch_id"] for f in out["files"] if f["model"].startswith("mistral/")]
+    assert len(lost) == 2 and set(lost) <= set(jobs)  # adopted
+    assert out["server"]["calls:mistral_create"] == len(jobs)  # never a second job for a file
+
+
+def test_mistral_lines_sent_at_once_through_its_chat_completions_give_the_same_records(tmp_path, monkeypatch, clean):
+    """`--tail-sync`: a group sent at once is each `{custom_id, body}` line as Mistral's
+    `POST /v1/chat/completions` (the model is in the body), its answer saved as a batch line."""
+    models = (MISTRAL,)
+    out = run_providers(tmp_path / "ws", monkeypatch, models=models, tail_sync=1)
+    assert out["records"] == {k: v for k, v in clean["records"].items() if k[1] in models}
+    mistral = [f for f in out["files"] if f["model"].startswith("mistral/")]
+    assert mistral and {f["backend"] for f in mistral} == {"sync"}
+    assert out["server"]["calls:chat_completion"] > 0 and out["server"]["calls:mistral_create"] == 0
