@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.chat import ChatCall
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
@@ -34,10 +34,18 @@ def _google() -> tuple[type[BatchBackend], type[ChatCall]]:
     return GoogleBatchBackend, GeminiChat
 
 
+def _mistral() -> tuple[type[BatchBackend], type[ChatCall]]:
+    from lexpilot_batch.providers.mistral.batch import MistralBatchBackend
+    from lexpilot_batch.providers.openai.chat import OpenAIChat  # Mistral's chat completions are OpenAI's shape
+
+    return MistralBatchBackend, OpenAIChat
+
+
 API_CLASSES: dict[str, Callable[[], tuple[type[BatchBackend], type[ChatCall]]]] = {
     OPENAI: _openai,
     ANTHROPIC: _anthropic,
     GOOGLE: _google,
+    MISTRAL: _mistral,
 }
 
 

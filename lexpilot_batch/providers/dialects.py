@@ -24,7 +24,7 @@ from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.anthropic import dialect as anthropic_dialect
 from lexpilot_batch.providers.google import dialect as google_dialect
 from lexpilot_batch.providers.openai import dialect as openai_dialect
-from lexpilot_batch.providers.registry import ModelName
+from lexpilot_batch.providers.registry import PROVIDERS, ModelName
 
 # The dialects by name (`registry.Provider.dialect`), each from its API's folder.
 DIALECTS = (openai_dialect.OPENAI, openai_dialect.MAX_TOKENS, anthropic_dialect.ANTHROPIC, google_dialect.GOOGLE)
@@ -93,6 +93,7 @@ def role_request(
         body, sent = google_dialect.body(temperature, settings.max_tokens), google_dialect.sent_settings
     else:
         raise ConfigError(f"{name.name}: the {dialect} request format is unknown to this version")
+    _check_thinking(name, role, args or {})
     for key, value in (args or {}).items():
         if dialect == google_dialect.GOOGLE and google_dialect.merge(body, key, value):
             continue
@@ -109,6 +110,22 @@ def role_request(
     if settings.max_tokens not in sent_limits:
         not_applied.append("max_tokens")
     return RoleRequest(name.key, name.sent, body, tuple(not_applied), dict(args or {}))
+
+
+def _check_thinking(name: ModelName, role: str, args: Mapping[str, Any]) -> None:
+    """Refuse another platform's thinking switch (`enable_thinking` sent to Zhipu, `thinking` to
+    SiliconFlow): the provider would ignore it or refuse every request, and the run would not be the
+    one asked for. A provider that documents no switch, and a bare name, take anything."""
+    provider = name.provider
+    if provider is None or not provider.thinking:
+        return
+    others = {p.thinking for p in PROVIDERS.values() if p.thinking and p.thinking != provider.thinking}
+    wrong = sorted(k for k in args if k in others)
+    if wrong:
+        raise ConfigError(
+            f"{name.name} ({role} role): {wrong[0]} is another platform's thinking switch; {provider.title} "
+            f"switches thinking with {provider.thinking}, e.g. --model-arg '{name.name}:{provider.thinking_example}'"
+        )
 
 
 def legacy_request(role: str, model: str, settings: Settings) -> RoleRequest:

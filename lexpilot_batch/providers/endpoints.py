@@ -49,12 +49,42 @@ PROFILES: dict[str, Limits] = {
     # Alibaba Model Studio (DashScope), OpenAI-compatible mode: .../compatible-mode/v1
     "dashscope": Limits(50_000, 500 * MB, "24h", "/v1/chat/completions"),
     "generic": Limits(50_000, 200 * MB, "24h", "/v1/chat/completions"),
+    # Mistral batch jobs (https://docs.mistral.ai/capabilities/batch): "up to 1M requests" per
+    # batch; cut at 100,000, as Anthropic's, to keep one file's results a manageable size, and at
+    # OpenAI's 200 MB (no byte limit is documented for batch files). The window is the job's
+    # `timeout_hours` (default 24).
+    "mistral": Limits(100_000, 200 * MB, "24h", "/v1/chat/completions"),
+    # Groq (the `groq` SDK: a file of at most 100 MB, a window of 24h to 7d; no count documented).
+    "groq": Limits(50_000, 100 * MB, "24h", "/v1/chat/completions"),
+    # Zhipu BigModel: at most 50,000 requests and 100 MB per file; lines name /v4/chat/completions.
+    "zhipu": Limits(50_000, 100 * MB, "24h", "/v4/chat/completions"),
+    # Baidu Qianfan: at most 5,000 requests and 1 GB per file, a window of 1h to 672h; lines name
+    # /v2/chat/completions. Billed at 40% of real-time inference.
+    "qianfan": Limits(5_000, 1024 * MB, "24h", "/v2/chat/completions"),
+    # SiliconFlow: at most 5,000 lines and 1 GB per file; a window of 24h to 336h.
+    "siliconflow": Limits(5_000, 1024 * MB, "24h", "/v1/chat/completions"),
+    # Moonshot (Kimi): at most 100 MB per file, a window of 12h to 7d; no count documented.
+    "moonshot": Limits(50_000, 100 * MB, "24h", "/v1/chat/completions"),
+    # Volcengine Ark's batch chat route is sent one request at a time (`sync`): no files.
+    "ark": Limits(50_000, 200 * MB, "24h", "/v1/chat/completions"),
     # Anthropic Message Batches: at most 100,000 requests or 256 MB per batch, requests inline (no
     # line names a URL; the path is the batch route's). The window is fixed at 24 h.
     "anthropic": Limits(100_000, 256 * MB, "24h", "/v1/messages/batches"),
     # Gemini Batch Mode: an uploaded JSONL file of at most 2 GB (the File API's limit); no count is
     # documented, so the same 100,000 as Anthropic's keeps one file's results a manageable size.
     "google": Limits(100_000, 2048 * MB, "24h", ":batchGenerateContent"),
+}
+
+
+# Hosts of the profiles above, for a bare name whose base URL is set by hand.
+_HOSTS = {
+    "api.mistral.ai": "mistral",
+    "api.groq.com": "groq",
+    "bigmodel.cn": "zhipu",
+    "qianfan.baidubce.com": "qianfan",
+    "siliconflow": "siliconflow",
+    "moonshot": "moonshot",
+    "volces.com": "ark",
 }
 
 
@@ -67,6 +97,9 @@ def guess_profile(base_url: str) -> str:
         return "azure"
     if "dashscope" in host or "maas.aliyuncs.com" in host:
         return "dashscope"
+    for needle, profile in _HOSTS.items():
+        if needle in host:
+            return profile
     return "generic"
 
 

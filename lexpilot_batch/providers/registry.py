@@ -1,7 +1,8 @@
 """The providers a model name can name, and how a name is read.
 
 A model name may start with a provider prefix, the convention of inspect_ai: `openai/gpt-4o-mini`,
-`azure/<deployment>`, `dashscope/qwen-plus`, `deepseek/deepseek-chat`, or the generic
+`azure/<deployment>`, `dashscope/qwen-plus`, `deepseek/deepseek-chat`, `mistral/`, `groq/`,
+`zhipu/`, `qianfan/`, `siliconflow/`, `moonshot/`, `ark/` (docs/providers.md has the table), or the generic
 `openai-api/<service>/<model>` for any OpenAI-compatible service (its URL and key in
 `<SERVICE>_BASE_URL` and `<SERVICE>_API_KEY`). The prefix decides the endpoint, the key variable,
 the backend, the limits profile and the request body dialect; the provider is sent the part after
@@ -12,8 +13,9 @@ its requests are what they always were.
 A provider is a row of `PROVIDERS`. Its `api` names the shape of its API, which decides the
 backend class that talks to it (`providers.session`), the request line format (`request_lines`)
 and how its result lines read (`providers.results`): `openai` for most, `anthropic` (Message
-Batches) and `google` (Gemini Batch Mode) for the two native batch APIs, whose SDKs are optional
-extras (`lexpilot-batch[anthropic]`, `lexpilot-batch[google]`).
+Batches) and `google` (Gemini Batch Mode) for two native batch APIs, whose SDKs are optional
+extras (`lexpilot-batch[anthropic]`, `lexpilot-batch[google]`), and `mistral` (Mistral's batch
+jobs, reached through the `openai` SDK's HTTP client: no extra).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class Provider:
     api: Api = OPENAI  # the API shape: which backend class sends its requests
     ready: bool = True  # False: reserved for a later version
     chat_api: bool = True  # the endpoint of its batches also answers synchronous calls (`--tail-sync`)
+    # The body field its models' thinking is switched with (`--model-arg`), and an example of it;
+    # "" where the provider documents none. Another provider's switch is refused (`dialects`).
+    thinking: str = ""
+    thinking_example: str = ""
 
     def url_var_for(self, service: str | None) -> str:
         return self.url_var.replace("{SERVICE}", _env_name(service or ""))
@@ -88,6 +94,8 @@ PROVIDERS: dict[str, Provider] = {
             True,
             "dashscope",
             "max_tokens",
+            thinking="enable_thinking",
+            thinking_example="enable_thinking=false",
         ),
         Provider(
             "deepseek",
@@ -99,6 +107,106 @@ PROVIDERS: dict[str, Provider] = {
             False,
             "generic",
             "max_tokens",
+        ),
+        Provider(
+            "mistral",
+            "Mistral Batch API",
+            "https://api.mistral.ai/v1",
+            "MISTRAL_BASE_URL",
+            "MISTRAL_API_KEY",
+            "batch",
+            True,
+            "mistral",
+            "max_tokens",
+            api="mistral",
+        ),
+        # Groq's Batch API is OpenAI's (the `groq` SDK's `batches.create`: `/v1/chat/completions`,
+        # a window of `24h` to `7d`, metadata; `files.create`: purpose `batch`, at most 100 MB).
+        Provider(
+            "groq",
+            "Groq Batch API",
+            "https://api.groq.com/openai/v1",
+            "GROQ_BASE_URL",
+            "GROQ_API_KEY",
+            "batch",
+            True,
+            "groq",
+            "max_tokens",
+        ),
+        # Zhipu BigModel (GLM): OpenAI-shaped Files + Batches under /api/paas/v4, whose lines name
+        # `/v4/chat/completions` (https://docs.bigmodel.cn/cn/guide/tools/batch).
+        Provider(
+            "zhipu",
+            "Zhipu BigModel (GLM)",
+            "https://open.bigmodel.cn/api/paas/v4",
+            "ZHIPUAI_BASE_URL",
+            "ZHIPUAI_API_KEY",  # the variable the `zhipuai` SDK itself reads
+            "batch",
+            True,
+            "zhipu",
+            "max_tokens",
+            thinking="thinking",
+            thinking_example='thinking={"type": "disabled"}',
+        ),
+        # Baidu Qianfan: OpenAI-shaped Files + Batches under /v2, whose lines name /v2/chat/completions;
+        # the account needs BOS object storage (https://cloud.baidu.com/doc/qianfan/s/Oml4r78ea, and
+        # `POST /v2/batches`, https://cloud.baidu.com/doc/qianfan-api/s/xmk297s1a).
+        Provider(
+            "qianfan",
+            "Baidu Qianfan",
+            "https://qianfan.baidubce.com/v2",
+            "QIANFAN_BASE_URL",
+            "QIANFAN_API_KEY",
+            "batch",
+            True,
+            "qianfan",
+            "max_tokens",
+            thinking="enable_thinking",
+            thinking_example="enable_thinking=false",
+        ),
+        # SiliconFlow: OpenAI-shaped Files + Batches (https://docs.siliconflow.cn/cn/userguide/guides/batch).
+        Provider(
+            "siliconflow",
+            "SiliconFlow",
+            "https://api.siliconflow.cn/v1",
+            "SILICONFLOW_BASE_URL",
+            "SILICONFLOW_API_KEY",
+            "batch",
+            True,
+            "siliconflow",
+            "max_tokens",
+            thinking="enable_thinking",
+            thinking_example="enable_thinking=false",
+        ),
+        # Moonshot (Kimi): OpenAI-shaped Files + Batches (https://platform.kimi.com/docs/api/batch-create).
+        Provider(
+            "moonshot",
+            "Moonshot (Kimi)",
+            "https://api.moonshot.cn/v1",
+            "MOONSHOT_BASE_URL",
+            "MOONSHOT_API_KEY",
+            "batch",
+            True,
+            "moonshot",
+            "max_tokens",
+        ),
+        # Volcengine Ark (Doubao): no Files + Batches API, but a batch chat route,
+        # `POST /api/v3/batch/chat/completions`, answered at batch inference's quotas
+        # (https://www.volcengine.com/docs/82379/1449576): sent one by one through `sync`, the
+        # base URL ending in /batch so that its chat completions are that route. The model is the
+        # batch inference endpoint's id (`ep-bi-...`).
+        Provider(
+            "ark",
+            "Volcengine Ark (Doubao) batch chat",
+            "https://ark.cn-beijing.volces.com/api/v3/batch",
+            "ARK_BASE_URL",
+            "ARK_API_KEY",
+            "sync",
+            False,
+            "ark",
+            "max_tokens",
+            thinking="thinking",
+            thinking_example='thinking={"type": "disabled"}',
         ),
         Provider(
             OPENAI_API,
@@ -148,10 +256,8 @@ FOREIGN_PREFIXES = frozenset(
         "fireworks",
         "goodfire",
         "grok",
-        "groq",
         "hf",
         "llama-cpp-python",
-        "mistral",
         "ollama",
         "openrouter",
         "perplexity",
@@ -162,6 +268,16 @@ FOREIGN_PREFIXES = frozenset(
         "vllm",
     }
 )
+
+# Prefixes of providers whose batch API is documented but not supported here, and why; their
+# models can still be sent one by one through their OpenAI-compatible chat completions.
+NOT_SUPPORTED = {
+    "together": (
+        "Together's Batch API is not supported: its jobs carry no metadata and no request counts, so a "
+        "batch whose create answer was lost could not be found again, and its files, statuses and create "
+        "answer are its own (purpose batch-api, upper-case statuses, the job wrapped in 'job')"
+    ),
+}
 
 _SERVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 
@@ -197,6 +313,12 @@ def parse_model(name: str, option: str = "--model") -> ModelName:
     """What a model name says; `ConfigError` for an unknown or reserved prefix, or a name missing a part."""
     head, sep, rest = name.partition("/")
     if not sep or head not in PROVIDERS:
+        if sep and head.lower() in NOT_SUPPORTED:
+            raise ConfigError(
+                f"{option} {name}: {NOT_SUPPORTED[head.lower()]}. Send its models one by one through its chat "
+                f"completions: openai-api/{head.lower()}/{rest} with --<role>-backend sync, "
+                f"{_env_name(head)}_BASE_URL=https://api.together.xyz/v1 and {_env_name(head)}_API_KEY"
+            )
         if sep and head.lower() in FOREIGN_PREFIXES:
             raise ConfigError(
                 f"{option} {name}: unknown provider prefix {head + '/'!r}; known prefixes are {known_prefixes()}. "

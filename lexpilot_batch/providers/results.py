@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from lexpilot_batch.providers.anthropic import results as anthropic_results
-from lexpilot_batch.providers.apis import ANTHROPIC, BATCH, GOOGLE, OPENAI, SIMULATED, SYNC
+from lexpilot_batch.providers.apis import ANTHROPIC, BATCH, GOOGLE, MISTRAL, OPENAI, SIMULATED, SYNC
 from lexpilot_batch.providers.google import results as google_results
+from lexpilot_batch.providers.mistral import results as mistral_results
 from lexpilot_batch.providers.outputs import Normalise
 from lexpilot_batch.providers.registry import provider_of
 
@@ -34,4 +35,6 @@ def normaliser(api: str, tag: str) -> Normalise | None:
         return lambda line: anthropic_results.result(line, tag)
     if api == GOOGLE:
         return google_results.result
+    if api == MISTRAL:
+        return mistral_results.result
     return None

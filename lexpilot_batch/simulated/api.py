@@ -15,6 +15,7 @@ from lexpilot_batch.simulated.anthropic_api import AnthropicApi
 from lexpilot_batch.simulated.errors import ApiError, bad_request, not_found
 from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.gemini_api import GeminiApi
+from lexpilot_batch.simulated.mistral_api import MistralApi
 from lexpilot_batch.simulated.store import Store
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -31,6 +32,7 @@ class Api:
         # Anthropic's Message Batches and Gemini's Batch Mode over the same store and simulated roles.
         self.anthropic = AnthropicApi(store, faults, seed)
         self.gemini = GeminiApi(store, faults, seed)
+        self.mistral = MistralApi(store, faults, seed)  # its files are this API's
 
     # --- files -------------------------------------------------------------------------------
 
@@ -55,7 +57,9 @@ class Api:
             )
         if len(data) > MAX_FILE_BYTES:
             raise bad_request(f"File is larger than {MAX_FILE_BYTES} bytes.", "file", "file_too_large")
-        return self.store.add_file(data, filename, purpose)
+        # Mistral's file object (the same route, https://docs.mistral.ai/api, "Upload File") also says
+        # what kind of sample it holds and where it came from; OpenAI's SDK ignores the two fields.
+        return {**self.store.add_file(data, filename, purpose), "sample_type": "batch_request", "source": "upload"}
 
     def _file(self, file_id: str) -> dict[str, Any]:
         obj = self.store.get_file(file_id)
@@ -92,9 +96,9 @@ class Api:
         for name in ("input_file_id", "endpoint", "completion_window"):
             if not body.get(name):
                 raise _missing(name)
-        if body["endpoint"] != batches.ENDPOINT:
+        if body["endpoint"] not in batches.ENDPOINTS:
             raise bad_request(
-                f"Unsupported endpoint '{body['endpoint']}': the simulated provider runs {batches.ENDPOINT} only.",
+                f"Unsupported endpoint '{body['endpoint']}': the simulated provider runs {' and '.join(batches.ENDPOINTS)}.",
                 "endpoint",
             )
         if body["completion_window"] != batches.COMPLETION_WINDOW:

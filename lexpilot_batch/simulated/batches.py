@@ -38,6 +38,9 @@ from lexpilot_batch.simulated.latency import batch_seconds
 from lexpilot_batch.simulated.store import Store
 
 ENDPOINT = "/v1/chat/completions"
+# The batch endpoints it runs: OpenAI's, Zhipu BigModel's and Baidu Qianfan's (their lines and
+# batches name /v4/... and /v2/...).
+ENDPOINTS = (ENDPOINT, "/v4/chat/completions", "/v2/chat/completions")
 COMPLETION_WINDOW = "24h"
 WINDOW_SECONDS = 24 * 3600
 MAX_REQUESTS = 50_000

@@ -64,11 +64,20 @@ _GOOGLE_STATUS = {
 
 def error_body(error: ApiError, api: str) -> dict[str, Any]:
     """The error body of `api`'s shape: OpenAI's `{"error": {message, type, param, code}}`, Anthropic's
-    `{"type": "error", "error": {type, message}}`, Google's `{"error": {code, message, status}}`."""
+    `{"type": "error", "error": {type, message}}`, Google's `{"error": {code, message, status}}`,
+    Mistral's flat `{"object": "error", message, type, param, code}`."""
     if api == "anthropic":
         kind = _ANTHROPIC_TYPES.get(error.status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": error.message}, "request_id": None}
     if api == "gemini":
         status = _GOOGLE_STATUS.get(error.status, "INTERNAL")
         return {"error": {"code": error.status, "message": error.message, "status": status}}
+    if api == "mistral":  # Mistral's is flat: {"object": "error", "message", "type", "param", "code"}
+        return {
+            "object": "error",
+            "message": error.message,
+            "type": error.type,
+            "param": error.param,
+            "code": error.code,
+        }
     return error.body()

@@ -72,9 +72,13 @@ ROUTES = (
     "gemini_get",
     "gemini_cancel",
     "gemini_generate",
+    "mistral_create",
+    "mistral_list",
+    "mistral_get",
+    "mistral_cancel",
 )
 # The routes that create a batch (the `late_create` fault holds them).
-CREATE_ROUTES = frozenset({"create_batch", "anthropic_create", "gemini_create"})
+CREATE_ROUTES = frozenset({"create_batch", "anthropic_create", "gemini_create", "mistral_create"})
 
 
 class FaultSpecError(ConfigError, ValueError):

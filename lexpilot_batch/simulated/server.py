@@ -3,7 +3,8 @@
 
 `SimulatedServer` serves the routes of `api.Api` from a daemon thread (stdlib
 `ThreadingHTTPServer`, HTTP/1.1 keep-alive); `serve_forever` runs one in the foreground. On one
-port: OpenAI's under `/v1` (`base_url`), Anthropic's Message Batches under `/v1/messages/batches`
+port: OpenAI's under `/v1` (`base_url`), Mistral's batch jobs under `/v1/batch/jobs` (the same
+`base_url`, its files OpenAI's routes), Anthropic's Message Batches under `/v1/messages/batches`
 and Gemini's Batch Mode under `/v1beta` and `/upload/v1beta` (both at `root_url`), and each API's
 synchronous call (chat completions, Messages, generateContent: `chat`). Every answer is
 JSON except file contents, and every failure is the error body of its route's API with its HTTP
@@ -43,7 +44,7 @@ from lexpilot_batch.simulated.store import Store
 log = logging.getLogger(__name__)
 
 # (method, path pattern, route name, what its method is given, the API it belongs to); a route
-# named `anthropic_x` (`gemini_x`) is `Api.anthropic.x` (`Api.gemini.x`).
+# named `anthropic_x` (`gemini_x`, `mistral_x`) is `Api.anthropic.x` (`Api.gemini.x`, `Api.mistral.x`).
 _ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
     ("POST", re.compile(r"/v1/files"), "upload_file", "multipart", "openai"),
     ("GET", re.compile(r"/v1/files"), "list_files", "query", "openai"),
@@ -55,6 +56,12 @@ _ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
     ("GET", re.compile(r"/v1/batches/([^/]+)"), "retrieve_batch", "id", "openai"),
     ("POST", re.compile(r"/v1/batches/([^/]+)/cancel"), "cancel_batch", "id", "openai"),
     ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "chat", "openai"),
+    # Volcengine Ark's batch chat route (`ark/` names' base URL ends in /batch): a chat completion.
+    ("POST", re.compile(r"/v1/batch/chat/completions"), "chat_completion", "chat", "openai"),
+    ("POST", re.compile(r"/v1/batch/jobs"), "mistral_create", "json", "mistral"),
+    ("GET", re.compile(r"/v1/batch/jobs"), "mistral_list", "query", "mistral"),
+    ("GET", re.compile(r"/v1/batch/jobs/([^/]+)"), "mistral_get", "id", "mistral"),
+    ("POST", re.compile(r"/v1/batch/jobs/([^/]+)/cancel"), "mistral_cancel", "id", "mistral"),
     ("POST", re.compile(r"/v1/messages/batches"), "anthropic_create", "json", "anthropic"),
     ("GET", re.compile(r"/v1/messages/batches"), "anthropic_list", "query", "anthropic"),
     ("GET", re.compile(r"/v1/messages/batches/([^/]+)"), "anthropic_retrieve", "id", "anthropic"),
@@ -74,7 +81,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
 
 
 def _handler(api: Api, name: str) -> Callable[..., Any]:
-    for prefix in ("anthropic_", "gemini_"):
+    for prefix in ("anthropic_", "gemini_", "mistral_"):
         if name.startswith(prefix):
             return getattr(getattr(api, prefix[:-1]), name[len(prefix) :])
     return getattr(api, name)
@@ -186,6 +193,8 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith(("/v1beta", "/upload/"))
             else "anthropic"
             if path.startswith("/v1/messages")
+            else "mistral"
+            if path.startswith("/v1/batch/jobs")
             else "openai"
         )
         try:

@@ -35,11 +35,24 @@ def test_a_prefix_names_the_provider_and_the_rest_is_sent(name, key, sent):
 
 def test_an_unknown_prefix_lists_the_known_ones():
     with pytest.raises(ConfigError) as caught:
-        parse_model("together/meta-llama/Llama-3-8b", "--judge-model")
+        parse_model("fireworks/meta-llama/Llama-3-8b", "--judge-model")
     message = str(caught.value)
-    for needle in ("--judge-model together/", "openai/", "azure/", "dashscope/", "deepseek/", "openai-api/<service>/"):
+    for needle in ("--judge-model fireworks/", "openai/", "azure/", "dashscope/", "deepseek/", "openai-api/<service>/"):
         assert needle in message
-    assert "openai-api/together/meta-llama/Llama-3-8b" in message and "TOGETHER_BASE_URL" in message
+    for needle in ("mistral/", "groq/", "zhipu/", "qianfan/", "siliconflow/", "moonshot/", "ark/"):
+        assert needle in message
+    assert "openai-api/fireworks/meta-llama/Llama-3-8b" in message and "FIREWORKS_BASE_URL" in message
+
+
+def test_mistral_and_groq_are_prefixes_now_and_together_says_why_it_is_not():
+    """Issue 28: `mistral/` and `groq/` were refused as other tools' prefixes."""
+    assert parse_model("mistral/mistral-small-latest").provider is not None
+    assert parse_model("groq/llama-3.1-8b-instant").key == "groq"
+    with pytest.raises(ConfigError) as caught:
+        parse_model("together/meta-llama/Llama-3-8b", "--model")
+    message = str(caught.value)
+    assert "no metadata" in message and "openai-api/together/meta-llama/Llama-3-8b" in message
+    assert "--<role>-backend sync" in message and "TOGETHER_BASE_URL" in message
 
 
 @pytest.mark.parametrize(

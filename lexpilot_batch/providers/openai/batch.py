@@ -10,11 +10,22 @@ from pathlib import Path
 
 import openai
 
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend
+from lexpilot_batch.providers.base import BatchInfo, BatchSource, BatchStatus, FileBatchBackend
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.openai.errors import failure_of
 from lexpilot_batch.util.fileio import write_atomic
+
+# Statuses of OpenAI-shaped APIs that are not OpenAI's words: SiliconFlow's `in_queue` (its create
+# answer's status, https://docs.siliconflow.cn/cn/api-reference/batch/create-batch); an upper-cased
+# word (VALIDATING, IN_PROGRESS...) is read as OpenAI's.
+_ALIASES = {"in_queue": BatchStatus.VALIDATING, "queued": BatchStatus.VALIDATING}
+
+
+def status_of(word: object) -> str:
+    """A batch status as OpenAI's word."""
+    text = str(word or "").lower()
+    return _ALIASES.get(text, text)
 
 
 def _info(batch: object) -> BatchInfo:
@@ -22,7 +33,7 @@ def _info(batch: object) -> BatchInfo:
     errors = getattr(batch, "errors", None)
     return BatchInfo(
         id=batch.id,  # type: ignore[attr-defined]
-        status=batch.status,  # type: ignore[attr-defined]
+        status=status_of(batch.status),  # type: ignore[attr-defined]
         output_file_id=getattr(batch, "output_file_id", None),
         error_file_id=getattr(batch, "error_file_id", None),
         request_counts=(

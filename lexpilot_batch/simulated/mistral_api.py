@@ -1,0 +1,225 @@
+"""Mistral's Batch API routes of the simulated provider (`/v1/batch/jobs`, over OpenAI's `/v1/files`).
+
+Built from Mistral's documentation (https://docs.mistral.ai/capabilities/batch) and the `mistralai`
+SDK's types (`BatchJob`, `ListBatchJobsResponse`, `CreateBatchJobRequest`): request files are
+uploaded through the OpenAI files route (`purpose=batch`, the same form), a job is created with
+`{"input_files", "model", "endpoint", "metadata", "timeout_hours"}` and reads as a `BatchJob`
+(`QUEUED`, `RUNNING`, `SUCCESS`, `FAILED`, `TIMEOUT_EXCEEDED`, `CANCELLATION_REQUESTED`,
+`CANCELLED`; `total_requests`, `succeeded_requests`, `failed_requests`; `output_file` and
+`error_file` once it ended). Its lines are `{"custom_id", "body"}`: a line with another shape (an
+OpenAI line's `method` and `url`) or without messages is refused at create, as a 400 naming the
+line. The output file holds `{"id", "custom_id", "response": {"status_code": 200, "body"}}` lines
+whose messages carry a reasoning model's thinking as content chunks (`{"type": "thinking"}` before
+`{"type": "text"}`, as Magistral answers); failed requests go to the error file as OpenAI-shaped
+error lines (their format is not documented beyond the custom_id); requests an expired or
+cancelled job never ran are in neither. Everything is run by the OpenAI-shaped machinery (`native`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import uuid
+from typing import Any
+
+from lexpilot_batch.simulated import batches
+from lexpilot_batch.simulated.errors import ApiError, bad_request
+from lexpilot_batch.simulated.faults import Faults
+from lexpilot_batch.simulated.native import counts, digest, record_of, records_of, result_lines, run, to_chat
+from lexpilot_batch.simulated.store import Store
+
+API = "mistral"
+ENDPOINT = "/v1/chat/completions"
+_STATUSES = {
+    "validating": "QUEUED",
+    "in_progress": "RUNNING",
+    "finalizing": "RUNNING",
+    "cancelling": "CANCELLATION_REQUESTED",
+    "completed": "SUCCESS",
+    "failed": "FAILED",
+    "expired": "TIMEOUT_EXCEEDED",
+    "cancelled": "CANCELLED",
+}
+
+
+def job_id(batch_id: str) -> str:
+    """A simulated batch's id as a Mistral job id (a UUID)."""
+    return str(uuid.UUID(batch_id.removeprefix("batch_")))
+
+
+class MistralApi:
+    """The batch job routes over one simulated provider's store."""
+
+    def __init__(self, store: Store, faults: Faults, seed: int) -> None:
+        self.store, self.faults, self.seed = store, faults, seed
+        self._lock = threading.Lock()  # a job's files are written once, whichever call sees it end first
+
+    def create(self, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise bad_request("The request body must be a JSON object.")
+        files, model = body.get("input_files"), body.get("model")
+        if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
+            raise bad_request("input_files: a list of uploaded file ids is required.", "input_files")
+        if not isinstance(model, str) or not model:
+            raise bad_request("model: a model (or agent_id) is required.", "model")
+        if body.get("endpoint") != ENDPOINT:
+            raise bad_request(f"endpoint: the simulated provider runs {ENDPOINT} only.", "endpoint")
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+            raise bad_request("metadata: an object of string values.", "metadata")
+        hours = body.get("timeout_hours", 24)
+        if not isinstance(hours, int) or hours < 1:
+            raise bad_request("timeout_hours: a positive integer.", "timeout_hours")
+        lines: list[bytes] = []
+        sent = hashlib.sha256()
+        for file_id in files:
+            data = self._input(file_id)
+            sent.update(data)
+            lines.extend(self._lines(file_id, data, model))
+        if not lines:
+            raise bad_request("The input files hold no requests.", "input_files")
+        native = {"api": API, "n": len(lines), "model": model, "metadata": metadata, "hours": hours}
+        return self._job(run(self.store, lines, self.seed, self.faults, native, sent.hexdigest()))
+
+    def _input(self, file_id: str) -> bytes:
+        file = self.store.get_file(file_id)
+        if file is None or file["purpose"] != "batch":
+            raise ApiError(404, f"File {file_id} not found.", param="input_files")
+        return self.store.file_bytes(file_id)
+
+    def _lines(self, file_id: str, data: bytes, model: str) -> list[bytes]:
+        out = []
+        for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                obj = None
+            where = f"{file_id} line {number}"
+            if not isinstance(obj, dict) or not isinstance(obj.get("custom_id"), str) or not obj["custom_id"]:
+                raise bad_request(f"{where}: each line needs a string 'custom_id'.", "input_files")
+            if set(obj) - {"custom_id", "body"}:
+                extra = ", ".join(sorted(set(obj) - {"custom_id", "body"}))
+                raise bad_request(f"{where}: unexpected field(s) {extra}; a line is {{custom_id, body}}.")
+            request = obj.get("body")
+            if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+                raise bad_request(f"{where}: 'body' must be a chat completion request with messages.")
+            fields = {k: v for k, v in request.items() if k not in ("model", "messages")}
+            out.append(to_chat(obj["custom_id"], model, request["messages"], fields))
+        return out
+
+    def _record(self, job: str) -> dict[str, Any]:
+        try:
+            batch_id = "batch_" + uuid.UUID(job).hex
+        except ValueError:
+            batch_id = ""
+        record = record_of(self.store, batch_id, API) if batch_id else None
+        if record is None:
+            raise ApiError(404, f"Batch job {job} not found.", param="job_id")
+        return record
+
+    def get(self, job: str) -> dict[str, Any]:
+        return self._job(self._record(job))
+
+    def cancel(self, job: str) -> dict[str, Any]:
+        record = self._record(job)
+        try:
+            batches.cancel(self.store, record)
+        except ApiError:
+            raise bad_request(f"Batch job {job} has ended and cannot be cancelled.") from None
+        return self._job(self._record(job))
+
+    def list(self, query: dict[str, str]) -> dict[str, Any]:
+        try:
+            page, size = int(query.get("page") or 0), int(query.get("page_size") or 100)
+        except ValueError:
+            raise bad_request("page and page_size must be integers.") from None
+        records = records_of(self.store, API)  # newest first: order_by=-created, the default here
+        if query.get("order_by") == "created":
+            records.reverse()
+        size = max(1, min(size, 1000))
+        data = [self._job(r) for r in records[page * size : (page + 1) * size]]
+        return {"object": "list", "data": data, "total": len(records)}
+
+    def _job(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The job as a `BatchJob` now; its files are written the first time it ended."""
+        batch = batches.current(self.store, record)
+        record = self.store.get_batch(record["batch"]["id"]) or record
+        sim, status = record["sim"], batch["status"]
+        native = sim["native"]
+        total = int(native["n"])
+        running = batch.get("request_counts") or {}
+        succeeded, failed = int(running.get("completed") or 0), int(running.get("failed") or 0)
+        job: dict[str, Any] = {
+            "id": job_id(batch["id"]),
+            "object": "batch",
+            "input_files": [],
+            "metadata": native["metadata"],
+            "endpoint": ENDPOINT,
+            "model": native["model"],
+            "errors": [],
+            "status": _STATUSES[status],
+            "created_at": int(sim["created"]),
+            "total_requests": total,
+            "output_file": None,
+            "error_file": None,
+            "started_at": int(sim["created"]),
+            "completed_at": None,
+        }
+        if status == "failed":
+            job["errors"] = [{"message": "The batch input could not be read.", "count": total}]
+        elif status in batches.TERMINAL:
+            succeeded, failed, _never = counts(record, status)
+            job["output_file"], job["error_file"] = self._files(batch)
+            end = batch.get("completed_at") or batch.get("expired_at") or batch.get("cancelled_at")
+            job["completed_at"] = int(end or sim["created"])
+        job.update(completed_requests=succeeded + failed, succeeded_requests=succeeded, failed_requests=failed)
+        return job
+
+    def _files(self, batch: dict[str, Any]) -> tuple[str | None, str | None]:
+        """The ended job's output and error files (written once; their ids follow from the batch's)."""
+        ids = ("o" + digest("mistral-output", batch["id"])[:24], "e" + digest("mistral-errors", batch["id"])[:24])
+        with self._lock:
+            self._write(batch, ids)
+        return ids[0], (ids[1] if self.store.file_bytes(ids[1]) else None)
+
+    def _write(self, batch: dict[str, Any], ids: tuple[str, str]) -> None:
+        if self.store.get_file(ids[0]) is None:
+            kept: tuple[list[str], list[str]] = ([], [])
+            for line in result_lines(self.store, batch):
+                converted = _line(line)
+                if converted is not None:
+                    ok = (converted.get("response") or {}).get("status_code") == 200
+                    kept[0 if ok else 1].append(batches._dumps(converted) + "\n")
+            # The output file last: it marks both written.
+            for file_id, out, name in reversed(list(zip(ids, kept, ("output", "error"), strict=True))):
+                data = "".join(out).encode("utf-8")
+                self.store.add_file(data, f"{batch['id']}-{name}.jsonl", "mistral_output", file_id)
+
+
+def _line(line: dict[str, Any]) -> dict[str, Any] | None:
+    """An OpenAI result line as Mistral's: None for a request that never ran."""
+    error = line.get("error")
+    if isinstance(error, dict) and error.get("code") in ("batch_expired", "batch_cancelled"):
+        return None
+    response = line.get("response")
+    if not isinstance(response, dict) or response.get("status_code") != 200:
+        return line
+    body = dict(response["body"])
+    body["choices"] = [_chunked(c) for c in body.get("choices") or []]
+    return {**line, "response": {**response, "body": body}}
+
+
+def _chunked(choice: dict[str, Any]) -> dict[str, Any]:
+    """A reasoning answer's message as Magistral's: thinking, then text, as content chunks."""
+    message = dict(choice.get("message") or {})
+    thinking = message.pop("reasoning_content", None)
+    if not thinking:
+        return choice
+    text = message.get("content")
+    chunks: list[dict[str, Any]] = [{"type": "thinking", "thinking": [{"type": "text", "text": thinking}]}]
+    if isinstance(text, str):
+        chunks.append({"type": "text", "text": text})
+    return {**choice, "message": {**message, "content": chunks}}

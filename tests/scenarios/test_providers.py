@@ -1,0 +1,298 @@
+"""The providers of issue 28 offline: Mistral's Batch API (native: `{custom_id, body}` lines, batch
+jobs, content chunks), and the OpenAI-compatible Groq, Zhipu BigModel, Baidu Qianfan, SiliconFlow and
+Moonshot batch APIs and Volcengine Ark's batch chat route (profiles), each through the simulated server's
+routes in its own shape, in the same waves, with the records of the OpenAI-shaped simulated route;
+then their faults (lost creates, expired batches, errored lines, HTTP 429/500 on Mistral's routes)
+ending with the fault-free records.
+
+Sources: https://docs.mistral.ai/capabilities/batch and the `mistralai` SDK (`client/jobs.py`,
+`models/batchjob.py`); the `groq` SDK (`resources/batches.py`, `resources/files.py`);
+https://docs.bigmodel.cn/cn/guide/tools/batch; https://cloud.baidu.com/doc/qianfan/s/Oml4r78ea; https://docs.siliconflow.cn/cn/userguide/guides/batch;
+https://platform.kimi.com/docs/api/batch-create; https://www.volcengine.com/docs/82379/1449576.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from engine_helpers import finish, open_session, records
+from fault_helpers import finish_despite
+
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine.loop import prepare
+from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.errors import ProviderError
+from lexpilot_batch.providers.ids import id_stem
+from lexpilot_batch.providers.registry import PROVIDERS
+from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.state.compaction import read_saved
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.runs import RunSpec
+from lexpilot_batch.util import clock as waits
+
+MISTRAL = "mistral/mistral-sim"
+# One model of each OpenAI-compatible profile; Ark's is a batch inference endpoint id.
+PROFILED = (
+    "groq/llama-sim",
+    "zhipu/glm-sim",
+    "qianfan/ernie-sim",
+    "siliconflow/Qwen/Qwen3-sim",
+    "moonshot/kimi-sim",
+    "ark/ep-bi-sim",
+)
+MODELS = (MISTRAL, *PROFILED)
+# Mistral's reasoning model judges every evaluated model: its answers arrive as content chunks.
+SETTINGS = Settings(judge_model="mistral/magistral-sim")
+LIMIT = 1
+STAGE = "dcg"  # every role: the evaluated model, the User Model and the judge
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch):
+    monkeypatch.setattr(waits, "pause", lambda seconds: None)
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LEXPILOT_EVAL_BACKEND", "LEXPILOT_USER_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def point_at(monkeypatch, server: SimulatedServer) -> None:
+    """Every provider's variables at the simulated server, as a user would for `serve-simulated`:
+    Ark's base URL ends in /batch, as its real one does (its batch chat route)."""
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-simulated")
+    for prefix in ("mistral", "groq", "zhipu", "qianfan", "siliconflow", "moonshot", "ark"):
+        provider = PROVIDERS[prefix]
+        url = server.base_url + ("/batch" if prefix == "ark" else "")
+        monkeypatch.setenv(provider.url_var, url)
+        monkeypatch.setenv(provider.key_var, "sk-simulated")
+
+
+def run_providers(root: Path, monkeypatch, faults: str = "", models=MODELS, **options) -> dict:
+    with SimulatedServer(root.parent / f"{root.name}-sim", parse_faults(faults)) as server:
+        point_at(monkeypatch, server)
+        with Workspace(root) as ws:
+            options.setdefault("create_grace", 0.3)
+            session = Session(ws, ProviderOptions(**options))
+            try:
+                prepare(ws, session, RunSpec(("r1",), tuple(models), STAGE, SETTINGS, limit=LIMIT))
+                stopped = finish_despite(ProviderError)(ws, session)
+            finally:
+                session.close()
+            return {**outcome(ws), "server": Counter(server.stats), "stopped": stopped}
+
+
+def outcome(ws: Workspace) -> dict:
+    db = ws.store.conn
+    return {
+        "records": records(ws),
+        "requests": {
+            id_stem(r["custom_id"]): tuple(r)[1:]
+            for r in db.execute(
+                "SELECT custom_id, wave, step, attempt, status, error_kind, value, prompt_tokens, completion_tokens,"
+                " reasoning_tokens, cached_tokens FROM requests"
+            )
+        },
+        "files": [dict(r) for r in db.execute("SELECT * FROM files ORDER BY pk")],
+        "threads": Counter(r[0] for r in db.execute("SELECT status FROM threads")),
+        "anomalies": db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0],
+        "root": ws.root,
+    }
+
+
+@pytest.fixture(scope="module")
+def openai_shaped(tmp_path_factory) -> dict:
+    """The same study through the OpenAI-shaped simulated route (`--provider simulated`)."""
+    with Workspace(tmp_path_factory.mktemp("openai-shaped") / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare(ws, session, RunSpec(("r1",), MODELS, STAGE, SETTINGS, limit=LIMIT))
+            finish(ws, session)
+        finally:
+            session.close()
+        return outcome(ws)
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> dict:
+    with pytest.MonkeyPatch.context() as env:
+        return run_providers(tmp_path_factory.mktemp("clean") / "ws", env)
+
+
+def first_lines(root: Path, f: dict) -> tuple[dict, dict]:
+    sent = json.loads(read_saved(root / f["path"]).decode("utf-8").splitlines()[0])
+    saved = json.loads(read_saved(root / f["output_path"]).decode("utf-8").splitlines()[0])
+    return sent, saved
+
+
+def test_every_new_provider_in_the_same_waves_gives_the_records_of_the_openai_shaped_route(clean, openai_shaped):
+    assert set(clean["threads"]) == {"done"} and clean["threads"] == openai_shaped["threads"]
+    assert clean["records"] == openai_shaped["records"]
+    assert clean["requests"] == openai_shaped["requests"]  # request for request, usage mapped back
+    assert clean["anomalies"] == 0
+    by_wave: dict[int, set[str]] = {}
+    for f in clean["files"]:
+        by_wave.setdefault(f["wave"], set()).add(f["model"])
+    assert sum(1 for models in by_wave.values() if set(MODELS) <= models) >= 2
+    stats = clean["server"]
+    # Mistral's requests went through its batch jobs, Ark's through its batch chat route.
+    assert stats["calls:mistral_create"] >= 3 and stats["calls:mistral_get"] >= 3
+    assert not [k for k in stats if k.startswith("calls:") and stats[k] and "404" in k]
+    # The keys reached the providers and no file of the workspace.
+    assert not [p for p in clean["root"].rglob("*") if p.is_file() and b"sk-simulated" in p.read_bytes()]
+
+
+@pytest.mark.parametrize(
+    ("model", "backend", "sent_keys", "url"),
+    [
+        (MISTRAL, "batch", ["body", "custom_id"], None),
+        ("groq/llama-sim", "batch", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
+        ("zhipu/glm-sim", "batch", ["body", "custom_id", "method", "url"], "/v4/chat/completions"),
+        ("qianfan/ernie-sim", "batch", ["body", "custom_id", "method", "url"], "/v2/chat/completions"),
+        ("siliconflow/Qwen/Qwen3-sim", "batch", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
+        ("moonshot/kimi-sim", "batch", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
+        ("ark/ep-bi-sim", "sync", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
+    ],
+)
+def test_each_provider_sends_its_own_lines_to_its_own_endpoint(clean, model, backend, sent_keys, url):
+    files = [f for f in clean["files"] if f["model"] == model]
+    assert files and {f["backend"] for f in files} == {backend}
+    prefix = model.partition("/")[0]
+    provider = PROVIDERS[prefix]
+    sent, saved = first_lines(clean["root"], files[0])
+    assert sorted(sent) == sent_keys and sent.get("url") == url
+    assert sent["body"]["model"] == model.partition("/")[2]  # the name after the prefix
+    assert "max_tokens" in sent["body"] and "temperature" in sent["body"]  # the max_tokens dialect
+    assert sorted(saved) == ["custom_id", "error", "id", "response"]
+    if prefix == "mistral":
+        assert all(len(f["batch_id"]) == 36 and f["batch_id"].count("-") == 4 for f in files)  # a job's UUID
+    assert provider.key_var in (f"{prefix.upper()}_API_KEY", "ZHIPUAI_API_KEY")
+
+
+def test_mistral_reasoning_answers_arrive_as_content_chunks_and_are_read_as_answer_and_reasoning(clean):
+    """The simulated judge sometimes thinks (`reasoning_content` on OpenAI's route): Mistral's output
+    file holds that as a thinking chunk before the text, and ingest keeps the text alone as the
+    answer (the records matched the OpenAI-shaped route's above) and counts the reasoning."""
+    chunked = 0
+    for f in clean["files"]:
+        if f["model"] != SETTINGS.judge_model or not f["output_path"]:
+            continue
+        for raw in read_saved(clean["root"] / f["output_path"]).decode("utf-8").splitlines():
+            content = json.loads(raw)["response"]["body"]["choices"][0]["message"]["content"]
+            if isinstance(content, list):
+                assert [c["type"] for c in content] == ["thinking", "text"]
+                chunked += 1
+    assert chunked >= 1, chunked
+
+
+# Lost creates (a create committed after the client gave up), expired batches, errored lines and
+# HTTP 429/500 on Mistral's routes; per-request faults drawn on the workspace's own custom_ids.
+MISTRAL_ROUTES = "mistral_create+mistral_list+mistral_get+mistral_cancel+upload_file+file_content+create_batch"
+FAULTS = (
+    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,"
+    f"http_429=0.05,http_500=0.05,http_routes={MISTRAL_ROUTES},retry_after=0.001,seed=5"
+)
+
+
+FAULTY = (MISTRAL, "zhipu/glm-sim")  # the native API and a profile with its own url
+
+
+def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_records(tmp_path, monkeypatch, clean):
+    faulty = run_providers(tmp_path / "faulty", monkeypatch, FAULTS, FAULTY, retries=8, timeout=0.3, create_grace=3.0)
+    assert set(faulty["threads"]) == {"done"}
+    assert faulty["records"] == {k: v for k, v in clean["records"].items() if k[1] in FAULTY}
+    assert faulty["anomalies"] == 0
+    stats = faulty["server"]
+    assert stats["late_create:mistral_create"] >= 1 and stats["late_create:create_batch"] >= 1, stats
+    expired = [f for f in faulty["files"] if f["batch_status"] == "expired"]
+    expired_at = {f["model"].partition("/")[0] for f in expired}
+    assert expired_at == {"mistral", "zhipu"}, expired_at  # Mistral's TIMEOUT_EXCEEDED jobs too
+    kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
+    assert {"transport", "unexecuted"} <= set(kinds), kinds
+    # Creating is not idempotent: no create was sent twice blindly; lost ones were found again.
+    assert stats["retried:mistral_create"] == 0
+
+
+# --- one workspace, the labs and the Chinese platforms, the seed's judge in batch -----------------
+
+LINEUP = ("openai/gpt-sim", "anthropic/claude-sim", "mistral/mistral-sim", "dashscope/qwen-plus")
+# The seed's default judge, DeepSeek-R1, at batch prices where it is served in batch (DashScope's
+# `deepseek-r1`), and a DeepSeek chat model as the User Model on SiliconFlow's Batch API.
+LINEUP_SETTINGS = Settings(judge_model="dashscope/deepseek-r1", user_model="siliconflow/deepseek-ai/DeepSeek-V3")
+
+
+@pytest.mark.slow  # two whole studies of five providers: about 25 s on a shared 2-core machine
+def test_an_openai_a_claude_a_mistral_and_a_qwen_model_with_a_deepseek_r1_judge_share_the_waves(tmp_path, monkeypatch):
+    pytest.importorskip("anthropic")
+    with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
+        point_at(monkeypatch, server)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.root_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-simulated")
+        monkeypatch.setenv("DASHSCOPE_BASE_URL", server.base_url)
+        monkeypatch.setenv("DASHSCOPE_API_KEY", "sk-simulated")
+        with Workspace(tmp_path / "ws") as ws:
+            session = Session(ws, ProviderOptions(create_grace=0.3))
+            try:
+                prepare(ws, session, RunSpec(("r1",), LINEUP, STAGE, LINEUP_SETTINGS, limit=LIMIT))
+                finish(ws, session)
+            finally:
+                session.close()
+            native = outcome(ws)
+        stats = Counter(server.stats)
+    with Workspace(tmp_path / "openai-shaped") as ws:
+        session = open_session(ws)
+        try:
+            prepare(ws, session, RunSpec(("r1",), LINEUP, STAGE, LINEUP_SETTINGS, limit=LIMIT))
+            finish(ws, session)
+        finally:
+            session.close()
+        reference = outcome(ws)
+    assert set(native["threads"]) == {"done"} and native["records"] == reference["records"]
+    assert native["anomalies"] == 0
+    by_wave: dict[int, set[str]] = {}
+    for f in native["files"]:
+        by_wave.setdefault(f["wave"], set()).add(f["model"])
+        assert f["backend"] == "batch", f["model"]  # every role at batch prices
+    assert sum(1 for models in by_wave.values() if set(LINEUP) <= models) >= 2
+    roles = {(f["roles"], f["model"]) for f in native["files"]}
+    assert ("judge", "dashscope/deepseek-r1") in roles and ("user", "siliconflow/deepseek-ai/DeepSeek-V3") in roles
+    # Each through its own API: Message Batches, Mistral's jobs, the OpenAI-shaped Batches of the rest.
+    assert stats["calls:anthropic_create"] and stats["calls:mistral_create"] and stats["calls:create_batch"]
+
+
+def test_a_mistral_job_whose_create_answer_was_lost_is_adopted_by_its_tag(tmp_path, monkeypatch, clean):
+    """A crash between Mistral's create and its record (the job exists, the answer never arrived):
+    the next command finds the job by its `metadata` tag and never creates a second one."""
+    from lexpilot_batch.providers.base import CreateUncertain
+    from lexpilot_batch.providers.mistral.batch import MistralBatchBackend
+
+    real = MistralBatchBackend.create
+    lost: list[str] = []
+
+    def create_then_lose_the_answer(self, input_file_id, metadata, endpoint=None, source=None):
+        info = real(self, input_file_id, metadata, endpoint, source)
+        if len(lost) < 2:
+            lost.append(info.id)
+            raise CreateUncertain("the answer was lost")
+        return info
+
+    monkeypatch.setattr(MistralBatchBackend, "create", create_then_lose_the_answer)
+    models = (MISTRAL,)
+    out = run_providers(tmp_path / "ws", monkeypatch, models=models, create_grace=5.0)
+    assert set(out["threads"]) == {"done"}
+    assert out["records"] == {k: v for k, v in clean["records"].items() if k[1] in models}
+    jobs = [f["batch_id"] for f in out["files"] if f["model"].startswith("mistral/")]
+    assert len(lost) == 2 and set(lost) <= set(jobs)  # adopted
+    assert out["server"]["calls:mistral_create"] == len(jobs)  # never a second job for a file
+
+
+def test_mistral_lines_sent_at_once_through_its_chat_completions_give_the_same_records(tmp_path, monkeypatch, clean):
+    """`--tail-sync`: a group sent at once is each `{custom_id, body}` line as Mistral's
+    `POST /v1/chat/completions` (the model is in the body), its answer saved as a batch line."""
+    models = (MISTRAL,)
+    out = run_providers(tmp_path / "ws", monkeypatch, models=models, tail_sync=1)
+    assert out["records"] == {k: v for k, v in clean["records"].items() if k[1] in models}
+    mistral = [f for f in out["files"] if f["model"].startswith("mistral/")]
+    assert mistral and {f["backend"] for f in mistral} == {"sync"}
+    assert out["server"]["calls:chat_completion"] > 0 and out["server"]["calls:mistral_create"] == 0
