@@ -93,7 +93,11 @@ def test_premium_zero_never_pays_list_price_and_a_budget_allows_some(tmp_path: P
 
 
 def route(model: str, provider: str | None, **choices: str):
-    env = {"OPENAI_API_KEY": "k", "AZURE_OPENAI_BASE_URL": "https://r.openai.azure.com/openai/v1", "GEMINI_API_KEY": "k"}
+    env = {
+        "OPENAI_API_KEY": "k",
+        "AZURE_OPENAI_BASE_URL": "https://r.openai.azure.com/openai/v1",
+        "GEMINI_API_KEY": "k",
+    }
     return resolve_route("eval", model, provider, RouteRules(choices=choices, environ=env))
 
 
@@ -137,7 +141,12 @@ def test_the_workspace_remembers_the_tail_policy(tmp_path: Path) -> None:
         prepare_runs(ws, session, stage="lca", limit=1)
         session.close()
         policy = Session(ws, ProviderOptions()).tail_policy()
-        assert (policy.auto, policy.max_premium, dict(policy.flex), policy.expected.batch) == (True, 5.0, {"m": False}, 99.0)
+        assert (policy.auto, policy.max_premium, dict(policy.flex), policy.expected.batch) == (
+            True,
+            5.0,
+            {"m": False},
+            99.0,
+        )
         assert not Session(ws, ProviderOptions(tail="off")).tail_policy().auto
         with pytest.raises(ConfigError, match="--tail must be"):
             Session(ws, ProviderOptions(tail="sometimes"))
