@@ -58,7 +58,7 @@ def test_flex_refusing_for_good_falls_back_to_batches(tmp_path: Path, baseline: 
     refused = flex_files(outcome)
     assert refused and all(f["batch_status"] == "cancelled" for f in refused)
     # A model goes flex in one wave only, the first it appears in; then by batch.
-    first_wave = {}
+    first_wave: dict[str, int] = {}
     for f in outcome.files:
         first_wave.setdefault(f["model"], f["wave"])
     assert {(f["model"], f["wave"]) for f in refused} == set(first_wave.items())
