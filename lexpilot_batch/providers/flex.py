@@ -18,7 +18,7 @@
   its models never travel flex.
 
 `FLEX_MODELS` is the one table of which models take flex; `--flex MODEL=on|off` (a workspace
-remembers it) overrides it either way. The simulated provider speaks flex on its chat completions
+remembers it; `*` for every model) overrides it either way. The simulated provider speaks flex on its chat completions
 and generateContent routes (`simulated.chat`), so every simulated model takes it.
 """
 
@@ -35,6 +35,7 @@ from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.routes import Route
 
 TIER = "flex"
+ANY = "*"  # `--flex '*=off'`: every model without a flag of its own
 # OpenAI's guide: "increase default timeout to 15 minutes"; Gemini's targets 1 to 15 minutes too.
 TIMEOUT = 900.0
 
@@ -64,8 +65,8 @@ def parse_flex_flags(flags: list[str] | None) -> dict[str, bool]:
 def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
     """Whether requests of this route may travel on the flex tier: `--flex MODEL=on|off` first, then
     the simulated provider (always) or `FLEX_MODELS` for the provider's own endpoint."""
-    if forced and route.model in forced:
-        return forced[route.model]
+    if forced and (route.model in forced or ANY in forced):
+        return forced.get(route.model, forced.get(ANY, False))
     if route.backend == SIMULATED:
         return True
     if route.api == ANTHROPIC:
