@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from lexpilot_batch.state.queries import measured_batch_seconds
 if TYPE_CHECKING:
     from lexpilot_batch.providers.sync import SyncRunner
     from lexpilot_batch.simulated import SimulatedServer
+    from lexpilot_batch.state.compaction import Compactor
     from lexpilot_batch.state.workspace import Workspace
 
 
@@ -118,6 +120,7 @@ class Session:
         self._server: SimulatedServer | None = None
         self._batch: dict[tuple[Any, ...], BatchBackend] = {}
         self._sync: dict[tuple[Any, ...], SyncRunner] = {}
+        self._compactor: Compactor | None = None
 
     @property
     def provider(self) -> str:
@@ -238,7 +241,23 @@ class Session:
             if self.ws.store.meta(key) != value:
                 self.ws.store.set_meta(key, value)
 
+    def compactor(self) -> Compactor:
+        """The worker compressing this workspace's finished waves (`compaction.Compactor`); what it
+        packed is recorded by its next round, or when the session closes."""
+        from lexpilot_batch.state.compaction import Compactor
+
+        assert self.ws is not None, "no workspace to compact"
+        if self._compactor is None:
+            self._compactor = Compactor(self.ws)
+        return self._compactor
+
     def close(self) -> None:
+        if self._compactor is not None:
+            compactor, self._compactor = self._compactor, None
+            if sys.exc_info()[0] is None:
+                compactor.finish()
+            else:  # an error or Ctrl-C: stop at once; the next command packs it again
+                compactor.abandon()
         if self._server is not None:
             self._server.stop()
             self._server = None
