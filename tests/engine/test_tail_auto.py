@@ -151,3 +151,34 @@ def test_the_workspace_remembers_the_tail_policy(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match="--tail must be"):
             Session(ws, ProviderOptions(tail="sometimes"))
         assert json.loads(ws.store.meta("tail_policy") or "{}")["tail"] == "auto"
+
+
+PRICES = {role: {"input": 1.0, "output": 4.0} for role in ("eval", "user", "judge")}
+
+
+def estimate(**options: Any) -> Any:
+    from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.estimate import dry_run_prepare
+    from lexpilot_batch.study.runs import RunSpec
+
+    spec = RunSpec(RUNS, ("sim-eval",), "all", Settings(), limit=LIMIT, speculate=True)
+    session = Session(None, ProviderOptions(provider="simulated", concurrency=1, expect_latency=EXPECT, **options))
+    return dry_run_prepare(None, session, spec, prices=PRICES)
+
+
+def test_the_projection_shows_batch_only_against_auto_wave_by_wave() -> None:
+    from lexpilot_batch.estimate import render
+
+    flex = estimate(tail="auto").tail_auto
+    assert flex is not None and flex.batch_round_trips == 8 == len(flex.waves)
+    assert 0 < flex.auto_round_trips < 8 and flex.premium_usd == 0 and flex.auto_seconds < flex.batch_seconds
+    for w in flex.waves:  # the compiler's rule on the expected counts
+        fits = math.ceil(w.requests - 1e-9) * EXPECT["flex"] < EXPECT["batch"]
+        assert (w.flex, w.batch) == ((w.requests, 0) if fits else (0, w.requests))
+    no_flex = estimate(tail="auto", flex={"*": False}).tail_auto
+    assert no_flex is not None and (no_flex.auto_round_trips, no_flex.premium_usd) == (8, 0)
+    paid = estimate(tail="auto", flex={"*": False}, max_premium=50.0).tail_auto
+    assert paid is not None and paid.auto_round_trips < 8 and paid.premium_usd is not None and paid.premium_usd > 0
+    assert paid.cost_usd is not None and paid.premium_usd <= 0.5 * paid.cost_usd
+    text = render(estimate(tail="auto"))
+    assert "Batch-only against --tail auto (--max-premium 0" in text and "auto s" in text
