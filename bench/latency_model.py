@@ -172,7 +172,7 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
             max_premium=premium,
             concurrency=args.concurrency,
             expected=Expected(**expected_latency(args)),
-            flex={} if flex else {"*": False},
+            flex={"*": flex},
         )
         spent, backend_of = Spent(), {}
         for wave in sorted({f["wave"] for f in files}):

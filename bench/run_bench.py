@@ -571,10 +571,12 @@ def _bench(
         "concurrency": args.concurrency,
         "max_enqueued_tokens": budgets,
         # `--tail auto` is told the latency model's numbers, as a workspace that measured its batches
-        # would know them (`bench/latency_model.py`); `--no-flex`: as if no model took flex.
+        # would know them (`bench/latency_model.py`). The bench's models are bare names at the
+        # simulated provider, which speaks flex: `--flex '*=on'` says so (an OpenAI-compatible
+        # endpoint's models are never assumed to, `providers.flex`); `--no-flex`: as if none did.
         "tail": args.tail,
         "max_premium": args.max_premium,
-        "flex": {"*": False} if args.no_flex else {},
+        "flex": {"*": not args.no_flex},
         "expect_latency": expected_latency(args),
     }
     if args.simulator == "process":
