@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fault_helpers import Outcome, assert_same_as, finish_despite, retried, run_benchmark
@@ -30,7 +31,7 @@ from lexpilot_batch.state.compaction import read_saved
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
 # Every wave is quicker on flex than the expected batch: all of it travels flex.
-FLEX = {"tail": "auto", "expect_latency": {"batch": 1e6, "flex": 1.0}}
+FLEX: dict[str, Any] = {"tail": "auto", "expect_latency": {"batch": 1e6, "flex": 1.0}}
 
 
 @pytest.fixture(autouse=True)
