@@ -18,7 +18,7 @@ DEFAULT_PRICE = {"input": 0.15, "output": 0.60}
 
 
 # Keys of the simulated provider's faults that make it sleep (`simulated.latency`).
-LATENCY_KEYS = ("latency", "sync_latency", "latency_spread")
+LATENCY_KEYS = ("latency", "sync_latency", "latency_spread", "flex_latency")
 
 
 def simulator_faults(args: argparse.Namespace) -> str:
@@ -27,9 +27,29 @@ def simulator_faults(args: argparse.Namespace) -> str:
     parts = [] if args.sim_faults.strip().lower() in ("", "none", "off") else [args.sim_faults]
     if args.real_time:
         parts.append(
-            f"latency={args.batch_latency},sync_latency={args.sync_latency},latency_spread={args.latency_spread}"
+            f"latency={args.batch_latency},sync_latency={args.sync_latency},latency_spread={args.latency_spread},"
+            f"flex_latency={flex_latency(args)}"
         )
     return ",".join(parts) or "none"
+
+
+def flex_latency(args: argparse.Namespace) -> float:
+    """Seconds a flex call takes in the latency model: `--flex-latency`, by default twice a chat
+    completion's (the providers promise only "slower"; Gemini targets 1 to 15 minutes)."""
+    return float(args.flex_latency) if args.flex_latency is not None else 2 * float(args.sync_latency)
+
+
+def expected_latency(args: argparse.Namespace) -> dict[str, float]:
+    """What `--tail auto` is told to expect (`--expect-latency`): the latency model's own numbers,
+    as a workspace that measured its batches would know them; nothing without `--batch-latency`."""
+    if args.batch_latency is None:
+        return {}
+    return {"batch": float(args.batch_latency), "sync": float(args.sync_latency), "flex": flex_latency(args)}
+
+
+# The `--tail auto` policies every run is also replayed under (`time_to_result`): (name, premium
+# percent, flex-capable models).
+POLICIES = (("auto", 0.0, True), ("auto, no flex, premium 10", 10.0, False))
 
 
 def check_latency_args(args: argparse.Namespace) -> str | None:
@@ -86,16 +106,24 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
     chat completions), which a real provider does within its latency. Polls are assumed to notice a
     finished batch at once (`--poll-interval` adds up to its length per wave). Tail-sync does not
     change which requests a wave holds, only how each group travels, so every limit of the sweep is
-    evaluated on the same waves, with the compiler's rule (`tail_sync.wave_backend`).
+    evaluated on the same waves, with the compiler's rule (`tail_sync.wave_backend`), and so is each
+    `--tail auto` policy of `POLICIES` (`tail.wave_travel`, the waves in order for `--max-premium`).
+    A flex call takes `chat_seconds(..., flex=True)`; the run's own row is its files' recorded backends.
     """
     from lexpilot_batch.engine.session import Session
-    from lexpilot_batch.engine.tail import is_round_trip, wave_backend
+    from lexpilot_batch.engine.tail import Expected, Spent, TailPolicy, is_round_trip, wave_backend, wave_travel
+    from lexpilot_batch.providers.apis import FLEX
     from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, cost_usd
     from lexpilot_batch.simulated.faults import Faults
     from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds
     from lexpilot_batch.state.workspace import Workspace
 
-    faults = Faults(latency=args.batch_latency, sync_latency=args.sync_latency, latency_spread=args.latency_spread)
+    faults = Faults(
+        latency=args.batch_latency,
+        sync_latency=args.sync_latency,
+        latency_spread=args.latency_spread,
+        flex_latency=flex_latency(args),
+    )
     prices = json.loads(Path(args.prices).read_text(encoding="utf-8")) if args.prices else None
     price_of = (prices or {}).get
     with Workspace(ws_root, writable=False) as ws:
@@ -116,6 +144,10 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
         session.close()
     batch_s = {f["pk"]: batch_seconds(faults, f["sha256"]) for f in files}
     sync_s = {pk: makespan([chat_seconds(faults, c) for c in cids], args.concurrency) for pk, cids in ids.items()}
+    flex_s = {
+        pk: makespan([chat_seconds(faults, c, flex=True) for c in cids], args.concurrency) for pk, cids in ids.items()
+    }
+    recorded = {f["pk"]: f["backend"] for f in files}
     groups: dict[tuple, list[dict]] = defaultdict(list)  # a wave's files of one group, as compiled
     for f in files:
         route = routes[f["pk"]]
@@ -127,22 +159,46 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
             for (pk, role), (p, c) in tokens.items()
         )
 
-    def evaluate(limit: int) -> dict[str, Any]:
+    def by_limit(limit: int) -> dict[int, str]:
         backend_of = {}
         for group in groups.values():
             backend = wave_backend(routes[group[0]["pk"]], sum(f["n_requests"] for f in group), limit)
             backend_of.update((f["pk"], backend) for f in group)
+        return backend_of
+
+    def by_policy(premium: float, flex: bool) -> dict[int, str]:
+        policy = TailPolicy(
+            auto=True,
+            max_premium=premium,
+            concurrency=args.concurrency,
+            expected=Expected(**expected_latency(args)),
+            flex={"*": flex},
+        )
+        spent, backend_of = Spent(), {}
+        for wave in sorted({f["wave"] for f in files}):
+            mine = {key: group for key, group in groups.items() if key[0] == wave}
+            sizes = {
+                key: (routes[g[0]["pk"]], sum(f["n_requests"] for f in g), sum(f["tokens"] or 0 for f in g))
+                for key, g in mine.items()
+            }
+            for key, backend in wave_travel(policy, sizes, spent).items():
+                backend_of.update((f["pk"], backend) for f in mine[key])
+        return backend_of
+
+    def evaluate(backend_of: dict[int, str], **label: Any) -> dict[str, Any]:
         waves = []
         for wave in sorted({f["wave"] for f in files}):
             mine = [f for f in files if f["wave"] == wave]
             batched = [f for f in mine if is_round_trip(backend_of[f["pk"]])]
             synced = [f for f in mine if not is_round_trip(backend_of[f["pk"]])]
-            seconds = max(max((batch_s[f["pk"]] for f in batched), default=0.0), sum(sync_s[f["pk"]] for f in synced))
+            here = sum((flex_s if backend_of[f["pk"]] == FLEX else sync_s)[f["pk"]] for f in synced)
+            seconds = max(max((batch_s[f["pk"]] for f in batched), default=0.0), here)
             waves.append(
                 {
                     "wave": wave,
                     "batch_requests": sum(f["n_requests"] for f in batched),
-                    "sync_requests": sum(f["n_requests"] for f in synced),
+                    "sync_requests": sum(f["n_requests"] for f in synced if backend_of[f["pk"]] != FLEX),
+                    "flex_requests": sum(f["n_requests"] for f in synced if backend_of[f["pk"]] == FLEX),
                     "seconds": round(seconds, 1),
                 }
             )
@@ -150,9 +206,10 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
         all_batch = cost({pk: routes[pk].backend for pk in routes})
         spent = cost(backend_of)
         return {
-            "tail_sync": limit,
+            **label,
             "batch_round_trips": sum(1 for w in waves if w["batch_requests"]),
             "sync_requests": sum(w["sync_requests"] for w in waves),
+            "flex_requests": sum(w["flex_requests"] for w in waves),
             "provider_seconds": round(provider, 1),
             "simulated_seconds": round(provider + local_seconds, 1),
             "cost_usd": round(spent, 4),
@@ -161,16 +218,18 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
             "by_wave": waves,
         }
 
-    own = evaluate(args.tail_sync)
+    own = evaluate(recorded, tail_sync=args.tail_sync, tail=args.tail)
     replayed = {pk for group in groups.values() for pk in (f["pk"] for f in group)}
     assert len(replayed) == len(files)
-    sweep = [evaluate(limit) for limit in SWEEP]
+    sweep = [evaluate(by_limit(limit), tail_sync=limit) for limit in SWEEP]
+    sweep += [evaluate(by_policy(p, flex), tail=name) for name, p, flex in POLICIES if args.batch_latency]
     for entry in sweep:
         del entry["by_wave"]
     return {
         "model": {
             "batch_latency_s": args.batch_latency,
             "sync_latency_s": args.sync_latency,
+            "flex_latency_s": flex_latency(args),
             "latency_spread": args.latency_spread,
             "concurrency": args.concurrency,
             "prices": prices or {"every role": DEFAULT_PRICE},

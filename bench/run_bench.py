@@ -38,7 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from export_check import check_export
-from latency_model import check_latency_args, poll_pause, simulator_faults, sleeps_latency, time_to_result
+from latency_model import (
+    check_latency_args,
+    expected_latency,
+    poll_pause,
+    simulator_faults,
+    sleeps_latency,
+    time_to_result,
+)
 from synthetic import generate_dataset
 
 try:  # POSIX only; on Windows peak RSS is reported as null
@@ -169,15 +176,22 @@ def instrument(meter: Meter) -> None:
     engine.check_compiled_files = meter.wrap(engine.check_compiled_files, "submit.verify")
     engine.submit_files = meter.wrap(engine.submit_files, "submit.upload_create")
     engine.poll_files = meter.wrap(engine.poll_files, "poll_files")
-    compact = engine.compact_finished_waves
+    from lexpilot_batch.state.compaction import Compactor
 
-    def measured_compact(ws: Any) -> Any:
+    start_compacting = Compactor.run
+
+    def measured_compact(self: Compactor) -> Any:
         # The workspace is largest just before a finished wave's files are compressed: the next
         # wave's are written by then.
-        meter.workspace_peak = max(meter.workspace_peak, tree_size(ws.root, exclude=ws.state_dir / "simulated"))
-        return compact(ws)
+        root = self.ws.root
+        meter.workspace_peak = max(meter.workspace_peak, tree_size(root, exclude=self.ws.state_dir / "simulated"))
+        return start_compacting(self)
 
-    engine.compact_finished_waves = meter.wrap(measured_compact, "compact")
+    # What compaction costs the critical path: waiting for the worker, recording what it packed and
+    # handing it the next files (`compact`); its own time on its thread is `compact_worker`.
+    Compactor.run = meter.wrap(measured_compact, "compact")  # type: ignore[method-assign]
+    Compactor.finish = meter.wrap(Compactor.finish, "compact")  # type: ignore[method-assign]
+    Compactor._pack_all = meter.wrap(Compactor._pack_all, "compact_worker")  # type: ignore[method-assign]
     # The provider's own work, which the engine waits for at zero latency and which a real provider
     # does within its latency: the simulated provider answers a batch when it is created, and a
     # chat completion when it is called. Left out of the local time of `time_to_result`.
@@ -466,8 +480,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log(f"kept {root}")
 
 
-# The configurations of `--compare`: (name, --speculate, --tail-sync; None: the one given).
-COMPARED = (("no speculation", False, 0), ("speculation", True, 0), ("speculation + tail-sync", True, None))
+# The configurations of `--compare`: (name, options over the ones given; "tail_sync" None: the one given).
+COMPARED: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("no speculation", {"speculate": False, "tail_sync": 0}),
+    ("speculation", {"speculate": True, "tail_sync": 0}),
+    ("speculation + tail-sync", {"speculate": True, "tail_sync": None}),
+    ("speculation + auto", {"speculate": True, "tail_sync": 0, "tail": "auto", "max_premium": 0.0, "no_flex": False}),
+    (
+        "speculation + auto, no flex, premium 10",
+        {"speculate": True, "tail_sync": 0, "tail": "auto", "max_premium": 10.0, "no_flex": True},
+    ),
+)
 
 
 def _compare(
@@ -475,16 +498,17 @@ def _compare(
 ) -> dict[str, Any]:
     """The same dataset run in each configuration of `COMPARED`, each in a workspace of its own."""
     results = []
-    for name, speculate, tail_sync in COMPARED:
-        config = argparse.Namespace(
-            **{**vars(args), "speculate": speculate, "tail_sync": args.tail_sync if tail_sync is None else tail_sync}
-        )
+    for name, given in COMPARED:
+        if args.compare_only and name not in args.compare_only:
+            continue
+        chosen = {**given, "tail_sync": args.tail_sync if given["tail_sync"] is None else given["tail_sync"]}
+        config = argparse.Namespace(**{**vars(args), **chosen})
         slug = name.replace(" + ", "-").replace(" ", "-")
         ws_root, sim_dir = root / f"workspace-{slug}", root / f"simulator-{slug}"
         if ws_root.exists() and any(ws_root.iterdir()):
             raise SystemExit(f"{ws_root} is not empty; pass another --root (the bench needs a fresh workspace)")
         made.extend([ws_root, sim_dir])
-        log(f"--- {name} (--speculate {speculate}, --tail-sync {config.tail_sync}) ---")
+        log(f"--- {name} ({chosen}) ---")
         results.append((name, _bench(config, dataset, ws_root, sim_dir, root, validation)))
     rows = []
     for name, r in results:
@@ -496,20 +520,25 @@ def _compare(
                 "waves": r["waves"],
                 "batch_round_trips": t["batch_round_trips"],
                 "sync_requests": t["sync_requests"],
+                "flex_requests": t["flex_requests"],
                 "requests": r["requests"],
                 "simulated_seconds": t["simulated_seconds"],
                 "provider_seconds": t["provider_seconds"],
                 "cost_usd": t["cost_usd"],
                 "premium_pct": t["premium_pct"],
                 "local_us_per_request": r["local_us_per_request"],
+                "peak_rss_mb": r["peak_rss_mb"],
                 "workspace_mb": r["workspace_mb"],
                 "metrics_digest": r["metrics_digest"],
             }
         )
-    log("config                    waves  batch trips  sync req.  time to result   cost USD  premium")
+    log(
+        "config                                   waves  batch trips  sync req.  flex req.  time to result   cost USD  premium"
+    )
     for row in rows:
         log(
-            f"{row['config']:<25} {row['waves']:>5} {row['batch_round_trips']:>12} {row['sync_requests']:>10} "
+            f"{row['config']:<40} {row['waves']:>5} {row['batch_round_trips']:>12} {row['sync_requests']:>10} "
+            f"{row['flex_requests']:>10} "
             f"{row['simulated_seconds']:>12.0f} s {row['cost_usd']:>10.2f} {row['premium_pct']:>7}%"
         )
     return {
@@ -541,6 +570,14 @@ def _bench(
         "tail_sync": args.tail_sync,
         "concurrency": args.concurrency,
         "max_enqueued_tokens": budgets,
+        # `--tail auto` is told the latency model's numbers, as a workspace that measured its batches
+        # would know them (`bench/latency_model.py`). The bench's models are bare names at the
+        # simulated provider, which speaks flex: `--flex '*=on'` says so (an OpenAI-compatible
+        # endpoint's models are never assumed to, `providers.flex`); `--no-flex`: as if none did.
+        "tail": args.tail,
+        "max_premium": args.max_premium,
+        "flex": {"*": not args.no_flex},
+        "expect_latency": expected_latency(args),
     }
     if args.simulator == "process":
         simulator = SimulatorProcess(sim_dir, root / f"{sim_dir.name}.log", faults)
@@ -665,6 +702,7 @@ def _bench(
         "prepare.register_run": s["prepare.register_run"],
         "prepare.add_threads": s["prepare.add_threads"],
         "compact": s["compact"],
+        "compact_worker": s["compact_worker"],
         "provider.create": s["provider.create"],
         "provider.sync": s["provider.sync"],
         "other": seconds["total"]
@@ -718,6 +756,9 @@ def _bench(
         "workspace_peak_mb": round(max(meter.workspace_peak, ws_bytes) / MB, 1),
         "speculate": args.speculate,
         "tail_sync": args.tail_sync,
+        "tail": args.tail,
+        "max_premium": args.max_premium,
+        "no_flex": args.no_flex,
         "compact": not args.no_compact,
         "time_to_result": timing,
         "check_export": checked_export,
@@ -815,6 +856,26 @@ def main(argv: list[str] | None = None) -> int:
         help="prepare the runs with --tail-sync N: a wave's groups of at most N requests through chat completions",
     )
     parser.add_argument(
+        "--tail", choices=("off", "auto"), default="off", help="prepare the runs with --tail auto (engine/tail.py)"
+    )
+    parser.add_argument(
+        "--max-premium", type=float, default=0.0, metavar="PCT", help="with --tail auto: --max-premium PCT (default 0)"
+    )
+    parser.add_argument("--no-flex", action="store_true", help="as if no model took the flex tier (--flex '*=off')")
+    parser.add_argument(
+        "--flex-latency",
+        type=float,
+        metavar="f",
+        help="seconds a flex call takes in the latency model (default: twice --sync-latency)",
+    )
+    parser.add_argument(
+        "--compare-only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --compare, only these configurations (repeatable; names as in the table)",
+    )
+    parser.add_argument(
         "--batch-latency",
         type=float,
         metavar="S",
@@ -851,7 +912,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compare",
         action="store_true",
-        help="run no speculation, speculation, and speculation with --tail-sync N, each in its own workspace",
+        help="run no speculation, speculation, speculation with --tail-sync N, with --tail auto (flex), and with "
+        "--tail auto --max-premium 10 without flex, each in its own workspace",
     )
     parser.add_argument("--no-compact", action="store_true", help="leave finished waves' files uncompressed")
     parser.add_argument(

@@ -16,6 +16,7 @@ import typer
 
 from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.benchmark.settings import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL
+from lexpilot_batch.cli.tail_options import TAIL_OPTIONS
 from lexpilot_batch.errors import LexpilotError
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ PROVIDER_OPTIONS: list[Option] = [
         8,
     ),
     ("tail_sync", TailSyncOpt, None),
+    *TAIL_OPTIONS,
     (
         "max_requests_per_file",
         Annotated[
@@ -413,6 +415,8 @@ def provider_options(values: dict[str, Any]) -> Target:
     from lexpilot_batch.benchmark.settings import ROLES
     from lexpilot_batch.engine.budgets import parse_flags
     from lexpilot_batch.engine.session import ProviderOptions
+    from lexpilot_batch.engine.tail import parse_expected
+    from lexpilot_batch.providers.flex import parse_flex_flags
 
     profiles: dict[str, str | None] = {}
     for item in values["profile"]:
@@ -443,6 +447,10 @@ def provider_options(values: dict[str, Any]) -> Target:
             outage_wait=values["outage_wait"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
             tail_sync=values["tail_sync"],
+            tail=values["tail"],
+            max_premium=values["max_premium"],
+            flex=parse_flex_flags(values["flex"]),
+            expect_latency=parse_expected(values["expect_latency"]),
         ),
     )
 

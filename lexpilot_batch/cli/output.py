@@ -57,7 +57,7 @@ def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
     elif compiled.compiled:
         say(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s):")
         for path in compiled.files:
-            say(f"  {path}" + ("  (sync: --tail-sync)" if path in compiled.tail_sync_files else ""))
+            say(f"  {path}" + ("  (at once: --tail-sync / --tail auto)" if path in compiled.tail_sync_files else ""))
     else:
         say("Nothing is due: every thread of these runs is finished.")
     say_manual(result.compiled.manual_files, root)
@@ -134,7 +134,9 @@ def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[
                 note(f"    {terminal_safe(a)}")  # one line each, whatever the line quoted
         compiled = outcome.compiled
         if compiled is not None and compiled.compiled:
-            synced = f", {len(compiled.tail_sync_files)} through sync (--tail-sync)" if compiled.tail_sync_files else ""
+            synced = (
+                f", {len(compiled.tail_sync_files)} at once, through sync or flex" if compiled.tail_sync_files else ""
+            )
             note(
                 f"Wave {compiled.wave}: {compiled.requests} requests compiled in {len(compiled.files)} file(s)"
                 f"{synced}; {compiled.done} threads finished, {compiled.failed} failed."

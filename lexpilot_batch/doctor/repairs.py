@@ -106,7 +106,7 @@ def _discard_unsent(ws: Workspace, paths: list[str], session: Session | None) ->
                     f"discarded {row['path']}: its {row['n_requests']} requests are asked again in the next wave"
                 )
     if recompile and session is not None:
-        result = compile_wave(ws, session.route, session.options.retries, session.tail_sync)
+        result = compile_wave(ws, session.route, session.options.retries, session.tail_policy())
         if result.compiled:
             done.append(f"compiled wave {result.wave} again: {result.requests} requests in {len(result.files)} file(s)")
     return done

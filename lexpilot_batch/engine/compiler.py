@@ -39,6 +39,7 @@ from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.engine.budgets import request_tokens
 from lexpilot_batch.engine.due import due_for_case
 from lexpilot_batch.engine.request_files import WaveWriter
+from lexpilot_batch.engine.tail import TailPolicy
 from lexpilot_batch.providers.dialects import RoleRequest
 from lexpilot_batch.providers.ids import custom_id, request_check
 from lexpilot_batch.providers.lines import line_body, line_head
@@ -58,7 +59,7 @@ class CompileResult:
     failed: int = 0
     in_flight: bool = False
     manual_files: list[str] = field(default_factory=list)  # for the user to run (manual backend)
-    tail_sync_files: list[str] = field(default_factory=list)  # small groups sent through chat (`tail_sync`)
+    tail_sync_files: list[str] = field(default_factory=list)  # groups sent at once, through sync or flex (`tail`)
 
     @property
     def compiled(self) -> bool:
@@ -113,10 +114,10 @@ def _load_case_factory(db: sqlite3.Connection) -> Callable[[str, int], Case]:
     return load
 
 
-def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3, tail_sync: int = 0) -> CompileResult:
+def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3, tail: TailPolicy | int = 0) -> CompileResult:
     """Advance every active thread and write all due requests into the open wave, atomically.
 
-    A group of at most `tail_sync` requests travels at once, through the sync backend (`tail_sync`).
+    How each group travels is `tail`'s (`engine.tail`: `--tail-sync N` as a number, or a policy).
     """
     result = CompileResult()
     with ws.store.transaction() as db:
@@ -126,7 +127,7 @@ def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3, tail_sync: in
             return result
         stale = discard_unsent_wave(db, wave) if existing else []
         open_wave(db, wave)
-        writer = WaveWriter(ws, db, wave, tail_sync)
+        writer = WaveWriter(ws, db, wave, tail)
         try:
             _advance_all(ws, db, writer, _run_contexts(db, retries, route), result)
             written = writer.close()

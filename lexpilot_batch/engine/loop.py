@@ -19,7 +19,7 @@ from lexpilot_batch.engine.rearm import RetryResult, RetrySelection, retry_faile
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import SubmitResult, TamperedFile, submit_files
 from lexpilot_batch.errors import ProviderUnavailable
-from lexpilot_batch.state.compaction import CompactStats, compact_finished_waves
+from lexpilot_batch.state.compaction import CompactStats
 from lexpilot_batch.state.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.lineup import plan_runs
@@ -65,7 +65,7 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
 def _compile(ws: Workspace, session: Session) -> CompileResult:
     """Compile what is due into the open wave, as this command's session says (routes, --retries,
     --tail-sync)."""
-    return compile_wave(ws, session.route, session.options.retries, session.tail_sync)
+    return compile_wave(ws, session.route, session.options.retries, session.tail_policy())
 
 
 def retry(ws: Workspace, session: Session, selection: RetrySelection) -> tuple[RetryResult, CompileResult]:
@@ -122,8 +122,10 @@ def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool, comp
     # waited for it go now, as do the files of a new wave.
     if do_submit and ((compiled is not None and compiled.compiled) or poll.finished or poll.refused or poll.lost):
         submitted = submit(ws, session)
-    # Last, while the next wave's batches run: the finished waves' files are not read again.
-    compacted = compact_finished_waves(ws) if compact else None
+    # Last, while the next wave's batches run: the finished waves' files are not read again. They
+    # are compressed on a worker thread (`compaction.Compactor`), off the critical path; what it
+    # packed since the last round is recorded now, the rest when the session closes.
+    compacted = session.compactor().run() if compact else None
     return AdvanceResult(poll, compiled, submitted, compacted)
 
 

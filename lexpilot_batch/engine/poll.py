@@ -6,6 +6,14 @@ provider answers 404 for, `waves.LOST_AFTER` polls in a row, and that its listin
 is lost (`waves.mark_lost`): its requests go back to due without using up `--retries`. A batch
 refused for the enqueued-token quota lowers the model's budget and its file waits to be created
 again (`waves.refused`); no request fails. A batch older than `--max-wave-age` is cancelled.
+
+A file on the flex tier that the provider keeps refusing for want of capacity (`sync.FlexRefused`)
+falls back to batches: in one transaction it is recorded as a cancelled batch whose output holds
+the lines answered so far, and its model is named in the workspace's `flex_refused`, so that no
+later wave sends it flex (`engine.tail`). Ingest then keeps those answers and fails the rest as
+never run, without using up an attempt, and the next wave asks them again as a batch. A crash
+before that transaction leaves the file in flight: the next poll resumes it, sending only what has
+no saved line, so no request is sent twice.
 """
 
 from __future__ import annotations
@@ -22,8 +30,10 @@ from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.ingest import IngestStats, ingest_file
 from lexpilot_batch.engine.recovery import sweep
 from lexpilot_batch.engine.submit import TamperedFile
-from lexpilot_batch.providers.apis import MANUAL, SYNC
+from lexpilot_batch.engine.tail import FLEX_REFUSED, flex_refused
+from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchNotFound, BatchStatus
+from lexpilot_batch.providers.sync import FlexRefused, saved_custom_ids
 from lexpilot_batch.state.waves import (
     IN_FLIGHT,
     LOST_AFTER,
@@ -77,7 +87,7 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             result.in_flight += 1
             result.manual.append(row["path"])
             continue
-        if row["status"] == SUBMITTED and row["backend"] == SYNC:
+        if row["status"] == SUBMITTED and row["backend"] in RUN_HERE:
             _run_sync(ws, session, row)
             row = file_row(ws.store.conn, row["pk"])
         elif row["status"] == SUBMITTED:
@@ -175,10 +185,32 @@ def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
             bar.total = total
             bar.update(saved - bar.n)
 
-        stats = runner.run(path, out, on_progress=progress)
+        try:
+            stats = runner.run(path, out, on_progress=progress)
+        except FlexRefused as exc:
+            _fall_back(ws, row, out, str(exc))
+            return
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
     with ws.store.transaction() as db:
         mark_downloaded(db, row["pk"], BatchStatus.COMPLETED, counts, ws.relative(out))
+
+
+def _fall_back(ws: Workspace, row: dict, out: Path, why: str) -> None:
+    """A flex file refused for good: its saved lines are its output, its other requests never ran
+    (a cancelled batch's), and its model travels by batch from now on (the module docstring)."""
+    saved = len(saved_custom_ids(out))
+    counts = {"total": row["n_requests"], "completed": saved, "failed": 0}
+    with ws.store.transaction() as db:
+        refused = set(flex_refused(db)) | {row["model"]}
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (FLEX_REFUSED, json.dumps(sorted(refused))))
+        mark_downloaded(
+            db,
+            row["pk"],
+            BatchStatus.CANCELLED,
+            counts,
+            ws.relative(out),
+            batch_errors=json.dumps([{"code": "flex_unavailable", "message": why}], ensure_ascii=False),
+        )
 
 
 def _download(ws: Workspace, backend: BatchBackend, row: dict, info: BatchInfo) -> None:

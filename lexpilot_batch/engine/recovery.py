@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from lexpilot_batch.engine.result_lines import read_lines
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.apis import MANUAL, SYNC
+from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
 from lexpilot_batch.providers.base import (
     BatchBackend,
     BatchInfo,
@@ -265,7 +265,7 @@ def sweep(ws: Workspace, session: Session, rows: list[dict], duplicates: list[st
     by_backend: dict[int, tuple[BatchBackend, float]] = {}
     ours = {"lexpilot_workspace": ws.workspace_id}
     for row in rows:
-        if row["status"] != SUBMITTED or row["backend"] in (SYNC, MANUAL):
+        if row["status"] != SUBMITTED or row["backend"] in (*RUN_HERE, MANUAL):
             continue
         backend = session.batch_backend(row)
         started = min(t for t in (row["creating_at"], row["submitted_at"], time.time()) if t is not None)

@@ -2,8 +2,8 @@
 the route's limits, each written and hashed by a background thread while lines are built.
 
 The files' rows are recorded through `waves` inside the caller's (the compiler's) transaction. Once
-every line is written, each group's size decides whether it travels as a batch or through chat
-completions (`tail_sync.wave_backend`); the lines are the same either way.
+every line is written, the wave's groups decide whether each travels as a batch, on the flex tier
+or through the sync backend (`tail.wave_travel`); the lines are the same either way.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import IO
 
 from lexpilot_batch.engine import budgets
-from lexpilot_batch.engine.tail import wave_backend
-from lexpilot_batch.providers.apis import MANUAL
+from lexpilot_batch.engine.tail import Spent, TailPolicy, wave_travel
+from lexpilot_batch.providers.apis import BATCH_LIKE, FLEX, MANUAL, SYNC
 from lexpilot_batch.providers.ids import id_tag
 from lexpilot_batch.providers.lines import Pieces
 from lexpilot_batch.providers.routes import Route
@@ -84,18 +84,20 @@ def file_group(route: Route) -> Group:
 class WaveWriter:
     """Streams request lines into per-(backend, endpoint, model) shard files, within each route's limits."""
 
-    def __init__(self, ws: Workspace, db: sqlite3.Connection, wave: int, tail_sync: int = 0) -> None:
-        self.ws, self.db, self.wave, self.tail_sync = ws, db, wave, tail_sync
+    def __init__(self, ws: Workspace, db: sqlite3.Connection, wave: int, tail: TailPolicy | int = 0) -> None:
+        self.ws, self.db, self.wave = ws, db, wave
+        self.tail = tail if isinstance(tail, TailPolicy) else TailPolicy(limit=tail)
         self.dir = ws.wave_dir("requests", wave)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.open: dict[Group, dict] = {}
         self.shards: dict[Group, int] = defaultdict(int)
         self.written: list[str] = []
         self.manual: list[str] = []
-        self.tail_synced: list[str] = []  # files sent at once, through the sync backend (`--tail-sync`)
+        self.tail_synced: list[str] = []  # files sent at once, through sync or flex (`tail`)
         self.routes: dict[Group, Route] = {}
         self.group_files: dict[Group, list[tuple[int, str]]] = defaultdict(list)  # (pk, path) of each shard
         self.group_requests: dict[Group, int] = defaultdict(int)
+        self.group_tokens: dict[Group, int] = defaultdict(int)
         self.pieces = Pieces()
         # The workspace's tag: in every custom_id (`request_lines.request_check`), and first in the ids
         # of Anthropic lines (`request_lines.line_id`).
@@ -131,6 +133,7 @@ class WaveWriter:
             current = self._start(group, limits.endpoint)
             self.routes.setdefault(group, route)
         self.group_requests[group] += 1
+        self.group_tokens[group] += tokens
         current["sink"].write(line)
         current["n"] += 1
         current["bytes"] += len(line)
@@ -187,14 +190,31 @@ class WaveWriter:
         for group in list(self.open):
             self._close(group)
         self.pool.shutdown()
+        sizes = {g: (self.routes[g], self.group_requests[g], self.group_tokens[g]) for g in self.group_files}
+        travel = wave_travel(self.tail, sizes, self._spent())
         for group, files in self.group_files.items():
-            route = self.routes[group]
-            backend = wave_backend(route, self.group_requests[group], self.tail_sync)
-            if backend != route.backend:
+            if travel[group] != self.routes[group].backend:
                 for pk, rel in files:
-                    update_file(self.db, pk, backend=backend)
+                    update_file(self.db, pk, backend=travel[group])
                     self.tail_synced.append(rel)
         return self.written
+
+    def _spent(self) -> Spent:
+        """The estimated input tokens of the earlier waves' batched groups, and of those of them sent
+        through sync (`--max-premium`); a role on sync by choice counts among these, which only
+        makes the budget stricter."""
+        travelled = (*BATCH_LIKE, FLEX, SYNC)
+        marks = ", ".join("?" * len(travelled))
+        rows = self.db.execute(
+            f"SELECT backend, COALESCE(SUM(tokens), 0) FROM files WHERE wave != ? AND backend IN ({marks}) GROUP BY backend",
+            (self.wave, *travelled),
+        ).fetchall()
+        spent = Spent()
+        for backend, tokens in rows:
+            spent.batch_tokens += tokens
+            if backend == SYNC:
+                spent.sync_tokens += tokens
+        return spent
 
     def abort(self) -> None:
         for entry in self.open.values():

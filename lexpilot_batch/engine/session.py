@@ -10,24 +10,28 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.benchmark.settings import ROLES
-from lexpilot_batch.engine.tail import check_tail_sync
+from lexpilot_batch.engine.tail import AUTO, Expected, TailPolicy, check_tail, check_tail_sync, flex_refused
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH, GOOGLE, SIMULATED, check_backend
+from lexpilot_batch.providers.apis import BATCH, FLEX, GOOGLE, SIMULATED, check_backend
 from lexpilot_batch.providers.backends import batch_backend
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint
+from lexpilot_batch.providers.flex import TIMEOUT as FLEX_TIMEOUT
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.results import file_api
 from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
+from lexpilot_batch.state.queries import measured_batch_seconds
 
 if TYPE_CHECKING:
     from lexpilot_batch.providers.sync import SyncRunner
     from lexpilot_batch.simulated import SimulatedServer
+    from lexpilot_batch.state.compaction import Compactor
     from lexpilot_batch.state.workspace import Workspace
 
 
@@ -58,6 +62,12 @@ class ProviderOptions:
     # remembers. An operational choice like a backend, not one of its `SETTINGS`: it decides how a
     # wave's groups travel, never how its files are cut or what their lines say.
     tail_sync: int | None = None
+    # `--tail auto|off`, `--max-premium PCT`, `--flex MODEL=on|off`, `--expect-latency KIND=S`
+    # (`engine.tail`); None / empty: what the workspace remembers. Operational, like `tail_sync`.
+    tail: str | None = None
+    max_premium: float | None = None
+    flex: dict[str, bool] = field(default_factory=dict)
+    expect_latency: dict[str, float] = field(default_factory=dict)
 
 
 # The settings of a workspace that decide how its files are cut and its batches created: stored by
@@ -100,6 +110,7 @@ class Session:
             self.tail_sync = check_tail_sync(options.tail_sync)
         else:
             self.tail_sync = int(ws.store.meta("tail_sync") or 0) if ws is not None else 0
+        self.tail = _tail_choices(ws, options)
         self.settings = _workspace_settings(ws, self._given_settings())
         if ws is not None and ws.writable and options.max_enqueued_tokens:
             from lexpilot_batch.engine import budgets
@@ -109,6 +120,7 @@ class Session:
         self._server: SimulatedServer | None = None
         self._batch: dict[tuple[Any, ...], BatchBackend] = {}
         self._sync: dict[tuple[Any, ...], SyncRunner] = {}
+        self._compactor: Compactor | None = None
 
     @property
     def provider(self) -> str:
@@ -178,8 +190,26 @@ class Session:
             self._batch[key] = batch_backend(route.api, endpoint, route.limits, self.options.timeout)
         return self._batch[key]
 
+    def tail_policy(self) -> TailPolicy:
+        """How the next wave's groups travel (`engine.tail`): this command's choices, what the
+        workspace remembers, its measured batch durations and the models flex kept refusing."""
+        t = self.tail
+        measured = measured_batch_seconds(self.ws.store.conn) if self.ws is not None else None
+        expect = dict(t["expect_latency"])
+        if "batch" not in expect and measured:
+            expect["batch"] = measured
+        return TailPolicy(
+            limit=self.tail_sync,
+            auto=t["tail"] == AUTO,
+            max_premium=float(t["max_premium"]),
+            concurrency=self.options.concurrency,
+            expected=Expected(**expect),
+            flex=dict(t["flex"]),
+            refused=frozenset(flex_refused(self.ws.store.conn) if self.ws is not None else ()),
+        )
+
     def sync_runner(self, row: Mapping[str, Any]) -> SyncRunner:
-        """The chat-completions runner for a compiled file of the `sync` backend."""
+        """The synchronous runner for a compiled file of the `sync` or `flex` backend."""
         from lexpilot_batch.providers.sync import SyncRunner
 
         endpoint = self._live(self.file_route(row))
@@ -187,10 +217,13 @@ class Session:
         # through its own API's synchronous call, which for Gemini names the model.
         api = file_api(row)
         model = parse_model(row["model"]).sent if api == GOOGLE else ""
-        key = (endpoint.role, endpoint.base_url, endpoint.key_var, api, model)
+        flex = row["backend"] == FLEX
+        key = (endpoint.role, endpoint.base_url, endpoint.key_var, api, model, flex)
         if key not in self._sync:
+            # A flex call takes the provider's recommended timeout (`providers.flex.TIMEOUT`) if longer.
+            timeout = max(self.options.timeout, FLEX_TIMEOUT) if flex else self.options.timeout
             self._sync[key] = SyncRunner(
-                endpoint, concurrency=self.options.concurrency, timeout=self.options.timeout, api=api, model=model
+                endpoint, concurrency=self.options.concurrency, timeout=timeout, api=api, model=model, flex=flex
             )
         return self._sync[key]
 
@@ -202,18 +235,51 @@ class Session:
             ("backend_choices", json.dumps(self.choices, sort_keys=True)),
             ("model_routes", json.dumps({n: r.to_json() for n, r in sorted(self.model_routes.items())})),
             ("tail_sync", str(self.tail_sync)),
+            (_TAIL_KEY, json.dumps(self.tail, sort_keys=True)),
             (_SETTINGS_KEY, json.dumps(self.settings, sort_keys=True)),
         ):
             if self.ws.store.meta(key) != value:
                 self.ws.store.set_meta(key, value)
 
+    def compactor(self) -> Compactor:
+        """The worker compressing this workspace's finished waves (`compaction.Compactor`); what it
+        packed is recorded by its next round, or when the session closes."""
+        from lexpilot_batch.state.compaction import Compactor
+
+        assert self.ws is not None, "no workspace to compact"
+        if self._compactor is None:
+            self._compactor = Compactor(self.ws)
+        return self._compactor
+
     def close(self) -> None:
+        if self._compactor is not None:
+            compactor, self._compactor = self._compactor, None
+            if sys.exc_info()[0] is None:
+                compactor.finish()
+            else:  # an error or Ctrl-C: stop at once; the next command packs it again
+                compactor.abandon()
         if self._server is not None:
             self._server.stop()
             self._server = None
 
 
 _SETTINGS_KEY = "workspace_settings"
+_TAIL_KEY = "tail_policy"
+
+
+def _tail_choices(ws: Workspace | None, options: ProviderOptions) -> dict[str, Any]:
+    """`--tail`, `--max-premium`, `--flex` and `--expect-latency`: this command's, over what the
+    workspace remembers (a `--flex` or `--expect-latency` adds to the remembered ones)."""
+    kept = json.loads(ws.store.meta(_TAIL_KEY) or "{}") if ws is not None else {}
+    premium = options.max_premium if options.max_premium is not None else kept.get("max_premium", 0.0)
+    if not (0 <= premium <= 1000):
+        raise ConfigError(f"--max-premium must be a percentage between 0 and 1000, not {premium}")
+    return {
+        "tail": check_tail(options.tail) or kept.get("tail", "off"),
+        "max_premium": premium,
+        "flex": {**kept.get("flex", {}), **options.flex},
+        "expect_latency": {**kept.get("expect_latency", {}), **options.expect_latency},
+    }
 
 
 def _workspace_settings(ws: Workspace | None, given: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from lexpilot_batch.engine.recovery import (
     record_batch,
 )
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.apis import MANUAL, SYNC
+from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo
 from lexpilot_batch.state.waves import (
     COMPILED,
@@ -68,7 +68,7 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
     full: set[str] = set()  # models with no room left: their later files wait too, in order
     restored = Earlier(ws)
     for row in rows:
-        if row["backend"] in (SYNC, MANUAL):
+        if row["backend"] in (*RUN_HERE, MANUAL):
             # Nothing to upload: a sync file is executed when polled, a manual one by the user.
             with ws.store.transaction() as db:
                 mark_sent_locally(db, row["pk"], row["backend"])

@@ -90,6 +90,36 @@ class TailSyncProjection:
 
 
 @dataclass
+class AutoWave:
+    """One projected wave (1: the next) batch-only and under `--tail auto` (`engine.tail`)."""
+
+    wave: int
+    requests: float
+    batch_seconds: float  # batch-only: one round trip of the expected batch latency
+    batch: float = 0  # expected requests that still travel as batches under the policy
+    flex: float = 0
+    sync: float = 0
+    seconds: float = 0.0  # under the policy: the round trip, or the time to run the rest here
+    premium_usd: float | None = None
+
+
+@dataclass
+class AutoProjection:
+    """The projection batch-only and under the `--tail auto` policy with this workspace's choices."""
+
+    max_premium: float = 0.0
+    concurrency: int = 8
+    expected_batch_seconds: float = 0.0
+    batch_round_trips: int = 0  # batch-only
+    auto_round_trips: int = 0
+    batch_seconds: float = 0.0
+    auto_seconds: float = 0.0
+    cost_usd: float | None = None  # batch-only
+    premium_usd: float | None = None  # what the policy adds to it
+    waves: list[AutoWave] = field(default_factory=list)
+
+
+@dataclass
 class Assumptions:
     """The constants an estimate used, and how many answered requests measured each (0: default).
 
@@ -128,6 +158,7 @@ class Estimate:
     prices_given: bool
     assumptions: Assumptions
     tail_sync: TailSyncProjection = field(default_factory=lambda: TailSyncProjection(0))
+    tail_auto: AutoProjection | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

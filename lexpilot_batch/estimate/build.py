@@ -33,7 +33,7 @@ from lexpilot_batch.estimate.assumptions import (
 from lexpilot_batch.estimate.calibration import calibrate
 from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import RunView, State, snapshot
-from lexpilot_batch.estimate.tail import project_tail_sync
+from lexpilot_batch.estimate.tail import project_auto, project_tail_sync
 from lexpilot_batch.providers.apis import BATCH
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
@@ -177,6 +177,7 @@ def build(
 
     projection_cost = _projection_cost(projection) if prices is not None else None
     tail = project_tail_sync(tally, routes, session.tail_sync, a, prices, discount)
+    auto = project_auto(tally, routes, session.tail_policy(), a, prices, discount)
     if tail.premium_usd is not None and projection_cost is not None and projection_cost.expected:
         tail.premium_share = tail.premium_usd / projection_cost.expected
     return Estimate(
@@ -195,6 +196,7 @@ def build(
         prices_given=prices is not None,
         assumptions=a,
         tail_sync=tail,
+        tail_auto=auto,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lexpilot_batch.benchmark.settings import ROLES
-from lexpilot_batch.estimate.assumptions import Assumptions, Estimate, Span
+from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, Estimate, Span
 from lexpilot_batch.state.states import FileState
 
 
@@ -78,6 +78,8 @@ def render(estimate: Estimate) -> str:
         after = " after the one in flight" if e.in_flight_wave is not None else ""
         lines.append(f"Waves remaining{after}: {e.waves_remaining.min} to {e.waves_remaining.max}")
         lines.append(_tail_sync_text(e))
+        if e.tail_auto is not None and e.tail_auto.waves:
+            lines.extend(_auto_lines(e.tail_auto))
     if e.prices_given:
         lines.append(
             f"Cost: list price per 1M tokens x (1 - {a.batch_discount:g}) on batch/simulated backends, "
@@ -104,6 +106,25 @@ def _tail_sync_text(e: Estimate) -> str:
         f"{head}; {t.batch_round_trips} with --tail-sync {t.limit}, which sends ~{_n(t.sync_requests)} requests of "
         f"projected waves {waves} (1: the next) through the sync backend at list price{premium}"
     )
+
+
+def _auto_lines(t: AutoProjection) -> list[str]:
+    """Wave by wave, batch-only against `--tail auto` at the chosen premium (`engine.tail`)."""
+    premium = f"+{_usd(t.premium_usd)} USD" if t.premium_usd is not None else "n/a (pass --prices)"
+    cost = f"{_usd(t.cost_usd)} USD" if t.cost_usd is not None else "n/a"
+    lines = [
+        f"Batch-only against --tail auto (--max-premium {t.max_premium:g}, --concurrency {t.concurrency}, "
+        f"a batch expected to take {t.expected_batch_seconds:,.0f} s):",
+        f"  batch-only: {t.batch_round_trips} round trips, ~{t.batch_seconds:,.0f} s, {cost}; "
+        f"auto: {t.auto_round_trips} round trips, ~{t.auto_seconds:,.0f} s, premium {premium}",
+        f"  {'wave':>4}{'requests':>10}{'batch-only s':>14}{'auto: batch':>13}{'flex':>8}{'sync':>8}{'auto s':>10}",
+    ]
+    for w in t.waves:
+        lines.append(
+            f"  {w.wave:>4}{_n(w.requests):>10}{w.batch_seconds:>14,.0f}{_n(w.batch):>13}{_n(w.flex):>8}"
+            f"{_n(w.sync):>8}{w.seconds:>10,.0f}"
+        )
+    return lines
 
 
 def _measured(n: int) -> str:

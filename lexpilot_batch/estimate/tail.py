@@ -1,4 +1,4 @@
-"""The projected batch round trips, with and without `--tail-sync N`, and what tail-sync costs.
+"""The projected batch round trips, with and without `--tail-sync N` or `--tail auto`, and what they cost.
 
 The projection (`projection.Tally.by_wave`) gives each projected wave's expected requests and prompt
 characters per (file group, role). A wave makes a batch round trip when one of its groups travels
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 
-from lexpilot_batch.engine.tail import is_round_trip, wave_backend
-from lexpilot_batch.estimate.assumptions import Assumptions, TailSyncProjection
+from lexpilot_batch.engine.tail import Spent, TailPolicy, is_round_trip, run_seconds, wave_backend, wave_travel
+from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, AutoWave, TailSyncProjection
 from lexpilot_batch.estimate.projection import Tally
-from lexpilot_batch.providers.apis import SYNC
+from lexpilot_batch.providers.apis import FLEX, SYNC
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.report.costs import cost_usd
 
@@ -58,4 +58,62 @@ def project_tail_sync(
                 premium += listed - batched
     out.sync_requests = round(out.sync_requests)
     out.premium_usd = premium if prices is not None else None
+    return out
+
+
+def project_auto(
+    tally: Tally,
+    routes: Mapping[Hashable, Route],
+    policy: TailPolicy,
+    a: Assumptions,
+    prices: Mapping[str, Mapping[str, float]] | None,
+    discount: float,
+) -> AutoProjection:
+    """The projected waves batch-only and under `--tail auto` with `policy`'s premium, concurrency
+    and expected latencies (`tail.wave_travel`, the compiler's rule, the waves in order)."""
+    auto = TailPolicy(**{**policy.__dict__, "auto": True, "limit": 0})
+    out = AutoProjection(policy.max_premium, policy.concurrency, policy.expected.batch)
+    spent = Spent()
+    batch_cost: float | None = 0.0 if prices is not None else None
+    premium: float | None = 0.0 if prices is not None else None
+    for number, wave in enumerate(tally.by_wave, 1):
+        sizes: dict[Hashable, tuple[Route, float, float]] = {}
+        for (group, _role), (n, chars) in wave.items():
+            _, count, tokens = sizes.get(group, (routes[group], 0.0, 0.0))
+            sizes[group] = (routes[group], count + n, tokens + chars / a.chars_per_token)
+        travels = wave_travel(auto, sizes, spent)
+        row = AutoWave(number, sum(n for _, n, _ in sizes.values()), 0.0)
+        if any(is_round_trip(route.backend) for route, _, _ in sizes.values()):
+            row.batch_seconds = policy.expected.batch
+            out.batch_round_trips += 1
+        here = 0.0
+        for group, backend in travels.items():
+            n = sizes[group][1]
+            if backend == FLEX:
+                row.flex += n
+            elif backend == SYNC and routes[group].backend != SYNC:
+                row.sync += n
+            if is_round_trip(backend):
+                row.batch += n
+            else:
+                here += run_seconds(n, policy.concurrency, getattr(policy.expected, backend))
+        row.seconds = policy.expected.batch if row.batch else here
+        out.auto_round_trips += bool(row.batch)
+        if prices is not None:
+            row.premium_usd = 0.0
+            for (group, role), (n, chars) in wave.items():
+                prompt, completion = chars / a.chars_per_token, n * a.completion_tokens[role]
+                batched = cost_usd(prompt, completion, prices.get(role), routes[group].backend, discount)
+                moved = cost_usd(prompt, completion, prices.get(role), travels[group], discount)
+                if batched is None or moved is None or batch_cost is None or premium is None:
+                    batch_cost = premium = row.premium_usd = None
+                    break
+                batch_cost += batched
+                row.premium_usd += moved - batched
+            if premium is not None and row.premium_usd is not None:
+                premium += row.premium_usd
+        out.batch_seconds += row.batch_seconds
+        out.auto_seconds += row.seconds
+        out.waves.append(row)
+    out.cost_usd, out.premium_usd = batch_cost, premium
     return out

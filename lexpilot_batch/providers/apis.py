@@ -32,6 +32,15 @@ BACKENDS: Final[tuple[Backend, ...]] = (BATCH, SYNC, MANUAL, SIMULATED)
 # The backends whose files become batches at a provider: what is billed at batch prices, what
 # enqueued-token budgets count, what `--tail-sync` may move to `sync`.
 BATCH_LIKE = frozenset({BATCH, SIMULATED})
+# A wave's group of a batched route may also travel on its provider's flex tier (`providers.flex`):
+# the sync runner with `service_tier: "flex"`, billed at batch prices. Never a role's own backend.
+FLEX: Final = "flex"
+# The backends whose files the sync runner sends here, one request at a time (`providers.sync`).
+RUN_HERE = frozenset({SYNC, FLEX})
+# What is billed at batch prices (`report.costs`), and the providers' batch discount: half the
+# list price at OpenAI, Anthropic and Gemini alike, their flex tiers too.
+BATCH_PRICED = BATCH_LIKE | {FLEX}
+BATCH_DISCOUNT = 0.5
 
 
 def check_backend(value: str, role: str) -> Backend:

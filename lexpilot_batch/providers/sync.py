@@ -25,7 +25,13 @@ Requests are streamed from the file, a bounded number at a time; backoff on 429/
 after those is no failure of its own: it is put back and sent again after a backoff of its own
 (`retry-after`, else doubling from `RATE_LIMIT_WAIT`), never written as a failed line, so it uses
 up none of its attempts. One refused `RATE_LIMIT_ROUNDS` times in a row stops the run with a
-`ProviderUnavailable` ("nothing was lost"): the next run sends it again. The output is appended one whole line at a time
+`ProviderUnavailable` ("nothing was lost"): the next run sends it again.
+
+The flex tier (`flex=True`, `providers.flex`): every body carries `service_tier: "flex"`, and a 429
+means "resource unavailable" (no charge; OpenAI's advice is to back off and retry, or go
+elsewhere). It is backed off the same way, from `FLEX_WAIT`; one request refused `FLEX_ROUNDS` times
+in a row stops the run with `FlexRefused`, the lines saved until then kept, so that the engine can
+send the rest of the file's requests as a batch (`engine.poll`). The output is appended one whole line at a time
 by one thread, so a run can be killed at any moment and resumed: a request whose line is saved is
 never sent again, and a line cut by the kill is dropped and its request sent again.
 
@@ -56,13 +62,20 @@ from lexpilot_batch.providers.backends import chat_call
 from lexpilot_batch.providers.base import retry_after
 from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall
 from lexpilot_batch.providers.endpoints import Endpoint
+from lexpilot_batch.providers.flex import tier_fields
 from lexpilot_batch.util.jsonbounds import loads_bounded
 from lexpilot_batch.util.redaction import redact_data
 
 PROBE = 3  # failures in a row, before any success, that stop a run
 RATE_LIMIT_ROUNDS = 8  # 429s after the SDK's retries, for one request, that stop a run
 RATE_LIMIT_WAIT = 1.0  # seconds before a 429'd request is sent again (doubling, capped at 60 s)
+FLEX_ROUNDS = 6  # 429s in a row for one request on the flex tier: the file's rest goes to a batch
+FLEX_WAIT = 2.0  # seconds before a refused flex call is sent again (doubling, capped at 60 s)
 FSYNC_EVERY = 100  # lines between fsyncs; a crash loses at most these, and resume re-sends them
+
+
+class FlexRefused(ProviderUnavailable):
+    """The flex tier kept refusing a file's requests for want of capacity (`FLEX_ROUNDS`)."""
 
 
 @dataclass
@@ -89,13 +102,16 @@ class SyncRunner:
         max_retries: int = 5,
         api: str = OPENAI,
         model: str = "",
+        flex: bool = False,
     ) -> None:
         """`api` is the shape of the files' lines (`registry.Provider.api`); `model` the model as sent,
-        for an API whose lines do not name it (Gemini's)."""
+        for an API whose lines do not name it (Gemini's); `flex`: on the flex tier."""
         if concurrency < 1:
             raise ConfigError(f"the sync backend needs a concurrency of at least 1, not {concurrency}")
         self.endpoint = endpoint
         self.concurrency = concurrency
+        self.flex = flex
+        self.extra = tier_fields(api) if flex else {}
         self.call: ChatCall = chat_call(api, endpoint, timeout, max_retries, model)
 
     def run(
@@ -121,7 +137,8 @@ class SyncRunner:
             output_path.touch()  # the engine ingests a file even when nothing was left to send
             return stats
         requests = _requests(request_path, call)
-        todo = (r for r in requests if r[0] not in saved)
+        extra = self.extra
+        todo = ((cid, {**body, **extra} if extra else body) for cid, body in requests if cid not in saved)
         later: list[tuple[float, str, dict[str, Any]]] = []  # (not before, custom_id, body): 429s
         refusals: dict[str, int] = {}
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lexpilot-sync")
@@ -159,6 +176,13 @@ class SyncRunner:
                             continue
                         stats.rate_limited += 1
                         count = refusals[result.custom_id] = refusals.get(result.custom_id, 0) + 1
+                        if self.flex and count >= FLEX_ROUNDS:
+                            state.fatal = state.fatal or FlexRefused(
+                                f"sending {request_path.name} on the flex tier: the {self.endpoint.where} answered "
+                                f"429 (resource unavailable) {count} times for one request; its other requests go "
+                                "as a batch"
+                            )
+                            continue
                         if count >= RATE_LIMIT_ROUNDS:
                             state.fatal = state.fatal or ProviderUnavailable(
                                 f"sending {request_path.name}: the {self.endpoint.where} kept refusing requests for "
@@ -166,7 +190,8 @@ class SyncRunner:
                                 "nothing was lost, run the same command again later (or with a lower --concurrency)"
                             )
                             continue
-                        wait_s = retry_after(result.exc) or min(RATE_LIMIT_WAIT * 2 ** (count - 1), 60.0)
+                        first = FLEX_WAIT if self.flex else RATE_LIMIT_WAIT
+                        wait_s = retry_after(result.exc) or min(first * 2 ** (count - 1), 60.0)
                         assert result.body is not None
                         heapq.heappush(later, (time.monotonic() + wait_s, result.custom_id, result.body))
                 if state.fatal is not None:

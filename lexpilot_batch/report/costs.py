@@ -15,12 +15,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.apis import BATCH_LIKE
+from lexpilot_batch.providers.apis import BATCH_DISCOUNT, BATCH_PRICED
 
 Prices = Mapping[str, Mapping[str, float]]
 
-DEFAULT_BATCH_DISCOUNT = 0.5
-DISCOUNTED_BACKENDS = BATCH_LIKE
+DEFAULT_BATCH_DISCOUNT = BATCH_DISCOUNT
+DISCOUNTED_BACKENDS = BATCH_PRICED  # batches, and the flex tier (`providers.flex`)
 UNPRICED_BACKENDS: tuple[str, ...] = ("manual",)
 
 

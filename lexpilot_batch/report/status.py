@@ -9,7 +9,7 @@ from lexpilot_batch.benchmark.tasks import in_order
 from lexpilot_batch.data import SAMPLE_NOTE
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.rearm import retry_history
-from lexpilot_batch.providers.apis import MANUAL, SYNC
+from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
 from lexpilot_batch.state.states import FileState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in
 from lexpilot_batch.state.workspace import Workspace
@@ -143,7 +143,7 @@ def render(status: dict[str, Any]) -> str:
             counts = f["request_counts"] or {}
             done = f"{counts.get('completed', 0)}+{counts.get('failed', 0)}/{counts.get('total', f['requests'])}"
             # The batch's id and status are the provider's words: one line of them, whatever they hold.
-            batch = f"  {terminal_safe(f['batch_id'])}" if f["batch_id"] not in (None, SYNC, MANUAL) else ""
+            batch = f"  {terminal_safe(f['batch_id'])}" if f["batch_id"] not in (None, *RUN_HERE, MANUAL) else ""
             shown = terminal_safe(f["batch_status"] or "")
             lines.append(f"  w{f['wave']:04d} {f['path']}  {f['status']}  {shown} {done}{batch}")
     if status["failed_threads"]:

@@ -8,21 +8,32 @@ content faults are then drawn exactly as a batch draws them, so a request answer
 way it travels (`--tail-sync`). Without one, content faults are drawn per call, like the HTTP
 faults. Each API's route converts its request to a chat.completions body and the answer back, with
 the same functions its batches use.
+
+The flex tier: a body with `service_tier: "flex"` (OpenAI's Chat Completions field, and the
+generateContent request's, `providers.flex`) takes `flex_latency` instead of `sync_latency`, may be
+refused 429 "resource unavailable" (the `flex_429` fault, drawn per call: OpenAI charges nothing for
+such a refusal and advises backing off), and answers exactly what the standard tier or a batch
+answers, its `service_tier` field saying "flex" as OpenAI's does. Another tier's value is refused
+400, as OpenAI refuses a value outside its `Literal`.
 """
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from typing import Any
 
 from lexpilot_batch.simulated import batches, completions
-from lexpilot_batch.simulated.errors import bad_request
+from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults, draw
 from lexpilot_batch.simulated.latency import chat_seconds
 from lexpilot_batch.simulated.roles import JUDGE_KINDS
 
 HEADER = "X-Client-Request-Id"
+FLEX = "flex"
+# `service_tier` values of OpenAI's SDK (`CompletionCreateParamsBase.service_tier`).
+TIERS = ("auto", "default", "flex", "scale", "priority")
 
 
 def answer(body: Any, client_request_id: str | None, seed: int, faults: Faults) -> dict[str, Any]:
@@ -31,12 +42,28 @@ def answer(body: Any, client_request_id: str | None, seed: int, faults: Faults) 
     if client_request_id is not None and not (0 < len(client_request_id) <= 512 and client_request_id.isascii()):
         raise bad_request(f"{HEADER} must be 1 to 512 ASCII characters.", param=None)
     call = client_request_id or uuid.uuid4().hex
-    seconds = chat_seconds(faults, call)
+    flex = isinstance(body, dict) and "service_tier" in body
+    if flex:
+        tier = body["service_tier"]
+        if tier not in TIERS:
+            raise bad_request(f"Invalid value for 'service_tier': {tier!r}.", param="service_tier")
+        flex = tier == FLEX
+        body = {k: v for k, v in body.items() if k != "service_tier"}  # the tier never changes the answer
+        if flex and faults.flex_429 and random.random() < faults.flex_429:
+            raise ApiError(
+                429,
+                "Resource unavailable: flex processing has not enough capacity for this request now; "
+                "retry later or use the default tier.",
+                type="resource_unavailable",
+                code="resource_unavailable",
+                headers={"retry-after-ms": str(int(faults.retry_after * 1000))},
+            )
+    seconds = chat_seconds(faults, call, flex)
     if seconds:
         time.sleep(seconds)
     key = batches.draw_key(call)
     kind = completions.kind_of(body)
-    return completions.complete(
+    answer = completions.complete(
         body,
         seed,
         key=key,
@@ -47,3 +74,6 @@ def answer(body: Any, client_request_id: str | None, seed: int, faults: Faults) 
         filtered=draw(faults.seed, "content_filter", key) < faults.content_filter,
         refused=draw(faults.seed, "refusal", key) < faults.refusal,
     )
+    if flex:
+        answer["service_tier"] = FLEX
+    return answer

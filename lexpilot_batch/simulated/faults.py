@@ -40,8 +40,9 @@ PROBABILITIES = (
     "content_filter",
     "refusal",
     "http_529",
+    "flex_429",
 )
-SECONDS = ("latency", "sync_latency", "retry_after", "slow_seconds")
+SECONDS = ("latency", "sync_latency", "retry_after", "slow_seconds", "flex_latency")
 FRACTIONS = ("latency_spread",)
 COUNTS = ("token_limit",)
 
@@ -112,6 +113,10 @@ class Faults:
     - `token_limit`: the enqueued-token quota of each model, in prompt tokens as `usage` counts
       them (0: none). A batch whose tokens, added to those of the model's batches not yet
       finished, go over it fails at once with `token_limit_exceeded`, naming the quota.
+    - `flex_429`: a call on the flex tier (`service_tier: "flex"`, chat completions and
+      generateContent) is refused 429 "resource unavailable", as OpenAI's Flex processing and
+      Gemini's Flex inference refuse when capacity is short; drawn per call, 1 refuses every one.
+    - `flex_latency`: seconds each call on the flex tier takes (`sync_latency` if 0).
     - `latency`: seconds from batch creation to its terminal state.
     - `sync_latency`: seconds each chat completion takes.
     - `latency_spread`: a fraction f spreading each latency over [L(1 - f), L(1 + f)] (`latency`).
@@ -145,6 +150,8 @@ class Faults:
     refusal: float = 0.0
     token_limit: int = 0
     http_529: float = 0.0
+    flex_429: float = 0.0
+    flex_latency: float = 0.0
 
     def applies_to(self, route: str) -> bool:
         """Whether the per-call HTTP faults apply to calls of this route."""

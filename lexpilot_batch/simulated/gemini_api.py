@@ -185,6 +185,8 @@ class GeminiApi:
             raise bad_request(NO_CONTENTS)
         sent = model.removeprefix("models/")
         messages, fields = parts
+        if "service_tier" in request:  # Gemini's Flex inference field, spoken as chat's (`chat`)
+            fields["service_tier"] = request["service_tier"]
         answer = chat.answer({"model": sent, "messages": messages, **fields}, client_request_id, self.seed, self.faults)
         return _response("sync", client_request_id or answer["id"], answer)
 

@@ -27,6 +27,9 @@ def batch_seconds(faults: Faults, input_sha256: str) -> float:
     return _spread(faults, faults.latency, "batch", input_sha256)
 
 
-def chat_seconds(faults: Faults, request_id: str) -> float:
-    """Seconds one chat completion takes, for the client's id of the call."""
+def chat_seconds(faults: Faults, request_id: str, flex: bool = False) -> float:
+    """Seconds one chat completion takes, for the client's id of the call; on the flex tier
+    `flex_latency` (`sync_latency` when that is 0), spread by a draw of its own."""
+    if flex and faults.flex_latency:
+        return _spread(faults, faults.flex_latency, "flex", request_id)
     return _spread(faults, faults.sync_latency, "chat", request_id)

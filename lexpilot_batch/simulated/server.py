@@ -230,6 +230,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 result = fn(*args)
         except ApiError as exc:
+            if exc.code == "resource_unavailable":  # the flex tier refusing (`chat`)
+                sim._count("flex_429", name)
             self._send(exc.status, json.dumps(error_body(exc, api)).encode("utf-8"), "application/json", exc.headers)
             return
         except Exception:  # a bug of ours: answer like the real service, log it for us
@@ -237,6 +239,8 @@ class _Handler(BaseHTTPRequestHandler):
             error = ApiError(500, "The server had an error while processing your request.", type="server_error")
             self._send(500, json.dumps(error_body(error, api)).encode("utf-8"), "application/json")
             return
+        if isinstance(result, dict) and result.get("service_tier") == "flex":
+            sim._count("flex_answers", name)
         sim._maybe_slow(name)
         headers = None
         if isinstance(result, Reply):
@@ -302,7 +306,8 @@ class SimulatedServer:
         self.host = check_loopback(host)
         self.port = port
         self.seed = seed
-        # calls, http_429, http_500, http_slow, retried calls seen; each also per route ("calls:upload_file")
+        # calls, http_429, http_500, http_slow, retried calls, flex_429 refusals and flex_answers seen;
+        # each also per route ("calls:upload_file")
         self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._rng = random.Random(self.faults.seed)

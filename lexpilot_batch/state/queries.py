@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from lexpilot_batch.providers.apis import BATCH_LIKE
+from lexpilot_batch.providers.base import BatchStatus
 from lexpilot_batch.state.states import ThreadState, ThreadStatus
 
 
@@ -20,3 +22,17 @@ def count_threads(db: sqlite3.Connection, status: ThreadStatus) -> int:
 def failed_threads(db: sqlite3.Connection) -> int:
     """How many threads failed (`lexpilot-batch retry` makes them due again)."""
     return count_threads(db, ThreadState.FAILED)
+
+
+def measured_batch_seconds(db: sqlite3.Connection) -> float | None:
+    """The median time from submitting to finishing of the workspace's completed batches (what
+    `--tail auto` expects of the next one, `engine.tail`); None before any."""
+    rows = [
+        r[0]
+        for r in db.execute(
+            "SELECT finished_at - submitted_at FROM files WHERE backend IN (?, ?) AND batch_status = ?"
+            " AND finished_at IS NOT NULL AND submitted_at IS NOT NULL ORDER BY 1",
+            (*sorted(BATCH_LIKE), BatchStatus.COMPLETED),
+        )
+    ]
+    return float(rows[len(rows) // 2]) if rows else None

@@ -42,7 +42,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from lexpilot_batch.providers.apis import SYNC
+from lexpilot_batch.providers.apis import RUN_HERE
 from lexpilot_batch.providers.base import BatchStatus
 from lexpilot_batch.state.states import UNEXECUTED, FileState, RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace
@@ -122,7 +122,7 @@ def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
 
 def unsent(row: Mapping[str, Any]) -> bool:
     """Whether nobody has read the file yet: a sync file is only read when it is polled."""
-    return row["status"] in (COMPILED, UPLOADED) or (row["status"] == SUBMITTED and row["backend"] == SYNC)
+    return row["status"] in (COMPILED, UPLOADED) or (row["status"] == SUBMITTED and row["backend"] in RUN_HERE)
 
 
 def check_compiled_files(ws: Workspace) -> list[str]:

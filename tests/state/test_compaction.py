@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import threading
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -77,6 +78,7 @@ def test_the_open_wave_stays_plain_and_finished_ones_hold_their_bytes(tmp_path):
         [first] = [ws.path(r[0]) for r in ws.store.conn.execute("SELECT path FROM files")]
         sent = first.read_bytes()
         poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)  # wave 1 done, 2 compiled
+        session.compactor().finish()  # what the worker packed is recorded by the next round, or now
         assert not first.exists() and gzip.decompress(compaction.stored(first).read_bytes()) == sent
         opened = [ws.path(r[0]) for r in ws.store.conn.execute("SELECT path FROM files WHERE wave = 2")]
         assert opened and all(p.exists() and not compaction.stored(p).exists() for p in opened)
@@ -153,3 +155,51 @@ def test_a_compaction_stopped_half_way_is_finished_by_the_next(tmp_path, monkeyp
         compaction.compact_finished_waves(ws)
         assert list(ws.root.rglob("*.jsonl")) == [] and compaction.verify(ws) == []
         assert {p: compaction.read_saved(p) for p in compaction.saved_files(ws.root)} == before
+
+
+def test_compression_runs_on_a_worker_off_the_critical_path(tmp_path, monkeypatch):
+    """The round returns while the worker still compresses the finished wave (held here by an event);
+    the next round, or closing the session, records what it packed, from the caller's thread."""
+    release = threading.Event()
+    threads: list[str] = []
+    real_pack = compaction._pack
+
+    def held_pack(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        assert release.wait(30)
+        return real_pack(*args, **kwargs)
+
+    monkeypatch.setattr(compaction, "_pack", held_pack)
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="lca", limit=LIMIT)
+        [first] = [ws.path(r[0]) for r in ws.store.conn.execute("SELECT path FROM files")]
+        poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)  # returns, worker held
+        assert first.exists() and not ws.store.conn.execute("SELECT 1 FROM compacted").fetchone()
+        release.set()
+        finish(ws, session)
+        session.close()
+        assert not first.exists() and compaction.saved_exists(first)
+        assert threads and all(name.startswith("compaction") for name in threads)
+        assert compaction.verify(ws) == []
+
+
+def test_an_abandoned_worker_leaves_nothing_half_done(tmp_path):
+    """Ctrl-C or an error while the worker compresses: it stops at its next chunk, records nothing,
+    and the next command packs those files again."""
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="lca", limit=LIMIT)
+        poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
+        compactor = compaction.Compactor(ws)
+        compactor.stop.set()  # as if abandoned the moment it started
+        compactor.run()
+        compactor.abandon()
+        assert not ws.store.conn.execute("SELECT 1 FROM compacted").fetchone()
+        assert not list(ws.root.rglob("*.gz"))
+        stats = compaction.Compactor(ws)
+        stats.run()
+        done = stats.finish()
+        assert done.files > 0 and compaction.verify(ws) == []
+        finish(ws, session)
+        session.close()

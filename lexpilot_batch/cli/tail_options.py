@@ -1,0 +1,51 @@
+"""The options of how a wave's groups travel (`engine.tail`): `--tail`, `--max-premium`, `--flex`,
+`--expect-latency`; each remembered by the workspace, and none of them changes a record."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+TailOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tail",
+        help="auto: per wave, send every group of the wave at once when that is quicker than a batch round "
+        "trip: on the flex tier (OpenAI's and Gemini's service_tier flex, at batch price) for models that take "
+        "it, else through the sync backend within --max-premium; off: batches only (--tail-sync N still "
+        "applies). Remembered by the workspace; records are the same either way.",
+    ),
+]
+MaxPremiumOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-premium",
+        help="With --tail auto: the most, in percent of the batch-priced cost compiled so far, that groups "
+        "sent at list price through the sync backend may add (default 0: flex only).",
+        min=0,
+    ),
+]
+FlexOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--flex",
+        help="MODEL=on|off: whether MODEL's requests may travel on its provider's flex tier, over the "
+        "built-in table (docs/performance.md); repeatable.",
+    ),
+]
+ExpectLatencyOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--expect-latency",
+        help="KIND=SECONDS, KIND batch, sync or flex: what --tail auto expects a batch round trip, a sync "
+        "call or a flex call to take (default: the workspace's measured batches, else 3600 / 2 / 60); repeatable.",
+    ),
+]
+
+TAIL_OPTIONS: list[tuple[str, object, object]] = [  # (name, type, default) as `options.Option`
+    ("tail", TailOpt, None),
+    ("max_premium", MaxPremiumOpt, None),
+    ("flex", FlexOpt, []),
+    ("expect_latency", ExpectLatencyOpt, []),
+]

@@ -1,0 +1,85 @@
+"""Flex tiers: synchronous calls at batch prices, for the models whose provider offers them.
+
+- OpenAI's Flex processing: `service_tier: "flex"` on Chat Completions (and Responses), "priced at
+  Batch API rates", slower answers, and "429 Resource Unavailable" when capacity is short, for which
+  "you will not be charged"; the guide raises the SDK's timeout to 15 minutes (900 s). Models: the
+  ones its pricing page lists under Flex (https://platform.openai.com/docs/guides/flex-processing,
+  https://platform.openai.com/docs/pricing?latest-pricing=flex). The SDK declares the field:
+  `openai.types.chat.completion_create_params.CompletionCreateParamsBase.service_tier`
+  (`Literal["auto", "default", "flex", "scale", "priority"]`).
+- Azure OpenAI's Flex processing (preview) takes the same field on Global Standard deployments of
+  supported models, and answers 400 for others rather than falling back
+  (https://learn.microsoft.com/azure/foundry/openai/how-to/flex-processing). A deployment's name does
+  not tell its model, so Azure is never assumed: `--flex MODEL=on` turns it on.
+- Gemini's Flex inference: `service_tier: "flex"` in the generateContent request body, "50% cost
+  reduction", "best-effort availability", a target latency of 1 to 15 minutes
+  (https://ai.google.dev/gemini-api/docs/flex-inference, https://ai.google.dev/gemini-api/docs/optimization).
+- Anthropic has no flex tier (its `service_tier` chooses priority capacity, at list price or more):
+  its models never travel flex.
+
+`FLEX_MODELS` is the one table of which models take flex; `--flex MODEL=on|off` (a workspace
+remembers it; `*` for every model) overrides it either way. The simulated provider speaks flex on its chat completions
+and generateContent routes (`simulated.chat`), so every simulated model takes it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI, SIMULATED
+from lexpilot_batch.providers.endpoints import DEFAULT_BASE_URL
+from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.routes import Route
+
+TIER = "flex"
+ANY = "*"  # `--flex '*=off'`: every model without a flag of its own
+# OpenAI's guide: "increase default timeout to 15 minutes"; Gemini's targets 1 to 15 minutes too.
+TIMEOUT = 900.0
+
+# (API shape, model names as sent, source). A model is flex-capable when its provider's own
+# endpoint serves it and its name matches; the sources list the models at the time of writing.
+FLEX_MODELS: tuple[tuple[str, str, str], ...] = (
+    (
+        OPENAI,
+        r"(gpt-5(\.\d+)?(-mini|-nano)?|o3|o4-mini)(-\d{4}-\d{2}-\d{2})?",
+        "platform.openai.com/docs/pricing (Flex)",
+    ),
+    (GOOGLE, r"gemini-(3|3\.\d+)-[a-z0-9.-]+", "ai.google.dev/gemini-api/docs/flex-inference"),
+)
+
+
+def parse_flex_flags(flags: list[str] | None) -> dict[str, bool]:
+    """`--flex MODEL=on|off` (repeatable) as {model: on}; a `ConfigError` for anything else."""
+    out: dict[str, bool] = {}
+    for flag in flags or []:
+        model, sep, value = flag.partition("=")
+        if not sep or not model.strip() or value.strip().lower() not in ("on", "off"):
+            raise ConfigError(f"--flex {flag!r} must be MODEL=on or MODEL=off (e.g. --flex openai/o4-mini=on)")
+        out[model.strip()] = value.strip().lower() == "on"
+    return out
+
+
+def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
+    """Whether requests of this route may travel on the flex tier: `--flex MODEL=on|off` first, then
+    the simulated provider (always) or `FLEX_MODELS` for the provider's own endpoint."""
+    if forced and (route.model in forced or ANY in forced):
+        return forced.get(route.model, forced.get(ANY, False))
+    if route.backend == SIMULATED:
+        return True
+    if route.api == ANTHROPIC:
+        return False
+    sent = parse_model(route.model).sent
+    if route.api == OPENAI and route.endpoint.base_url.rstrip("/") != DEFAULT_BASE_URL:
+        return False  # Azure and other OpenAI-compatible endpoints: only when forced
+    return any(api == route.api and re.fullmatch(pattern, sent) for api, pattern, _ in FLEX_MODELS)
+
+
+def tier_fields(api: str) -> dict[str, Any]:
+    """What a flex call adds to a request line's body: the documented `service_tier` field (OpenAI's
+    Chat Completions and Gemini's generateContent alike)."""
+    if api not in (OPENAI, GOOGLE):
+        raise ConfigError(f"the {api} API has no flex tier")
+    return {"service_tier": TIER}

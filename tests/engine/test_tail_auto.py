@@ -1,0 +1,184 @@
+"""`--tail auto`: per wave, the groups go together on the flex tier (batch price) or through sync
+(within `--max-premium`) when running them is quicker than a batch round trip; the same records,
+fewer round trips (`engine.tail`). Flex is OpenAI's `service_tier: "flex"`
+(platform.openai.com/docs/guides/flex-processing) and Gemini's (ai.google.dev/gemini-api/docs/flex-inference)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_helpers import finish, open_session, prepare_runs, records, request_key
+
+from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.engine.tail import Expected, Spent, TailPolicy, wave_travel
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.flex import parse_flex_flags, takes_flex
+from lexpilot_batch.providers.routes import RouteRules, resolve_route
+from lexpilot_batch.state.workspace import Workspace
+
+LIMIT = 6
+RUNS = ("r1", "r2")
+# A batch is expected to take 40 s and a call 1 s, one at a time: a wave of fewer than 40 requests
+# goes without a batch, a larger one waits for one.
+EXPECT = {"batch": 40.0, "flex": 1.0, "sync": 1.0}
+
+
+def run(root: Path, **options: Any) -> dict[str, Any]:
+    with Workspace(root) as ws:
+        session = open_session(ws, concurrency=1, **options)
+        prepare_runs(ws, session, stage="all", runs=RUNS, limit=LIMIT, speculate=True)
+        finish(ws, session)
+        stats = dict(session._server.stats) if session._server else {}
+        session.close()
+        db = ws.store.conn
+        return {
+            "records": records(ws),
+            "requests": {
+                request_key(r[0]): (r[1], r[2]) for r in db.execute("SELECT custom_id, status, text FROM requests")
+            },
+            "files": [dict(r) for r in db.execute("SELECT wave, roles, model, backend, n_requests, tokens FROM files")],
+            "chat_calls": stats.get("calls:chat_completion", 0),
+        }
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run(tmp_path_factory.mktemp("plain") / "ws")
+
+
+def by_wave(files: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for f in files:
+        out[f["wave"]].append(f)
+    return out
+
+
+def test_auto_sends_the_small_waves_on_the_flex_tier_with_the_same_records(tmp_path: Path, plain: dict) -> None:
+    auto = run(tmp_path / "ws", tail="auto", expect_latency=EXPECT)
+    assert auto["records"] == plain["records"]
+    assert auto["requests"] == plain["requests"]
+    assert [(f["wave"], f["roles"], f["n_requests"]) for f in auto["files"]] == [
+        (f["wave"], f["roles"], f["n_requests"]) for f in plain["files"]
+    ]
+    # The rule, independently: a wave goes flex as a whole when its requests, one at a time, take
+    # less than the expected batch; otherwise every group of it is a batch.
+    for wave, files in by_wave(auto["files"]).items():
+        n = sum(f["n_requests"] for f in files)
+        expected = "flex" if n * EXPECT["flex"] < EXPECT["batch"] else "simulated"
+        assert {f["backend"] for f in files} == {expected}, (wave, n)
+    flexed = sum(f["n_requests"] for f in auto["files"] if f["backend"] == "flex")
+    assert flexed > 0 and auto["chat_calls"] == flexed  # each sent once
+    trips = len({f["wave"] for f in auto["files"] if f["backend"] != "flex"})
+    assert trips < len(by_wave(plain["files"]))
+
+
+def test_premium_zero_never_pays_list_price_and_a_budget_allows_some(tmp_path: Path, plain: dict) -> None:
+    """Flex off for every model (`--flex MODEL=off`): with `--max-premium 0` nothing leaves the
+    batches; with a budget, sync groups stay within it."""
+    off = {f["model"]: False for f in plain["files"]}
+    none = run(tmp_path / "none", tail="auto", expect_latency=EXPECT, flex=off)
+    assert {f["backend"] for f in none["files"]} == {"simulated"}
+    some = run(tmp_path / "some", tail="auto", expect_latency=EXPECT, flex=off, max_premium=10.0)
+    assert some["records"] == plain["records"]
+    synced = [f for f in some["files"] if f["backend"] == "sync"]
+    assert synced and not [f for f in some["files"] if f["backend"] == "flex"]
+    # Premium at the 50% batch discount: a synced token costs one more batch-priced token.
+    total = sum(f["tokens"] for f in some["files"])
+    assert sum(f["tokens"] for f in synced) <= 0.10 * total
+
+
+def route(model: str, provider: str | None, **choices: str):
+    env = {
+        "OPENAI_API_KEY": "k",
+        "AZURE_OPENAI_BASE_URL": "https://r.openai.azure.com/openai/v1",
+        "GEMINI_API_KEY": "k",
+    }
+    return resolve_route("eval", model, provider, RouteRules(choices=choices, environ=env))
+
+
+def test_which_models_take_flex_is_one_table_a_flag_overrides() -> None:
+    assert takes_flex(route("openai/o4-mini", "openai"))
+    assert takes_flex(route("openai/gpt-5-mini", "openai"))
+    assert not takes_flex(route("openai/gpt-4o-mini", "openai"))  # not on the pricing page's Flex list
+    assert takes_flex(route("openai/gpt-4o-mini", "openai"), {"openai/gpt-4o-mini": True})
+    assert not takes_flex(route("openai/o4-mini", "openai"), {"openai/o4-mini": False})
+    assert not takes_flex(route("azure/my-deployment", "azure"))  # a deployment name tells no model
+    assert not takes_flex(route("anthropic/claude-sonnet-4-5", "anthropic"))  # no flex tier
+    assert takes_flex(route("google/gemini-3-flash-preview", "google"))
+    assert parse_flex_flags(["a=on", "b=OFF"]) == {"a": True, "b": False}
+    with pytest.raises(ConfigError, match="MODEL=on or MODEL=off"):
+        parse_flex_flags(["a=maybe"])
+
+
+def test_a_wave_waiting_for_a_batch_anyway_sends_everything_as_batches() -> None:
+    r = route("openai/o4-mini", "openai")
+    slow = route("openai/gpt-4o-mini", "openai")
+    policy = TailPolicy(auto=True, concurrency=10, expected=Expected(batch=100, flex=10, sync=1))
+    # 95 flex requests: ceil(95 / 10) * 10 = 100 s, not less than the batch: stays a batch.
+    assert wave_travel(policy, {"a": (r, 95, 1000)}) == {"a": "batch"}
+    assert wave_travel(policy, {"a": (r, 89, 1000)}) == {"a": "flex"}
+    # The other group is not flex-capable and premium 0 forbids sync: both stay batches.
+    assert wave_travel(policy, {"a": (r, 10, 1000), "b": (slow, 10, 1000)}) == {"a": "batch", "b": "batch"}
+    budget = TailPolicy(auto=True, concurrency=10, max_premium=10, expected=Expected(batch=100, flex=10, sync=1))
+    spent = Spent(batch_tokens=20_000)
+    # b's 1,000 tokens at list price add a 1,000-token premium: within 10% of 22,000.
+    assert wave_travel(budget, {"a": (r, 10, 1000), "b": (slow, 10, 1000)}, spent) == {"a": "flex", "b": "sync"}
+    assert spent.sync_tokens == 1000 and spent.batch_tokens == 22_000
+    # Now the budget is 10% of 32,000 = 3,200, of which 1,000 is spent: 3,000 more does not fit,
+    # nor does everything through sync (4,000 more premium).
+    assert wave_travel(budget, {"a": (r, 10, 1000), "b": (slow, 10, 3000)}, spent) == {"a": "batch", "b": "batch"}
+    assert math.isclose(spent.sync_tokens, 1000)
+
+
+def test_the_workspace_remembers_the_tail_policy(tmp_path: Path) -> None:
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, tail="auto", max_premium=5.0, flex={"m": False}, expect_latency={"batch": 99.0})
+        prepare_runs(ws, session, stage="lca", limit=1)
+        session.close()
+        policy = Session(ws, ProviderOptions()).tail_policy()
+        assert (policy.auto, policy.max_premium, dict(policy.flex), policy.expected.batch) == (
+            True,
+            5.0,
+            {"m": False},
+            99.0,
+        )
+        assert not Session(ws, ProviderOptions(tail="off")).tail_policy().auto
+        with pytest.raises(ConfigError, match="--tail must be"):
+            Session(ws, ProviderOptions(tail="sometimes"))
+        assert json.loads(ws.store.meta("tail_policy") or "{}")["tail"] == "auto"
+
+
+PRICES = {role: {"input": 1.0, "output": 4.0} for role in ("eval", "user", "judge")}
+
+
+def estimate(**options: Any) -> Any:
+    from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.estimate import dry_run_prepare
+    from lexpilot_batch.study.runs import RunSpec
+
+    spec = RunSpec(RUNS, ("sim-eval",), "all", Settings(), limit=LIMIT, speculate=True)
+    session = Session(None, ProviderOptions(provider="simulated", concurrency=1, expect_latency=EXPECT, **options))
+    return dry_run_prepare(None, session, spec, prices=PRICES)
+
+
+def test_the_projection_shows_batch_only_against_auto_wave_by_wave() -> None:
+    from lexpilot_batch.estimate import render
+
+    flex = estimate(tail="auto").tail_auto
+    assert flex is not None and flex.batch_round_trips == 8 == len(flex.waves)
+    assert 0 < flex.auto_round_trips < 8 and flex.premium_usd == 0 and flex.auto_seconds < flex.batch_seconds
+    for w in flex.waves:  # the compiler's rule on the expected counts
+        fits = math.ceil(w.requests - 1e-9) * EXPECT["flex"] < EXPECT["batch"]
+        assert (w.flex, w.batch) == ((w.requests, 0) if fits else (0, w.requests))
+    no_flex = estimate(tail="auto", flex={"*": False}).tail_auto
+    assert no_flex is not None and (no_flex.auto_round_trips, no_flex.premium_usd) == (8, 0)
+    paid = estimate(tail="auto", flex={"*": False}, max_premium=50.0).tail_auto
+    assert paid is not None and paid.auto_round_trips < 8 and paid.premium_usd is not None and paid.premium_usd > 0
+    assert paid.cost_usd is not None and paid.premium_usd <= 0.5 * paid.cost_usd
+    text = render(estimate(tail="auto"))
+    assert "Batch-only against --tail auto (--max-premium 0" in text and "auto s" in text

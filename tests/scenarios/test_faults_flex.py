@@ -1,0 +1,104 @@
+"""The flex tier under faults (`--tail auto`, `engine.tail`; `providers.sync`, `engine.poll`): each
+scenario ends equal to the fault-free batch run (`conftest.baseline`), and nothing whose answer was
+saved is sent again.
+
+OpenAI's Flex processing answers 429 "Resource Unavailable" when it lacks capacity, charges nothing
+for it and advises retrying with backoff (platform.openai.com/docs/guides/flex-processing); Gemini's
+Flex inference is "best-effort" (ai.google.dev/gemini-api/docs/flex-inference). The simulated
+provider's `flex_429` fault refuses flex calls so (`simulated.chat`).
+
+| scenario | guarantee checked |
+| --- | --- |
+| flex refusing for a while (`flex_429=0.5`) | = fault-free; every wave on flex, refusals backed off without using an attempt (no request retried), each request answered once |
+| flex refusing for good (`flex_429=1`) | = fault-free; each flex file falls back: recorded as cancelled, its model in `flex_refused`, its requests asked again as batches (never run: no attempt used up), every later wave on batches |
+| a crash between flex answers and their record | = fault-free after running again; the saved lines are not sent again (each custom_id once in the output, at most the calls in flight at the crash answered twice) |
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fault_helpers import Outcome, assert_same_as, finish_despite, retried, run_benchmark
+
+from lexpilot_batch.providers import sync as sync_module
+from lexpilot_batch.providers.sync import FLEX_ROUNDS
+from lexpilot_batch.state.compaction import read_saved
+
+pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
+
+# Every wave is quicker on flex than the expected batch: all of it travels flex.
+FLEX: dict[str, Any] = {"tail": "auto", "expect_latency": {"batch": 1e6, "flex": 1.0}}
+
+
+@pytest.fixture(autouse=True)
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sync_module, "FLEX_WAIT", 0.0)
+
+
+def flex_files(outcome: Outcome) -> list[dict]:
+    return [f for f in outcome.files if f["backend"] == "flex"]
+
+
+def test_flex_refusing_for_a_while_is_backed_off_without_using_an_attempt(tmp_path: Path, baseline: Outcome) -> None:
+    outcome = run_benchmark(tmp_path / "ws", "flex_429=0.5,seed=3", **FLEX)
+    assert_same_as(baseline, outcome)
+    assert {f["backend"] for f in outcome.files} == {"flex"}
+    assert outcome.server["flex_429"] > 0  # it did refuse
+    assert not retried(outcome)  # and no request used a second attempt for it
+    assert outcome.server["flex_answers"] == len(outcome.requests)  # each answered once
+
+
+def test_flex_refusing_for_good_falls_back_to_batches(tmp_path: Path, baseline: Outcome) -> None:
+    outcome = run_benchmark(tmp_path / "ws", "flex_429=1", **FLEX)
+    assert_same_as(baseline, outcome)
+    assert outcome.server["flex_answers"] == 0
+    refused = flex_files(outcome)
+    assert refused and all(f["batch_status"] == "cancelled" for f in refused)
+    # A model goes flex in one wave only, the first it appears in; then by batch.
+    first_wave: dict[str, int] = {}
+    for f in outcome.files:
+        first_wave.setdefault(f["model"], f["wave"])
+    assert {(f["model"], f["wave"]) for f in refused} == set(first_wave.items())
+    assert all(f["backend"] == "simulated" for f in outcome.files if f["wave"] > first_wave[f["model"]])
+    # Each refused request tried FLEX_ROUNDS times at most before its file fell back.
+    assert outcome.server["flex_429"] >= FLEX_ROUNDS
+    # The refused files' requests failed as never run, and were asked again in the next wave.
+    flexed = {f["pk"] for f in refused}
+    never_ran = [r for r in outcome.requests if r["file_pk"] in flexed]
+    assert never_ran and {(r["status"], r["error_kind"]) for r in never_ran} == {("failed", "unexecuted")}
+    again = {(r["run_id"], r["case_idx"], r["step"], r["attempt"] - 1) for r in retried(outcome)}
+    assert again == {(r["run_id"], r["case_idx"], r["step"], r["attempt"]) for r in never_ran}
+
+
+class Crash(Exception):
+    """The process dying right after a flex answer's line is saved, before the file is recorded."""
+
+
+def test_a_crash_between_flex_answers_and_their_record_sends_nothing_twice(
+    tmp_path: Path, baseline: Outcome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    written = Counter[str]()
+    original = sync_module._Run._write
+
+    def write_then_crash(self: sync_module._Run, result: sync_module.CallResult) -> None:
+        original(self, result)
+        written[self.file_name] += 1
+        if written[self.file_name] == 5:  # once per file, mid-file
+            raise Crash()
+
+    monkeypatch.setattr(sync_module._Run, "_write", write_then_crash)
+    outcome = run_benchmark(tmp_path / "ws", "", drive=finish_despite(Crash), concurrency=1, **FLEX)
+    assert_same_as(baseline, outcome)
+    assert not retried(outcome)
+    crashes = sum(1 for n in written.values() if n >= 5)
+    assert crashes > 0
+    for f in flex_files(outcome):
+        saved = read_saved(tmp_path / "ws" / f["output_path"]).decode("utf-8")
+        ids = [json.loads(line)["custom_id"] for line in saved.splitlines()]
+        assert len(ids) == len(set(ids)) == f["n_requests"], f["path"]
+    # One at a time, 2 submitted ahead: at most 2 calls per crash were in flight, answered and cut.
+    assert len(outcome.requests) <= outcome.server["flex_answers"] <= len(outcome.requests) + 2 * crashes
