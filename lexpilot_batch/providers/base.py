@@ -100,6 +100,13 @@ class RateLimited(ProviderUnavailable):
         self.retry_after = retry_after
 
 
+class QuotaRefused(ProviderError):
+    """The provider refused a create for its enqueued-token quota before creating anything: Azure
+    answers HTTP 400 `token_limit_exceeded` at once (Azure OpenAI batch docs, "Batch quota
+    limits": the create fails with `BadRequestError` ... `token_limit_exceeded`), where OpenAI
+    creates a batch that fails with that code."""
+
+
 class BatchNotFound(ProviderError):
     """The provider does not know this batch (HTTP 404 on retrieve)."""
 
@@ -149,6 +156,7 @@ class BatchBackend(ABC):
         workspace file.
 
         Raises `CreateUncertain` when the answer was lost, `RateLimited` when refused for the rate
+        before anything was created, `QuotaRefused` when refused for the enqueued-token quota
         before anything was created, another `LexpilotError` when refused for good."""
 
     @abstractmethod
@@ -259,6 +267,8 @@ class FileBatchBackend(BatchBackend):
             message = str(provider_error(failure, what, self.endpoint))
             if failure.status == 429:  # refused before anything was created (enqueued-token limits too)
                 raise RateLimited(message, retry_after(exc)) from None
+            if failure.status == 400 and (failure.code == TOKEN_LIMIT or TOKEN_LIMIT in failure.message):
+                raise QuotaRefused(message) from None
             if failure.status is None or transient_status(failure.status):  # the answer was lost
                 raise CreateUncertain(message) from None
             raise self.error(what, exc) from None

@@ -347,7 +347,9 @@ FAMILIES: tuple[Family, ...] = (
 COMPATIBLE = Family(OPENAI, "an OpenAI-compatible model", r".*", OPENAI_SAMPLING, temperature=(0, 2), top_p=(0, 1))
 # An OpenAI (or Azure) model no row names: a chat model, or a reasoning one when its model list says
 # so (`reasoning = true`: an Azure deployment is named by its owner).
-OPENAI_CHAT = Family(OPENAI, "an OpenAI chat model", r".*", OPENAI_SAMPLING, efforts=(), temperature=(0, 2), top_p=(0, 1))
+OPENAI_CHAT = Family(
+    OPENAI, "an OpenAI chat model", r".*", OPENAI_SAMPLING, efforts=(), temperature=(0, 2), top_p=(0, 1)
+)
 OPENAI_THINKING = Family(OPENAI, "an OpenAI reasoning model", r".*", OPENAI_REASONING, reasoning=True)
 
 

@@ -288,7 +288,7 @@ def create(
     batch_id = "batch_" + _hex("batch", now, digest, random.random())[:32]
     # Drawn first, so that a batch refused for the token limit answers none of its requests. A
     # batch created again from the same content draws again (the earlier ones are in the store).
-    again = store.count_batches(digest)
+    again = store.count_batches(digest) + store.refused_creates.get(digest, 0)
     refused = _hits(faults, "fail_batch", faults.fail_batch, drawn if not again else f"{drawn}|{again}")
     answered: list[tuple[str, bool]] = []  # (result line, success), in input order
     usages: list[dict[str, Any]] = []  # of the successes
@@ -319,13 +319,14 @@ def create(
         if waiting + tokens[0] > quota:
             refused = True
     if not errors and refused:
-        errors = [
-            _error(
-                "token_limit_exceeded",
-                f"Enqueued token limit reached for {model} in organization org-simulated. "
-                f"Limit: {quota or 2_000_000:,} enqueued tokens. Please try submitting your batch again later.",
-            )
-        ]
+        message = (
+            f"Enqueued token limit reached for {model} in organization org-simulated. "
+            f"Limit: {quota or 2_000_000:,} enqueued tokens. Please try submitting your batch again later."
+        )
+        if faults.refuse_at_create:  # Azure's way: refused at once, no batch
+            store.refused_creates[digest] = store.refused_creates.get(digest, 0) + 1
+            raise bad_request(message, None, "token_limit_exceeded")
+        errors = [_error("token_limit_exceeded", message)]
         answered.clear()
     lines: list[str] = []
     outcomes = ""

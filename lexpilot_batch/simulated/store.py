@@ -45,6 +45,9 @@ class Store:
         self.lock = threading.RLock()
         self._files: dict[str, dict[str, Any]] = {}
         self._batches: dict[str, dict[str, Any]] = {}
+        # Creates refused at once (`Faults.refuse_at_create`) per input digest: such a create
+        # stores no batch, and the next one of the same content draws its fate again.
+        self.refused_creates: dict[str, int] = {}
         self._load()
         self._seq = max((r["sim"]["seq"] for r in self._batches.values()), default=0)
 

@@ -67,6 +67,7 @@ from fault_helpers import (
 )
 
 import lexpilot_batch.engine.submit as submit_module
+from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError, WorkspaceBusy
@@ -720,3 +721,21 @@ def test_status_reads_while_a_write_transaction_is_open(tmp_path):
     assert elapsed < 15, "the reader waited for the writer"
     assert json.loads(during.stdout)["anomalies"] == 0  # the last committed state
     assert json.loads(after.stdout)["anomalies"] == 1
+
+
+def test_creates_refused_at_once_for_the_token_limit_wait_for_room_and_fail_no_request(tmp_path, baseline):
+    """Issue 25, item 1. Azure refuses a create over the enqueued-token quota at once, HTTP 400
+    `token_limit_exceeded` and no batch (Azure OpenAI batch docs, "Batch quota limits"; the
+    simulated `refuse_at_create`). Before the fix the create raised a `ProviderError`: the command
+    exited 1 and the file stayed `creating`. Now the refusal lowers the model's budget, the file
+    waits and is created again, no attempt is used, and the run ends = fault-free."""
+    outcome = run_benchmark(tmp_path / "ws", "fail_batch=0.3,refuse_at_create=1,seed=4")
+    assert_same_as(baseline, outcome)
+    # No batch was ever created for a refusal (nothing kept aside), yet files were created again.
+    assert not [b for b in outcome.other_batches if b["why"] == "token_limit"]
+    again = [f for f in outcome.files if (f["creates"] or 0) > 1]
+    assert again and all(f["batch_status"] == "completed" for f in outcome.files)
+    assert not outcome.failed_requests() and not retried(outcome)
+    with Workspace(tmp_path / "ws") as ws:
+        learned = {m: b.get("learned") for m, b in budgets.stored(ws.store.conn).items()}
+    assert learned and all(v for v in learned.values())  # `status` shows each budget learned

@@ -275,8 +275,13 @@ def test_bare_names_compile_the_request_files_they_always_did(tmp_path, clean_en
             "DeepSeek has no Batch API",
         ),
         (
-            RunSpec(("r1",), ("sim-eval", "anthropic/claude-sonnet-4"), "lca", Settings(temperature=1.3)),
-            "Anthropic takes a temperature between 0 and 1",
+            RunSpec(
+                ("r1",),
+                ("sim-eval", "anthropic/claude-sonnet-4"),
+                "lca",
+                model_options={"anthropic/claude-sonnet-4": ModelOptions({"temperature": 1.3})},
+            ),
+            "temperature: must be between 0 and 1, not 1.3",
         ),
         (
             RunSpec(
@@ -284,7 +289,9 @@ def test_bare_names_compile_the_request_files_they_always_did(tmp_path, clean_en
                 ("anthropic/claude-sonnet-4",),
                 "lca",
                 model_options={
-                    "anthropic/claude-sonnet-4": ModelOptions({"thinking": {"type": "enabled", "budget_tokens": 2048}})
+                    "anthropic/claude-sonnet-4": ModelOptions(
+                        {"thinking": {"type": "enabled", "budget_tokens": 2048}, "temperature": 0.7}
+                    )
                 },
             ),
             "temperature=null",

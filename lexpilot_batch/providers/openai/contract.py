@@ -32,10 +32,10 @@ from lexpilot_batch.providers.schema import (
     UNSUPPORTED,
     Problem,
     Validate,
+    fields_validator,
     integer_in,
     near_miss,
     number_in,
-    fields_validator,
     typed_dict_keys,
     unknown_fields,
 )
@@ -81,6 +81,33 @@ _FIELDS = frozenset(
     }
 )
 _LIMITS = ("max_completion_tokens", "max_tokens")
+# Extensions OpenAI-compatible servers document beyond OpenAI's fields, which a misspelling check
+# must not take for one of OpenAI's (`top_k` is one letter from `top_p`): vLLM's extra sampling
+# parameters (vLLM docs, "OpenAI-Compatible Server: Extra parameters"), DashScope's and DeepSeek's
+# thinking switches (their compatible-mode references).
+EXTENSIONS = frozenset(
+    {
+        "top_k",
+        "min_p",
+        "min_tokens",
+        "repetition_penalty",
+        "length_penalty",
+        "best_of",
+        "use_beam_search",
+        "stop_token_ids",
+        "ignore_eos",
+        "skip_special_tokens",
+        "include_stop_str_in_output",
+        "chat_template_kwargs",
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "enable_thinking",
+        "thinking_budget",
+        "enable_search",
+        "thinking",
+    }
+)
 
 
 @lru_cache(maxsize=1)
@@ -108,8 +135,11 @@ def problems(body: Mapping[str, Any], *, first_party: bool, reasoning: bool | No
     out: list[Problem] = []
     for problem in found:
         if problem.kind == UNKNOWN:
-            guess = near_miss(problem.field.split(".")[0], known) if "." not in problem.field else None
-            if not first_party and guess is None and "." not in problem.field:
+            top = "." not in problem.field
+            if not first_party and top and problem.field in EXTENSIONS:
+                continue  # a documented extension of compatible servers
+            guess = near_miss(problem.field, known) if top else None
+            if not first_party and guess is None and top:
                 continue  # an extension of the endpoint's own
             hint = f"; did you mean {guess}?" if guess else ""
             where = "OpenAI's Chat Completions" if first_party else "the OpenAI API"
