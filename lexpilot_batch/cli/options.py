@@ -197,6 +197,19 @@ PROVIDER_OPTIONS: list[Option] = [
         60.0,
     ),
     (
+        "keep_provider_files",
+        Annotated[
+            bool,
+            typer.Option(
+                "--keep-provider-files",
+                help="Keep at the provider the input and output files of batches whose results are saved and "
+                "ingested, which the azure profile deletes (a resource holds at most 500 files without an "
+                "expiration). Only files this workspace created are ever deleted.",
+            ),
+        ],
+        False,
+    ),
+    (
         "outage_wait",
         Annotated[
             float,
@@ -443,6 +456,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             outage_wait=values["outage_wait"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
             tail_sync=values["tail_sync"],
+            keep_provider_files=values["keep_provider_files"],
         ),
     )
 

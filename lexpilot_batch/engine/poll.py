@@ -6,6 +6,12 @@ provider answers 404 for, `waves.LOST_AFTER` polls in a row, and that its listin
 is lost (`waves.mark_lost`): its requests go back to due without using up `--retries`. A batch
 refused for the enqueued-token quota lowers the model's budget and its file waits to be created
 again (`waves.refused`); no request fails. A batch older than `--max-wave-age` is cancelled.
+
+Once a batch's result files are saved and ingested, the files of it the workspace knows (its input
+file, which the workspace uploaded, and the output and error files it saved) are deleted at the
+provider where the profile says so (`Limits.delete_files`: Azure, whose resource holds at most 500
+files without an expiration), unless `--keep-provider-files`. Never any other file. A delete that
+fails is left to the file's expiration (`expires_after`): nothing depends on it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.ingest import IngestStats, ingest_file
 from lexpilot_batch.engine.recovery import sweep
 from lexpilot_batch.engine.submit import TamperedFile
+from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.apis import MANUAL, SYNC
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchNotFound, BatchStatus
 from lexpilot_batch.state.waves import (
@@ -60,6 +67,7 @@ class PollResult:
     duplicates: list[str] = field(default_factory=list)  # batch ids cancelled: not their file's own
     refused: list[str] = field(default_factory=list)  # files whose batch the quota refused: waiting again
     lost: list[str] = field(default_factory=list)  # files whose batch the provider lost
+    deleted: int = 0  # files deleted at the provider after their results were ingested
 
 
 def poll_files(ws: Workspace, session: Session, max_age: float | None = None) -> PollResult:
@@ -120,8 +128,27 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             row = file_row(ws.store.conn, row["pk"])
         result.stats.add(ingest_file(ws, row))
         result.finished.append(row["path"])
+        if row["backend"] not in (SYNC, MANUAL):
+            result.deleted += _delete_provider_files(session, row)
     close_finished_waves(ws)
     return result
+
+
+def _delete_provider_files(session: Session, row: dict) -> int:
+    """Delete at the provider the files of an ingested batch file (module docstring); how many."""
+    if session.options.keep_provider_files or not session.file_route(row).limits.delete_files:
+        return 0
+    backend: BatchBackend = session.batch_backend(row)
+    deleted = 0
+    for key in ("provider_file_id", "output_file_id", "error_file_id"):
+        file_id = row.get(key)
+        if not file_id:
+            continue
+        try:
+            deleted += backend.delete_file(file_id)
+        except LexpilotError:
+            continue  # it expires by itself (`expires_after`); the run needs nothing of it
+    return deleted
 
 
 def _not_found(ws: Workspace, row: dict, listed: set[str] | None, message: str) -> bool:

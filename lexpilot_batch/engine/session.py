@@ -58,6 +58,8 @@ class ProviderOptions:
     # remembers. An operational choice like a backend, not one of its `SETTINGS`: it decides how a
     # wave's groups travel, never how its files are cut or what their lines say.
     tail_sync: int | None = None
+    # Keep at the provider the files of ingested batches a profile would delete (`--keep-provider-files`).
+    keep_provider_files: bool = False
 
 
 # The settings of a workspace that decide how its files are cut and its batches created: stored by

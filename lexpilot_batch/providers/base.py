@@ -179,6 +179,11 @@ class BatchBackend(ABC):
     def cancel(self, batch_id: str) -> BatchInfo:
         """Ask the provider to cancel a batch."""
 
+    def delete_file(self, file_id: str) -> bool:
+        """Delete a file the workspace uploaded or saved at the provider; whether it was deleted
+        (False: this backend deletes none, or the provider no longer has it)."""
+        return False
+
 
 class FileBatchBackend(BatchBackend):
     """The file-batch template: what every batch API's backend shares, written once.
@@ -307,6 +312,21 @@ class FileBatchBackend(BatchBackend):
 
     def cancel(self, batch_id: str) -> BatchInfo:
         return self.call(f"cancelling {self.noun} {batch_id}", lambda: self._cancel(batch_id))
+
+    def _delete_file(self, file_id: str) -> bool:
+        """One delete of a file; a backend that deletes files overrides it."""
+        return False
+
+    def delete_file(self, file_id: str) -> bool:
+        try:
+            return self._delete_file(file_id)
+        except Exception as exc:
+            failure = self.failure(exc)
+            if failure is None:
+                raise
+            if failure.status == 404:
+                return False  # already gone (deleted before a crash, or expired)
+            raise self.error(f"deleting file {file_id}", exc) from None
 
 
 def retry_after(exc: Exception | None) -> float | None:

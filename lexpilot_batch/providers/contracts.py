@@ -35,9 +35,10 @@ FIRST_PARTY = frozenset({"openai", "azure"})
 # Contracts of providers that keep one of their own: prefix -> check of (model, body).
 OWN: dict[str, Callable[[str, Mapping[str, Any]], list[Problem]]] = {}
 
-# The urls an OpenAI batch line may name: OpenAI's, and Azure's v1 API (Azure OpenAI "Global
-# Batch" how-to: `"url": "/chat/completions"`; the dated API versions' `/v1/chat/completions`).
-CHAT_URLS = frozenset({"/v1/chat/completions", "/chat/completions"})
+# The urls an OpenAI batch line may name: OpenAI's, Azure's v1 API's (Azure OpenAI "Global Batch"
+# how-to: `"url": "/chat/completions"`; the dated API versions' `/v1/chat/completions`), Zhipu
+# BigModel's `/v4/...` and Baidu Qianfan's `/v2/...` (their batch documentation).
+CHAT_URLS = frozenset({"/v1/chat/completions", "/chat/completions", "/v4/chat/completions", "/v2/chat/completions"})
 # Anthropic Message Batches: a request's custom_id (`batch_create_params.Request`, API reference).
 ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 PLACEHOLDER = "x"  # the text of the one user message a role's body is checked with

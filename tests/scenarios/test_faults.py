@@ -739,3 +739,31 @@ def test_creates_refused_at_once_for_the_token_limit_wait_for_room_and_fail_no_r
     with Workspace(tmp_path / "ws") as ws:
         learned = {m: b.get("learned") for m, b in budgets.stored(ws.store.conn).items()}
     assert learned and all(v for v in learned.values())  # `status` shows each budget learned
+
+
+def test_an_azure_run_under_a_file_cap_expires_and_deletes_its_files_and_ends_as_fault_free(tmp_path, baseline):
+    """Issue 25, item 2. An Azure resource holds at most 500 batch files without an expiration,
+    output files included, 10,000 with one (14-30 days; Azure OpenAI batch how-to, "Batch limits").
+    The simulated provider keeps such a cap (`file_cap`, here 6: the benchmark's waves leave dozens
+    of files). Before the fix uploads set no `expires_after` and no file was ever deleted: uploads
+    failed part-way (HTTP 400 `quota_exceeded`). With the azure profile, uploads carry
+    `expires_after`, batches `output_expires_after`, and every ingested batch's files are deleted at
+    the provider; the run ends = fault-free. With `--keep-provider-files` nothing is deleted."""
+    profiles = {"eval": "azure", "user": "azure", "judge": "azure"}
+    outcome = run_benchmark(tmp_path / "ws", "file_cap=6", profiles=profiles)
+    assert_same_as(baseline, outcome)
+    sim = tmp_path / "ws" / "state" / "simulated" / "files"
+    held = [json.loads(p.read_text(encoding="utf-8")) for p in sim.glob("*.json")]
+    held = [f for f in held if f["purpose"] in ("batch", "batch_output")]
+    assert not held  # every file of every ingested batch deleted at the provider
+    assert outcome.server["calls:delete_file"] >= 2 * len(outcome.files)
+
+    kept = run_benchmark(tmp_path / "kept", "file_cap=100000", profiles=profiles, keep_provider_files=True)
+    assert_same_as(baseline, kept)
+    files = [
+        json.loads(p.read_text(encoding="utf-8")) for p in (tmp_path / "kept/state/simulated/files").glob("*.json")
+    ]
+    assert [f for f in files if f["purpose"] == "batch"] and all(
+        f.get("sim_expires") for f in files if f["purpose"] in ("batch", "batch_output")
+    )
+    assert not kept.server["calls:delete_file"]
