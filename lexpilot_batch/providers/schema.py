@@ -64,7 +64,11 @@ def fields_validator(tp: Any) -> Validate:
     import typing
 
     hints = typing.get_type_hints(tp, include_extras=True)
-    required = frozenset(tp.__required_keys__)
+    # `Required[...]` written as a string (the SDKs' `from __future__ import annotations`) is not
+    # seen by the TypedDict's `__required_keys__`: read it from the resolved hints.
+    required = frozenset(k for k, v in hints.items() if _wrapper(v) == "Required") | frozenset(
+        k for k in tp.__required_keys__ if _wrapper(hints.get(k)) != "NotRequired"
+    )
     checks: dict[str, Validate] = {}
 
     def validate(body: Any) -> list[Problem]:
@@ -83,6 +87,17 @@ def fields_validator(tp: Any) -> Validate:
         return out
 
     return validate
+
+
+def _wrapper(tp: Any) -> str | None:
+    """ "Required" or "NotRequired" when `tp` is wrapped so, else None."""
+    import typing
+
+    name = getattr(typing.get_origin(tp), "_name", None) or str(typing.get_origin(tp))
+    for wrapper in ("NotRequired", "Required"):
+        if name == wrapper or name.endswith("." + wrapper):
+            return wrapper
+    return None
 
 
 def _bare(tp: Any) -> Any:

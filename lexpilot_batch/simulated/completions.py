@@ -15,8 +15,10 @@ import re
 import time
 from typing import Any
 
-from lexpilot_batch.providers.apis import OPENAI
-from lexpilot_batch.providers.families import family_of
+from lexpilot_batch.providers.anthropic import contract as anthropic_contract
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.providers.families import api_of_name
+from lexpilot_batch.providers.google import contract as google_contract
 from lexpilot_batch.providers.openai import contract as openai_contract
 from lexpilot_batch.providers.schema import MISSING, RANGE, TYPE, UNKNOWN, UNSUPPORTED
 from lexpilot_batch.simulated import roles
@@ -113,8 +115,20 @@ def _check_contract(model: str, body: dict[str, Any]) -> None:
     """Refuse what the contract the client keeps refuses (`providers.openai.contract`: the installed
     SDK's types, and the model family's rules), so a clean rehearsal means a clean first wave. A
     model OpenAI's families name is held to OpenAI's own API; any other (a deployment, a
-    compatible server's model) to an OpenAI-compatible endpoint's rules, as `prepare` holds it."""
-    found = openai_contract.problems(body, first_party=family_of(OPENAI, model) is not None)
+    compatible server's model) to an OpenAI-compatible endpoint's rules, as `prepare` holds it, but
+    for its own fields: of those it takes only the documented extensions (vLLM's, DashScope's); a
+    Claude or Gemini model's body (rehearsed here with `--provider simulated`) to its own API's."""
+    api = api_of_name(model)
+    if api == ANTHROPIC:  # a Claude body rehearsed over the OpenAI routes (`--provider simulated`)
+        found = anthropic_contract.problems(body)
+    elif api == GOOGLE:
+        if "generationConfig" not in body:
+            return  # a line the Gemini routes made of a request they checked (`gemini_api`)
+        # A Gemini body rehearsed over the OpenAI routes: its fields beside one text content.
+        rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
+        found = google_contract.problems({"contents": [{"role": "user", "parts": [{"text": "x"}]}], **rest}, model)
+    else:
+        found = openai_contract.problems(body, first_party=api == OPENAI, known_extensions=True)
     if found:
         first = found[0]
         message, code = _WORDING.get(first.kind, _WORDING[TYPE])

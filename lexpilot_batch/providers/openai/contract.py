@@ -127,9 +127,13 @@ def known_fields() -> frozenset[str]:
     return _sdk()[1]
 
 
-def problems(body: Mapping[str, Any], *, first_party: bool, reasoning: bool | None = None) -> list[Problem]:
+def problems(
+    body: Mapping[str, Any], *, first_party: bool, reasoning: bool | None = None, known_extensions: bool = False
+) -> list[Problem]:
     """What OpenAI's contract refuses in a chat-completions body (module docstring). `first_party`:
-    OpenAI's own API (or Azure's); `reasoning` overrides what the model's name says."""
+    OpenAI's own API (or Azure's); `reasoning` overrides what the model's name says;
+    `known_extensions`: of a compatible endpoint's own fields only the documented `EXTENSIONS`
+    are taken (the simulated provider, whose own fields those are)."""
     validate, known = _sdk()
     found = validate(dict(body)) if validate is not None else unknown_fields(body, known)
     out: list[Problem] = []
@@ -139,7 +143,7 @@ def problems(body: Mapping[str, Any], *, first_party: bool, reasoning: bool | No
             if not first_party and top and problem.field in EXTENSIONS:
                 continue  # a documented extension of compatible servers
             guess = near_miss(problem.field, known) if top else None
-            if not first_party and guess is None and top:
+            if not first_party and guess is None and top and not known_extensions:
                 continue  # an extension of the endpoint's own
             hint = f"; did you mean {guess}?" if guess else ""
             where = "OpenAI's Chat Completions" if first_party else "the OpenAI API"
