@@ -46,7 +46,7 @@ def strict_validator(tp: Any) -> Validate:
 
     schema = copy.deepcopy(TypeAdapter(tp).core_schema)
     _close(schema)
-    validator = SchemaValidator(schema)  # type: ignore[arg-type]
+    validator = SchemaValidator(schema)
 
     def validate(value: Any) -> list[Problem]:
         try:
@@ -151,7 +151,9 @@ def problems_of(errors: list[Any]) -> list[Problem]:
         else:
             unions.setdefault(tuple(loc[:tag]), {}).setdefault(loc[tag], []).append(error)
     for tried in unions.values():
-        closest.extend(min(tried.values(), key=len))
+        branches: list[list[Any]] = list(tried.values())
+        fewest = min(range(len(branches)), key=lambda i: len(branches[i]))
+        closest.extend(branches[fewest])
     out: dict[str, Problem] = {}
     for error in closest:
         loc = [str(part) for part in error.get("loc", ()) if not _TAG.fullmatch(str(part))]

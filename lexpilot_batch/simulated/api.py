@@ -172,8 +172,8 @@ def _expiry(value: Any, param: str) -> int | None:
     if not isinstance(value, dict) or value.get("anchor") != "created_at":
         raise bad_request(f"{param}.anchor must be 'created_at'.", f"{param}.anchor")
     try:
-        seconds = int(value.get("seconds"))  # a form upload sends it as text
-    except (TypeError, ValueError):
+        seconds = int(str(value.get("seconds")))  # a form upload sends it as text
+    except ValueError:
         raise bad_request(f"{param}.seconds must be an integer.", f"{param}.seconds") from None
     if not 3600 <= seconds <= 2_592_000:
         raise bad_request(f"{param}.seconds must be between 3600 and 2592000, not {seconds}.", f"{param}.seconds")

@@ -207,12 +207,15 @@ def test_a_gemini_job_with_inlined_responses_is_read():
 
     response = types.GenerateContentResponse(
         candidates=[
-            types.Candidate(content=types.Content(role="model", parts=[types.Part(text="好的")]), finish_reason="STOP")
+            types.Candidate(
+                content=types.Content(role="model", parts=[types.Part(text="好的")]),
+                finish_reason=types.FinishReason.STOP,
+            )
         ]
     )
     job = types.BatchJob(
         name="batches/abc",
-        state="JOB_STATE_SUCCEEDED",
+        state=types.JobState.JOB_STATE_SUCCEEDED,
         dest=types.BatchJobDestination(
             inlined_responses=[
                 types.InlinedResponse(response=response, metadata={"key": "c-1"}),
