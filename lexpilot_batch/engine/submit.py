@@ -6,7 +6,8 @@ command, a create whose answer was lost is looked for before it is sent again. A
 only while its model's enqueued-token budget has room (`budgets`); the rest of a wave goes as
 earlier batches finish, and a file larger than a lowered budget is discarded and its requests
 asked again, cut to the budget. A create the provider refuses at once for the quota (Azure's HTTP
-400 `token_limit_exceeded`) lowers the budget as a batch that failed so does, and the file waits. Sync and manual files only get marked as sent.
+400 `token_limit_exceeded`) lowers the budget as a batch that failed so does, and the file waits.
+Sync and manual files only get marked as sent.
 """
 
 from __future__ import annotations

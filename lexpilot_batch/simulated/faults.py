@@ -117,8 +117,7 @@ class Faults:
       (Azure OpenAI batch docs); 0 (OpenAI's way): a batch that fails with that code.
     - `file_cap`: the most files the provider holds without an expiration (0: no cap), input and
       output files alike, as Azure's 500 (Azure OpenAI batch docs, "Batch limits"): an upload over
-      it is refused with HTTP 400 `quota_exceeded`, a batch whose output files would go over it
-      fails. A file uploaded with `expires_after`, an output file of a batch created with
+      it is refused with HTTP 400 `quota_exceeded` (output files count, as Azure's do). A file uploaded with `expires_after`, an output file of a batch created with
       `output_expires_after`, and a deleted file do not count.
     - `latency`: seconds from batch creation to its terminal state.
     - `sync_latency`: seconds each chat completion takes.
