@@ -35,7 +35,7 @@ RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 TOP = {"__init__", "__main__"}  # the package itself: may import anything
 API_FOLDERS = ("openai", "anthropic", "google")
 # providers/ modules that choose among the API folders; every other providers/ module is below them.
-PROVIDER_DISPATCH = {"backends", "dialects", "lines", "results", "sync"}
+PROVIDER_DISPATCH = {"backends", "contracts", "dialects", "lines", "results", "sync"}
 MAX_LINES = 500
 
 

@@ -199,6 +199,19 @@ PROVIDER_OPTIONS: list[Option] = [
         60.0,
     ),
     (
+        "keep_provider_files",
+        Annotated[
+            bool,
+            typer.Option(
+                "--keep-provider-files",
+                help="Keep at the provider the input and output files of batches whose results are saved and "
+                "ingested, which the azure profile deletes (a resource holds at most 500 files without an "
+                "expiration). Only files this workspace created are ever deleted.",
+            ),
+        ],
+        False,
+    ),
+    (
         "outage_wait",
         Annotated[
             float,
@@ -451,6 +464,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             max_premium=values["max_premium"],
             flex=parse_flex_flags(values["flex"]),
             expect_latency=parse_expected(values["expect_latency"]),
+            keep_provider_files=values["keep_provider_files"],
         ),
     )
 

@@ -6,9 +6,9 @@ Failure kinds (`state.states`; the kind decides which attempt budget a retry use
 | kind | what | examples |
 | --- | --- | --- |
 | `transport` | the provider or the network failed; the same request may pass | error-file lines, HTTP 5xx, 408, 409 |
-| `invalid` | the answer is there but unusable | truncated (`finish_reason=length`), filtered (`finish_reason=content_filter`, even with partial text), empty, longer than `MAX_ANSWER_CHARS`, malformed for its parser; a result line over the bounds of `result_lines` or not UTF-8 |
+| `invalid` | the answer is there but unusable | truncated (`finish_reason=length`), filtered (`finish_reason=content_filter`, even with partial text), cut off for another reason (`finish_reason` outside `COMPLETE`: DeepSeek's `insufficient_system_resource`, Gemini's `OTHER`, `CONTINUATION`, ...), empty, longer than `MAX_ANSWER_CHARS`, malformed for its parser; a result line over the bounds of `result_lines` or not UTF-8 |
 | `refusal` | the model declined to answer (`message.refusal`) | "I can't help with that" |
-| `permanent` | the provider refused the request itself: sending it again cannot pass | HTTP 400 `context_length_exceeded`, 404 unknown model, any 4xx but 408, 409 and 429 |
+| `permanent` | the provider refused the request itself: sending it again cannot pass | HTTP 400 `context_length_exceeded`, 404 unknown model, any 4xx but 408, 409 and 429 (also in an error line that carries its status, as vLLM's `run_batch` writes them) |
 | `unexecuted` | nobody ran it: not the request's fault | the batch expired, was cancelled, or was lost by the provider; HTTP 429 |
 """
 
@@ -29,6 +29,15 @@ from lexpilot_batch.util.redaction import redact
 UNEXECUTED_CODES = frozenset({"batch_expired", "batch_cancelled", "batch_lost", "rate_limit_exceeded", "rate_limited"})
 # Error codes (in an error-file line's `error`) no retry can fix.
 PERMANENT_CODES = frozenset({"context_length_exceeded", "invalid_prompt", "model_not_found"})
+
+# The finish reasons of a whole answer: OpenAI's (`stop`, and the tool calls a chat never asks
+# for), a missing one (some compatible servers send none, or DashScope's "null"), and those of
+# servers that copy the API with their own words (TGI's `eos_token`, `stop_sequence`). Any other
+# reason says the answer was cut short: DeepSeek's `insufficient_system_resource` (DeepSeek API
+# docs, "finish_reason"), Gemini's `OTHER`, `LANGUAGE`, `CONTINUATION`, `MALFORMED_RESPONSE`, ...
+# (google-genai `types.FinishReason`, passed through by `providers.google.results`), vLLM's
+# `abort`. `length` and `content_filter` have their own messages below.
+COMPLETE = frozenset({"stop", "tool_calls", "function_call", None, "null", "eos_token", "stop_sequence"})
 
 # The longest answer (its content, thinking in it included) a request may have: longer is no
 # answer. The benchmark's answers are a few thousand Chinese characters, and max_tokens (8192 by
@@ -52,6 +61,8 @@ _NO_USAGE = (None, None, None, None)
 
 def _error_text(error: Any) -> str:
     """A result line's error as stored and shown: the provider's words, without any secret they echo."""
+    if isinstance(error, dict) and isinstance(error.get("error"), dict) and "message" not in error:
+        error = error["error"]  # `{"error": {...}}`: OpenAI's error body, vLLM's newer ErrorResponse
     if isinstance(error, dict):
         code, message = error.get("code"), error.get("message")
         return redact(f"{code}: {message}" if code else str(message or error))
@@ -104,7 +115,18 @@ def judge_line(
     response = line.get("response")
     if error:
         code = error.get("code") if isinstance(error, dict) else None
-        kind = UNEXECUTED if code in UNEXECUTED_CODES else PERMANENT if code in PERMANENT_CODES else TRANSPORT
+        # vLLM's `run_batch` writes a refused request as an error line with its status (400, the
+        # body null, the error a string or an `ErrorResponse`: vllm/entrypoints/openai/run_batch.py,
+        # `make_error_request_output`): a 4xx there is the request's own fault, like a 4xx answer.
+        status = response.get("status_code") if isinstance(response, dict) else None
+        if code in UNEXECUTED_CODES:
+            kind = UNEXECUTED
+        elif code in PERMANENT_CODES:
+            kind = PERMANENT
+        elif isinstance(status, int) and not isinstance(status, bool) and status != 200:
+            kind = status_kind(status)
+        else:
+            kind = TRANSPORT
         return False, None, None, _error_text(error), kind, _NO_USAGE
     if not isinstance(response, dict):
         return False, None, None, "no response and no error in the result line", TRANSPORT, _NO_USAGE
@@ -125,6 +147,8 @@ def judge_line(
     if finish == "content_filter":
         # The provider's filter cut or withheld the answer: partial text is never scored.
         return False, None, None, "filtered by the provider (finish_reason=content_filter)", INVALID, usage
+    if finish not in COMPLETE:
+        return False, None, None, f"cut off (finish_reason={str(finish)[:60]})", INVALID, usage
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal.strip():
         return False, None, None, f"refusal: {refusal.strip()[:500]}", REFUSAL, usage

@@ -193,5 +193,6 @@ def poll_and_advance(
             return left_work
         if left_work["in_flight"] == left_work["waiting_manual"] and (left_work["unsubmitted"] == 0 or not do_submit):
             return left_work  # done, or only the user can move it on (manual files)
-        if outcome.poll.in_flight or (outcome.submitted is not None and outcome.submitted.unresolved):
-            clock.pause(poll_interval)
+        sent = outcome.submitted
+        if outcome.poll.in_flight or (sent is not None and (sent.unresolved or sent.waiting)):
+            clock.pause(poll_interval)  # a file waiting for room (a quota refusal) is not re-sent in a tight loop

@@ -14,6 +14,11 @@ later wave sends it flex (`engine.tail`). Ingest then keeps those answers and fa
 never run, without using up an attempt, and the next wave asks them again as a batch. A crash
 before that transaction leaves the file in flight: the next poll resumes it, sending only what has
 no saved line, so no request is sent twice.
+Once a batch's result files are saved and ingested, the files of it the workspace knows (its input
+file, which the workspace uploaded, and the output and error files it saved) are deleted at the
+provider where the profile says so (`Limits.delete_files`: Azure, whose resource holds at most 500
+files without an expiration), unless `--keep-provider-files`. Never any other file. A delete that
+fails is left to the file's expiration (`expires_after`): nothing depends on it.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from lexpilot_batch.engine.ingest import IngestStats, ingest_file
 from lexpilot_batch.engine.recovery import sweep
 from lexpilot_batch.engine.submit import TamperedFile
 from lexpilot_batch.engine.tail import FLEX_REFUSED, flex_refused
-from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.apis import MANUAL, RUN_HERE, SYNC
 from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchNotFound, BatchStatus
 from lexpilot_batch.providers.sync import FlexRefused, saved_custom_ids
 from lexpilot_batch.state.waves import (
@@ -70,6 +76,7 @@ class PollResult:
     duplicates: list[str] = field(default_factory=list)  # batch ids cancelled: not their file's own
     refused: list[str] = field(default_factory=list)  # files whose batch the quota refused: waiting again
     lost: list[str] = field(default_factory=list)  # files whose batch the provider lost
+    deleted: int = 0  # files deleted at the provider after their results were ingested
 
 
 def poll_files(ws: Workspace, session: Session, max_age: float | None = None) -> PollResult:
@@ -130,8 +137,27 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             row = file_row(ws.store.conn, row["pk"])
         result.stats.add(ingest_file(ws, row))
         result.finished.append(row["path"])
+        if row["backend"] not in (SYNC, MANUAL):
+            result.deleted += _delete_provider_files(session, row)
     close_finished_waves(ws)
     return result
+
+
+def _delete_provider_files(session: Session, row: dict) -> int:
+    """Delete at the provider the files of an ingested batch file (module docstring); how many."""
+    if session.options.keep_provider_files or not session.file_route(row).limits.delete_files:
+        return 0
+    backend: BatchBackend = session.batch_backend(row)
+    deleted = 0
+    for key in ("provider_file_id", "output_file_id", "error_file_id"):
+        file_id = row.get(key)
+        if not file_id:
+            continue
+        try:
+            deleted += backend.delete_file(file_id)
+        except LexpilotError:
+            continue  # it expires by itself (`expires_after`); the run needs nothing of it
+    return deleted
 
 
 def _not_found(ws: Workspace, row: dict, listed: set[str] | None, message: str) -> bool:

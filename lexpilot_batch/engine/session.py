@@ -68,6 +68,8 @@ class ProviderOptions:
     max_premium: float | None = None
     flex: dict[str, bool] = field(default_factory=dict)
     expect_latency: dict[str, float] = field(default_factory=dict)
+    # Keep at the provider the files of ingested batches a profile would delete (`--keep-provider-files`).
+    keep_provider_files: bool = False
 
 
 # The settings of a workspace that decide how its files are cut and its batches created: stored by

@@ -5,7 +5,9 @@ before the next (`state.waves`): a file uploaded but not yet batched is batched 
 command, a create whose answer was lost is looked for before it is sent again. A file is created
 only while its model's enqueued-token budget has room (`budgets`); the rest of a wave goes as
 earlier batches finish, and a file larger than a lowered budget is discarded and its requests
-asked again, cut to the budget. Sync and manual files only get marked as sent.
+asked again, cut to the budget. A create the provider refuses at once for the quota (Azure's HTTP
+400 `token_limit_exceeded`) lowers the budget as a batch that failed so does, and the file waits.
+Sync and manual files only get marked as sent.
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from lexpilot_batch.engine.recovery import (
 )
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
-from lexpilot_batch.providers.base import BatchBackend, BatchInfo
+from lexpilot_batch.providers.base import BatchBackend, BatchInfo, QuotaRefused
 from lexpilot_batch.state.waves import (
     COMPILED,
     CREATING,
     TO_SUBMIT,
     UPLOADED,
+    create_refused,
     discard_unsent_file,
     files_in,
     mark_creating,
@@ -122,12 +125,29 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
         except UnresolvedCreate as exc:
             result.unresolved.append(f"{row['path']}: {exc}")
             continue
+        except QuotaRefused as exc:
+            # Refused at once for the quota, nothing created: the budget is lowered as after a
+            # batch that failed so, and the file waits for room; no attempt of any request is used.
+            _refused_at_create(ws, row, str(exc))
+            full.add(row["model"])
+            result.waiting.append(row["path"])
+            continue
         with ws.store.transaction() as db:
             record_batch(db, row["pk"], batch, time.time())
         result.submitted.append(row["path"])
         if on_file:
             on_file(row["path"])
     return result
+
+
+def _refused_at_create(ws: Workspace, row: dict, message: str) -> None:
+    """A create refused for the enqueued-token quota (`base.QuotaRefused`), in one transaction:
+    the model's budget lowered (`budgets.lower_after_refusal`), the file back to `uploaded`."""
+    with ws.store.transaction() as db:
+        model = row["model"]
+        others = budgets.enqueued(db, model, but=row["pk"])
+        budgets.lower_after_refusal(db, model, message, others, row["tokens"], budgets.factor(db, model))
+        create_refused(db, row["pk"])
 
 
 def _room(ws: Workspace, session: Session, row: dict, full: set[str]) -> bool | None:

@@ -100,6 +100,13 @@ class RateLimited(ProviderUnavailable):
         self.retry_after = retry_after
 
 
+class QuotaRefused(ProviderError):
+    """The provider refused a create for its enqueued-token quota before creating anything: Azure
+    answers HTTP 400 `token_limit_exceeded` at once (Azure OpenAI batch docs, "Batch quota
+    limits": the create fails with `BadRequestError` ... `token_limit_exceeded`), where OpenAI
+    creates a batch that fails with that code."""
+
+
 class BatchNotFound(ProviderError):
     """The provider does not know this batch (HTTP 404 on retrieve)."""
 
@@ -149,6 +156,7 @@ class BatchBackend(ABC):
         workspace file.
 
         Raises `CreateUncertain` when the answer was lost, `RateLimited` when refused for the rate
+        before anything was created, `QuotaRefused` when refused for the enqueued-token quota
         before anything was created, another `LexpilotError` when refused for good."""
 
     @abstractmethod
@@ -170,6 +178,11 @@ class BatchBackend(ABC):
     @abstractmethod
     def cancel(self, batch_id: str) -> BatchInfo:
         """Ask the provider to cancel a batch."""
+
+    def delete_file(self, file_id: str) -> bool:
+        """Delete a file the workspace uploaded or saved at the provider; whether it was deleted
+        (False: this backend deletes none, or the provider no longer has it)."""
+        return False
 
 
 class FileBatchBackend(BatchBackend):
@@ -259,6 +272,8 @@ class FileBatchBackend(BatchBackend):
             message = str(provider_error(failure, what, self.endpoint))
             if failure.status == 429:  # refused before anything was created (enqueued-token limits too)
                 raise RateLimited(message, retry_after(exc)) from None
+            if failure.status == 400 and (failure.code == TOKEN_LIMIT or TOKEN_LIMIT in failure.message):
+                raise QuotaRefused(message) from None
             if failure.status is None or transient_status(failure.status):  # the answer was lost
                 raise CreateUncertain(message) from None
             raise self.error(what, exc) from None
@@ -297,6 +312,21 @@ class FileBatchBackend(BatchBackend):
 
     def cancel(self, batch_id: str) -> BatchInfo:
         return self.call(f"cancelling {self.noun} {batch_id}", lambda: self._cancel(batch_id))
+
+    def _delete_file(self, file_id: str) -> bool:
+        """One delete of a file; a backend that deletes files overrides it."""
+        return False
+
+    def delete_file(self, file_id: str) -> bool:
+        try:
+            return self._delete_file(file_id)
+        except Exception as exc:
+            failure = self.failure(exc)
+            if failure is None:
+                raise
+            if failure.status == 404:
+                return False  # already gone (deleted before a crash, or expired)
+            raise self.error(f"deleting file {file_id}", exc) from None
 
 
 def retry_after(exc: Exception | None) -> float | None:

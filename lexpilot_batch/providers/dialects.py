@@ -102,8 +102,6 @@ def role_request(
         else:
             body[key] = value
     sent_temperature, sent_limits = sent(body)
-    if dialect == anthropic_dialect.ANTHROPIC:
-        anthropic_dialect.check(name.name, role, body)
     not_applied = []
     if sent_temperature != temperature:
         not_applied.append("temperature")

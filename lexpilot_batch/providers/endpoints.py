@@ -32,6 +32,12 @@ class Limits:
     # Enqueued input tokens one model may have waiting in batches (`budgets`); None: no budget
     # unless the workspace is told one (--max-enqueued-tokens) or learns one from a refusal.
     enqueued_tokens: int | None = None
+    # Seconds after which the provider should delete an uploaded file and a batch's output files
+    # (`expires_after`, `output_expires_after`); None: not sent (the provider's default).
+    file_expiry: int | None = None
+    # Whether files the workspace uploaded, and its batches' output files, are deleted at the
+    # provider once their results are saved and ingested (`--keep-provider-files` keeps them).
+    delete_files: bool = False
 
 
 MB = 1024 * 1024
@@ -45,7 +51,10 @@ VLLM_ENDPOINT = "/v1/chat/completions"
 PROFILES: dict[str, Limits] = {
     "openai": Limits(50_000, 200 * MB, "24h", "/v1/chat/completions"),
     # Azure OpenAI v1 routes live under /openai/v1; `model` is the Global Batch deployment name.
-    "azure": Limits(100_000, 200 * MB, "24h", "/chat/completions"),
+    # A resource holds at most 500 batch files without an expiration, output files included, and
+    # 10,000 with one (14 to 30 days: 1,209,600 to 2,592,000 s; Azure OpenAI batch how-to, "Batch
+    # limits"): files expire after 14 days and are deleted once ingested.
+    "azure": Limits(100_000, 200 * MB, "24h", "/chat/completions", file_expiry=14 * 24 * 3600, delete_files=True),
     # Alibaba Model Studio (DashScope), OpenAI-compatible mode: .../compatible-mode/v1
     "dashscope": Limits(50_000, 500 * MB, "24h", "/v1/chat/completions"),
     "generic": Limits(50_000, 200 * MB, "24h", "/v1/chat/completions"),
@@ -121,6 +130,8 @@ def resolve_limits(
         completion_window=completion_window or base.completion_window,
         endpoint=endpoint or base.endpoint,
         enqueued_tokens=base.enqueued_tokens,
+        file_expiry=base.file_expiry,
+        delete_files=base.delete_files,
     )
 
 

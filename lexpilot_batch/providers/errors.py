@@ -31,6 +31,7 @@ class Failure:
     status: int | None
     message: str
     timed_out: bool = False  # no answer within the timeout (rather than no connection)
+    code: str | None = None  # the provider's error code, where its error body has one (`token_limit_exceeded`)
 
 
 def provider_error(failure: Failure, what: str, endpoint: Endpoint, not_found_hint: str = "") -> LexpilotError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lexpilot_batch.providers.anthropic import contract as anthropic_contract
 from lexpilot_batch.providers.anthropic.ids import ANTHROPIC_ID
 from lexpilot_batch.providers.apis import ANTHROPIC
 from lexpilot_batch.providers.ids import TAG_LENGTH
@@ -77,6 +78,11 @@ def _problem(params: Any) -> str | None:
             return "`max_tokens` must be greater than `thinking.budget_tokens`"
         if temperature is not None and temperature != 1:
             return "`temperature` may only be set to 1 when thinking is enabled"
+    # Then everything else the real API refuses, by the same contract the client keeps
+    # (`providers.anthropic.contract`: the installed SDK's types and the model family's rules).
+    found = anthropic_contract.problems(params)
+    if found:
+        return f"params.{found[0].field}: {found[0].reason}"
     return None
 
 
@@ -104,8 +110,15 @@ class AnthropicApi:
             if raw in seen:
                 raise bad_request(f"requests.{i}.custom_id: duplicate custom_id {raw!r}; each must be unique")
             seen.add(raw)
-            # The workspace's own id, so that the request draws what it draws on every route.
-            cid = our_id(raw, ANTHROPIC) or raw
+            # The workspace's own id, so that the request draws what it draws on every route; an id
+            # no workspace's mapping made is refused (a 4xx, never a 500: its answer cannot be drawn).
+            mapped = our_id(raw, ANTHROPIC)
+            if mapped is None:
+                raise bad_request(
+                    f"requests.{i}.custom_id: {raw!r} is no id lexpilot-batch's mapping made (a workspace tag and a "
+                    "mapped custom_id); the simulated provider answers only those"
+                )
+            cid = mapped
             ids[cid] = raw
             params = request.get("params")
             problem = _problem(params)
@@ -119,7 +132,7 @@ class AnthropicApi:
         tags = {raw[:TAG_LENGTH] for raw in ids.values()}
         tag = next(iter(tags)) if len(tags) == 1 else None
         native: dict[str, Any] = {"api": API, "n": len(requests), "problems": problems}
-        if tag is not None and all(line_id(cid, ANTHROPIC, tag) == raw for cid, raw in ids.items()):
+        if tag is not None and all(_mapped(cid, tag) == raw for cid, raw in ids.items()):
             native["tag"] = tag  # every id is the map of the workspace's own: keep the map, not the ids
         else:
             native["ids"] = ids
@@ -244,6 +257,13 @@ class AnthropicApi:
             "archived_at": None,
             "results_url": f"{self.root}/v1/messages/batches/{external}/results" if ended else None,
         }
+
+
+def _mapped(cid: str, tag: str) -> str | None:
+    try:
+        return line_id(cid, ANTHROPIC, tag)
+    except ValueError:
+        return None
 
 
 def _errored(kind: str, message: str) -> dict[str, Any]:

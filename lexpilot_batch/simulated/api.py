@@ -57,9 +57,24 @@ class Api:
             )
         if len(data) > MAX_FILE_BYTES:
             raise bad_request(f"File is larger than {MAX_FILE_BYTES} bytes.", "file", "file_too_large")
+        expiry = _expiry(
+            {"anchor": fields["expires_after[anchor]"], "seconds": fields.get("expires_after[seconds]")}
+            if "expires_after[anchor]" in fields
+            else None,
+            "expires_after",
+        )
+        cap = self.faults.file_cap
+        if cap and expiry is None and self.store.count_unexpiring() >= cap:
+            raise bad_request(
+                f"Quota exceeded: this resource holds {cap} batch files without an expiration (input and output "
+                "files); delete files or upload with expires_after.",
+                "file",
+                "quota_exceeded",
+            )
         # Mistral's file object (the same route, https://docs.mistral.ai/api, "Upload File") also says
         # what kind of sample it holds and where it came from; OpenAI's SDK ignores the two fields.
-        return {**self.store.add_file(data, filename, purpose), "sample_type": "batch_request", "source": "upload"}
+        stored = self.store.add_file(data, filename, purpose, expires=expiry)
+        return {**stored, "sample_type": "batch_request", "source": "upload"}
 
     def _file(self, file_id: str) -> dict[str, Any]:
         obj = self.store.get_file(file_id)
@@ -98,9 +113,11 @@ class Api:
                 raise _missing(name)
         if body["endpoint"] not in batches.ENDPOINTS:
             raise bad_request(
-                f"Unsupported endpoint '{body['endpoint']}': the simulated provider runs {' and '.join(batches.ENDPOINTS)}.",
+                f"Unsupported endpoint '{body['endpoint']}': the simulated provider runs "
+                f"{' and '.join(sorted(batches.ENDPOINTS))} only.",
                 "endpoint",
             )
+        expiry = _expiry(body.get("output_expires_after"), "output_expires_after")
         if body["completion_window"] != batches.COMPLETION_WINDOW:
             raise bad_request("completion_window must be '24h'.", "completion_window")
         metadata = batches.check_metadata(body.get("metadata"))
@@ -119,6 +136,7 @@ class Api:
             metadata=metadata,
             seed=self.seed,
             faults=self.faults,
+            output_expiry=expiry,
         )
         return dict(record["batch"])
 
@@ -144,6 +162,22 @@ class Api:
     def chat_completion(self, body: Any, client_request_id: str | None = None) -> dict[str, Any]:
         """One chat completion, answered as a batch line with the custom_id `client_request_id` is (`chat`)."""
         return chat.answer(body, client_request_id, self.seed, self.faults)
+
+
+def _expiry(value: Any, param: str) -> int | None:
+    """The seconds of an `expires_after` / `output_expires_after` ({"anchor": "created_at",
+    "seconds": N}: the openai SDK's `ExpiresAfter`, N from 3600 to 2,592,000); None if not given."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or value.get("anchor") != "created_at":
+        raise bad_request(f"{param}.anchor must be 'created_at'.", f"{param}.anchor")
+    try:
+        seconds = int(str(value.get("seconds")))  # a form upload sends it as text
+    except ValueError:
+        raise bad_request(f"{param}.seconds must be an integer.", f"{param}.seconds") from None
+    if not 3600 <= seconds <= 2_592_000:
+        raise bad_request(f"{param}.seconds must be between 3600 and 2592000, not {seconds}.", f"{param}.seconds")
+    return seconds
 
 
 def _missing(name: str) -> ApiError:

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from lexpilot_batch.providers.contracts import CHAT_URLS
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.simulated import completions
 from lexpilot_batch.simulated.errors import ApiError, bad_request
@@ -38,9 +39,10 @@ from lexpilot_batch.simulated.latency import batch_seconds
 from lexpilot_batch.simulated.store import Store
 
 ENDPOINT = "/v1/chat/completions"
-# The batch endpoints it runs: OpenAI's, Zhipu BigModel's and Baidu Qianfan's (their lines and
-# batches name /v4/... and /v2/...).
-ENDPOINTS = (ENDPOINT, "/v4/chat/completions", "/v2/chat/completions")
+# The batch endpoints (and line urls) it runs: OpenAI's, Azure's v1 API's (Azure OpenAI batch
+# how-to: `"url": "/chat/completions"`, `endpoint="/chat/completions"`), Zhipu BigModel's and Baidu
+# Qianfan's (their lines and batches name /v4/... and /v2/...): `contracts.CHAT_URLS`.
+ENDPOINTS = CHAT_URLS
 COMPLETION_WINDOW = "24h"
 WINDOW_SECONDS = 24 * 3600
 MAX_REQUESTS = 50_000
@@ -276,8 +278,10 @@ def create(
     faults: Faults,
     native: dict[str, Any] | None = None,
     sent_sha256: str | None = None,
+    output_expiry: int | None = None,
 ) -> dict[str, Any]:
-    """Validate and run a new batch; returns its record (already persisted). `native` marks a batch
+    """Validate and run a new batch (its output files to expire after `output_expiry` seconds, its
+    `output_expires_after`); returns its record (already persisted). `native` marks a batch
     created through Anthropic's or Gemini's routes (`sim.native`), which the OpenAI routes do not show;
     `sent_sha256` is then the hash of the request file the client sent, which draws its latency as
     an OpenAI batch's input file draws its own."""
@@ -288,7 +292,7 @@ def create(
     batch_id = "batch_" + _hex("batch", now, digest, random.random())[:32]
     # Drawn first, so that a batch refused for the token limit answers none of its requests. A
     # batch created again from the same content draws again (the earlier ones are in the store).
-    again = store.count_batches(digest)
+    again = store.count_batches(digest) + store.refused_creates.get(digest, 0)
     refused = _hits(faults, "fail_batch", faults.fail_batch, drawn if not again else f"{drawn}|{again}")
     answered: list[tuple[str, bool]] = []  # (result line, success), in input order
     usages: list[dict[str, Any]] = []  # of the successes
@@ -319,13 +323,14 @@ def create(
         if waiting + tokens[0] > quota:
             refused = True
     if not errors and refused:
-        errors = [
-            _error(
-                "token_limit_exceeded",
-                f"Enqueued token limit reached for {model} in organization org-simulated. "
-                f"Limit: {quota or 2_000_000:,} enqueued tokens. Please try submitting your batch again later.",
-            )
-        ]
+        message = (
+            f"Enqueued token limit reached for {model} in organization org-simulated. "
+            f"Limit: {quota or 2_000_000:,} enqueued tokens. Please try submitting your batch again later."
+        )
+        if faults.refuse_at_create:  # Azure's way: refused at once, no batch
+            store.refused_creates[digest] = store.refused_creates.get(digest, 0) + 1
+            raise bad_request(message, None, "token_limit_exceeded")
+        errors = [_error("token_limit_exceeded", message)]
         answered.clear()
     lines: list[str] = []
     outcomes = ""
@@ -376,6 +381,7 @@ def create(
         "metadata": metadata,
     }
     sim = {
+        "output_expiry": output_expiry,
         "created": now,
         "seq": store.next_seq(),
         "validated": now + 0.1 * latency,
@@ -521,8 +527,9 @@ def _finalize(store: Store, record: dict[str, Any], batch: dict[str, Any]) -> di
             line = json.loads(raw)
             unrun = {"id": line["id"], "custom_id": line["custom_id"], "response": None, "error": error}
             errors.append(_dumps(unrun))
-        batch["output_file_id"] = _write_lines(store, batch["id"], "output", output)
-        batch["error_file_id"] = _write_lines(store, batch["id"], "error", errors)
+        expiry = sim.get("output_expiry")
+        batch["output_file_id"] = _write_lines(store, batch["id"], "output", output, expiry)
+        batch["error_file_id"] = _write_lines(store, batch["id"], "error", errors, expiry)
         batch["request_counts"] = {
             "total": len(lines),
             "completed": len(output),
@@ -537,13 +544,13 @@ def _finalize(store: Store, record: dict[str, Any], batch: dict[str, Any]) -> di
     return dict(batch)
 
 
-def _write_lines(store: Store, batch_id: str, which: str, lines: list[str]) -> str | None:
+def _write_lines(store: Store, batch_id: str, which: str, lines: list[str], expiry: int | None = None) -> str | None:
     """Save result lines (JSON text) as a file of the batch; returns its id."""
     if not lines:
         return None  # e.g. every request failed: no output file, as the real service does
     data = "".join(line + "\n" for line in lines).encode("utf-8")
     file_id = "file-" + _hex("batch-file", batch_id, which)[:24]
-    store.add_file(data, f"{batch_id}_{which}.jsonl", "batch_output", file_id=file_id)
+    store.add_file(data, f"{batch_id}_{which}.jsonl", "batch_output", file_id=file_id, expires=expiry)
     return file_id
 
 

@@ -15,6 +15,12 @@ import re
 import time
 from typing import Any
 
+from lexpilot_batch.providers.anthropic import contract as anthropic_contract
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.providers.families import api_of_name
+from lexpilot_batch.providers.google import contract as google_contract
+from lexpilot_batch.providers.openai import contract as openai_contract
+from lexpilot_batch.providers.schema import MISSING, RANGE, TYPE, UNKNOWN, UNSUPPORTED
 from lexpilot_batch.simulated import roles
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 
@@ -61,6 +67,7 @@ def check_body(body: Any) -> tuple[str, str]:
     if body.get("stream"):
         raise bad_request("stream=true is not supported by the simulated provider.", param="stream")
     _check_parameters(model, body)
+    _check_contract(model, body)
     users = [_text_of(m.get("content")) for m in messages if m.get("role") == "user"]
     prompt = users[-1] if users else "\n".join(_text_of(m.get("content")) for m in messages)
     return model, prompt
@@ -91,6 +98,41 @@ def _check_parameters(model: str, body: dict[str, Any]) -> None:
             "reasoning_effort",
             "unsupported_parameter",
         )
+
+
+# How OpenAI words each kind of refusal (its 400 answers: `invalid_request_error`, the field as
+# `param`): "Unrecognized request argument supplied", "Invalid 'temperature': ...", ...
+_WORDING = {
+    UNKNOWN: ("Unrecognized request argument supplied: {field}", "unknown_parameter"),
+    RANGE: ("Invalid '{field}': {reason}", "invalid_value"),
+    UNSUPPORTED: ("Unsupported value: '{field}': {reason}", "unsupported_value"),
+    MISSING: ("Missing required parameter: '{field}'.", "missing_required_parameter"),
+    TYPE: ("Invalid type for '{field}': {reason}", "invalid_type"),
+}
+
+
+def _check_contract(model: str, body: dict[str, Any]) -> None:
+    """Refuse what the contract the client keeps refuses (`providers.openai.contract`: the installed
+    SDK's types, and the model family's rules), so a clean rehearsal means a clean first wave. A
+    model OpenAI's families name is held to OpenAI's own API; any other (a deployment, a
+    compatible server's model) to an OpenAI-compatible endpoint's rules, as `prepare` holds it, but
+    for its own fields: of those it takes only the documented extensions (vLLM's, DashScope's); a
+    Claude or Gemini model's body (rehearsed here with `--provider simulated`) to its own API's."""
+    api = api_of_name(model)
+    if api == ANTHROPIC:  # a Claude body rehearsed over the OpenAI routes (`--provider simulated`)
+        found = anthropic_contract.problems(body)
+    elif api == GOOGLE:
+        if "generationConfig" not in body:
+            return  # a line the Gemini routes made of a request they checked (`gemini_api`)
+        # A Gemini body rehearsed over the OpenAI routes: its fields beside one text content.
+        rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
+        found = google_contract.problems({"contents": [{"role": "user", "parts": [{"text": "x"}]}], **rest}, model)
+    else:
+        found = openai_contract.problems(body, first_party=api == OPENAI, known_extensions=True)
+    if found:
+        first = found[0]
+        message, code = _WORDING.get(first.kind, _WORDING[TYPE])
+        raise bad_request(message.format(field=first.field, reason=first.reason), first.field, code)
 
 
 def count_prompt_tokens(body: dict[str, Any]) -> int:

@@ -44,7 +44,7 @@ PROBABILITIES = (
 )
 SECONDS = ("latency", "sync_latency", "retry_after", "slow_seconds", "flex_latency")
 FRACTIONS = ("latency_spread",)
-COUNTS = ("token_limit",)
+COUNTS = ("token_limit", "refuse_at_create", "file_cap")
 
 # The routes of the simulated server by name, for `http_routes` (the `Api` method behind each).
 ROUTES = (
@@ -117,6 +117,13 @@ class Faults:
       generateContent) is refused 429 "resource unavailable", as OpenAI's Flex processing and
       Gemini's Flex inference refuse when capacity is short; drawn per call, 1 refuses every one.
     - `flex_latency`: seconds each call on the flex tier takes (`sync_latency` if 0).
+    - `refuse_at_create`: 1 to refuse a batch over the enqueued-token quota (`token_limit`,
+      `fail_batch`) at create, with HTTP 400 `token_limit_exceeded` and no batch, as Azure does
+      (Azure OpenAI batch docs); 0 (OpenAI's way): a batch that fails with that code.
+    - `file_cap`: the most files the provider holds without an expiration (0: no cap), input and
+      output files alike, as Azure's 500 (Azure OpenAI batch docs, "Batch limits"): an upload over
+      it is refused with HTTP 400 `quota_exceeded` (output files count, as Azure's do). A file uploaded with `expires_after`, an output file of a batch created with
+      `output_expires_after`, and a deleted file do not count.
     - `latency`: seconds from batch creation to its terminal state.
     - `sync_latency`: seconds each chat completion takes.
     - `latency_spread`: a fraction f spreading each latency over [L(1 - f), L(1 + f)] (`latency`).
@@ -149,6 +156,8 @@ class Faults:
     content_filter: float = 0.0
     refusal: float = 0.0
     token_limit: int = 0
+    refuse_at_create: int = 0
+    file_cap: int = 0
     http_529: float = 0.0
     flex_429: float = 0.0
     flex_latency: float = 0.0

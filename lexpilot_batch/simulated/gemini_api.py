@@ -22,6 +22,7 @@ import threading
 import uuid
 from typing import Any
 
+from lexpilot_batch.providers.google import contract as google_contract
 from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
@@ -160,9 +161,10 @@ class GeminiApi:
             if not isinstance(key, str) or not key:
                 raise bad_request(f"{source} line {number}: each line needs a string 'key'.")
             parts = _chat_parts(request)
-            if parts is None:
-                problems[key] = NO_CONTENTS
-                lines.append(to_chat(key, sent, [], {}))
+            problem = NO_CONTENTS if parts is None else _problem(request, sent)
+            if parts is None or problem is not None:
+                problems[key] = problem or NO_CONTENTS
+                lines.append(to_chat(key, sent, [], {}))  # refused by the simulated endpoint: an error line
                 continue
             lines.append(to_chat(key, sent, *parts))
         if not lines:
@@ -184,6 +186,9 @@ class GeminiApi:
         if parts is None:
             raise bad_request(NO_CONTENTS)
         sent = model.removeprefix("models/")
+        problem = _problem(request, sent)
+        if problem is not None:
+            raise bad_request(problem)  # as the same request errors in a batch
         messages, fields = parts
         if "service_tier" in request:  # Gemini's Flex inference field, spoken as chat's (`chat`)
             fields["service_tier"] = request["service_tier"]
@@ -288,6 +293,17 @@ class GeminiApi:
             return {"key": key, "error": {"code": 14, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
         message = native["problems"].get(key) or (response.get("body") or {}).get("error", {}).get("message")
         return {"key": key, "error": {"code": 3, "message": str(message), "status": "INVALID_ARGUMENT"}}
+
+
+def _problem(request: Any, model: str) -> str | None:
+    """What Gemini refuses in a request, by the contract the client keeps
+    (`providers.google.contract`: the SDK's types and the model family's rules), as its
+    INVALID_ARGUMENT message names a field; None when it takes it."""
+    found = google_contract.problems(request, model)
+    if not found:
+        return None
+    first = found[0]
+    return f"Invalid value at '{first.field}': {first.reason}"
 
 
 def _chat_parts(request: Any) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:

@@ -45,6 +45,9 @@ class Store:
         self.lock = threading.RLock()
         self._files: dict[str, dict[str, Any]] = {}
         self._batches: dict[str, dict[str, Any]] = {}
+        # Creates refused at once (`Faults.refuse_at_create`) per input digest: such a create
+        # stores no batch, and the next one of the same content draws its fate again.
+        self.refused_creates: dict[str, int] = {}
         self._load()
         self._seq = max((r["sim"]["seq"] for r in self._batches.values()), default=0)
 
@@ -62,9 +65,15 @@ class Store:
     # --- files -------------------------------------------------------------------------------
 
     def add_file(
-        self, data: bytes | memoryview, filename: str, purpose: str, file_id: str | None = None
+        self,
+        data: bytes | memoryview,
+        filename: str,
+        purpose: str,
+        file_id: str | None = None,
+        expires: int | None = None,
     ) -> dict[str, Any]:
-        """Persist bytes and their FileObject; a given `file_id` is overwritten (idempotent)."""
+        """Persist bytes and their FileObject; a given `file_id` is overwritten (idempotent).
+        `expires`: the seconds of an `expires_after` it was given (`Faults.file_cap` counts the others)."""
         file_id = file_id or new_id("file-")
         now = int(time.time())
         obj = {
@@ -75,9 +84,11 @@ class Store:
             "filename": filename,
             "purpose": purpose,
             "status": "processed",
-            "expires_at": now + 30 * 24 * 3600 if purpose == "batch" else None,
+            "expires_at": now + (expires or 30 * 24 * 3600) if purpose == "batch" or expires else None,
             "status_details": None,
         }
+        if expires:
+            obj["sim_expires"] = expires
         with self.lock:
             write_atomic(self.files_dir / f"{file_id}.data", data)
             write_atomic(self.files_dir / f"{file_id}.json", _dump(obj))
@@ -96,6 +107,15 @@ class Store:
     def list_files(self) -> list[dict[str, Any]]:
         with self.lock:
             return [dict(f) for f in self._files.values()]
+
+    def count_unexpiring(self) -> int:
+        """Batch input and output files held without an `expires_after` (`Faults.file_cap`)."""
+        with self.lock:
+            return sum(
+                1
+                for f in self._files.values()
+                if f["purpose"] in ("batch", "batch_output") and not f.get("sim_expires")
+            )
 
     def delete_file(self, file_id: str) -> bool:
         with self.lock:

@@ -200,6 +200,13 @@ def refused(db: sqlite3.Connection, pk: int, batch_id: str, status: str) -> None
     )
 
 
+def create_refused(db: sqlite3.Connection, pk: int) -> None:
+    """`creating` -> `uploaded`: the provider refused the create for its enqueued-token quota
+    before creating anything (Azure's HTTP 400 `token_limit_exceeded`); the file waits to be
+    created again, its requests still pending, no attempt used."""
+    db.execute("UPDATE files SET status = ?, creating_at = NULL WHERE pk = ? AND status = ?", (UPLOADED, pk, CREATING))
+
+
 def mark_sent_locally(db: sqlite3.Connection, pk: int, backend: str) -> None:
     """`compiled` -> `submitted` for a file nothing is uploaded for: a sync file runs when polled,
     a manual one is the user's to run. Its `batch_id` is the backend's name (no provider batch)."""

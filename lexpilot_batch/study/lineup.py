@@ -15,6 +15,7 @@ from typing import Protocol
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import SIMULATED
+from lexpilot_batch.providers.contracts import check_role_body
 from lexpilot_batch.providers.dialects import (
     REASONING_EFFORTS,
     applied_settings,
@@ -74,6 +75,7 @@ def plan_runs(spec: RunSpec, session: Routing) -> list[RunPlan]:
             )
             route = session.route(role, registered, request.provider)
             _check_bare_reasoning(role, name, request.body, route)
+            check_role_body(role, name, request.body, reasoning=options.reasoning)
             requests[role], endpoints[role] = request, route.label
         plans.append(RunPlan(model, applied_settings(settings, requests), requests, endpoints))
     if effort is not None and not any(

@@ -17,6 +17,7 @@ from lexpilot_batch.engine.answers import INVALID, PERMANENT, REFUSAL, TRANSPORT
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.anthropic.ids import ANTHROPIC_ID
 from lexpilot_batch.providers.anthropic.results import result as anthropic_result
+from lexpilot_batch.providers.contracts import check_role_body
 from lexpilot_batch.providers.dialects import role_request
 from lexpilot_batch.providers.google.results import result as google_result
 from lexpilot_batch.providers.ids import custom_id, id_tag, request_check
@@ -94,26 +95,30 @@ def test_native_lines_are_json_dumps_of_the_native_request(cid, model, parts, t)
 
 def test_each_dialect_carries_the_settings_where_its_api_reads_them():
     claude = role_request("eval", parse_model("anthropic/claude-sonnet-4-5"), Settings())
-    assert claude.body == {"max_tokens": 8192, "temperature": 0.7} and claude.model == "claude-sonnet-4-5"
+    # No temperature for Claude: the installed SDK's types have none (issue 25, item 7).
+    assert claude.body == {"max_tokens": 8192} and claude.model == "claude-sonnet-4-5"
+    assert claude.not_applied == ("temperature",)
     gemini = role_request("judge", parse_model("google/gemini-2.5-flash"), Settings())
     assert gemini.body == {"generationConfig": {"temperature": 0.1, "maxOutputTokens": 8192}}
-    assert gemini.not_applied == () == claude.not_applied
+    assert gemini.not_applied == ()
     # A generationConfig argument is merged field by field; null removes one.
     args = {"generationConfig": {"thinkingConfig": {"thinkingBudget": 1024}, "temperature": None}}
     thinking = role_request("eval", parse_model("google/gemini-2.5-flash"), Settings(), args=args)
     assert thinking.body == {"generationConfig": {"maxOutputTokens": 8192, "thinkingConfig": {"thinkingBudget": 1024}}}
     assert thinking.not_applied == ("temperature",)
-    # Extended thinking: only without a temperature, which is then recorded as not applied.
+    # Extended thinking: only without a temperature (the contract refuses one, `test_contracts`).
     budget = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
-    with pytest.raises(ConfigError, match="temperature=null"):
-        role_request("eval", parse_model("anthropic/claude-sonnet-4-5"), Settings(), args=budget)
-    ok = role_request(
-        "eval", parse_model("anthropic/claude-sonnet-4-5"), Settings(), args={**budget, "temperature": None}
-    )
+    ok = role_request("eval", parse_model("anthropic/claude-sonnet-4-5"), Settings(), args=budget)
     assert ok.body == {"max_tokens": 8192, "thinking": {"type": "enabled", "budget_tokens": 2048}}
     assert ok.not_applied == ("temperature",)
+    hot = role_request(
+        "eval", parse_model("anthropic/claude-sonnet-4-5"), Settings(), args={**budget, "temperature": 0.7}
+    )
+    with pytest.raises(ConfigError, match="temperature=null"):
+        check_role_body("eval", parse_model("anthropic/claude-sonnet-4-5"), hot.body)
+    bare = role_request("eval", parse_model("anthropic/claude-x"), Settings(), args={"max_tokens": None})
     with pytest.raises(ConfigError, match="max_tokens"):
-        role_request("eval", parse_model("anthropic/claude-x"), Settings(), args={"max_tokens": None})
+        check_role_body("eval", parse_model("anthropic/claude-x"), bare.body)
 
 
 # --- result lines -----------------------------------------------------------------------------------

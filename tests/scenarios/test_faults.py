@@ -67,6 +67,7 @@ from fault_helpers import (
 )
 
 import lexpilot_batch.engine.submit as submit_module
+from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError, WorkspaceBusy
@@ -720,3 +721,49 @@ def test_status_reads_while_a_write_transaction_is_open(tmp_path):
     assert elapsed < 15, "the reader waited for the writer"
     assert json.loads(during.stdout)["anomalies"] == 0  # the last committed state
     assert json.loads(after.stdout)["anomalies"] == 1
+
+
+def test_creates_refused_at_once_for_the_token_limit_wait_for_room_and_fail_no_request(tmp_path, baseline):
+    """Issue 25, item 1. Azure refuses a create over the enqueued-token quota at once, HTTP 400
+    `token_limit_exceeded` and no batch (Azure OpenAI batch docs, "Batch quota limits"; the
+    simulated `refuse_at_create`). Before the fix the create raised a `ProviderError`: the command
+    exited 1 and the file stayed `creating`. Now the refusal lowers the model's budget, the file
+    waits and is created again, no attempt is used, and the run ends = fault-free."""
+    outcome = run_benchmark(tmp_path / "ws", "fail_batch=0.3,refuse_at_create=1,seed=4")
+    assert_same_as(baseline, outcome)
+    # No batch was ever created for a refusal (nothing kept aside), yet files were created again.
+    assert not [b for b in outcome.other_batches if b["why"] == "token_limit"]
+    again = [f for f in outcome.files if (f["creates"] or 0) > 1]
+    assert again and all(f["batch_status"] == "completed" for f in outcome.files)
+    assert not outcome.failed_requests() and not retried(outcome)
+    with Workspace(tmp_path / "ws") as ws:
+        learned = {m: b.get("learned") for m, b in budgets.stored(ws.store.conn).items()}
+    assert learned and all(v for v in learned.values())  # `status` shows each budget learned
+
+
+def test_an_azure_run_under_a_file_cap_expires_and_deletes_its_files_and_ends_as_fault_free(tmp_path, baseline):
+    """Issue 25, item 2. An Azure resource holds at most 500 batch files without an expiration,
+    output files included, 10,000 with one (14-30 days; Azure OpenAI batch how-to, "Batch limits").
+    The simulated provider keeps such a cap (`file_cap`, here 6: the benchmark's waves leave dozens
+    of files). Before the fix uploads set no `expires_after` and no file was ever deleted: uploads
+    failed part-way (HTTP 400 `quota_exceeded`). With the azure profile, uploads carry
+    `expires_after`, batches `output_expires_after`, and every ingested batch's files are deleted at
+    the provider; the run ends = fault-free. With `--keep-provider-files` nothing is deleted."""
+    profiles = {"eval": "azure", "user": "azure", "judge": "azure"}
+    outcome = run_benchmark(tmp_path / "ws", "file_cap=6", profiles=profiles)
+    assert_same_as(baseline, outcome)
+    sim = tmp_path / "ws" / "state" / "simulated" / "files"
+    held = [json.loads(p.read_text(encoding="utf-8")) for p in sim.glob("*.json")]
+    held = [f for f in held if f["purpose"] in ("batch", "batch_output")]
+    assert not held  # every file of every ingested batch deleted at the provider
+    assert outcome.server["calls:delete_file"] >= 2 * len(outcome.files)
+
+    kept = run_benchmark(tmp_path / "kept", "file_cap=100000", profiles=profiles, keep_provider_files=True)
+    assert_same_as(baseline, kept)
+    files = [
+        json.loads(p.read_text(encoding="utf-8")) for p in (tmp_path / "kept/state/simulated/files").glob("*.json")
+    ]
+    assert [f for f in files if f["purpose"] == "batch"] and all(
+        f.get("sim_expires") for f in files if f["purpose"] in ("batch", "batch_output")
+    )
+    assert not kept.server["calls:delete_file"]

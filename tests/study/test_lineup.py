@@ -125,8 +125,10 @@ def test_a_rehearsal_keeps_every_models_dialect_and_the_simulated_provider_accep
         assert manifests(ws)["openai/o4-mini"]["endpoints"] == dict.fromkeys(("eval", "user", "judge"), "simulated")
 
 
-def test_the_simulated_provider_refuses_what_a_reasoning_model_refuses(tmp_path, clean_env):
-    """The control of the rehearsal above: put max_tokens back on o4-mini and every judge line is refused."""
+def test_prepare_refuses_what_a_reasoning_model_refuses(tmp_path, clean_env):
+    """The control of the rehearsal above: put max_tokens back on o4-mini and `prepare` refuses it,
+    naming model and field, before anything is compiled (the simulated provider refuses it as well:
+    `providers/test_contracts.py`)."""
     spec = RunSpec(
         ("r1",),
         ("sim-eval",),
@@ -138,13 +140,12 @@ def test_the_simulated_provider_refuses_what_a_reasoning_model_refuses(tmp_path,
     with Workspace(tmp_path / "ws") as ws:
         session = Session(ws, ProviderOptions(provider="simulated"))
         try:
-            prepare(ws, session, spec)
-            finish(ws, session)
+            with pytest.raises(ConfigError, match=r"openai/o4-mini \(judge role\).*max_tokens.*max_completion_tokens"):
+                prepare(ws, session, spec)
         finally:
             session.close()
-        assert thread_counts(ws) == {"failed": 2}
-        reasons = [r[0] for r in ws.store.conn.execute("SELECT reason FROM threads")]
-        assert all("max_tokens" in reason and "max_completion_tokens" in reason for reason in reasons), reasons
+        assert ws.store.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0] == 0
+        assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
 
 
 def test_two_models_on_two_providers_move_in_the_same_waves_as_on_one(tmp_path, clean_env, monkeypatch):
@@ -275,8 +276,13 @@ def test_bare_names_compile_the_request_files_they_always_did(tmp_path, clean_en
             "DeepSeek has no Batch API",
         ),
         (
-            RunSpec(("r1",), ("sim-eval", "anthropic/claude-sonnet-4"), "lca", Settings(temperature=1.3)),
-            "Anthropic takes a temperature between 0 and 1",
+            RunSpec(
+                ("r1",),
+                ("sim-eval", "anthropic/claude-sonnet-4"),
+                "lca",
+                model_options={"anthropic/claude-sonnet-4": ModelOptions({"temperature": 1.3})},
+            ),
+            "temperature: must be between 0 and 1, not 1.3",
         ),
         (
             RunSpec(
@@ -284,7 +290,9 @@ def test_bare_names_compile_the_request_files_they_always_did(tmp_path, clean_en
                 ("anthropic/claude-sonnet-4",),
                 "lca",
                 model_options={
-                    "anthropic/claude-sonnet-4": ModelOptions({"thinking": {"type": "enabled", "budget_tokens": 2048}})
+                    "anthropic/claude-sonnet-4": ModelOptions(
+                        {"thinking": {"type": "enabled", "budget_tokens": 2048}, "temperature": 0.7}
+                    )
                 },
             ),
             "temperature=null",

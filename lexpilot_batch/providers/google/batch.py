@@ -8,7 +8,8 @@ lives), and its responses file is downloaded into `responses/` untouched, to be 
 is written there (`lexpilot ws=… file=… sha=… create=…`) and read back as metadata, so a batch is
 found again after a lost create answer exactly as an OpenAI one is. Job states read as ours:
 pending/queued `validating`, running `in_progress`, succeeded `completed`, and failed, cancelling,
-cancelled and expired as themselves.
+cancelled and expired as themselves. A job answered inline (`dest.inlined_responses`, no file)
+is read too: its responses are written out as a responses file would hold them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.google import client
 from lexpilot_batch.providers.google.errors import failure_of
 from lexpilot_batch.providers.registry import parse_model
-from lexpilot_batch.util.fileio import TMP_SUFFIX
+from lexpilot_batch.util.fileio import TMP_SUFFIX, write_atomic
 
 T = TypeVar("T")
 
@@ -49,6 +50,25 @@ _STATES = {
 _SHORT = {"lexpilot_workspace": "ws", "lexpilot_file": "file", "lexpilot_sha256": "sha", "lexpilot_create": "create"}
 _LONG = {v: k for k, v in _SHORT.items()}
 _PREFIX = "lexpilot"
+# The output "file" of a job whose `dest` holds `inlined_responses` (google-genai
+# `types.BatchJobDestination`) instead of a responses file: the job's name after this prefix.
+INLINED = "inlined:"
+
+
+def inlined_lines(job: Any) -> bytes:
+    """A job's inlined responses as the JSONL lines of a responses file (`{"key", "response"}` or
+    `{"key", "error"}`), the key taken from each response's metadata."""
+    import json
+
+    out = []
+    for item in job.dest.inlined_responses or []:
+        line: dict[str, Any] = {"key": (item.metadata or {}).get("key")}
+        if item.error is not None:
+            line["error"] = item.error.model_dump(mode="json", by_alias=True, exclude_none=True)
+        else:
+            line["response"] = item.response.model_dump(mode="json", by_alias=True, exclude_none=True)
+        out.append(json.dumps(line, ensure_ascii=False) + "\n")
+    return "".join(out).encode("utf-8")
 
 
 def display_name(metadata: dict[str, str]) -> str:
@@ -78,10 +98,13 @@ def _info(job: Any) -> BatchInfo:
         error = getattr(job, "error", None)
         message = getattr(error, "message", None) or "the Gemini batch job failed (JOB_STATE_FAILED)"
         errors.append({"code": "batch_failed", "message": message})
+    output = dest.file_name if dest is not None and dest.file_name else None
+    if output is None and dest is not None and getattr(dest, "inlined_responses", None):
+        output = INLINED + str(job.name)  # answered inline: `_download` writes them out as a file
     return BatchInfo(
         id=job.name,
         status=status,
-        output_file_id=dest.file_name if dest is not None and dest.file_name else None,
+        output_file_id=output,
         errors=errors,
         metadata=tag_of(job.display_name),
         created_at=job.create_time.timestamp() if job.create_time is not None else None,
@@ -132,6 +155,10 @@ class GoogleBatchBackend(FileBatchBackend):
         which then replaces it whole."""
         part = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
         dest.parent.mkdir(parents=True, exist_ok=True)
+        if file_id.startswith(INLINED):
+            job = self._again(lambda: self.client.batches.get(name=file_id[len(INLINED) :]))
+            write_atomic(dest, inlined_lines(job))
+            return
         try:
             self._again(lambda: self.client.files.download(file=file_id, destination=str(part)))
             with open(part, "rb+") as fh:

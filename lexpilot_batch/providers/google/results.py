@@ -2,7 +2,8 @@
 batch output lines (`providers.outputs`).
 
 A response's text parts are joined as the content, `thought` parts as `reasoning_content`, never the
-answer; `finishReason` MAX_TOKENS is a truncation, the filters' reasons a `content_filter`. An
+answer; `finishReason` MAX_TOKENS is a truncation, the filters' reasons a `content_filter`, any
+other but STOP an answer cut short (`_finish`). An
 error's gRPC code stands for an HTTP status (CANCELLED: never run). Usage: `promptTokenCount` the
 prompt tokens (`cachedContentTokenCount` of them cached), `candidatesTokenCount` plus
 `thoughtsTokenCount` the completion tokens, the latter the reasoning.
@@ -33,6 +34,21 @@ _RPC_CANCELLED = 1
 _GEMINI_FILTERED = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT"}
 )
+
+
+def _finish(reason: object) -> str:
+    """A candidate's `finishReason` as a `finish_reason`: STOP a whole answer, MAX_TOKENS a
+    truncation, the filters' reasons a `content_filter`; any other (google-genai
+    `types.FinishReason`: OTHER, LANGUAGE, CONTINUATION, ESCALATION, MALFORMED_RESPONSE,
+    FINISH_REASON_UNSPECIFIED, ...) passes through as itself, which `engine.answers` reads as an
+    answer cut short. A candidate without a reason yet is FINISH_REASON_UNSPECIFIED."""
+    if reason == "STOP":
+        return "stop"
+    if reason == "MAX_TOKENS":
+        return "length"
+    if str(reason) in _GEMINI_FILTERED:
+        return "content_filter"
+    return str(reason or "FINISH_REASON_UNSPECIFIED")
 
 
 def result(line: dict) -> dict:
@@ -73,5 +89,5 @@ def _gemini_chat(response: dict) -> dict:
     text = "".join(p["text"] for p in parts if not p.get("thought"))
     thinking = [p["text"] for p in parts if p.get("thought")]
     reason = candidate.get("finishReason")
-    finish = "length" if reason == "MAX_TOKENS" else "content_filter" if str(reason) in _GEMINI_FILTERED else "stop"
+    finish = _finish(reason)
     return outputs.chat_completion(text, thinking, finish, usage)

@@ -1,6 +1,8 @@
 """OpenAI-compatible Files + Batches through the official `openai` SDK: OpenAI, and every provider
 that copies its API (Azure, DashScope, a generic one) and our simulated provider. It knows nothing of
-which one it is; the policy around each call is the template's (`base.FileBatchBackend`).
+which one it is; the policy around each call is the template's (`base.FileBatchBackend`). Where
+the profile says so (`Limits.file_expiry`: Azure's), uploads carry `expires_after` and batches
+`output_expires_after` (the SDK's `files.create` and `batches.create` parameters).
 """
 
 from __future__ import annotations
@@ -57,18 +59,23 @@ class OpenAIBatchBackend(FileBatchBackend):
         return failure_of(exc)
 
     def _upload(self, path: Path) -> str:
+        expiry = self.limits.file_expiry
+        more: dict = {"expires_after": {"anchor": "created_at", "seconds": expiry}} if expiry else {}
         with open(path, "rb") as fh:
-            return self.client.files.create(file=(path.name, fh), purpose="batch").id
+            return self.client.files.create(file=(path.name, fh), purpose="batch", **more).id
 
     def _create(
         self, input_file_id: str, metadata: dict[str, str], endpoint: str | None, source: BatchSource | None
     ) -> BatchInfo:
         # The SDK's blind retries are off: it sends no idempotency key.
+        expiry = self.limits.file_expiry
+        more: dict = {"output_expires_after": {"anchor": "created_at", "seconds": expiry}} if expiry else {}
         batch = self.client.with_options(max_retries=0).batches.create(
             input_file_id=input_file_id,
             endpoint=(endpoint or self.limits.endpoint),  # type: ignore[arg-type]
             completion_window=self.limits.completion_window,  # type: ignore[arg-type]
             metadata=metadata,
+            **more,
         )
         return _info(batch)
 
@@ -83,3 +90,6 @@ class OpenAIBatchBackend(FileBatchBackend):
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return _info(self.client.batches.cancel(batch_id))
+
+    def _delete_file(self, file_id: str) -> bool:
+        return bool(self.client.files.delete(file_id).deleted)

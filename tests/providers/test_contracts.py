@@ -1,0 +1,247 @@
+"""The conformance guard (issue 25): every body `prepare` would compile checked against its API's
+contract, the answer kinds of providers' documented result shapes, and Gemini's inlined responses.
+
+Sources, besides the installed SDKs (`openai` 3.x `CompletionCreateParamsNonStreaming`,
+`anthropic` `MessageCreateParamsNonStreaming`, `google-genai` `types.GenerationConfig`,
+`types.FinishReason`, `types.BatchJobDestination`):
+
+- OpenAI API reference, Chat Completions `reasoning_effort`: o-series models take low, medium and
+  high; `none` is gpt-5.1's and later's.
+- vLLM `vllm/entrypoints/openai/run_batch.py` (`make_error_request_output`) and
+  `protocol.BatchRequestOutput`: a refused request is a line with `response.status_code` 400,
+  `body: null`, and `error` a string or an `ErrorResponse` (`{"object": "error", "message",
+  "type", "param", "code": 400}`).
+- DeepSeek API docs, `finish_reason`: `insufficient_system_resource`, "the request is interrupted
+  due to insufficient resource of the inference system".
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine.answers import judge_line
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.contracts import check_role_body, line_problems
+from lexpilot_batch.providers.dialects import role_request
+from lexpilot_batch.providers.google import results as google_results
+from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.state.states import INVALID, PERMANENT
+
+
+def _check(model: str, args: dict[str, Any] | None = None, effort: str | None = None) -> dict[str, Any]:
+    name = parse_model(model)
+    request = role_request("eval", name, Settings(), reasoning_effort=effort, args=args)
+    check_role_body("eval", name, request.body)
+    return request.body
+
+
+# --- item 3: reasoning efforts ----------------------------------------------------------------------
+
+
+def test_o4_mini_refuses_reasoning_effort_none_and_gpt_5_1_takes_it():
+    """Before the guard `--reasoning-effort none` compiled for o4-mini, and every judge line got a 400."""
+    with pytest.raises(ConfigError) as caught:
+        _check("openai/o4-mini", effort="none")
+    message = str(caught.value)
+    assert "openai/o4-mini" in message and "reasoning_effort" in message and "'none'" in message
+    assert "Nothing was compiled" in message
+    assert _check("openai/o4-mini", effort="high")["reasoning_effort"] == "high"
+    assert _check("openai/gpt-5.1", effort="none")["reasoning_effort"] == "none"
+    with pytest.raises(ConfigError, match="reasoning_effort"):
+        _check("openai/gpt-4o-mini", {"reasoning_effort": "low"})  # not a reasoning model
+
+
+# --- item 7 and 8: the body and --model-arg ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "args", "field"),
+    [
+        ("openai/gpt-4o-mini", {"temprature": 0.5}, "did you mean temperature"),  # a mistyped --model-arg
+        ("openai/gpt-4o-mini", {"bogus": 1}, "bogus: not a field of OpenAI's Chat Completions"),
+        ("openai/gpt-4o-mini", {"temperature": 3}, "temperature: must be between 0 and 2"),
+        ("openai/gpt-4o-mini", {"temperature": "0.7"}, "temperature"),
+        ("azure/my-deployment", {"top_p": 1.5}, "top_p: must be between 0 and 1"),
+        ("dashscope/qwen-plus", {"temprature": 0.5}, "did you mean temperature"),
+        ("anthropic/claude-sonnet-4-5", {"n": 1}, "n: not a field of Anthropic's Messages"),
+        ("anthropic/claude-sonnet-4-5", {"max_completion_tokens": 8}, "max_completion_tokens"),
+        ("anthropic/claude-3-haiku-20240307", {"max_tokens": 200_000}, "at most 4,096"),
+        ("anthropic/claude-sonnet-4-5", {"temperature": 1.5}, "temperature: must be between 0 and 1"),
+        (
+            "anthropic/claude-sonnet-4-5",
+            {"thinking": {"type": "enabled", "budget_tokens": 512}},
+            "thinking.budget_tokens: must be between 1,024",
+        ),
+        ("google/gemini-2.5-flash", {"generationConfig": {"max_tokens": 5}}, "generationConfig.max_tokens"),
+        ("google/gemini-2.5-flash", {"generationConfig": {"temperature": 5}}, "generationConfig.temperature"),
+        (
+            "google/gemini-2.5-flash",
+            {"generationConfig": {"thinkingConfig": {"thinkingBudget": 100_000}}},
+            "thinkingBudget",
+        ),
+        (
+            "google/gemini-2.5-pro",
+            {"generationConfig": {"thinkingConfig": {"thinkingBudget": 0}}},
+            "cannot turn thinking off",
+        ),
+    ],
+)
+def test_prepare_refuses_what_the_contract_refuses_naming_model_and_field(model, args, field):
+    with pytest.raises(ConfigError) as caught:
+        _check(model, args)
+    assert model in str(caught.value) and field in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("model", "args"),
+    [
+        # Issue 27's fields, real API fields: OpenAI Chat Completions `service_tier`, `prompt_cache_key`.
+        ("openai/gpt-4o-mini", {"service_tier": "flex", "prompt_cache_key": "lexpilot-case-1"}),
+        ("azure/my-deployment", {"service_tier": "flex"}),
+        # Anthropic `cache_control` on a system block and at the top (the installed SDK types both).
+        (
+            "anthropic/claude-sonnet-4-5",
+            {"system": [{"type": "text", "text": "律师", "cache_control": {"type": "ephemeral"}}]},
+        ),
+        ("anthropic/claude-sonnet-4-5", {"cache_control": {"type": "ephemeral"}}),
+        # Gemini `serviceTier` (google-genai `GenerateContentConfig.service_tier`, sent as `serviceTier`).
+        ("google/gemini-2.5-flash", {"serviceTier": "flex"}),
+        # Extensions of compatible servers are theirs to take (vLLM's `top_k`, DashScope's switch).
+        ("openai-api/vllm/Qwen/Qwen2.5-7B-Instruct", {"top_k": 20}),
+        ("dashscope/qwen-plus", {"enable_thinking": False}),
+        ("anthropic/claude-sonnet-4-5", {"thinking": {"type": "enabled", "budget_tokens": 2048}}),
+    ],
+)
+def test_documented_fields_pass_the_guard(model, args, monkeypatch):
+    monkeypatch.setenv("VLLM_BASE_URL", "http://127.0.0.1:8000/v1")
+    body = _check(model, args)
+    assert all(body[k] == v for k, v in args.items() if k != "generationConfig")
+
+
+def test_claude_follows_the_installed_sdk_no_temperature_unless_asked_for():
+    """Item 7. The installed `anthropic` SDK's `MessageCreateParamsNonStreaming` has no
+    `temperature`; the public Messages reference documents one (0-1). We follow the SDK: none by
+    default; `--model-arg MODEL:temperature=0.5` sends one, checked against the reference's range."""
+    from anthropic.types import message_create_params
+
+    assert "temperature" not in message_create_params.MessageCreateParamsNonStreaming.__annotations__
+    assert "temperature" not in _check("anthropic/claude-sonnet-4-5")
+    assert _check("anthropic/claude-sonnet-4-5", {"temperature": 0.5})["temperature"] == 0.5
+    assert "temperature" not in _check("anthropic/claude-sonnet-4-5", {"temperature": None})
+
+
+# --- items 4, 5, 6: answer kinds --------------------------------------------------------------------
+
+
+def _answer(finish: str | None, content: str = "好的，请说明。") -> dict[str, Any]:
+    choice = {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
+    return {"custom_id": "c", "response": {"status_code": 200, "body": {"choices": [choice]}}, "error": None}
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "This model's maximum context length is 32768 tokens. However, you requested 40000 tokens.",
+        {
+            "object": "error",
+            "message": "maximum context length exceeded",
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        },
+    ],
+)
+def test_a_vllm_error_line_with_a_4xx_status_is_permanent(error):
+    """Item 4: before, such a line was a transport failure, sent `--retries` more times."""
+    line = {
+        "id": "vllm-1",
+        "custom_id": "c",
+        "response": {"status_code": 400, "request_id": "r", "body": None},
+        "error": error,
+    }
+    ok, _, _, reason, kind, _ = judge_line(line, "text", 0)
+    assert not ok and kind == PERMANENT and "context length" in str(reason)
+    # A 5xx (or a bare error without a status) is still the provider's failure: retried.
+    line["response"]["status_code"] = 500
+    assert judge_line(line, "text", 0)[4] != PERMANENT
+
+
+def test_deepseeks_insufficient_system_resource_is_no_answer():
+    """Item 6: a cut-off answer was accepted as a User Model or consultation reply."""
+    ok, _, _, reason, kind, _ = judge_line(_answer("insufficient_system_resource"), "text", 0)
+    assert not ok and kind == INVALID and "insufficient_system_resource" in str(reason)
+    assert judge_line(_answer("stop"), "text", 0)[0]
+
+
+@pytest.mark.parametrize(
+    "reason", ["CONTINUATION", "ESCALATION", "MALFORMED_RESPONSE", "OTHER", "LANGUAGE", "FINISH_REASON_UNSPECIFIED"]
+)
+def test_gemini_incomplete_finish_reasons_are_no_answer(reason):
+    """Item 5: google-genai `types.FinishReason` values other than STOP, MAX_TOKENS and the filters."""
+    from google.genai import types
+
+    assert reason in types.FinishReason.__members__
+    response = {"candidates": [{"content": {"role": "model", "parts": [{"text": "部分回答"}]}, "finishReason": reason}]}
+    line = google_results.result({"key": "c", "response": response})
+    ok, _, _, why, kind, _ = judge_line(line, "text", 0)
+    assert not ok and kind == INVALID and reason in str(why)
+    stop = google_results.result(
+        {"key": "c", "response": {**response, "candidates": [{**response["candidates"][0], "finishReason": "STOP"}]}}
+    )
+    assert judge_line(stop, "text", 0)[0]
+
+
+# --- item 9: Gemini inlined responses ---------------------------------------------------------------
+
+
+def test_a_gemini_job_with_inlined_responses_is_read():
+    """Before, `dest.inlined_responses` (google-genai `types.BatchJobDestination`) read as
+    completed with no output file: every request was lost."""
+    from google.genai import types
+
+    from lexpilot_batch.providers.google.batch import INLINED, _info, inlined_lines
+
+    response = types.GenerateContentResponse(
+        candidates=[
+            types.Candidate(
+                content=types.Content(role="model", parts=[types.Part(text="好的")]),
+                finish_reason=types.FinishReason.STOP,
+            )
+        ]
+    )
+    job = types.BatchJob(
+        name="batches/abc",
+        state=types.JobState.JOB_STATE_SUCCEEDED,
+        dest=types.BatchJobDestination(
+            inlined_responses=[
+                types.InlinedResponse(response=response, metadata={"key": "c-1"}),
+                types.InlinedResponse(error=types.JobError(code=3, message="bad"), metadata={"key": "c-2"}),
+            ]
+        ),
+    )
+    info = _info(job)
+    assert info.status == "completed" and info.output_file_id == INLINED + "batches/abc"
+    lines = [json.loads(x) for x in inlined_lines(job).decode("utf-8").splitlines()]
+    read = [judge_line(google_results.result(line), "text", 0) for line in lines]
+    assert [line["key"] for line in lines] == ["c-1", "c-2"]
+    assert read[0][0] and read[0][1] == "好的" and not read[1][0] and read[1][4] == PERMANENT
+
+
+# --- the line contract ------------------------------------------------------------------------------
+
+
+def test_batch_lines_keep_their_api_shape():
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 8}
+    line = {"custom_id": "c", "method": "POST", "url": "/chat/completions", "body": body}
+    assert line_problems("openai", line, prefix="azure") == []  # Azure's documented url
+    assert [p.field for p in line_problems("openai", {**line, "url": "/v1/embeddings"}, prefix="openai")] == ["url"]
+    params = {"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}]}
+    assert [p.field for p in line_problems("anthropic", {"custom_id": "a.b", "params": params})] == ["custom_id"]
+    system = {**params, "messages": [{"role": "system", "content": "x"}]}
+    assert [p.field for p in line_problems("anthropic", {"custom_id": "a", "params": system})] == [
+        "params.messages.0.role"
+    ]

@@ -1,0 +1,320 @@
+"""Rehearsals that tell the truth (issue 25): every line a whole benchmark compiles, for every kind
+of model, validates against the installed SDKs' request types, and the simulated provider refuses
+each lenient case the real APIs refuse, in each API's own error shape.
+
+Sources: the installed SDKs' types (`openai` `CompletionCreateParamsNonStreaming` and
+`ChatCompletionMessageParam`; `anthropic` `messages.batch_create_params.Request`; `google-genai`
+`types.GenerationConfig` and `types.Content`), checked here with plain pydantic `TypeAdapter`s
+and key sets, apart from the guard's own strict validators (`providers.schema`); Azure OpenAI's
+batch how-to for its `/chat/completions` url and endpoint; the error shapes of each API
+(OpenAI `{"error": {message, type, param, code}}`, Anthropic `{"type": "error", "error": {type,
+message}}`, Google `{"error": {code, message, status}}`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import typing
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from engine_helpers import finish, thread_counts
+from openai import OpenAI
+from sim_helpers import jsonl, request_line, wait
+
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine.loop import prepare
+from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.providers.contracts import CHAT_URLS
+from lexpilot_batch.simulated import SimulatedServer
+from lexpilot_batch.state.compaction import read_saved
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.model_list import ModelOptions
+from lexpilot_batch.study.runs import RunSpec
+
+THINKING = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
+MODELS = (
+    "openai/gpt-4o-mini",  # a chat model
+    "openai/o4-mini",  # a reasoning model
+    "azure/my-deployment",
+    "dashscope/qwen-plus",
+    "anthropic/claude-sonnet-4-5",  # without thinking
+    "anthropic/claude-opus-4-1",  # with thinking
+    "google/gemini-2.5-flash",
+)
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "LEXPILOT_", "DASHSCOPE_", "AZURE_OPENAI_", "ANTHROPIC_", "GOOGLE_")):
+            monkeypatch.delenv(name)
+
+
+def _keys(tp: Any) -> set[str]:
+    return set(typing.get_type_hints(tp))
+
+
+def validate_lines(lines: list[tuple[dict, dict]]) -> dict[str, int]:
+    """Every (file row, line) checked against the installed SDKs' types; lines per model."""
+    from anthropic.types.messages import batch_create_params
+    from google.genai import types
+    from openai.types.chat import ChatCompletionMessageParam, completion_create_params
+    from pydantic import TypeAdapter
+
+    chat_keys = _keys(completion_create_params.CompletionCreateParamsNonStreaming)
+    chat = TypeAdapter(completion_create_params.CompletionCreateParamsNonStreaming)
+    messages = TypeAdapter(list[ChatCompletionMessageParam])
+    claude = TypeAdapter(batch_create_params.Request)
+    claude_keys = _keys(batch_create_params.MessageCreateParamsNonStreaming)
+    seen: dict[str, int] = {}
+    for row, line in lines:
+        model = row["model"]
+        seen[model] = seen.get(model, 0) + 1
+        if model.startswith("anthropic/"):
+            assert set(line) == {"custom_id", "params"}
+            claude.validate_python(line)
+            assert set(line["params"]) <= claude_keys, line["params"].keys()
+            assert "temperature" not in line["params"]  # item 7: the installed SDK has none
+            assert ("thinking" in line["params"]) == (model == "anthropic/claude-opus-4-1")
+        elif model.startswith("google/"):
+            assert set(line) == {"key", "request"}
+            request = line["request"]
+            assert set(request) == {"contents", "generationConfig"}
+            types.GenerationConfig.model_validate(request["generationConfig"])
+            for content in request["contents"]:
+                types.Content.model_validate(content)
+        else:
+            assert set(line) == {"custom_id", "method", "url", "body"} and line["url"] in CHAT_URLS
+            body = line["body"]
+            assert set(body) <= chat_keys, body.keys()
+            chat.validate_python(body)
+            messages.validate_python(body["messages"])
+            if model == "openai/o4-mini":
+                assert "temperature" not in body and "max_tokens" not in body and body["reasoning_effort"] == "low"
+    return seen
+
+
+def test_wave_one_of_every_task_for_every_kind_of_model_validates_against_the_installed_sdks(
+    tmp_path: Path, clean_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast half of the test below (the default suite): `prepare --stage all` compiles the
+    first requests of every task for every kind of model, no key needed, and every line keeps the
+    installed SDKs' types."""
+    monkeypatch.setenv("AZURE_OPENAI_BASE_URL", "https://example.openai.azure.com/openai/v1")
+    with Workspace(tmp_path / "ws") as ws:
+        session = Session(ws, ProviderOptions())
+        prepare(ws, session, _spec())
+        rows = [dict(r) for r in ws.store.conn.execute("SELECT * FROM files ORDER BY pk")]
+        lines = [
+            (row, json.loads(raw))
+            for row in rows
+            for raw in read_saved(ws.path(row["path"])).decode("utf-8").splitlines()
+        ]
+    assert set(validate_lines(lines)) == set(MODELS)
+
+
+def _spec() -> RunSpec:
+    return RunSpec(
+        ("r1",),
+        MODELS,
+        "all",
+        Settings(),
+        limit=1,
+        model_options={
+            "anthropic/claude-opus-4-1": ModelOptions(THINKING),
+            "openai/o4-mini": ModelOptions({"reasoning_effort": "low"}),
+        },
+    )
+
+
+@pytest.fixture
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retry waits of ours and of the Gemini SDK are zero (its resumable upload sleeps by itself)."""
+    import time
+    import types as pytypes
+
+    import google.genai._api_client as genai_client
+
+    from lexpilot_batch.providers.google import client as google_client
+    from lexpilot_batch.util import clock as waits
+
+    monkeypatch.setattr(waits, "pause", lambda seconds: None)
+    monkeypatch.setattr(google_client, "RETRY_DELAY", 0.0)
+    clock = pytypes.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
+    clock.sleep = lambda seconds: None
+    monkeypatch.setattr(genai_client, "time", clock)
+
+
+@pytest.mark.slow  # every wave of every task for seven models through the simulated routes: tens of seconds
+def test_every_line_of_every_task_for_every_kind_of_model_validates_against_the_installed_sdks(
+    tmp_path: Path, clean_env: None, quick: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each provider's own routes (Claude's Message Batches, Gemini's Batch Mode, Azure's
+    `/chat/completions`) on the simulated server, as a user points them at `serve-simulated`."""
+
+    spec = _spec()
+    with SimulatedServer(tmp_path / "sim") as server:
+        for var in ("OPENAI_BASE_URL", "AZURE_OPENAI_BASE_URL", "DASHSCOPE_BASE_URL"):
+            monkeypatch.setenv(var, server.base_url)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.root_url)
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.root_url)
+        for var in (
+            "OPENAI_API_KEY",
+            "AZURE_OPENAI_API_KEY",
+            "DASHSCOPE_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "GOOGLE_API_KEY",
+        ):
+            monkeypatch.setenv(var, "sk-simulated")
+        with Workspace(tmp_path / "ws") as ws:
+            session = Session(ws, ProviderOptions(create_grace=0.3))
+            try:
+                prepare(ws, session, spec)
+                finish(ws, session)
+            finally:
+                session.close()
+            assert set(thread_counts(ws)) == {"done"}
+            rows = [dict(r) for r in ws.store.conn.execute("SELECT * FROM files ORDER BY pk")]
+            lines = [
+                (row, json.loads(raw))
+                for row in rows
+                for raw in read_saved(ws.path(row["path"])).decode("utf-8").splitlines()
+            ]
+
+    seen = validate_lines(lines)
+    assert set(MODELS) <= set(seen), seen
+    assert len({row["wave"] for row in rows}) >= 4
+
+
+# --- the simulated provider, as strict as the real APIs -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> typing.Iterator[SimulatedServer]:
+    with SimulatedServer(tmp_path_factory.mktemp("sim")) as sim:
+        yield sim
+
+
+PROMPT = "请问合同纠纷如何处理？"
+
+
+@pytest.mark.parametrize(
+    ("model", "fields", "param"),
+    [
+        ("sim-eval", {"bogus": 1}, "bogus"),  # an unknown body field
+        ("sim-eval", {"temprature": 0.5}, "temprature"),  # a mistyped --model-arg
+        ("gpt-4o-mini", {"temperature": 3}, "temperature"),
+        ("o4-mini", {"reasoning_effort": "none"}, "reasoning_effort"),  # item 3
+    ],
+)
+def test_the_openai_routes_refuse_what_openai_refuses(
+    server: SimulatedServer, model: str, fields: dict, param: str
+) -> None:
+    """Before, each of these was answered 200. Now: a 400 in OpenAI's error shape on the sync route,
+    and a 400 line in the batch's error file."""
+    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], **fields}
+    answer = httpx.post(
+        f"{server.base_url}/chat/completions", json=body, headers={"Authorization": "Bearer k"}, timeout=120
+    )
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    file = client.files.create(
+        file=("in.jsonl", jsonl([request_line("c-1", PROMPT, model, **fields)])), purpose="batch"
+    )
+    batch = client.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+    done = wait(client, batch.id)
+    assert done.status == "completed" and done.error_file_id
+    line = json.loads(client.files.content(done.error_file_id).read())
+    assert line["response"]["status_code"] == 400 and line["response"]["body"]["error"]["param"] == param
+
+
+def test_azures_documented_url_and_endpoint_are_accepted(server: SimulatedServer) -> None:
+    """Azure OpenAI's batch how-to: lines with `"url": "/chat/completions"`, created with
+    `endpoint="/chat/completions"`. Before, the simulated provider refused both."""
+    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    line = {**request_line("c-1", PROMPT, "my-deployment"), "url": "/chat/completions"}
+    file = client.files.create(
+        file=("in.jsonl", jsonl([line])), purpose="batch", expires_after={"anchor": "created_at", "seconds": 1_209_600}
+    )
+    batch = client.batches.create(
+        input_file_id=file.id,
+        endpoint="/chat/completions",  # type: ignore[arg-type]
+        completion_window="24h",
+        output_expires_after={"anchor": "created_at", "seconds": 1_209_600},
+    )
+    done = wait(client, batch.id)
+    assert done.status == "completed" and done.output_file_id and not done.error_file_id
+
+
+ANTHROPIC_HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"n": 1}, "params.n"),
+        ({"max_completion_tokens": 64}, "params.max_completion_tokens"),
+        ({"messages": [{"role": "system", "content": "你是律师"}, {"role": "user", "content": PROMPT}]}, "role"),
+        ({"max_tokens": 200_000}, "max_tokens"),
+        ({"temperature": 3}, "temperature"),
+    ],
+)
+def test_the_anthropic_routes_refuse_what_messages_refuses(server: SimulatedServer, params: dict, needle: str) -> None:
+    """Before, `n`, `max_completion_tokens`, a system-role message and max_tokens 200,000 were
+    answered. Now the Messages call is a 400 in Anthropic's error shape, and the same request in a
+    Message Batch is `errored` with `invalid_request_error`."""
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "messages": [{"role": "user", "content": PROMPT}],
+        **params,
+    }
+    answer = httpx.post(f"{server.root_url}/v1/messages", json=body, headers=ANTHROPIC_HEADERS, timeout=120)
+    assert answer.status_code == 400
+    shape = answer.json()
+    assert shape["type"] == "error" and shape["error"]["type"] == "invalid_request_error"
+    assert needle in shape["error"]["message"]
+
+
+def test_a_foreign_anthropic_custom_id_is_a_4xx_never_a_500(server: SimulatedServer) -> None:
+    request = {
+        "custom_id": "foo",
+        "params": {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": PROMPT}]},
+    }
+    answer = httpx.post(
+        f"{server.root_url}/v1/messages/batches", json={"requests": [request]}, headers=ANTHROPIC_HEADERS, timeout=120
+    )
+    assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
+    assert "custom_id" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("config", "needle"),
+    [
+        ({"max_tokens": 64}, "generationConfig.max_tokens"),
+        ({"temperature": 5}, "generationConfig.temperature"),
+        ({"thinkingConfig": {"thinkingBudget": 100_000}}, "thinkingBudget"),
+    ],
+)
+def test_the_gemini_routes_refuse_what_generate_content_refuses(
+    server: SimulatedServer, config: dict, needle: str
+) -> None:
+    """Before, unknown `generationConfig` fields, `temperature: 5` and `thinkingBudget: 100000`
+    were answered. Now: a 400 in Google's error shape (`INVALID_ARGUMENT`)."""
+    body = {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}], "generationConfig": config}
+    answer = httpx.post(
+        f"{server.root_url}/v1beta/models/gemini-2.5-flash:generateContent",
+        json=body,
+        headers={"x-goog-api-key": "k"},
+        timeout=120,
+    )
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["status"] == "INVALID_ARGUMENT" and error["code"] == 400 and needle in error["message"]
