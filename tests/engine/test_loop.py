@@ -171,19 +171,6 @@ def test_faults_still_score_every_history_exactly_once(tmp_path):
         assert wave_count(ws) > 2
 
 
-def test_exhausted_retries_fail_the_thread_with_the_reason(tmp_path):
-    with Workspace(tmp_path / "ws") as ws:
-        session = open_session(ws, "line_error=1.0,seed=1", retries=2)
-        try:
-            prepare_runs(ws, session, stage="lca", limit=2)
-            finish(ws, session)
-        finally:
-            session.close()
-        assert thread_counts(ws) == {"failed": 4}
-        reasons = [r[0] for r in ws.store.conn.execute("SELECT reason FROM threads")]
-        assert all("lca." in r and "failed 2 times" in r for r in reasons)
-
-
 @pytest.mark.parametrize("speculate,max_waves", [(False, 11), (True, 8)])
 def test_whole_benchmark_two_models_several_runs_within_the_wave_budget(tmp_path, speculate, max_waves):
     with Workspace(tmp_path / "ws") as ws:
@@ -305,21 +292,3 @@ def test_runs_with_different_settings_are_reported_apart(tmp_path):
     assert single["sd"] is None and single["mean"] is not None
     pair = groups[("a1", "a2")]["tasks"]["lca"]["overall"]["macro_f1"]
     assert set(pair["per_run"]) == {"a1", "a2"} and pair["sd"] is not None
-
-
-def test_requests_a_batch_never_ran_do_not_use_up_retries(tmp_path):
-    """Over the enqueued-token limit every time: retried past --retries, then stopped by its own bound."""
-    from lexpilot_batch.engine.due import UNEXECUTED_ATTEMPTS
-
-    with Workspace(tmp_path / "ws") as ws:
-        session = open_session(ws, "fail_batch=1.0,seed=1", retries=2)
-        try:
-            prepare_runs(ws, session, stage="lca", limit=1)
-            finish(ws, session)
-        finally:
-            session.close()
-        assert thread_counts(ws) == {"failed": 2}
-        attempts = ws.store.conn.execute("SELECT MAX(attempt) FROM requests").fetchone()[0]
-        assert attempts == UNEXECUTED_ATTEMPTS > 2
-        reasons = {r[0] for r in ws.store.conn.execute("SELECT reason FROM threads")}
-        assert all("never run in" in r and "token_limit_exceeded" in r for r in reasons)
