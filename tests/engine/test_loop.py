@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, records, thread_counts, wave_count
+from engine_helpers import finish, open_session, prepare_runs, records, request_lines, thread_counts, wave_count
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.errors import ManifestMismatch, WorkspaceBusy
+from lexpilot_batch.errors import WorkspaceBusy
 from lexpilot_batch.report import status
-from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
 
 
@@ -29,15 +27,6 @@ def session(ws):
     s = open_session(ws)
     yield s
     s.close()
-
-
-def request_lines(ws: Workspace) -> dict[str, list[dict]]:
-    out = {}
-    for path in saved_files(ws.requests_dir):  # plain or compacted
-        raw = read_saved(path)
-        assert b"\n\n" not in raw and raw.endswith(b"\n"), f"{path} has blank lines"
-        out[ws.relative(path)] = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
-    return out
 
 
 def test_lca_finishes_in_two_waves_with_valid_batch_files(ws, session):
@@ -97,55 +86,11 @@ def test_running_again_sends_nothing(ws, session):
     assert wave_count(ws) == 2
 
 
-def test_prepare_twice_before_submit_compiles_the_same_wave(ws, session):
-    first = prepare_runs(ws, session, stage="lca")
-    files_before = request_lines(ws)
-    second = prepare_runs(ws, session, stage="lca")
-    assert second.compiled.wave == first.compiled.wave == 1
-    assert request_lines(ws) == files_before
-    # A second run joins the same wave and the same file: one batch per model per wave.
-    third = prepare_runs(ws, session, stage="lca", runs=("r2",))
-    assert third.compiled.wave == 1 and third.compiled.requests == 2 * first.compiled.requests
-    assert len(request_lines(ws)) == 1
-
-
-def test_changed_settings_are_refused_naming_the_difference(ws, session):
-    prepare_runs(ws, session, stage="lca")
-    with pytest.raises(ManifestMismatch) as err:
-        prepare_runs(ws, session, stage="lca", settings=replace(Settings(), temperature=0.3))
-    assert "settings.temperature" in str(err.value) and "new --run-id" in str(err.value)
-    with pytest.raises(ManifestMismatch) as err:
-        prepare_runs(ws, session, stage="lca", limit=3)
-    assert "case_ids" in str(err.value)
-
-
-def test_manifest_file_written_without_keys(ws, session, monkeypatch):
-    prepare_runs(ws, session, stage="lca")
-    manifests = list(ws.runs_dir.rglob("manifest.json"))
-    assert len(manifests) == 1
-    manifest = json.loads(manifests[0].read_text(encoding="utf-8"))
-    assert manifest["run_id"] == "r1" and manifest["endpoints"]["eval"] == "simulated"
-    assert len(manifest["dataset_sha256"]) == 64 and manifest["case_ids"]
-
-
 def test_second_writer_is_refused(ws):
     with pytest.raises(WorkspaceBusy), Workspace(ws.root):
         pass
     with Workspace(ws.root, writable=False) as reader:  # readers are welcome
         assert reader.store.meta("workspace_id") == ws.workspace_id
-
-
-def test_sharding_respects_request_limit(ws):
-    session = open_session(ws, max_requests=5)
-    try:
-        result = prepare_runs(ws, session, stage="lca")
-        files = request_lines(ws)
-        assert len(files) == -(-result.compiled.requests // 5)
-        assert all(len(lines) <= 5 for lines in files.values())
-        finish(ws, session)
-        assert thread_counts(ws) == {"done": result.compiled.requests}
-    finally:
-        session.close()
 
 
 def test_faults_still_score_every_history_exactly_once(tmp_path):
