@@ -153,34 +153,6 @@ def test_speculation_changes_no_record(tmp_path):
     assert "judgment_round_1" in stops and len(stops) >= 3
 
 
-def test_a_batch_that_never_finishes_is_cancelled_and_requeued(tmp_path):
-    with Workspace(tmp_path / "ws") as ws:
-        slow = open_session(ws, "latency=3600", max_wave_age=0.2)
-        try:
-            prepare_runs(ws, slow, stage="lca", limit=3)
-            import time
-
-            from lexpilot_batch.engine.loop import poll_and_advance
-
-            poll_and_advance(ws, slow, do_submit=True, wait=False, poll_interval=0)
-            time.sleep(0.3)
-            for _ in range(50):  # cancel, then wait for `cancelled`, then ingest
-                poll_and_advance(ws, slow, do_submit=False, wait=False, poll_interval=0)
-                row = ws.store.conn.execute("SELECT status, batch_status FROM files WHERE wave = 1").fetchone()
-                if row["status"] == "ingested":
-                    break
-                time.sleep(0.05)
-            assert row["batch_status"] == "cancelled"
-            # Every request of the cancelled batch failed as not done and is due again in wave 2.
-            failed = ws.store.conn.execute(
-                "SELECT COUNT(*) FROM requests WHERE wave = 1 AND status = 'failed'"
-            ).fetchone()[0]
-            again = ws.store.conn.execute("SELECT COUNT(*) FROM requests WHERE wave = 2 AND attempt = 2").fetchone()[0]
-            assert failed == again == 6
-        finally:
-            slow.close()
-
-
 def test_faults_change_no_record(tmp_path):
     """Retries under every per-request and per-batch fault end with the fault-free run's records."""
     outcomes: list[Any] = []
