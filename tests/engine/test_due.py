@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from engine_helpers import finish, open_session, prepare_runs, thread_counts
 from test_protocols import context
 
@@ -135,6 +136,7 @@ def test_exhausted_retries_fail_the_thread_with_the_reason(tmp_path):
         assert all("lca." in r and "failed 2 times" in r for r in reasons)
 
 
+@pytest.mark.slow  # ten waves of refused batches; the policy's unit test is above
 def test_requests_a_batch_never_ran_do_not_use_up_retries(tmp_path):
     """Over the enqueued-token limit every time: retried past --retries, then stopped by its own bound."""
     from lexpilot_batch.engine.due import UNEXECUTED_ATTEMPTS

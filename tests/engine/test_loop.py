@@ -116,7 +116,9 @@ def test_faults_still_score_every_history_exactly_once(tmp_path):
         assert wave_count(ws) > 2
 
 
-@pytest.mark.parametrize("speculate,max_waves", [(False, 11), (True, 8)])
+@pytest.mark.parametrize(
+    "speculate,max_waves", [pytest.param(False, 11, marks=pytest.mark.slow), (True, 8)]
+)  # the whole benchmark twice over: the run without speculation is a long simulation (`-m slow`)
 def test_whole_benchmark_two_models_several_runs_within_the_wave_budget(tmp_path, speculate, max_waves):
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
@@ -137,6 +139,7 @@ def test_whole_benchmark_two_models_several_runs_within_the_wave_budget(tmp_path
         assert (discarded > 0) == speculate
 
 
+@pytest.mark.slow  # the whole benchmark, twice: a long simulation
 def test_speculation_changes_no_record(tmp_path):
     outcomes = []
     for speculate in (False, True):
@@ -153,6 +156,7 @@ def test_speculation_changes_no_record(tmp_path):
     assert "judgment_round_1" in stops and len(stops) >= 3
 
 
+@pytest.mark.slow  # every fault over the whole benchmark, and a fault-free run: a long simulation
 def test_faults_change_no_record(tmp_path):
     """Retries under every per-request and per-batch fault end with the fault-free run's records."""
     outcomes: list[Any] = []

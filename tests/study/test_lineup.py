@@ -147,6 +147,7 @@ def test_the_simulated_provider_refuses_what_a_reasoning_model_refuses(tmp_path,
         assert all("max_tokens" in reason and "max_completion_tokens" in reason for reason in reasons), reasons
 
 
+@pytest.mark.slow  # two providers, two models, two runs, every stage: a long simulation
 def test_two_models_on_two_providers_move_in_the_same_waves_as_on_one(tmp_path, clean_env, monkeypatch):
     spec = RunSpec(
         ("r1", "r2"),
