@@ -11,6 +11,7 @@ from lexpilot_batch.data import stored_case
 from lexpilot_batch.engine.loop import poll_and_advance, prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.providers.ids import IdParts, id_parts
+from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
 
@@ -86,3 +87,13 @@ def request_key(custom_id: str) -> str:
     workspace (its run, case, step, attempt and the hash of its line), so two workspaces' compare."""
     parts = id_parts(custom_id)
     return custom_id if parts is None else f"{parts.stem}-{parts.digest}"
+
+
+def request_lines(ws: Workspace) -> dict[str, list[dict]]:
+    """Every request file of the workspace (plain or compacted), its lines parsed, by path."""
+    out = {}
+    for path in saved_files(ws.requests_dir):  # plain or compacted
+        raw = read_saved(path)
+        assert b"\n\n" not in raw and raw.endswith(b"\n"), f"{path} has blank lines"
+        out[ws.relative(path)] = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
+    return out

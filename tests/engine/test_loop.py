@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, records, thread_counts, wave_count
+from engine_helpers import finish, open_session, prepare_runs, records, request_lines, thread_counts, wave_count
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import load_dataset
-from lexpilot_batch.errors import ManifestMismatch, WorkspaceBusy
+from lexpilot_batch.errors import WorkspaceBusy
 from lexpilot_batch.report import status
-from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
 
 
@@ -29,15 +27,6 @@ def session(ws):
     s = open_session(ws)
     yield s
     s.close()
-
-
-def request_lines(ws: Workspace) -> dict[str, list[dict]]:
-    out = {}
-    for path in saved_files(ws.requests_dir):  # plain or compacted
-        raw = read_saved(path)
-        assert b"\n\n" not in raw and raw.endswith(b"\n"), f"{path} has blank lines"
-        out[ws.relative(path)] = [json.loads(line) for line in raw.decode("utf-8").splitlines()]
-    return out
 
 
 def test_lca_finishes_in_two_waves_with_valid_batch_files(ws, session):
@@ -97,55 +86,11 @@ def test_running_again_sends_nothing(ws, session):
     assert wave_count(ws) == 2
 
 
-def test_prepare_twice_before_submit_compiles_the_same_wave(ws, session):
-    first = prepare_runs(ws, session, stage="lca")
-    files_before = request_lines(ws)
-    second = prepare_runs(ws, session, stage="lca")
-    assert second.compiled.wave == first.compiled.wave == 1
-    assert request_lines(ws) == files_before
-    # A second run joins the same wave and the same file: one batch per model per wave.
-    third = prepare_runs(ws, session, stage="lca", runs=("r2",))
-    assert third.compiled.wave == 1 and third.compiled.requests == 2 * first.compiled.requests
-    assert len(request_lines(ws)) == 1
-
-
-def test_changed_settings_are_refused_naming_the_difference(ws, session):
-    prepare_runs(ws, session, stage="lca")
-    with pytest.raises(ManifestMismatch) as err:
-        prepare_runs(ws, session, stage="lca", settings=replace(Settings(), temperature=0.3))
-    assert "settings.temperature" in str(err.value) and "new --run-id" in str(err.value)
-    with pytest.raises(ManifestMismatch) as err:
-        prepare_runs(ws, session, stage="lca", limit=3)
-    assert "case_ids" in str(err.value)
-
-
-def test_manifest_file_written_without_keys(ws, session, monkeypatch):
-    prepare_runs(ws, session, stage="lca")
-    manifests = list(ws.runs_dir.rglob("manifest.json"))
-    assert len(manifests) == 1
-    manifest = json.loads(manifests[0].read_text(encoding="utf-8"))
-    assert manifest["run_id"] == "r1" and manifest["endpoints"]["eval"] == "simulated"
-    assert len(manifest["dataset_sha256"]) == 64 and manifest["case_ids"]
-
-
 def test_second_writer_is_refused(ws):
     with pytest.raises(WorkspaceBusy), Workspace(ws.root):
         pass
     with Workspace(ws.root, writable=False) as reader:  # readers are welcome
         assert reader.store.meta("workspace_id") == ws.workspace_id
-
-
-def test_sharding_respects_request_limit(ws):
-    session = open_session(ws, max_requests=5)
-    try:
-        result = prepare_runs(ws, session, stage="lca")
-        files = request_lines(ws)
-        assert len(files) == -(-result.compiled.requests // 5)
-        assert all(len(lines) <= 5 for lines in files.values())
-        finish(ws, session)
-        assert thread_counts(ws) == {"done": result.compiled.requests}
-    finally:
-        session.close()
 
 
 def test_faults_still_score_every_history_exactly_once(tmp_path):
@@ -171,20 +116,9 @@ def test_faults_still_score_every_history_exactly_once(tmp_path):
         assert wave_count(ws) > 2
 
 
-def test_exhausted_retries_fail_the_thread_with_the_reason(tmp_path):
-    with Workspace(tmp_path / "ws") as ws:
-        session = open_session(ws, "line_error=1.0,seed=1", retries=2)
-        try:
-            prepare_runs(ws, session, stage="lca", limit=2)
-            finish(ws, session)
-        finally:
-            session.close()
-        assert thread_counts(ws) == {"failed": 4}
-        reasons = [r[0] for r in ws.store.conn.execute("SELECT reason FROM threads")]
-        assert all("lca." in r and "failed 2 times" in r for r in reasons)
-
-
-@pytest.mark.parametrize("speculate,max_waves", [(False, 11), (True, 8)])
+@pytest.mark.parametrize(
+    "speculate,max_waves", [pytest.param(False, 11, marks=pytest.mark.slow), (True, 8)]
+)  # the whole benchmark twice over: the run without speculation is a long simulation (`-m slow`)
 def test_whole_benchmark_two_models_several_runs_within_the_wave_budget(tmp_path, speculate, max_waves):
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
@@ -205,6 +139,7 @@ def test_whole_benchmark_two_models_several_runs_within_the_wave_budget(tmp_path
         assert (discarded > 0) == speculate
 
 
+@pytest.mark.slow  # the whole benchmark, twice: a long simulation
 def test_speculation_changes_no_record(tmp_path):
     outcomes = []
     for speculate in (False, True):
@@ -221,34 +156,7 @@ def test_speculation_changes_no_record(tmp_path):
     assert "judgment_round_1" in stops and len(stops) >= 3
 
 
-def test_a_batch_that_never_finishes_is_cancelled_and_requeued(tmp_path):
-    with Workspace(tmp_path / "ws") as ws:
-        slow = open_session(ws, "latency=3600", max_wave_age=0.2)
-        try:
-            prepare_runs(ws, slow, stage="lca", limit=3)
-            import time
-
-            from lexpilot_batch.engine.loop import poll_and_advance
-
-            poll_and_advance(ws, slow, do_submit=True, wait=False, poll_interval=0)
-            time.sleep(0.3)
-            for _ in range(50):  # cancel, then wait for `cancelled`, then ingest
-                poll_and_advance(ws, slow, do_submit=False, wait=False, poll_interval=0)
-                row = ws.store.conn.execute("SELECT status, batch_status FROM files WHERE wave = 1").fetchone()
-                if row["status"] == "ingested":
-                    break
-                time.sleep(0.05)
-            assert row["batch_status"] == "cancelled"
-            # Every request of the cancelled batch failed as not done and is due again in wave 2.
-            failed = ws.store.conn.execute(
-                "SELECT COUNT(*) FROM requests WHERE wave = 1 AND status = 'failed'"
-            ).fetchone()[0]
-            again = ws.store.conn.execute("SELECT COUNT(*) FROM requests WHERE wave = 2 AND attempt = 2").fetchone()[0]
-            assert failed == again == 6
-        finally:
-            slow.close()
-
-
+@pytest.mark.slow  # every fault over the whole benchmark, and a fault-free run: a long simulation
 def test_faults_change_no_record(tmp_path):
     """Retries under every per-request and per-batch fault end with the fault-free run's records."""
     outcomes: list[Any] = []
@@ -305,21 +213,3 @@ def test_runs_with_different_settings_are_reported_apart(tmp_path):
     assert single["sd"] is None and single["mean"] is not None
     pair = groups[("a1", "a2")]["tasks"]["lca"]["overall"]["macro_f1"]
     assert set(pair["per_run"]) == {"a1", "a2"} and pair["sd"] is not None
-
-
-def test_requests_a_batch_never_ran_do_not_use_up_retries(tmp_path):
-    """Over the enqueued-token limit every time: retried past --retries, then stopped by its own bound."""
-    from lexpilot_batch.engine.due import UNEXECUTED_ATTEMPTS
-
-    with Workspace(tmp_path / "ws") as ws:
-        session = open_session(ws, "fail_batch=1.0,seed=1", retries=2)
-        try:
-            prepare_runs(ws, session, stage="lca", limit=1)
-            finish(ws, session)
-        finally:
-            session.close()
-        assert thread_counts(ws) == {"failed": 2}
-        attempts = ws.store.conn.execute("SELECT MAX(attempt) FROM requests").fetchone()[0]
-        assert attempts == UNEXECUTED_ATTEMPTS > 2
-        reasons = {r[0] for r in ws.store.conn.execute("SELECT reason FROM threads")}
-        assert all("never run in" in r and "token_limit_exceeded" in r for r in reasons)

@@ -191,7 +191,15 @@ def test_dry_run_while_a_wave_is_in_flight_compiles_nothing(tmp_path):
         assert result.compiled.in_flight and not result.compiled.compiled
 
 
-@pytest.mark.parametrize("waves,moment", [(1, "compiled"), (1, "in flight"), (2, "compiled"), (2, "in flight")])
+@pytest.mark.parametrize(
+    "waves,moment",
+    [
+        (1, "compiled"),
+        pytest.param(1, "in flight", marks=pytest.mark.slow),  # the other two moments: `-m slow`
+        pytest.param(2, "compiled", marks=pytest.mark.slow),
+        (2, "in flight"),
+    ],
+)
 def test_estimate_workspace_mid_run_brackets_what_remains(tmp_path, waves, moment):
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
@@ -352,6 +360,7 @@ def test_render_and_json(tmp_path):
     assert data["assumptions"]["backends"] == {"eval": "simulated", "user": "simulated", "judge": "simulated"}
 
 
+@pytest.mark.slow  # a large dataset traced for memory: a long simulation
 def test_dry_run_reads_the_cases_of_new_runs_once_and_never_holds_the_dataset(tmp_path, monkeypatch):
     path = tmp_path / "big.json"
     case = make_case()

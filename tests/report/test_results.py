@@ -151,11 +151,6 @@ def test_a_workspace_of_the_previous_version_reports_as_before(tmp_path):
     assert group["bundled_sample"] is True  # told by the dataset's hash
 
 
-def test_a_run_spec_given_one_name_as_a_string_has_one_model_and_one_run():
-    spec = RunSpec("r1", "sim-eval", "dcg")  # type: ignore[arg-type]  # strings on purpose
-    assert spec.run_ids == ("r1",) and spec.models == ("sim-eval",)
-
-
 def test_models_are_compared_when_all_but_the_evaluated_model_is_the_same(study):
     """A bare name (its manifest records no `requests`) and a provider-qualified one (it does) with
     the same user and judge requests are compared; what the user or judge requests carry, and the

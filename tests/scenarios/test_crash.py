@@ -301,6 +301,7 @@ def test_sigkill_at_every_commit_gap_against_a_separate_provider_process(referen
         check_all(client, reference, server.url)
 
 
+@pytest.mark.slow  # a campaign of processes: tens of seconds
 def test_random_sigkills_with_the_in_process_provider(reference, tmp_path):
     """`--provider simulated` dies with the client; its batches live on in the workspace."""
     rng = random.Random(3)

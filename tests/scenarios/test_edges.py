@@ -114,7 +114,15 @@ STEPS = [
 ]
 
 
-@pytest.mark.parametrize(("owner", "name", "nth"), STEPS, ids=[f"{n}:{k}" for _, n, k in STEPS])
+# Every point is a run to the end: the default suite stops at two (a batch file written, its
+# transaction open; a batch saved, not ingested), the slow campaign at all (`-m slow`).
+EVERY_RUN_STEPS = {"close", "ingest_file"}
+
+
+@pytest.mark.parametrize(
+    ("owner", "name", "nth"),
+    [pytest.param(o, n, k, id=f"{n}:{k}", marks=() if n in EVERY_RUN_STEPS else pytest.mark.slow) for o, n, k in STEPS],
+)
 def test_a_first_run_interrupted_anywhere_keeps_its_workspace(tmp_path, baseline, monkeypatch, owner, name, nth):
     root = tmp_path / "new"
     with monkeypatch.context() as mp:
@@ -193,7 +201,15 @@ def assert_no_space_message(code: int, output: str) -> None:
     assert "run the same command again" in errors[0] and "Traceback" not in output
 
 
-@pytest.mark.parametrize("nth", [1, 2, 3, 5, 8, 13, 18])
+@pytest.mark.parametrize(
+    "nth",
+    [
+        1,
+        *(pytest.param(n, marks=pytest.mark.slow) for n in (2, 3, 5)),
+        8,
+        *(pytest.param(n, marks=pytest.mark.slow) for n in (13, 18)),
+    ],
+)  # a campaign over the writes of a run: two points by default, every one with `-m slow`
 def test_a_full_disk_at_a_file_write_is_one_clear_line_and_the_same_command_goes_on(tmp_path, baseline, nth):
     root = tmp_path / "ws"
     with disk_full_at_fsync(nth) as calls:
@@ -207,7 +223,9 @@ def test_a_full_disk_at_a_file_write_is_one_clear_line_and_the_same_command_goes
     assert_same_as(baseline, first_run_to_the_end(root))
 
 
-@pytest.mark.parametrize("pages", [0, 3, 10, 24])
+@pytest.mark.parametrize(
+    "pages", [0, pytest.param(3, marks=pytest.mark.slow), 10, pytest.param(24, marks=pytest.mark.slow)]
+)  # two points by default, every one with `-m slow`
 def test_a_full_disk_in_the_database_is_one_clear_line_and_the_same_command_goes_on(tmp_path, baseline, pages):
     root = tmp_path / "ws"
     with database_full_after(pages):
@@ -290,6 +308,7 @@ def test_wait_gives_up_after_the_outage_budget_saying_nothing_was_lost(tmp_path,
     assert_same_as(baseline, run_benchmark(tmp_path / "ws", drive=drive))
 
 
+@pytest.mark.slow  # a chaos campaign of 429s and 500s over a whole run
 def test_one_wait_finishes_under_heavy_429_and_500_chaos(tmp_path, baseline):
     faults = "http_429=0.35,http_500=0.3,retry_after=0.001"
 

@@ -140,9 +140,10 @@ def assert_failures_follow_the_dice(outcome: Outcome, spec: str) -> Counter:
     "spec",
     [
         "line_error=0.25,seed=1",
-        "empty_content=0.15,seed=1",
-        "truncate=0.15,seed=1",
-        "malformed_judge=0.2,seed=2",
+        # Each struck alone: the slow campaign (`-m slow`); all of them at once ("mixed") by default.
+        pytest.param("empty_content=0.15,seed=1", marks=pytest.mark.slow),
+        pytest.param("truncate=0.15,seed=1", marks=pytest.mark.slow),
+        pytest.param("malformed_judge=0.2,seed=2", marks=pytest.mark.slow),
         "line_error=0.08,empty_content=0.05,truncate=0.05,malformed_judge=0.08,seed=3",
     ],
     ids=["line_error", "empty_content", "truncate", "malformed_judge", "mixed"],
@@ -632,6 +633,7 @@ def cli_together(*commands: list[str], root: Path, timeout: float = 60) -> list[
     return done
 
 
+@pytest.mark.slow  # CLI processes racing for the workspace: a long simulation
 def test_a_second_writer_is_refused_and_a_reader_is_welcome(tmp_path):
     root = tmp_path / "ws"
     with Workspace(root) as ws:

@@ -288,7 +288,12 @@ def test_files_for_vllm_name_the_path_vllm_accepts_whatever_the_profile():
 @pytest.mark.parametrize(
     ("spec", "kind", "error"),
     [
-        ("content_filter=0.15,seed=1", "invalid", "filtered by the provider (finish_reason=content_filter)"),
+        pytest.param(  # an unusable answer like the malformed ones of scenarios/test_faults.py: `-m slow`
+            "content_filter=0.15,seed=1",
+            "invalid",
+            "filtered by the provider (finish_reason=content_filter)",
+            marks=pytest.mark.slow,
+        ),
         ("refusal=0.15,seed=1", "refusal", "refusal: 抱歉"),
     ],
     ids=["content_filter", "refusal"],

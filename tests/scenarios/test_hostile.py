@@ -110,6 +110,7 @@ def jsonl_files_parse(root: Path) -> int:
 # --- huge, strange and nested datasets -------------------------------------------------------------
 
 
+@pytest.mark.slow  # a 5 MB message through a whole run: a long simulation
 def test_a_5_mb_message_loads_and_runs(tmp_path):
     cases = sample(2)
     huge = "借款" * (5 * 2**20 // 6) + "。请问能得到支持吗？"
@@ -232,6 +233,7 @@ def test_100k_levels_of_nesting_are_one_clear_line(tmp_path):
     assert len(lines) == 1
 
 
+@pytest.mark.slow  # hundreds of levels through every reader and a run: a long simulation
 def test_a_case_nested_hundreds_of_levels_is_refused_or_runs(tmp_path):
     for depth in (200, 400):
         cases = sample(2)
@@ -273,6 +275,7 @@ def test_a_case_nested_hundreds_of_levels_is_refused_or_runs(tmp_path):
             assert_clean_failure(result, "case #1", "judges_notes")
 
 
+@pytest.mark.slow  # 100 MB written and read by a CLI process
 def test_a_100_mb_dataset_loads_in_bounded_time(tmp_path):
     cases = sample()
     encoded = [json.dumps(c, ensure_ascii=False) for c in cases]
@@ -291,6 +294,7 @@ def test_a_100_mb_dataset_loads_in_bounded_time(tmp_path):
     assert re.search(rf"^Cases\s+{i}$", result.stdout, re.MULTILINE)
 
 
+@pytest.mark.slow  # 200 MB written and refused by CLI processes
 def test_100_mb_of_junk_fails_at_once_with_one_line(tmp_path):
     binary = tmp_path / "junk.bin"
     binary.write_bytes(os.urandom(2**20) * 100)
@@ -304,6 +308,7 @@ def test_100_mb_of_junk_fails_at_once_with_one_line(tmp_path):
     assert len(lines) == 1
 
 
+@pytest.mark.slow  # 700,000 cases through a CLI process
 def test_a_file_of_millions_of_wrong_cases_fails_in_bounded_time_and_memory(tmp_path):
     junk = tmp_path / "empties.json"
     junk.write_text("[" + ",".join(["{}"] * (2 * 2**20 // 3)) + "]", encoding="utf-8")  # 700,000 cases
@@ -399,6 +404,7 @@ def assert_safe_tree(root: Path) -> None:
         assert name.split(".")[0].upper() not in WINDOWS_DEVICES, f"Windows device name {name!r}"
 
 
+@pytest.mark.slow  # every hostile name through every stage: a long simulation
 def test_hostile_run_ids_and_models_stay_inside_the_workspace(tmp_path):
     root = tmp_path / "ws"
     before = listing(tmp_path, root)

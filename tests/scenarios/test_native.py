@@ -158,6 +158,7 @@ FAULTS = (
 )
 
 
+@pytest.mark.slow  # a fault campaign over both native APIs
 def test_faults_on_every_native_route_change_no_record(tmp_path, monkeypatch, clean):
     faulty = run_native(tmp_path / "faulty", monkeypatch, FAULTS, models=(CLAUDE, GEMINI), retries=8)
     assert set(faulty["threads"]) == {"done"}
@@ -216,6 +217,7 @@ def test_an_outage_of_each_native_route_stops_the_command_and_loses_nothing(tmp_
     assert outcome["records"] == clean["records"] and outcome["anomalies"] == 0
 
 
+@pytest.mark.slow  # a stalled batch waited out on both native APIs (the wave age itself: engine/test_poll.py)
 def test_a_stalled_batch_is_cancelled_and_keeps_what_it_finished(tmp_path, monkeypatch, clean):
     """`--max-wave-age` cancels batches that stopped part-way: Anthropic's end with `canceled`
     requests, Gemini's with a responses file of what ran; the rest is sent again, using up nothing."""

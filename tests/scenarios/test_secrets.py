@@ -113,6 +113,7 @@ def workflow(tmp_path_factory) -> Iterator[tuple[Path, list[tuple[list[str], sub
     yield base, results
 
 
+@pytest.mark.slow  # the whole workflow through ten CLI processes: a long simulation
 def test_the_workflow_ran_with_the_keys(workflow):
     """The simulated provider refuses a request without a bearer key, so finishing proves they were sent."""
     base, results = workflow
@@ -124,6 +125,7 @@ def test_the_workflow_ran_with_the_keys(workflow):
     assert (base / "export" / "eval_results").is_dir()
 
 
+@pytest.mark.slow  # the whole workflow through ten CLI processes: a long simulation
 def test_no_file_the_workflow_left_holds_a_key(workflow):
     base, _ = workflow
     searched = {p.relative_to(base).parts[0] for p in base.rglob("*") if p.is_file()}
@@ -131,6 +133,7 @@ def test_no_file_the_workflow_left_holds_a_key(workflow):
     assert leaking_files(base) == {}
 
 
+@pytest.mark.slow  # the whole workflow through ten CLI processes: a long simulation
 def test_no_output_of_any_command_holds_a_key(workflow):
     _, results = workflow
     for args, done in results:
@@ -200,8 +203,13 @@ def rejecting() -> Iterator[str]:
     ("keys", "variable", "backend"),
     [
         ({"OPENAI_API_KEY": SENTINEL}, "OPENAI_API_KEY", "batch"),
-        ({"OPENAI_API_KEY": JUDGE_SENTINEL, "LEXPILOT_EVAL_API_KEY": SENTINEL}, "LEXPILOT_EVAL_API_KEY", "batch"),
-        ({"OPENAI_API_KEY": SENTINEL}, "OPENAI_API_KEY", "sync"),
+        pytest.param(  # the same refusal through another variable: slow (`-m slow`)
+            {"OPENAI_API_KEY": JUDGE_SENTINEL, "LEXPILOT_EVAL_API_KEY": SENTINEL},
+            "LEXPILOT_EVAL_API_KEY",
+            "batch",
+            marks=pytest.mark.slow,
+        ),
+        pytest.param({"OPENAI_API_KEY": SENTINEL}, "OPENAI_API_KEY", "sync", marks=pytest.mark.slow),
     ],
 )
 def test_a_rejected_key_names_its_variable_not_the_key(tmp_path, rejecting, keys, variable, backend):
@@ -324,6 +332,14 @@ SCENARIOS = [
     for backend in ("batch", "sync")
     if not (kind == "deepseek/" and backend == "batch")  # DeepSeek has no Batch API: refused before sending
 ]
+# The default suite echoes through one OpenAI-shaped and each native API, both backends between
+# them; every other pair is part of the slow campaign (`-m slow`).
+EVERY_RUN = {
+    ("bare/OPENAI_API_KEY", "batch"),
+    ("bare/OPENAI_API_KEY", "sync"),
+    ("anthropic/", "batch"),
+    ("google/", "sync"),
+}
 
 
 def echo_workflow(run, root: Path, model: str, backend: str, handler: type[_Echoing]) -> list[tuple[list[str], bytes]]:
@@ -345,7 +361,10 @@ def echo_workflow(run, root: Path, model: str, backend: str, handler: type[_Echo
     return outputs
 
 
-@pytest.mark.parametrize(("kind", "backend"), SCENARIOS, ids=[f"{k}-{b}" for k, b in SCENARIOS])
+@pytest.mark.parametrize(
+    ("kind", "backend"),
+    [pytest.param(k, b, id=f"{k}-{b}", marks=() if (k, b) in EVERY_RUN else pytest.mark.slow) for k, b in SCENARIOS],
+)
 def test_no_echoed_key_is_printed_stored_or_written(tmp_path, monkeypatch, echoing, in_process, kind, backend):
     url, handler = echoing
     model, variables = PROVIDER_KINDS[kind]

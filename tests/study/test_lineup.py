@@ -148,6 +148,7 @@ def test_prepare_refuses_what_a_reasoning_model_refuses(tmp_path, clean_env):
         assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
 
 
+@pytest.mark.slow  # two providers, two models, two runs, every stage: a long simulation
 def test_two_models_on_two_providers_move_in_the_same_waves_as_on_one(tmp_path, clean_env, monkeypatch):
     spec = RunSpec(
         ("r1", "r2"),
