@@ -31,7 +31,7 @@ from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_pr
 from lexpilot_batch.report.costs import total as total_cost
 from lexpilot_batch.report.family import Family, cases_by_class
 from lexpilot_batch.report.interaction import interaction_stats
-from lexpilot_batch.report.model import Report, RunResults
+from lexpilot_batch.report.document import Report, RunResults
 
 ROLE_ORDER = ("eval", "user", "judge")
 BENCHMARK_CASES = 432  # the LexPilot benchmark's cases (the seed README): fewer is a subset or another dataset
@@ -119,7 +119,7 @@ def build_report(
     baseline: str | None = None,
     adjust: str = "none",
 ) -> dict:
-    """The report of `runs` as the stable JSON-ready dict documented in `report.model`.
+    """The report of `runs` as the stable JSON-ready dict documented in `report.document`.
 
     `resamples` are the paired bootstrap's resamples and the Monte Carlo permutation tests' (0:
     neither; intervals do not need them); `baseline` compares every model with that one instead of

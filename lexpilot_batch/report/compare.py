@@ -100,7 +100,7 @@ def compare(
     adjust: str = "none",
     level: float = inference.LEVEL,
 ) -> list[dict]:
-    """The comparisons of one family, in the `comparisons` JSON shape (`report.model`)."""
+    """The comparisons of one family, in the `comparisons` JSON shape (`report.document`)."""
     local = {g: i for i, g in enumerate(members)}  # report index -> index in the family
     plan = []
     for a, b in pairs(members, [g["model"] for g in groups], baseline):

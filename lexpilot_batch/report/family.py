@@ -19,7 +19,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.model import RunResults, TaskRecords
+from lexpilot_batch.report.document import RunResults, TaskRecords
 
 OVERALL: str | None = None  # the scope of the whole family, beside each class name
 Scope = str | None
