@@ -29,9 +29,9 @@ from lexpilot_batch.report import bootstrap, compare, estimates, inference
 from lexpilot_batch.report.compare import check_adjust, check_baseline
 from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd
 from lexpilot_batch.report.costs import total as total_cost
+from lexpilot_batch.report.document import Report, RunResults
 from lexpilot_batch.report.family import Family, cases_by_class
 from lexpilot_batch.report.interaction import interaction_stats
-from lexpilot_batch.report.document import Report, RunResults
 
 ROLE_ORDER = ("eval", "user", "judge")
 BENCHMARK_CASES = 432  # the LexPilot benchmark's cases (the seed README): fewer is a subset or another dataset

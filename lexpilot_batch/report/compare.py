@@ -105,8 +105,8 @@ def compare(
     plan = []
     for a, b in pairs(members, [g["model"] for g in groups], baseline):
         ga, gb = groups[a], groups[b]
-        tasks = [t for t in TASKS if t in ga["tasks"] and t in gb["tasks"]]
-        cells = {t: _paired_cells(family, estimates, local[a], local[b], t) for t in tasks}
+        shared = [t for t in TASKS if t in ga["tasks"] and t in gb["tasks"]]
+        cells = {t: _paired_cells(family, estimates, local[a], local[b], t) for t in shared}
         plan.append((a, b, cells))
     resampled = _bootstrap(family, plan, local, resamples, seed)
     rng = random.Random(seed)
@@ -263,8 +263,11 @@ def _difference(
             tested = inference.bca_p(usable, difference, accel)
             if bounds is not None and tested is not None:
                 low, high = clip(*bounds, _difference_range(metric))
-                out["ci"] = _ci(low, high, "bootstrap-bca", n, None, len(usable))
-                out["ci_reason"] = None
+                if high - low > 1e-12 * max(1.0, abs(difference)):
+                    out["ci"] = _ci(low, high, "bootstrap-bca", n, None, len(usable))
+                    out["ci_reason"] = None
+                else:  # every resample alike: an interval of width 0 is no interval
+                    out["ci"], out["ci_reason"] = None, FLAT
                 out["p_value"], out["p_floor"] = tested
                 out["test"] = "bootstrap-bca"
                 return out
@@ -380,9 +383,9 @@ def _swap_tests(
                 sign = -1 if inside[j] else 1
                 inside[j] = not inside[j]
                 for r in range(runs):
-                    row, move = shift[r], moves[j][r]
+                    row, delta = shift[r], moves[j][r]
                     for w in range(width):
-                        row[w] += sign * move[w]
+                        row[w] += sign * delta[w]
             for i, hit in zip(wanted, extreme(shift), strict=True):
                 hits[i] += hit
         total = 1 << k
@@ -391,10 +394,10 @@ def _swap_tests(
         return dict.fromkeys(wanted)
     for _ in range(resamples):
         shift = [[0] * width for _ in range(runs)]
-        for move in moves:
+        for case_moves in moves:
             if rng.random() < 0.5:
                 for r in range(runs):
-                    row, m = shift[r], move[r]
+                    row, m = shift[r], case_moves[r]
                     for w in range(width):
                         row[w] += m[w]
         for i, hit in zip(wanted, extreme(shift), strict=True):

@@ -79,7 +79,7 @@ class CellInfluence:
     metrics: dict[str, MetricInfluence]
 
 
-def _linear(positions: tuple[int, ...]) -> Callable[[Counts], int]:
+def _linear(positions: tuple[int, ...]) -> Callable[[Sequence[int]], int]:
     if len(positions) == 1:
         (a,) = positions
         return lambda x: x[a]

@@ -131,7 +131,7 @@ def _scale(panel: Panel) -> tuple[Any, Any]:
     range, or vermillion through white (at `middle`) to blue."""
     from matplotlib.colors import LinearSegmentedColormap, Normalize, TwoSlopeNorm
 
-    blue, vermillion = "#%02x%02x%02x" % POSITIVE, "#%02x%02x%02x" % NEGATIVE
+    blue, vermillion = ("#{:02x}{:02x}{:02x}".format(*rgb) for rgb in (POSITIVE, NEGATIVE))
     if panel.middle is None:
         return LinearSegmentedColormap.from_list("lexpilot", ["#ffffff", blue]), Normalize(panel.low, panel.high)
     cmap = LinearSegmentedColormap.from_list("lexpilot-diverging", [vermillion, "#ffffff", blue])

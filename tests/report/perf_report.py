@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 import sys
 import time
+from typing import Any
 
 from lexpilot_batch.report import RunResults, TaskRecords, build_report
 
@@ -34,7 +35,7 @@ def synthetic(n_cases: int, n_runs: int, models: tuple[str, ...], seed: int = 1)
                 tasks["dcg"].records.append((cls, {"success": won, "decisions": ["否", "是" if won else "否"]}))
                 tasks["dcg"].cases.append(case)
                 for task in ("ljp_direct", "ljp_gold", "ljp_interaction"):
-                    record = {
+                    record: dict[str, Any] = {
                         "claims": [
                             {"gold": g, "predicted": g if rng.random() < p else rng.choice(VERDICTS)}
                             for g in claims[case]

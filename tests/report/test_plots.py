@@ -86,7 +86,11 @@ def test_without_a_cjk_font_the_warning_names_the_font_to_install_and_matplotlib
 
     from lexpilot_batch.report import plots
 
-    monkeypatch.setattr(font_manager.fontManager, "ttflist", [f for f in font_manager.fontManager.ttflist if not plots.CJK_NAME.search(f.name)])
+    monkeypatch.setattr(
+        font_manager.fontManager,
+        "ttflist",
+        [f for f in font_manager.fontManager.ttflist if not plots.CJK_NAME.search(f.name)],
+    )
     monkeypatch.setattr(font_manager, "findSystemFonts", lambda *a, **k: [])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
