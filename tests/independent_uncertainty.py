@@ -1,22 +1,62 @@
 """Independent computations of the report's standard errors, intervals and paired tests, to check
 `report.influence`, `estimates`, `compare` and `bootstrap` against.
 
-Shares nothing with `lexpilot_batch`: records are scored by `independent_bootstrap.score`, from
-the benchmark's definitions, and the statistics follow docs/report.md's formulas with numpy and
+Shares nothing with `lexpilot_batch`: records are scored by `score`, from the benchmark's
+definitions record by record, and the statistics follow docs/report.md's formulas with numpy and
 scipy, the textbook way (per-case means, leave-one-out recomputation, numpy quantiles).
 
 `groups` is a list of groups, each a list of runs: {"run_id", "tasks": {task: [(case, class,
-record), ...]}} (`independent_bootstrap` builds them beside the RunResults).
+record), ...]}} (tests/report/test_uncertainty.py builds them beside the RunResults).
 """
 
 from __future__ import annotations
 
 import math
 import random
+import re
 
 import numpy as np
-from independent_bootstrap import natural, score
 from scipy import stats
+
+ORDINAL = {"支持": 0, "部分支持": 1, "驳回": 2}
+LCA = ("macro_f1", "f1_u", "f1_c", "acc_c", "acc_u")
+LJP = ("qwk", "accuracy")
+
+
+def natural(text: str) -> tuple:
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text) if p)
+
+
+def _div(a: float, b: float) -> float | None:
+    return None if b == 0 else a / b
+
+
+def score(task: str, records: list[dict]) -> dict[str, float | None]:
+    if task == "lca":
+        tp = sum(r["history_type"] == "underspecified" and r["label"] == "clarification" for r in records)
+        fn = sum(r["history_type"] == "underspecified" and r["label"] == "judgment" for r in records)
+        fp = sum(r["history_type"] == "complete" and r["label"] == "clarification" for r in records)
+        tn = sum(r["history_type"] == "complete" and r["label"] == "judgment" for r in records)
+        f1_u, f1_c = _div(2 * tp, 2 * tp + fp + fn), _div(2 * tn, 2 * tn + fp + fn)
+        macro = None if f1_u is None or f1_c is None else (f1_u + f1_c) / 2
+        return dict(zip(LCA, (macro, f1_u, f1_c, _div(tn, tn + fp), _div(tp, tp + fn)), strict=True))
+    if task == "dcg":
+        return {"success_rate": _div(sum(r["success"] for r in records), len(records))}
+    pairs = [(ORDINAL[c["gold"]], ORDINAL[c["predicted"]]) for r in records for c in r["claims"]]
+    n = len(pairs)
+    if n == 0:
+        return {"qwk": None, "accuracy": None}
+    # Cohen's kappa with quadratic weights, from the observed and expected weighted matrices.
+    observed = [[0.0] * 3 for _ in range(3)]
+    for g, p in pairs:
+        observed[g][p] += 1 / n
+    rows = [sum(observed[i]) for i in range(3)]
+    cols = [sum(observed[i][j] for i in range(3)) for j in range(3)]
+    weight = [[(i - j) ** 2 / 4 for j in range(3)] for i in range(3)]
+    num = sum(weight[i][j] * observed[i][j] for i in range(3) for j in range(3))
+    den = sum(weight[i][j] * rows[i] * cols[j] for i in range(3) for j in range(3))
+    qwk = None if den < 1e-12 else 1 - num / den
+    return {"qwk": qwk, "accuracy": sum(g == p for g, p in pairs) / n}
 
 
 def cases_of(groups: list[list[dict]]) -> list[str]:

@@ -25,7 +25,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report import bootstrap, compare, estimates, inference
+from lexpilot_batch.report import bootstrap, compare, estimates, inference, swap
 from lexpilot_batch.report.compare import check_adjust, check_baseline
 from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd
 from lexpilot_batch.report.costs import total as total_cost
@@ -42,7 +42,7 @@ METHOD = (
     "per-case additive metrics (clustered-t: Acc_C, Acc_U, DCG success, LJP accuracy), the jackknife SE for "
     f"Macro-F1, F1_U, F1_C and QWK (jackknife-t); none below {estimates.MIN_CASES} cases or with SE 0"
 )
-_PERM, _BOOT = compare.PERMUTATION_BELOW, compare.BOOTSTRAP_FROM
+_PERM, _BOOT = swap.PERMUTATION_BELOW, compare.BOOTSTRAP_FROM
 TEST = (
     f"paired by case: below {_PERM} cases a paired permutation test (sign-flip of per-case differences; "
     f"swap of the models' records of a case for Macro-F1, F1 and QWK), from {_PERM} the paired t test on "
@@ -51,9 +51,9 @@ TEST = (
 )
 THRESHOLDS: dict[str, float] = {
     "min_cases": estimates.MIN_CASES,
-    "permutation_below": compare.PERMUTATION_BELOW,
+    "permutation_below": swap.PERMUTATION_BELOW,
     "bootstrap_from": compare.BOOTSTRAP_FROM,
-    "exact_swaps": compare.EXACT_SWAPS,
+    "exact_swaps": swap.EXACT_SWAPS,
     "usable_share": bootstrap.USABLE,
     "benchmark_cases": BENCHMARK_CASES,
 }

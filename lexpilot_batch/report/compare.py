@@ -13,8 +13,8 @@ Per metric (docs/report.md gives the measurements behind each choice):
   - below `PERMUTATION_BELOW` cases, a paired permutation test: for per-case additive metrics the
     sign-flip test of the per-case differences (`sign-flip`, exact for any number of cases when
     the differences lie on a lattice); for the others the two models' records of a case swapped
-    (`swap`, run i of A with run i of B: exact when both models have the same number of runs,
-    all 2^k patterns of the k cases that differ up to `EXACT_SWAPS`, Monte Carlo beyond), or,
+    (`swap`, run i of A with run i of B, when both models have the same number of runs: exact
+    over all 2^k patterns of the k cases that differ up to `swap.EXACT_SWAPS`, Monte Carlo beyond), or,
     when the models have different numbers of runs, the sign-flip test of the jackknife influence
     differences (`sign-flip-jackknife`, approximate);
   - from there on, the paired t test on the influence differences (`paired-t`, `jackknife-t`;
@@ -54,10 +54,9 @@ from lexpilot_batch.report.estimates import (
 )
 from lexpilot_batch.report.family import OVERALL, Family
 from lexpilot_batch.report.influence import CellInfluence, additive
+from lexpilot_batch.report.swap import PERMUTATION_BELOW, swap_tests
 
-PERMUTATION_BELOW = 50  # below this many cases, p-values come from paired permutation tests
 BOOTSTRAP_FROM = 50  # from this many cases, Macro-F1, F1_U, F1_C and QWK use the paired bootstrap
-EXACT_SWAPS = 12  # the swap test enumerates all 2^k patterns of up to this many differing cases
 ADJUSTMENTS = ("none", "holm")
 
 NO_RESAMPLES = "needs resamples (--bootstrap 0)"
@@ -115,7 +114,7 @@ def compare(
         ga, gb = groups[a], groups[b]
         tasks: dict[str, dict[str, dict]] = {}
         for task, (slots_a, cell_a, slots_b, cell_b) in cells.items():
-            swaps = _swap_tests(family, task, slots_a, cell_a, slots_b, cell_b, resamples, rng)
+            swaps = swap_tests(family, task, (slots_a, cell_a), (slots_b, cell_b), resamples, rng)
             tasks[task] = {}
             for i, metric in enumerate(TASKS[task].metrics):
                 mean_a = ga["tasks"][task]["overall"][metric]["mean"]
@@ -303,113 +302,3 @@ def _holm(tasks: dict[str, dict[str, dict]]) -> None:
     tested = [d for metrics in tasks.values() for d in metrics.values() if d["p_value"] is not None]
     for d, (p, _) in zip(tested, inference.holm([(d["p_value"], d["p_floor"]) for d in tested]), strict=True):
         d["p_adjusted"] = p
-
-
-# --- The swap test -------------------------------------------------------------------------------
-
-
-def _swap_tests(
-    family: Family,
-    task: str,
-    slots_a: list[int],
-    cell_a: CellInfluence,
-    slots_b: list[int],
-    cell_b: CellInfluence,
-    resamples: int,
-    rng: random.Random,
-) -> dict[int, tuple[float, str, bool] | None]:
-    """The swap test of each of the task's Macro-F1/F1/QWK metrics, when it is the one to run
-    (fewer than `PERMUTATION_BELOW` cases, the same number of runs): metric position -> (p,
-    "exact" | "monte carlo", floor), or None without resamples."""
-    spec = TASKS[task]
-    wanted = [
-        i
-        for i, m in enumerate(spec.metrics)
-        if not additive(m) and cell_a.metrics[m].estimate is not None and cell_b.metrics[m].estimate is not None
-    ]
-    if not wanted or len(cell_a.cases) >= PERMUTATION_BELOW or len(slots_a) != len(slots_b):
-        return {}
-    width = spec.width
-    zero = (0,) * width
-    counts_a = [family.counts[s] for s in slots_a]
-    counts_b = [family.counts[s] for s in slots_b]
-    # Per case, per run pair: A's statistics minus B's; only cases where the two models differ move.
-    moves: list[list[tuple[int, ...]]] = []
-    for c in cell_a.cases:
-        move = []
-        for ca, cb in zip(counts_a, counts_b, strict=True):
-            xa, xb = ca.get(c, zero), cb.get(c, zero)
-            move.append(tuple(u - v for u, v in zip(xa, xb, strict=True)))
-        if any(any(m) for m in move):
-            moves.append(move)
-    totals_a = [_total(counts, cell_a.cases, width) for counts in counts_a]
-    totals_b = [_total(counts, cell_b.cases, width) for counts in counts_b]
-    held_a = {i: cell_a.metrics[spec.metrics[i]].runs for i in wanted}
-    held_b = {i: cell_b.metrics[spec.metrics[i]].runs for i in wanted}
-    observed = {i: cell_a.metrics[spec.metrics[i]].estimate - cell_b.metrics[spec.metrics[i]].estimate for i in wanted}  # type: ignore[operator]
-    tolerance = {i: 1e-9 * max(1.0, abs(observed[i])) for i in wanted}
-
-    def extreme(shift: list[list[int]]) -> list[bool]:
-        """Whether the statistic with the cases of `shift` swapped is at least as far from 0."""
-        values_a = [
-            spec.from_counts([t - s for t, s in zip(ta, sh, strict=True)])
-            for ta, sh in zip(totals_a, shift, strict=True)
-        ]
-        values_b = [
-            spec.from_counts([t + s for t, s in zip(tb, sh, strict=True)])
-            for tb, sh in zip(totals_b, shift, strict=True)
-        ]
-        out = []
-        for i in wanted:
-            va = [values_a[r][i] for r in held_a[i]]
-            vb = [values_b[r][i] for r in held_b[i]]
-            if any(v is None for v in va) or any(v is None for v in vb):
-                out.append(True)  # a held-fixed run undefined: counted as extreme (conservative)
-                continue
-            d = sum(va) / len(va) - sum(vb) / len(vb)  # type: ignore[arg-type]
-            out.append(abs(d) >= abs(observed[i]) - tolerance[i])
-        return out
-
-    k = len(moves)
-    runs = len(slots_a)
-    hits = dict.fromkeys(wanted, 0)
-    if k <= EXACT_SWAPS:
-        # Every subset of the moving cases, in Gray-code order: one case in or out per step.
-        shift = [[0] * width for _ in range(runs)]
-        inside = [False] * k
-        for step in range(1 << k):
-            if step:
-                j = (step & -step).bit_length() - 1
-                sign = -1 if inside[j] else 1
-                inside[j] = not inside[j]
-                for r in range(runs):
-                    row, delta = shift[r], moves[j][r]
-                    for w in range(width):
-                        row[w] += sign * delta[w]
-            for i, hit in zip(wanted, extreme(shift), strict=True):
-                hits[i] += hit
-        total = 1 << k
-        return {i: (hits[i] / total, "exact", False) for i in wanted}
-    if resamples <= 0:
-        return dict.fromkeys(wanted)
-    for _ in range(resamples):
-        shift = [[0] * width for _ in range(runs)]
-        for case_moves in moves:
-            if rng.random() < 0.5:
-                for r in range(runs):
-                    row, m = shift[r], case_moves[r]
-                    for w in range(width):
-                        row[w] += m[w]
-        for i, hit in zip(wanted, extreme(shift), strict=True):
-            hits[i] += hit
-    return {i: ((1 + hits[i]) / (1 + resamples), "monte carlo", hits[i] == 0) for i in wanted}
-
-
-def _total(counts: dict[int, tuple[int, ...]], cases: Sequence[int], width: int) -> list[int]:
-    total = [0] * width
-    for c in cases:
-        x = counts.get(c)
-        if x is not None:
-            for w in range(width):
-                total[w] += x[w]
-    return total
