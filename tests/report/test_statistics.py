@@ -205,6 +205,7 @@ def _rate(result: dict, metrics: list | None = None) -> tuple[float, dict]:
     rates = {k: hit / total for k, (hit, total) in result.items() if total}
     keys = metrics or list(rates)
     pooled = sum(result[k][0] for k in keys) / sum(result[k][1] for k in keys)
+    print(f"pooled {pooled:.4f};", ", ".join(f"{t}.{m} {r:.3f}" for (t, m), r in rates.items()))  # -s shows it
     return pooled, rates
 
 
