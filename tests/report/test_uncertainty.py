@@ -164,7 +164,7 @@ def test_only_groups_that_differ_in_the_model_alone_are_compared():
 
 
 def test_resamples_are_a_choice_and_intervals_do_not_need_them():
-    runs, _ = synthetic()
+    runs, _ = synthetic(n_cases=8)  # exact swap tests: the default 1,000 resamples are not drawn
     report = build_report(runs)
     assert report["bootstrap"]["resamples"] == DEFAULT_RESAMPLES >= 1000
     assert report["bootstrap"]["level"] == 0.95
