@@ -75,6 +75,7 @@ def print_report(
     batch_discount: float = DEFAULT_BATCH_DISCOUNT,
     *,
     baseline: str | None = None,
+    adjust: str = "none",
     resamples: int | None = None,
     seed: int | None = None,
     figures: Path | None = None,
@@ -99,6 +100,7 @@ def print_report(
         resamples=bootstrap.DEFAULT_RESAMPLES if resamples is None else resamples,
         seed=bootstrap.DEFAULT_SEED if seed is None else seed,
         baseline=baseline,
+        adjust=adjust,
     )
     if figures is not None:
         from lexpilot_batch.report.plots import save_figures
@@ -130,13 +132,23 @@ def report(
             "--baseline", help="Compare every model with this one (default: every pair of comparable models)."
         ),
     ] = None,
+    adjust: Annotated[
+        str,
+        typer.Option(
+            "--adjust",
+            help="none, or holm: also Holm-adjusted p-values over each comparison's metrics (family-wise 5%).",
+        ),
+    ] = "none",
     resamples: Annotated[
         int | None,
         typer.Option(
-            "--bootstrap", help="Bootstrap resamples for intervals and comparisons (default 1000; 0: none).", min=0
+            "--bootstrap",
+            help="Resamples of the paired bootstrap (Macro-F1, QWK comparisons from 50 cases) and of Monte Carlo "
+            "permutation tests (default 1000; 0: none, those p-values are then left out).",
+            min=0,
         ),
     ] = None,
-    seed: Annotated[int | None, typer.Option("--bootstrap-seed", help="Seed of the bootstrap (default fixed).")] = None,
+    seed: Annotated[int | None, typer.Option("--bootstrap-seed", help="Seed of the resamples (default fixed).")] = None,
     figures: Annotated[
         Path | None,
         typer.Option(
@@ -152,7 +164,7 @@ def report(
     root: RootOpt = None,
 ) -> None:
     """Print the benchmark's metrics per run and cause class, with mean and SD over comparable runs,
-    95% bootstrap intervals and paired model comparisons.
+    95% intervals (case-clustered or jackknife standard errors) and paired model comparisons.
 
     Reads only the workspace database: no API calls, so it works offline on finished runs.
 
@@ -167,6 +179,7 @@ def report(
         load_prices(prices),
         batch_discount,
         baseline=baseline,
+        adjust=adjust,
         resamples=resamples,
         seed=seed,
         figures=figures,

@@ -1,19 +1,22 @@
-"""The report: per-run metrics, their mean and sample SD over comparable runs, bootstrap intervals,
+"""The report: per-run metrics, their mean and sample SD over comparable runs, their intervals,
 model comparisons, interaction statistics, and its renderings.
 
 Everything here works on in-memory inputs (`RunResults`) and returns a dict or a string; reading
 the database and writing files belong to the caller (`results`, `cli`), except `plots`, which
 writes the figure files it is asked for.
 
-- `model`: the inputs (`RunResults`, `TaskRecords`) and the documented JSON shape (`Report`).
+- `document`: the inputs (`RunResults`, `TaskRecords`) and the documented JSON shape (`Report`).
 - `build`: `build_report`, grouping comparable runs into groups and groups into families (same
-  comparison key), usage and cost.
-- `bootstrap`, `estimates`: a family's cases and their packed statistics, resampling; each metric
-  per run, its mean, SD, n and interval.
-- `compare`: model comparisons within a family. `interaction`: rounds used, stop reasons, DCG
-  success by round.
-- `formats`: `FORMATS` and `render(report, fmt)`, one module per format: `table`, `json`, `csv`,
-  `markdown`, `latex`, `html` (with `viewer`'s per-case data and `svg`'s figures).
+  comparison key), the warnings above the tables, usage and cost.
+- `family`, `influence`, `inference`: a family's cases and their additive statistics, each case's
+  influence on each metric (clustered or jackknifed), and the pure statistics (t distribution,
+  standard errors, sign-flip, BCa, Holm).
+- `estimates`: each metric per run, its mean, SD, n, standard error and interval.
+- `compare`: paired model comparisons within a family, with `bootstrap`'s paired unstratified
+  resamples for Macro-F1 and QWK. `interaction`: rounds used, stop reasons, DCG success by round.
+- `formats`: `FORMATS` and `render(report, fmt)`, one module per format: `terminal` (the `table`
+  format), `json`, `csv`, `markdown`, `latex`, `html` (with `viewer`'s per-case data and `svg`'s
+  figures).
 - `tables`, `cells` and `layout`: what the text formats share (the side-by-side tables, how a cell
   reads and the notes on its marks, labels, remarks, settings and usage lines).
 - `figures`: what the three figures show; `svg` draws them inline, `plots` with matplotlib.
@@ -22,9 +25,7 @@ writes the figure files it is asked for.
 from __future__ import annotations
 
 from lexpilot_batch.report.build import build_report
-from lexpilot_batch.report.formats import FORMATS, render
-from lexpilot_batch.report.latex import latex_escape
-from lexpilot_batch.report.model import (
+from lexpilot_batch.report.document import (
     Group,
     MetricSummary,
     Report,
@@ -34,6 +35,8 @@ from lexpilot_batch.report.model import (
     TaskSummary,
     Usage,
 )
+from lexpilot_batch.report.formats import FORMATS, render
+from lexpilot_batch.report.latex import latex_escape
 from lexpilot_batch.report.viewer import viewer_data
 
 __all__ = [

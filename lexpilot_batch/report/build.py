@@ -1,5 +1,6 @@
-"""Building the report: comparable runs grouped, each metric per run, then mean, sample SD, n and a
-bootstrap interval; model comparisons, interaction statistics, usage and cost.
+"""Building the report: comparable runs grouped, each metric per run, then mean, sample SD, n, a
+standard error and an interval; model comparisons, interaction statistics, what the sample size
+allows (each group's `warnings`), usage and cost.
 
 Comparable runs are those with the same `group_key` (dataset hash, selected cases, cause-class
 mapping, code/prompt hash, models and generation settings); runs are never pooled across keys.
@@ -8,8 +9,8 @@ group, and only then averaged: mean and sample SD (ddof=1) over the runs where t
 defined (see `metrics.mean_sd`). What a task scores, and how, is `tasks.TASKS[task]`'s to say.
 
 Groups that share a `comparison_key` (the same but for the evaluated model) form a family: their
-cases are resampled together (`bootstrap.Family`), which gives each group's intervals
-(`estimates`) and each pair's paired comparison (`compare`).
+cases are the clusters of every interval and test (`family.Family`), which gives each group's
+intervals (`estimates`) and each pair's paired comparison (`compare`).
 
 Cost. `prices` maps a role to `{"input": USD per 1M prompt tokens, "output": USD per 1M
 completion tokens}`; each backend's tokens cost what `costs.cost_usd` says (batch work at the
@@ -24,16 +25,38 @@ from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report import bootstrap
-from lexpilot_batch.report.bootstrap import Family, cases_by_class
-from lexpilot_batch.report.compare import check_baseline, compare
+from lexpilot_batch.report import bootstrap, compare, estimates, inference, swap
+from lexpilot_batch.report.compare import check_adjust, check_baseline
 from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd
 from lexpilot_batch.report.costs import total as total_cost
-from lexpilot_batch.report.estimates import estimate
+from lexpilot_batch.report.document import Report, RunResults
+from lexpilot_batch.report.family import Family, cases_by_class
 from lexpilot_batch.report.interaction import interaction_stats
-from lexpilot_batch.report.model import Report, RunResults
 
 ROLE_ORDER = ("eval", "user", "judge")
+BENCHMARK_CASES = 432  # the LexPilot benchmark's cases (the seed README): fewer is a subset or another dataset
+
+METHOD = (
+    "95% interval of the mean over runs: mean +- t(0.975; cases - 1) x SE, the SE from per-case influence "
+    "values (cases are the clusters; runs, histories and claims nested in them): the case-clustered SE for "
+    "per-case additive metrics (clustered-t: Acc_C, Acc_U, DCG success, LJP accuracy), the jackknife SE for "
+    f"Macro-F1, F1_U, F1_C and QWK (jackknife-t); none below {estimates.MIN_CASES} cases or with SE 0"
+)
+_PERM, _BOOT = swap.PERMUTATION_BELOW, compare.BOOTSTRAP_FROM
+TEST = (
+    f"paired by case: below {_PERM} cases a paired permutation test (sign-flip of per-case differences; "
+    f"swap of the models' records of a case for Macro-F1, F1 and QWK), from {_PERM} the paired t test on "
+    f"per-case influence differences (df = cases - 1), for Macro-F1, F1 and QWK from {_BOOT} cases the "
+    "paired unstratified bootstrap (BCa interval and the p-value that inverts it)"
+)
+THRESHOLDS: dict[str, float] = {
+    "min_cases": estimates.MIN_CASES,
+    "permutation_below": swap.PERMUTATION_BELOW,
+    "bootstrap_from": compare.BOOTSTRAP_FROM,
+    "exact_swaps": swap.EXACT_SWAPS,
+    "usable_share": bootstrap.USABLE,
+    "benchmark_cases": BENCHMARK_CASES,
+}
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens")
 
 
@@ -94,13 +117,16 @@ def build_report(
     resamples: int = bootstrap.DEFAULT_RESAMPLES,
     seed: int = bootstrap.DEFAULT_SEED,
     baseline: str | None = None,
+    adjust: str = "none",
 ) -> dict:
-    """The report of `runs` as the stable JSON-ready dict documented in `report.model`.
+    """The report of `runs` as the stable JSON-ready dict documented in `report.document`.
 
-    `resamples` bootstrap resamples give each metric's interval and each comparison's (0: none);
-    `baseline` compares every model with that one instead of every pair.
+    `resamples` are the paired bootstrap's resamples and the Monte Carlo permutation tests' (0:
+    neither; intervals do not need them); `baseline` compares every model with that one instead of
+    every pair; `adjust="holm"` adds Holm-adjusted p-values over each comparison's metrics.
     """
     check_prices(prices, batch_discount)
+    check_adjust(adjust)
     if resamples < 0:
         raise LexpilotError(f"--bootstrap must be 0 or more resamples, not {resamples}.")
     for run in runs:
@@ -123,6 +149,7 @@ def build_report(
             "settings": dict(runs_[0].settings),
             # One dataset hash per group: its runs all used the bundled sample, or none did.
             "bundled_sample": any(r.bundled_sample for r in runs_),
+            "warnings": [],
             "cases": {},
             "tasks": {},
             "interaction": {},
@@ -136,9 +163,9 @@ def build_report(
     comparisons: list[dict] = []
     for indices in families.values():
         family = Family([members[i][1] for i in indices], _natural_key)
-        estimates = estimate(family, resamples, seed)
+        found = estimates.estimate(family)
         for local, i in enumerate(indices):
-            tasks = estimates.tasks[local]
+            tasks = found.tasks[local]
             groups[i]["tasks"] = {
                 task: {**tasks[task], **_task_status(task, members[i][1])} for task in TASKS if task in tasks
             }
@@ -146,21 +173,50 @@ def build_report(
             mine = cases_by_class(members[i][1], _natural_key) if len(indices) > 1 else family.classes
             by_class = {cls: len(cases) for cls, cases in mine.items()}
             groups[i]["cases"] = {"total": sum(by_class.values()), "by_class": by_class}
+            groups[i]["warnings"] = sample_warnings(groups[i]["cases"], groups[i]["bundled_sample"])
             groups[i]["interaction"] = interaction_stats(members[i][1])
-        comparisons += compare(groups, indices, estimates, baseline)
+        comparisons += compare.compare(
+            groups, indices, family, found, baseline, resamples=resamples, seed=seed, adjust=adjust
+        )
     report = {
         "groups": groups,
         "comparisons": comparisons,
         "bootstrap": {
             "resamples": resamples,
             "seed": seed,
-            "level": bootstrap.LEVEL,
-            "method": bootstrap.METHOD,
-            "test": bootstrap.TEST,
+            "level": inference.LEVEL,
+            "method": METHOD,
+            "test": TEST,
+            "adjust": adjust,
+            "thresholds": THRESHOLDS,
         },
     }
     Report.model_validate(report)  # the documented shape is a promise; hold ourselves to it
     return report
+
+
+def sample_warnings(cases: dict, bundled_sample: bool) -> list[str]:
+    """What a reader must know about a group's sample size before reading any of its numbers."""
+    total, by_class = cases["total"], cases["by_class"]
+    least = estimates.MIN_CASES
+    out = []
+    if 0 < total < BENCHMARK_CASES and not bundled_sample:  # the sample dataset has its own warning
+        out.append(
+            f"{total} case{'s' if total != 1 else ''}, not the LexPilot benchmark's {BENCHMARK_CASES}: "
+            "a --limit run, a subset or another dataset"
+        )
+    if 0 < total < least:
+        out.append(
+            f"only {total} case{'s' if total != 1 else ''}: no intervals or standard errors (they need "
+            f"{least} cases); model comparisons are exact permutation tests, whose p-value cannot fall below "
+            "0.05 with fewer than 6 cases that differ"
+        )
+    elif total:
+        small = {cls: k for cls, k in by_class.items() if k < least}
+        if small:
+            listed = ", ".join(f"{cls} ({k})" for cls, k in small.items())
+            out.append(f"cause classes with fewer than {least} cases, shown without intervals: {listed}")
+    return out
 
 
 def _groups(runs: list[RunResults]) -> list[tuple[tuple[str, str, str, str], list[RunResults]]]:

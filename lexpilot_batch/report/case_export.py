@@ -32,7 +32,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.model import RunResults
+from lexpilot_batch.report.document import RunResults
 from lexpilot_batch.util.fileio import write_atomic
 from lexpilot_batch.util.spreadsheet import csv_text
 

@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lexpilot_batch.report.estimates import FEW_CASES, FLAT, MIN_CASES
+from lexpilot_batch.report.influence import UNSTABLE
 from lexpilot_batch.report.layout import has_records, task_runs
 
 UNDEFINED_NOTE = "its denominator is zero (for QWK: zero expected disagreement)"
@@ -23,14 +25,33 @@ NUMBERS_NOTE = (
 
 
 def interval_note(bootstrap: Mapping[str, Any]) -> str:
-    """What the "[low, high]" under a value is, or that there is none."""
-    if not bootstrap["resamples"]:
-        return "No confidence intervals (--bootstrap 0)."
+    """What the "[low, high]" under a value is."""
     return (
-        f"[low, high]: {bootstrap['level']:.0%} confidence interval of the mean over runs, percentile "
-        f"bootstrap over cases stratified by cause class ({bootstrap['resamples']:,} resamples, seed "
-        f"{bootstrap['seed']})."
+        f"[low, high]: {bootstrap['level']:.0%} confidence interval of the mean over runs, over cases: mean ± "
+        "t × SE with the case-clustered SE (accuracies, DCG success) or the jackknife SE (Macro-F1, F1, QWK), "
+        f"t with cases − 1 degrees of freedom; none below {MIN_CASES} cases."
     )
+
+
+# Why a value has no interval, as a cell shows it, and the note that explains the mark.
+REASON_MARKS = {
+    FEW_CASES: ("[few cases]", f"[few cases]: no interval, fewer than {MIN_CASES} cases"),
+    FLAT: (
+        "[no variation]",
+        "[no variation]: no interval, every case moves the value alike (standard error 0); an interval of "
+        "width 0 would claim a certainty that these cases cannot give",
+    ),
+    UNSTABLE: (
+        "[unstable]",
+        "[unstable]: no interval, the value is undefined when one of its cases is left out (the jackknife "
+        "has no value for it)",
+    ),
+}
+
+
+def reason_notes(used: set[str]) -> list[str]:
+    """The notes of the reason marks the cells used."""
+    return [note for reason, (_, note) in REASON_MARKS.items() if reason in used]
 
 
 def number_text(value: float) -> str:
@@ -69,10 +90,22 @@ class Style:
         return text
 
     def interval(self, summary: Mapping[str, Any] | None) -> str:
-        """A metric's 95% bootstrap interval, "[low, high]"; empty when it has none (undefined, or no
-        bootstrap)."""
-        ci = None if summary is None else summary.get("ci")
-        return "" if ci is None else f"[{self.number(ci['low'])}, {self.number(ci['high'])}]"
+        """A metric's 95% interval, "[low, high]"; why it has none ("[few cases]"), or empty when it
+        is undefined."""
+        return self.ci(summary, self.number)
+
+    def ci(self, entry: Mapping[str, Any] | None, number: Callable[[float], str]) -> str:
+        """`entry`'s "ci" as "[low, high]" with `number`, or its "ci_reason"'s mark."""
+        if entry is None:
+            return ""
+        ci = entry.get("ci")
+        if ci is not None:
+            return f"[{number(ci['low'])}, {number(ci['high'])}]"
+        reason = entry.get("ci_reason")
+        if reason in REASON_MARKS:
+            self.used.add(reason)
+            return REASON_MARKS[reason][0]
+        return ""
 
     def stat(self, summary: Mapping[str, Any], sizes: Mapping[str, int]) -> str:
         """A share or mean over runs (an interaction statistic), written like a metric's cell;

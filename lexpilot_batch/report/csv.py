@@ -2,14 +2,17 @@
 value, floats at full precision, an empty cell where a value is undefined.
 
 Columns: model, user_model, judge_model, group_key, run, task, class, metric, value, n, unit, partial,
-bundled_sample.
+bundled_sample, cases, few_cases.
 
 - `run` is a run id (that run's value), or `mean`, `sd` (over the runs where the value is
-  defined), `ci_low`, `ci_high` (the 95% bootstrap interval of the mean).
+  defined), `se` (the standard error of the mean), `ci_low`, `ci_high` (its 95% interval).
 - `class` is `overall` or a cause class.
 - `n` counts what `unit` names: for a run's value its histories, cases or claims (the task's unit;
   cases for the interaction statistics), for `mean` and `sd` the runs the value is defined in, for
-  `ci_low` and `ci_high` the resamples it is defined in.
+  `se`, `ci_low` and `ci_high` the cases they rest on.
+- `cases` is the number of cases of the row's class (or of the group, overall), and `few_cases`
+  (`true`/`false`) says that it is below what an interval needs (`estimates.MIN_CASES`): such a
+  row's value has no `se` and no interval rows, and a filtered CSV still says why.
 - Besides the metrics, the interaction statistics (`report.interaction`) are rows of task
   `ljp_interaction` (metrics `share_<stop reason>`, `mean_responses`) and `dcg`
   (`success_by_round_1`, `success_by_round_2`), class `overall`.
@@ -26,6 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
+from lexpilot_batch.report.estimates import MIN_CASES
 from lexpilot_batch.util.spreadsheet import csv_text
 
 COLUMNS = (
@@ -42,12 +46,18 @@ COLUMNS = (
     "unit",
     "partial",
     "bundled_sample",
+    "cases",
+    "few_cases",
 )
 
 
 def _number(value: float | None) -> float | str:
     """A value cell: the number itself (written at full precision), empty where undefined."""
     return "" if value is None else value
+
+
+def _few(cases: int) -> dict[str, Any]:
+    return {"cases": cases, "few_cases": str(cases < MIN_CASES).lower()}
 
 
 def _summary_rows(
@@ -58,10 +68,12 @@ def _summary_rows(
         yield run_id, _number(value), sizes.get(run_id, ""), unit
     yield "mean", _number(summary["mean"]), summary["n_defined"], "runs"
     yield "sd", _number(summary["sd"]), summary["n_defined"], "runs"
+    if summary.get("se") is not None:
+        yield "se", summary["se"], summary["cases"], "cases"
     ci = summary.get("ci")
     if ci is not None:
-        yield "ci_low", _number(ci["low"]), ci["resamples"], "resamples"
-        yield "ci_high", _number(ci["high"]), ci["resamples"], "resamples"
+        yield "ci_low", _number(ci["low"]), ci["cases"], "cases"
+        yield "ci_high", _number(ci["high"]), ci["cases"], "cases"
 
 
 def tidy_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -69,19 +81,21 @@ def tidy_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     for group in report["groups"]:
         head = {k: group[k] for k in ("model", "user_model", "judge_model", "group_key")}
         head["bundled_sample"] = str(group["bundled_sample"]).lower()
+        total = group["cases"]["total"]
         for task_name, task in group["tasks"].items():
             partial = str(task["partial"]).lower()
             scopes = [("overall", task["overall"]), *task["by_class"].items()]
             for cls, summaries in scopes:
                 for metric, summary in summaries.items():
+                    size = _few(summary["cases"])
                     for run, value, n, unit in _summary_rows(summary, TASKS[task_name].unit, summary["n"]):
                         yield {**head, "run": run, "task": task_name, "class": cls, "metric": metric,
-                               "value": value, "n": n, "unit": unit, "partial": partial}  # fmt: skip
+                               "value": value, "n": n, "unit": unit, "partial": partial, **size}  # fmt: skip
         for task_name, metric, summary, sizes in _interaction(group["interaction"]):
             partial = str(group["tasks"][task_name]["partial"]).lower()
             for run, value, n, unit in _summary_rows(summary, "cases", sizes):
                 yield {**head, "run": run, "task": task_name, "class": "overall", "metric": metric,
-                       "value": value, "n": n, "unit": unit, "partial": partial}  # fmt: skip
+                       "value": value, "n": n, "unit": unit, "partial": partial, **_few(total)}  # fmt: skip
 
 
 def _interaction(stats: Mapping[str, Any]) -> Iterator[tuple[str, str, Mapping[str, Any], Mapping[str, int]]]:

@@ -1,9 +1,10 @@
 """What the report's three figures show, as plain data: drawn as inline SVG for the HTML report
 (`svg`, no dependency) and as SVG and PNG files with matplotlib (`plots`, `report --figures DIR`).
 
-- `metrics`: each task's headline metric per model (mean over runs), with the 95% bootstrap
-  interval as error bars.
-- `classes`: a heatmap per task of the headline metric, cause classes by models.
+- `metrics`: each task's headline metric per model (mean over runs), with its 95% interval as
+  error bars (none where the report gives none).
+- `classes`: a heatmap per task of the headline metric, cause classes by models, each panel
+  coloured over its metric's range (QWK diverging from -1 through 0 to 1).
 - `interaction`: how Interaction LJP consultations ended per model (shares judged at round 1, 2, 3
   or forced to a final prediction, stacked), and DCG success by round.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.protocols.interaction import STOP_REASONS
 from lexpilot_batch.benchmark.tasks import METRIC_TITLES, TASKS
+from lexpilot_batch.report.estimates import metric_range
 from lexpilot_batch.report.interaction import DCG_ROUNDS
 from lexpilot_batch.report.layout import group_label
 from lexpilot_batch.report.tables import STOP_TITLES, metric_title, report_tasks
@@ -44,13 +46,29 @@ class Bars:
 
 @dataclass
 class Panel:
+    """One metric's grid, coloured over the values the metric can take (`low` to `high`):
+    diverging around `middle` (QWK's 0, chance agreement: a negative kappa is not drawn in the
+    colour of 0), else sequential from `low`."""
+
     title: str
     values: list[list[Value]]  # [row][column]
+    low: float = 0.0
+    high: float = 1.0
+    middle: float | None = None
+
+    def position(self, value: float) -> float:
+        """Where `value` sits on the panel's colour scale: -1 (the low end of a diverging scale)
+        through 0 (its middle, or a sequential scale's low end) to 1 (the high end)."""
+        if self.middle is None:
+            return max(0.0, min(1.0, (value - self.low) / (self.high - self.low)))
+        if value < self.middle:
+            return -max(0.0, min(1.0, (self.middle - value) / (self.middle - self.low)))
+        return max(0.0, min(1.0, (value - self.middle) / (self.high - self.middle)))
 
 
 @dataclass
 class Heatmap:
-    """Panels of values, rows by columns (cause classes by models), on one 0-1 colour scale."""
+    """Panels of values, rows by columns (cause classes by models), each on its metric's scale."""
 
     name: str
     title: str
@@ -104,7 +122,9 @@ def classes_figure(report: Mapping[str, Any]) -> Heatmap:
                 by_class = g["tasks"][t]["by_class"] if t in g["tasks"] else {}
                 row.append(by_class[cls][metric]["mean"] if cls in by_class else None)
             values.append(row)
-        panels.append(Panel(f"{TASKS[t].title} {METRIC_TITLES[metric]}", values))
+        low, high = metric_range(metric)
+        middle = 0.0 if low < 0.0 else None  # QWK: below 0 is agreement worse than chance
+        panels.append(Panel(f"{TASKS[t].title} {METRIC_TITLES[metric]}", values, low, high, middle))
     columns = [group_label(g, groups) for g in groups]
     return Heatmap("classes", "Per cause class (mean over runs)", classes, columns, panels)
 

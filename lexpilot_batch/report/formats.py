@@ -13,12 +13,12 @@ from pydantic import ValidationError
 
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.csv import render_csv
+from lexpilot_batch.report.document import Report
 from lexpilot_batch.report.html import render_html
 from lexpilot_batch.report.json import render_json
 from lexpilot_batch.report.latex import render_latex
 from lexpilot_batch.report.markdown import render_markdown
-from lexpilot_batch.report.model import Report
-from lexpilot_batch.report.table import render_table
+from lexpilot_batch.report.terminal import render_table
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "table": render_table,

@@ -27,15 +27,16 @@ from lexpilot_batch.report.cells import (
     UNDEFINED_NOTE,
     Style,
     interval_note,
+    reason_notes,
 )
 from lexpilot_batch.report.figures import figures
 from lexpilot_batch.report.layout import (
     cost_note,
     group_label,
     group_remarks,
-    sample_remark,
     settings_text,
     usage_rows,
+    warnings_above,
 )
 from lexpilot_batch.report.tables import Table, tables
 
@@ -359,6 +360,7 @@ def _notes(style: Style) -> list[str]:
         notes.append(f"† {PARTIAL_NOTE}.")
     if "not_run" in style.used:
         notes.append(f"n/a: {NO_RECORDS_NOTE}.")
+    notes += [f"{note}." for note in reason_notes(style.used)]
     return notes
 
 
@@ -390,11 +392,11 @@ def render_html(report: dict, viewer: Mapping[str, Any] | None = None) -> str:
     body = [f'<p class="note">{escape(NUMBERS_NOTE)} {escape(interval_note(report["bootstrap"]))}</p>']
     if not groups:
         body.append("<p>No runs to report.</p>")
-    # Before the tables, so that nobody takes a demonstration for a benchmark result.
+    # Before the tables, so that nobody takes a demonstration, or a handful of cases, for a benchmark result.
     body += [
-        f'<p class="warning"><b>{escape(group_label(g, groups))}</b>: {escape(remark)}.</p>'
+        f'<p class="warning"><b>{escape(group_label(g, groups))}</b>: {escape(text)}.</p>'
         for g in groups
-        if (remark := sample_remark(g))
+        for text in warnings_above(g)
     ]
     body += [_table_html(t) for t in tables(report, style)]
     if groups:

@@ -15,7 +15,7 @@ from lexpilot_batch.benchmark.protocols.dcg import ON_TARGET
 from lexpilot_batch.benchmark.protocols.interaction import STOP_REASONS
 from lexpilot_batch.benchmark.tasks import TASKS, responses_used
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.model import RunResults
+from lexpilot_batch.report.document import RunResults
 
 DCG_ROUNDS = ("1", "2")
 
@@ -38,7 +38,7 @@ def _records(run: RunResults, task: str, read: Callable[[dict], Any]) -> list[An
 
 
 def interaction_stats(runs: list[RunResults]) -> dict:
-    """The group's `interaction` JSON (see `report.model`); tasks no run has are left out."""
+    """The group's `interaction` JSON (see `report.document`); tasks no run has are left out."""
     out: dict[str, dict] = {}
     present = [run for run in runs if "ljp_interaction" in run.tasks]
     if present:

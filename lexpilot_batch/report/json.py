@@ -1,4 +1,4 @@
-"""The report as JSON: the documented shape (`report.model`), Chinese unescaped, floats at full precision."""
+"""The report as JSON: the documented shape (`report.document`), Chinese unescaped, floats at full precision."""
 
 from __future__ import annotations
 

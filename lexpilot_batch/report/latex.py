@@ -12,7 +12,14 @@ from typing import Any
 from lexpilot_batch.benchmark.protocols.interaction import STOP_REASONS
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import SAMPLE_NOTE
-from lexpilot_batch.report.cells import FEWER_RUNS_NOTE, NO_RECORDS_NOTE, NUMBERS_NOTE, UNDEFINED_NOTE, Style
+from lexpilot_batch.report.cells import (
+    FEWER_RUNS_NOTE,
+    NO_RECORDS_NOTE,
+    NUMBERS_NOTE,
+    UNDEFINED_NOTE,
+    Style,
+    reason_notes,
+)
 from lexpilot_batch.report.interaction import DCG_ROUNDS
 from lexpilot_batch.report.layout import group_label, group_remarks, sample_remark, settings_text
 from lexpilot_batch.report.tables import p_text, report_tasks
@@ -113,11 +120,15 @@ def _notes(
         notes.append(r"$^\dagger$ partial: some cases are not scored.")
     if "not_run" in style.used:
         notes.append(f"n/a: {latex_escape(NO_RECORDS_NOTE)}.")
+    notes += [f"{latex_escape(note)}." for note in reason_notes(style.used)]
     sample = [
         latex_escape(group_label(g, list(groups))) for g in (groups if shown is None else shown) if sample_remark(g)
     ]
     if sample:
         notes.append(f"{', '.join(sample)}: {latex_escape(SAMPLE_NOTE)}.")
+    # What the number of cases allows travels with every table into a paper.
+    for g in groups if shown is None else shown:
+        notes += [f"{latex_escape(group_label(g, list(groups)))}: {latex_escape(w)}." for w in g["warnings"]]
     return notes
 
 
@@ -199,8 +210,14 @@ def _by_class(report: Mapping[str, Any]) -> list[str]:
 def _comparisons(report: Mapping[str, Any]) -> list[str]:
     if not report["comparisons"]:
         return []
-    head = [r"Comparison ($A-B$) & Metric & $\Delta$ & 95\% CI & $p$ \\"]
+    holm = report["bootstrap"]["adjust"] == "holm"
+    head = [
+        r"Comparison ($A-B$) & Metric & $\Delta$ & 95\% CI & $p$"
+        + (r" & $p_\mathrm{Holm}$" if holm else "")
+        + r" & MDD \\"
+    ]
     body: list[str] = []
+    style = _style()
     for i, c in enumerate(report["comparisons"]):
         if i:
             body.append(r"\midrule")
@@ -210,20 +227,37 @@ def _comparisons(report: Mapping[str, Any]) -> list[str]:
             metric = TASKS[task_name].headline
             d = task[metric]
             delta = "--" if d["difference"] is None else f"{100 * d['difference']:+.1f}"
-            ci = "" if d["ci"] is None else f"[{100 * d['ci']['low']:+.1f}, {100 * d['ci']['high']:+.1f}]"
+            ci = style.ci(d, lambda v: f"{100 * v:+.1f}")
             metric_name = f"{_SHORT_TASKS[task_name]} {_LATEX_METRICS[metric]}"
-            body.append(
-                " & ".join([name if first else "", metric_name, delta, ci, latex_escape(p_text(d["p_value"]))]) + r" \\"
-            )
+            cells = [
+                name if first else "",
+                metric_name,
+                delta,
+                latex_escape(ci),
+                latex_escape(p_text(d["p_value"], d["p_floor"])),
+            ]
+            if holm:
+                floor = d["p_floor"] and d["p_adjusted"] == d["p_value"]
+                cells.append(latex_escape(p_text(d["p_adjusted"], floor)))
+            cells.append("" if d["mdd"] is None else f"{100 * d['mdd']:.1f}")
+            body.append(" & ".join(cells) + r" \\")
             first = False
     caption = (
-        r"Model comparisons ($\times$100): difference of the means over runs, paired bootstrap 95\% interval over "
-        r"cases and two-sided bootstrap $p$ (not corrected for multiple comparisons)."
+        r"Model comparisons ($\times$100): difference of the means over runs, paired by case; 95\% interval, "
+        r"two-sided $p$ (a paired permutation test below "
+        f"{report['bootstrap']['thresholds']['permutation_below']:g}"
+        r" cases, else a paired $t$ or, for Macro-F1 and QWK, bootstrap test)"
+        + (
+            r", $p_\mathrm{Holm}$ adjusted over each comparison's metrics"
+            if holm
+            else ", not corrected for multiple comparisons"
+        )
+        + r"; MDD: the difference detected with 80\% power."
     )
     compared = {side["group_key"] for c in report["comparisons"] for side in (c["a"], c["b"])}
     shown = [g for g in report["groups"] if g["group_key"] in compared]
-    notes = _notes(_style(), report["groups"], shown)
-    return _table(False, "llrcr", head, body, caption, "tab:lexpilot-comparisons", notes)
+    notes = _notes(style, report["groups"], shown)
+    return _table(False, "llrcr" + ("r" if holm else "") + "r", head, body, caption, "tab:lexpilot-comparisons", notes)
 
 
 def _interaction(report: Mapping[str, Any]) -> list[str]:
@@ -287,6 +321,7 @@ def render_latex(report: dict) -> str:
             f"settings: {settings_text(g['settings'])}"
         )
         lines += [f"%   {remark}" for remark in group_remarks(g)]
+        lines += [f"%   !! {warning}" for warning in g["warnings"]]
     if not groups:
         return "\n".join([*lines, "% No runs to report."]) + "\n"
     for table in (_main, _details, _by_class, _comparisons, _interaction):

@@ -41,6 +41,13 @@ def sample_remark(group: Mapping[str, Any]) -> str | None:
     return SAMPLE_NOTE if group.get("bundled_sample") else None
 
 
+def warnings_above(group: Mapping[str, Any]) -> list[str]:
+    """What every text format says about a group above its tables: that it ran on the bundled
+    sample, then what its number of cases allows (`build.sample_warnings`)."""
+    sample = sample_remark(group)
+    return [*([sample] if sample else []), *group["warnings"]]
+
+
 def has_records(task: Mapping[str, Any]) -> bool:
     """Whether any run of the group scored a record of this task (`--partial` may report none)."""
     return any(task["n"].values())

@@ -19,14 +19,15 @@ from lexpilot_batch.report.cells import (
     UNDEFINED_NOTE,
     Style,
     interval_note,
+    reason_notes,
 )
 from lexpilot_batch.report.layout import (
     cost_note,
     group_label,
     group_remarks,
-    sample_remark,
     settings_text,
     usage_rows,
+    warnings_above,
 )
 from lexpilot_batch.report.tables import Table, tables
 
@@ -64,6 +65,7 @@ def _md_notes(style: Style) -> list[str]:
         notes.append(f"† {PARTIAL_NOTE}.")
     if "not_run" in style.used:
         notes.append(f"n/a: {NO_RECORDS_NOTE}.")
+    notes += [f"{note}." for note in reason_notes(style.used)]
     return notes
 
 
@@ -73,11 +75,10 @@ def render_markdown(report: dict) -> str:
     lines = ["# LexPilot results", "", _md(NUMBERS_NOTE), _md(interval_note(report["bootstrap"])), ""]
     if not groups:
         return "\n".join([*lines, "No runs to report."]) + "\n"
-    # Before the tables, so that nobody takes a demonstration for a benchmark result.
+    # Before the tables, so that nobody takes a demonstration, or a handful of cases, for a benchmark result.
     for g in groups:
-        remark = sample_remark(g)
-        if remark:
-            lines += [f"> **{_md(group_label(g, groups))}**: {_md(remark)}.", ""]
+        for text in warnings_above(g):
+            lines += [f"> **{_md(group_label(g, groups))}**: {_md(text)}.", ""]
     for table in tables(report, style):
         lines += _lines(table)
 

@@ -1,19 +1,28 @@
 """The report's figures (`figures`) as SVG and PNG files drawn with matplotlib: `report --figures DIR`.
 
 matplotlib is the optional extra `lexpilot-batch[plots]`; without it `save_figures` stops with an
-error that names the extra. Chinese labels (the cause classes) need a CJK font: the first one
-matplotlib knows of is used; without one, the files are still written and `save_figures` says so.
-SVG files keep their text as text (the viewer's fonts draw it); PNG files are drawn at 150 dpi.
+error that names the extra. Chinese labels (the cause classes) need a CJK font: the first of
+`CJK_FONTS` that matplotlib knows of is used, then any installed font whose name says CJK (a font
+installed after matplotlib built its font cache is found by scanning the system's font files);
+without one, the files are still written and `save_figures` says which font to install
+(`INSTALL_HINT`). matplotlib's own warnings and log lines (a missing glyph, an unknown font
+family) are not printed at the user: what they would say is that one warning. SVG files keep their
+text as text (the viewer's fonts draw it); PNG files are drawn at 150 dpi.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import warnings as py_warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.figures import Bars, Figure, Heatmap, Stacked, figures
-from lexpilot_batch.report.svg import PALETTE
+from lexpilot_batch.report.figures import Bars, Figure, Heatmap, Panel, Stacked, figures
+from lexpilot_batch.report.svg import NEGATIVE, PALETTE, POSITIVE
 
 CJK_FONTS = (
     "Noto Sans CJK SC",
@@ -26,6 +35,18 @@ CJK_FONTS = (
     "PingFang SC",
     "Heiti SC",
     "Arial Unicode MS",
+    # Same glyphs for Chinese text, other regional defaults: as Debian's fonts-noto-cjk names them.
+    "Noto Sans CJK JP",
+    "Noto Sans CJK TC",
+    "Noto Sans CJK KR",
+    "Noto Serif CJK SC",
+    "Droid Sans Fallback",
+    "AR PL UMing CN",
+)
+CJK_NAME = re.compile(r"CJK|Han Sans|Han Serif|WenQuanYi|YaHei|SimHei|SimSun|PingFang|Heiti|Hiragino|Fallback", re.I)
+INSTALL_HINT = (
+    "install the font Noto Sans CJK SC (Debian/Ubuntu: apt install fonts-noto-cjk; Fedora: dnf install "
+    "google-noto-sans-cjk-fonts; macOS and Windows ship PingFang SC and Microsoft YaHei, which are found)"
 )
 
 
@@ -44,10 +65,43 @@ def _pyplot() -> Any:
 
 
 def _cjk_font() -> str | None:
+    """The CJK font to draw with: a known name first, then any known font whose name says CJK, then
+    the same among the system's font files that matplotlib's cache predates (added to it)."""
     from matplotlib import font_manager
 
-    known = {f.name for f in font_manager.fontManager.ttflist}
-    return next((name for name in CJK_FONTS if name in known), None)
+    manager = font_manager.fontManager
+    found = _pick({f.name for f in manager.ttflist})
+    if found is not None:
+        return found
+    cached = {f.fname for f in manager.ttflist}
+    for path in font_manager.findSystemFonts():
+        if path in cached or not CJK_NAME.search(Path(path).name.replace("-", " ")):
+            continue
+        try:
+            manager.addfont(path)
+        except (OSError, RuntimeError, ValueError):
+            continue  # unreadable font file: not ours to mend
+    return _pick({f.name for f in manager.ttflist})
+
+
+def _pick(known: set[str]) -> str | None:
+    named = next((name for name in CJK_FONTS if name in known), None)
+    return named or next((name for name in sorted(known) if CJK_NAME.search(name)), None)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """matplotlib's warnings (a glyph missing from the font) and its log lines (findfont) kept from
+    the user's terminal; `save_figures` says what matters once."""
+    logger = logging.getLogger("matplotlib")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with py_warnings.catch_warnings():
+            py_warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def _bars(ax: Any, figure: Bars) -> None:
@@ -72,6 +126,18 @@ def _bars(ax: Any, figure: Bars) -> None:
     ax.set_title(figure.title, fontsize=10)
 
 
+def _scale(panel: Panel) -> tuple[Any, Any]:
+    """The colour map and norm of a panel, as `svg` shades it: white to blue over the metric's
+    range, or vermillion through white (at `middle`) to blue."""
+    from matplotlib.colors import LinearSegmentedColormap, Normalize, TwoSlopeNorm
+
+    blue, vermillion = ("#{:02x}{:02x}{:02x}".format(*rgb) for rgb in (POSITIVE, NEGATIVE))
+    if panel.middle is None:
+        return LinearSegmentedColormap.from_list("lexpilot", ["#ffffff", blue]), Normalize(panel.low, panel.high)
+    cmap = LinearSegmentedColormap.from_list("lexpilot-diverging", [vermillion, "#ffffff", blue])
+    return cmap, TwoSlopeNorm(panel.middle, panel.low, panel.high)
+
+
 def _draw(plt: Any, figure: Figure) -> Any:
     if isinstance(figure, Bars):
         fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(figure.categories) + 1), 3.6), layout="constrained")
@@ -90,7 +156,8 @@ def _draw(plt: Any, figure: Figure) -> Any:
         )
         for ax, panel in zip(axes[0], figure.panels, strict=False):
             grid = [[float("nan") if v is None else v for v in row] for row in panel.values]
-            image = ax.imshow(grid, cmap="Blues", vmin=0, vmax=1, aspect="auto")
+            cmap, norm = _scale(panel)
+            image = ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto")
             ax.set_xticks(range(len(figure.columns)))
             ax.set_xticklabels(figure.columns, rotation=35, ha="right", fontsize=8)
             ax.set_yticks(range(len(figure.rows)))
@@ -99,9 +166,9 @@ def _draw(plt: Any, figure: Figure) -> Any:
             for ri, row in enumerate(panel.values):
                 for ci, v in enumerate(row):
                     text = "–" if v is None else f"{v:.2f}"
-                    color = "white" if v is not None and v > 0.6 else "#222"
+                    color = "white" if v is not None and abs(panel.position(v)) > 0.6 else "#222"
                     ax.text(ci, ri, text, ha="center", va="center", fontsize=7, color=color)
-        fig.colorbar(image, ax=list(axes[0]), shrink=0.8)
+            fig.colorbar(image, ax=ax, shrink=0.8)
         fig.suptitle(figure.title, fontsize=10)
         return fig
     assert isinstance(figure, Stacked)
@@ -136,14 +203,15 @@ def save_figures(report: dict, out_dir: Path) -> tuple[list[Path], list[str]]:
     files written and any warnings (a missing CJK font)."""
     plt = _pyplot()
     warnings = []
-    font = _cjk_font()
+    with _quiet():
+        font = _cjk_font()
     style: dict[str, Any] = {"svg.fonttype": "none", "font.size": 9}
     if font is not None:
         style["font.sans-serif"] = [font, "DejaVu Sans"]
     elif any(not label.isascii() for label in _labels(report)):
         warnings.append(
-            "no CJK font found for matplotlib: Chinese labels may show as boxes in the PNG files "
-            "(install one, e.g. Noto Sans CJK or WenQuanYi Micro Hei); the SVG files keep them as text."
+            f"no CJK font found for matplotlib: Chinese labels show as boxes in the PNG files; {INSTALL_HINT}. "
+            "The SVG files keep them as text."
         )
     out_dir = Path(out_dir)
     try:
@@ -151,7 +219,7 @@ def save_figures(report: dict, out_dir: Path) -> tuple[list[Path], list[str]]:
     except OSError as exc:
         raise LexpilotError(f"cannot create --figures folder {out_dir} ({exc.strerror or exc})") from None
     written = []
-    with plt.rc_context(style):
+    with plt.rc_context(style), _quiet():
         for figure in figures(report):
             fig = _draw(plt, figure)
             for suffix in ("svg", "png"):

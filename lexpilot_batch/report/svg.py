@@ -100,10 +100,15 @@ def bars(figure: Bars, width: float = 720, height: float = 300) -> str:
     return _svg(width, total_h, figure.title, body + legend, figure.name)
 
 
-def _shade(value: float) -> str:
-    """White (0 or below) to blue (1)."""
-    t = max(0.0, min(1.0, value))
-    r, g, b = (int(255 + (c - 255) * t) for c in (0x00, 0x72, 0xB2))
+NEGATIVE = (0xD5, 0x5E, 0x00)  # Okabe-Ito vermillion: the low side of a diverging scale
+POSITIVE = (0x00, 0x72, 0xB2)  # Okabe-Ito blue: the high side
+
+
+def _shade(position: float) -> str:
+    """A colour for `Panel.position`: white at 0, blue towards 1, vermillion towards -1."""
+    t = max(-1.0, min(1.0, position))
+    end = POSITIVE if t >= 0 else NEGATIVE
+    r, g, b = (int(255 + (c - 255) * abs(t)) for c in end)
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
@@ -135,13 +140,13 @@ def heatmap(figure: Heatmap) -> str:
                 body.append(_text(px - 6, ry + 15, row, "end", 11))
             for ci, value in enumerate(panel.values[ri]):
                 cx = px + ci * cell_w
-                fill = "#f2f2f2" if value is None else _shade(value)
+                fill = "#f2f2f2" if value is None else _shade(panel.position(value))
                 tip = f"{row} — {figure.columns[ci]} — {panel.title}: {_number(value)}"
                 body.append(
                     f'<rect x="{cx:.1f}" y="{ry:.1f}" width="{cell_w - 2:.1f}" height="{cell_h - 2:.1f}" '
                     f'fill="{fill}"><title>{escape(tip)}</title></rect>'
                 )
-                ink = "#fff" if value is not None and value > 0.6 else "#222"
+                ink = "#fff" if value is not None and abs(panel.position(value)) > 0.6 else "#222"
                 label = "–" if value is None else f"{value:.2f}"
                 body.append(_text(cx + cell_w / 2 - 1, ry + 15, label, "middle", 11, f' fill="{ink}"'))
     return _svg(width, height, figure.title, body, figure.name)

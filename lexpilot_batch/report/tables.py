@@ -68,14 +68,27 @@ def signed(value: float) -> str:
     return f"{value:+.4f}"
 
 
-def p_text(p: float | None) -> str:
+def p_text(p: float | None, floor: bool = False) -> str:
+    """A p-value: 3 decimals, "<0.001" below; "<x" when the resamples cannot resolve it (`floor`)."""
     if p is None:
         return ""
+    if floor:
+        return f"<{p:.2g}"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def interval_text(ci: Mapping[str, Any] | None, number=number_text) -> str:
-    return "" if ci is None else f"[{number(ci['low'])}, {number(ci['high'])}]"
+# How a comparison's p-value was computed, as its table names it (`compare` documents each).
+TEST_TITLES = {
+    "paired-t": "paired t",
+    "jackknife-t": "jackknife t",
+    "sign-flip-exact": "sign-flip, exact",
+    "sign-flip-mc": "sign-flip, MC",
+    "swap-exact": "swap, exact",
+    "swap-mc": "swap, MC",
+    "sign-flip-jackknife-exact": "sign-flip (jackknife), exact",
+    "sign-flip-jackknife-mc": "sign-flip (jackknife), MC",
+    "bootstrap-bca": "bootstrap BCa",
+}
 
 
 def _summary_cell(style: Style, task: Mapping[str, Any] | None, summaries: Mapping | None, metric: str) -> Cell:
@@ -137,9 +150,10 @@ def task_table(report: Mapping[str, Any], task_name: str, style: Style) -> Table
     return table
 
 
-def comparison_table(report: Mapping[str, Any]) -> Table | None:
+def comparison_table(report: Mapping[str, Any], style: Style) -> Table | None:
     if not report["comparisons"]:
         return None
+    holm = report["bootstrap"]["adjust"] == "holm"
     rows: list[list[Cell]] = []
     starts = []
     for comparison in report["comparisons"]:
@@ -148,31 +162,45 @@ def comparison_table(report: Mapping[str, Any]) -> Table | None:
         first = True
         for task_name, task in comparison["tasks"].items():
             for metric, d in task.items():
-                rows.append(
-                    [
-                        Cell(name if first else ""),
-                        Cell(metric_title(task_name, metric)),
-                        Cell("" if d["a"] is None else number_text(d["a"])),
-                        Cell("" if d["b"] is None else number_text(d["b"])),
-                        Cell("undefined" if d["difference"] is None else signed(d["difference"])),
-                        Cell(interval_text(d["ci"], signed)),
-                        Cell(p_text(d["p_value"])),
-                    ]
-                )
+                cells = [
+                    Cell(name if first else ""),
+                    Cell(metric_title(task_name, metric)),
+                    Cell("" if d["a"] is None else number_text(d["a"])),
+                    Cell("" if d["b"] is None else number_text(d["b"])),
+                    Cell("undefined" if d["difference"] is None else signed(d["difference"])),
+                    Cell(style.ci(d, signed)),
+                    Cell(p_text(d["p_value"], d["p_floor"])),
+                ]
+                if holm:
+                    cells.append(Cell(p_text(d["p_adjusted"], d["p_floor"] and d["p_adjusted"] == d["p_value"])))
+                cells += [
+                    Cell(TEST_TITLES.get(d["test"] or "", d["test"] or "")),
+                    Cell("" if d["correlation"] is None else f"{d['correlation']:+.2f}"),
+                    Cell("" if d["mdd"] is None else number_text(d["mdd"])),
+                ]
+                rows.append(cells)
                 first = False
     header = ["Comparison (A − B)", "Metric", "A", "B", "A − B", "95% CI", "p"]
-    table = Table("comparisons", "Model comparisons", header, rows, "llrrrrr", _comparison_note(report))
+    header += ["p (Holm)"] if holm else []
+    header += ["test", "r", "MDD"]
+    align = "llrrrrr" + ("r" if holm else "") + "lrr"
+    table = Table("comparisons", "Model comparisons", header, rows, align, comparison_note(report))
     table.groups = starts
     return table
 
 
-def _comparison_note(report: Mapping[str, Any]) -> str:
+def comparison_note(report: Mapping[str, Any]) -> str:
     b = report["bootstrap"]
-    if not b["resamples"]:
-        return "difference of the means over runs (no bootstrap: --bootstrap 0)"
+    adjusted = (
+        "p (Holm): adjusted over each comparison's metrics (family-wise 5%)"
+        if b["adjust"] == "holm"
+        else "p not corrected for multiple comparisons (--adjust holm)"
+    )
     return (
-        f"difference of the means over runs; paired bootstrap over the same cases ({b['resamples']:,} "
-        "resamples); p: two-sided bootstrap test, not corrected for multiple comparisons"
+        "difference of the means over runs, paired by case; p: two-sided, by the test named (a permutation "
+        f"test below {b['thresholds']['permutation_below']:g} cases); {adjusted}; r: correlation of the two "
+        "models' per-case scores; MDD: the difference a 5% test detects with 80% power; <x: the "
+        f"{b['resamples']:,} resamples cannot resolve a p below x"
     )
 
 
@@ -237,7 +265,7 @@ def tables(report: Mapping[str, Any], style: Style) -> list[Table]:
         return []
     out = [main_table(report, style)]
     out += [task_table(report, t, style) for t in report_tasks(report)]
-    comparison = comparison_table(report)
+    comparison = comparison_table(report, style)
     if comparison is not None:
         out.append(comparison)
     out += interaction_tables(report, style)

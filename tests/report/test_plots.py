@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 
 import pytest
-from test_report import CONTRACT, FAMILY, dcg, run, two_runs
+from test_report import CONTRACT, FAMILY, dcg, ljp, run, two_runs
 
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import build_report
@@ -49,3 +49,70 @@ def test_without_matplotlib_the_error_names_the_extra(monkeypatch, tmp_path):
     with pytest.raises(LexpilotError, match=r"lexpilot-batch\[plots\]"):
         save_figures(report(), tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def negative_kappa_report() -> dict:
+    """One model whose Gold LJP verdicts in class FAMILY are the reverse of gold: QWK -1 there."""
+    records = ljp(
+        (FAMILY, [("支持", "驳回"), ("驳回", "支持")]),
+        (CONTRACT, [("支持", "支持"), ("驳回", "驳回"), ("部分支持", "部分支持")]),
+    )
+    return build_report([run("run1", {"ljp_gold": records})])
+
+
+def test_the_heatmap_colours_each_metric_over_its_range_a_negative_kappa_is_not_white():
+    """A QWK of -1 (agreement worse than chance) was drawn like 0 (white) on a 0-1 scale; the
+    panel now spans -1 to 1, vermillion below chance, white at 0, blue above."""
+    from lexpilot_batch.report.svg import heatmap
+
+    (panel,) = [f for f in figures(negative_kappa_report()) if f.name == "classes"][0].panels  # type: ignore[union-attr]
+    assert (panel.low, panel.middle, panel.high) == (-1.0, 0.0, 1.0)
+    values = {row: values[0] for row, values in zip(sorted([CONTRACT, FAMILY]), panel.values, strict=True)}
+    assert values[FAMILY] == pytest.approx(-1.0) and values[CONTRACT] == pytest.approx(1.0)
+    assert panel.position(-1.0) == -1.0 and panel.position(0.0) == 0.0 and panel.position(0.5) == 0.5
+    svg = heatmap([f for f in figures(negative_kappa_report()) if f.name == "classes"][0])  # type: ignore[arg-type]
+    assert 'fill="#d55e00"' in svg  # -1: full vermillion, not the white of 0
+    assert 'fill="#0072b2"' in svg  # +1: full blue
+
+
+def test_without_a_cjk_font_the_warning_names_the_font_to_install_and_matplotlib_stays_quiet(
+    tmp_path, monkeypatch, capfd
+):
+    """matplotlib's glyph warnings ("Glyph ... missing from font(s) DejaVu Sans") and findfont log
+    lines were printed at the user; now only our one warning, which says what to install."""
+    import warnings
+
+    from matplotlib import font_manager
+
+    from lexpilot_batch.report import plots
+
+    monkeypatch.setattr(
+        font_manager.fontManager,
+        "ttflist",
+        [f for f in font_manager.fontManager.ttflist if not plots.CJK_NAME.search(f.name)],
+    )
+    monkeypatch.setattr(font_manager, "findSystemFonts", lambda *a, **k: [])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, said = save_figures(report(), tmp_path)
+    assert [w for w in caught if "matplotlib" in (w.filename or "") or "Glyph" in str(w.message)] == []
+    out, err = capfd.readouterr()
+    assert "Glyph" not in out + err and "findfont" not in out + err
+    (warning,) = said
+    assert "Noto Sans CJK SC" in warning and "fonts-noto-cjk" in warning
+
+
+def test_an_installed_cjk_font_is_found_by_any_of_its_names(monkeypatch):
+    """Debian's fonts-noto-cjk registers "Noto Sans CJK JP" (the SC glyphs are in the same file);
+    the old list of names did not know it and warned although Chinese would have drawn."""
+    from matplotlib import font_manager
+
+    from lexpilot_batch.report import plots
+
+    fake = font_manager.FontEntry(fname="/nonexistent/NotoSansCJK-Regular.ttc", name="Noto Sans CJK JP")
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [*font_manager.fontManager.ttflist, fake])
+    assert plots._cjk_font() == "Noto Sans CJK JP"
+    other = font_manager.FontEntry(fname="/nonexistent/SourceHanSansCN-Regular.otf", name="Source Han Sans CN")
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [other])
+    monkeypatch.setattr(font_manager, "findSystemFonts", lambda *a, **k: [])
+    assert plots._cjk_font() == "Source Han Sans CN"

@@ -228,7 +228,7 @@ def test_single_run_has_undefined_sd():
 def test_json_shape_is_exactly_as_documented():
     report = build_report(two_runs(), prices={"eval": {"input": 1, "output": 2}})
     assert set(report) == {"groups", "comparisons", "bootstrap"}
-    assert set(report["bootstrap"]) == {"resamples", "seed", "level", "method", "test"}
+    assert set(report["bootstrap"]) == {"resamples", "seed", "level", "method", "test", "adjust", "thresholds"}
     group = only_group(report)
     assert set(group) == {
         "model",
@@ -241,6 +241,7 @@ def test_json_shape_is_exactly_as_documented():
         "settings",
         "cases",
         "bundled_sample",
+        "warnings",
         "tasks",
         "interaction",
         "usage",
@@ -254,8 +255,15 @@ def test_json_shape_is_exactly_as_documented():
         assert set(task) == {"overall", "by_class", "n", "partial", "missing", "failed"}
         for summaries in [task["overall"], *task["by_class"].values()]:
             for summary in summaries.values():
-                assert set(summary) == {"mean", "sd", "n_defined", "per_run", "n", "ci"}
-                assert summary["ci"] is None or set(summary["ci"]) == {"low", "high", "resamples"}
+                assert set(summary) == {"mean", "sd", "n_defined", "per_run", "n", "cases", "se", "ci", "ci_reason"}
+                assert summary["ci"] is None or set(summary["ci"]) == {
+                    "low",
+                    "high",
+                    "method",
+                    "cases",
+                    "df",
+                    "resamples",
+                }
     assert set(group["tasks"]["lca"]["overall"]) == {"macro_f1", "f1_u", "f1_c", "acc_c", "acc_u"}
     assert set(group["tasks"]["dcg"]["overall"]) == {"success_rate"}
     assert set(group["tasks"]["ljp_direct"]["overall"]) == {"qwk", "accuracy"}
@@ -379,7 +387,10 @@ def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
         "n_defined": 0,
         "per_run": {"run1": None, "run2": None},
         "n": {"run1": 2, "run2": 2},
+        "cases": 1,
+        "se": None,
         "ci": None,
+        "ci_reason": None,  # undefined needs no reason beyond itself
     }
     table = render(report, "table")
     overall = next(line for line in table.splitlines() if line.lstrip().startswith("overall"))
@@ -387,7 +398,7 @@ def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
     assert "— undefined: its denominator is zero" in table
     markdown = render(report, "markdown")
     assert "| model-a | 2 | undefined |" in markdown  # the main table: Gold LJP QWK
-    assert "| overall (1 cases) | model-a | 2 | undefined | 1.0000 ± 0.0000 [1.0000, 1.0000] |" in markdown
+    assert "| overall (1 cases) | model-a | 2 | undefined | 1.0000 ± 0.0000 [few cases] |" in markdown
     assert "- undefined: its denominator is zero" in markdown
     latex = render(report, "latex")
     assert r"model-a & 2 & -- \\" in latex
@@ -463,17 +474,24 @@ def test_a_mean_over_fewer_runs_says_so():
 def test_csv_is_tidy_one_numeric_value_per_row():
     rows = list(csv.DictReader(io.StringIO(render(build_report(two_runs()), "csv"))))
     assert list(rows[0]) == ["model", "user_model", "judge_model", "group_key", "run", "task", "class", "metric",
-                             "value", "n", "unit", "partial", "bundled_sample"]  # fmt: skip
+                             "value", "n", "unit", "partial", "bundled_sample", "cases", "few_cases"]  # fmt: skip
     for row in rows:
         assert row["value"] == "" or math.isfinite(float(row["value"]))
         assert "undefined" not in row.values()
     macro = {r["run"]: r for r in rows if (r["task"], r["class"], r["metric"]) == ("lca", "overall", "macro_f1")}
-    assert list(macro) == ["run1", "run2", "mean", "sd", "ci_low", "ci_high"]
+    # 4 cases (2 per class): too few for an interval, and every row says so.
+    assert list(macro) == ["run1", "run2", "mean", "sd"]
+    assert {(r["cases"], r["few_cases"]) for r in macro.values()} == {("4", "true")}
     assert float(macro["run1"]["value"]) == pytest.approx(11 / 15)
     assert (macro["run1"]["n"], macro["run1"]["unit"]) == ("4", "histories")
     assert float(macro["mean"]["value"]) == pytest.approx(8 / 15)
     assert (macro["mean"]["n"], macro["mean"]["unit"]) == ("2", "runs")
-    assert macro["ci_low"]["unit"] == "resamples"
+    six = [run(f"run{i}", {"dcg": dcg(*[(FAMILY, k % i == 0) for k in range(6)])}) for i in (1, 2)]
+    rows6 = list(csv.DictReader(io.StringIO(render(build_report(six), "csv"))))
+    success = {r["run"]: r for r in rows6 if (r["class"], r["metric"]) == ("overall", "success_rate")}
+    assert list(success) == ["run1", "run2", "mean", "sd", "se", "ci_low", "ci_high"]
+    assert {(success[k]["n"], success[k]["unit"]) for k in ("se", "ci_low", "ci_high")} == {("6", "cases")}
+    assert success["se"]["few_cases"] == "false"
     qwk = {
         r["run"]: r["value"] for r in rows if (r["task"], r["class"], r["metric"]) == ("ljp_direct", "overall", "qwk")
     }
@@ -617,7 +635,7 @@ def test_markdown_shows_models_side_by_side():
     dcg_table = out.split("## DCG\n")[1].split("## ")[0]
     # Overall, then each class, the two models on adjacent rows, with n and the interval.
     assert "| overall | model-a | 3 | 0.5000 ± 0.2357 [" in dcg_table
-    assert "|  | model-b | 1 | 1.0000 [1.0000, 1.0000] |" in dcg_table
+    assert "|  | model-b | 1 | 1.0000 [few cases] |" in dcg_table  # one case: no interval of width 0
     assert f"| {FAMILY} | model-a | 1 |" in dcg_table  # the models scored different cases: no count
 
 

@@ -7,10 +7,15 @@ The JSON shape (`build_report`), stable and validated against `Report` before it
         "runs": [run ids], "n_runs": int, "settings": {...},
         "cases": {"total": int, "by_class": {class: int}},
         "bundled_sample": bool (the runs used the bundled sample dataset, not a user-supplied one),
+        "warnings": [what a reader must know about the sample size before any number: few cases,
+                     classes without intervals, fewer cases than the benchmark's],
         "tasks": {task: {
             "overall":  {metric: {"mean", "sd", "n_defined", "per_run": {run_id: value},
                                   "n": {run_id: histories | cases | claims scored},
-                                  "ci": {"low", "high", "resamples"} | null}},
+                                  "cases": the cases (clusters) the interval rests on,
+                                  "se": standard error of the mean | null,
+                                  "ci": {"low", "high", "method", "cases", "df", "resamples"} | null,
+                                  "ci_reason": why "ci" is null although "mean" is not | null}},
             "by_class": {class: {metric: {...same...}}},
             "n":        {run_id: records scored (histories for lca, cases for dcg,
                          claims for ljp_*)},
@@ -30,11 +35,15 @@ The JSON shape (`build_report`), stable and validated against `Report` before it
      "comparisons": [{
         "a": {"model", "group_key"}, "b": {"model", "group_key"}, "comparison_key",
         "cases": int, "partial": bool,
-        "tasks": {task: {metric: {"a", "b", "difference", "ci": {...} | null, "p_value"}}}}],
-     "bootstrap": {"resamples": int, "seed": int, "level": float, "method": str, "test": str}}
+        "tasks": {task: {metric: {"a", "b", "difference", "cases", "se", "ci": {...} | null,
+                                  "ci_reason", "p_value", "p_floor", "test", "p_reason", "t", "df",
+                                  "correlation", "mdd", "p_adjusted"}}}}],
+     "bootstrap": {"resamples": int, "seed": int, "level": float, "method": str, "test": str,
+                   "adjust": "none" | "holm", "thresholds": {name: number}}}
 
-`ci` is the percentile interval of the bootstrap over cases (`report.bootstrap`); `resamples`
-counts the resamples in which the value is defined. Undefined values are `null`. Floats keep
+`ci.method` names how an interval was computed (`clustered-t`, `jackknife-t`, `bootstrap-bca`:
+`estimates`, `compare`); `test` how a p-value was (`compare`); `p_floor` says that the resamples
+cannot resolve the p-value, which is below `p_value`. Undefined values are `null`. Floats keep
 full precision in JSON and CSV; the text formats show fractions (not percentages) with 4 decimals
 (LaTeX: ×100 with one decimal, to fit a column). Groups are sorted by (model, user model, judge
 model, group key), runs by run id, tasks in benchmark order, classes by name.
@@ -96,7 +105,10 @@ class _Strict(BaseModel):
 class Interval(_Strict):
     low: float
     high: float
-    resamples: int
+    method: str  # clustered-t | jackknife-t | bootstrap-bca
+    cases: int
+    df: int | None  # the t interval's degrees of freedom
+    resamples: int | None  # the bootstrap's usable resamples
 
 
 class MetricSummary(_Strict):
@@ -105,7 +117,10 @@ class MetricSummary(_Strict):
     n_defined: int
     per_run: dict[str, float | None]
     n: dict[str, int]
+    cases: int
+    se: float | None
     ci: Interval | None
+    ci_reason: str | None
 
 
 class TaskSummary(_Strict):
@@ -171,6 +186,7 @@ class Group(_Strict):
     settings: dict[str, Any]
     cases: Cases
     bundled_sample: bool
+    warnings: list[str]
     tasks: dict[str, TaskSummary]
     interaction: Interaction
     usage: Usage
@@ -185,8 +201,19 @@ class Difference(_Strict):
     a: float | None
     b: float | None
     difference: float | None
+    cases: int
+    se: float | None
     ci: Interval | None
+    ci_reason: str | None
     p_value: float | None
+    p_floor: bool
+    test: str | None
+    p_reason: str | None
+    t: float | None
+    df: int | None
+    correlation: float | None
+    mdd: float | None
+    p_adjusted: float | None
 
 
 class Comparison(_Strict):
@@ -199,11 +226,16 @@ class Comparison(_Strict):
 
 
 class Bootstrap(_Strict):
+    """How the intervals and tests were computed (the key keeps its name from when they were all
+    bootstrap)."""
+
     resamples: int
     seed: int
     level: float
     method: str
     test: str
+    adjust: str
+    thresholds: dict[str, float]
 
 
 class Report(_Strict):

@@ -12,8 +12,16 @@ from lexpilot_batch.report.cells import (
     UNDEFINED_NOTE,
     Style,
     interval_note,
+    reason_notes,
 )
-from lexpilot_batch.report.layout import cost_note, group_label, group_remarks, sample_remark, settings_text, usage_rows
+from lexpilot_batch.report.layout import (
+    cost_note,
+    group_label,
+    group_remarks,
+    settings_text,
+    usage_rows,
+    warnings_above,
+)
 from lexpilot_batch.report.tables import Table, tables
 from lexpilot_batch.util.text import display_width, pad
 
@@ -39,12 +47,10 @@ def render_table(report: dict) -> str:
     lines: list[str] = [NUMBERS_NOTE, interval_note(report["bootstrap"])]
     if not report["groups"]:
         lines += ["", "No runs to report."]
-    # Before the tables, so that nobody takes a demonstration for a benchmark result.
-    sample = [
-        f"!! {group_label(g, report['groups'])}: {sample_remark(g)}" for g in report["groups"] if sample_remark(g)
-    ]
-    if sample:
-        lines += ["", *sample]
+    # Before the tables, so that nobody takes a demonstration, or a handful of cases, for a benchmark result.
+    above = [f"!! {group_label(g, report['groups'])}: {text}" for g in report["groups"] for text in warnings_above(g)]
+    if above:
+        lines += ["", *above]
     for table in tables(report, style):
         lines += ["", *_lines(table)]
     for group in report["groups"]:
@@ -69,6 +75,7 @@ def render_table(report: dict) -> str:
         notes.append(f"* {PARTIAL_NOTE}")
     if "not_run" in style.used:
         notes.append(f"n/a: {NO_RECORDS_NOTE}")
+    notes += reason_notes(style.used)
     if notes:
         lines += ["", "Notes:", *(f"  {n}" for n in notes)]
     return "\n".join(lines) + "\n"
