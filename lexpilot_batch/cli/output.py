@@ -6,6 +6,7 @@ the terminal. Also what running a study prints: a compiled wave, files left to t
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -31,6 +32,25 @@ def printable(text: str) -> str:
 def say(text: str, err: bool = False, nl: bool = True) -> None:
     """Print `text` (to stderr with `err`) as `printable` makes it."""
     typer.echo(printable(text), err=err, nl=nl)
+
+
+def write_text_file(path: Path, text: str) -> None:
+    """`--out FILE`: the text as UTF-8, whole or not at all, whatever the console's code page."""
+    from lexpilot_batch.util.fileio import write_atomic
+
+    write_atomic(path, text.encode("utf-8"))
+
+
+def utf8_streams() -> None:
+    """Standard output and error write UTF-8 whatever the console's code page or the locale, so
+    that `report --format html > report.html` under cp1252 or GBK gives a UTF-8 file instead of a
+    UnicodeEncodeError (a Windows console itself is written through its Unicode API either way)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if reconfigure is not None and encoding != "utf8":
+            with contextlib.suppress(ValueError, OSError):  # a stream already written in another encoding
+                reconfigure(encoding="utf-8", errors="replace")
 
 
 def end_progress() -> None:
@@ -61,6 +81,18 @@ def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
     else:
         say("Nothing is due: every thread of these runs is finished.")
     say_manual(result.compiled.manual_files, root)
+
+
+def say_results_kept(database: Path, root: Path | None = None) -> None:
+    """Where a finished `run` left its results, and the commands that turn them into files."""
+    say(
+        f"\nResults are kept in {database} (every record and answer; nothing is lost when this window closes)."
+        "\nTo get files:"
+        f"\n  {command_hint('report --format html --out report.html', root)}   the page with the per-case viewer"
+        f"\n  {command_hint('report --format csv --out report.csv', root)}"
+        f"\n  {command_hint('export --layout cases --out results', root)}   one row per case (CSV, JSONL)"
+        f"\n  {command_hint('export --layout seed --out results-seed', root)}   the original code's result files"
+    )
 
 
 def say_manual(paths: list[str], root: Path | None = None) -> None:

@@ -22,10 +22,18 @@ from lexpilot_batch.cli.options import (
     run_spec,
     with_options,
 )
-from lexpilot_batch.cli.output import progress_printer, say, say_manual, say_outage, say_prepared
+from lexpilot_batch.cli.output import (
+    progress_printer,
+    say,
+    say_manual,
+    say_outage,
+    say_prepared,
+    say_results_kept,
+)
 from lexpilot_batch.cli.reading import print_report
 from lexpilot_batch.report.costs import load_prices
 from lexpilot_batch.state.queries import failed_threads
+from lexpilot_batch.state.store import DB_NAME
 from lexpilot_batch.state.workspace import command_hint
 
 if TYPE_CHECKING:
@@ -199,13 +207,15 @@ def run(
     Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
     """
     from lexpilot_batch.engine.loop import prepare as do_prepare
+    from lexpilot_batch.report.produce import ReportOptions
 
     with _session(target, create=True) as (ws, session):
         say_prepared(do_prepare(ws, session, spec), target.root)
-        interval = min(poll_interval, 0.2) if session.provider == "simulated" else poll_interval
-        left = _advance(ws, session, True, True, interval, compact)
+        left = _advance(ws, session, True, True, poll_interval, compact)
+        where = ws.state_dir / DB_NAME
     if left["active_threads"] == 0:
-        print_report(target.root, None, None, report_format, partial=False)
+        print_report(target.root, ReportOptions(format=report_format))
+        say_results_kept(where, target.root)
 
 
 def ingest(

@@ -19,6 +19,7 @@ from lexpilot_batch.engine.rearm import RetryResult, RetrySelection, retry_faile
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import SubmitResult, TamperedFile, submit_files
 from lexpilot_batch.errors import ProviderUnavailable
+from lexpilot_batch.providers.apis import SIMULATED
 from lexpilot_batch.state.compaction import CompactStats
 from lexpilot_batch.state.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.state.workspace import Workspace
@@ -147,6 +148,17 @@ class Outage:
     left: float  # seconds of `--outage-wait` left after that pause
 
 
+# The simulated provider answers in a fraction of a second: polling it every 30 s (the default,
+# sized for real batches) would make a rehearsal wait for nothing.
+SIMULATED_POLL_INTERVAL = 0.2
+
+
+def poll_interval_for(session: Session, requested: float) -> float:
+    """The seconds between polls: as requested, but at most `SIMULATED_POLL_INTERVAL` when every
+    role is on the simulated provider (`--provider simulated`)."""
+    return min(requested, SIMULATED_POLL_INTERVAL) if session.provider == SIMULATED else requested
+
+
 def poll_and_advance(
     ws: Workspace,
     session: Session,
@@ -164,6 +176,7 @@ def poll_and_advance(
     provider outage is waited out for `--outage-wait` seconds: every round is a resumable step, so
     one that failed half-way is simply done again.
     """
+    poll_interval = poll_interval_for(session, poll_interval)
     failures, since = 0, 0.0
     while True:
         try:
