@@ -53,6 +53,9 @@ SimFaultsOpt = Annotated[
 ]
 SimSeedOpt = Annotated[int, typer.Option("--sim-seed", help="Seed of the simulated models.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also say what housekeeping did (compacting finished waves).")
+]
 OutFileOpt = Annotated[
     Path | None,
     typer.Option(

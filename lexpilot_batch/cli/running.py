@@ -18,6 +18,7 @@ from lexpilot_batch.cli.options import (
     PricesOpt,
     RootOpt,
     Target,
+    VerboseOpt,
     provider_options,
     run_spec,
     with_options,
@@ -139,7 +140,13 @@ def submit(target: Target) -> None:
 
 
 def _advance(
-    ws: Workspace, session: Session, do_submit: bool, wait: bool, poll_interval: float, compact: bool
+    ws: Workspace,
+    session: Session,
+    do_submit: bool,
+    wait: bool,
+    poll_interval: float,
+    compact: bool,
+    verbose: bool = False,
 ) -> dict[str, int]:
     from lexpilot_batch.engine.loop import poll_and_advance as do_poll
 
@@ -149,7 +156,7 @@ def _advance(
         do_submit=do_submit,
         wait=wait,
         poll_interval=poll_interval,
-        on_round=progress_printer(ws.given_root),
+        on_round=progress_printer(ws.given_root, verbose),
         on_outage=say_outage,
         compact=compact,
     )
@@ -182,13 +189,14 @@ def poll_and_advance(
     wait: Annotated[bool, typer.Option("--wait", help="Keep polling until nothing is in flight or due.")] = False,
     poll_interval: PollIntervalOpt = 30.0,
     compact: CompactOpt = True,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Poll in-flight batches; save, ingest and advance finished ones; compile the next wave.
 
     Example: lexpilot-batch poll-and-advance --submit --wait
     """
     with _session(target) as (ws, session):
-        _advance(ws, session, submit_, wait, poll_interval, compact)
+        _advance(ws, session, submit_, wait, poll_interval, compact, verbose)
 
 
 @with_options(PROVIDER_OPTIONS, "target", provider_options)
@@ -199,6 +207,7 @@ def run(
     poll_interval: PollIntervalOpt = 30.0,
     report_format: Annotated[str, typer.Option("--report-format", help="Format of the closing report.")] = "table",
     compact: CompactOpt = True,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Prepare, submit and poll until every thread is finished, then print the report.
 
@@ -211,7 +220,7 @@ def run(
 
     with _session(target, create=True) as (ws, session):
         say_prepared(do_prepare(ws, session, spec), target.root)
-        left = _advance(ws, session, True, True, poll_interval, compact)
+        left = _advance(ws, session, True, True, poll_interval, compact, verbose)
         where = ws.state_dir / DB_NAME
     if left["active_threads"] == 0:
         print_report(target.root, ReportOptions(format=report_format))

@@ -40,6 +40,7 @@ from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, check_prices, co
 from lexpilot_batch.report.costs import total as total_cost
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.dataset_memory import with_remembered_dataset
 from lexpilot_batch.study.lineup import plan_runs
 from lexpilot_batch.study.runs import RunSpec, check_case_limit, check_run_id, protocol_variants
 
@@ -61,6 +62,8 @@ def dry_run_prepare(
     time, as the projection reaches them.
     """
     check_prices(prices, batch_discount)
+    if ws is not None:  # as `prepare` reads it: without --dataset, the workspace's own
+        spec, _ = with_remembered_dataset(ws.store.conn, spec)
     tasks = spec.tasks
     plans = plan_runs(spec, session)
     run_ids = [check_run_id(raw) for raw in spec.run_ids]
