@@ -178,7 +178,7 @@ def progress_printer(
                     desc=f"wave {wave}",
                     unit="req",
                     dynamic_ncols=True,
-                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} req {postfix}",
+                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} req{postfix}",
                 )
                 state["wave"] = wave
             bar = state["bar"]

@@ -21,35 +21,68 @@ if TYPE_CHECKING:
 
 def status(
     format_: FormatOpt = "table",
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="The full detail: every run's models and endpoints, each task, requests per role, files, "
+            "failed threads, budgets, retries.",
+        ),
+    ] = False,
+    run_id: Annotated[list[str], typer.Option("--run-id", help="Only this run id; repeatable.")] = [],  # noqa: B006
+    model: Annotated[list[str], typer.Option("--model", help="Only this evaluated model; repeatable.")] = [],  # noqa: B006
     estimate: Annotated[
-        bool, typer.Option("--estimate", help="Also project the remaining requests, tokens, waves and cost.")
+        bool,
+        typer.Option(
+            "--estimate", help="Also show the full projection of the remaining requests, tokens, waves and cost."
+        ),
     ] = False,
     prices: PricesOpt = None,
     tail_sync: TailSyncOpt = None,
     root: RootOpt = None,
 ) -> None:
-    """Show threads done / in flight / failed per run and task, the wave, requests and tokens.
+    """Where the workspace stands, on one screen: per model threads done / active / failed, tokens
+    and cost so far against the projection, the batches in flight and their age, what blocks, and
+    the next command to run. --verbose for every detail, --format json for scripts.
 
-    Example: lexpilot-batch status --format json
+    Example: lexpilot-batch status --model openai/gpt-4o-mini
     """
     import json
 
     from lexpilot_batch.report import status as status_mod
+    from lexpilot_batch.report.summary import Filters, render_summary, summarize
     from lexpilot_batch.state.workspace import Workspace
 
     if format_ not in ("table", "json"):
         raise LexpilotError("--format must be table or json")
     price_table = load_prices(prices)
+    filters = Filters(tuple(run_id), tuple(model))
     with Workspace(root, writable=False) as ws:
         data = status_mod.collect(ws)
-        projection = _estimate_workspace(ws, price_table, tail_sync) if estimate else None
+        projection = None
+        if data["runs"]:
+            try:
+                projection = _estimate_workspace(ws, price_table, tail_sync)
+            except LexpilotError:
+                if estimate:  # asked for: its error is the answer; else the summary goes without
+                    raise
+        expected = (
+            None
+            if projection is None
+            else {m: (c.expected if c else None) for m, c in projection.projection_cost_by_model.items()}
+        )
+        summary = summarize(ws, filters, price_table, expected)
+        where = str(ws.given_root or ws.root)
+    data = status_mod.filtered(data, filters.keeps)
     if format_ == "json":
-        if projection is not None:
+        data["summary"] = summary
+        if estimate and projection is not None:
             data["estimate"] = projection.to_json()
         say(json.dumps(data, ensure_ascii=False, indent=2))
         return
-    say(status_mod.render(data))
-    if projection is not None:
+    say(status_mod.render(data) if verbose else render_summary(summary, where))
+    if estimate and projection is not None:
         from lexpilot_batch.estimate import render
 
         say("\n" + render(projection))

@@ -174,7 +174,7 @@ def _advance(
         failed = failed_threads(ws.store.conn)
         if failed:
             typer.echo(
-                f"Every thread is finished or failed ({failed} failed: `{ws.command('status')}` names them, "
+                f"Every thread is finished or failed ({failed} failed: `{ws.command('status --verbose')}` names them, "
                 f"`{ws.command('retry')}` makes them due again); then run `{ws.command('report')}`."
             )
         else:

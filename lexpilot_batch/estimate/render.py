@@ -8,6 +8,7 @@ from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, Estimate, Span
 from lexpilot_batch.report.costs import bundled_as_of
 from lexpilot_batch.state.states import FileState
+from lexpilot_batch.util.columns import aligned
 
 
 def _n(value: float) -> str:
@@ -20,21 +21,6 @@ def _usd(value: float | None) -> str:
 
 def _three(span: Span, fmt: Any = _n) -> str:
     return f"{fmt(span.min)} / {fmt(span.expected)} / {fmt(span.max)}"
-
-
-def aligned(rows: list[list[str]], align: str, indent: str = "  ", gap: str = "  ") -> list[str]:
-    """`rows` (the first a header) as lines whose columns line up, each as wide as its widest cell
-    and two spaces apart, so that no two numbers ever run together; `align` is `l` or `r` per column."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        (
-            indent
-            + gap.join(
-                cell.ljust(w) if a == "l" else cell.rjust(w) for cell, w, a in zip(row, widths, align, strict=True)
-            )
-        ).rstrip()
-        for row in rows
-    ]
 
 
 def render(estimate: Estimate) -> str:
