@@ -188,7 +188,8 @@ def build(
     priced = any(cost is not None for cost in cost_by_model.values())
     for role, p in projection.items():
         mine = [cost for (r, _), cost in cost_by_model.items() if r == role]
-        p.cost_usd = None if not priced or any(c is None for c in mine) else sum(mine, Span())  # type: ignore[arg-type]
+        known = [c for c in mine if c is not None]
+        p.cost_usd = sum(known, Span()) if priced and len(known) == len(mine) else None
     models_cost: dict[str, Span | None] = {}
     for (_, model), cost in cost_by_model.items():
         so_far = models_cost.get(model, Span())
@@ -299,7 +300,7 @@ def _wave_cost(
     role's tokens when the parts are not known, as for a compiled wave of one model)."""
     mine = [(routes[group].model, n, chars) for (group, r), (n, chars) in parts.items() if r == role]
     if not mine or sum(n for _, n, _ in mine) != entry.requests:
-        models = entry.models or [None]
+        models: list[str | None] = [*entry.models] or [None]
         prices = [price_of(role, m) for m in models]
         price = prices[0] if all(p == prices[0] for p in prices) else None
         return _cost(entry.prompt_tokens, entry.completion_tokens, price, entry.backend, discount)

@@ -29,8 +29,8 @@ def test_a_model_is_priced_by_the_users_file_first_then_by_the_bundled_table() -
     assert price_for(None, "eval", "openai/gpt-4o-mini") == mini
     assert price_for(None, "eval", "gpt-4o-mini-2024-07-18") == mini
     assert price_for(None, "eval", "sim-eval") is None
-    own = {"input": 0.1, "output": 0.2}
-    users = {"openai/gpt-4o": own, "judge": {"input": 1, "output": 2}}
+    own: dict[str, float] = {"input": 0.1, "output": 0.2}
+    users: dict[str, dict[str, float]] = {"openai/gpt-4o": own, "judge": {"input": 1, "output": 2}}
     # Two evaluated models, priced differently: one by the file, one by the table.
     assert price_for(users, "eval", "openai/gpt-4o") == own
     assert price_for(users, "eval", "openai/gpt-4o-mini") == mini
