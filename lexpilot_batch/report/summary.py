@@ -55,13 +55,16 @@ def summarize(
             entry["threads"][{ThreadState.DONE: "done", ThreadState.ACTIVE: "active"}.get(status, "failed")] += n
     # Tokens and cost so far, each model over every role it serves in the kept runs.
     role_model = {pk: {"eval": model, "user": m["user_model"], "judge": m["judge_model"]} for pk, _, model, m in runs}
+    for of_run in role_model.values():  # every model the kept runs use, in each role it serves
+        for role, model in of_run.items():
+            roles = models.setdefault(model, _model_entry())["roles"]
+            if role not in roles:
+                roles.append(role)
     for run_pk, role, backend, prompt, completion in _usage(db):
         if run_pk not in kept:
             continue
         model = role_model[run_pk][role]
         entry = models.setdefault(model, _model_entry())
-        if role not in entry["roles"]:
-            entry["roles"].append(role)
         entry["prompt_tokens"] += prompt
         entry["completion_tokens"] += completion
         entry["costs"].append(cost_usd(prompt, completion, price_for(prices, role, model), backend, discount))
@@ -191,9 +194,7 @@ def render_summary(summary: dict[str, Any], root_text: str) -> str:
                 [
                     terminal_safe(model),
                     ",".join(e["runs"]) or "as " + "/".join(e["roles"]),
-                    f"{t['done']:,}",
-                    f"{t['active']:,}",
-                    f"{t['failed']:,}",
+                    *((f"{t['done']:,}", f"{t['active']:,}", f"{t['failed']:,}") if e["runs"] else ("-", "-", "-")),
                     f"{_tokens(e['prompt_tokens'])} / {_tokens(e['completion_tokens'])}",
                     _usd(e["cost_usd"]),
                     _usd(e["projected_cost_usd"]),
