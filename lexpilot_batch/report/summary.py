@@ -127,9 +127,15 @@ def _blockers(ws: Workspace, left: dict[str, int], failed: int) -> list[str]:
     db = ws.store.conn
     out = []
     if failed:
+        top = db.execute(
+            f"SELECT reason, COUNT(*) AS n FROM threads WHERE status = '{ThreadState.FAILED}'"
+            " GROUP BY reason ORDER BY n DESC LIMIT 1"
+        ).fetchone()
+        # A reason quotes the provider: one line of it, escaped, whatever it holds.
+        why = f"; most often: {terminal_safe(str(top['reason'] or ''))[:160]}" if top is not None else ""
         out.append(
             f"{failed} failed thread(s), out of attempts: the run is incomplete until "
-            f"`{ws.command('retry')}` makes them due again (`{ws.command('status --verbose')}` names them)"
+            f"`{ws.command('retry')}` makes them due again (`{ws.command('status --verbose')}` names them){why}"
         )
     if left["waiting_manual"]:
         out.append(f"{left['waiting_manual']} file(s) wait for you to run them and `{ws.command('ingest FILE')}`")
