@@ -340,6 +340,15 @@ def load_templates(path: Path | None) -> dict[str, str]:
         except ValueError as exc:
             problems.append(f"{name}: bad braces ({exc}); write literal braces as {{{{ and }}}}")
             continue
+        literal = sorted(n for n in found if not n.isidentifier())
+        if literal:
+            # `{"a": 1}` reads as a slot named `"a"` with the format spec ` 1`: a literal brace.
+            problems.append(
+                f"{name}: {{{literal[0]}...}} is not a slot: literal braces (a JSON example such as "
+                '{"label": "judgment"}) must be doubled, {{"label": "judgment"}}, as the bundled prompts write them'
+            )
+            found -= set(literal)
+            decorated = [d for d in decorated if d[1:].split("!")[0].split(":")[0].isidentifier()]
         if decorated:
             problems.append(
                 f"{name}: slot(s) {', '.join(decorated)} carry a conversion or format spec; "

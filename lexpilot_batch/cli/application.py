@@ -16,7 +16,7 @@ import typer
 
 from lexpilot_batch import __version__
 from lexpilot_batch.cli import reading, running, tools
-from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
+from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say, utf8_streams
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
 
@@ -88,6 +88,7 @@ app.command("serve-simulated")(tools.serve_simulated)
 
 def main() -> None:
     sys.excepthook = redacting_excepthook  # a bug's traceback may quote a provider's answer
+    utf8_streams()
     try:
         app()
     except LexpilotError as exc:

@@ -53,6 +53,18 @@ SimFaultsOpt = Annotated[
 ]
 SimSeedOpt = Annotated[int, typer.Option("--sim-seed", help="Seed of the simulated models.")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also say what housekeeping did (compacting finished waves).")
+]
+OutFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        help="Write to this file (UTF-8, replaced atomically) instead of standard output: safe in any "
+        "console code page, and in PowerShell 5.1, whose `>` re-encodes to UTF-16.",
+        dir_okay=False,
+    ),
+]
 PricesOpt = Annotated[
     Path | None,
     typer.Option(

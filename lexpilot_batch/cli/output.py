@@ -6,6 +6,7 @@ the terminal. Also what running a study prints: a compiled wave, files left to t
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -33,6 +34,25 @@ def say(text: str, err: bool = False, nl: bool = True) -> None:
     typer.echo(printable(text), err=err, nl=nl)
 
 
+def write_text_file(path: Path, text: str) -> None:
+    """`--out FILE`: the text as UTF-8, whole or not at all, whatever the console's code page."""
+    from lexpilot_batch.util.fileio import write_atomic
+
+    write_atomic(path, text.encode("utf-8"))
+
+
+def utf8_streams() -> None:
+    """Standard output and error write UTF-8 whatever the console's code page or the locale, so
+    that `report --format html > report.html` under cp1252 or GBK gives a UTF-8 file instead of a
+    UnicodeEncodeError (a Windows console itself is written through its Unicode API either way)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if reconfigure is not None and encoding != "utf8":
+            with contextlib.suppress(ValueError, OSError):  # a stream already written in another encoding
+                reconfigure(encoding="utf-8", errors="replace")
+
+
 def end_progress() -> None:
     """Close every progress bar still open (a command stopped by an error or Ctrl-C in the middle
     of a wave), so that what is printed next starts on a line of its own."""
@@ -50,6 +70,8 @@ def redacting_excepthook(kind: type[BaseException], exc: BaseException, tb: Trac
 
 def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
     compiled = result.compiled
+    for note in result.notes:
+        say(f"Note: {note}")
     models = f" of {', '.join(result.models)}" if len(result.models) > 1 else ""
     say(f"Runs: {', '.join(result.runs)}{models}; new threads: {result.new_threads}.")
     if compiled.in_flight:
@@ -61,6 +83,18 @@ def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
     else:
         say("Nothing is due: every thread of these runs is finished.")
     say_manual(result.compiled.manual_files, root)
+
+
+def say_results_kept(database: Path, root: Path | None = None) -> None:
+    """Where a finished `run` left its results, and the commands that turn them into files."""
+    say(
+        f"\nResults are kept in {database} (every record and answer; nothing is lost when this window closes)."
+        "\nTo get files:"
+        f"\n  {command_hint('report --format html --out report.html', root)}   the page with the per-case viewer"
+        f"\n  {command_hint('report --format csv --out report.csv', root)}"
+        f"\n  {command_hint('export --layout cases --out results', root)}   one row per case (CSV, JSONL)"
+        f"\n  {command_hint('export --layout seed --out results-seed', root)}   the original code's result files"
+    )
 
 
 def say_manual(paths: list[str], root: Path | None = None) -> None:
@@ -87,8 +121,35 @@ def say_outage(outage: Outage) -> None:
     )
 
 
-def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[str, int]], None]:
-    """One tqdm bar per wave over its requests' provider counts, and a summary line per step."""
+def pace(done: int, total: int, elapsed: float) -> str:
+    """How far a wave's batches are after `elapsed` seconds at the provider: the rate of requests
+    finished and when the rest should be, at that rate (batches report counts unevenly: an
+    estimate, said so with `~`)."""
+    age = duration(elapsed)
+    if done <= 0 or elapsed <= 0:
+        return f"{age} in flight, no request finished yet"
+    if done >= total:
+        return f"{age} in flight, all finished"
+    rate = done / elapsed
+    shown = f"{rate:,.1f} req/s" if rate >= 1 else f"{rate * 60:,.1f} req/min"
+    return f"{age} in flight, {shown}, ~{duration((total - done) / rate)} left"
+
+
+def duration(seconds: float) -> str:
+    """`42s`, `7m05s`, `3h12m`: a span as a person reads it."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def progress_printer(
+    root: Path | None = None, verbose: bool = False
+) -> Callable[[AdvanceResult, dict[str, int]], None]:
+    """One tqdm bar per wave over its requests' provider counts, and a summary line per step;
+    housekeeping (compacting finished waves) only with `verbose`."""
     from tqdm import tqdm
 
     state: dict[str, Any] = {"bar": None, "wave": None, "manual": set(), "unresolved": set()}
@@ -107,16 +168,25 @@ def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[
             done = sum(
                 (b["counts"] or {}).get("completed", 0) + (b["counts"] or {}).get("failed", 0) for b in poll.batches
             )
+            elapsed = max(b["elapsed"] for b in poll.batches)
             if state["wave"] != wave:
                 close_bar()
-                state["bar"] = tqdm(total=total, desc=f"wave {wave}", unit="req", dynamic_ncols=True)
+                # No tqdm rate: it divides the provider's counts, which jump, by the moments between
+                # two polls (`3973551.16req/s`); `pace` reads them against the batches' own age.
+                state["bar"] = tqdm(
+                    total=total,
+                    desc=f"wave {wave}",
+                    unit="req",
+                    dynamic_ncols=True,
+                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} req{postfix}",
+                )
                 state["wave"] = wave
             bar = state["bar"]
             bar.total = total
             bar.n = done
             statuses = ", ".join(f"{b['path'].rsplit('/', 1)[-1].split('__')[0]}:{b['status']}" for b in poll.batches)
             # A batch's status is the provider's word: printed only as `printable` makes it.
-            bar.set_postfix_str(printable(f"{statuses} ({max(b['elapsed'] for b in poll.batches):.0f}s)"))
+            bar.set_postfix_str(printable(f"[{pace(done, total, elapsed)}] {statuses}"), refresh=False)
             bar.refresh()
         stats = poll.stats
 
@@ -144,7 +214,7 @@ def progress_printer(root: Path | None = None) -> Callable[[AdvanceResult, dict[
         elif compiled is not None and (compiled.done or compiled.failed):
             note(f"{compiled.done} threads finished, {compiled.failed} failed.")
         packed = outcome.compacted
-        if packed is not None and packed.files:
+        if verbose and packed is not None and packed.files:
             note(
                 f"Compacted {packed.files} file(s) of finished waves: {packed.bytes / 2**20:,.1f} MB -> "
                 f"{packed.stored_bytes / 2**20:,.1f} MB (gzip)."

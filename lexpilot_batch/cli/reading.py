@@ -7,48 +7,82 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lexpilot_batch.cli.options import FormatOpt, PricesOpt, RootOpt, TailSyncOpt
-from lexpilot_batch.cli.output import say
+from lexpilot_batch.cli.options import FormatOpt, OutFileOpt, PricesOpt, RootOpt, TailSyncOpt
+from lexpilot_batch.cli.output import say, write_text_file
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, load_prices
 from lexpilot_batch.report.formats import FORMATS
 
 if TYPE_CHECKING:
     from lexpilot_batch.estimate import Estimate
+    from lexpilot_batch.report.produce import ReportOptions
     from lexpilot_batch.state.workspace import Workspace
 
 
 def status(
     format_: FormatOpt = "table",
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="The full detail: every run's models and endpoints, each task, requests per role, files, "
+            "failed threads, budgets, retries.",
+        ),
+    ] = False,
+    run_id: Annotated[list[str], typer.Option("--run-id", help="Only this run id; repeatable.")] = [],  # noqa: B006
+    model: Annotated[list[str], typer.Option("--model", help="Only this evaluated model; repeatable.")] = [],  # noqa: B006
     estimate: Annotated[
-        bool, typer.Option("--estimate", help="Also project the remaining requests, tokens, waves and cost.")
+        bool,
+        typer.Option(
+            "--estimate", help="Also show the full projection of the remaining requests, tokens, waves and cost."
+        ),
     ] = False,
     prices: PricesOpt = None,
     tail_sync: TailSyncOpt = None,
     root: RootOpt = None,
 ) -> None:
-    """Show threads done / in flight / failed per run and task, the wave, requests and tokens.
+    """Where the workspace stands, on one screen: per model threads done / active / failed, tokens
+    and cost so far against the projection, the batches in flight and their age, what blocks, and
+    the next command to run. --verbose for every detail, --format json for scripts.
 
-    Example: lexpilot-batch status --format json
+    Example: lexpilot-batch status --model openai/gpt-4o-mini
     """
     import json
 
     from lexpilot_batch.report import status as status_mod
+    from lexpilot_batch.report.summary import Filters, render_summary, summarize
     from lexpilot_batch.state.workspace import Workspace
 
     if format_ not in ("table", "json"):
         raise LexpilotError("--format must be table or json")
     price_table = load_prices(prices)
+    filters = Filters(tuple(run_id), tuple(model))
     with Workspace(root, writable=False) as ws:
         data = status_mod.collect(ws)
-        projection = _estimate_workspace(ws, price_table, tail_sync) if estimate else None
+        projection = None
+        if data["runs"]:
+            try:
+                projection = _estimate_workspace(ws, price_table, tail_sync)
+            except LexpilotError:
+                if estimate:  # asked for: its error is the answer; else the summary goes without
+                    raise
+        expected = (
+            None
+            if projection is None
+            else {m: (c.expected if c else None) for m, c in projection.projection_cost_by_model.items()}
+        )
+        summary = summarize(ws, filters, price_table, expected)
+        where = str(ws.given_root or ws.root)
+    data = status_mod.filtered(data, filters.keeps)
     if format_ == "json":
-        if projection is not None:
+        data["summary"] = summary
+        if estimate and projection is not None:
             data["estimate"] = projection.to_json()
         say(json.dumps(data, ensure_ascii=False, indent=2))
         return
-    say(status_mod.render(data))
-    if projection is not None:
+    say(status_mod.render(data) if verbose else render_summary(summary, where))
+    if estimate and projection is not None:
         from lexpilot_batch.estimate import render
 
         say("\n" + render(projection))
@@ -65,58 +99,24 @@ def _estimate_workspace(ws: Workspace, prices: dict | None, tail_sync: int | Non
         session.close()
 
 
-def print_report(
-    root: Path | None,
-    run_id: str | None,
-    model: str | None,
-    format_: str,
-    partial: bool,
-    prices: dict | None = None,
-    batch_discount: float = DEFAULT_BATCH_DISCOUNT,
-    *,
-    baseline: str | None = None,
-    adjust: str = "none",
-    resamples: int | None = None,
-    seed: int | None = None,
-    figures: Path | None = None,
-) -> None:
-    """What `report` prints, and `run` once every thread is finished."""
-    from lexpilot_batch import report as report_mod
-    from lexpilot_batch.report import bootstrap, results
-    from lexpilot_batch.state.workspace import Workspace
+def print_report(root: Path | None, options: ReportOptions, out: Path | None = None) -> None:
+    """What `report` prints (or writes to `out`), and `run` once every thread is finished."""
+    from lexpilot_batch.report.produce import produce_report
 
-    if format_ not in report_mod.FORMATS:
-        raise LexpilotError(f"--format must be one of {', '.join(report_mod.FORMATS)}")
-    html = format_ == "html"
-    with Workspace(root, writable=False) as ws:
-        # The HTML page's per-case viewer shows whole records; every other format reads scores only.
-        runs = results.load_run_results(ws, run_id, model, texts=html)
-    if not partial:
-        results.check_complete(runs, "report what is scored", root)
-    built = report_mod.build_report(
-        runs,
-        prices,
-        batch_discount=batch_discount,
-        resamples=bootstrap.DEFAULT_RESAMPLES if resamples is None else resamples,
-        seed=bootstrap.DEFAULT_SEED if seed is None else seed,
-        baseline=baseline,
-        adjust=adjust,
-    )
-    if figures is not None:
-        from lexpilot_batch.report.plots import save_figures
-
-        written, warnings = save_figures(built, figures)
-        for warning in warnings:
-            say(f"Warning: {warning}", err=True)
-        say(f"Wrote {len(written)} figure file(s) under {figures}.", err=True)
-    viewer = report_mod.viewer_data(runs, built) if html else None
-    rendered = report_mod.render(built, format_, viewer)
-    if html:
+    produced = produce_report(root, options)
+    for warning in produced.warnings:
+        say(f"Warning: {warning}", err=True)
+    if options.figures is not None:
+        say(f"Wrote {len(produced.figure_files)} figure file(s) under {options.figures}.", err=True)
+    if out is not None:
+        write_text_file(out, produced.text)
+        say(f"Wrote the report ({options.format}) to {out}.", err=True)
+    elif options.format == "html":
         # A document for a browser, not for a terminal: its data are JSON in a script block (control
         # characters escaped there) and it holds records only, never a provider's error.
-        typer.echo(rendered, nl=False)
+        typer.echo(produced.text, nl=False)
     else:
-        say(rendered)
+        say(produced.text)
 
 
 def report(
@@ -157,6 +157,7 @@ def report(
             file_okay=False,
         ),
     ] = None,
+    out: OutFileOpt = None,
     prices: PricesOpt = None,
     batch_discount: Annotated[
         float, typer.Option("--batch-discount", help="Discount of batch over list prices.", min=0, max=1)
@@ -168,22 +169,24 @@ def report(
 
     Reads only the workspace database: no API calls, so it works offline on finished runs.
 
-    Example: lexpilot-batch report --format html > report.html
+    Example: lexpilot-batch report --format html --out report.html
     """
-    print_report(
-        root,
-        run_id,
-        model,
-        format_,
-        partial,
-        load_prices(prices),
-        batch_discount,
+    from lexpilot_batch.report.produce import ReportOptions
+
+    options = ReportOptions(
+        run_id=run_id,
+        model=model,
+        format=format_,
+        partial=partial,
+        prices=load_prices(prices),
+        batch_discount=batch_discount,
         baseline=baseline,
         adjust=adjust,
         resamples=resamples,
         seed=seed,
         figures=figures,
     )
+    print_report(root, options, out)
 
 
 def export(

@@ -18,14 +18,23 @@ from lexpilot_batch.cli.options import (
     PricesOpt,
     RootOpt,
     Target,
+    VerboseOpt,
     provider_options,
     run_spec,
     with_options,
 )
-from lexpilot_batch.cli.output import progress_printer, say, say_manual, say_outage, say_prepared
+from lexpilot_batch.cli.output import (
+    progress_printer,
+    say,
+    say_manual,
+    say_outage,
+    say_prepared,
+    say_results_kept,
+)
 from lexpilot_batch.cli.reading import print_report
 from lexpilot_batch.report.costs import load_prices
 from lexpilot_batch.state.queries import failed_threads
+from lexpilot_batch.state.store import DB_NAME
 from lexpilot_batch.state.workspace import command_hint
 
 if TYPE_CHECKING:
@@ -131,7 +140,13 @@ def submit(target: Target) -> None:
 
 
 def _advance(
-    ws: Workspace, session: Session, do_submit: bool, wait: bool, poll_interval: float, compact: bool
+    ws: Workspace,
+    session: Session,
+    do_submit: bool,
+    wait: bool,
+    poll_interval: float,
+    compact: bool,
+    verbose: bool = False,
 ) -> dict[str, int]:
     from lexpilot_batch.engine.loop import poll_and_advance as do_poll
 
@@ -141,7 +156,7 @@ def _advance(
         do_submit=do_submit,
         wait=wait,
         poll_interval=poll_interval,
-        on_round=progress_printer(ws.given_root),
+        on_round=progress_printer(ws.given_root, verbose),
         on_outage=say_outage,
         compact=compact,
     )
@@ -159,7 +174,7 @@ def _advance(
         failed = failed_threads(ws.store.conn)
         if failed:
             typer.echo(
-                f"Every thread is finished or failed ({failed} failed: `{ws.command('status')}` names them, "
+                f"Every thread is finished or failed ({failed} failed: `{ws.command('status --verbose')}` names them, "
                 f"`{ws.command('retry')}` makes them due again); then run `{ws.command('report')}`."
             )
         else:
@@ -174,13 +189,14 @@ def poll_and_advance(
     wait: Annotated[bool, typer.Option("--wait", help="Keep polling until nothing is in flight or due.")] = False,
     poll_interval: PollIntervalOpt = 30.0,
     compact: CompactOpt = True,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Poll in-flight batches; save, ingest and advance finished ones; compile the next wave.
 
     Example: lexpilot-batch poll-and-advance --submit --wait
     """
     with _session(target) as (ws, session):
-        _advance(ws, session, submit_, wait, poll_interval, compact)
+        _advance(ws, session, submit_, wait, poll_interval, compact, verbose)
 
 
 @with_options(PROVIDER_OPTIONS, "target", provider_options)
@@ -191,6 +207,7 @@ def run(
     poll_interval: PollIntervalOpt = 30.0,
     report_format: Annotated[str, typer.Option("--report-format", help="Format of the closing report.")] = "table",
     compact: CompactOpt = True,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Prepare, submit and poll until every thread is finished, then print the report.
 
@@ -199,13 +216,15 @@ def run(
     Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
     """
     from lexpilot_batch.engine.loop import prepare as do_prepare
+    from lexpilot_batch.report.produce import ReportOptions
 
     with _session(target, create=True) as (ws, session):
         say_prepared(do_prepare(ws, session, spec), target.root)
-        interval = min(poll_interval, 0.2) if session.provider == "simulated" else poll_interval
-        left = _advance(ws, session, True, True, interval, compact)
+        left = _advance(ws, session, True, True, poll_interval, compact, verbose)
+        where = ws.state_dir / DB_NAME
     if left["active_threads"] == 0:
-        print_report(target.root, None, None, report_format, partial=False)
+        print_report(target.root, ReportOptions(format=report_format))
+        say_results_kept(where, target.root)
 
 
 def ingest(

@@ -121,14 +121,31 @@ def load_categories(path: Path | None = None) -> dict[str, str]:
     return dict(read_categories(path).cause_to_class)
 
 
+def _is_bundled(path: Path) -> bool:
+    try:
+        return Path(path).resolve() == Path(resources.default_categories()).resolve()
+    except (FileNotFoundError, OSError):
+        return False
+
+
 def unmapped_problem(unmapped: dict[str, list[str]], categories: Categories) -> str:
     """One problem listing every unmapped cause and the cases using it."""
     shown_cases = 5
+    if _is_bundled(categories.path):
+        # The bundled file lives inside the installed package: an edit there is lost on upgrade
+        # and changes every other workspace's mapping.
+        fix = (
+            f"copy the bundled mapping ({categories.path}) to a file of your own, add each to one of its "
+            f"classes ({', '.join(categories.class_names)}) there, and pass it with --categories FILE:"
+        )
+    else:
+        fix = (
+            f"add each to one of its classes ({', '.join(categories.class_names)}) or pass another mapping "
+            "with --categories FILE:"
+        )
     lines = [
         f"cause_of_action: {len(unmapped)} cause{'s' if len(unmapped) > 1 else ''} of action "
-        f"{'are' if len(unmapped) > 1 else 'is'} not in the categories mapping "
-        f"{categories.path}; add each to one of its classes ({', '.join(categories.class_names)}) "
-        "or pass another mapping with --categories FILE:"
+        f"{'are' if len(unmapped) > 1 else 'is'} not in the categories mapping {categories.path}; {fix}"
     ]
     mapped_stripped = {cause.strip(): cause for cause in categories.cause_to_class}
     for cause, labels in unmapped.items():

@@ -54,6 +54,18 @@ def not_json(what: str, path: Path, msg: str, line: int, column: int, truncated:
         return DataError(
             f"{what} {path} ends unexpectedly ({msg} at {where}): the file looks truncated; copy or download it again."
         )
+    if msg.startswith("Extra data") and column == 1:
+        # A second value at the start of a line: JSON Lines (`.jsonl`), one object per line.
+        expected = (
+            'one JSON array of case objects ([{"case_number": ...}, {...}]): wrap the lines in [ ] '
+            "and put a comma between the cases"
+            if what == "Dataset file"
+            else "one JSON value"
+        )
+        return DataError(
+            f"{what} {path} holds more than one JSON value ({msg} at {where}): it looks like JSON Lines, one "
+            f"object per line; expected {expected}."
+        )
     return DataError(f"{what} {path} is not valid JSON: {msg} at {where}; fix the file there.")
 
 

@@ -19,9 +19,11 @@ from lexpilot_batch.engine.rearm import RetryResult, RetrySelection, retry_faile
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import SubmitResult, TamperedFile, submit_files
 from lexpilot_batch.errors import ProviderUnavailable
+from lexpilot_batch.providers.apis import SIMULATED
 from lexpilot_batch.state.compaction import CompactStats
 from lexpilot_batch.state.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.dataset_memory import with_remembered_dataset
 from lexpilot_batch.study.lineup import plan_runs
 from lexpilot_batch.study.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
 from lexpilot_batch.util import clock
@@ -33,6 +35,7 @@ class PrepareResult:
     models: list[str] = field(default_factory=list)  # the evaluated models, as registered
     new_threads: int = 0
     compiled: CompileResult = field(default_factory=CompileResult)
+    notes: list[str] = field(default_factory=list)  # what the user should know of how it was read
 
 
 def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
@@ -44,12 +47,17 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
     that keeps no case in memory; its cases are read again only to copy them into a workspace that
     does not have them yet.
     """
+    spec, note = with_remembered_dataset(ws.store.conn, spec)
     tasks = spec.tasks
     plans = plan_runs(spec, session)
     run_ids = [check_run_id(raw) for raw in spec.run_ids]
     dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
     templates = prompts.load_templates(spec.prompts)
-    result = PrepareResult()
+    result = PrepareResult(notes=[note] if note else [])
+    if spec.limit is not None and spec.limit > len(dataset):
+        result.notes.append(
+            f"--limit {spec.limit}: the dataset has only {len(dataset)} cases, so all {len(dataset)} are used."
+        )
     for plan in plans:
         result.models.append(plan.model)
         for run_id in run_ids:
@@ -147,6 +155,17 @@ class Outage:
     left: float  # seconds of `--outage-wait` left after that pause
 
 
+# The simulated provider answers in a fraction of a second: polling it every 30 s (the default,
+# sized for real batches) would make a rehearsal wait for nothing.
+SIMULATED_POLL_INTERVAL = 0.2
+
+
+def poll_interval_for(session: Session, requested: float) -> float:
+    """The seconds between polls: as requested, but at most `SIMULATED_POLL_INTERVAL` when every
+    role is on the simulated provider (`--provider simulated`)."""
+    return min(requested, SIMULATED_POLL_INTERVAL) if session.provider == SIMULATED else requested
+
+
 def poll_and_advance(
     ws: Workspace,
     session: Session,
@@ -164,6 +183,7 @@ def poll_and_advance(
     provider outage is waited out for `--outage-wait` seconds: every round is a resumable step, so
     one that failed half-way is simply done again.
     """
+    poll_interval = poll_interval_for(session, poll_interval)
     failures, since = 0, 0.0
     while True:
         try:

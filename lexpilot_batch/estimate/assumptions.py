@@ -159,6 +159,9 @@ class Estimate:
     assumptions: Assumptions
     tail_sync: TailSyncProjection = field(default_factory=lambda: TailSyncProjection(0))
     tail_auto: AutoProjection | None = None
+    # Projected cost of each model over the roles it serves (`costs.price_for`: a model has its
+    # own price); empty when no model has a price.
+    projection_cost_by_model: dict[str, Span | None] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

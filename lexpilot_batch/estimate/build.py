@@ -36,10 +36,11 @@ from lexpilot_batch.estimate.state import RunView, State, snapshot
 from lexpilot_batch.estimate.tail import project_auto, project_tail_sync
 from lexpilot_batch.providers.apis import BATCH
 from lexpilot_batch.providers.routes import Route
-from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd
+from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd, price_for
 from lexpilot_batch.report.costs import total as total_cost
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.dataset_memory import with_remembered_dataset
 from lexpilot_batch.study.lineup import plan_runs
 from lexpilot_batch.study.runs import RunSpec, check_case_limit, check_run_id, protocol_variants
 
@@ -61,6 +62,8 @@ def dry_run_prepare(
     time, as the projection reaches them.
     """
     check_prices(prices, batch_discount)
+    if ws is not None:  # as `prepare` reads it: without --dataset, the workspace's own
+        spec, _ = with_remembered_dataset(ws.store.conn, spec)
     tasks = spec.tasks
     plans = plan_runs(spec, session)
     run_ids = [check_run_id(raw) for raw in spec.run_ids]
@@ -111,6 +114,7 @@ def build(
     per_run: dict[str, RunProjection] = {}
     memo: dict[tuple, list[Leaf]] = {}  # fresh (run, case) projections by shape: runs alike share them
     memo_case: int | None = None
+    by_model: dict[tuple[str, str], list[Span]] = {}  # (role, model) -> [requests, prompt chars]
 
     for group in state.groups():
         if group.case_idx != memo_case:  # groups come in case order: no later group reads this memo
@@ -141,7 +145,12 @@ def build(
             leaves = play(group, state.retries, a.response_chars, a.clarify_probability)
             if group.fresh:
                 memo[shape] = leaves
+        before = {role: (tally.requests[role], tally.chars[role]) for role in ROLES}
         summary.requests += tally.add(leaves, groups)
+        for role in ROLES:  # what this (run, case) adds, by the model that serves the role
+            spans = by_model.setdefault((role, run.settings.model_for(role, run.model)), [Span(), Span()])
+            spans[0] += _minus(tally.requests[role], before[role][0])
+            spans[1] += _minus(tally.chars[role], before[role][1])
         for role in ROLES:
             if max(leaf.requests[role] for leaf in leaves):
                 models[role].add(run.settings.model_for(role, run.model))
@@ -153,12 +162,15 @@ def build(
         source, wave = FileState.COMPILED, _compiled_wave(state)
     else:
         source = "due" if wave else "nothing"
-    price_of = (lambda role: None) if prices is None else prices.get
+
+    def price_of(role: str, model: str | None) -> Mapping[str, float] | None:
+        return price_for(prices, role, model)
+
     for role, entry in wave.items():
         entry.models = sorted(wave_models[role] | set(entry.models))
         entry.prompt_tokens = round(entry.prompt_chars / a.chars_per_token)
         entry.completion_tokens = entry.requests * a.completion_tokens[role]
-        entry.cost_usd = _cost(entry.prompt_tokens, entry.completion_tokens, price_of(role), entry.backend, discount)
+        entry.cost_usd = _wave_cost(entry, role, wave_parts, routes, a, price_of, discount)
     if source == "due":
         _apply_tail_sync(wave, wave_parts, routes, session.tail_sync, a, price_of, discount)
     wave = {role: wave[role] for role in ROLES if role in wave}
@@ -171,11 +183,19 @@ def build(
         p = RoleProjection(sorted(models[role]), backends[role], requests, tally.chars[role])
         p.prompt_tokens = p.prompt_chars.map(lambda c: round(c / a.chars_per_token))
         p.completion_tokens = requests.map(lambda n, role=role: round(n * a.completion_tokens[role]))
-        if prices is not None:
-            p.cost_usd = _cost_span(p, price_of(role), discount)
         projection[role] = p
+    cost_by_model = _cost_by_model(by_model, backends, a, price_of, discount)
+    priced = any(cost is not None for cost in cost_by_model.values())
+    for role, p in projection.items():
+        mine = [cost for (r, _), cost in cost_by_model.items() if r == role]
+        known = [c for c in mine if c is not None]
+        p.cost_usd = sum(known, Span()) if priced and len(known) == len(mine) else None
+    models_cost: dict[str, Span | None] = {}
+    for (_, model), cost in cost_by_model.items():
+        so_far = models_cost.get(model, Span())
+        models_cost[model] = None if so_far is None or cost is None else so_far + cost
 
-    projection_cost = _projection_cost(projection) if prices is not None else None
+    projection_cost = _projection_cost(projection) if priced else None
     tail = project_tail_sync(tally, routes, session.tail_sync, a, prices, discount)
     auto = project_auto(tally, routes, session.tail_policy(), a, prices, discount)
     if tail.premium_usd is not None and projection_cost is not None and projection_cost.expected:
@@ -186,14 +206,15 @@ def build(
         wave=state.target,
         next_wave_source=source,
         next_wave=wave,
-        next_wave_cost_usd=total_cost(w.cost_usd for w in wave.values()) if prices is not None else None,
+        next_wave_cost_usd=total_cost(w.cost_usd for w in wave.values()) if priced else None,
         in_flight_wave=state.latest_wave if state.target is None else None,
         in_flight_requests=_in_flight(state),
         projection=projection,
         projection_requests=tally.total,
         projection_cost_usd=projection_cost,
         waves_remaining=WaveRange(tally.waves_min, tally.waves_max),
-        prices_given=prices is not None,
+        prices_given=priced,
+        projection_cost_by_model=models_cost if priced else {},
         assumptions=a,
         tail_sync=tail,
         tail_auto=auto,
@@ -206,7 +227,7 @@ def _apply_tail_sync(
     routes: Mapping[Hashable, Route],
     limit: int,
     a: Assumptions,
-    price_of: Callable[[str], Mapping[str, float] | None],
+    price_of: Callable[[str, str | None], Mapping[str, float] | None],
     discount: float,
 ) -> None:
     """The next wave's groups as the compiler would send them (`tail_sync.wave_backend`): a role
@@ -226,7 +247,7 @@ def _apply_tail_sync(
             cost_usd(
                 round(chars / a.chars_per_token),
                 n * a.completion_tokens[role],
-                price_of(role),
+                price_of(role, routes[group].model),
                 travels[group],
                 discount,
             )
@@ -262,12 +283,60 @@ def _cost(
     return cost_usd(prompt_tokens, completion_tokens, price, backend, discount)
 
 
-def _cost_span(p: RoleProjection, price: Mapping[str, float] | None, discount: float) -> Span | None:
-    costs = [
-        _cost(getattr(p.prompt_tokens, k), getattr(p.completion_tokens, k), price, p.backend, discount)
-        for k in ("min", "expected", "max")
-    ]
-    return None if costs[0] is None else Span(*costs)  # type: ignore[arg-type]
+def _minus(after: Span, before: Span) -> Span:
+    return Span(after.min - before.min, after.expected - before.expected, after.max - before.max)
+
+
+def _wave_cost(
+    entry: RoleWave,
+    role: str,
+    parts: Mapping[tuple[Hashable, str], list[int]],
+    routes: Mapping[Hashable, Route],
+    a: Assumptions,
+    price_of: Callable[[str, str | None], Mapping[str, float] | None],
+    discount: float,
+) -> float | None:
+    """The next wave's cost of a role: each model's part at its own price (one price for the
+    role's tokens when the parts are not known, as for a compiled wave of one model)."""
+    mine = [(routes[group].model, n, chars) for (group, r), (n, chars) in parts.items() if r == role]
+    if not mine or sum(n for _, n, _ in mine) != entry.requests:
+        models: list[str | None] = [*entry.models] or [None]
+        prices = [price_of(role, m) for m in models]
+        price = prices[0] if all(p == prices[0] for p in prices) else None
+        return _cost(entry.prompt_tokens, entry.completion_tokens, price, entry.backend, discount)
+    return total_cost(
+        _cost(
+            round(chars / a.chars_per_token), n * a.completion_tokens[role], price_of(role, m), entry.backend, discount
+        )
+        for m, n, chars in mine
+    )
+
+
+def _cost_by_model(
+    by_model: Mapping[tuple[str, str], list[Span]],
+    backends: Mapping[str, str],
+    a: Assumptions,
+    price_of: Callable[[str, str | None], Mapping[str, float] | None],
+    discount: float,
+) -> dict[tuple[str, str], Span | None]:
+    """The projected cost of each (role, model): its tokens at its own price."""
+    out: dict[tuple[str, str], Span | None] = {}
+    for (role, model), (requests, chars) in by_model.items():
+        if not requests.max:
+            continue
+        price = price_of(role, model)
+        costs = [
+            _cost(
+                round(getattr(chars, k) / a.chars_per_token),
+                round(getattr(requests, k) * a.completion_tokens[role]),
+                price,
+                backends[role],
+                discount,
+            )
+            for k in ("min", "expected", "max")
+        ]
+        out[(role, model)] = None if costs[0] is None else Span(*costs)  # type: ignore[arg-type]
+    return out
 
 
 def _projection_cost(projection: Mapping[str, RoleProjection]) -> Span | None:

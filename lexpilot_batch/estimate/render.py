@@ -6,7 +6,9 @@ from typing import Any
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, Estimate, Span
+from lexpilot_batch.report.costs import bundled_as_of
 from lexpilot_batch.state.states import FileState
+from lexpilot_batch.util.columns import aligned
 
 
 def _n(value: float) -> str:
@@ -46,35 +48,43 @@ def render(estimate: Estimate) -> str:
             else "what compiling would produce"
         )
         lines.append(f"\nNext wave {e.wave} ({what}):")
-        lines.append(
-            f"  {'role':<7}{'backend':<11}{'requests':>10}{'prompt chars':>14}{'~prompt tok':>13}"
-            f"{'~compl. tok':>13}{'~cost USD':>12}  model(s)"
-        )
+        rows = [["role", "backend", "requests", "prompt chars", "~prompt tok", "~compl. tok", "~cost USD", "model(s)"]]
         for role, w in e.next_wave.items():
-            lines.append(
-                f"  {role:<7}{w.backend:<11}{w.requests:>10,}{w.prompt_chars:>14,}{w.prompt_tokens:>13,}"
-                f"{w.completion_tokens:>13,}{_usd(w.cost_usd) if e.prices_given else '-':>12}"
-                f"  {', '.join(w.models)}"
+            rows.append(
+                [
+                    role,
+                    w.backend,
+                    f"{w.requests:,}",
+                    f"{w.prompt_chars:,}",
+                    f"{w.prompt_tokens:,}",
+                    f"{w.completion_tokens:,}",
+                    _usd(w.cost_usd) if e.prices_given else "-",
+                    ", ".join(w.models),
+                ]
             )
+        lines += aligned(rows, "llrrrrrl")
     elif e.next_wave_source != "in_flight":
         lines.append("\nNothing is due: every thread is finished." if not e.projection else "\nNothing is due now.")
 
     if e.projection:
         lines.append("\nProjection to the end of every run (min / expected / max):")
-        lines.append(f"  {'role':<7}{'requests':>24}{'~prompt tokens':>34}{'~completion tokens':>34}")
-        for role, p in e.projection.items():
-            lines.append(
-                f"  {role:<7}{_three(p.requests):>24}{_three(p.prompt_tokens):>34}{_three(p.completion_tokens):>34}"
-            )
-        lines.append(f"  {'total':<7}{_three(e.projection_requests):>24}")
+        rows = [["role", "requests", "~prompt tokens", "~completion tokens"]]
         if e.prices_given:
-            lines.append(
-                "  cost USD: "
-                + ", ".join(
-                    f"{role} {_three(p.cost_usd, _usd) if p.cost_usd else 'n/a'}" for role, p in e.projection.items()
-                )
-                + f"; total {_three(e.projection_cost_usd, _usd) if e.projection_cost_usd else 'n/a'}"
-            )
+            rows[0].append("~cost USD")
+        for role, p in e.projection.items():
+            rows.append([role, _three(p.requests), _three(p.prompt_tokens), _three(p.completion_tokens)])
+            if e.prices_given:
+                rows[-1].append(_three(p.cost_usd, _usd) if p.cost_usd else "n/a")
+        rows.append(["total", _three(e.projection_requests), "", ""])
+        if e.prices_given:
+            rows[-1].append(_three(e.projection_cost_usd, _usd) if e.projection_cost_usd else "n/a")
+        lines += aligned(rows, "lrrrr"[: len(rows[0])])
+        if e.projection_cost_by_model:
+            lines.append("Projected cost per model, over the roles it serves (USD, min / expected / max):")
+            rows = [["model", "~cost USD"]]
+            rows += [[m, _three(c, _usd) if c else "n/a (no price)"] for m, c in e.projection_cost_by_model.items()]
+            rows.append(["total", _three(e.projection_cost_usd, _usd) if e.projection_cost_usd else "n/a"])
+            lines += aligned(rows, "lr")
         after = " after the one in flight" if e.in_flight_wave is not None else ""
         lines.append(f"Waves remaining{after}: {e.waves_remaining.min} to {e.waves_remaining.max}")
         lines.append(_tail_sync_text(e))
@@ -83,8 +93,11 @@ def render(estimate: Estimate) -> str:
     if e.prices_given:
         lines.append(
             f"Cost: list price per 1M tokens x (1 - {a.batch_discount:g}) on batch/simulated backends, "
-            "full price on sync, n/a on manual or where a role has no price."
+            "full price on sync, n/a on manual or where a model has no price; prices from --prices FILE, else "
+            f"the bundled table of {bundled_as_of()} (check your provider's page)."
         )
+    else:
+        lines.append("Cost: no price for these models (pass --prices FILE, by model, to project it).")
     lines.append("Assumptions: " + _assumption_text(a))
     return "\n".join(lines)
 

@@ -18,7 +18,7 @@ from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, Aut
 from lexpilot_batch.estimate.projection import Tally
 from lexpilot_batch.providers.apis import FLEX, SYNC
 from lexpilot_batch.providers.routes import Route
-from lexpilot_batch.report.costs import cost_usd
+from lexpilot_batch.report.costs import cost_usd, price_for
 
 
 def project_tail_sync(
@@ -48,7 +48,7 @@ def project_tail_sync(
             if group not in moved:
                 continue
             out.sync_requests += n
-            price = prices.get(role) if prices is not None else None
+            price = price_for(prices, role, routes[group].model)
             prompt_tokens, completion_tokens = chars / a.chars_per_token, n * a.completion_tokens[role]
             listed = cost_usd(prompt_tokens, completion_tokens, price, SYNC, discount)
             batched = cost_usd(prompt_tokens, completion_tokens, price, routes[group].backend, discount)
@@ -57,7 +57,7 @@ def project_tail_sync(
             else:
                 premium += listed - batched
     out.sync_requests = round(out.sync_requests)
-    out.premium_usd = premium if prices is not None else None
+    out.premium_usd = premium
     return out
 
 
@@ -74,8 +74,9 @@ def project_auto(
     auto = TailPolicy(**{**policy.__dict__, "auto": True, "limit": 0})
     out = AutoProjection(policy.max_premium, policy.concurrency, policy.expected.batch)
     spent = Spent()
-    batch_cost: float | None = 0.0 if prices is not None else None
-    premium: float | None = 0.0 if prices is not None else None
+    # Each model at its own price (`costs.price_for`: a --prices file, else the bundled table).
+    batch_cost: float | None = 0.0
+    premium: float | None = 0.0
     for number, wave in enumerate(tally.by_wave, 1):
         sizes: dict[Hashable, tuple[Route, float, float]] = {}
         for (group, _role), (n, chars) in wave.items():
@@ -99,12 +100,13 @@ def project_auto(
                 here += run_seconds(n, policy.concurrency, getattr(policy.expected, backend))
         row.seconds = policy.expected.batch if row.batch else here
         out.auto_round_trips += bool(row.batch)
-        if prices is not None:
+        if batch_cost is not None:
             row.premium_usd = 0.0
             for (group, role), (n, chars) in wave.items():
                 prompt, completion = chars / a.chars_per_token, n * a.completion_tokens[role]
-                batched = cost_usd(prompt, completion, prices.get(role), routes[group].backend, discount)
-                moved = cost_usd(prompt, completion, prices.get(role), travels[group], discount)
+                price = price_for(prices, role, routes[group].model)
+                batched = cost_usd(prompt, completion, price, routes[group].backend, discount)
+                moved = cost_usd(prompt, completion, price, travels[group], discount)
                 if batched is None or moved is None or batch_cost is None or premium is None:
                     batch_cost = premium = row.premium_usd = None
                     break

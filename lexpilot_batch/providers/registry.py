@@ -309,9 +309,41 @@ class ModelName:
         return f"{OPENAI_API}/{self.service}" if self.service else self.provider.prefix
 
 
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance with adjacent transpositions (`opneai` is one edit from `openai`)."""
+    rows = [list(range(len(b) + 1))]
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            best = min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                best = min(best, rows[-2][j - 2] + 1)
+            row.append(best)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+def near_prefix(head: str) -> str | None:
+    """The known prefix `head` is a near miss of (another case, or one or two typing slips in a
+    prefix of five letters or more, one in a shorter one), if any."""
+    lowered = head.lower()
+    for prefix in PROVIDERS:
+        if lowered == prefix or _edits(lowered, prefix) <= (2 if len(prefix) >= 5 else 1):
+            return prefix
+    return None
+
+
 def parse_model(name: str, option: str = "--model") -> ModelName:
-    """What a model name says; `ConfigError` for an unknown or reserved prefix, or a name missing a part."""
+    """What a model name says; `ConfigError` for an unknown or reserved prefix, a near miss of a
+    known one, or a name missing a part."""
     head, sep, rest = name.partition("/")
+    near = near_prefix(head) if sep and head not in PROVIDERS and head.lower() not in FOREIGN_PREFIXES else None
+    if near is not None:
+        raise ConfigError(
+            f"{option} {name}: unknown provider prefix {head + '/'!r}: did you mean {near + '/'!r} "
+            f"({near}/{rest})? Known prefixes are {known_prefixes()}. A Hugging Face-style id that only "
+            f"looks like one is sent as it is with openai-api/<service>/{name} (the endpoint that serves it)"
+        )
     if not sep or head not in PROVIDERS:
         if sep and head.lower() in NOT_SUPPORTED:
             raise ConfigError(

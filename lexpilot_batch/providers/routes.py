@@ -25,6 +25,7 @@ from typing import Any
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import BATCH, MANUAL, OPENAI, SIMULATED, Api, check_backend
 from lexpilot_batch.providers.endpoints import (
+    DEFAULT_BASE_URL,
     VLLM_ENDPOINT,
     Endpoint,
     Limits,
@@ -34,7 +35,7 @@ from lexpilot_batch.providers.endpoints import (
     role_endpoint,
     simulated_endpoint,
 )
-from lexpilot_batch.providers.registry import PROVIDERS, Provider, provider_of
+from lexpilot_batch.providers.registry import PROVIDERS, Provider, known_prefixes, provider_of
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,14 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
             endpoint = replace(endpoint, base_url=own.base_url.rstrip("/"))
         if own.key_var:
             endpoint = replace(endpoint, key_var=own.key_var, api_key=env.get(own.key_var) or None, key_hint="")
+        if "/" in model and backend != "manual" and endpoint.base_url == DEFAULT_BASE_URL:
+            # A Hugging Face-style id (org/model) is served by the user's own server, never by OpenAI.
+            raise ConfigError(
+                f"{model} ({role} role): a name with a '/' and no provider prefix goes to the endpoint of "
+                f"LEXPILOT_{role.upper()}_BASE_URL or OPENAI_BASE_URL, and neither is set, so it would go to "
+                f"OpenAI, which does not serve it; set one to the endpoint that serves {model} (a vLLM server, "
+                f"say), or write openai-api/<service>/{model}, or a known prefix ({known_prefixes()})"
+            )
         return Route(role, model, None, endpoint, rules.limits(_bare_profile(role, model, rules), endpoint.base_url))
     url_var = spec.url_var_for(service)
     key_var = own.key_var or spec.key_var_for(service)

@@ -12,8 +12,8 @@ Groups that share a `comparison_key` (the same but for the evaluated model) form
 cases are the clusters of every interval and test (`family.Family`), which gives each group's
 intervals (`estimates`) and each pair's paired comparison (`compare`).
 
-Cost. `prices` maps a role to `{"input": USD per 1M prompt tokens, "output": USD per 1M
-completion tokens}`; each backend's tokens cost what `costs.cost_usd` says (batch work at the
+Cost. Each role's model is priced by `costs.price_for` (a `--prices` file by model or role, else
+the bundled table); each backend's tokens cost what `costs.cost_usd` says (batch work at the
 batch discount, 0.5 by default; sync work at list price; manual work unpriced). A role without a
 price, or with unpriced work, has `cost_usd: null`, and then so does the total.
 """
@@ -27,7 +27,7 @@ from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import bootstrap, compare, estimates, inference, swap
 from lexpilot_batch.report.compare import check_adjust, check_baseline
-from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd
+from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd, price_for
 from lexpilot_batch.report.costs import total as total_cost
 from lexpilot_batch.report.document import Report, RunResults
 from lexpilot_batch.report.family import Family, cases_by_class
@@ -93,9 +93,13 @@ def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> di
                 for key in USAGE_FIELDS:
                     into[key] += int(counts.get(key, 0) or 0)
     order = [r for r in ROLE_ORDER if r in by_backend] + sorted(set(by_backend) - set(ROLE_ORDER))
+    first = runs[0] if runs else None  # a group's runs share their models
+    model_of = {} if first is None else {"eval": first.model, "user": first.user_model, "judge": first.judge_model}
     roles = {}
+    priced = False
     for role in order:
-        price = None if prices is None else prices.get(role)
+        price = price_for(prices, role, model_of.get(role))
+        priced = priced or price is not None
         parts = by_backend[role].items()
         roles[role] = {
             **{key: sum(counts[key] for _, counts in parts) for key in USAGE_FIELDS},
@@ -105,8 +109,8 @@ def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> di
             ),
         }
     total: dict[str, Any] = {key: sum(r[key] for r in roles.values()) for key in USAGE_FIELDS}
-    total["cost_usd"] = total_cost(r["cost_usd"] for r in roles.values()) if prices is not None else None
-    return {"roles": roles, "total": total, "batch_discount": discount if prices is not None else None}
+    total["cost_usd"] = total_cost(r["cost_usd"] for r in roles.values()) if priced else None
+    return {"roles": roles, "total": total, "batch_discount": discount if priced else None}
 
 
 def build_report(

@@ -1,7 +1,12 @@
 """What tokens cost: one formula for the report (tokens used) and the estimate (tokens projected).
 
-Prices are list prices per role, `{role: {"input": USD per 1M prompt tokens, "output": USD per 1M
-completion tokens}}` (`--prices FILE`). Work sent through a provider's Batch API (the `batch`
+Prices are list prices per model, `{"openai/gpt-4o-mini": {"input": USD per 1M prompt tokens,
+"cached_input": USD per 1M cached prompt tokens (optional), "output": USD per 1M completion
+tokens}}`, looked up by `price_for`: a user's `--prices FILE` first (a model as registered, then
+as its provider is sent it, then the older per-role keys `eval`, `user`, `judge`, still accepted),
+then the bundled, dated table `data/prices.json` (its sources and date in the file), so that a
+study of common models is priced without a file and a user's file overrides it model by model.
+Work sent through a provider's Batch API (the `batch`
 backend, and the `simulated` one that stands in for it) costs the list price less the batch
 discount, 0.5 by default because providers' Batch APIs charge about half; work sent through
 `sync` costs the list price. Work left to the `manual` backend, or a role without a price, has no
@@ -10,14 +15,22 @@ cost we can know (None): a local model, or a console with its own pricing.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.providers.apis import BATCH_DISCOUNT, BATCH_PRICED
+from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.util import resources
 
 Prices = Mapping[str, Mapping[str, float]]
+PRICE_FIELDS = frozenset({"input", "output"})
+OPTIONAL_PRICE_FIELDS = frozenset({"cached_input"})
+ROLE_KEYS = ("eval", "user", "judge")  # the older per-role format, still read
+_SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
 
 DEFAULT_BATCH_DISCOUNT = BATCH_DISCOUNT
 DISCOUNTED_BACKENDS = BATCH_PRICED  # batches, and the flex tier (`providers.flex`)
@@ -45,14 +58,61 @@ def total(costs: Iterable[float | None]) -> float | None:
     return None if any(c is None for c in costs) else float(sum(c for c in costs if c is not None))
 
 
+@functools.cache
+def _bundled() -> tuple[dict[str, dict[str, float]], str]:
+    try:
+        data = json.loads(resources.data_dir().joinpath("prices.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a broken install prices nothing, rather than failing a report
+        return {}, ""
+    return {k: v for k, v in data.items() if not k.startswith("$")}, str(data.get("$as_of", ""))
+
+
+def bundled_prices() -> dict[str, dict[str, float]]:
+    """The bundled table: model name as sent -> price."""
+    return _bundled()[0]
+
+
+def bundled_as_of() -> str:
+    """The date the bundled table was read from its source pages."""
+    return _bundled()[1]
+
+
+def _sent(model: str) -> str:
+    try:
+        return parse_model(model).sent
+    except ConfigError:
+        return model
+
+
+def price_for(prices: Prices | None, role: str, model: str | None) -> Mapping[str, float] | None:
+    """The price of `model` in `role`: the user's file (the model as registered, as sent, without a
+    dated snapshot suffix, then the role), else the bundled table; None when neither has it."""
+    names = [] if model is None else list(dict.fromkeys([model, _sent(model), _SNAPSHOT.sub("", _sent(model))]))
+    given = {k: v for k, v in (prices or {}).items() if not k.startswith("$")}
+    for key in [*names, role]:
+        if key in given:
+            return given[key]
+    table = bundled_prices()
+    for key in names:
+        if key in table:
+            return table[key]
+    return None
+
+
 def check_prices(prices: Prices | None, batch_discount: float) -> None:
     if not 0 <= batch_discount <= 1:
         raise LexpilotError(f"batch_discount must be between 0 and 1, got {batch_discount}.")
-    for role, price in (prices or {}).items():
-        if not isinstance(price, Mapping) or set(price) != {"input", "output"}:
+    for key, price in (prices or {}).items():
+        if key.startswith("$"):  # a note, as in the bundled table
+            continue
+        what = f"role {key!r}" if key in ROLE_KEYS else f"model {key!r}"
+        fields = set(price) if isinstance(price, Mapping) else set()
+        if not PRICE_FIELDS <= fields <= PRICE_FIELDS | OPTIONAL_PRICE_FIELDS or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in price.values()
+        ):
             raise LexpilotError(
-                f'Price of role {role!r} must be {{"input": USD per 1M prompt tokens, '
-                f'"output": USD per 1M completion tokens}}, got {price!r}.'
+                f'Price of {what} must be {{"input": USD per 1M prompt tokens, "cached_input": USD per 1M cached '
+                f'prompt tokens (optional), "output": USD per 1M completion tokens}}, got {price!r}.'
             )
 
 
@@ -65,8 +125,15 @@ def load_prices(path: Path | None) -> dict | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LexpilotError(
             f"{path}: cannot read prices ({exc}); expected JSON "
-            '{"eval": {"input": 2.5, "output": 10}, ...} in USD per 1M tokens'
+            '{"openai/gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.6}, ...} in USD per 1M tokens'
         ) from None
     if not isinstance(prices, dict):
-        raise LexpilotError(f"{path}: prices must be a JSON object keyed by role (eval, user, judge)")
+        raise LexpilotError(
+            f"{path}: prices must be a JSON object keyed by model (or by role: eval, user, judge), "
+            'e.g. {"openai/gpt-4o-mini": {"input": 0.15, "output": 0.6}}'
+        )
+    try:
+        check_prices(prices, DEFAULT_BATCH_DISCOUNT)
+    except LexpilotError as exc:
+        raise LexpilotError(f"{path}: {exc}") from None
     return prices

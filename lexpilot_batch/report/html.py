@@ -39,6 +39,7 @@ from lexpilot_batch.report.layout import (
     warnings_above,
 )
 from lexpilot_batch.report.tables import Table, tables
+from lexpilot_batch.report.viewer import VIEWER_CSS, VIEWER_HTML, VIEWER_SCRIPT
 
 CSS = """
 :root { --ink: #1d2330; --muted: #5b6577; --line: #d9dde5; --soft: #f5f7fa; --accent: #0072B2;
@@ -104,7 +105,7 @@ TABS = r"""
   "use strict";
   var ids = ["results", "figures", "viewer"];
   function tab() {
-    var h = location.hash.slice(1), which = /^case=/.test(h) ? "viewer" : h;
+    var h = location.hash.slice(1), which = /^(case|search)=/.test(h) ? "viewer" : h;
     if (which !== "all" && ids.indexOf(which) < 0) which = "results";
     ids.forEach(function (id) { document.getElementById(id).hidden = which !== "all" && id !== which; });
     Array.prototype.forEach.call(document.querySelectorAll("header nav a"), function (a) {
@@ -114,190 +115,6 @@ TABS = r"""
   }
   window.addEventListener("hashchange", tab);
   tab();
-})();
-"""
-
-SCRIPT = r"""
-(function () {
-  "use strict";
-  var node = document.getElementById("lp-data");
-  var root = document.getElementById("viewer-app");
-  if (!node || !root) return;
-  var D = JSON.parse(node.textContent);
-  var S = D.strings;
-  var STOPS = {judgment_round_1: "judgment at round 1", judgment_round_2: "judgment at round 2",
-               judgment_round_3: "judgment at round 3", forced_final_prediction: "forced final prediction"};
-  var VARIANTS = {c: "complete history", u: "underspecified history"};
-  function $(id) { return document.getElementById(id); }
-  function make(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = text;
-    return e;
-  }
-  function option(select, value, label) {
-    var o = make("option", "", label); o.value = String(value); select.appendChild(o);
-  }
-  var byKey = {};
-  D.items.forEach(function (it, i) {
-    var k = it[0] + "/" + it[1] + "/" + it[2];
-    (byKey[k] = byKey[k] || []).push(i);
-  });
-  var sel = {model: $("v-model"), run: $("v-run"), task: $("v-task"), cls: $("v-class"),
-             stop: $("v-stop"), correct: $("v-correct")};
-
-  D.groups.forEach(function (g, i) { option(sel.model, i, g.label); });
-  function fillRuns() {
-    sel.run.innerHTML = "";
-    D.groups[+sel.model.value].runs.forEach(function (r, i) { option(sel.run, i, r); });
-  }
-  function fillTasks() {
-    var keep = sel.task.value; sel.task.innerHTML = "";
-    D.tasks.forEach(function (t, i) {
-      if (byKey[sel.model.value + "/" + sel.run.value + "/" + i]) option(sel.task, i, t[1]);
-    });
-    if (keep && sel.task.querySelector('option[value="' + keep + '"]')) sel.task.value = keep;
-  }
-  function pool() { return byKey[sel.model.value + "/" + sel.run.value + "/" + sel.task.value] || []; }
-  function fillFilters() {
-    var classes = {}, stops = {}, keepC = sel.cls.value, keepS = sel.stop.value;
-    pool().forEach(function (i) {
-      var it = D.items[i]; classes[D.cases[it[3]][1]] = 1;
-      if (it[7].stop_reason) stops[it[7].stop_reason] = 1;
-    });
-    sel.cls.innerHTML = ""; option(sel.cls, "", "all");
-    Object.keys(classes).sort().forEach(function (c) { option(sel.cls, c, c); });
-    sel.stop.innerHTML = ""; option(sel.stop, "", "all");
-    Object.keys(STOPS).forEach(function (s) { if (stops[s]) option(sel.stop, s, STOPS[s]); });
-    sel.stop.disabled = Object.keys(stops).length === 0;
-    if (classes[keepC]) sel.cls.value = keepC;
-    if (stops[keepS]) sel.stop.value = keepS;
-  }
-  function matches(i) {
-    var it = D.items[i], o = it[7];
-    if (sel.cls.value && D.cases[it[3]][1] !== sel.cls.value) return false;
-    if (sel.stop.value && o.stop_reason !== sel.stop.value) return false;
-    if (sel.correct.value && String(+o.correct) !== sel.correct.value) return false;
-    return true;
-  }
-  function label(i) {
-    var it = D.items[i];
-    return "case " + D.cases[it[3]][0] + (it[4] ? " (" + it[4] + ")" : "") + " · " + D.cases[it[3]][1];
-  }
-  function list(preferred) {
-    var ul = $("v-cases"), shown = pool().filter(matches);
-    ul.innerHTML = "";
-    shown.forEach(function (i) {
-      var li = make("li", "", label(i) + " ");
-      var ok = D.items[i][7].correct;
-      li.appendChild(make("span", ok ? "mark-ok" : "mark-bad", ok ? "✓" : "✗"));
-      li.dataset.item = String(i);
-      li.addEventListener("click", function () { show(i); });
-      ul.appendChild(li);
-    });
-    $("v-count").textContent = shown.length + " of " + pool().length + " cases";
-    if (preferred !== undefined && shown.indexOf(preferred) >= 0) show(preferred);
-    else if (shown.length) show(shown[0]);
-    else { $("v-case").innerHTML = ""; $("v-case").appendChild(make("p", "note", "No case matches.")); }
-  }
-  function turnList(cls) { return make("ol", "turns " + cls); }
-  function outcomeText(task, o) {
-    if (task === "lca") return "label: " + o.label;
-    if (task === "dcg") return "round decisions: " + o.decisions.join(", ") + " — " + (o.success ? "success" : "no success");
-    var t = o.claims_correct + " of " + o.claims + " claims right";
-    if (o.stop_reason) t += " — " + STOPS[o.stop_reason] + " (" + o.responses + " new response" + (o.responses > 1 ? "s" : "") + ")";
-    return t;
-  }
-  function link(it) {
-    var parts = [D.groups[it[0]].label, D.groups[it[0]].runs[it[1]], D.tasks[it[2]][0], D.cases[it[3]][0]];
-    if (it[4]) parts.push(it[4]);
-    return "#case=" + parts.map(encodeURIComponent).join("/");
-  }
-  function show(i) {
-    var it = D.items[i], o = it[7], task = D.tasks[it[2]][0], box = $("v-case");
-    if (/^#(case=|viewer)/.test(location.hash)) {  // on the viewer's tab: the address shows this case
-      try { history.replaceState(null, "", link(it)); } catch (e) { /* no history API */ }
-    }
-    box.innerHTML = "";
-    box.dataset.item = String(i);
-    box.dataset.task = task;
-    box.dataset.case = D.cases[it[3]][0];
-    Array.prototype.forEach.call($("v-cases").children, function (li) {
-      li.classList.toggle("current", li.dataset.item === String(i));
-    });
-    box.appendChild(make("h3", "", "Case " + D.cases[it[3]][0] + " · " + D.cases[it[3]][1] + " · " +
-      D.tasks[it[2]][1] + (it[4] ? " · " + VARIANTS[it[4]] : "") + " · " + D.groups[it[0]].label +
-      " · " + D.groups[it[0]].runs[it[1]]));
-    box.appendChild(make("p", "outcome " + (o.correct ? "ok" : "bad"),
-      (o.correct ? "✓ right" : "✗ wrong") + " — " + outcomeText(task, o)));
-    var history = D.histories[it[5]];
-    var det = make("details", ""); det.open = history.length <= 4;
-    det.appendChild(make("summary", "", "History from the dataset (" + history.length + " message" +
-      (history.length > 1 ? "s)" : ")")));
-    var ol = turnList("history");
-    history.forEach(function (s, k) {
-      var user = k % 2 === 0, li = make("li", user ? "user" : "assistant");
-      li.appendChild(make("div", "who", user ? "User" : "Assistant"));
-      li.appendChild(make("div", "text", S[s])); ol.appendChild(li);
-    });
-    det.appendChild(ol); box.appendChild(det);
-    box.appendChild(make("h4", "", "New turns"));
-    var turns = turnList("new"), resp = 0, reply = 0;
-    it[6].forEach(function (t) {
-      var kind = t[0] === "a" ? "response" : t[0] === "u" ? "reply" : "forced";
-      var who = kind === "response" ? "LexAwN response " + (++resp) : kind === "reply" ?
-        "User Model reply " + (++reply) : "Forced final prediction";
-      var li = make("li", "turn " + kind);
-      var head = make("div", "who", who);
-      if (t[2]) head.appendChild(make("span", "tag", (task === "dcg" ? "judge: on a focal point? " : "judge: ") + t[2]));
-      li.appendChild(head); li.appendChild(make("div", "text", S[t[1]])); turns.appendChild(li);
-    });
-    box.appendChild(turns);
-    if (o.verdicts) {
-      var table = make("table", "claims"), head = make("tr", "");
-      ["#", "Claim", "Gold", "Predicted", ""].forEach(function (h) { head.appendChild(make("th", "l", h)); });
-      table.appendChild(head);
-      o.verdicts.forEach(function (c, k) {
-        var tr = make("tr", ""), ok = c[1] === c[2];
-        [String(k + 1), S[c[0]], c[1], c[2]].forEach(function (v) { tr.appendChild(make("td", "", v)); });
-        tr.appendChild(make("td", ok ? "mark-ok" : "mark-bad", ok ? "✓" : "✗"));
-        table.appendChild(tr);
-      });
-      box.appendChild(make("h4", "", "Verdicts per claim")); box.appendChild(table);
-    }
-  }
-  function refresh(level, preferred) {
-    if (level <= 0) fillRuns();
-    if (level <= 1) fillTasks();
-    if (level <= 2) fillFilters();
-    list(preferred);
-  }
-  sel.model.addEventListener("change", function () { refresh(0); });
-  sel.run.addEventListener("change", function () { refresh(1); });
-  sel.task.addEventListener("change", function () { refresh(2); });
-  [sel.cls, sel.stop, sel.correct].forEach(function (s) { s.addEventListener("change", function () { refresh(3); }); });
-  function fromHash() {
-    var m = /^#case=(.*)$/.exec(location.hash);
-    if (!m) return false;
-    var p = m[1].split("/").map(decodeURIComponent);
-    var g = D.groups.findIndex(function (x) { return x.label === p[0]; });
-    if (g < 0) return false;
-    var r = D.groups[g].runs.indexOf(p[1]);
-    var t = D.tasks.findIndex(function (x) { return x[0] === p[2]; });
-    var found = D.items.findIndex(function (it) {
-      return it[0] === g && it[1] === r && it[2] === t && D.cases[it[3]][0] === p[3] && (!p[4] || it[4] === p[4]);
-    });
-    if (found < 0) return false;
-    sel.model.value = String(g); fillRuns(); sel.run.value = String(r); fillTasks(); sel.task.value = String(t);
-    sel.cls.value = ""; sel.correct.value = ""; fillFilters(); sel.stop.value = "";
-    list(found);
-    return true;
-  }
-  window.addEventListener("hashchange", fromHash);
-  if (!D.items.length) { $("v-case").appendChild(make("p", "note", "No finished records.")); return; }
-  if (!fromHash()) refresh(0);
-  // When the first case was on screen, in ms from the start of navigation (the bench reads it).
-  root.dataset.readyMs = String(Math.round(performance.now()));
 })();
 """
 
@@ -369,22 +186,6 @@ def _data_json(data: Mapping[str, Any]) -> str:
     return json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
 
 
-VIEWER = """
-<div id="viewer-app">
-<div class="controls">
-<label>Model<select id="v-model"></select></label>
-<label>Run<select id="v-run"></select></label>
-<label>Task<select id="v-task"></select></label>
-<label>Class<select id="v-class"></select></label>
-<label>Stop reason<select id="v-stop"></select></label>
-<label>Result<select id="v-correct"><option value="">all</option><option value="1">right</option>
-<option value="0">wrong</option></select></label>
-</div>
-<div class="viewer-body"><div><p id="v-count"></p><ul id="v-cases"></ul></div><article id="v-case" class="case"></article></div>
-</div>
-"""
-
-
 def render_html(report: dict, viewer: Mapping[str, Any] | None = None) -> str:
     """The page; `viewer` is `viewer.viewer_data` of the same runs (without it, no per-case viewer)."""
     style = Style(undefined="undefined", pm=" ± ", not_run="n/a", fewer=lambda k, n: f" [{k}/{n}]", partial_mark=" †")
@@ -409,13 +210,13 @@ def render_html(report: dict, viewer: Mapping[str, Any] | None = None) -> str:
         cases = '<p class="note">No per-case data in this report (it was rendered from a report JSON).</p>'
         data = ""
     else:
-        cases = VIEWER
+        cases = VIEWER_HTML
         data = f'<script type="application/json" id="lp-data">{_data_json(viewer)}</script>'
     models = ", ".join(group_label(g, groups) for g in groups) or "no runs"
     return (
         '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>LexPilot results</title><style>{CSS}</style></head><body>"
+        f"<title>LexPilot results</title><style>{CSS}{VIEWER_CSS}</style></head><body>"
         f'<header><h1>LexPilot results</h1><p class="meta">{escape(models)} · generated by lexpilot-batch '
         f"{escape(__version__)}</p>"
         '<nav><a href="#results">Results</a><a href="#figures">Figures</a><a href="#viewer">Cases</a>'
@@ -423,5 +224,5 @@ def render_html(report: dict, viewer: Mapping[str, Any] | None = None) -> str:
         f'<main><section id="results"><h2>Results</h2>{"".join(body)}</section>'
         f'<section id="figures"><h2>Figures</h2>{"".join(figs) or "<p>No figures.</p>"}</section>'
         f'<section id="viewer"><h2>Per-case viewer</h2>{cases}</section></main>'
-        f"{data}<script>{TABS}{SCRIPT if viewer is not None else ''}</script></body></html>\n"
+        f"{data}<script>{TABS}{VIEWER_SCRIPT if viewer is not None else ''}</script></body></html>\n"
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import SAMPLE_NOTE
+from lexpilot_batch.report.costs import bundled_as_of
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:
@@ -106,8 +107,9 @@ def usage_rows(usage: Mapping[str, Any]) -> list[list[str]]:
 def cost_note(usage: Mapping[str, Any]) -> str:
     """The line under the usage table that says how cost was estimated, or that it was not."""
     if usage["batch_discount"] is None:
-        return "No prices given: costs not estimated."
+        return "No price for these models (pass --prices FILE, by model): costs not estimated."
     return (
         f"Estimated cost = list price per 1M tokens × (1 − batch discount "
-        f"{usage['batch_discount']:g}); n/a where a role has no price."
+        f"{usage['batch_discount']:g}); n/a where a model has no price. Prices from --prices FILE, else the "
+        f"bundled table of {bundled_as_of()}."
     )

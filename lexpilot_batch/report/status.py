@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.benchmark.tasks import in_order
@@ -109,6 +110,15 @@ def collect(ws: Workspace) -> dict[str, Any]:
             r["why"]: r["n"] for r in db.execute("SELECT why, COUNT(*) AS n FROM other_batches GROUP BY why")
         },
         "lost_batches": db.execute(f"SELECT COUNT(*) FROM files WHERE status = '{FileState.LOST}'").fetchone()[0],
+    }
+
+
+def filtered(status: dict[str, Any], keeps: Callable[[str, str], bool]) -> dict[str, Any]:
+    """`status` with only the runs (and their failed threads) that `keeps(run_id, model)`."""
+    return {
+        **status,
+        "runs": [r for r in status["runs"] if keeps(r["run_id"], r["model"])],
+        "failed_threads": [f for f in status["failed_threads"] if keeps(f["run_id"], f["model"])],
     }
 
 

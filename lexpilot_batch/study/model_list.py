@@ -205,7 +205,15 @@ def parse_model_arg(text: str) -> tuple[str, str, Any]:
     check_field(key, None, f"--model-arg {text!r}")
     try:
         value = json.loads(raw)
-    except ValueError:
+    except ValueError as exc:
+        if raw.strip()[:1] in ("{", "[", '"'):
+            # PowerShell 5.1 strips the double quotes inside a native command's argument, so
+            # '...={"type": "json_object"}' arrives as {type: json_object}: never pin that as text.
+            raise ConfigError(
+                f"--model-arg {text!r}: the value looks like JSON but does not parse ({exc}). In PowerShell 5.1, "
+                'double quotes inside an argument are stripped: escape each one as \\" (or use PowerShell 7.3+), '
+                "or put it in a model list, --models FILE (TOML or JSON; docs/providers.md), instead"
+            ) from None
         value = raw
     return model.strip(), key, value
 

@@ -321,6 +321,8 @@ def register_run(
         clash = db.execute("SELECT run_id, model FROM runs WHERE key = ?", (key,)).fetchone()
         others = db.execute("SELECT manifest FROM runs WHERE NOT (run_id = ? AND model = ?)", (run_id, model))
         old = None if row is None else json.loads(row["manifest"])
+        if old is not None and old.get("dataset_sha256") != manifest["dataset_sha256"]:
+            _refuse_changed_dataset(db, old, dataset, run_id, model)  # the file and its cases, not two hashes
         check_registration(
             run_id,
             plan,
@@ -337,6 +339,20 @@ def register_run(
     # Written after the commit, and again on every prepare: a kill in between is mended next time.
     write_manifest_file(ws, run)
     return run
+
+
+def _refuse_changed_dataset(db: sqlite3.Connection, old: dict, dataset: DatasetFile, run_id: str, model: str) -> None:
+    """The run was registered with another dataset: name the files and what changed between them."""
+    from lexpilot_batch.study.dataset_memory import dataset_changes
+
+    before = old.get("dataset_path") or "another file"
+    same_path = Path(before).resolve() == dataset.path.resolve() if old.get("dataset_path") else False
+    what = f"the file {dataset.path} changed since" if same_path else f"{dataset.path} is not the dataset {before}"
+    raise ManifestMismatch(
+        f"run {run_id!r} of model {model!r}: {what} the run was registered with it: "
+        f"{dataset_changes(db, old['dataset_sha256'], dataset)}.\n"
+        "Restore the file it was registered with to resume the run, or use a new --run-id for the changed dataset."
+    )
 
 
 def _insert_run(

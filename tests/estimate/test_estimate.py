@@ -421,3 +421,38 @@ def test_a_role_split_over_backends_is_mixed_and_has_no_single_cost(tmp_path, mo
     assert estimate.next_wave["eval"].cost_usd is None and estimate.projection["eval"].cost_usd is None
     assert estimate.projection["judge"].backend == "batch" and estimate.projection["judge"].cost_usd is not None
     assert estimate.assumptions.backends == {"eval": "mixed", "user": "batch", "judge": "batch"}
+
+
+def test_two_evaluated_models_are_priced_each_at_its_own_price_in_aligned_columns(tmp_path):
+    """Issue 29 item 4: prices were per role, so two evaluated models could not be priced apart,
+    there was no total per model, and long numbers ran together (`38,880122,418,262`)."""
+    mini = load_prices_of("gpt-4o-mini")
+    twice = {"input": 2 * mini["input"], "output": 2 * mini["output"]}
+    prices = {"openai/gpt-4o": twice, "user": {"input": 1.0, "output": 1.0}, "judge": {"input": 1.0, "output": 1.0}}
+    spec = RunSpec(("r1",), ("openai/gpt-4o-mini", "openai/gpt-4o"), "lca")
+    with open_readonly(tmp_path / "ws", SIMULATED) as (ws, session):
+        e = dry_run_prepare(ws, session, spec, prices=prices)
+    by_model = e.projection_cost_by_model
+    small, large = by_model["openai/gpt-4o-mini"], by_model["openai/gpt-4o"]
+    assert small is not None and large is not None and small.expected > 0
+    assert large.expected == pytest.approx(2 * small.expected)  # the same requests at twice the price
+    eval_cost = e.projection["eval"].cost_usd
+    assert eval_cost is not None and eval_cost.expected == pytest.approx(small.expected + large.expected)
+    assert e.projection_cost_usd is not None
+    assert e.projection_cost_usd.expected == pytest.approx(sum(c.expected for c in by_model.values() if c))
+    text = render(e)
+    block = text.split("Projection to the end of every run", 1)[1].split("Waves remaining", 1)[0]
+    table = [line for line in block.splitlines()[1:] if line.startswith("  ") and not line.startswith("  model")]
+    # Every cell two spaces from the next: a row splits into exactly its columns.
+    header = table[0].split()
+    assert header[:2] == ["role", "requests"]
+    for line in table[1:]:
+        if line.strip().startswith(("eval", "user", "judge")):
+            assert len([c for c in line.strip().split("  ") if c.strip()]) == 5, line
+    assert "openai/gpt-4o-mini" in block and "total" in block
+
+
+def load_prices_of(model: str) -> dict[str, float]:
+    from lexpilot_batch.report.costs import bundled_prices
+
+    return dict(bundled_prices()[model])

@@ -232,3 +232,38 @@ def test_model_args_set_and_remove_fields_and_the_settings_say_what_was_applied(
     assert (applied.temperature, applied.judge_temperature, applied.max_tokens) == (0.7, None, 8192)
     no_user_temp = role_request("user", parse_model("openai/o4-mini"), settings)
     assert applied_settings(settings, {"eval": eval_, "user": no_user_temp, "judge": judge}).temperature is None
+
+
+@pytest.mark.parametrize(
+    ("name", "meant"),
+    [
+        ("opneai/gpt-4o-mini", "openai/"),  # transposed letters
+        ("OpenAI/gpt-4o-mini", "openai/"),  # another case
+        ("opanai/gpt-4o-mini", "openai/"),
+        ("anthropc/claude-3-5-haiku", "anthropic/"),
+        ("gogle/gemini-2.0-flash", "google/"),
+        ("Dashscope/qwen-plus", "dashscope/"),
+    ],
+)
+def test_a_near_miss_of_a_known_prefix_is_refused_with_the_prefix_meant(name, meant):
+    """Issue 29 item 1: `opneai/gpt-4o-mini` was accepted as a bare name and would have gone to
+    OPENAI_BASE_URL as it is."""
+    with pytest.raises(ConfigError) as caught:
+        parse_model(name)
+    assert f"did you mean {meant!r}" in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen2.5-7B-Instruct", "deepseek-ai/DeepSeek-R1", "THUDM/glm-4-9b-chat"])
+def test_hugging_face_ids_are_no_near_miss(name):
+    assert parse_model(name).provider is None
+
+
+def test_a_bare_name_with_a_slash_needs_the_endpoint_that_serves_it():
+    """Without LEXPILOT_<ROLE>_BASE_URL or OPENAI_BASE_URL, `org/model` would go to OpenAI."""
+    with pytest.raises(ConfigError) as caught:
+        route("eval", "Qwen/Qwen2.5-7B-Instruct", {})
+    message = str(caught.value)
+    assert "LEXPILOT_EVAL_BASE_URL or OPENAI_BASE_URL" in message and "openai-api/<service>/" in message
+    served = route("eval", "Qwen/Qwen2.5-7B-Instruct", {"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"})
+    assert served.endpoint.base_url == "http://127.0.0.1:8000/v1"
+    assert route("eval", "gpt-4o-mini", {}).endpoint.base_url == "https://api.openai.com/v1"

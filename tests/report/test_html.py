@@ -20,6 +20,7 @@ from conftest import STUDY_MODELS
 from engine_helpers import records
 from typer.testing import CliRunner
 
+from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.cli import app
 from lexpilot_batch.data import load_dataset
 
@@ -160,7 +161,66 @@ def test_chromium_shows_the_tables_the_figures_and_one_case(study, page, tmp_pat
         assert kind in turn["class"].split()
         assert text in turn["text"]
         if label:
-            assert f"judge: {label}" in turn["text"]
+            assert f"classifier: {label}" in turn["text"]
     shown = done.stdout.split('id="v-case"', 1)[1]
     for claim in record["claims"]:
         assert claim["claim"] in shown
+
+
+def _dump(browser: str, url: str, profile: Path) -> str:
+    done = subprocess.run(
+        [browser, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def _between(html: str, start: str, end: str) -> str:
+    return html.split(start, 1)[1].split(end, 1)[0]
+
+
+def test_chromium_shows_what_the_dcg_judge_saw_and_finds_a_case_by_its_number(study, page, tmp_path):
+    """Issue 29 item 5: a DCG case shows its focal points and key details beside the judge's 是/否,
+    its forced question labelled as what it is, and the viewer's search finds a case by number."""
+    browser = chromium()
+    if browser is None:
+        pytest.skip("no Chromium found: install the Debian package chromium or set LEXPILOT_CHROMIUM")
+    cases = load_dataset(None).cases
+    dcg = sorted(
+        (idx, record)
+        for (run_id, model, task, idx, _), record in records(study).items()
+        if (run_id, model, task) == ("r1", STUDY_MODELS[0], "dcg")
+    )
+    idx, record = dcg[-1]  # not the first in the list: the page must go to it
+    case = cases[idx]
+    assert len(case.focal_points) >= 1
+    link = "/".join(urllib.parse.quote(part, safe="") for part in (STUDY_MODELS[0], "r1", "dcg", str(case.case_number)))
+    html = _dump(browser, page.as_uri() + "#case=" + link, tmp_path / "p1")
+    shown = _between(html, 'id="v-case"', "</article>")
+    facts = _between(shown, 'id="v-facts"', "</aside>")
+    assert "What the DCG judge saw" in facts
+    for point in case.focal_points:
+        assert point in facts
+    first_detail = next(line for line in prompts.render_key_details(case.key_details).splitlines() if line.strip())
+    assert first_detail.strip() in facts
+    # The forced question is labelled as one, with the judge's decision beside it; never "LexAwN response".
+    dom = Dom()
+    dom.feed(html)
+    questions = [t for t in dom.turns if t["text"].startswith("Forced clarification question (DCG)")]
+    assert len(questions) == 2
+    for turn, r in zip(questions, record["rounds"], strict=True):
+        assert f"DCG judge: targets a focal point? {r['decision']}" in turn["text"]
+        assert r["question"] in turn["text"]
+    assert "LexAwN response" not in shown
+
+    # The search: its number typed into the box (a #search= link fills it) finds the case.
+    wanted = str(cases[len(cases) // 2].case_number)
+    html = _dump(browser, page.as_uri() + "#search=" + urllib.parse.quote(wanted), tmp_path / "p2")
+    listed = re.findall(r'<li[^>]*data-item="\d+"[^>]*>case ([^ <]+)', _between(html, 'id="v-cases"', "</ul>"))
+    assert listed and listed[0] == wanted, listed
+    assert all(wanted in number for number in listed)
+    assert f'data-case="{wanted}"' in _between(html, 'id="v-case"', ">")

@@ -54,7 +54,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from crash_helpers import base_env
+from crash_helpers import base_env, can_send_sigint
 from engine_helpers import finish, open_session, prepare_runs
 from fault_helpers import (
     LIMIT,
@@ -634,6 +634,7 @@ def cli_together(*commands: list[str], root: Path, timeout: float = 60) -> list[
 
 
 @pytest.mark.slow  # CLI processes racing for the workspace: a long simulation
+@pytest.mark.skipif(not can_send_sigint(), reason="this platform cannot send SIGINT to a child (Popen.send_signal)")
 def test_a_second_writer_is_refused_and_a_reader_is_welcome(tmp_path):
     root = tmp_path / "ws"
     with Workspace(root) as ws:

@@ -4,19 +4,17 @@ wave's stay plain, and everything that reads a workspace gives what it gave unco
 from __future__ import annotations
 
 import gzip
-import io
 import threading
-from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records
 
 from lexpilot_batch import doctor
-from lexpilot_batch.cli.reading import print_report
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.report.case_export import export_cases
 from lexpilot_batch.report.export import export_seed
+from lexpilot_batch.report.produce import ReportOptions, produce_report
 from lexpilot_batch.report.results import load_run_results
 from lexpilot_batch.state import compaction
 from lexpilot_batch.state.workspace import Workspace
@@ -32,15 +30,13 @@ def read_back(ws: Workspace, out: Path) -> dict:
     """What a user reads of a workspace: doctor, records, both exports, the report, the saved files."""
     export_seed(ws, out / "seed")
     export_cases(load_run_results(ws), out / "cases")
-    report = io.StringIO()
-    with redirect_stdout(report):
-        print_report(ws.root, None, None, "json", partial=False)
+    report = produce_report(ws.root, ReportOptions(format="json")).text
     kept = [r[0] for r in ws.store.conn.execute("SELECT path FROM files ORDER BY pk")]
     return {
         "findings": doctor.diagnose(ws),
         "records": records(ws),
         "exported": files_under(out),
-        "report": report.getvalue(),
+        "report": report,
         "request_files": {rel: compaction.read_saved(ws.path(rel)) for rel in kept},
         "saved": {p.relative_to(ws.root).as_posix(): compaction.read_saved(p) for p in compaction.saved_files(ws.root)},
     }

@@ -164,3 +164,26 @@ def test_model_args(text, parsed):
 def test_a_malformed_model_arg_is_refused(text):
     with pytest.raises(ConfigError, match="--model-arg"):
         parse_model_arg(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # What PowerShell 5.1 passes for '...={"type": "json_object"}': the inner quotes stripped.
+        "openai/gpt-4o-mini:response_format={type: json_object}",
+        "anthropic/claude-sonnet-4-5:thinking={type: enabled, budget_tokens: 4096}",
+        "openai/gpt-4o-mini:stop=[END]",
+        'openai/gpt-4o-mini:user="unterminated',
+    ],
+)
+def test_a_model_arg_that_looks_like_json_but_does_not_parse_is_refused(text: str) -> None:
+    """Issue 29 item 6: such values were pinned in the manifest as strings, silently."""
+    with pytest.raises(ConfigError) as caught:
+        parse_model_arg(text)
+    message = str(caught.value)
+    assert "looks like JSON" in message and "PowerShell" in message and "--models FILE" in message
+
+
+def test_a_model_arg_of_json_or_plain_text_still_reads() -> None:
+    assert parse_model_arg('m:response_format={"type": "json_object"}')[2] == {"type": "json_object"}
+    assert parse_model_arg("m:reasoning_effort=high")[2] == "high"

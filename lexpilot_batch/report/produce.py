@@ -1,0 +1,95 @@
+"""Producing a report from a workspace: what `report` prints and `run` prints at its end.
+
+Reads the workspace's finished records, refuses unfinished tasks (unless partial), builds the
+report, writes the figure files asked for, gathers the HTML viewer's data, and renders: the
+caller (the CLI) parses options and prints or writes what comes back, nothing more.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lexpilot_batch.benchmark.prompts import render_key_details
+from lexpilot_batch.data import stored_case
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.report import bootstrap, results
+from lexpilot_batch.report.build import build_report
+from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices
+from lexpilot_batch.report.formats import FORMATS, render
+from lexpilot_batch.report.viewer import CaseFacts, viewer_data
+from lexpilot_batch.state.workspace import Workspace
+
+
+@dataclass
+class ReportOptions:
+    """What `report` was asked for (its options, parsed)."""
+
+    run_id: str | None = None
+    model: str | None = None
+    format: str = "table"
+    partial: bool = False
+    prices: Prices | None = None
+    batch_discount: float = DEFAULT_BATCH_DISCOUNT
+    baseline: str | None = None
+    adjust: str = "none"  # `--adjust`: none, or holm over each comparison's metrics
+    resamples: int | None = None
+    seed: int | None = None
+    figures: Path | None = None
+
+
+@dataclass
+class ProducedReport:
+    text: str  # the rendered report, in `ReportOptions.format`
+    warnings: list[str] = field(default_factory=list)
+    figure_files: list[Path] = field(default_factory=list)
+
+
+def produce_report(root: Path | None, options: ReportOptions) -> ProducedReport:
+    """The report of the workspace at `root` as `options` ask, rendered."""
+    if options.format not in FORMATS:
+        raise LexpilotError(f"--format must be one of {', '.join(FORMATS)}")
+    html = options.format == "html"
+    with Workspace(root, writable=False) as ws:
+        # The HTML page's per-case viewer shows whole records; every other format reads scores only.
+        runs = results.load_run_results(ws, options.run_id, options.model, texts=html)
+        facts = _case_facts(ws.store.conn, [(r.run_id, r.model) for r in runs]) if html else None
+    if not options.partial:
+        results.check_complete(runs, "report what is scored", root)
+    built = build_report(
+        runs,
+        dict(options.prices) if options.prices is not None else None,
+        batch_discount=options.batch_discount,
+        resamples=bootstrap.DEFAULT_RESAMPLES if options.resamples is None else options.resamples,
+        seed=bootstrap.DEFAULT_SEED if options.seed is None else options.seed,
+        baseline=options.baseline,
+        adjust=options.adjust,
+    )
+    produced = ProducedReport("")
+    if options.figures is not None:
+        from lexpilot_batch.report.plots import save_figures
+
+        produced.figure_files, produced.warnings = save_figures(built, options.figures)
+    viewer = viewer_data(runs, built, facts) if html else None
+    produced.text = render(built, options.format, viewer)
+    return produced
+
+
+def _case_facts(db: sqlite3.Connection, runs: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, CaseFacts]]:
+    """Per (run id, model), each case's focal points and key details: what the DCG judge and the
+    User Model were shown, for the researcher auditing them (never part of an `eval` prompt)."""
+    wanted = set(runs)
+    datasets: dict[str, list[tuple[str, str]]] = {}
+    for run_id, model, dataset in db.execute("SELECT run_id, model, dataset FROM runs"):
+        if (run_id, model) in wanted:
+            datasets.setdefault(dataset, []).append((run_id, model))
+    out: dict[tuple[str, str], dict[str, CaseFacts]] = {key: {} for key in wanted}
+    for dataset, keys in datasets.items():
+        of_case: dict[str, CaseFacts] = {}
+        for number, data in db.execute("SELECT case_number, data FROM cases WHERE dataset = ?", (dataset,)):
+            case = stored_case(data)
+            of_case[number] = CaseFacts(tuple(case.focal_points), render_key_details(case.key_details))
+        for key in keys:
+            out[key] = of_case
+    return out

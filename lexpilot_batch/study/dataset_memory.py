@@ -1,0 +1,78 @@
+"""The dataset a workspace remembers: its path beside its hash, and what changed in the file.
+
+Every run's manifest records the dataset file's path and SHA-256. A later `prepare` without
+`--dataset` uses the dataset of the workspace's latest run (and says so), rather than silently
+falling back to the bundled sample; when the file at that path no longer has the bytes a run was
+registered with, the refusal names the file and what changed in it (cases added, removed, edited),
+read against the cases the workspace copied in when the run was registered.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lexpilot_batch.data.dataset import DatasetFile
+from lexpilot_batch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from lexpilot_batch.study.runs import RunSpec
+
+SHOWN = 8  # case numbers named per kind of change
+
+
+@dataclass(frozen=True)
+class Remembered:
+    path: Path
+    sha256: str
+
+
+def remembered_dataset(db: sqlite3.Connection) -> Remembered | None:
+    """The dataset of the workspace's latest run that did not use the bundled sample."""
+    for (manifest,) in db.execute("SELECT manifest FROM runs ORDER BY pk DESC"):
+        m = json.loads(manifest)
+        if not m.get("bundled_sample") and m.get("dataset_path"):
+            return Remembered(Path(m["dataset_path"]), m["dataset_sha256"])
+    return None
+
+
+def with_remembered_dataset(db: sqlite3.Connection, spec: RunSpec) -> tuple[RunSpec, str | None]:
+    """`spec` with the remembered dataset when it names none, and the note that says so."""
+    if spec.dataset is not None:
+        return spec, None
+    remembered = remembered_dataset(db)
+    if remembered is None:
+        return spec, None
+    if not remembered.path.is_file():
+        raise ConfigError(
+            f"no --dataset given, and the dataset this workspace's runs use, {remembered.path}, is not there any "
+            "more; pass --dataset FILE (the same file, moved, resumes the runs)"
+        )
+    note = (
+        f"No --dataset given: using {remembered.path}, the dataset of this workspace's runs "
+        "(pass --dataset to use another)."
+    )
+    return replace(spec, dataset=remembered.path), note
+
+
+def dataset_changes(db: sqlite3.Connection, old_sha256: str, dataset: DatasetFile) -> str:
+    """What differs between the cases the workspace holds of dataset `old_sha256` and the file:
+    `2 cases added (19, 20); 1 removed (7); 1 edited (3)`, or why it cannot tell."""
+    old = dict(db.execute("SELECT case_number, data FROM cases WHERE dataset = ?", (old_sha256,)).fetchall())
+    if not old:
+        return "the workspace holds none of the cases it had, so what changed cannot be told"
+    new = {case.case_id: case.model_dump_json() for case in dataset.read_cases()}
+    added = [n for n in new if n not in old]
+    removed = [n for n in old if n not in new]
+    edited = [n for n in old if n in new and json.loads(old[n]) != json.loads(new[n])]
+    parts = []
+    for numbers, what in ((added, "added"), (removed, "removed"), (edited, "edited")):
+        if numbers:
+            shown = ", ".join(numbers[:SHOWN]) + (f", ... ({len(numbers)} in all)" if len(numbers) > SHOWN else "")
+            parts.append(f"{len(numbers)} case{'s' if len(numbers) != 1 else ''} {what} ({shown})")
+    if not parts:
+        return "the same cases, differently written (order, spacing or fields outside the cases)"
+    return "; ".join(parts)

@@ -1,0 +1,135 @@
+"""A researcher's day (issue 29): what the commands say to someone who is not the author.
+
+Each test reproduces one finding of the issue: a dataset a workspace remembers and a changed file
+refused by what changed (item 3), and the small messages of item 7 (a JSON Lines dataset, a
+literal brace in a prompt, a --limit above the dataset's size, an unmapped cause against the
+bundled mapping, progress rates, compaction noise, where `run` leaves its results). Everything
+runs in-process against the simulated provider.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from lexpilot_batch.cli import app
+from lexpilot_batch.cli.output import pace
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.util import resources
+
+runner = CliRunner()
+PREPARE = ["prepare", "--stage", "lca", "--run-id", "r1", "--model", "sim-eval", "--provider", "simulated"]
+
+
+def invoke(args: list[str], root: Path) -> Any:
+    return runner.invoke(app, [*args, "--root", str(root)])
+
+
+def refusal(result: Any) -> str:
+    assert result.exit_code != 0
+    assert isinstance(result.exception, LexpilotError), result.output
+    return str(result.exception)
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    """The bundled sample's cases in a file of the user's own (other bytes: not the sample itself)."""
+    path = tmp_path / "my-cases.json"
+    cases = json.loads(resources.sample_dataset().read_text(encoding="utf-8"))
+    path.write_text(json.dumps(cases, ensure_ascii=False, indent=1), encoding="utf-8")
+    return path
+
+
+def test_the_workspace_remembers_its_dataset_and_names_what_changed_in_it(tmp_path: Path, dataset: Path) -> None:
+    root = tmp_path / "ws"
+    first = invoke([*PREPARE, "--dataset", str(dataset)], root)
+    assert first.exit_code == 0, first.output
+
+    # Without --dataset a later prepare uses the remembered file (not the bundled sample) and says so.
+    again = invoke([*PREPARE[:4], "r2", *PREPARE[5:]], root)
+    assert again.exit_code == 0, again.output
+    assert f"No --dataset given: using {dataset}" in again.output
+    manifest = json.loads(next((root / "runs").glob("r2-*/*/manifest.json")).read_text(encoding="utf-8"))
+    assert manifest["dataset_path"] == str(dataset) and not manifest["bundled_sample"]
+
+    # The file edited: one case removed, one edited, one added; the refusal names the file and each.
+    cases = json.loads(dataset.read_text(encoding="utf-8"))
+    removed, edited = str(cases[1]["case_number"]), str(cases[2]["case_number"])
+    cases[2]["cause_of_action"] = cases[3]["cause_of_action"]
+    added = {**cases[4], "case_number": "NEW-1"}
+    del cases[1]
+    cases.append(added)
+    dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    message = refusal(invoke(PREPARE, root))
+    assert f"the file {dataset} changed since the run was registered" in message
+    assert "1 case added (NEW-1)" in message
+    assert f"1 case removed ({removed})" in message
+    assert f"1 case edited ({edited})" in message
+    assert "sha256" not in message.lower()  # the file and its cases, not two hashes
+
+
+def test_a_json_lines_dataset_is_told_a_json_array_is_expected(tmp_path: Path) -> None:
+    cases = json.loads(resources.sample_dataset().read_text(encoding="utf-8"))
+    jsonl = tmp_path / "cases.jsonl"
+    jsonl.write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in cases[:3]) + "\n", encoding="utf-8")
+    message = refusal(invoke([*PREPARE, "--dataset", str(jsonl)], tmp_path / "ws"))
+    assert "looks like JSON Lines" in message and "one JSON array of case objects" in message
+
+
+def test_a_literal_brace_in_a_prompt_is_told_to_be_doubled(tmp_path: Path) -> None:
+    prompts = tmp_path / "prompts.json"
+    prompts.write_text(json.dumps({"lca_classify": '{history}\n{response}\n输出 {"a":1}'}), encoding="utf-8")
+    message = refusal(invoke([*PREPARE, "--prompts", str(prompts)], tmp_path / "ws"))
+    assert "literal braces" in message and "must be doubled" in message and '{{"label": "judgment"}}' in message
+
+
+def test_a_limit_above_the_dataset_size_says_all_cases_are_used(tmp_path: Path) -> None:
+    n = len(json.loads(resources.sample_dataset().read_text(encoding="utf-8")))
+    result = invoke([*PREPARE, "--limit", "1000"], tmp_path / "ws")
+    assert result.exit_code == 0, result.output
+    assert f"--limit 1000: the dataset has only {n} cases, so all {n} are used." in result.output
+
+
+def test_an_unmapped_cause_against_the_bundled_mapping_says_to_copy_it(tmp_path: Path) -> None:
+    cases = json.loads(resources.sample_dataset().read_text(encoding="utf-8"))
+    cases[0]["cause_of_action"] = "星际航行纠纷"
+    path = tmp_path / "cases.json"
+    path.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    message = refusal(invoke([*PREPARE, "--dataset", str(path)], tmp_path / "ws"))
+    assert "copy the bundled mapping" in message and "--categories FILE" in message
+    assert "add each to one of its classes (" not in message.split("copy the bundled mapping")[0]
+
+
+@pytest.mark.parametrize(
+    ("done", "total", "elapsed", "shown"),
+    [
+        (0, 40, 3.0, "3s in flight, no request finished yet"),
+        (10, 40, 20.0, "20s in flight, 30.0 req/min, ~1m00s left"),
+        (30, 40, 2.0, "2s in flight, 15.0 req/s, ~1s left"),
+        (40, 40, 75.0, "1m15s in flight, all finished"),
+    ],
+)
+def test_progress_reads_the_rate_against_the_batches_age(done: int, total: int, elapsed: float, shown: str) -> None:
+    """The bar showed tqdm's rate, the provider's jumping counts over the moments between two
+    polls (`3973551.16req/s`); now the rate is over the batches' own age, with what is left."""
+    assert pace(done, total, elapsed) == shown
+
+
+def test_run_is_quiet_about_compaction_and_ends_with_where_the_results_are(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    args = ["run", "--stage", "lca", "--run-id", "r1", "--model", "sim-eval", "--provider", "simulated", "--limit", "2"]
+    quiet = invoke(args, root)
+    assert quiet.exit_code == 0, quiet.output
+    assert "Compacted" not in quiet.output
+    assert f"Results are kept in {root.resolve() / 'state'}" in quiet.output
+    for command in ("report --format html --out report.html", "export --layout cases --out results"):
+        assert command in quiet.output
+    assert "req/s]" not in quiet.output and "it/s" not in quiet.output
+
+    verbose = invoke([*args[:4], "r2", *args[5:], "--verbose"], root)
+    assert verbose.exit_code == 0, verbose.output
+    assert "Compacted" in verbose.output

@@ -1,0 +1,57 @@
+"""Every command writes UTF-8 whatever the console's code page (issue 29 item 6).
+
+Windows consoles and pipes default to a legacy code page (cp1252 in Western Europe, GBK/cp936 in
+China); Python encodes a redirected stdout in it (`PYTHONIOENCODING` sets the same thing on any
+platform, https://docs.python.org/3/using/cmdline.html#envvar-PYTHONIOENCODING), so before this
+change `report --format html > report.html` died with UnicodeEncodeError on the first Chinese
+class name (under GBK on U+2212, the minus sign). `--out FILE` writes the file itself, UTF-8,
+atomically, which also survives Windows PowerShell 5.1, whose `>` re-encodes to UTF-16.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import lexpilot_batch
+
+PACKAGE_ROOT = Path(lexpilot_batch.__file__).resolve().parents[1]
+
+
+def cli(args: list[str], encoding: str, stdout: Path) -> subprocess.CompletedProcess[bytes]:
+    """`python -m lexpilot_batch ARGS` with stdout redirected to a file, streams in `encoding`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LEXPILOT_", "PYTHONUTF8"))}
+    env.update(PYTHONIOENCODING=encoding, PYTHONUTF8="0", PYTHONPATH=str(PACKAGE_ROOT))
+    with stdout.open("wb") as out:
+        return subprocess.run(
+            [sys.executable, "-m", "lexpilot_batch", *args], stdout=out, stderr=subprocess.PIPE, env=env, timeout=120
+        )
+
+
+@pytest.mark.parametrize("encoding", ["cp1252", "gbk"])
+def test_a_redirected_html_report_is_utf8_under_any_code_page(study, tmp_path: Path, encoding: str) -> None:
+    page = tmp_path / "report.html"
+    done = cli(["report", "--format", "html", "--bootstrap", "0", "--root", str(study.root)], encoding, page)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    html = page.read_bytes().decode("utf-8")  # strict: raises if any byte is not UTF-8
+    assert html.startswith("<!doctype html>") and html.rstrip().endswith("</html>")
+    assert '<meta charset="utf-8">' in html
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in html)  # the Chinese texts came through as themselves
+
+
+def test_out_file_is_utf8_written_atomically(study, tmp_path: Path) -> None:
+    out = tmp_path / "sub" / "report.html"
+    done = cli(
+        ["report", "--format", "html", "--bootstrap", "0", "--out", str(out), "--root", str(study.root)],
+        "cp1252",
+        tmp_path / "stdout.txt",
+    )
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    assert (tmp_path / "stdout.txt").read_bytes() == b""  # the page went to the file only
+    assert out.read_bytes().decode("utf-8").startswith("<!doctype html>")
+    assert f"to {out}" in done.stderr.decode("utf-8")
+    assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]  # written atomically: no leftover

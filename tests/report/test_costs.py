@@ -1,0 +1,52 @@
+"""Prices per model (issue 29 item 4): a user's file by model or (the older format) by role, over
+the bundled, dated table `data/prices.json`, whose sources are the providers' pricing pages
+(https://platform.openai.com/docs/pricing, https://docs.claude.com/en/docs/about-claude/pricing,
+https://ai.google.dev/gemini-api/docs/pricing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.report.costs import bundled_as_of, bundled_prices, check_prices, load_prices, price_for
+
+
+def test_the_bundled_table_is_dated_and_each_price_has_input_and_output() -> None:
+    assert bundled_as_of()[:4].isdigit() and len(bundled_as_of()) == 10
+    table = bundled_prices()
+    assert {"gpt-4o-mini", "gpt-4o", "o4-mini"} <= set(table)
+    check_prices(table, 0.5)
+    data = json.loads(Path(__file__).resolve().parents[2].joinpath("data", "prices.json").read_text(encoding="utf-8"))
+    assert set(data["$sources"]) >= {"openai", "anthropic", "google"}
+
+
+def test_a_model_is_priced_by_the_users_file_first_then_by_the_bundled_table() -> None:
+    mini = bundled_prices()["gpt-4o-mini"]
+    # No file: the bundled table, by the name the provider is sent (prefix and snapshot date off).
+    assert price_for(None, "eval", "openai/gpt-4o-mini") == mini
+    assert price_for(None, "eval", "gpt-4o-mini-2024-07-18") == mini
+    assert price_for(None, "eval", "sim-eval") is None
+    own: dict[str, float] = {"input": 0.1, "output": 0.2}
+    users: dict[str, dict[str, float]] = {"openai/gpt-4o": own, "judge": {"input": 1, "output": 2}}
+    # Two evaluated models, priced differently: one by the file, one by the table.
+    assert price_for(users, "eval", "openai/gpt-4o") == own
+    assert price_for(users, "eval", "openai/gpt-4o-mini") == mini
+    # A role's price (the older format) comes before the table, after a model's own.
+    assert price_for(users, "judge", "openai/gpt-4o-mini") == {"input": 1, "output": 2}
+    assert price_for(users, "judge", "openai/gpt-4o") == own
+
+
+def test_a_prices_file_by_model_with_cached_input_is_read_and_a_bad_one_named(tmp_path: Path) -> None:
+    good = tmp_path / "prices.json"
+    good.write_text(
+        json.dumps({"$note": "mine", "openai/gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.6}}),
+        encoding="utf-8",
+    )
+    assert load_prices(good)["openai/gpt-4o-mini"]["cached_input"] == 0.075  # type: ignore[index]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"openai/gpt-4o-mini": {"input": 0.15, "ouput": 0.6}}), encoding="utf-8")
+    with pytest.raises(LexpilotError, match=r"bad.json: Price of model 'openai/gpt-4o-mini' must be"):
+        load_prices(bad)
