@@ -16,7 +16,7 @@ import typer
 
 from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.benchmark.settings import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL
-from lexpilot_batch.cli.tail_options import TAIL_OPTIONS
+from lexpilot_batch.cli.tail_options import TAIL_OPTIONS, TailSyncOpt
 from lexpilot_batch.errors import LexpilotError
 
 if TYPE_CHECKING:
@@ -74,18 +74,6 @@ PricesOpt = Annotated[
     ),
 ]
 PollIntervalOpt = Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.", min=0)]
-TailSyncOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--tail-sync",
-        help="In each wave, send a group of at most N requests for one model (what would be one batch) "
-        "through the provider's synchronous call (the sync backend, at list price: chat completions, Claude's "
-        "Messages, Gemini's generateContent) instead of a batch, where the provider has one: the last waves "
-        "then take no batch round trip. 0 turns it off. Remembered by the workspace (prepare); records are "
-        "the same either way.",
-        min=0,
-    ),
-]
 CompactOpt = Annotated[
     bool,
     typer.Option(

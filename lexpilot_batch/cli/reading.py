@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lexpilot_batch.cli.options import FormatOpt, OutFileOpt, PricesOpt, RootOpt, TailSyncOpt
+from lexpilot_batch.cli.options import FormatOpt, OutFileOpt, PricesOpt, RootOpt
 from lexpilot_batch.cli.output import say, write_text_file
+from lexpilot_batch.cli.tail_options import TailSyncOpt
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, load_prices
 from lexpilot_batch.report.formats import FORMATS

@@ -1,5 +1,6 @@
-"""The options of how a wave's groups travel (`engine.tail`): `--tail`, `--max-premium`, `--flex`,
-`--expect-latency`; each remembered by the workspace, and none of them changes a record."""
+"""The options of how a wave's groups travel (`engine.tail`): `--tail-sync`, `--tail`,
+`--max-premium`, `--flex`, `--expect-latency`; each remembered by the workspace, and none of them
+changes a record."""
 
 from __future__ import annotations
 
@@ -7,6 +8,18 @@ from typing import Annotated
 
 import typer
 
+TailSyncOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--tail-sync",
+        help="In each wave, send a group of at most N requests for one model (what would be one batch) "
+        "through the provider's synchronous call (the sync backend, at list price: chat completions, Claude's "
+        "Messages, Gemini's generateContent) instead of a batch, where the provider has one: the last waves "
+        "then take no batch round trip. 0 turns it off. Remembered by the workspace (prepare); records are "
+        "the same either way.",
+        min=0,
+    ),
+]
 TailOpt = Annotated[
     str | None,
     typer.Option(
