@@ -59,7 +59,11 @@ def end_progress() -> None:
     from tqdm import tqdm
 
     for bar in list(getattr(tqdm, "_instances", ())):
-        bar.close()
+        # Ctrl-C inside `tqdm.__init__`: tqdm registers a bar before it is built, and a half-built one
+        # cannot close (or closes to nothing). Forget it, so that the error reported is the one printed.
+        with contextlib.suppress(AttributeError):
+            bar.close()
+        tqdm._instances.discard(bar)
 
 
 def redacting_excepthook(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:

@@ -112,7 +112,7 @@ def compact_finished_waves(ws: Workspace) -> CompactStats:
         if packed is None:
             stats.skipped.append(rel)
             continue
-        _record(ws, *packed)
+        _record(ws, [packed])
         unlink_quietly(ws.path(rel))
         stats.add(packed)
     return stats
@@ -179,12 +179,14 @@ def _pack(ws: Workspace, rel: str, expected: str | None, stop: threading.Event |
     return rel, digest.hexdigest(), size, packed.stat().st_size
 
 
-def _record(ws: Workspace, rel: str, sha256: str, size: int, stored_bytes: int) -> None:
-    """The compressed copy is whole: record it, before the plain file goes."""
+def _record(ws: Workspace, packed: list[Packed]) -> None:
+    """The compressed copies are whole: record them, in one transaction, before the plain files go.
+    A kill before it leaves `.gz` files nothing records (packed again by the next command); after
+    it, plain files beside their recorded copies (removed by the next command)."""
     with ws.store.transaction() as db:
-        db.execute(
+        db.executemany(
             "INSERT OR REPLACE INTO compacted (path, sha256, bytes, stored_bytes, at) VALUES (?, ?, ?, ?, ?)",
-            (rel, sha256, size, stored_bytes, time.time()),
+            [(*p, time.time()) for p in packed],
         )
 
 
@@ -228,11 +230,7 @@ class Compactor:
         packed = pending.result()  # raises what the worker raised
         done = [p for _, p in packed if p is not None]
         if done:
-            with self.ws.store.transaction() as db:
-                db.executemany(
-                    "INSERT OR REPLACE INTO compacted (path, sha256, bytes, stored_bytes, at) VALUES (?, ?, ?, ?, ?)",
-                    [(*p, time.time()) for p in done],
-                )
+            _record(self.ws, done)
         for rel, p in packed:
             if p is None:
                 if not self.stop.is_set():
