@@ -12,15 +12,32 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs
 from fault_helpers import LIMIT, Outcome, run_benchmark
 
+from lexpilot_batch.engine.session import Session
 from lexpilot_batch.state.workspace import Workspace
 
 STUDY_MODELS = ("sim-a", "openai/sim-b")  # a bare name and a provider-qualified one
 STUDY_RUNS = ("r1", "r2")
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Iterator[Workspace]:
+    """An empty workspace (a module that needs one prepared defines its own `ws`)."""
+    with Workspace(tmp_path / "ws") as workspace:
+        yield workspace
+
+
+@pytest.fixture
+def session(ws: Workspace) -> Iterator[Session]:
+    """A session over `ws`, with the simulated provider (`engine_helpers.open_session`)."""
+    s = open_session(ws)
+    yield s
+    s.close()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ its model has no room) is `engine/test_submit.py`'s; a refusal found by a poll, 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,12 +22,6 @@ from lexpilot_batch.state.waves import set_file
 from lexpilot_batch.state.workspace import Workspace
 
 MODEL = "sim-eval"
-
-
-@pytest.fixture
-def ws(tmp_path: Any) -> Iterator[Workspace]:
-    with Workspace(tmp_path / "ws") as workspace:
-        yield workspace
 
 
 def compiled(

@@ -9,7 +9,6 @@ routes (compiling needs no key and no server).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,23 +17,9 @@ from engine_helpers import finish, open_session, prepare_runs, request_lines, th
 from lexpilot_batch.engine import compiler
 from lexpilot_batch.engine.compiler import compile_wave
 from lexpilot_batch.engine.request_files import WaveWriter
-from lexpilot_batch.engine.session import Session
 from lexpilot_batch.state.states import FileState, ThreadState
 from lexpilot_batch.state.waves import set_file
 from lexpilot_batch.state.workspace import Workspace
-
-
-@pytest.fixture
-def ws(tmp_path: Any) -> Iterator[Workspace]:
-    with Workspace(tmp_path / "ws") as workspace:
-        yield workspace
-
-
-@pytest.fixture
-def session(ws: Workspace) -> Iterator[Session]:
-    s = open_session(ws)
-    yield s
-    s.close()
 
 
 def counts(ws: Workspace) -> dict[str, int]:

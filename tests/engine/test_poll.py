@@ -12,7 +12,6 @@ Against the in-memory provider of `fake_backend`; the last test runs the simulat
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -35,12 +34,6 @@ MODEL = "sim-eval"
 @pytest.fixture(autouse=True)
 def no_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(clock, "pause", lambda seconds: None)
-
-
-@pytest.fixture
-def ws(tmp_path: Any) -> Iterator[Workspace]:
-    with Workspace(tmp_path / "ws") as workspace:
-        yield workspace
 
 
 def sent(ws: Workspace, fake: FakeBackend, monkeypatch: pytest.MonkeyPatch) -> tuple[Session, dict[str, Any]]:

@@ -12,7 +12,6 @@ create's answer, commit a create late, and list what a test adds.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -35,12 +34,6 @@ def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     waited: list[float] = []
     monkeypatch.setattr(clock, "pause", waited.append)
     return waited
-
-
-@pytest.fixture
-def ws(tmp_path: Any) -> Iterator[Workspace]:
-    with Workspace(tmp_path / "ws") as workspace:
-        yield workspace
 
 
 def one_file(ws: Workspace, fake: FakeBackend, monkeypatch: pytest.MonkeyPatch, **options: Any) -> Session:

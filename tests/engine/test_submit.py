@@ -9,7 +9,6 @@ fails the calls a test chooses, except where the simulated provider's own listin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,12 +35,6 @@ def no_waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     pauses: list[float] = []
     monkeypatch.setattr(clock, "pause", pauses.append)
     return pauses
-
-
-@pytest.fixture
-def ws(tmp_path: Any) -> Iterator[Workspace]:
-    with Workspace(tmp_path / "ws") as workspace:
-        yield workspace
 
 
 def test_a_compiled_file_is_uploaded_then_created_once_each_step_recorded_before_the_next(ws, monkeypatch):

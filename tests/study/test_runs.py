@@ -8,33 +8,16 @@ naming each difference; a field that only informs (a path, a time) is no differe
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from engine_helpers import open_session, prepare_runs
+from engine_helpers import prepare_runs
 
 from lexpilot_batch.benchmark.settings import Settings
-from lexpilot_batch.engine.session import Session
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
-from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study import runs
 from lexpilot_batch.study.runs import RunSpec
-
-
-@pytest.fixture
-def ws(tmp_path: Any) -> Iterator[Workspace]:
-    with Workspace(tmp_path / "ws") as workspace:
-        yield workspace
-
-
-@pytest.fixture
-def session(ws: Workspace) -> Iterator[Session]:
-    s = open_session(ws)
-    yield s
-    s.close()
-
 
 # --- checks -------------------------------------------------------------------------------------
 
