@@ -19,7 +19,6 @@ import typing
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from engine_helpers import finish, thread_counts
 from openai import OpenAI
@@ -28,6 +27,7 @@ from sim_helpers import jsonl, request_line, wait
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.providers.chat import http  # the SDKs' HTTP library: httpx2 under openai 3, httpx before
 from lexpilot_batch.providers.contracts import CHAT_URLS
 from lexpilot_batch.simulated import SimulatedServer
 from lexpilot_batch.state.compaction import read_saved
@@ -218,7 +218,7 @@ def test_the_openai_routes_refuse_what_openai_refuses(
     and a 400 line in the batch's error file."""
     client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
     body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], **fields}
-    answer = httpx.post(
+    answer = http.post(
         f"{server.base_url}/chat/completions", json=body, headers={"Authorization": "Bearer k"}, timeout=120
     )
     assert answer.status_code == 400
@@ -276,7 +276,7 @@ def test_the_anthropic_routes_refuse_what_messages_refuses(server: SimulatedServ
         "messages": [{"role": "user", "content": PROMPT}],
         **params,
     }
-    answer = httpx.post(f"{server.root_url}/v1/messages", json=body, headers=ANTHROPIC_HEADERS, timeout=120)
+    answer = http.post(f"{server.root_url}/v1/messages", json=body, headers=ANTHROPIC_HEADERS, timeout=120)
     assert answer.status_code == 400
     shape = answer.json()
     assert shape["type"] == "error" and shape["error"]["type"] == "invalid_request_error"
@@ -288,7 +288,7 @@ def test_a_foreign_anthropic_custom_id_is_a_4xx_never_a_500(server: SimulatedSer
         "custom_id": "foo",
         "params": {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": PROMPT}]},
     }
-    answer = httpx.post(
+    answer = http.post(
         f"{server.root_url}/v1/messages/batches", json={"requests": [request]}, headers=ANTHROPIC_HEADERS, timeout=120
     )
     assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
@@ -309,7 +309,7 @@ def test_the_gemini_routes_refuse_what_generate_content_refuses(
     """Before, unknown `generationConfig` fields, `temperature: 5` and `thinkingBudget: 100000`
     were answered. Now: a 400 in Google's error shape (`INVALID_ARGUMENT`)."""
     body = {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}], "generationConfig": config}
-    answer = httpx.post(
+    answer = http.post(
         f"{server.root_url}/v1beta/models/gemini-2.5-flash:generateContent",
         json=body,
         headers={"x-goog-api-key": "k"},
