@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from export_check import check_export
+from floor import serialisation_floor
 from latency_model import (
     check_latency_args,
     expected_latency,
@@ -734,6 +735,8 @@ def _bench(
             f"--concurrency {args.concurrency}): {timing['simulated_seconds']} s, {timing['batch_round_trips']} "
             f"batch round trips, cost {timing['cost_usd']} USD (premium {timing['premium_pct']}%)"
         )
+    floor = serialisation_floor(ws_root)
+    log(f"serialisation floor: {floor}")
     checked_export = check_export(ws_root, root / f"{ws_root.name}-check") if args.check_export else None
     if checked_export is not None:
         log(f"export check: {checked_export}")
@@ -751,6 +754,14 @@ def _bench(
         # The same three parts in this process's CPU time: far less sensitive to other load.
         "local_cpu_us_per_request": round(sum(cpu_seconds.values()) / requests * 1e6, 1),
         "cpu_seconds": {k: round(v, 3) for k, v in cpu_seconds.items()},
+        # What any engine must spend per request here (`floor`), and the local work as a multiple of it.
+        "floor": floor,
+        "local_over_floor": round(local / requests * 1e6 / floor["us_per_request"], 2)
+        if floor["us_per_request"]
+        else None,
+        "local_cpu_over_floor": round(sum(cpu_seconds.values()) / requests * 1e6 / floor["cpu_us_per_request"], 2)
+        if floor["cpu_us_per_request"]
+        else None,
         "peak_rss_mb": max(peaks) if peaks else None,
         "workspace_mb": round(ws_bytes / MB, 1),
         "workspace_mb_by": ws_parts,

@@ -153,7 +153,7 @@ class Prompt(str):
     """A filled template that keeps the pieces it was joined from.
 
     Every prompt of a case repeats the case's messages, across tasks, rounds and runs. Writing a
-    request line escapes and encodes each piece once per case (`request_lines.request_line`) instead of
+    request line escapes and encodes each piece once per case (`lines.request_line`) instead of
     every prompt whole: JSON escaping and UTF-8 encoding both work character by character, so the
     pieces' encodings joined are the whole prompt's.
     """

@@ -42,7 +42,7 @@ from lexpilot_batch.engine.request_files import WaveWriter
 from lexpilot_batch.engine.tail import TailPolicy
 from lexpilot_batch.providers.dialects import RoleRequest
 from lexpilot_batch.providers.ids import custom_id, request_check
-from lexpilot_batch.providers.lines import line_body, line_head
+from lexpilot_batch.providers.lines import line_fingerprint, line_head
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.waves import discard_unsent_wave, drop_empty_wave, open_wave, target_wave
@@ -288,9 +288,11 @@ def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
 def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer: WaveWriter) -> tuple:
     attempt = max((a["attempt"] for a in attempts), default=0) + 1
     sent, route = run.requests[step.role], run.routes[step.role]
-    body = line_body(sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces, route.api)
-    # The id vouches for the request: its workspace and its body (`request_lines.request_check`).
-    cid = custom_id(run.key, case_idx, step.key, attempt, request_check(writer.id_tag, body))
+    body, fingerprint = line_fingerprint(
+        sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces, route.api
+    )
+    # The id vouches for the request: its workspace and its body (`ids.request_check`).
+    cid = custom_id(run.key, case_idx, step.key, attempt, request_check(writer.id_tag, fingerprint))
     line = line_head(cid, route.api, writer.id_tag) + body
     file_pk = writer.add(route, line, request_tokens(len(step.prompt)))
     model = route.model

@@ -10,7 +10,7 @@ applied in one transaction; applying them again changes nothing. What a line mea
 
 A line is applied only to the request whose custom_id it carries exactly, among the requests of
 the files being ingested: the id names the workspace and the request's hash
-(`request_lines.request_check`), so an answer to anything else is never taken in. What is not
+(`ids.request_check`), so an answer to anything else is never taken in. What is not
 applied is recorded as an anomaly, once (the same anomaly seen again, as when a file is ingested
 twice, is not recorded again), and counted by `status` and `doctor`:
 
@@ -111,7 +111,7 @@ def apply_result_files(
     `unanswered_reason`, when given, fails every request of the files that no line answered (the
     batch is over); when None (a partial manual ingest), such requests stay pending. `normalise`
     reads a native API's lines as OpenAI ones (`providers.results`). `tag` is the workspace's
-    (`request_lines.id_tag`), to tell another workspace's lines among those it does not apply.
+    (`ids.id_tag`), to tell another workspace's lines among those it does not apply.
     """
     stats = IngestStats()
     file_pk = file_pks[0] if len(file_pks) == 1 else None  # where anomalies are filed

@@ -99,8 +99,8 @@ class WaveWriter:
         self.group_requests: dict[Group, int] = defaultdict(int)
         self.group_tokens: dict[Group, int] = defaultdict(int)
         self.pieces = Pieces()
-        # The workspace's tag: in every custom_id (`request_lines.request_check`), and first in the ids
-        # of Anthropic lines (`request_lines.line_id`).
+        # The workspace's tag: in every custom_id (`ids.request_check`), and first in the ids
+        # of Anthropic lines (`lines.line_id`).
         self.id_tag = id_tag(ws.workspace_id)
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="request-files")
         self.token_caps: dict[Group, int | None] = {}

@@ -4,7 +4,8 @@ A custom_id names the request and vouches for it: `<run key>-<case>-<step>-<atte
 e.g. `1a2b3c4d-17-lca.u.gen-1-9f8e7d6c0a1b2c3d`. The run key (`study.runs.run_key`) and the rest of
 the stem make it unique in the workspace; the check (`request_check`) is the workspace's tag
 (`id_tag`, 8 hex digits of its random id) and the request's hash (8 hex digits of the SHA-256 of its
-line after the id: model, prompt and every field as sent). A result line answers the request whose
+line's fingerprint, `lines.line_fingerprint`: the digests of its frame (model, url, every field as
+sent) and of each piece of its prompt, so that any change to a byte of the line changes it). A result line answers the request whose
 custom_id it carries exactly, so an answer from another workspace (same run ids, other cases), from
 an earlier compile of the same step or for another prompt is never applied (`engine.ingest`).
 Requests compiled before ids carried a check keep their ids (`id_parts` is None for them).
@@ -30,7 +31,8 @@ def custom_id(run_key: str, case_idx: int, step: str, attempt: int, check: str) 
 
 def request_check(tag: str, body: bytes) -> str:
     """The end of a request's custom_id: the workspace's tag, then 8 hex digits of the SHA-256 of
-    `body`, the request's line after its id (`line_body`)."""
+    `body`: what stands for the request's line after its id (the compiler gives its fingerprint,
+    `lines.line_fingerprint`)."""
     return tag + hashlib.sha256(body).hexdigest()[:8]
 
 

@@ -15,6 +15,7 @@ messages. The shapes:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import lru_cache
 
@@ -42,7 +43,8 @@ _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 class Pieces(dict[str, bytes]):
-    """Prompt pieces (`prompts.Prompt.parts`) JSON-escaped and UTF-8 encoded, each once.
+    """Prompt pieces (`prompts.Prompt.parts`) JSON-escaped and UTF-8 encoded, each once, with the
+    SHA-256 of each encoding (`digests`, for `line_fingerprint`).
 
     Emptied when it holds `limit` bytes: the compiler goes case by case, so what it needs again is
     the current case's messages and the templates' literal text.
@@ -51,13 +53,16 @@ class Pieces(dict[str, bytes]):
     def __init__(self, limit: int = 8 << 20) -> None:
         super().__init__()
         self.limit, self.size = limit, 0
+        self.digests: dict[str, bytes] = {}
 
     def __missing__(self, piece: str) -> bytes:
         encoded = _JSON.encode(piece)[1:-1].encode("utf-8")
         if self.size + len(encoded) > self.limit:
             self.clear()
+            self.digests.clear()
             self.size = 0
         self[piece] = encoded
+        self.digests[piece] = hashlib.sha256(encoded).digest()
         self.size += len(encoded)
         return encoded
 
@@ -104,6 +109,35 @@ def line_body(model: str, prompt: str, fields: str, url: str, pieces: Pieces | N
     pieces = Pieces() if pieces is None else pieces
     parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
     return b"".join((middle, *[pieces[part] for part in parts], end))
+
+
+@lru_cache(maxsize=256)
+def _frame_digest(model: str, url: str, fields: str, api: str) -> bytes:
+    middle, end = _line_frame(model, url, fields, api)
+    return hashlib.sha256(len(middle).to_bytes(8, "big") + middle + end).digest()
+
+
+def line_fingerprint(
+    model: str, prompt: str, fields: str, url: str, pieces: Pieces | None = None, api: str = OPENAI
+) -> tuple[bytes, bytes]:
+    """`line_body`, and what its check is taken of (`ids.request_check`): the SHA-256 of the line's
+    frame (model, url, every field: `_line_frame`), then of each piece of its prompt, in order.
+
+    Equal bodies built from the same pieces have equal fingerprints and any change to a byte of the
+    body changes one digest, as a hash of the body itself would; but each piece is hashed once
+    where it first appears (`Pieces.digests`), so a case's history, repeated in each of its prompts
+    and waves, is hashed once rather than in every request, and the hash of the fingerprint (32
+    bytes a piece) is short enough to hold the GIL while the file-writing thread runs.
+    """
+    middle, end = _line_frame(model, url, fields, api)
+    pieces = Pieces() if pieces is None else pieces
+    digests = pieces.digests
+    encoded, fingerprint = [middle], [_frame_digest(model, url, fields, api)]
+    for part in prompt.parts if isinstance(prompt, Prompt) else (prompt,):
+        encoded.append(pieces[part])  # (a miss puts the piece and its digest in)
+        fingerprint.append(digests[part])
+    encoded.append(end)
+    return b"".join(encoded), b"".join(fingerprint)
 
 
 def line_head(cid: str, api: str = OPENAI, tag: str = "") -> bytes:

@@ -595,7 +595,7 @@ def cancel(store: Store, record: dict[str, Any], now: float | None = None) -> di
         return view(record, now)
 
 
-# The check at the end of an engine's custom_id (`request_lines.request_check`), as a line holds it.
+# The check at the end of an engine's custom_id (`ids.request_check`), as a line holds it.
 _CHECK = re.compile(rb'-[0-9a-f]{16}(?=")')
 
 
@@ -607,7 +607,7 @@ def draw_digest(data: bytes) -> str:
 
 def draw_key(custom_id: str) -> str:
     """What a request's faults and answer envelope are drawn by: its custom_id without the check
-    the engine's ids end with (`request_lines.id_stem`: the workspace's tag and the request's hash).
+    the engine's ids end with (`ids.id_stem`: the workspace's tag and the request's hash).
     So a request draws alike in every workspace, and as it did before ids carried a check."""
     return id_stem(custom_id)
 

@@ -5,7 +5,7 @@ OpenAI routes (`batches`): each native request becomes an OpenAI batch line (`to
 same simulated roles with the same fault dice, and each OpenAI result line is read back into the
 native shape when the batch ends. A request draws its answer from its custom_id, so the id the
 OpenAI line carries is the workspace's own (an Anthropic id is mapped back with
-`request_lines.our_id`): the same request draws the same answer, and the same faults, on every route.
+`lines.our_id`): the same request draws the same answer, and the same faults, on every route.
 A native batch takes the latency an OpenAI batch of the same request file would (`latency`: drawn
 by the hash of the file the client sent, rebuilt from Anthropic's inline requests).
 

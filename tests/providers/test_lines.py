@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexpilot_batch.benchmark.prompts import Prompt
-from lexpilot_batch.providers.lines import Pieces, request_line
+from lexpilot_batch.providers.lines import Pieces, line_body, line_fingerprint, request_line
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=30)
 # Body fields besides model and messages, as dialects and --model-arg make them: numbers, text,
@@ -46,6 +46,36 @@ def test_request_line_is_json_dumps_of_the_request(cid, model, url, parts, field
     assert request_line(cid, model, prompt, _dumps(fields), url, pieces) == expected  # from the cache
     assert request_line(cid, model, str(prompt), _dumps(fields), url) == expected
     assert json.loads(expected)["body"]["messages"][0]["content"] == "".join(parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    model=_texts,
+    parts=st.lists(_texts, min_size=1, max_size=6),
+    fields=_fields,
+    where=st.integers(0, 10**6),
+    limit=st.sampled_from([16, 64, 8 << 20]),
+)
+def test_a_fingerprint_is_the_bodys_however_the_cache_stands_and_changes_with_any_piece(
+    model, parts, fields, where, limit
+):
+    """The id's check (`ids.request_check`) is taken of `line_fingerprint`: the body it returns is
+    `line_body`'s, the same prompt gives the same fingerprint from a cold, a warm or an emptied cache,
+    and a change to any piece, the model or a field changes it."""
+    url, body_fields = "/v1/chat/completions", _dumps(fields)
+    prompt = Prompt(parts)
+    warm = Pieces(limit=limit)
+    body, fingerprint = line_fingerprint(model, prompt, body_fields, url, warm)
+    assert body == line_body(model, prompt, body_fields, url)
+    assert line_fingerprint(model, prompt, body_fields, url, warm) == (body, fingerprint)  # from the cache
+    assert line_fingerprint(model, str(prompt), body_fields, url)[0] == body
+    assert line_fingerprint(model, prompt, body_fields, url, Pieces(limit=limit))[1] == fingerprint
+    changed = list(parts)
+    i = where % len(parts)
+    changed[i] += "x"
+    assert line_fingerprint(model, Prompt(changed), body_fields, url, warm)[1] != fingerprint
+    assert line_fingerprint(model + "x", prompt, body_fields, url, warm)[1] != fingerprint
+    assert line_fingerprint(model, prompt, _dumps({**fields, "n": where}), url, warm)[1] != fingerprint
 
 
 def test_a_quote_in_the_model_name_cannot_be_mistaken_for_the_prompt_slot():
