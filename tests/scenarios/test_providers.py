@@ -59,12 +59,14 @@ def quick(monkeypatch):
 
 def point_at(monkeypatch, server: SimulatedServer) -> None:
     """Every provider's variables at the simulated server, as a user would for `serve-simulated`:
-    Ark's base URL ends in /batch, as its real one does (its batch chat route)."""
+    Mistral at its routes beside OpenAI's, each OpenAI-compatible platform at its own path, which
+    ends as its real base URL does (`SimulatedServer.profile_url`: Ark's in /api/v3/batch, its batch
+    chat route), so that each is answered with its platform's differences (`simulated.profiles`)."""
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-simulated")
     for prefix in ("mistral", "groq", "zhipu", "qianfan", "siliconflow", "moonshot", "ark"):
         provider = PROVIDERS[prefix]
-        url = server.base_url + ("/batch" if prefix == "ark" else "")
+        url = server.base_url if prefix == "mistral" else server.profile_url(prefix)
         monkeypatch.setenv(provider.url_var, url)
         monkeypatch.setenv(provider.key_var, "sk-simulated")
 
