@@ -68,12 +68,12 @@ def validate_input(
     data: bytes,
     endpoint: str,
     each: Callable[[dict[str, Any]], None] | None = None,
-    max_requests: int = MAX_REQUESTS,
+    max_requests: int | None = None,
 ) -> tuple[int, str | None, list[dict[str, Any]]]:
     """How many requests are valid, their one model, and the errors (each naming its 1-based line).
 
     A file that is not UTF-8, or empty, or longer than `max_requests` (a platform's limit:
-    `profiles`) has that one error. Each valid request is
+    `profiles`; `MAX_REQUESTS` when None) has that one error. Each valid request is
     handed to `each` as it is read, as long as no error has been found: a valid file is answered
     in the same pass, and never held decoded or parsed whole.
     """
@@ -81,7 +81,8 @@ def validate_input(
     # byte is never part of a longer UTF-8 sequence, so the file is UTF-8 if and only if each of
     # its lines is, and a line decodes to the same text alone as inside the file.
     count = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    if count > max_requests:
+    limit = MAX_REQUESTS if max_requests is None else max_requests
+    if count > limit:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -94,7 +95,7 @@ def validate_input(
             [
                 _error(
                     "too_many_requests",
-                    f"The batch input file has {count} requests; the maximum is {max_requests}.",
+                    f"The batch input file has {count} requests; the maximum is {limit}.",
                 )
             ],
         )
@@ -283,7 +284,7 @@ def create(
     native: dict[str, Any] | None = None,
     sent_sha256: str | None = None,
     output_expiry: int | None = None,
-    max_requests: int = MAX_REQUESTS,
+    max_requests: int | None = None,
     completion_window: str = COMPLETION_WINDOW,
     window_seconds: int = WINDOW_SECONDS,
     profile: str | None = None,

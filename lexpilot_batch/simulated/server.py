@@ -503,6 +503,8 @@ def serve_forever(
             f"{server.root_url}; Gemini Batch Mode: GOOGLE_GEMINI_BASE_URL={server.root_url} (any API key)",
             flush=True,
         )
+        platforms = ", ".join(f"{name}: {server.profile_url(name)}" for name in profiles.PROFILES)
+        print(f"  OpenAI-compatible platforms (their *_BASE_URL): {platforms}", flush=True)
         if server.faults != Faults():
             print(f"Faults: {server.faults.describe()}", flush=True)
         while True:
