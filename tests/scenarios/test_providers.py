@@ -1,9 +1,11 @@
 """The providers of issue 28 offline: Mistral's Batch API (native: `{custom_id, body}` lines, batch
 jobs, content chunks), and the OpenAI-compatible Groq, Zhipu BigModel, Baidu Qianfan, SiliconFlow and
 Moonshot batch APIs and Volcengine Ark's batch chat route (profiles), each through the simulated server's
-routes in its own shape, in the same waves, with the records of the OpenAI-shaped simulated route;
-then their faults (lost creates, expired batches, errored lines, HTTP 429/500 on Mistral's routes)
-ending with the fault-free records.
+routes in its own shape (each platform on its own path, answered with its documented differences:
+`simulated.profiles`), in the same waves, with the records of the OpenAI-shaped simulated route;
+then their faults (lost creates, expired batches, errored lines, HTTP 429/500 on Mistral's and the
+platforms' routes; Ark's 429s, 500s and a crash after its answers are saved) ending with the
+fault-free records, nothing sent twice.
 
 Sources: https://docs.mistral.ai/capabilities/batch and the `mistralai` SDK (`client/jobs.py`,
 `models/batchjob.py`); the `groq` SDK (`resources/batches.py`, `resources/files.py`);
@@ -385,6 +387,36 @@ def test_a_mistral_job_whose_create_answer_was_lost_is_adopted_by_its_tag(tmp_pa
     jobs = [f["batch_id"] for f in out["files"] if f["model"].startswith("mistral/")]
     assert len(lost) == 2 and set(lost) <= set(jobs)  # adopted
     assert out["server"]["calls:mistral_create"] == len(jobs)  # never a second job for a file
+
+
+def test_a_platform_batch_whose_create_answer_was_lost_is_adopted_from_its_own_accounts_listing(
+    tmp_path, monkeypatch, clean
+):
+    """A crash between a platform's create and its record, on SiliconFlow (whose listing says
+    `in_queue` for a batch not started) and Qianfan: the next command finds the batch by its
+    `metadata` tag in that platform's own listing and never creates a second one."""
+    from lexpilot_batch.providers.base import CreateUncertain
+    from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
+
+    real = OpenAIBatchBackend.create
+    lost: list[str] = []
+
+    def create_then_lose_the_answer(self, input_file_id, metadata, endpoint=None, source=None):
+        info = real(self, input_file_id, metadata, endpoint, source)
+        platform = self.endpoint.base_url.split("/")[3]
+        if platform in ("siliconflow", "qianfan") and len(lost) < 4:
+            lost.append(info.id)
+            raise CreateUncertain("the answer was lost")
+        return info
+
+    monkeypatch.setattr(OpenAIBatchBackend, "create", create_then_lose_the_answer)
+    models = ("siliconflow/Qwen/Qwen3-sim", "qianfan/ernie-sim")
+    out = run_providers(tmp_path / "ws", monkeypatch, models=models, create_grace=5.0)
+    assert set(out["threads"]) == {"done"}
+    assert out["records"] == {k: v for k, v in clean["records"].items() if k[1] in models}
+    batched = {f["batch_id"] for f in out["files"] if f["model"] in models}
+    assert len(lost) == 4 and set(lost) <= batched  # adopted
+    assert_one_batch_per_file(out, ("siliconflow", "qianfan"))
 
 
 def test_mistral_lines_sent_at_once_through_its_chat_completions_give_the_same_records(tmp_path, monkeypatch, clean):
