@@ -7,6 +7,8 @@ and `google-genai` SDKs, with deterministic simulated eval, user and judge model
 faults. Modules:
 
 - `server`: HTTP routing, the loopback-only `SimulatedServer`, `serve_forever`
+- `profiles`: each OpenAI-compatible platform's documented differences (Groq, Zhipu, Qianfan,
+  SiliconFlow, Moonshot, Ark), served under its own path (`SimulatedServer.profile_url`)
 - `api`: what each OpenAI route does; `anthropic_api`, `gemini_api` the native APIs' routes, over
   the same batches (`native`); `chat` a synchronous call on any API, answered as a batch line
 - `latency`: how long a batch and a synchronous call take

@@ -1,7 +1,9 @@
 """What each simulated OpenAI route does, apart from HTTP: arguments in, JSON-able objects out.
 
 Failures raise `ApiError` with the status, type, param and code the real API would use (404 for
-unknown ids, 400 for bad requests); `server.py` turns them into responses.
+unknown ids, 400 for bad requests); `server.py` turns them into responses. A route called under an
+OpenAI-compatible platform's path is given its `profiles.Profile` (`profile=`), and runs with that
+platform's purposes, endpoints, windows and limits; without one, it is OpenAI's.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from lexpilot_batch.simulated.errors import ApiError, bad_request, not_found
 from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.gemini_api import GeminiApi
 from lexpilot_batch.simulated.mistral_api import MistralApi
+from lexpilot_batch.simulated.profiles import Profile, window_seconds
 from lexpilot_batch.simulated.store import Store
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -36,14 +39,16 @@ class Api:
 
     # --- files -------------------------------------------------------------------------------
 
-    def upload_file(self, content_type: str, body: bytes) -> dict[str, Any]:
+    def upload_file(self, content_type: str, body: bytes, profile: Profile | None = None) -> dict[str, Any]:
         fields, file_part = _parse_multipart(content_type, body)
         purpose = fields.get("purpose")
         if not purpose:
             raise _missing("purpose")
-        if purpose not in UPLOAD_PURPOSES:
+        purposes = profile.purposes if profile else UPLOAD_PURPOSES
+        if purpose not in purposes:
+            where = f"{profile.name} accepts" if profile else "the simulated provider accepts"
             raise bad_request(
-                f"'{purpose}' is not a supported purpose here; the simulated provider accepts only 'batch'.",
+                f"'{purpose}' is not a supported purpose here; {where} only {' and '.join(map(repr, purposes))}.",
                 "purpose",
             )
         if file_part is None:
@@ -55,8 +60,9 @@ class Api:
                 "file",
                 "invalid_file_format",
             )
-        if len(data) > MAX_FILE_BYTES:
-            raise bad_request(f"File is larger than {MAX_FILE_BYTES} bytes.", "file", "file_too_large")
+        max_bytes = profile.max_bytes if profile else MAX_FILE_BYTES
+        if len(data) > max_bytes:
+            raise bad_request(f"File is larger than {max_bytes} bytes.", "file", "file_too_large")
         expiry = _expiry(
             {"anchor": fields["expires_after[anchor]"], "seconds": fields.get("expires_after[seconds]")}
             if "expires_after[anchor]" in fields
@@ -105,21 +111,30 @@ class Api:
 
     # --- batches -----------------------------------------------------------------------------
 
-    def create_batch(self, body: Any) -> dict[str, Any]:
+    def create_batch(self, body: Any, profile: Profile | None = None) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise bad_request("The request body must be a JSON object.")
-        for name in ("input_file_id", "endpoint", "completion_window"):
+        required = ["input_file_id", "endpoint"]
+        if profile is None or profile.window_required:
+            required.append("completion_window")
+        for name in required:
             if not body.get(name):
                 raise _missing(name)
-        if body["endpoint"] not in batches.ENDPOINTS:
+        endpoints = profile.endpoints if profile else batches.ENDPOINTS
+        if body["endpoint"] not in endpoints:
+            where = profile.name if profile else "the simulated provider"
             raise bad_request(
-                f"Unsupported endpoint '{body['endpoint']}': the simulated provider runs "
-                f"{' and '.join(sorted(batches.ENDPOINTS))} only.",
+                f"Unsupported endpoint '{body['endpoint']}': {where} runs {' and '.join(sorted(endpoints))} only.",
                 "endpoint",
             )
         expiry = _expiry(body.get("output_expires_after"), "output_expires_after")
-        if body["completion_window"] != batches.COMPLETION_WINDOW:
+        window = body.get("completion_window") or batches.COMPLETION_WINDOW
+        if profile is not None:
+            seconds = window_seconds(profile, window)
+        elif window != batches.COMPLETION_WINDOW:
             raise bad_request("completion_window must be '24h'.", "completion_window")
+        else:
+            seconds = batches.WINDOW_SECONDS
         metadata = batches.check_metadata(body.get("metadata"))
         source = self.store.get_file(body["input_file_id"])
         if source is None:
@@ -137,31 +152,63 @@ class Api:
             seed=self.seed,
             faults=self.faults,
             output_expiry=expiry,
+            **(_profiled(profile, window, seconds) if profile else {}),
         )
-        return dict(record["batch"])
+        return _shown(dict(record["batch"]), profile)
 
-    def _batch(self, batch_id: str) -> dict[str, Any]:
+    def _batch(self, batch_id: str, profile: Profile | None = None) -> dict[str, Any]:
         record = self.store.get_batch(batch_id)
-        if record is None or "native" in record["sim"]:
+        if record is None or "native" in record["sim"] or not _same_account(record, profile):
             raise not_found(f"No batch found with id '{batch_id}'.")
         return record
 
-    def retrieve_batch(self, batch_id: str) -> dict[str, Any]:
-        return batches.current(self.store, self._batch(batch_id))
+    def retrieve_batch(self, batch_id: str, profile: Profile | None = None) -> dict[str, Any]:
+        return _shown(batches.current(self.store, self._batch(batch_id, profile)), profile)
 
-    def cancel_batch(self, batch_id: str) -> dict[str, Any]:
-        return batches.cancel(self.store, self._batch(batch_id))
+    def cancel_batch(self, batch_id: str, profile: Profile | None = None) -> dict[str, Any]:
+        return _shown(batches.cancel(self.store, self._batch(batch_id, profile)), profile)
 
-    def list_batches(self, query: dict[str, str]) -> dict[str, Any]:
-        records = [r for r in self.store.batches_newest_first() if "native" not in r["sim"]]
-        objects = [batches.current(self.store, r) for r in records]
+    def list_batches(self, query: dict[str, str], profile: Profile | None = None) -> dict[str, Any]:
+        records = [
+            r for r in self.store.batches_newest_first() if "native" not in r["sim"] and _same_account(r, profile)
+        ]
+        objects = [_shown(batches.current(self.store, r), profile) for r in records]
         return _page(objects, query, default_limit=20, max_limit=100)
 
     # --- synchronous chat --------------------------------------------------------------------
 
-    def chat_completion(self, body: Any, client_request_id: str | None = None) -> dict[str, Any]:
+    def chat_completion(
+        self, body: Any, client_request_id: str | None = None, profile: Profile | None = None
+    ) -> dict[str, Any]:
         """One chat completion, answered as a batch line with the custom_id `client_request_id` is (`chat`)."""
+        if profile is not None and not profile.stream and isinstance(body, dict) and body.get("stream"):
+            raise bad_request(f"stream must be false on {profile.name}'s batch chat route.", "stream")
         return chat.answer(body, client_request_id, self.seed, self.faults)
+
+
+def _profiled(profile: Profile, window: str, seconds: int) -> dict[str, Any]:
+    """What `batches.create` is told of a platform's batch."""
+    return {
+        "max_requests": profile.max_requests,
+        "completion_window": window,
+        "window_seconds": seconds,
+        "profile": profile.name,
+    }
+
+
+def _same_account(record: dict[str, Any], profile: Profile | None) -> bool:
+    """Whether a batch was created on the platform a request arrives on (OpenAI's for None)."""
+    return record["sim"].get("profile") == (profile.name if profile else None)
+
+
+def _shown(batch: dict[str, Any], profile: Profile | None) -> dict[str, Any]:
+    """A Batch object as the platform words it: SiliconFlow's `in_queue` (and null counts) for a
+    batch not yet started; every other status is OpenAI's word on every platform."""
+    if profile is not None and batch["status"] == "validating":
+        batch["status"] = profile.new_status
+        if not profile.counts_while_new:
+            batch["request_counts"] = None
+    return batch
 
 
 def _expiry(value: Any, param: str) -> int | None:

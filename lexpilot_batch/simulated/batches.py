@@ -65,11 +65,15 @@ _EMPTY = "The batch input file is empty."
 
 
 def validate_input(
-    data: bytes, endpoint: str, each: Callable[[dict[str, Any]], None] | None = None
+    data: bytes,
+    endpoint: str,
+    each: Callable[[dict[str, Any]], None] | None = None,
+    max_requests: int | None = None,
 ) -> tuple[int, str | None, list[dict[str, Any]]]:
     """How many requests are valid, their one model, and the errors (each naming its 1-based line).
 
-    A file that is not UTF-8, or empty, or too long has that one error. Each valid request is
+    A file that is not UTF-8, or empty, or longer than `max_requests` (a platform's limit:
+    `profiles`; `MAX_REQUESTS` when None) has that one error. Each valid request is
     handed to `each` as it is read, as long as no error has been found: a valid file is answered
     in the same pass, and never held decoded or parsed whole.
     """
@@ -77,7 +81,8 @@ def validate_input(
     # byte is never part of a longer UTF-8 sequence, so the file is UTF-8 if and only if each of
     # its lines is, and a line decodes to the same text alone as inside the file.
     count = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
-    if count > MAX_REQUESTS:
+    limit = MAX_REQUESTS if max_requests is None else max_requests
+    if count > limit:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -90,7 +95,7 @@ def validate_input(
             [
                 _error(
                     "too_many_requests",
-                    f"The batch input file has {count} requests; the maximum is {MAX_REQUESTS}.",
+                    f"The batch input file has {count} requests; the maximum is {limit}.",
                 )
             ],
         )
@@ -279,9 +284,15 @@ def create(
     native: dict[str, Any] | None = None,
     sent_sha256: str | None = None,
     output_expiry: int | None = None,
+    max_requests: int | None = None,
+    completion_window: str = COMPLETION_WINDOW,
+    window_seconds: int = WINDOW_SECONDS,
+    profile: str | None = None,
 ) -> dict[str, Any]:
     """Validate and run a new batch (its output files to expire after `output_expiry` seconds, its
-    `output_expires_after`); returns its record (already persisted). `native` marks a batch
+    `output_expires_after`); returns its record (already persisted). A batch of a platform's
+    profile (`profiles`) names it in `profile`, takes at most its `max_requests` and expires after
+    its `completion_window` (`window_seconds`). `native` marks a batch
     created through Anthropic's or Gemini's routes (`sim.native`), which the OpenAI routes do not show;
     `sent_sha256` is then the hash of the request file the client sent, which draws its latency as
     an OpenAI batch's input file draws its own."""
@@ -315,7 +326,9 @@ def create(
         if ok:
             usages.append(line["response"]["body"].get("usage") or {})
 
-    valid, model, errors = validate_input(data, endpoint, answer if faults.token_limit or not refused else None)
+    valid, model, errors = validate_input(
+        data, endpoint, answer if faults.token_limit or not refused else None, max_requests
+    )
     del data
     quota = faults.token_limit
     if not errors and quota and not refused:
@@ -363,13 +376,13 @@ def create(
         "model": model,
         "errors": None,
         "input_file_id": input_file_id,
-        "completion_window": COMPLETION_WINDOW,
+        "completion_window": completion_window,
         "status": "validating",
         "output_file_id": None,
         "error_file_id": None,
         "created_at": int(now),
         "in_progress_at": None,
-        "expires_at": int(now) + WINDOW_SECONDS,
+        "expires_at": int(now) + window_seconds,
         "finalizing_at": None,
         "completed_at": None,
         "failed_at": None,
@@ -386,7 +399,7 @@ def create(
         "seq": store.next_seq(),
         "validated": now + 0.1 * latency,
         "finalizing": now + 0.9 * latency,
-        "end": now + (WINDOW_SECONDS if fate == "stalled" else latency),
+        "end": now + (window_seconds if fate == "stalled" else latency),
         "fate": fate,
         "errors": errors,
         "total": len(lines),
@@ -401,6 +414,8 @@ def create(
     }
     if native is not None:
         sim["native"] = native
+    if profile is not None:
+        sim["profile"] = profile
     record = {"batch": batch, "sim": sim}
     if lines:
         store.write_results(batch_id, lines)

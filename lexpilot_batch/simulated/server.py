@@ -6,7 +6,10 @@
 port: OpenAI's under `/v1` (`base_url`), Mistral's batch jobs under `/v1/batch/jobs` (the same
 `base_url`, its files OpenAI's routes), Anthropic's Message Batches under `/v1/messages/batches`
 and Gemini's Batch Mode under `/v1beta` and `/upload/v1beta` (both at `root_url`), and each API's
-synchronous call (chat completions, Messages, generateContent: `chat`). Every answer is
+synchronous call (chat completions, Messages, generateContent: `chat`). The OpenAI-compatible
+platforms' batch APIs (Groq, Zhipu, Qianfan, SiliconFlow, Moonshot) and Ark's batch chat route are
+served under `/<platform>` and the platform's base path (`profile_url`), by the OpenAI routes run
+with that platform's differences (`profiles`), their errors in its shape. Every answer is
 JSON except file contents, and every failure is the error body of its route's API with its HTTP
 status. The HTTP 429/500/529 faults are injected here, before a route runs, so a faulted call never
 changes state and the SDK's own retry is always safe (529, Anthropic's "overloaded", is Google's
@@ -34,7 +37,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.simulated import chat
+from lexpilot_batch.simulated import chat, profiles
 from lexpilot_batch.simulated.api import Api
 from lexpilot_batch.simulated.errors import ApiError, error_body
 from lexpilot_batch.simulated.faults import CREATE_ROUTES, Faults, parse_faults
@@ -78,6 +81,10 @@ _ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
     ("GET", re.compile(r"/v1beta/batches/([^/:]+)"), "gemini_get", "id", "gemini"),
     ("POST", re.compile(r"/v1beta/batches/([^/:]+):cancel"), "gemini_cancel", "id", "gemini"),
 ]
+
+
+# The routes given a platform's profile besides the ids in their path (`api.Api`'s `profile=`).
+_PROFILED_BY_ID = frozenset({"retrieve_batch", "cancel_batch"})
 
 
 def _handler(api: Api, name: str) -> Callable[..., Any]:
@@ -188,6 +195,10 @@ class _Handler(BaseHTTPRequestHandler):
         path, _, raw_query = self.path.partition("?")
         path = path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(raw_query).items()}
+        profiled = profiles.match(path)
+        profile = profiled[0] if profiled else None
+        if profiled:
+            path = profiled[1]
         api = (
             "gemini"
             if path.startswith(("/v1beta", "/upload/"))
@@ -198,8 +209,9 @@ class _Handler(BaseHTTPRequestHandler):
             else "openai"
         )
         try:
-            route, args = self._route(method, path)
+            route, args = self._route(method, path, profile)
             name, style, api = route
+            more: dict[str, Any] = {"profile": profile} if profile else {}
             # An upload session's URL is its own credential, as Google's is: the SDK sends no key there.
             if not _authorised(self.headers) and name != "gemini_upload_chunk":
                 raise ApiError(
@@ -208,36 +220,42 @@ class _Handler(BaseHTTPRequestHandler):
                     param=None,
                     code="missing_api_key",
                 )
-            sim._record(name, self.headers.get("x-stainless-retry-count", "0"))
+            sim._record(name, self.headers.get("x-stainless-retry-count", "0"), profile)
             sim._http_fault(name, api)
             sim._maybe_late(name)
             assert sim.api is not None
             fn = _handler(sim.api, name)
             if style == "multipart":
-                result = fn(self.headers.get("Content-Type", ""), body)
+                result = fn(self.headers.get("Content-Type", ""), body, **more)
             elif style == "json":
-                result = fn(_json(body))
+                result = fn(_json(body), **more)
             elif style == "chat":  # the client's id of the call draws what a batch draws by custom_id
-                result = fn(_json(body), self.headers.get(chat.HEADER))
+                result = fn(_json(body), self.headers.get(chat.HEADER), **more)
             elif style == "id+chat":
                 result = fn(*args, _json(body), self.headers.get(chat.HEADER))
             elif style == "query":
-                result = fn(query)
+                result = fn(query, **more)
             elif style == "upload":
                 result = fn(self.headers, body, *args)
             elif style == "id+json":
                 result = fn(*args, _json(body))
+            elif name in _PROFILED_BY_ID:
+                result = fn(*args, **more)
             else:
                 result = fn(*args)
         except ApiError as exc:
             if exc.code == "resource_unavailable":  # the flex tier refusing (`chat`)
                 sim._count("flex_429", name)
-            self._send(exc.status, json.dumps(error_body(exc, api)).encode("utf-8"), "application/json", exc.headers)
+            shaped = profiles.error_body(exc, profile) if profile else error_body(exc, api)
+            self._send(
+                exc.status, json.dumps(shaped, ensure_ascii=False).encode("utf-8"), "application/json", exc.headers
+            )
             return
         except Exception:  # a bug of ours: answer like the real service, log it for us
             log.exception("simulated provider failed on %s %s", method, path)
             error = ApiError(500, "The server had an error while processing your request.", type="server_error")
-            self._send(500, json.dumps(error_body(error, api)).encode("utf-8"), "application/json")
+            shaped = profiles.error_body(error, profile) if profile else error_body(error, api)
+            self._send(500, json.dumps(shaped).encode("utf-8"), "application/json")
             return
         if isinstance(result, dict) and result.get("service_tier") == "flex":
             sim._count("flex_answers", name)
@@ -250,10 +268,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(200, json.dumps(result, ensure_ascii=False).encode("utf-8"), "application/json", headers)
 
-    def _route(self, method: str, path: str) -> tuple[tuple[str, str, str], tuple[str, ...]]:
+    def _route(
+        self, method: str, path: str, profile: profiles.Profile | None = None
+    ) -> tuple[tuple[str, str, str], tuple[str, ...]]:
         allowed = False
         for route_method, pattern, name, style, api in _ROUTES:
             match = pattern.fullmatch(path)
+            # A platform serves OpenAI's routes only, and Ark its chat completions alone.
+            if match and profile is not None and (api != "openai" or not (profile.batches or style == "chat")):
+                match = None
             if match:
                 if route_method == method:
                     return (name, style, api), tuple(unquote(g) for g in match.groups())
@@ -351,6 +374,11 @@ class SimulatedServer:
         """The OpenAI base URL (`OPENAI_BASE_URL`)."""
         return self.root_url + "/v1"
 
+    def profile_url(self, platform: str) -> str:
+        """The base URL of an OpenAI-compatible platform's API on this server (`profiles`), as its
+        real one ends: `.../zhipu/api/paas/v4`, `.../qianfan/v2`, `.../ark/api/v3/batch`."""
+        return self.root_url + "/" + platform + profiles.PROFILES[platform].base
+
     @property
     def root_url(self) -> str:
         """The server itself: Anthropic's and Gemini's base URL (`ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL`)."""
@@ -374,10 +402,15 @@ class SimulatedServer:
             self.stats[what] += 1
             self.stats[f"{what}:{route}"] += 1
 
-    def _record(self, route: str, retry_count: str) -> None:
+    def _record(self, route: str, retry_count: str, profile: profiles.Profile | None = None) -> None:
         self._count("calls", route)
         if retry_count not in ("", "0"):
             self._count("retried", route)
+        if profile is not None:  # "calls:zhipu:create_batch": the platform's own calls
+            with self._lock:
+                self.stats[f"calls:{profile.name}:{route}"] += 1
+                if retry_count not in ("", "0"):
+                    self.stats[f"retried:{profile.name}:{route}"] += 1
 
     def _maybe_slow(self, route: str) -> None:
         """Maybe hold the answer of a call whose route has run (drawn per call)."""
@@ -470,6 +503,8 @@ def serve_forever(
             f"{server.root_url}; Gemini Batch Mode: GOOGLE_GEMINI_BASE_URL={server.root_url} (any API key)",
             flush=True,
         )
+        platforms = ", ".join(f"{name}: {server.profile_url(name)}" for name in profiles.PROFILES)
+        print(f"  OpenAI-compatible platforms (their *_BASE_URL): {platforms}", flush=True)
         if server.faults != Faults():
             print(f"Faults: {server.faults.describe()}", flush=True)
         while True:

@@ -1,9 +1,11 @@
 """The providers of issue 28 offline: Mistral's Batch API (native: `{custom_id, body}` lines, batch
 jobs, content chunks), and the OpenAI-compatible Groq, Zhipu BigModel, Baidu Qianfan, SiliconFlow and
 Moonshot batch APIs and Volcengine Ark's batch chat route (profiles), each through the simulated server's
-routes in its own shape, in the same waves, with the records of the OpenAI-shaped simulated route;
-then their faults (lost creates, expired batches, errored lines, HTTP 429/500 on Mistral's routes)
-ending with the fault-free records.
+routes in its own shape (each platform on its own path, answered with its documented differences:
+`simulated.profiles`), in the same waves, with the records of the OpenAI-shaped simulated route;
+then their faults (lost creates, expired batches, errored lines, HTTP 429/500 on Mistral's and the
+platforms' routes; Ark's 429s, 500s and a crash after its answers are saved) ending with the
+fault-free records, nothing sent twice.
 
 Sources: https://docs.mistral.ai/capabilities/batch and the `mistralai` SDK (`client/jobs.py`,
 `models/batchjob.py`); the `groq` SDK (`resources/batches.py`, `resources/files.py`);
@@ -25,6 +27,7 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError
+from lexpilot_batch.providers import sync as sync_module
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.registry import PROVIDERS
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
@@ -59,17 +62,19 @@ def quick(monkeypatch):
 
 def point_at(monkeypatch, server: SimulatedServer) -> None:
     """Every provider's variables at the simulated server, as a user would for `serve-simulated`:
-    Ark's base URL ends in /batch, as its real one does (its batch chat route)."""
+    Mistral at its routes beside OpenAI's, each OpenAI-compatible platform at its own path, which
+    ends as its real base URL does (`SimulatedServer.profile_url`: Ark's in /api/v3/batch, its batch
+    chat route), so that each is answered with its platform's differences (`simulated.profiles`)."""
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-simulated")
     for prefix in ("mistral", "groq", "zhipu", "qianfan", "siliconflow", "moonshot", "ark"):
         provider = PROVIDERS[prefix]
-        url = server.base_url + ("/batch" if prefix == "ark" else "")
+        url = server.base_url if prefix == "mistral" else server.profile_url(prefix)
         monkeypatch.setenv(provider.url_var, url)
         monkeypatch.setenv(provider.key_var, "sk-simulated")
 
 
-def run_providers(root: Path, monkeypatch, faults: str = "", models=MODELS, **options) -> dict:
+def run_providers(root: Path, monkeypatch, faults: str = "", models=MODELS, crash=ProviderError, **options) -> dict:
     with SimulatedServer(root.parent / f"{root.name}-sim", parse_faults(faults)) as server:
         point_at(monkeypatch, server)
         with Workspace(root) as ws:
@@ -77,10 +82,12 @@ def run_providers(root: Path, monkeypatch, faults: str = "", models=MODELS, **op
             session = Session(ws, ProviderOptions(**options))
             try:
                 prepare(ws, session, RunSpec(("r1",), tuple(models), STAGE, SETTINGS, limit=LIMIT))
-                stopped = finish_despite(ProviderError)(ws, session)
+                stopped = finish_despite(ProviderError, crash)(ws, session)
             finally:
                 session.close()
-            return {**outcome(ws), "server": Counter(server.stats), "stopped": stopped}
+            assert server.api is not None
+            held = Counter(r["sim"].get("profile") for r in server.api.store.batches_newest_first())
+            return {**outcome(ws), "server": Counter(server.stats), "stopped": stopped, "held": held}
 
 
 def outcome(ws: Workspace) -> dict:
@@ -168,6 +175,18 @@ def test_each_provider_sends_its_own_lines_to_its_own_endpoint(clean, model, bac
     if prefix == "mistral":
         assert all(len(f["batch_id"]) == 36 and f["batch_id"].count("-") == 4 for f in files)  # a job's UUID
     assert provider.key_var in (f"{prefix.upper()}_API_KEY", "ZHIPUAI_API_KEY")
+    # Compiled, submitted, polled and ingested through its own platform's routes (`simulated.profiles`):
+    # uploads, creates, polls and downloads on its path, one batch per file; Ark's every request
+    # once through its batch chat route.
+    stats = clean["server"]
+    if prefix == "ark":
+        assert stats["calls:ark:chat_completion"] == sum(f["n_requests"] for f in files)
+    elif prefix != "mistral":
+        for route in ("upload_file", "create_batch", "file_content"):
+            assert stats[f"calls:{prefix}:{route}"] >= len(files), (prefix, route)
+        assert stats[f"calls:{prefix}:retrieve_batch"] + stats[f"calls:{prefix}:list_batches"] >= len(files)
+        assert clean["held"][prefix] == len({f["batch_id"] for f in files})
+        assert {f["batch_status"] for f in files} == {"completed"}
 
 
 def test_mistral_reasoning_answers_arrive_as_content_chunks_and_are_read_as_answer_and_reasoning(clean):
@@ -187,7 +206,8 @@ def test_mistral_reasoning_answers_arrive_as_content_chunks_and_are_read_as_answ
 
 
 # Lost creates (a create committed after the client gave up), expired batches, errored lines and
-# HTTP 429/500 on Mistral's routes; per-request faults drawn on the workspace's own custom_ids.
+# HTTP 429/500 on Mistral's routes and the platforms' uploads, downloads and creates; per-request
+# faults drawn on the workspace's own custom_ids.
 MISTRAL_ROUTES = "mistral_create+mistral_list+mistral_get+mistral_cancel+upload_file+file_content+create_batch"
 FAULTS = (
     "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,"
@@ -207,11 +227,93 @@ def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_
     assert stats["late_create:mistral_create"] >= 1 and stats["late_create:create_batch"] >= 1, stats
     expired = [f for f in faulty["files"] if f["batch_status"] == "expired"]
     expired_at = {f["model"].partition("/")[0] for f in expired}
-    assert expired_at == {"mistral", "zhipu"}, expired_at  # Mistral's TIMEOUT_EXCEEDED jobs too
+    assert {"mistral", "zhipu"} <= expired_at, expired_at  # Mistral's TIMEOUT_EXCEEDED jobs too
     kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
     assert {"transport", "unexecuted"} <= set(kinds), kinds
     # Creating is not idempotent: no create was sent twice blindly; lost ones were found again.
     assert stats["retried:mistral_create"] == 0
+    assert_one_batch_per_file(faulty, ("zhipu",))
+
+
+def assert_one_batch_per_file(out: dict, platforms: tuple[str, ...]) -> None:
+    """No create was retried blindly on a platform's routes, nor made twice for one file: lost
+    creates were found again by their tag, so the platform holds one batch per file sent it."""
+    for platform in platforms:
+        batched = {f["batch_id"] for f in out["files"] if f["model"].startswith(platform + "/") and f["batch_id"]}
+        assert out["server"][f"retried:{platform}:create_batch"] == 0, platform
+        assert out["held"][platform] == len(batched) >= 2, (platform, out["held"])
+
+
+BATCH_PLATFORMS = ("groq", "zhipu", "qianfan", "siliconflow", "moonshot")
+# Every platform with Files + Batches and Mistral in one workspace; seed 8 expires a batch of each.
+EVERY_FAULTY = (MISTRAL, *(m for m in PROFILED if not m.startswith("ark/")))
+EVERY_FAULTS = FAULTS.replace("expire_batch=0.5", "expire_batch=0.4").replace("seed=5", "seed=8")
+
+
+@pytest.mark.slow  # six providers through about ten waves of faults: 8-20 s on a shared 2-core machine
+def test_every_platforms_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_records(
+    tmp_path, monkeypatch, clean
+):
+    """The test above for Groq, Zhipu, Qianfan, SiliconFlow and Moonshot at once, each on its own
+    path with its own differences (SiliconFlow's `in_queue`, Qianfan's and SiliconFlow's 5,000
+    requests per file, each error body its platform's)."""
+    faulty = run_providers(
+        tmp_path / "faulty", monkeypatch, EVERY_FAULTS, EVERY_FAULTY, retries=8, timeout=0.3, create_grace=3.0
+    )
+    assert set(faulty["threads"]) == {"done"}
+    assert faulty["records"] == {k: v for k, v in clean["records"].items() if k[1] in EVERY_FAULTY}
+    assert faulty["anomalies"] == 0
+    stats = faulty["server"]
+    assert stats["late_create:mistral_create"] >= 1 and stats["late_create:create_batch"] >= 1, stats
+    assert stats["http_429"] + stats["http_500"] >= 1, stats
+    expired_at = {f["model"].partition("/")[0] for f in faulty["files"] if f["batch_status"] == "expired"}
+    assert {"mistral", *BATCH_PLATFORMS} <= expired_at, expired_at
+    kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
+    assert {"transport", "unexecuted"} <= set(kinds), kinds
+    assert stats["retried:mistral_create"] == 0
+    assert_one_batch_per_file(faulty, BATCH_PLATFORMS)
+
+
+class Crash(Exception):
+    """The process dying right after the last answer of an Ark file is saved, before it is recorded."""
+
+
+ARK = "ark/ep-bi-sim"
+ARK_FAULTS = "http_429=0.3,http_500=0.3,http_routes=chat_completion,retry_after=0.001,seed=3"  # 429, 500, 500 first
+
+
+def test_arks_429s_500s_and_a_crash_between_its_answers_and_their_record_end_with_the_fault_free_records(
+    tmp_path, monkeypatch, clean
+):
+    """Ark's batch chat route answering 429 and 500 (in Ark's error body), and the process dying
+    after each file's last answer is saved but before the file is recorded: the next command sends
+    none of them again (a call the SDK retried after a fault never ran the route), and the records
+    are the fault-free run's."""
+    crashes: list[str] = []
+    original = sync_module._Run._write
+
+    def write_then_crash(self: sync_module._Run, result: sync_module.CallResult) -> None:
+        original(self, result)
+        last = self.stats.already_done + self.stats.ok + self.stats.failed == self.stats.total
+        where = str(self.out.name)  # the output file, of its wave
+        if "ark-" in self.file_name and last and where not in crashes:
+            crashes.append(where)
+            raise Crash()
+
+    monkeypatch.setattr(sync_module._Run, "_write", write_then_crash)
+    models = (ARK,)
+    out = run_providers(tmp_path / "ws", monkeypatch, ARK_FAULTS, models, crash=Crash, retries=8)
+    assert set(out["threads"]) == {"done"}
+    assert out["records"] == {k: v for k, v in clean["records"].items() if k[1] in models}
+    assert out["anomalies"] == 0
+    stats = out["server"]
+    ark = [f for f in out["files"] if f["model"] == ARK]
+    assert ark and {f["backend"] for f in ark} == {"sync"}
+    assert len(crashes) == len(ark) and out["stopped"] >= len(crashes)
+    assert stats["http_429:chat_completion"] >= 1 and stats["http_500:chat_completion"] >= 1, stats
+    assert stats["retried:ark:chat_completion"] >= 2, stats
+    first_sends = stats["calls:ark:chat_completion"] - stats["retried:ark:chat_completion"]
+    assert first_sends == sum(f["n_requests"] for f in ark), (first_sends, ark)
 
 
 # --- one workspace, the labs and the Chinese platforms, the seed's judge in batch -----------------
@@ -285,6 +387,36 @@ def test_a_mistral_job_whose_create_answer_was_lost_is_adopted_by_its_tag(tmp_pa
     jobs = [f["batch_id"] for f in out["files"] if f["model"].startswith("mistral/")]
     assert len(lost) == 2 and set(lost) <= set(jobs)  # adopted
     assert out["server"]["calls:mistral_create"] == len(jobs)  # never a second job for a file
+
+
+def test_a_platform_batch_whose_create_answer_was_lost_is_adopted_from_its_own_accounts_listing(
+    tmp_path, monkeypatch, clean
+):
+    """A crash between a platform's create and its record, on SiliconFlow (whose listing says
+    `in_queue` for a batch not started) and Qianfan: the next command finds the batch by its
+    `metadata` tag in that platform's own listing and never creates a second one."""
+    from lexpilot_batch.providers.base import CreateUncertain
+    from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
+
+    real = OpenAIBatchBackend.create
+    lost: list[str] = []
+
+    def create_then_lose_the_answer(self, input_file_id, metadata, endpoint=None, source=None):
+        info = real(self, input_file_id, metadata, endpoint, source)
+        platform = self.endpoint.base_url.split("/")[3]
+        if platform in ("siliconflow", "qianfan") and len(lost) < 4:
+            lost.append(info.id)
+            raise CreateUncertain("the answer was lost")
+        return info
+
+    monkeypatch.setattr(OpenAIBatchBackend, "create", create_then_lose_the_answer)
+    models = ("siliconflow/Qwen/Qwen3-sim", "qianfan/ernie-sim")
+    out = run_providers(tmp_path / "ws", monkeypatch, models=models, create_grace=5.0)
+    assert set(out["threads"]) == {"done"}
+    assert out["records"] == {k: v for k, v in clean["records"].items() if k[1] in models}
+    batched = {f["batch_id"] for f in out["files"] if f["model"] in models}
+    assert len(lost) == 4 and set(lost) <= batched  # adopted
+    assert_one_batch_per_file(out, ("siliconflow", "qianfan"))
 
 
 def test_mistral_lines_sent_at_once_through_its_chat_completions_give_the_same_records(tmp_path, monkeypatch, clean):
