@@ -133,7 +133,11 @@ class TogetherApi:
 
     def upload_put(self, headers: Any, body: bytes, file_id: str, token: str) -> dict[str, Any]:
         pending = self.store.get_file(file_id)
-        if pending is None or pending["purpose"] != PENDING or token != digest("together-upload", file_id, self.seed)[:32]:
+        if (
+            pending is None
+            or pending["purpose"] != PENDING
+            or token != digest("together-upload", file_id, self.seed)[:32]
+        ):
             raise ApiError(403, "The signed upload URL is not valid.", code="AccessDenied")
         if len(body) > MAX_FILE_BYTES:
             raise ApiError(400, f"The file is larger than {MAX_FILE_BYTES} bytes.", code="EntityTooLarge")
@@ -284,7 +288,10 @@ class TogetherApi:
 
     def _files(self, batch: dict[str, Any]) -> tuple[str | None, str | None]:
         """The ended job's output and error files (written once; their ids follow from the batch's)."""
-        ids = ("file-o" + digest("together-output", batch["id"])[:24], "file-e" + digest("together-errors", batch["id"])[:24])
+        ids = (
+            "file-o" + digest("together-output", batch["id"])[:24],
+            "file-e" + digest("together-errors", batch["id"])[:24],
+        )
         with self._lock:
             if self.store.get_file(ids[0]) is None:
                 kept: tuple[list[str], list[str]] = ([], [])
@@ -294,7 +301,9 @@ class TogetherApi:
                         kept[0 if "response" in converted else 1].append(batches._dumps(converted) + "\n")
                 # The output file last: it marks both written.
                 for file_id, out, name in reversed(list(zip(ids, kept, ("output", "error"), strict=True))):
-                    self.store.add_file("".join(out).encode("utf-8"), f"{batch['id']}-{name}.jsonl", OUTPUT_PURPOSE, file_id)
+                    self.store.add_file(
+                        "".join(out).encode("utf-8"), f"{batch['id']}-{name}.jsonl", OUTPUT_PURPOSE, file_id
+                    )
         return ids[0], (ids[1] if self.store.file_bytes(ids[1]) else None)
 
 

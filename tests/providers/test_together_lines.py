@@ -54,7 +54,12 @@ def test_the_together_prefix_names_its_endpoint_key_backend_and_limits():
         "TOGETHER_BASE_URL",
         "TOGETHER_API_KEY",
     )
-    assert (provider.backend, provider.api, provider.dialect, provider.batch_api) == ("batch", TOGETHER, "max_tokens", True)
+    assert (provider.backend, provider.api, provider.dialect, provider.batch_api) == (
+        "batch",
+        TOGETHER,
+        "max_tokens",
+        True,
+    )
     # 50,000 requests per batch, 100 MB per input file, a window of 24h that cannot be changed.
     limits = PROFILES["together"]
     assert (limits.max_requests, limits.max_bytes, limits.completion_window) == (50_000, 100 * MB, "24h")
@@ -144,9 +149,14 @@ def test_the_simulated_results_are_togethers_lines():
     ok = sim_line({"id": "r", "custom_id": "a", "response": {"status_code": 200, "body": body}, "error": None})
     assert ok == {
         "custom_id": "a",
-        "response": {"status_code": 200, "body": {"choices": [{"index": 0, "message": {"role": "assistant", "content": "答", "reasoning": "想"}}]}},
+        "response": {
+            "status_code": 200,
+            "body": {"choices": [{"index": 0, "message": {"role": "assistant", "content": "答", "reasoning": "想"}}]},
+        },
     }
-    failed = sim_line({"id": "r", "custom_id": "b", "response": None, "error": {"code": "server_error", "message": "boom"}})
+    failed = sim_line(
+        {"id": "r", "custom_id": "b", "response": None, "error": {"code": "server_error", "message": "boom"}}
+    )
     assert failed == {"custom_id": "b", "error": {"message": "boom", "code": "server_error"}}
     assert sim_line({"custom_id": "c", "response": None, "error": {"code": "batch_expired", "message": "x"}}) is None
 
@@ -196,13 +206,21 @@ def test_the_official_together_sdk_drives_the_simulated_routes(tmp_path):
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
         client = together.Together(base_url=server.root_url + "/together", api_key="sk-simulated", max_retries=0)
         uploaded = client.files.upload(file=path, purpose="batch-api", check=False)
-        assert uploaded.id.startswith("file-") and uploaded.purpose == "batch-api" and uploaded.bytes == path.stat().st_size
+        assert (
+            uploaded.id.startswith("file-")
+            and uploaded.purpose == "batch-api"
+            and uploaded.bytes == path.stat().st_size
+        )
         again = client.files.upload(file=path, purpose="batch-api", check=False)
         assert again.id == uploaded.id  # the same checksum: 409, and the SDK takes the file it names
         assert server.stats["calls:together_upload_put"] == 1
         created = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions")
         job = created.job
-        assert job is not None and job.input_file_id == uploaded.id and job.x_model_id == "meta-llama/Llama-3.3-70B-Instruct-Turbo"
+        assert (
+            job is not None
+            and job.input_file_id == uploaded.id
+            and job.x_model_id == "meta-llama/Llama-3.3-70B-Instruct-Turbo"
+        )
         for _ in range(200):
             job = client.batches.retrieve(job.id)
             if job.status == "COMPLETED":

@@ -173,7 +173,9 @@ def test_each_provider_sends_its_own_lines_to_its_own_endpoint(clean, model, bac
     assert sent["body"]["model"] == model.partition("/")[2]  # the name after the prefix
     assert "max_tokens" in sent["body"] and "temperature" in sent["body"]  # the max_tokens dialect
     # Together's output lines are `{custom_id, response}` (its documented output format).
-    assert sorted(saved) == (["custom_id", "response"] if prefix == "together" else ["custom_id", "error", "id", "response"])
+    assert sorted(saved) == (
+        ["custom_id", "response"] if prefix == "together" else ["custom_id", "error", "id", "response"]
+    )
     if prefix in ("mistral", "together"):
         assert all(len(f["batch_id"]) == 36 and f["batch_id"].count("-") == 4 for f in files)  # a job's UUID
     assert provider.key_var in (f"{prefix.upper()}_API_KEY", "ZHIPUAI_API_KEY")

@@ -33,8 +33,10 @@ from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util import clock as waits
 
 EVAL = "together/meta-llama/Llama-3.3-70B-Instruct-Turbo"
-# Every role on Together: the User Model and the seed's DeepSeek judge at its batch prices.
-SETTINGS = Settings(user_model="together/Qwen/Qwen2.5-7B-Instruct-Turbo", judge_model="together/deepseek-ai/DeepSeek-V3")
+# Every role on Together (simulated models under names of the kind Together serves).
+SETTINGS = Settings(
+    user_model="together/Qwen/Qwen2.5-7B-Instruct-Turbo", judge_model="together/deepseek-ai/DeepSeek-V3"
+)
 STAGE = "dcg"  # every role
 
 
@@ -180,4 +182,6 @@ def test_lost_creates_expired_jobs_and_errored_lines_end_with_the_fault_free_rec
     # Creating is not idempotent: no create was sent twice blindly; lost ones were found again.
     assert stats["retried:together_create"] == 0
     jobs = {f["batch_id"] for f in faulty["files"]} | {b["batch_id"] for b in faulty["other_batches"]}
-    assert stats["calls:together_create"] - stats["http_500:together_create"] - stats["http_429:together_create"] == len(jobs)
+    assert stats["calls:together_create"] - stats["http_500:together_create"] - stats[
+        "http_429:together_create"
+    ] == len(jobs)

@@ -164,4 +164,3 @@ class TogetherBatchBackend(FileBatchBackend):
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return info(self.client.post(f"{BATCHES}/{batch_id}/cancel", cast_to=object))  # type: ignore[arg-type]
-
