@@ -23,8 +23,9 @@ create, the same for every backend that can create (a backend only makes single 
   tag (`providers.lines.line_id`); until then the file is neither created again nor adopted. A
   batch adopted wrongly (a stranger's) shows at ingest: its lines are anomalies, nothing of it is
   applied, and the file's requests are asked again. The sweep cannot tell an untagged duplicate
-  while it runs, so it cancels none: a create that commits later than the grace period is the one
-  case left, which a longer `--create-grace` covers.
+  that names no input file while it runs, so it cancels none: a create that commits later than the
+  grace period is the one case left, which a longer `--create-grace` covers. One that names its
+  input file (Together's) is swept as a tagged one is: owned by the file uploaded as that id.
 - **A restored backup** (`Earlier`): before a file's first create, a batch tagged for it that the
   database does not know is adopted instead of created again.
 """
@@ -277,6 +278,17 @@ def _results_are_ours(look: Lookup, info: BatchInfo) -> bool:
         aside.unlink(missing_ok=True)
 
 
+def _owner(db: sqlite3.Connection, info: BatchInfo, ours: dict[str, str]) -> dict | None:
+    """The workspace file a listed batch is of: by its tag, or, untagged, by the upload it was made
+    from (an id only this workspace holds); None for a batch of no file of ours."""
+    if tagged_by(info, ours):
+        return file_at(db, info.metadata.get("lexpilot_file", ""))
+    if info.input_file_id is None:
+        return None
+    row = db.execute("SELECT * FROM files WHERE provider_file_id = ?", (info.input_file_id,)).fetchone()
+    return dict(row) if row is not None else None
+
+
 def sweep(ws: Workspace, session: Session, rows: list[dict], duplicates: list[str]) -> dict[int, set[str]]:
     """List the workspace's tagged batches at each provider that holds a batch of ours in flight;
     cancel every live one that is not its file's recorded batch (a create committed after its
@@ -296,10 +308,10 @@ def sweep(ws: Workspace, session: Session, rows: list[dict], duplicates: list[st
     for key, (backend, oldest) in by_backend.items():
         every = list(backend.batches(oldest - SWEEP_MARGIN))
         listed[key] = {b.id for b in every}
-        # An untagged backend's batches are no one's here: its duplicates cannot be told while they run.
-        for info in (b for b in every if tagged_by(b, ours)):
-            path = info.metadata.get("lexpilot_file", "")
-            owner = file_at(db, path)
+        # An untagged backend's batches are no one's here, unless they name the upload they were
+        # made from (Together's): otherwise its duplicates cannot be told while they run.
+        for info in every:
+            owner = _owner(db, info, ours)
             if owner is None or owner["status"] in TO_SUBMIT:
                 continue  # not ours to judge; or a file being created, whose batch `submit` adopts
             if owner["batch_id"] == info.id and (owner["status"] != LOST or info.terminal):

@@ -157,6 +157,30 @@ def test_of_two_jobs_made_from_one_upload_the_first_is_adopted_and_the_later_can
     assert out["other_batches"][0]["status"] in ("cancelling", "cancelled", "completed")
 
 
+def test_a_job_that_appears_after_the_grace_period_is_cancelled_by_the_next_poll(tmp_path, monkeypatch, clean):
+    """A lost create that committed only after its file was created again: no tag tells it, but it
+    names the file's upload, so the next poll's sweep cancels it and keeps it aside."""
+    real = TogetherBatchBackend.create
+    late: list[str] = []
+
+    def lose_then_commit_late(self, input_file_id, metadata, endpoint=None, source=None):
+        if not late and not getattr(self, "_lost_once", False):
+            self._lost_once = True
+            raise CreateUncertain("the answer was lost, and nothing shows yet")
+        job = real(self, input_file_id, metadata, endpoint, source)
+        if not late:
+            late.append(real(self, input_file_id, metadata, endpoint, source).id)  # the first create, late
+        return job
+
+    monkeypatch.setattr(TogetherBatchBackend, "create", lose_then_commit_late)
+    out = run_together(tmp_path / "ws", monkeypatch, "latency=0.3", create_grace=0.2)
+    assert set(out["threads"]) == {"done"} and out["records"] == clean["records"] and out["anomalies"] == 0
+    assert late and late[0] not in [f["batch_id"] for f in out["files"]]
+    assert [(b["batch_id"], b["why"]) for b in out["other_batches"]] == [(late[0], "duplicate")]
+    assert out["other_batches"][0]["status"] in ("cancelling", "cancelled")
+    assert out["server"]["calls:together_cancel"] >= 1
+
+
 # Lost creates (a create committed after the client gave up), expired jobs, errored lines and HTTP
 # 429/500 on Together's routes; per-request faults drawn on the workspace's own custom_ids.
 ROUTES = "together_upload_start+together_preprocess+together_create+together_list+together_get+together_file_content"
