@@ -496,7 +496,8 @@ def serve_forever(
         print(f"Simulated provider at {server.base_url} (state in {state_dir}); Ctrl-C to stop", flush=True)
         print(
             f"  OpenAI: OPENAI_BASE_URL={server.base_url}; Anthropic Message Batches: ANTHROPIC_BASE_URL="
-            f"{server.root_url}; Gemini Batch Mode: GOOGLE_GEMINI_BASE_URL={server.root_url} (any API key)",
+            f"{server.root_url}; Gemini Batch Mode: GOOGLE_GEMINI_BASE_URL={server.root_url}; Together: "
+            f"TOGETHER_BASE_URL={server.together_url} (any API key)",
             flush=True,
         )
         if server.faults != Faults():

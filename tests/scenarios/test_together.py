@@ -181,6 +181,30 @@ def test_a_job_that_appears_after_the_grace_period_is_cancelled_by_the_next_poll
     assert out["server"]["calls:together_cancel"] >= 1
 
 
+def test_together_lines_sent_at_once_through_its_chat_completions_give_the_same_records(tmp_path, monkeypatch, clean):
+    """`--tail-sync`: a group sent at once is each `{custom_id, body}` line as Together's
+    `POST /v1/chat/completions` (the model is in the body), its answer saved as a batch line."""
+    out = run_together(tmp_path / "ws", monkeypatch, tail_sync=1)
+    assert out["records"] == clean["records"]
+    assert out["files"] and {f["backend"] for f in out["files"]} == {"sync"}
+    assert out["server"]["calls:chat_completion"] > 0 and out["server"]["calls:together_create"] == 0
+
+
+def test_a_file_uploaded_again_is_the_file_together_already_holds(tmp_path):
+    """An upload sent again after a crash (the same bytes): Together answers 409 with the file it
+    holds (the SDK's `FileAlreadyExistsError`), and that id is the upload's; the bytes go once."""
+    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+
+    path = tmp_path / "eval__together-sim__000.jsonl"
+    path.write_bytes(b'{"custom_id":"a-1","body":{"model":"m","messages":[{"role":"user","content":"x"}]}}\n')
+    with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
+        endpoint = Endpoint("eval", server.together_url, "TOGETHER_API_KEY", "sk-simulated", model="together/m")
+        backend = TogetherBatchBackend(endpoint, PROFILES["together"], timeout=5.0)
+        first, again = backend.upload(path), backend.upload(path)
+        assert first == again and first.startswith("file-")
+        assert server.stats["calls:together_upload_put"] == 1 and server.stats["calls:together_upload_start"] == 2
+
+
 # Lost creates (a create committed after the client gave up), expired jobs, errored lines and HTTP
 # 429/500 on Together's routes; per-request faults drawn on the workspace's own custom_ids.
 ROUTES = "together_upload_start+together_preprocess+together_create+together_list+together_get+together_file_content"

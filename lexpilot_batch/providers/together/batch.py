@@ -42,12 +42,21 @@ from typing import Any
 
 import openai
 
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, BatchStatus, CreateUncertain, FileBatchBackend
+from lexpilot_batch.errors import transient_status
+from lexpilot_batch.providers.base import (
+    BatchInfo,
+    BatchSource,
+    BatchStatus,
+    CreateUncertain,
+    FileBatchBackend,
+    retry_after,
+)
 from lexpilot_batch.providers.chat import http
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.together.errors import UploadRefused, failure_of
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import file_sha256, write_atomic
 
 PURPOSE = "batch-api"  # the Files API purpose of a batch input file
@@ -112,25 +121,49 @@ class TogetherBatchBackend(FileBatchBackend):
 
     def _upload(self, path: Path) -> str:
         form = {"purpose": PURPOSE, "file_name": path.name, "file_type": "jsonl", "checksum": file_sha256(path)}
-        options: Any = {"headers": {"Content-Type": "multipart/form-data"}, "follow_redirects": False}
-        try:
-            answer: Any = self.client.post("/files", cast_to=object, body=form, options=options)
-        except openai.APIStatusError as exc:
-            if exc.status_code == 409 and isinstance(exc.body, dict) and exc.body.get("file_id"):
-                return str(exc.body["file_id"])  # these very bytes, uploaded before
-            if exc.status_code != 302:
-                raise
-            location, file_id = exc.response.headers.get("Location"), exc.response.headers.get("X-Together-File-Id")
-        else:
-            raise UploadRefused(200, f"the upload was answered without a signed URL: {str(answer)[:200]}")
-        if not location or not file_id:
-            raise UploadRefused(302, "the upload's answer lacks its Location or X-Together-File-Id header")
+        started = self._start_upload(form)
+        if isinstance(started, str):
+            return started  # these very bytes, uploaded before
+        location, file_id = started
         size = str(path.stat().st_size)
         put = http.put(location, content=_chunks(path), headers={"Content-Length": size}, timeout=self.timeout)
         if put.status_code != 200:
             raise UploadRefused(put.status_code, f"the signed upload URL answered HTTP {put.status_code}")
         done: Any = self.client.post(f"/files/{file_id}/preprocess", cast_to=object)
         return str(done.get("id") or file_id) if isinstance(done, dict) else file_id
+
+    def _start_upload(self, form: dict[str, Any]) -> str | tuple[str, str]:
+        """`POST /files`: the signed URL and the new file's id, or the id of the same file uploaded
+        before (409). The SDK's own retries would take a 409 for a conflict to retry, so the call
+        is sent without them and retried here on what may pass (no answer, 429, 5xx)."""
+        options: Any = {"headers": {"Content-Type": "multipart/form-data"}, "follow_redirects": False}
+        client = self.client.with_options(max_retries=0)
+        for attempt in range(self.max_retries + 1):
+            try:
+                answer: Any = client.post("/files", cast_to=object, body=form, options=options)
+            except openai.APIStatusError as exc:
+                if exc.status_code == 409 and isinstance(exc.body, dict) and exc.body.get("file_id"):
+                    return str(exc.body["file_id"])
+                if exc.status_code == 302:
+                    location, file_id = (
+                        exc.response.headers.get("Location"),
+                        exc.response.headers.get("X-Together-File-Id"),
+                    )
+                    if not location or not file_id:
+                        raise UploadRefused(
+                            302, "the upload's answer lacks its Location or X-Together-File-Id"
+                        ) from None
+                    return location, file_id
+                if attempt == self.max_retries or not (exc.status_code == 429 or transient_status(exc.status_code)):
+                    raise
+                clock.pause(retry_after(exc) or min(0.5 * 2**attempt, 8.0))
+            except openai.APIConnectionError:
+                if attempt == self.max_retries:
+                    raise
+                clock.pause(min(0.5 * 2**attempt, 8.0))
+            else:
+                raise UploadRefused(200, f"the upload was answered without a signed URL: {str(answer)[:200]}")
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _create(
         self, input_file_id: str, metadata: dict[str, str], endpoint: str | None, source: BatchSource | None
