@@ -15,10 +15,11 @@ create, the same for every backend that can create (a backend only makes single 
   results are never downloaded, so never applied.
 - **Without a tag** (Anthropic's Message Batches and Together's batch jobs carry no metadata), a
   lost create is looked for by what the listing does show (`_untagged`): a batch created since the
-  create was sent (less `CLOCK_SKEW`), whose id the workspace does not know, made from the file's own
-  upload where the listing names a batch's input file (Together's: only this workspace knows that
-  id, so every such batch is this file's; the oldest is adopted, later ones are cancelled and kept
-  aside), else holding as many requests as the file (Anthropic's). One such batch is adopted. Several (another client of the account created batches of the same size
+  create was sent (less `CLOCK_SKEW`), whose id the workspace does not know, made from the file's
+  own upload where the listing names a batch's input file (Together's: only this workspace knows
+  that id, so every such batch is this file's; the oldest is adopted, later ones are cancelled and
+  kept aside), else holding as many requests as the file (Anthropic's). One such batch is adopted.
+  Several of the latter (another client of the account created batches of the same size
   meanwhile) are told apart once they end, by their results: the request ids carry the workspace's
   tag (`providers.lines.line_id`); until then the file is neither created again nor adopted. A
   batch adopted wrongly (a stranger's) shows at ingest: its lines are anomalies, nothing of it is

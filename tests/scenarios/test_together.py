@@ -23,10 +23,11 @@ from test_providers import outcome, point_at
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
-from lexpilot_batch.errors import ProviderError
+from lexpilot_batch.errors import LexpilotError, ProviderError
 from lexpilot_batch.providers.base import CreateUncertain
 from lexpilot_batch.providers.together.batch import TogetherBatchBackend
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.simulated.errors import ApiError
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
@@ -203,6 +204,35 @@ def test_a_file_uploaded_again_is_the_file_together_already_holds(tmp_path):
         first, again = backend.upload(path), backend.upload(path)
         assert first == again and first.startswith("file-")
         assert server.stats["calls:together_upload_put"] == 1 and server.stats["calls:together_upload_start"] == 2
+
+
+def test_an_upload_refused_for_the_moment_is_sent_again_and_a_refused_put_is_an_error(tmp_path):
+    """The upload's first call, sent without the SDK's retries (`_start_upload`), is retried here on
+    a 5xx; a signed URL that refuses the bytes is an error naming the status, never a file id."""
+    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+    from lexpilot_batch.simulated.together_api import TogetherApi
+
+    path = tmp_path / "eval__together-sim__000.jsonl"
+    path.write_bytes(b'{"custom_id":"a-1","body":{"model":"m","messages":[{"role":"user","content":"x"}]}}\n')
+    faults = "http_500=0.6,http_routes=together_upload_start,retry_after=0.001,seed=3"
+    with SimulatedServer(tmp_path / "sim", parse_faults(faults)) as server:
+        endpoint = Endpoint("eval", server.together_url, "TOGETHER_API_KEY", "sk-simulated", model="together/m")
+        backend = TogetherBatchBackend(endpoint, PROFILES["together"], timeout=5.0)
+        assert backend.upload(path).startswith("file-")
+        assert server.stats["http_500:together_upload_start"] >= 1 and server.stats["calls:together_upload_put"] == 1
+        other = path.with_name("eval__together-sim__001.jsonl")
+        other.write_bytes(path.read_bytes().replace(b"a-1", b"a-2"))
+        real = TogetherApi.upload_put
+
+        def refuse(self, *args):
+            raise ApiError(403, "Request has expired", code="AccessDenied")
+
+        TogetherApi.upload_put = refuse  # type: ignore[method-assign]
+        try:
+            with pytest.raises(LexpilotError, match="the signed upload URL answered HTTP 403"):
+                backend.upload(other)
+        finally:
+            TogetherApi.upload_put = real  # type: ignore[method-assign]
 
 
 # Lost creates (a create committed after the client gave up), expired jobs, errored lines and HTTP
