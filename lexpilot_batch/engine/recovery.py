@@ -13,16 +13,20 @@ create, the same for every backend that can create (a backend only makes single 
 - **Duplicates.** On every poll the workspace's tagged batches are listed (`sweep`), and a live
   batch that is not its file's recorded batch is cancelled and kept aside (`other_batches`); its
   results are never downloaded, so never applied.
-- **Without a tag** (Anthropic's Message Batches carry no metadata), a lost create is looked for
-  by what the listing does show (`_untagged`): a batch created since the create was sent (less
-  `CLOCK_SKEW`), holding as many requests as the file, whose id the workspace does not know. One
-  such batch is adopted. Several (another client of the account created batches of the same size
+- **Without a tag** (Anthropic's Message Batches and Together's batch jobs carry no metadata), a
+  lost create is looked for by what the listing does show (`_untagged`): a batch created since the
+  create was sent (less `CLOCK_SKEW`), whose id the workspace does not know, made from the file's
+  own upload where the listing names a batch's input file (Together's: only this workspace knows
+  that id, so every such batch is this file's; the oldest is adopted, later ones are cancelled and
+  kept aside), else holding as many requests as the file (Anthropic's). One such batch is adopted.
+  Several of the latter (another client of the account created batches of the same size
   meanwhile) are told apart once they end, by their results: the request ids carry the workspace's
   tag (`providers.lines.line_id`); until then the file is neither created again nor adopted. A
   batch adopted wrongly (a stranger's) shows at ingest: its lines are anomalies, nothing of it is
   applied, and the file's requests are asked again. The sweep cannot tell an untagged duplicate
-  while it runs, so it cancels none: a create that commits later than the grace period is the one
-  case left, which a longer `--create-grace` covers.
+  that names no input file while it runs, so it cancels none: a create that commits later than the
+  grace period is the one case left, which a longer `--create-grace` covers. One that names its
+  input file (Together's) is swept as a tagged one is: owned by the file uploaded as that id.
 - **A restored backup** (`Earlier`): before a file's first create, a batch tagged for it that the
   database does not know is adopted instead of created again.
 """
@@ -216,13 +220,20 @@ def await_batch(look: Lookup, until: float, sent: float | None) -> BatchInfo | N
 
 def _untagged(look: Lookup, sent: float | None) -> BatchInfo | None:
     """The batch a lost create of a backend without tags made: created since it was sent (less
-    `CLOCK_SKEW`), as many requests as the file, an id the workspace does not know. Several are
-    told apart by their results once they end; `UnresolvedCreate` until then."""
+    `CLOCK_SKEW`), an id the workspace does not know, and made from the file's own upload where the
+    listing names a batch's input file (Together's), else holding as many requests as the file.
+    Several of the first kind are all this file's: the oldest is adopted, the others cancelled and
+    kept aside as duplicates. Several of the second are told apart by their results once they end;
+    `UnresolvedCreate` until then."""
     db = look.ws.store.conn
     known = known_batches(db)
     since = sent - CLOCK_SKEW if sent is not None else None
-    size = look.row["n_requests"]
-    found = [b for b in look.backend.batches(since) if b.id not in known and b.request_counts.get("total") == size]
+    size, upload = look.row["n_requests"], look.row["provider_file_id"]
+    listed = [b for b in look.backend.batches(since) if b.id not in known]
+    mine = [b for b in listed if b.input_file_id is not None and b.input_file_id == upload]
+    if mine:
+        return _oldest_of_own(look, mine)
+    found = [b for b in listed if b.input_file_id is None and b.request_counts.get("total") == size]
     if len(found) <= 1:
         return found[0] if found else None
     for info in sorted(found, key=lambda b: b.created_at or 0.0):
@@ -233,6 +244,18 @@ def _untagged(look: Lookup, sent: float | None) -> BatchInfo | None:
         "was lost, and its batches carry no tag: the one of this workspace is told by its results once they end. "
         "Nothing is created again meanwhile; run the same command later"
     )
+
+
+def _oldest_of_own(look: Lookup, mine: list[BatchInfo]) -> BatchInfo:
+    """The first batch created from the file's own upload; any later one (a create that committed
+    after its answer was lost, and was sent again) is cancelled and kept aside, never applied."""
+    first, *later = sorted(mine, key=lambda b: (b.created_at or 0.0, b.id))
+    for other in later:
+        if not other.terminal and other.status != BatchStatus.CANCELLING:
+            other = look.backend.cancel(other.id)
+        with look.ws.store.transaction() as tx:
+            keep_aside(tx, other.id, look.row["pk"], look.row["path"], DUPLICATE, other.status)
+    return first
 
 
 def _results_are_ours(look: Lookup, info: BatchInfo) -> bool:
@@ -256,6 +279,17 @@ def _results_are_ours(look: Lookup, info: BatchInfo) -> bool:
         aside.unlink(missing_ok=True)
 
 
+def _owner(db: sqlite3.Connection, info: BatchInfo, ours: dict[str, str]) -> dict | None:
+    """The workspace file a listed batch is of: by its tag, or, untagged, by the upload it was made
+    from (an id only this workspace holds); None for a batch of no file of ours."""
+    if tagged_by(info, ours):
+        return file_at(db, info.metadata.get("lexpilot_file", ""))
+    if info.input_file_id is None:
+        return None
+    row = db.execute("SELECT * FROM files WHERE provider_file_id = ?", (info.input_file_id,)).fetchone()
+    return dict(row) if row is not None else None
+
+
 def sweep(ws: Workspace, session: Session, rows: list[dict], duplicates: list[str]) -> dict[int, set[str]]:
     """List the workspace's tagged batches at each provider that holds a batch of ours in flight;
     cancel every live one that is not its file's recorded batch (a create committed after its
@@ -275,10 +309,10 @@ def sweep(ws: Workspace, session: Session, rows: list[dict], duplicates: list[st
     for key, (backend, oldest) in by_backend.items():
         every = list(backend.batches(oldest - SWEEP_MARGIN))
         listed[key] = {b.id for b in every}
-        # An untagged backend's batches are no one's here: its duplicates cannot be told while they run.
-        for info in (b for b in every if tagged_by(b, ours)):
-            path = info.metadata.get("lexpilot_file", "")
-            owner = file_at(db, path)
+        # An untagged backend's batches are no one's here, unless they name the upload they were
+        # made from (Together's): otherwise its duplicates cannot be told while they run.
+        for info in every:
+            owner = _owner(db, info, ours)
             if owner is None or owner["status"] in TO_SUBMIT:
                 continue  # not ours to judge; or a file being created, whose batch `submit` adopts
             if owner["batch_id"] == info.id and (owner["status"] != LOST or info.terminal):

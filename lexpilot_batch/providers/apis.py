@@ -3,7 +3,8 @@
 An API shape (`registry.Provider.api`) is the wire format of a provider's batch lines, results and
 synchronous call: `openai` (OpenAI's Files + Batches and Chat Completions, and every provider that
 copies them), `anthropic` (Message Batches and Messages), `google` (Gemini Batch Mode and
-generateContent), `mistral` (Mistral's Batch API: files and batch jobs, and chat completions). A
+generateContent), `mistral` (Mistral's Batch API: files and batch jobs, and chat completions),
+`together` (Together AI's Batch API: signed-URL file uploads and batch jobs, and chat completions). A
 backend is how a role's requests travel: `batch` (the provider's batch API), `sync` (its synchronous call, one request at a time), `manual` (the user runs a compiled file
 elsewhere and ingests the output), `simulated` (the offline simulated provider).
 """
@@ -15,14 +16,15 @@ from typing import Final, Literal
 from lexpilot_batch.errors import ConfigError
 
 # The types, for mypy to check a value where it is stored or compared; the constants, for the code.
-Api = Literal["openai", "anthropic", "google", "mistral"]
+Api = Literal["openai", "anthropic", "google", "mistral", "together"]
 Backend = Literal["batch", "sync", "manual", "simulated"]
 
 OPENAI: Final = "openai"
 ANTHROPIC: Final = "anthropic"
 GOOGLE: Final = "google"
 MISTRAL: Final = "mistral"
-APIS: Final[tuple[Api, ...]] = (OPENAI, ANTHROPIC, GOOGLE, MISTRAL)
+TOGETHER: Final = "together"
+APIS: Final[tuple[Api, ...]] = (OPENAI, ANTHROPIC, GOOGLE, MISTRAL, TOGETHER)
 
 BATCH: Final = "batch"
 SYNC: Final = "sync"

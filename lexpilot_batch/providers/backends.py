@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI, TOGETHER
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.chat import ChatCall
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
@@ -41,11 +41,19 @@ def _mistral() -> tuple[type[BatchBackend], type[ChatCall]]:
     return MistralBatchBackend, OpenAIChat
 
 
+def _together() -> tuple[type[BatchBackend], type[ChatCall]]:
+    from lexpilot_batch.providers.openai.chat import OpenAIChat  # Together's chat completions are OpenAI's shape
+    from lexpilot_batch.providers.together.batch import TogetherBatchBackend
+
+    return TogetherBatchBackend, OpenAIChat
+
+
 API_CLASSES: dict[str, Callable[[], tuple[type[BatchBackend], type[ChatCall]]]] = {
     OPENAI: _openai,
     ANTHROPIC: _anthropic,
     GOOGLE: _google,
     MISTRAL: _mistral,
+    TOGETHER: _together,
 }
 
 

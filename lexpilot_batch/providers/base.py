@@ -9,8 +9,9 @@ an enqueued-token refusal lowers the model's budget. A backend only tells those 
 raising the exceptions below, and maps its provider's batch states onto ours (`TERMINAL` and
 `validating`, `in_progress`, `finalizing`, `cancelling`).
 
-A provider whose batches carry no metadata (Anthropic's Message Batches) says so with
-`tags_batches = False`: `batches` then tells its batches apart by when they were created, how many
+A provider whose batches carry no metadata (Anthropic's Message Batches, Together's batch jobs)
+says so with `tags_batches = False`: `batches` then tells its batches apart by the uploaded file they
+were created from where the listing names it (Together's), else by when they were created, how many
 requests they hold and, once they end, by their results' ids.
 """
 
@@ -60,6 +61,9 @@ class BatchInfo:
     errors: list[dict] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)
     created_at: float | None = None  # seconds since the epoch, as the provider says
+    # The uploaded file the batch was created from, where the provider's listing names it: how an
+    # untagged batch is found again (`engine.recovery`); None where it does not (Anthropic's).
+    input_file_id: str | None = None
 
     def __post_init__(self) -> None:
         # A batch's errors are provider text that is stored (`files.batch_errors`) and quoted in

@@ -74,6 +74,10 @@ PROFILES: dict[str, Limits] = {
     "siliconflow": Limits(5_000, 1024 * MB, "24h", "/v1/chat/completions"),
     # Moonshot (Kimi): at most 100 MB per file, a window of 12h to 7d; no count documented.
     "moonshot": Limits(50_000, 100 * MB, "24h", "/v1/chat/completions"),
+    # Together AI (https://docs.together.ai/docs/inference/batch/overview, "Rate limits"): up to
+    # 50,000 requests per batch and 100 MB per input file; the window "defaults to 24h and cannot
+    # be changed". (Up to 30B tokens enqueued per model: far above any study, so no budget is set.)
+    "together": Limits(50_000, 100 * MB, "24h", "/v1/chat/completions"),
     # Volcengine Ark's batch chat route is sent one request at a time (`sync`): no files.
     "ark": Limits(50_000, 200 * MB, "24h", "/v1/chat/completions"),
     # Anthropic Message Batches: at most 100,000 requests or 256 MB per batch, requests inline (no

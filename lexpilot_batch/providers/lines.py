@@ -10,6 +10,7 @@ messages. The shapes:
 | `openai` | `{"custom_id", "method": "POST", "url", "body": {"model", "messages", ...fields}}` | the custom_id |
 | `anthropic` | `{"custom_id", "params": {"model", "messages", ...fields}}`: one Message Batches request | the custom_id mapped into `^[a-zA-Z0-9_-]{1,64}$` with the workspace's tag (`ids.line_id`) |
 | `mistral` | `{"custom_id", "body": {"model", "messages", ...fields}}`: a Mistral batch request (the job names endpoint and model) | the custom_id |
+| `together` | `{"custom_id", "body": {"model", "messages", ...fields}}`: a Together batch request (the job names the endpoint) | the custom_id |
 | `google` | `{"key", "request": {"contents": [{"role": "user", "parts": [{"text"}]}], ...fields}}`: Gemini's batch input line (the model is named by the create call) | the custom_id |
 """
 
@@ -22,10 +23,11 @@ from functools import lru_cache
 from lexpilot_batch.benchmark.prompts import Prompt
 from lexpilot_batch.providers.anthropic import ids as anthropic_ids
 from lexpilot_batch.providers.anthropic import lines as anthropic_lines
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI, TOGETHER
 from lexpilot_batch.providers.google import lines as google_lines
 from lexpilot_batch.providers.mistral import lines as mistral_lines
 from lexpilot_batch.providers.openai import lines as openai_lines
+from lexpilot_batch.providers.together import lines as together_lines
 
 
 def line_id(cid: str, api: str, tag: str = "") -> str:
@@ -68,7 +70,13 @@ class Pieces(dict[str, bytes]):
 
 
 # Each API's line shape, from its folder.
-SHAPES = {OPENAI: openai_lines, ANTHROPIC: anthropic_lines, GOOGLE: google_lines, MISTRAL: mistral_lines}
+SHAPES = {
+    OPENAI: openai_lines,
+    ANTHROPIC: anthropic_lines,
+    GOOGLE: google_lines,
+    MISTRAL: mistral_lines,
+    TOGETHER: together_lines,
+}
 
 
 def _id_start(api: str) -> str:

@@ -2,7 +2,7 @@
 
 A model name may start with a provider prefix, the convention of inspect_ai: `openai/gpt-4o-mini`,
 `azure/<deployment>`, `dashscope/qwen-plus`, `deepseek/deepseek-chat`, `mistral/`, `groq/`,
-`zhipu/`, `qianfan/`, `siliconflow/`, `moonshot/`, `ark/` (docs/providers.md has the table), or the generic
+`zhipu/`, `qianfan/`, `siliconflow/`, `moonshot/`, `ark/`, `together/` (docs/providers.md has the table), or the generic
 `openai-api/<service>/<model>` for any OpenAI-compatible service (its URL and key in
 `<SERVICE>_BASE_URL` and `<SERVICE>_API_KEY`). The prefix decides the endpoint, the key variable,
 the backend, the limits profile and the request body dialect; the provider is sent the part after
@@ -15,7 +15,8 @@ backend class that talks to it (`providers.session`), the request line format (`
 and how its result lines read (`providers.results`): `openai` for most, `anthropic` (Message
 Batches) and `google` (Gemini Batch Mode) for two native batch APIs, whose SDKs are optional
 extras (`lexpilot-batch[anthropic]`, `lexpilot-batch[google]`), and `mistral` (Mistral's batch
-jobs, reached through the `openai` SDK's HTTP client: no extra).
+jobs) and `together` (Together AI's batch jobs), both reached through the `openai` SDK's HTTP client:
+no extra.
 """
 
 from __future__ import annotations
@@ -208,6 +209,21 @@ PROVIDERS: dict[str, Provider] = {
             thinking="thinking",
             thinking_example='thinking={"type": "disabled"}',
         ),
+        # Together AI's Batch API (providers/together/): files uploaded with purpose `batch-api`,
+        # `{custom_id, body}` lines, jobs without metadata (https://docs.together.ai/docs/inference/batch/overview;
+        # the `together` SDK's `resources/batches.py`). Its default host is the SDK's, api.together.ai.
+        Provider(
+            "together",
+            "Together AI Batch API",
+            "https://api.together.ai/v1",
+            "TOGETHER_BASE_URL",  # ends in /v1 here; the SDK's own variable of that name does not
+            "TOGETHER_API_KEY",
+            "batch",
+            True,
+            "together",
+            "max_tokens",
+            api="together",
+        ),
         Provider(
             OPENAI_API,
             "an OpenAI-compatible service",
@@ -247,7 +263,7 @@ PROVIDERS: dict[str, Provider] = {
 }
 
 # Prefixes other tools (inspect_ai) know and this one does not: refused, not read as bare names,
-# so that `together/...` is not silently sent to the role's default endpoint.
+# so that `vllm/...` is not silently sent to the role's default endpoint.
 FOREIGN_PREFIXES = frozenset(
     {
         "azureai",
@@ -263,21 +279,15 @@ FOREIGN_PREFIXES = frozenset(
         "perplexity",
         "sambanova",
         "sglang",
-        "together",
         "vertex",
         "vllm",
     }
 )
 
 # Prefixes of providers whose batch API is documented but not supported here, and why; their
-# models can still be sent one by one through their OpenAI-compatible chat completions.
-NOT_SUPPORTED = {
-    "together": (
-        "Together's Batch API is not supported: its jobs carry no metadata and no request counts, so a "
-        "batch whose create answer was lost could not be found again, and its files, statuses and create "
-        "answer are its own (purpose batch-api, upper-case statuses, the job wrapped in 'job')"
-    ),
-}
+# models can still be sent one by one through their OpenAI-compatible chat completions. (None today:
+# Together's, the last one, has its folder, providers/together/.)
+NOT_SUPPORTED: dict[str, str] = {}
 
 _SERVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 
@@ -349,7 +359,7 @@ def parse_model(name: str, option: str = "--model") -> ModelName:
             raise ConfigError(
                 f"{option} {name}: {NOT_SUPPORTED[head.lower()]}. Send its models one by one through its chat "
                 f"completions: openai-api/{head.lower()}/{rest} with --<role>-backend sync, "
-                f"{_env_name(head)}_BASE_URL=https://api.together.xyz/v1 and {_env_name(head)}_API_KEY"
+                f"{_env_name(head)}_BASE_URL (its /v1 URL) and {_env_name(head)}_API_KEY"
             )
         if sep and head.lower() in FOREIGN_PREFIXES:
             raise ConfigError(

@@ -9,11 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from lexpilot_batch.providers.anthropic import results as anthropic_results
-from lexpilot_batch.providers.apis import ANTHROPIC, BATCH, GOOGLE, MISTRAL, OPENAI, SIMULATED, SYNC
+from lexpilot_batch.providers.apis import ANTHROPIC, BATCH, GOOGLE, MISTRAL, OPENAI, SIMULATED, SYNC, TOGETHER
 from lexpilot_batch.providers.google import results as google_results
 from lexpilot_batch.providers.mistral import results as mistral_results
 from lexpilot_batch.providers.outputs import Normalise
 from lexpilot_batch.providers.registry import provider_of
+from lexpilot_batch.providers.together import results as together_results
 
 __all__ = ["Normalise", "file_api", "normaliser"]
 
@@ -37,4 +38,6 @@ def normaliser(api: str, tag: str) -> Normalise | None:
         return google_results.result
     if api == MISTRAL:
         return mistral_results.result
+    if api == TOGETHER:
+        return together_results.result
     return None

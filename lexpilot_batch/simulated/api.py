@@ -20,6 +20,7 @@ from lexpilot_batch.simulated.gemini_api import GeminiApi
 from lexpilot_batch.simulated.mistral_api import MistralApi
 from lexpilot_batch.simulated.profiles import Profile, window_seconds
 from lexpilot_batch.simulated.store import Store
+from lexpilot_batch.simulated.together_api import TogetherApi
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
 UPLOAD_PURPOSES = ("batch",)  # the only purpose this provider simulates
@@ -36,6 +37,7 @@ class Api:
         self.anthropic = AnthropicApi(store, faults, seed)
         self.gemini = GeminiApi(store, faults, seed)
         self.mistral = MistralApi(store, faults, seed)  # its files are this API's
+        self.together = TogetherApi(store, faults, seed)  # its own files routes, under /together
 
     # --- files -------------------------------------------------------------------------------
 

@@ -77,9 +77,18 @@ ROUTES = (
     "mistral_list",
     "mistral_get",
     "mistral_cancel",
+    "together_upload_start",
+    "together_upload_put",
+    "together_preprocess",
+    "together_get_file",
+    "together_file_content",
+    "together_create",
+    "together_list",
+    "together_get",
+    "together_cancel",
 )
 # The routes that create a batch (the `late_create` fault holds them).
-CREATE_ROUTES = frozenset({"create_batch", "anthropic_create", "gemini_create", "mistral_create"})
+CREATE_ROUTES = frozenset({"create_batch", "anthropic_create", "gemini_create", "mistral_create", "together_create"})
 
 
 class FaultSpecError(ConfigError, ValueError):

@@ -43,11 +43,12 @@ from lexpilot_batch.simulated.errors import ApiError, error_body
 from lexpilot_batch.simulated.faults import CREATE_ROUTES, Faults, parse_faults
 from lexpilot_batch.simulated.gemini_api import Reply
 from lexpilot_batch.simulated.store import Store
+from lexpilot_batch.simulated.together_api import Answer
 
 log = logging.getLogger(__name__)
 
 # (method, path pattern, route name, what its method is given, the API it belongs to); a route
-# named `anthropic_x` (`gemini_x`, `mistral_x`) is `Api.anthropic.x` (`Api.gemini.x`, `Api.mistral.x`).
+# named `anthropic_x` (`gemini_x`, `mistral_x`, `together_x`) is `Api.anthropic.x` (`Api.gemini.x`, ...).
 _ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
     ("POST", re.compile(r"/v1/files"), "upload_file", "multipart", "openai"),
     ("GET", re.compile(r"/v1/files"), "list_files", "query", "openai"),
@@ -80,6 +81,17 @@ _ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
     ("GET", re.compile(r"/v1beta/batches"), "gemini_list", "query", "gemini"),
     ("GET", re.compile(r"/v1beta/batches/([^/:]+)"), "gemini_get", "id", "gemini"),
     ("POST", re.compile(r"/v1beta/batches/([^/:]+):cancel"), "gemini_cancel", "id", "gemini"),
+    # Together AI's Batch API (`together_api`): OpenAI's paths with its own shapes, under /together.
+    ("POST", re.compile(r"/together/v1/files"), "together_upload_start", "form", "together"),
+    ("PUT", re.compile(r"/together/upload/([^/]+)/([^/]+)"), "together_upload_put", "upload", "together"),
+    ("POST", re.compile(r"/together/v1/files/([^/]+)/preprocess"), "together_preprocess", "id", "together"),
+    ("GET", re.compile(r"/together/v1/files/([^/]+)/content"), "together_file_content", "id", "together"),
+    ("GET", re.compile(r"/together/v1/files/([^/]+)"), "together_get_file", "id", "together"),
+    ("POST", re.compile(r"/together/v1/batches"), "together_create", "json", "together"),
+    ("GET", re.compile(r"/together/v1/batches"), "together_list", "query", "together"),
+    ("GET", re.compile(r"/together/v1/batches/([^/]+)"), "together_get", "id", "together"),
+    ("POST", re.compile(r"/together/v1/batches/([^/]+)/cancel"), "together_cancel", "id", "together"),
+    ("POST", re.compile(r"/together/v1/chat/completions"), "chat_completion", "chat", "together"),
 ]
 
 
@@ -88,7 +100,7 @@ _PROFILED_BY_ID = frozenset({"retrieve_batch", "cancel_batch"})
 
 
 def _handler(api: Api, name: str) -> Callable[..., Any]:
-    for prefix in ("anthropic_", "gemini_", "mistral_"):
+    for prefix in ("anthropic_", "gemini_", "mistral_", "together_"):
         if name.startswith(prefix):
             return getattr(getattr(api, prefix[:-1]), name[len(prefix) :])
     return getattr(api, name)
@@ -172,6 +184,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
+    def do_PUT(self) -> None:  # Together's signed upload URL
+        self._dispatch("PUT")
+
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
 
@@ -206,14 +221,17 @@ class _Handler(BaseHTTPRequestHandler):
             if path.startswith("/v1/messages")
             else "mistral"
             if path.startswith("/v1/batch/jobs")
+            else "together"
+            if path.startswith("/together/")
             else "openai"
         )
         try:
             route, args = self._route(method, path, profile)
             name, style, api = route
             more: dict[str, Any] = {"profile": profile} if profile else {}
-            # An upload session's URL is its own credential, as Google's is: the SDK sends no key there.
-            if not _authorised(self.headers) and name != "gemini_upload_chunk":
+            # An upload session's URL is its own credential, as Google's (and Together's signed
+            # URL) is: the SDK sends no key there.
+            if not _authorised(self.headers) and name not in ("gemini_upload_chunk", "together_upload_put"):
                 raise ApiError(
                     401,
                     "You didn't provide an API key. Provide it in an Authorization header (Bearer KEY).",
@@ -241,6 +259,8 @@ class _Handler(BaseHTTPRequestHandler):
                 result = fn(*args, _json(body))
             elif name in _PROFILED_BY_ID:
                 result = fn(*args, **more)
+            elif style == "form":
+                result = fn(self.headers, body, query)
             else:
                 result = fn(*args)
         except ApiError as exc:
@@ -261,6 +281,10 @@ class _Handler(BaseHTTPRequestHandler):
             sim._count("flex_answers", name)
         sim._maybe_slow(name)
         headers = None
+        if isinstance(result, Answer):  # Together's upload: a 302 to the signed URL, or a 409
+            data = b"" if result.data is None else json.dumps(result.data, ensure_ascii=False).encode("utf-8")
+            self._send(result.status, data, "application/json", result.headers)
+            return
         if isinstance(result, Reply):
             result, headers = result.data, result.headers
         if isinstance(result, bytes):
@@ -352,7 +376,7 @@ class SimulatedServer:
             ) from None
         httpd.sim = self
         self._httpd = httpd
-        self.api.anthropic.root = self.api.gemini.root = self.root_url
+        self.api.anthropic.root = self.api.gemini.root = self.api.together.root = self.root_url
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="lexpilot-simulated", daemon=True
         )
@@ -378,6 +402,11 @@ class SimulatedServer:
         """The base URL of an OpenAI-compatible platform's API on this server (`profiles`), as its
         real one ends: `.../zhipu/api/paas/v4`, `.../qianfan/v2`, `.../ark/api/v3/batch`."""
         return self.root_url + "/" + platform + profiles.PROFILES[platform].base
+
+    @property
+    def together_url(self) -> str:
+        """Together AI's base URL (`TOGETHER_BASE_URL`): its routes are OpenAI's paths, under /together."""
+        return self.root_url + "/together/v1"
 
     @property
     def root_url(self) -> str:
@@ -500,7 +529,8 @@ def serve_forever(
         print(f"Simulated provider at {server.base_url} (state in {state_dir}); Ctrl-C to stop", flush=True)
         print(
             f"  OpenAI: OPENAI_BASE_URL={server.base_url}; Anthropic Message Batches: ANTHROPIC_BASE_URL="
-            f"{server.root_url}; Gemini Batch Mode: GOOGLE_GEMINI_BASE_URL={server.root_url} (any API key)",
+            f"{server.root_url}; Gemini Batch Mode: GOOGLE_GEMINI_BASE_URL={server.root_url}; Together: "
+            f"TOGETHER_BASE_URL={server.together_url} (any API key)",
             flush=True,
         )
         platforms = ", ".join(f"{name}: {server.profile_url(name)}" for name in profiles.PROFILES)

@@ -39,20 +39,18 @@ def test_an_unknown_prefix_lists_the_known_ones():
     message = str(caught.value)
     for needle in ("--judge-model fireworks/", "openai/", "azure/", "dashscope/", "deepseek/", "openai-api/<service>/"):
         assert needle in message
-    for needle in ("mistral/", "groq/", "zhipu/", "qianfan/", "siliconflow/", "moonshot/", "ark/"):
+    for needle in ("mistral/", "groq/", "zhipu/", "qianfan/", "siliconflow/", "moonshot/", "ark/", "together/"):
         assert needle in message
     assert "openai-api/fireworks/meta-llama/Llama-3-8b" in message and "FIREWORKS_BASE_URL" in message
 
 
-def test_mistral_and_groq_are_prefixes_now_and_together_says_why_it_is_not():
-    """Issue 28: `mistral/` and `groq/` were refused as other tools' prefixes."""
+def test_mistral_groq_and_together_are_prefixes_now():
+    """Issue 28: `mistral/`, `groq/` and `together/` were refused as other tools' prefixes (the last
+    saying why: its Batch API now has its folder, providers/together/)."""
     assert parse_model("mistral/mistral-small-latest").provider is not None
     assert parse_model("groq/llama-3.1-8b-instant").key == "groq"
-    with pytest.raises(ConfigError) as caught:
-        parse_model("together/meta-llama/Llama-3-8b", "--model")
-    message = str(caught.value)
-    assert "no metadata" in message and "openai-api/together/meta-llama/Llama-3-8b" in message
-    assert "--<role>-backend sync" in message and "TOGETHER_BASE_URL" in message
+    together = parse_model("together/meta-llama/Llama-3-8b", "--model")
+    assert together.key == "together" and together.sent == "meta-llama/Llama-3-8b"
 
 
 @pytest.mark.parametrize(

@@ -5,12 +5,14 @@ routes in its own shape (each platform on its own path, answered with its docume
 `simulated.profiles`), in the same waves, with the records of the OpenAI-shaped simulated route;
 then their faults (lost creates, expired batches, errored lines, HTTP 429/500 on Mistral's and the
 platforms' routes; Ark's 429s, 500s and a crash after its answers are saved) ending with the
-fault-free records, nothing sent twice.
+fault-free records, nothing sent twice. Together AI's Batch API (native:
+signed-URL uploads, jobs without metadata) is in the same lineups; `test_together.py` has the rest of it.
 
 Sources: https://docs.mistral.ai/capabilities/batch and the `mistralai` SDK (`client/jobs.py`,
 `models/batchjob.py`); the `groq` SDK (`resources/batches.py`, `resources/files.py`);
 https://docs.bigmodel.cn/cn/guide/tools/batch; https://cloud.baidu.com/doc/qianfan/s/Oml4r78ea; https://docs.siliconflow.cn/cn/userguide/guides/batch;
-https://platform.kimi.com/docs/api/batch-create; https://www.volcengine.com/docs/82379/1449576.
+https://platform.kimi.com/docs/api/batch-create; https://www.volcengine.com/docs/82379/1449576;
+https://docs.together.ai/docs/inference/batch/overview and the `together` SDK (`resources/batches.py`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util import clock as waits
 
 MISTRAL = "mistral/mistral-sim"
+TOGETHER = "together/llama-sim"
 # One model of each OpenAI-compatible profile; Ark's is a batch inference endpoint id.
 PROFILED = (
     "groq/llama-sim",
@@ -46,7 +49,7 @@ PROFILED = (
     "moonshot/kimi-sim",
     "ark/ep-bi-sim",
 )
-MODELS = (MISTRAL, *PROFILED)
+MODELS = (MISTRAL, *PROFILED, TOGETHER)
 # Mistral's reasoning model judges every evaluated model: its answers arrive as content chunks.
 SETTINGS = Settings(judge_model="mistral/magistral-sim")
 LIMIT = 1
@@ -72,6 +75,8 @@ def point_at(monkeypatch, server: SimulatedServer) -> None:
         url = server.base_url if prefix == "mistral" else server.profile_url(prefix)
         monkeypatch.setenv(provider.url_var, url)
         monkeypatch.setenv(provider.key_var, "sk-simulated")
+    monkeypatch.setenv("TOGETHER_BASE_URL", server.together_url)  # its routes, under /together
+    monkeypatch.setenv("TOGETHER_API_KEY", "sk-simulated")
 
 
 def run_providers(root: Path, monkeypatch, faults: str = "", models=MODELS, crash=ProviderError, **options) -> dict:
@@ -143,8 +148,10 @@ def test_every_new_provider_in_the_same_waves_gives_the_records_of_the_openai_sh
         by_wave.setdefault(f["wave"], set()).add(f["model"])
     assert sum(1 for models in by_wave.values() if set(MODELS) <= models) >= 2
     stats = clean["server"]
-    # Mistral's requests went through its batch jobs, Ark's through its batch chat route.
+    # Mistral's requests went through its batch jobs, Ark's through its batch chat route, Together's
+    # through its signed-URL uploads and its jobs.
     assert stats["calls:mistral_create"] >= 3 and stats["calls:mistral_get"] >= 3
+    assert stats["calls:together_upload_put"] >= 2 and stats["calls:together_create"] >= 2  # its two eval waves
     assert not [k for k in stats if k.startswith("calls:") and stats[k] and "404" in k]
     # The keys reached the providers and no file of the workspace.
     assert not [p for p in clean["root"].rglob("*") if p.is_file() and b"sk-simulated" in p.read_bytes()]
@@ -160,6 +167,7 @@ def test_every_new_provider_in_the_same_waves_gives_the_records_of_the_openai_sh
         ("siliconflow/Qwen/Qwen3-sim", "batch", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
         ("moonshot/kimi-sim", "batch", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
         ("ark/ep-bi-sim", "sync", ["body", "custom_id", "method", "url"], "/v1/chat/completions"),
+        (TOGETHER, "batch", ["body", "custom_id"], None),
     ],
 )
 def test_each_provider_sends_its_own_lines_to_its_own_endpoint(clean, model, backend, sent_keys, url):
@@ -171,8 +179,11 @@ def test_each_provider_sends_its_own_lines_to_its_own_endpoint(clean, model, bac
     assert sorted(sent) == sent_keys and sent.get("url") == url
     assert sent["body"]["model"] == model.partition("/")[2]  # the name after the prefix
     assert "max_tokens" in sent["body"] and "temperature" in sent["body"]  # the max_tokens dialect
-    assert sorted(saved) == ["custom_id", "error", "id", "response"]
-    if prefix == "mistral":
+    # Together's output lines are `{custom_id, response}` (its documented output format).
+    assert sorted(saved) == (
+        ["custom_id", "response"] if prefix == "together" else ["custom_id", "error", "id", "response"]
+    )
+    if prefix in ("mistral", "together"):
         assert all(len(f["batch_id"]) == 36 and f["batch_id"].count("-") == 4 for f in files)  # a job's UUID
     assert provider.key_var in (f"{prefix.upper()}_API_KEY", "ZHIPUAI_API_KEY")
     # Compiled, submitted, polled and ingested through its own platform's routes (`simulated.profiles`):
@@ -215,7 +226,7 @@ FAULTS = (
 )
 
 
-FAULTY = (MISTRAL, "zhipu/glm-sim")  # the native API and a profile with its own url
+FAULTY = (MISTRAL, "zhipu/glm-sim", TOGETHER)  # the native APIs and a profile with its own url
 
 
 def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_records(tmp_path, monkeypatch, clean):
@@ -228,10 +239,11 @@ def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_
     expired = [f for f in faulty["files"] if f["batch_status"] == "expired"]
     expired_at = {f["model"].partition("/")[0] for f in expired}
     assert {"mistral", "zhipu"} <= expired_at, expired_at  # Mistral's TIMEOUT_EXCEEDED jobs too
+    # (Together's EXPIRED jobs, lost creates and errored lines: test_together.py, on more of its batches.)
     kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
     assert {"transport", "unexecuted"} <= set(kinds), kinds
     # Creating is not idempotent: no create was sent twice blindly; lost ones were found again.
-    assert stats["retried:mistral_create"] == 0
+    assert stats["retried:mistral_create"] == 0 and stats["retried:together_create"] == 0
     assert_one_batch_per_file(faulty, ("zhipu",))
 
 
