@@ -24,8 +24,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers import served
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI
 from lexpilot_batch.providers.google import contract as google_contract
 from lexpilot_batch.providers.openai import contract as openai_contract
 from lexpilot_batch.providers.registry import ModelName
@@ -112,13 +113,29 @@ def sample_body(api: str, model: str, fields: Mapping[str, Any]) -> dict[str, An
     return {"model": model, "messages": [{"role": "user", "content": PLACEHOLDER}], **fields}
 
 
+def model_route(api: str, prefix: str | None) -> str:
+    """The kind of route (`served`) a provider's model names are checked for: its API's own for
+    OpenAI (`openai/`) and the native APIs; any other endpoint's model list is its own (an Azure
+    deployment is named by its owner)."""
+    if api in (ANTHROPIC, GOOGLE, MISTRAL) or (api == OPENAI and prefix == "openai"):
+        return api
+    return served.COMPATIBLE
+
+
 def check_role_body(
     role: str, name: ModelName, fields: Mapping[str, Any], *, reasoning: bool | None = None, option: str = "--model-arg"
 ) -> None:
-    """Refuse, before anything is registered or compiled, a role's body its API's contract refuses:
-    one `ConfigError` naming the model, the role, each field and why."""
+    """Refuse, before anything is registered or compiled, a model its API does not serve
+    (`served`) or a role's body its API's contract refuses: one `ConfigError` naming the model,
+    the role, each field and why."""
     api = name.provider.api if name.provider is not None else OPENAI
     prefix = name.provider.prefix if name.provider is not None else None
+    missing = served.model_problem(model_route(api, prefix), name.sent)
+    if missing is not None:
+        raise ConfigError(
+            f"{name.name} ({role} role): the model {name.sent!r} is refused: {missing}. Nothing was compiled; "
+            "check the model's name (--model, --user-model, --judge-model or the model list)"
+        )
     found = body_problems(api, name.sent, sample_body(api, name.sent, fields), prefix=prefix, reasoning=reasoning)
     if not found:
         return

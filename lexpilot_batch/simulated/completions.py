@@ -15,6 +15,7 @@ import re
 import time
 from typing import Any
 
+from lexpilot_batch.providers import served
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
 from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
 from lexpilot_batch.providers.families import api_of_name
@@ -58,6 +59,13 @@ def check_body(body: Any) -> tuple[str, str]:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request("you must provide a model parameter", "model", "missing_required_parameter")
+    missing = served.model_problem(served.ANY, model)
+    if missing is not None:  # OpenAI's answer to a model it does not serve, and why (`providers.served`)
+        raise ApiError(
+            404,
+            f"The model `{model}` does not exist or you do not have access to it ({missing}).",
+            code="model_not_found",
+        )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty array", param="messages", code="missing_required_parameter")

@@ -23,6 +23,8 @@ import threading
 import uuid
 from typing import Any
 
+from lexpilot_batch.providers import served
+from lexpilot_batch.providers.apis import MISTRAL
 from lexpilot_batch.simulated import batches
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
@@ -63,6 +65,9 @@ class MistralApi:
             raise bad_request("input_files: a list of uploaded file ids is required.", "input_files")
         if not isinstance(model, str) or not model:
             raise bad_request("model: a model (or agent_id) is required.", "model")
+        why = served.model_problem(MISTRAL, model)
+        if why is not None:  # Mistral's answer to a model it does not serve (`providers.served`)
+            raise ApiError(400, f"Invalid model: {model} ({why})", type="invalid_model", code="1500")
         if body.get("endpoint") != ENDPOINT:
             raise bad_request(f"endpoint: the simulated provider runs {ENDPOINT} only.", "endpoint")
         metadata = body.get("metadata") or {}

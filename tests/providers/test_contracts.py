@@ -122,6 +122,43 @@ def test_documented_fields_pass_the_guard(model, args, monkeypatch):
     assert all(body[k] == v for k, v in args.items() if k != "generationConfig")
 
 
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        ("openai/gpt-4o-mnii", "did you mean gpt-4o-mini"),  # `openai.types.ChatModel` lists gpt-4o-mini
+        ("openai/openai/gpt-4o", "openai/ is lexpilot-batch's provider prefix"),
+        ("openai/claude-sonnet-4-5", "send it as anthropic/claude-sonnet-4-5"),
+        ("anthropic/gpt-4o", "Claude models only"),
+        ("anthropic/claude-sonet-4-6", "did you mean claude-sonnet-4-6"),  # `anthropic.types.Model` lists it
+        ("google/claude-sim", "Gemini and Gemma models only"),
+        ("mistral/gemini-2.5-flash", "send it as google/gemini-2.5-flash"),
+    ],
+)
+def test_prepare_refuses_a_model_its_api_does_not_serve(model, needle):
+    """Item 8's "any model name": the rule of `providers.served`, the same the simulated provider keeps."""
+    with pytest.raises(ConfigError) as caught:
+        _check(model)
+    assert model in str(caught.value) and needle in str(caught.value) and "Nothing was compiled" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "openai/gpt-sim",
+        "anthropic/claude-sim",
+        "google/gemini-sim",
+        "mistral/mistral-sim",
+        "anthropic/claude-sonnet-4-7",  # a version the SDK's list does not know yet: no slip
+        "azure/gpt-4o-mnii",  # an Azure deployment is named by its owner
+        "openai-api/groq/openai/gpt-oss-20b",  # Groq's own model id
+        "google/gemma-3-27b-it",
+    ],
+)
+def test_prepare_takes_simulator_names_new_versions_and_other_endpoints_names(model, monkeypatch):
+    monkeypatch.setenv("GROQ_BASE_URL", "https://api.groq.com/openai/v1")
+    _check(model)
+
+
 def test_claude_follows_the_installed_sdk_no_temperature_unless_asked_for():
     """Item 7. The installed `anthropic` SDK's `MessageCreateParamsNonStreaming` has no
     `temperature`; the public Messages reference documents one (0-1). We follow the SDK: none by
