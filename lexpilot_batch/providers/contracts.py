@@ -9,8 +9,9 @@ chooses which one a provider's requests keep, and says a refusal as the user sho
 Which contract a provider keeps: its API shape's, with OpenAI's in two strictnesses: OpenAI's own
 API and Azure's (`FIRST_PARTY`: unknown fields refused, the model families' rules applied), any
 other OpenAI-compatible endpoint (unknown fields are its own extensions, only misspellings of
-OpenAI's refused). A provider with a contract of its own (a later provider folder's) adds a row to
-`OWN`, keyed by its prefix.
+OpenAI's refused). A provider with a contract of its own has a row in `OWN`, keyed by its prefix:
+Mistral's, and the OpenAI-compatible platforms' dialects. Whether the API serves the model at all
+is `served`'s rule.
 
 A request's lines differ only in their custom_id and the text of their one user message, which
 our prompts fill: so checking a role's body once, with the run's fields and a placeholder
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
@@ -28,13 +30,21 @@ from lexpilot_batch.providers import served
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
 from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI
 from lexpilot_batch.providers.google import contract as google_contract
+from lexpilot_batch.providers.mistral import contract as mistral_contract
 from lexpilot_batch.providers.openai import contract as openai_contract
+from lexpilot_batch.providers.openai import platforms
 from lexpilot_batch.providers.registry import ModelName
 from lexpilot_batch.providers.schema import TYPE, UNKNOWN, Problem
 
 FIRST_PARTY = frozenset({"openai", "azure"})
-# Contracts of providers that keep one of their own: prefix -> check of (model, body).
-OWN: dict[str, Callable[[str, Mapping[str, Any]], list[Problem]]] = {}
+# Contracts of providers that keep one of their own: prefix -> check of (model, body). Mistral's
+# (`mistral.contract`: its SDK's types, else its reference's fields), and the OpenAI-compatible
+# platforms' dialects (`openai.platforms`: thinking switches, token and sampling ranges, Groq's
+# closed field list), each rule citing its page.
+OWN: dict[str, Callable[[str, Mapping[str, Any]], list[Problem]]] = {
+    "mistral": mistral_contract.problems,
+    **{prefix: partial(platforms.problems, prefix) for prefix in platforms.PLATFORMS},
+}
 
 # The urls an OpenAI batch line may name: OpenAI's, Azure's v1 API's (Azure OpenAI "Global Batch"
 # how-to: `"url": "/chat/completions"`; the dated API versions' `/v1/chat/completions`), Zhipu
@@ -78,6 +88,12 @@ def line_problems(
             return [*out, Problem("request", "must be a JSON object", TYPE)]
         out += _extra(line, {"key", "request", "metadata"})
         return out + [_under("request", p) for p in body_problems(api, model, request, prefix=prefix)]
+    if api == MISTRAL:  # `{"custom_id", "body"}`: the job names endpoint and model (`mistral.lines`)
+        out = _id_problems(line, "custom_id", None) + _extra(line, {"custom_id", "body"})
+        body = line.get("body")
+        if not isinstance(body, Mapping):
+            return [*out, Problem("body", "must be a JSON object", TYPE)]
+        return out + [_under("body", p) for p in body_problems(api, model, body, prefix=prefix or "mistral")]
     out = _id_problems(line, "custom_id", None) + _extra(line, {"custom_id", "method", "url", "body"})
     if line.get("method") != "POST":
         out.append(Problem("method", f"must be POST, not {line.get('method')!r}", TYPE))

@@ -122,6 +122,63 @@ def test_documented_fields_pass_the_guard(model, args, monkeypatch):
     assert all(body[k] == v for k, v in args.items() if k != "generationConfig")
 
 
+# --- issue 28's providers: their own contracts (`contracts.OWN`) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "args", "field"),
+    [
+        # Mistral (the mistralai SDK's ChatCompletionRequest: closed; 422 extra_forbidden for OpenAI's fields)
+        (
+            "mistral/mistral-small-latest",
+            {"max_completion_tokens": 64},
+            "max_completion_tokens: not a field of Mistral",
+        ),
+        ("mistral/mistral-small-latest", {"temprature": 0.5}, "did you mean temperature"),
+        ("mistral/mistral-small-latest", {"top_p": 1.5}, "top_p: must be between 0 and 1"),
+        # Groq (the groq SDK's CompletionCreateParams: its fields only, n 1, its reasoning_effort values)
+        ("groq/llama-3.3-70b-versatile", {"n": 2}, "n: Groq takes only 1"),
+        ("groq/llama-3.3-70b-versatile", {"top_k": 20}, "top_k: not a field of Groq's chat completions"),
+        ("groq/qwen/qwen3-32b", {"reasoning_effort": "minimal"}, "reasoning_effort: must be one of none, default"),
+        # Zhipu (docs.bigmodel.cn: thinking {"type": enabled|disabled}; temperature 0-1)
+        ("zhipu/glm-4.5", {"temperature": 1.5}, "temperature: Zhipu BigModel takes 0 to 1"),
+        ("zhipu/glm-4.5", {"thinking": {"type": "off"}}, "thinking: must be {\"type\": 'enabled' or 'disabled'}"),
+        # Qianfan and SiliconFlow (enable_thinking a boolean; SiliconFlow's thinking_budget 128-32,768)
+        ("qianfan/deepseek-v3.2", {"enable_thinking": "false"}, "enable_thinking: must be true or false"),
+        ("siliconflow/Qwen/Qwen3-8B", {"thinking_budget": 64}, "thinking_budget: must be an integer from 128"),
+        ("siliconflow/Qwen/Qwen3-8B", {"min_p": 2}, "min_p: must be a number of at most 1"),
+        # Moonshot (platform.kimi.com models overview: n at most 5; Kimi K2.6 fixes its sampling)
+        ("moonshot/kimi-k2-0905-preview", {"n": 6}, "n: Moonshot (Kimi) takes 1 to 5"),
+        ("moonshot/kimi-k2.6", None, "temperature: Kimi K2.5 and K2.6 take no temperature"),
+        # Ark (the Ark SDK: thinking {"type": enabled|disabled|auto}; temperature 0-2)
+        ("ark/ep-bi-20250101-abc", {"thinking": {"type": "on"}}, "thinking: must be"),
+        ("ark/ep-bi-20250101-abc", {"temperature": 2.5}, "temperature: Volcengine Ark takes 0 to 2"),
+    ],
+)
+def test_prepare_refuses_what_a_platforms_own_contract_refuses(model, args, field):
+    """Before, each of these compiled (only misspellings of OpenAI's fields were refused)."""
+    with pytest.raises(ConfigError) as caught:
+        _check(model, args)
+    assert model in str(caught.value) and field in str(caught.value) and "Nothing was compiled" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("model", "args"),
+    [
+        ("mistral/magistral-small-latest", {"prompt_mode": "reasoning", "random_seed": 7}),
+        ("groq/qwen/qwen3-32b", {"reasoning_effort": "default", "reasoning_format": "parsed"}),
+        ("zhipu/glm-4.5", {"thinking": {"type": "disabled"}, "do_sample": False}),
+        ("qianfan/deepseek-v3.2", {"enable_thinking": True}),
+        ("siliconflow/Qwen/Qwen3-8B", {"enable_thinking": True, "thinking_budget": 4096, "min_p": 0.05}),
+        ("moonshot/kimi-k2.6", {"temperature": None, "thinking": {"type": "disabled"}}),
+        ("ark/ep-bi-20250101-abc", {"thinking": {"type": "auto"}}),
+    ],
+)
+def test_a_platforms_documented_fields_pass_its_contract(model, args):
+    body = _check(model, args)
+    assert all(body.get(k) == v for k, v in args.items() if v is not None)
+
+
 @pytest.mark.parametrize(
     ("model", "needle"),
     [

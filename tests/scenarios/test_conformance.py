@@ -397,7 +397,7 @@ def _anthropic_results(server: SimulatedServer, requests: list[dict]) -> list[di
     return [by_id[r["custom_id"]] for r in requests]
 
 
-ANTHROPIC_REFUSED = [
+ANTHROPIC_REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"n": 1}, "params.n"),
     ({"max_completion_tokens": 64}, "params.max_completion_tokens"),
     ({"messages": [{"role": "system", "content": "你是律师"}, {"role": "user", "content": PROMPT}]}, "role"),
