@@ -8,7 +8,10 @@ with another temperature or a budget under 1,024 or not under `max_tokens`) ends
 `request_counts` are all `processing` until then, and its results (`results_url`) hold one line per
 request: `succeeded` (a Message: a thinking block before the text when the simulated model
 thought), `errored` (`api_error`, `overloaded_error`, `invalid_request_error`), `canceled` or
-`expired`, in a shuffled order. Everything is run by the OpenAI-shaped machinery (`native`).
+`expired`, in a shuffled order. A request naming a model Anthropic does not serve (`providers.served`:
+Claude models only, no near miss of the SDK's `Model` list) ends `errored` with `not_found_error`
+("model: NAME"), and the Messages call is a 404 of that type. Everything is run by the
+OpenAI-shaped machinery (`native`).
 
 `POST /v1/messages` answers one request at once with the Message the same request gets in a batch
 (`chat`), or the 400 its params would get.

@@ -7,7 +7,9 @@ metadata carries the state (`BATCH_STATE_PENDING`, `RUNNING`, `SUCCEEDED`, `FAIL
 `EXPIRED`), `batchStats` and, once it ended, `output.responsesFile`: a JSONL file, downloaded with
 `files/{name}:download?alt=media`, holding a line per request that ran: `{"key", "response":
 GenerateContentResponse}` (a `thought` part before the text when the simulated model thought) or
-`{"key", "error": {code, message, status}}`. A cancelled or expired batch's file holds what ran.
+`{"key", "error": {code, message, status}}`. A cancelled or expired batch's file holds what ran. A
+model the Gemini API does not serve (`providers.served`: Gemini and Gemma models only) is in the
+call's path: the create (and a generateContent) is refused 404 `NOT_FOUND`, no batch made.
 Everything is run by the OpenAI-shaped machinery (`native`).
 
 `models/{model}:generateContent` answers one request at once with the GenerateContentResponse the

@@ -12,7 +12,9 @@ line. The output file holds `{"id", "custom_id", "response": {"status_code": 200
 whose messages carry a reasoning model's thinking as content chunks (`{"type": "thinking"}` before
 `{"type": "text"}`, as Magistral answers); failed requests go to the error file as OpenAI-shaped
 error lines (their format is not documented beyond the custom_id); requests an expired or
-cancelled job never ran are in neither. Everything is run by the OpenAI-shaped machinery (`native`).
+cancelled job never ran are in neither. A job for a model Mistral does not serve (`providers.served`:
+another lab's, our prefix left on) is refused at create with Mistral's 400 `invalid_model`
+("Invalid model: NAME", code 1500). Everything is run by the OpenAI-shaped machinery (`native`).
 """
 
 from __future__ import annotations

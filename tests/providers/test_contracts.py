@@ -162,6 +162,18 @@ def test_prepare_refuses_what_a_platforms_own_contract_refuses(model, args, fiel
     assert model in str(caught.value) and field in str(caught.value) and "Nothing was compiled" in str(caught.value)
 
 
+def test_mistrals_contract_without_its_sdk_keeps_the_references_fields(monkeypatch):
+    """Without the optional `mistralai` SDK the guard keeps the cited field list (`_FIELDS`, the
+    same as the SDK's: test_provider_lines.py) and the ranges."""
+    from lexpilot_batch.providers.mistral import contract as mistral_contract
+
+    monkeypatch.setattr(mistral_contract, "_sdk", lambda: (None, mistral_contract._FIELDS))
+    assert _check("mistral/mistral-small-latest", {"random_seed": 7})["random_seed"] == 7
+    for args, field in (({"max_completion_tokens": 8}, "max_completion_tokens"), ({"temperature": -1}, "temperature")):
+        with pytest.raises(ConfigError, match=field):
+            _check("mistral/mistral-small-latest", args)
+
+
 @pytest.mark.parametrize(
     ("model", "args"),
     [
