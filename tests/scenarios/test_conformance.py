@@ -548,3 +548,27 @@ def test_the_gemini_and_mistral_routes_refuse_a_model_they_cannot_serve(server: 
         "param": None,
         "code": "1500",
     }
+
+
+def test_a_mistral_batch_line_its_chat_completions_refuse_is_a_failed_request(server: SimulatedServer) -> None:
+    """Mistral's batch jobs (docs.mistral.ai/capabilities/batch) run each line's `body` as a chat
+    completion: one Mistral refuses (a field it does not know, 422 `extra_forbidden` on its sync
+    route, such as OpenAI's `max_completion_tokens`) is a failed request in the job's error file, the
+    others answered beside it. Before, the simulated jobs answered any body."""
+    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    lines = [
+        {"custom_id": "bad", "body": {"messages": [{"role": "user", "content": PROMPT}], "max_completion_tokens": 64}},
+        {"custom_id": "fine", "body": {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 64}},
+    ]
+    file = client.files.create(file=("in.jsonl", jsonl(lines)), purpose="batch")
+    headers = {"Authorization": "Bearer k"}
+    job = {"input_files": [file.id], "model": "mistral-sim", "endpoint": "/v1/chat/completions"}
+    created = http.post(f"{server.root_url}/v1/batch/jobs", json=job, headers=headers, timeout=120).json()
+    for _ in range(500):
+        if created["status"] in ("SUCCESS", "FAILED", "TIMEOUT_EXCEEDED", "CANCELLED"):
+            break
+        created = http.get(f"{server.root_url}/v1/batch/jobs/{created['id']}", headers=headers, timeout=120).json()
+    assert created["status"] == "SUCCESS" and created["succeeded_requests"] == 1 and created["failed_requests"] == 1
+    (error,) = [json.loads(x) for x in client.files.content(created["error_file"]).text.splitlines()]
+    assert error["custom_id"] == "bad" and error["response"]["status_code"] == 400
+    assert "max_completion_tokens: not a field of Mistral's chat completions" in error["response"]["body"]["message"]
