@@ -52,8 +52,8 @@ COMPATIBLE = "compatible"
 ANY = "any"
 # Each lab's models, as messages name them.
 _LABS = {OPENAI: "OpenAI", ANTHROPIC: "Anthropic", GOOGLE: "Google"}
-# The prefixes of the labs whose APIs the native routes are, for the hint of a refusal.
-_PREFIX = {OPENAI: "openai/", ANTHROPIC: "anthropic/", GOOGLE: "google/", MISTRAL: "mistral/"}
+# Each lab's provider prefix, for the hint of a refusal.
+_PREFIX = {OPENAI: "openai/", ANTHROPIC: "anthropic/", GOOGLE: "google/"}
 # Gemma models are served by the Gemini API too (its models page); no family row names them.
 _GEMMA = re.compile(r"gemma-.*", re.IGNORECASE)
 _SIM = re.compile(r"(?:.*-)?sim|sim-.*", re.IGNORECASE)
@@ -105,7 +105,7 @@ def model_problem(route: str, model: object) -> str | None:
         return f"Anthropic's API serves Claude models only (claude-...){_elsewhere(lab, model)}"
     if route == GOOGLE and lab != GOOGLE:
         return f"the Gemini API serves Gemini and Gemma models only{_elsewhere(lab, model)}"
-    if route in (OPENAI, MISTRAL) and lab not in (None, OPENAI if route == OPENAI else None):
+    if route in (OPENAI, MISTRAL) and lab is not None and lab != route:
         where = "OpenAI's API" if route == OPENAI else "Mistral's API"
         return f"{where} serves no {_LABS[lab]} model{_elsewhere(lab, model)}"
     if route == COMPATIBLE or is_simulator_name(model):
