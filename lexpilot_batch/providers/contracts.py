@@ -9,8 +9,9 @@ chooses which one a provider's requests keep, and says a refusal as the user sho
 Which contract a provider keeps: its API shape's, with OpenAI's in two strictnesses: OpenAI's own
 API and Azure's (`FIRST_PARTY`: unknown fields refused, the model families' rules applied), any
 other OpenAI-compatible endpoint (unknown fields are its own extensions, only misspellings of
-OpenAI's refused). A provider with a contract of its own (a later provider folder's) adds a row to
-`OWN`, keyed by its prefix.
+OpenAI's refused). A provider with a contract of its own has a row in `OWN`, keyed by its prefix:
+Mistral's, and the OpenAI-compatible platforms' dialects. Whether the API serves the model at all
+is `served`'s rule.
 
 A request's lines differ only in their custom_id and the text of their one user message, which
 our prompts fill: so checking a role's body once, with the run's fields and a placeholder
@@ -21,19 +22,29 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers import served
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI
 from lexpilot_batch.providers.google import contract as google_contract
+from lexpilot_batch.providers.mistral import contract as mistral_contract
 from lexpilot_batch.providers.openai import contract as openai_contract
+from lexpilot_batch.providers.openai import platforms
 from lexpilot_batch.providers.registry import ModelName
 from lexpilot_batch.providers.schema import TYPE, UNKNOWN, Problem
 
 FIRST_PARTY = frozenset({"openai", "azure"})
-# Contracts of providers that keep one of their own: prefix -> check of (model, body).
-OWN: dict[str, Callable[[str, Mapping[str, Any]], list[Problem]]] = {}
+# Contracts of providers that keep one of their own: prefix -> check of (model, body). Mistral's
+# (`mistral.contract`: its SDK's types, else its reference's fields), and the OpenAI-compatible
+# platforms' dialects (`openai.platforms`: thinking switches, token and sampling ranges, Groq's
+# closed field list), each rule citing its page.
+OWN: dict[str, Callable[[str, Mapping[str, Any]], list[Problem]]] = {
+    "mistral": mistral_contract.problems,
+    **{prefix: partial(platforms.problems, prefix) for prefix in platforms.PLATFORMS},
+}
 
 # The urls an OpenAI batch line may name: OpenAI's, Azure's v1 API's (Azure OpenAI "Global Batch"
 # how-to: `"url": "/chat/completions"`; the dated API versions' `/v1/chat/completions`), Zhipu
@@ -77,6 +88,12 @@ def line_problems(
             return [*out, Problem("request", "must be a JSON object", TYPE)]
         out += _extra(line, {"key", "request", "metadata"})
         return out + [_under("request", p) for p in body_problems(api, model, request, prefix=prefix)]
+    if api == MISTRAL:  # `{"custom_id", "body"}`: the job names endpoint and model (`mistral.lines`)
+        out = _id_problems(line, "custom_id", None) + _extra(line, {"custom_id", "body"})
+        body = line.get("body")
+        if not isinstance(body, Mapping):
+            return [*out, Problem("body", "must be a JSON object", TYPE)]
+        return out + [_under("body", p) for p in body_problems(api, model, body, prefix=prefix or "mistral")]
     out = _id_problems(line, "custom_id", None) + _extra(line, {"custom_id", "method", "url", "body"})
     if line.get("method") != "POST":
         out.append(Problem("method", f"must be POST, not {line.get('method')!r}", TYPE))
@@ -112,13 +129,29 @@ def sample_body(api: str, model: str, fields: Mapping[str, Any]) -> dict[str, An
     return {"model": model, "messages": [{"role": "user", "content": PLACEHOLDER}], **fields}
 
 
+def model_route(api: str, prefix: str | None) -> str:
+    """The kind of route (`served`) a provider's model names are checked for: its API's own for
+    OpenAI (`openai/`) and the native APIs; any other endpoint's model list is its own (an Azure
+    deployment is named by its owner)."""
+    if api in (ANTHROPIC, GOOGLE, MISTRAL) or (api == OPENAI and prefix == "openai"):
+        return api
+    return served.COMPATIBLE
+
+
 def check_role_body(
     role: str, name: ModelName, fields: Mapping[str, Any], *, reasoning: bool | None = None, option: str = "--model-arg"
 ) -> None:
-    """Refuse, before anything is registered or compiled, a role's body its API's contract refuses:
-    one `ConfigError` naming the model, the role, each field and why."""
+    """Refuse, before anything is registered or compiled, a model its API does not serve
+    (`served`) or a role's body its API's contract refuses: one `ConfigError` naming the model,
+    the role, each field and why."""
     api = name.provider.api if name.provider is not None else OPENAI
     prefix = name.provider.prefix if name.provider is not None else None
+    missing = served.model_problem(model_route(api, prefix), name.sent)
+    if missing is not None:
+        raise ConfigError(
+            f"{name.name} ({role} role): the model {name.sent!r} is refused: {missing}. Nothing was compiled; "
+            "check the model's name (--model, --user-model, --judge-model or the model list)"
+        )
     found = body_problems(api, name.sent, sample_body(api, name.sent, fields), prefix=prefix, reasoning=reasoning)
     if not found:
         return

@@ -19,8 +19,9 @@ from typing import Any
 
 # Kinds of refusal, which also choose each API's error code (`simulated`): a field the API does not
 # know, a value of the wrong type or shape, a value outside its range, a parameter the model (its
-# family) does not take, a required field missing.
+# family) does not take, a required field missing, a model the API does not serve (`served`).
 UNKNOWN, TYPE, RANGE, UNSUPPORTED, MISSING = "unknown", "type", "range", "unsupported", "missing"
+NOT_FOUND = "not_found"
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,10 @@ with another temperature or a budget under 1,024 or not under `max_tokens`) ends
 `request_counts` are all `processing` until then, and its results (`results_url`) hold one line per
 request: `succeeded` (a Message: a thinking block before the text when the simulated model
 thought), `errored` (`api_error`, `overloaded_error`, `invalid_request_error`), `canceled` or
-`expired`, in a shuffled order. Everything is run by the OpenAI-shaped machinery (`native`).
+`expired`, in a shuffled order. A request naming a model Anthropic does not serve (`providers.served`:
+Claude models only, no near miss of the SDK's `Model` list) ends `errored` with `not_found_error`
+("model: NAME"), and the Messages call is a 404 of that type. Everything is run by the
+OpenAI-shaped machinery (`native`).
 
 `POST /v1/messages` answers one request at once with the Message the same request gets in a batch
 (`chat`), or the 400 its params would get.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lexpilot_batch.providers import served
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
 from lexpilot_batch.providers.anthropic.ids import ANTHROPIC_ID
 from lexpilot_batch.providers.apis import ANTHROPIC
@@ -52,6 +56,16 @@ def _external(batch_id: str) -> str:
 
 def _internal(message_batch_id: str) -> str:
     return "batch_" + message_batch_id.removeprefix(PREFIX)
+
+
+def _missing_model(params: Any) -> str | None:
+    """Anthropic's 404 `not_found_error` message ("model: NAME") for a model it does not serve
+    (`providers.served`), with why; None when it serves it."""
+    model = params.get("model") if isinstance(params, dict) else None
+    if not isinstance(model, str) or not model:
+        return None  # a 400: `_problem`
+    why = served.model_problem(ANTHROPIC, model)
+    return f"model: {model} ({why})" if why else None
 
 
 def _problem(params: Any) -> str | None:
@@ -102,6 +116,7 @@ class AnthropicApi:
         seen: set[str] = set()
         lines: list[bytes] = []
         problems: dict[str, str] = {}
+        not_found: list[str] = []  # requests naming a model Anthropic does not serve: `not_found_error`
         ids: dict[str, str] = {}
         for i, request in enumerate(requests):
             raw = request.get("custom_id") if isinstance(request, dict) else None
@@ -121,7 +136,10 @@ class AnthropicApi:
             cid = mapped
             ids[cid] = raw
             params = request.get("params")
-            problem = _problem(params)
+            missing = _missing_model(params)
+            problem = missing or _problem(params)
+            if missing is not None:
+                not_found.append(cid)
             if problem is not None:
                 problems[cid] = problem
                 model = str(params.get("model") or "?") if isinstance(params, dict) else "?"
@@ -132,6 +150,8 @@ class AnthropicApi:
         tags = {raw[:TAG_LENGTH] for raw in ids.values()}
         tag = next(iter(tags)) if len(tags) == 1 else None
         native: dict[str, Any] = {"api": API, "n": len(requests), "problems": problems}
+        if not_found:
+            native["not_found"] = not_found
         if tag is not None and all(_mapped(cid, tag) == raw for cid, raw in ids.items()):
             native["tag"] = tag  # every id is the map of the workspace's own: keep the map, not the ids
         else:
@@ -142,6 +162,9 @@ class AnthropicApi:
     def message(self, params: Any, client_request_id: str | None = None) -> dict[str, Any]:
         """`POST /v1/messages`: one request answered at once, as the same request in a Message Batch
         is (`chat`): the client's id of the call is its line's custom_id, mapped back to ours."""
+        missing = _missing_model(params)
+        if missing is not None:
+            raise ApiError(404, missing)  # Anthropic's `not_found_error`, as the same request errors in a batch
         problem = _problem(params)
         if problem is not None:
             raise bad_request(problem)  # the message of the same request errored in a batch
@@ -225,7 +248,8 @@ class AnthropicApi:
         message = native["problems"].get(line["custom_id"]) or (response.get("body") or {}).get("error", {}).get(
             "message"
         )
-        return _errored("invalid_request_error", str(message))
+        kind = "not_found_error" if line["custom_id"] in native.get("not_found", ()) else "invalid_request_error"
+        return _errored(kind, str(message))
 
     def _view(self, record: dict[str, Any]) -> dict[str, Any]:
         """The MessageBatch object now."""

@@ -1,7 +1,10 @@
 """`/v1/chat/completions` bodies: a simulated answer wrapped as a realistic chat.completion.
 
 Used by the synchronous route and by every line of a batch. A body is checked as OpenAI checks it,
-the parameters a reasoning model refuses included (an HTTP 400, or a 400 line in a batch). The
+the parameters a reasoning model refuses included (an HTTP 400, or a 400 line in a batch), and a
+model the route cannot serve is answered as OpenAI answers one, 404 `model_not_found`, saying why
+(`providers.served`: this route serves every lab's models, as `--provider simulated` sends them
+all here, but no name with our prefix left on and no near miss of an SDK's model list). The
 answer comes from `models`; this module adds the envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the
 per-request content faults: truncation (`finish_reason="length"`, content cut), malformed judge
 JSON, empty content, content-filtered answers and refusals. Token counts are estimates (about 1.5 characters per token, which is
@@ -15,6 +18,7 @@ import re
 import time
 from typing import Any
 
+from lexpilot_batch.providers import served
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
 from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
 from lexpilot_batch.providers.families import api_of_name
@@ -58,6 +62,13 @@ def check_body(body: Any) -> tuple[str, str]:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request("you must provide a model parameter", "model", "missing_required_parameter")
+    missing = served.model_problem(served.ANY, model)
+    if missing is not None:  # OpenAI's answer to a model it does not serve, and why (`providers.served`)
+        raise ApiError(
+            404,
+            f"The model `{model}` does not exist or you do not have access to it ({missing}).",
+            code="model_not_found",
+        )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty array", param="messages", code="missing_required_parameter")

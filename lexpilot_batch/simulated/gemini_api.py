@@ -7,7 +7,9 @@ metadata carries the state (`BATCH_STATE_PENDING`, `RUNNING`, `SUCCEEDED`, `FAIL
 `EXPIRED`), `batchStats` and, once it ended, `output.responsesFile`: a JSONL file, downloaded with
 `files/{name}:download?alt=media`, holding a line per request that ran: `{"key", "response":
 GenerateContentResponse}` (a `thought` part before the text when the simulated model thought) or
-`{"key", "error": {code, message, status}}`. A cancelled or expired batch's file holds what ran.
+`{"key", "error": {code, message, status}}`. A cancelled or expired batch's file holds what ran. A
+model the Gemini API does not serve (`providers.served`: Gemini and Gemma models only) is in the
+call's path: the create (and a generateContent) is refused 404 `NOT_FOUND`, no batch made.
 Everything is run by the OpenAI-shaped machinery (`native`).
 
 `models/{model}:generateContent` answers one request at once with the GenerateContentResponse the
@@ -22,6 +24,8 @@ import threading
 import uuid
 from typing import Any
 
+from lexpilot_batch.providers import served
+from lexpilot_batch.providers.apis import GOOGLE
 from lexpilot_batch.providers.google import contract as google_contract
 from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.errors import ApiError, bad_request
@@ -145,8 +149,9 @@ class GeminiApi:
         source = (batch.get("inputConfig") or {}).get("fileName")
         if not isinstance(source, str) or not source.startswith("files/"):
             raise bad_request("batch.inputConfig.fileName is required: the simulated provider takes input files only.")
-        data = self.download(source.removeprefix("files/"))
         sent = model.removeprefix("models/")
+        _check_model(sent, "batchGenerateContent")
+        data = self.download(source.removeprefix("files/"))
         lines: list[bytes] = []
         problems: dict[str, str] = {}
         for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
@@ -186,6 +191,7 @@ class GeminiApi:
         if parts is None:
             raise bad_request(NO_CONTENTS)
         sent = model.removeprefix("models/")
+        _check_model(sent, "generateContent")
         problem = _problem(request, sent)
         if problem is not None:
             raise bad_request(problem)  # as the same request errors in a batch
@@ -293,6 +299,18 @@ class GeminiApi:
             return {"key": key, "error": {"code": 14, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
         message = native["problems"].get(key) or (response.get("body") or {}).get("error", {}).get("message")
         return {"key": key, "error": {"code": 3, "message": str(message), "status": "INVALID_ARGUMENT"}}
+
+
+def _check_model(model: str, method: str) -> None:
+    """Gemini's 404 `NOT_FOUND` for a model it does not serve (`providers.served`), with why: the
+    model is in the call's path, so a batch for it is refused at create, never run."""
+    why = served.model_problem(GOOGLE, model)
+    if why is not None:
+        raise ApiError(
+            404,
+            f"models/{model} is not found for API version {VERSION}, or is not supported for {method} ({why}). "
+            "Call ListModels to see the list of available models and their supported methods.",
+        )
 
 
 def _problem(request: Any, model: str) -> str | None:

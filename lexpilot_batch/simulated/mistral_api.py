@@ -8,11 +8,15 @@ uploaded through the OpenAI files route (`purpose=batch`, the same form), a job 
 `CANCELLED`; `total_requests`, `succeeded_requests`, `failed_requests`; `output_file` and
 `error_file` once it ended). Its lines are `{"custom_id", "body"}`: a line with another shape (an
 OpenAI line's `method` and `url`) or without messages is refused at create, as a 400 naming the
-line. The output file holds `{"id", "custom_id", "response": {"status_code": 200, "body"}}` lines
+line; a body Mistral's chat completions would refuse (the guard's contract, `providers.mistral.contract`)
+is a failed request, in the error file with status 400 and Mistral's flat error body naming the field.
+The output file holds `{"id", "custom_id", "response": {"status_code": 200, "body"}}` lines
 whose messages carry a reasoning model's thinking as content chunks (`{"type": "thinking"}` before
 `{"type": "text"}`, as Magistral answers); failed requests go to the error file as OpenAI-shaped
 error lines (their format is not documented beyond the custom_id); requests an expired or
-cancelled job never ran are in neither. Everything is run by the OpenAI-shaped machinery (`native`).
+cancelled job never ran are in neither. A job for a model Mistral does not serve (`providers.served`:
+another lab's, our prefix left on) is refused at create with Mistral's 400 `invalid_model`
+("Invalid model: NAME", code 1500). Everything is run by the OpenAI-shaped machinery (`native`).
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import threading
 import uuid
 from typing import Any
 
+from lexpilot_batch.providers import served
+from lexpilot_batch.providers.apis import MISTRAL
+from lexpilot_batch.providers.mistral import contract as mistral_contract
 from lexpilot_batch.simulated import batches
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
@@ -63,6 +70,9 @@ class MistralApi:
             raise bad_request("input_files: a list of uploaded file ids is required.", "input_files")
         if not isinstance(model, str) or not model:
             raise bad_request("model: a model (or agent_id) is required.", "model")
+        why = served.model_problem(MISTRAL, model)
+        if why is not None:  # Mistral's answer to a model it does not serve (`providers.served`)
+            raise ApiError(400, f"Invalid model: {model} ({why})", type="invalid_model", code="1500")
         if body.get("endpoint") != ENDPOINT:
             raise bad_request(f"endpoint: the simulated provider runs {ENDPOINT} only.", "endpoint")
         metadata = body.get("metadata") or {}
@@ -72,14 +82,17 @@ class MistralApi:
         if not isinstance(hours, int) or hours < 1:
             raise bad_request("timeout_hours: a positive integer.", "timeout_hours")
         lines: list[bytes] = []
+        problems: dict[str, str] = {}
         sent = hashlib.sha256()
         for file_id in files:
             data = self._input(file_id)
             sent.update(data)
-            lines.extend(self._lines(file_id, data, model))
+            lines.extend(self._lines(file_id, data, model, problems))
         if not lines:
             raise bad_request("The input files hold no requests.", "input_files")
         native = {"api": API, "n": len(lines), "model": model, "metadata": metadata, "hours": hours}
+        if problems:
+            native["problems"] = problems
         return self._job(run(self.store, lines, self.seed, self.faults, native, sent.hexdigest()))
 
     def _input(self, file_id: str) -> bytes:
@@ -88,7 +101,10 @@ class MistralApi:
             raise ApiError(404, f"File {file_id} not found.", param="input_files")
         return self.store.file_bytes(file_id)
 
-    def _lines(self, file_id: str, data: bytes, model: str) -> list[bytes]:
+    def _lines(self, file_id: str, data: bytes, model: str, problems: dict[str, str]) -> list[bytes]:
+        """The requests of an input file as OpenAI lines; a body Mistral's chat completions would
+        refuse (`providers.mistral.contract`, the guard's) runs as a refused request, its reason
+        kept in `problems`, so that it lands in the error file."""
         out = []
         for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if not raw.strip():
@@ -106,6 +122,11 @@ class MistralApi:
             request = obj.get("body")
             if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
                 raise bad_request(f"{where}: 'body' must be a chat completion request with messages.")
+            found = mistral_contract.problems(model, {"model": model, **request})
+            if found:
+                problems[obj["custom_id"]] = "; ".join(str(p) for p in found)
+                out.append(to_chat(obj["custom_id"], model, [], {}))  # refused by the simulated endpoint
+                continue
             fields = {k: v for k, v in request.items() if k not in ("model", "messages")}
             out.append(to_chat(obj["custom_id"], model, request["messages"], fields))
         return out
@@ -172,24 +193,24 @@ class MistralApi:
             job["errors"] = [{"message": "The batch input could not be read.", "count": total}]
         elif status in batches.TERMINAL:
             succeeded, failed, _never = counts(record, status)
-            job["output_file"], job["error_file"] = self._files(batch)
+            job["output_file"], job["error_file"] = self._files(batch, native.get("problems") or {})
             end = batch.get("completed_at") or batch.get("expired_at") or batch.get("cancelled_at")
             job["completed_at"] = int(end or sim["created"])
         job.update(completed_requests=succeeded + failed, succeeded_requests=succeeded, failed_requests=failed)
         return job
 
-    def _files(self, batch: dict[str, Any]) -> tuple[str | None, str | None]:
+    def _files(self, batch: dict[str, Any], problems: dict[str, str]) -> tuple[str | None, str | None]:
         """The ended job's output and error files (written once; their ids follow from the batch's)."""
         ids = ("o" + digest("mistral-output", batch["id"])[:24], "e" + digest("mistral-errors", batch["id"])[:24])
         with self._lock:
-            self._write(batch, ids)
+            self._write(batch, ids, problems)
         return ids[0], (ids[1] if self.store.file_bytes(ids[1]) else None)
 
-    def _write(self, batch: dict[str, Any], ids: tuple[str, str]) -> None:
+    def _write(self, batch: dict[str, Any], ids: tuple[str, str], problems: dict[str, str]) -> None:
         if self.store.get_file(ids[0]) is None:
             kept: tuple[list[str], list[str]] = ([], [])
             for line in result_lines(self.store, batch):
-                converted = _line(line)
+                converted = _line(line, problems.get(line["custom_id"]))
                 if converted is not None:
                     ok = (converted.get("response") or {}).get("status_code") == 200
                     kept[0 if ok else 1].append(batches._dumps(converted) + "\n")
@@ -199,12 +220,16 @@ class MistralApi:
                 self.store.add_file(data, f"{batch['id']}-{name}.jsonl", "mistral_output", file_id)
 
 
-def _line(line: dict[str, Any]) -> dict[str, Any] | None:
-    """An OpenAI result line as Mistral's: None for a request that never ran."""
+def _line(line: dict[str, Any], problem: str | None = None) -> dict[str, Any] | None:
+    """An OpenAI result line as Mistral's: None for a request that never ran; a request whose body
+    Mistral refuses (`problem`) a 400 in Mistral's flat error shape."""
     error = line.get("error")
     if isinstance(error, dict) and error.get("code") in ("batch_expired", "batch_cancelled"):
         return None
     response = line.get("response")
+    if problem is not None and isinstance(response, dict) and response.get("status_code") == 400:
+        error = {"object": "error", "message": problem, "type": "invalid_request_error", "param": None, "code": None}
+        return {**line, "response": {**response, "body": error}}
     if not isinstance(response, dict) or response.get("status_code") != 200:
         return line
     body = dict(response["body"])

@@ -122,6 +122,112 @@ def test_documented_fields_pass_the_guard(model, args, monkeypatch):
     assert all(body[k] == v for k, v in args.items() if k != "generationConfig")
 
 
+# --- issue 28's providers: their own contracts (`contracts.OWN`) -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "args", "field"),
+    [
+        # Mistral (the mistralai SDK's ChatCompletionRequest: closed; 422 extra_forbidden for OpenAI's fields)
+        (
+            "mistral/mistral-small-latest",
+            {"max_completion_tokens": 64},
+            "max_completion_tokens: not a field of Mistral",
+        ),
+        ("mistral/mistral-small-latest", {"temprature": 0.5}, "did you mean temperature"),
+        ("mistral/mistral-small-latest", {"top_p": 1.5}, "top_p: must be between 0 and 1"),
+        # Groq (the groq SDK's CompletionCreateParams: its fields only, n 1, its reasoning_effort values)
+        ("groq/llama-3.3-70b-versatile", {"n": 2}, "n: Groq takes only 1"),
+        ("groq/llama-3.3-70b-versatile", {"top_k": 20}, "top_k: not a field of Groq's chat completions"),
+        ("groq/qwen/qwen3-32b", {"reasoning_effort": "minimal"}, "reasoning_effort: must be one of none, default"),
+        # Zhipu (docs.bigmodel.cn: thinking {"type": enabled|disabled}; temperature 0-1)
+        ("zhipu/glm-4.5", {"temperature": 1.5}, "temperature: Zhipu BigModel takes 0 to 1"),
+        ("zhipu/glm-4.5", {"thinking": {"type": "off"}}, "thinking: must be {\"type\": 'enabled' or 'disabled'}"),
+        # Qianfan and SiliconFlow (enable_thinking a boolean; SiliconFlow's thinking_budget 128-32,768)
+        ("qianfan/deepseek-v3.2", {"enable_thinking": "false"}, "enable_thinking: must be true or false"),
+        ("siliconflow/Qwen/Qwen3-8B", {"thinking_budget": 64}, "thinking_budget: must be an integer from 128"),
+        ("siliconflow/Qwen/Qwen3-8B", {"min_p": 2}, "min_p: must be a number of at most 1"),
+        # Moonshot (platform.kimi.com models overview: n at most 5; Kimi K2.6 fixes its sampling)
+        ("moonshot/kimi-k2-0905-preview", {"n": 6}, "n: Moonshot (Kimi) takes 1 to 5"),
+        ("moonshot/kimi-k2.6", None, "temperature: Kimi K2.5 and K2.6 take no temperature"),
+        # Ark (the Ark SDK: thinking {"type": enabled|disabled|auto}; temperature 0-2)
+        ("ark/ep-bi-20250101-abc", {"thinking": {"type": "on"}}, "thinking: must be"),
+        ("ark/ep-bi-20250101-abc", {"temperature": 2.5}, "temperature: Volcengine Ark takes 0 to 2"),
+    ],
+)
+def test_prepare_refuses_what_a_platforms_own_contract_refuses(model, args, field):
+    """Before, each of these compiled (only misspellings of OpenAI's fields were refused)."""
+    with pytest.raises(ConfigError) as caught:
+        _check(model, args)
+    assert model in str(caught.value) and field in str(caught.value) and "Nothing was compiled" in str(caught.value)
+
+
+def test_mistrals_contract_without_its_sdk_keeps_the_references_fields(monkeypatch):
+    """Without the optional `mistralai` SDK the guard keeps the cited field list (`_FIELDS`, the
+    same as the SDK's: test_provider_lines.py) and the ranges."""
+    from lexpilot_batch.providers.mistral import contract as mistral_contract
+
+    monkeypatch.setattr(mistral_contract, "_sdk", lambda: (None, mistral_contract._FIELDS))
+    assert _check("mistral/mistral-small-latest", {"random_seed": 7})["random_seed"] == 7
+    for args, field in (({"max_completion_tokens": 8}, "max_completion_tokens"), ({"temperature": -1}, "temperature")):
+        with pytest.raises(ConfigError, match=field):
+            _check("mistral/mistral-small-latest", args)
+
+
+@pytest.mark.parametrize(
+    ("model", "args"),
+    [
+        ("mistral/magistral-small-latest", {"prompt_mode": "reasoning", "random_seed": 7}),
+        ("groq/qwen/qwen3-32b", {"reasoning_effort": "default", "reasoning_format": "parsed"}),
+        ("zhipu/glm-4.5", {"thinking": {"type": "disabled"}, "do_sample": False}),
+        ("qianfan/deepseek-v3.2", {"enable_thinking": True}),
+        ("siliconflow/Qwen/Qwen3-8B", {"enable_thinking": True, "thinking_budget": 4096, "min_p": 0.05}),
+        ("moonshot/kimi-k2.6", {"temperature": None, "thinking": {"type": "disabled"}}),
+        ("ark/ep-bi-20250101-abc", {"thinking": {"type": "auto"}}),
+    ],
+)
+def test_a_platforms_documented_fields_pass_its_contract(model, args):
+    body = _check(model, args)
+    assert all(body.get(k) == v for k, v in args.items() if v is not None)
+
+
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        ("openai/gpt-4o-mnii", "did you mean gpt-4o-mini"),  # `openai.types.ChatModel` lists gpt-4o-mini
+        ("openai/openai/gpt-4o", "openai/ is lexpilot-batch's provider prefix"),
+        ("openai/claude-sonnet-4-5", "send it as anthropic/claude-sonnet-4-5"),
+        ("anthropic/gpt-4o", "Claude models only"),
+        ("anthropic/claude-sonet-4-6", "did you mean claude-sonnet-4-6"),  # `anthropic.types.Model` lists it
+        ("google/claude-sim", "Gemini and Gemma models only"),
+        ("mistral/gemini-2.5-flash", "send it as google/gemini-2.5-flash"),
+    ],
+)
+def test_prepare_refuses_a_model_its_api_does_not_serve(model, needle):
+    """Item 8's "any model name": the rule of `providers.served`, the same the simulated provider keeps."""
+    with pytest.raises(ConfigError) as caught:
+        _check(model)
+    assert model in str(caught.value) and needle in str(caught.value) and "Nothing was compiled" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "openai/gpt-sim",
+        "anthropic/claude-sim",
+        "google/gemini-sim",
+        "mistral/mistral-sim",
+        "anthropic/claude-sonnet-4-7",  # a version the SDK's list does not know yet: no slip
+        "azure/gpt-4o-mnii",  # an Azure deployment is named by its owner
+        "openai-api/groq/openai/gpt-oss-20b",  # Groq's own model id
+        "google/gemma-3-27b-it",
+    ],
+)
+def test_prepare_takes_simulator_names_new_versions_and_other_endpoints_names(model, monkeypatch):
+    monkeypatch.setenv("GROQ_BASE_URL", "https://api.groq.com/openai/v1")
+    _check(model)
+
+
 def test_claude_follows_the_installed_sdk_no_temperature_unless_asked_for():
     """Item 7. The installed `anthropic` SDK's `MessageCreateParamsNonStreaming` has no
     `temperature`; the public Messages reference documents one (0-1). We follow the SDK: none by

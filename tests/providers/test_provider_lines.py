@@ -167,3 +167,115 @@ def test_the_mistralai_sdk_runs_a_job_on_the_simulated_batch_routes(tmp_path):
         with pytest.raises(openai.NotFoundError) as missing:
             raw.get("/batch/jobs/0b8b1d2e-3f1a-4c55-9a3e-5f1f2d3c4b5a", cast_to=object)
         assert error_message(missing.value.body, "") == "Batch job 0b8b1d2e-3f1a-4c55-9a3e-5f1f2d3c4b5a not found."
+
+
+# --- the OpenAI-compatible platforms' lines against their official SDKs' request types ---------------
+# Each SDK is optional (in the `test` extra): its test is skipped, saying so, where it is not installed.
+
+
+def _bodies(model: str, args: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The body every role of `model` sends (the evaluated model's, the User Model's, the judge's
+    temperature), each checked by the guard first, as `prepare` checks it."""
+    from lexpilot_batch.providers.contracts import check_role_body
+
+    out = []
+    for role in ("eval", "user", "judge"):
+        name = parse_model(model)
+        request = role_request(role, name, Settings(), args=args)
+        check_role_body(role, name, request.body)
+        out.append({"model": request.model, "messages": [{"role": "user", "content": PROMPT}], **request.body})
+    return out
+
+
+def _sdk_keys(tp: Any) -> set[str]:
+    import typing
+
+    return set(typing.get_type_hints(tp))
+
+
+def test_groq_lines_are_the_groq_sdks_batch_requests():
+    """The `groq` SDK's `CompletionCreateParams` (the body of a line) and `BatchCreateParams`
+    (`endpoint` `/v1/chat/completions`, the url of a line); the guard's copy of Groq's field list is
+    the SDK's own."""
+    chat = pytest.importorskip("groq.types.chat.completion_create_params", reason="the groq SDK is not installed")
+    from groq.types import batch_create_params
+    from pydantic import TypeAdapter
+
+    from lexpilot_batch.providers.openai.platforms import _GROQ_FIELDS
+
+    assert _sdk_keys(chat.CompletionCreateParams) == _GROQ_FIELDS
+    adapter = TypeAdapter(chat.CompletionCreateParams)
+    (endpoint,) = typing_args(_sdk_hint(batch_create_params.BatchCreateParams, "endpoint"))
+    line = _line("groq/llama-3.3-70b-versatile", OPENAI, PROFILES["groq"].endpoint)
+    assert line["url"] == endpoint and line["method"] == "POST"
+    for body in [line["body"], *_bodies("groq/qwen/qwen3-32b", {"reasoning_effort": "none"})]:
+        assert set(body) <= _GROQ_FIELDS, body
+        adapter.validate_python(body)
+        assert body["n"] == 1  # "only n=1 is supported. Other values will result in a 400"
+
+
+def test_zhipu_lines_are_what_the_zhipuai_sdk_sends():
+    """The `zhipuai` SDK's `chat.completions.create` (its keyword arguments are the fields of a
+    request; it keeps temperature and top_p inside (0, 1), rewriting others): every compiled body
+    binds to it, with its values sent unchanged. Where the sources disagree: the SDK's
+    `BatchCreateParams.endpoint` is `/v1/chat/completions` (its batch types are OpenAI's, their
+    docstrings still linking platform.openai.com), while BigModel's batch guide
+    (docs.bigmodel.cn/cn/guide/tools/batch) names `/v4/chat/completions` in each line: the profile
+    follows the guide. And the SDK sends no `n`, which every `max_tokens`-dialect body carries as 1
+    (OpenAI's default): the one field outside the SDK's, left as compiled (docs/providers.md)."""
+    completions = pytest.importorskip(
+        "zhipuai.api_resource.chat.completions", reason="the zhipuai SDK is not installed"
+    )
+    import inspect
+
+    signature = inspect.signature(completions.Completions.create)
+    for body in _bodies("zhipu/glm-4.5", {"thinking": {"type": "disabled"}}):
+        assert body["n"] == 1 and "n" not in signature.parameters
+        signature.bind(None, **{k: v for k, v in body.items() if k != "n"})  # TypeError for another field
+        assert 0 < body["temperature"] < 1 and body["thinking"]["type"] in ("enabled", "disabled")
+    assert _line("zhipu/glm-4.5", OPENAI, PROFILES["zhipu"].endpoint)["url"] == "/v4/chat/completions"
+
+
+def test_ark_requests_are_the_volcengine_ark_sdks_batch_chat_requests():
+    """The Volcengine Ark SDK (`volcengine-ark-runtime`): its batch chat `Completions.create`
+    (`POST /batch/chat/completions`, the route `ark/` sends each request to) takes every compiled
+    body's fields, their types those of its `CompletionCreateParamsBase` and `Thinking`."""
+    chat = pytest.importorskip(
+        "volcenginesdkarkruntime.resources.batch_chat.completions",
+        reason="the Volcengine Ark SDK (volcengine-ark-runtime) is not installed",
+    )
+    import inspect
+
+    from pydantic import TypeAdapter
+    from volcenginesdkarkruntime.types.chat import completion_create_params as params
+
+    signature = inspect.signature(chat.Completions.create)
+    typed = TypeAdapter(params.CompletionCreateParamsBase)
+    keys = _sdk_keys(params.CompletionCreateParamsBase)
+    for body in _bodies("ark/ep-bi-20250101-abc", {"thinking": {"type": "disabled"}}):
+        signature.bind(None, **body)
+        typed.validate_python({k: v for k, v in body.items() if k in keys})
+        TypeAdapter(params.Thinking).validate_python(body["thinking"])
+
+
+def test_the_guards_mistral_field_list_is_the_sdks():
+    """Without the `mistralai` SDK the guard keeps a cited copy of its request's fields: the same."""
+    request = pytest.importorskip("mistralai.client.models.chatcompletionrequest", reason="mistralai not installed")
+    from lexpilot_batch.providers.mistral.contract import _FIELDS
+
+    assert _sdk_keys(request.ChatCompletionRequestTypedDict) == _FIELDS
+
+
+def _sdk_hint(tp: Any, name: str) -> Any:
+    import typing
+
+    hint = typing.get_type_hints(tp)[name]
+    while typing.get_args(hint) and typing.get_origin(hint) is not typing.Literal:
+        hint = typing.get_args(hint)[0]
+    return hint
+
+
+def typing_args(tp: Any) -> tuple[Any, ...]:
+    import typing
+
+    return typing.get_args(tp)

@@ -318,3 +318,257 @@ def test_the_gemini_routes_refuse_what_generate_content_refuses(
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["status"] == "INVALID_ARGUMENT" and error["code"] == 400 and needle in error["message"]
+
+
+# --- a model the route cannot serve (item 8: "any model name") -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        ("gpt-4o-mnii", "did you mean gpt-4o-mini"),  # a slip: the SDK's `ChatModel` lists gpt-4o-mini
+        ("openai/gpt-4o", "send gpt-4o"),  # our prefix left on
+        ("anthropic/claude-sonnet-4-5", "send claude-sonnet-4-5"),
+        (" ", "no model name"),
+    ],
+)
+def test_the_openai_routes_refuse_a_model_they_cannot_serve(server: SimulatedServer, model: str, needle: str) -> None:
+    """Before, any name was answered 200. OpenAI answers a model it does not serve with 404
+    `invalid_request_error`, code `model_not_found` ("The model `x` does not exist or you do not
+    have access to it"; the `openai` SDK raises `NotFoundError`); in a batch the line lands in the
+    error file with that status. The rule: `providers.served`."""
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}]}
+    answer = http.post(
+        f"{server.base_url}/chat/completions", json=body, headers={"Authorization": "Bearer k"}, timeout=120
+    )
+    assert answer.status_code == 404
+    error = answer.json()["error"]
+    assert error["code"] == "model_not_found" and error["type"] == "invalid_request_error"
+    assert f"`{model}` does not exist" in error["message"] and needle in error["message"]
+    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    file = client.files.create(file=("in.jsonl", jsonl([request_line("c-1", PROMPT, model)])), purpose="batch")
+    batch = client.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")
+    done = wait(client, batch.id)
+    assert done.status == "completed" and done.error_file_id and not done.output_file_id
+    line = json.loads(client.files.content(done.error_file_id).read())
+    assert line["response"]["status_code"] == 404 and line["response"]["body"]["error"]["code"] == "model_not_found"
+
+
+def test_simulator_names_and_compatible_servers_models_are_served(server: SimulatedServer) -> None:
+    """`*-sim` names, the models compatible platforms serve (DashScope's `qwen-plus` and
+    `deepseek-r1`, SiliconFlow's `deepseek-ai/DeepSeek-V3`, Groq's and vLLM's `openai/gpt-oss-20b`:
+    the `groq` SDK's model list), and a version no SDK lists yet are answered."""
+    for model in (
+        "gpt-sim", "claude-sim", "mistral-sim", "glm-sim", "sim-eval", "qwen-plus", "deepseek-r1",
+        "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "claude-sonnet-4-7",
+    ):  # fmt: skip
+        body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1024}
+        answer = http.post(
+            f"{server.base_url}/chat/completions", json=body, headers={"Authorization": "Bearer k"}, timeout=120
+        )
+        assert answer.status_code == 200, (model, answer.text)
+
+
+def _anthropic_request(i: int, params: dict) -> dict[str, Any]:
+    from lexpilot_batch.providers.ids import custom_id, id_tag, request_check
+    from lexpilot_batch.providers.lines import line_id
+
+    tag = id_tag("conformance")
+    cid = custom_id("0a1b2c3d", i, "lca.gen", 1, request_check(tag, b"{}"))
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "messages": [{"role": "user", "content": PROMPT}]}
+    return {"custom_id": line_id(cid, "anthropic", tag), "params": {**body, **params}}
+
+
+def _anthropic_results(server: SimulatedServer, requests: list[dict]) -> list[dict]:
+    created = http.post(
+        f"{server.root_url}/v1/messages/batches", json={"requests": requests}, headers=ANTHROPIC_HEADERS, timeout=120
+    )
+    assert created.status_code == 200, created.text
+    batch = created.json()
+    for _ in range(500):
+        if batch["processing_status"] == "ended":
+            break
+        batch = http.get(
+            f"{server.root_url}/v1/messages/batches/{batch['id']}", headers=ANTHROPIC_HEADERS, timeout=120
+        ).json()
+    assert batch["processing_status"] == "ended" and batch["results_url"]
+    results = http.get(batch["results_url"], headers=ANTHROPIC_HEADERS, timeout=120).text.splitlines()
+    by_id = {r["custom_id"]: r["result"] for r in map(json.loads, results)}
+    return [by_id[r["custom_id"]] for r in requests]
+
+
+ANTHROPIC_REFUSED: list[tuple[dict[str, Any], str]] = [
+    ({"n": 1}, "params.n"),
+    ({"max_completion_tokens": 64}, "params.max_completion_tokens"),
+    ({"messages": [{"role": "system", "content": "你是律师"}, {"role": "user", "content": PROMPT}]}, "role"),
+    ({"max_tokens": 200_000}, "max_tokens"),
+    ({"temperature": 3}, "temperature"),
+]
+
+
+def test_a_message_batch_line_the_messages_api_refuses_is_an_errored_result(server: SimulatedServer) -> None:
+    """The batch-route half of the Anthropic test above. Anthropic's Message Batches docs: a batch
+    is accepted whatever its requests' params hold; each request is validated when it runs, and one
+    the Messages API refuses ends with result `{"type": "errored", "error": {"type": "error",
+    "error": {"type": "invalid_request_error", "message"}}}`, the others succeeding beside it."""
+    requests = [_anthropic_request(i, params) for i, (params, _) in enumerate(ANTHROPIC_REFUSED)]
+    requests.append(_anthropic_request(len(requests), {}))  # a request the API takes
+    *refused, fine = _anthropic_results(server, requests)
+    assert fine["type"] == "succeeded"
+    for result, (_, needle) in zip(refused, ANTHROPIC_REFUSED, strict=True):
+        assert result["type"] == "errored", result
+        error = result["error"]["error"]
+        assert error["type"] == "invalid_request_error" and needle in error["message"]
+
+
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        ("claude-sonet-4-6", "did you mean claude-sonnet-4-6"),  # the SDK's `anthropic.types.Model` lists it
+        ("gpt-sim", "Claude models only"),  # another lab's model on Anthropic's routes
+        ("anthropic/claude-sonnet-4-5", "send claude-sonnet-4-5"),
+    ],
+)
+def test_the_anthropic_routes_refuse_a_model_they_cannot_serve(
+    server: SimulatedServer, model: str, needle: str
+) -> None:
+    """Anthropic answers a model it does not serve with 404 `not_found_error` ("model: NAME"); in a
+    Message Batch that request's result is `errored` with the same error, the batch itself accepted."""
+    body = {"model": model, "max_tokens": 1024, "messages": [{"role": "user", "content": PROMPT}]}
+    answer = http.post(f"{server.root_url}/v1/messages", json=body, headers=ANTHROPIC_HEADERS, timeout=120)
+    assert answer.status_code == 404
+    shape = answer.json()
+    assert shape["type"] == "error" and shape["error"]["type"] == "not_found_error"
+    assert shape["error"]["message"].startswith(f"model: {model}") and needle in shape["error"]["message"]
+    (result,) = _anthropic_results(server, [_anthropic_request(0, {"model": model})])
+    assert result["type"] == "errored" and result["error"]["error"]["type"] == "not_found_error"
+    assert needle in result["error"]["error"]["message"]
+
+
+GEMINI_REFUSED = [
+    ({"max_tokens": 64}, "generationConfig.max_tokens"),
+    ({"temperature": 5}, "generationConfig.temperature"),
+    ({"thinkingConfig": {"thinkingBudget": 100_000}}, "thinkingBudget"),
+]
+
+
+def _gemini_upload(server: SimulatedServer, data: bytes) -> str:
+    """The File API's resumable upload (a start call, then the bytes with `upload, finalize`)."""
+    start = http.post(
+        f"{server.root_url}/upload/v1beta/files",
+        headers={
+            "x-goog-api-key": "k",
+            "X-Goog-Upload-Protocol": "resumable",
+            "X-Goog-Upload-Command": "start",
+            "X-Goog-Upload-Header-Content-Length": str(len(data)),
+        },
+        json={"file": {"displayName": "in.jsonl"}},
+        timeout=120,
+    )
+    done = http.post(
+        start.headers["x-goog-upload-url"],
+        content=data,
+        headers={"X-Goog-Upload-Command": "upload, finalize", "X-Goog-Upload-Offset": "0"},
+        timeout=120,
+    )
+    return str(done.json()["file"]["name"])
+
+
+def test_a_gemini_batch_line_generate_content_refuses_is_an_error_line(server: SimulatedServer) -> None:
+    """The batch-route half of the Gemini test above. Gemini Batch Mode (ai.google.dev/api/batch-mode,
+    `GenerateContentBatchOutput.responsesFile`: one line per request, in the input's order; the
+    google-genai SDK's `InlinedResponse` holds a `response` or an `error`): the batch succeeds, and
+    each request generateContent refuses is a line `{"key", "error": {code, message, status}}` with
+    `INVALID_ARGUMENT`, the others answered beside it. A model the API does not serve is in the
+    create call's path: that create is refused with 404 `NOT_FOUND`, no batch made."""
+    headers = {"x-goog-api-key": "k"}
+    lines = [
+        {
+            "key": f"k{i}",
+            "request": {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}], "generationConfig": c},
+        }
+        for i, (c, _) in enumerate([*GEMINI_REFUSED, ({"temperature": 0.5}, "")])
+    ]
+    name = _gemini_upload(server, jsonl(lines))
+    batch = {"batch": {"displayName": "conformance", "inputConfig": {"fileName": name}}}
+    refused = http.post(
+        f"{server.root_url}/v1beta/models/gpt-4o:batchGenerateContent", json=batch, headers=headers, timeout=120
+    )
+    assert refused.status_code == 404
+    error = refused.json()["error"]
+    assert error["status"] == "NOT_FOUND" and "models/gpt-4o is not found" in error["message"]
+    created = http.post(
+        f"{server.root_url}/v1beta/models/gemini-2.5-flash:batchGenerateContent",
+        json=batch,
+        headers=headers,
+        timeout=120,
+    )
+    assert created.status_code == 200, created.text
+    operation = created.json()
+    for _ in range(500):
+        if operation["metadata"]["state"] not in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
+            break
+        operation = http.get(f"{server.root_url}/v1beta/{operation['name']}", headers=headers, timeout=120).json()
+    assert operation["metadata"]["state"] == "BATCH_STATE_SUCCEEDED"
+    responses = operation["metadata"]["output"]["responsesFile"]
+    data = http.get(f"{server.root_url}/v1beta/{responses}:download?alt=media", headers=headers, timeout=120).text
+    by_key = {line["key"]: line for line in map(json.loads, data.splitlines())}
+    for i, (_, needle) in enumerate(GEMINI_REFUSED):
+        error = by_key[f"k{i}"]["error"]
+        assert error["status"] == "INVALID_ARGUMENT" and error["code"] == 3 and needle in error["message"]
+    assert "response" in by_key[f"k{len(GEMINI_REFUSED)}"]
+
+
+def test_the_gemini_and_mistral_routes_refuse_a_model_they_cannot_serve(server: SimulatedServer) -> None:
+    """Gemini: 404 `NOT_FOUND` ("models/x is not found for API version v1beta, or is not supported
+    for generateContent"). Mistral: 400 in its flat shape, `{"object": "error", "message": "Invalid
+    model: x", "type": "invalid_model", "code": "1500"}` (as its API answers, e.g. mistralai/mistral-vibe
+    issue 617), at the job's create."""
+    body = {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]}
+    for model, needle in (("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"), ("gpt-sim", "Gemini and Gemma")):
+        answer = http.post(
+            f"{server.root_url}/v1beta/models/{model}:generateContent",
+            json=body,
+            headers={"x-goog-api-key": "k"},
+            timeout=120,
+        )
+        assert answer.status_code == 404
+        error = answer.json()["error"]
+        assert error["status"] == "NOT_FOUND" and error["code"] == 404 and needle in error["message"]
+    assert http.post(
+        f"{server.root_url}/v1beta/models/gemini-sim:generateContent", json=body, headers={"x-goog-api-key": "k"}
+    ).is_success
+    job = {"input_files": ["file-none"], "model": "gpt-4o", "endpoint": "/v1/chat/completions"}
+    answer = http.post(f"{server.root_url}/v1/batch/jobs", json=job, headers={"Authorization": "Bearer k"}, timeout=120)
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "object": "error",
+        "message": "Invalid model: gpt-4o (Mistral's API serves no OpenAI model; gpt-4o is OpenAI's: send it as openai/gpt-4o)",
+        "type": "invalid_model",
+        "param": None,
+        "code": "1500",
+    }
+
+
+def test_a_mistral_batch_line_its_chat_completions_refuse_is_a_failed_request(server: SimulatedServer) -> None:
+    """Mistral's batch jobs (docs.mistral.ai/capabilities/batch) run each line's `body` as a chat
+    completion: one Mistral refuses (a field it does not know, 422 `extra_forbidden` on its sync
+    route, such as OpenAI's `max_completion_tokens`) is a failed request in the job's error file, the
+    others answered beside it. Before, the simulated jobs answered any body."""
+    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    lines = [
+        {"custom_id": "bad", "body": {"messages": [{"role": "user", "content": PROMPT}], "max_completion_tokens": 64}},
+        {"custom_id": "fine", "body": {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 64}},
+    ]
+    file = client.files.create(file=("in.jsonl", jsonl(lines)), purpose="batch")
+    headers = {"Authorization": "Bearer k"}
+    job = {"input_files": [file.id], "model": "mistral-sim", "endpoint": "/v1/chat/completions"}
+    created = http.post(f"{server.root_url}/v1/batch/jobs", json=job, headers=headers, timeout=120).json()
+    for _ in range(500):
+        if created["status"] in ("SUCCESS", "FAILED", "TIMEOUT_EXCEEDED", "CANCELLED"):
+            break
+        created = http.get(f"{server.root_url}/v1/batch/jobs/{created['id']}", headers=headers, timeout=120).json()
+    assert created["status"] == "SUCCESS" and created["succeeded_requests"] == 1 and created["failed_requests"] == 1
+    (error,) = [json.loads(x) for x in client.files.content(created["error_file"]).text.splitlines()]
+    assert error["custom_id"] == "bad" and error["response"]["status_code"] == 400
+    assert "max_completion_tokens: not a field of Mistral's chat completions" in error["response"]["body"]["message"]

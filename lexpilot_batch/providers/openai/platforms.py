@@ -1,0 +1,213 @@
+"""The contracts of the OpenAI-compatible platforms that keep a dialect of their own (issue 28's
+`groq/`, `zhipu/`, `qianfan/`, `siliconflow/`, `moonshot/`, `ark/`): what their chat completions
+take beyond, or instead of, OpenAI's, each rule from the platform's documentation or official SDK.
+
+A body is first held to an OpenAI-compatible endpoint's contract (`contract.problems`: OpenAI's
+types and ranges for the fields OpenAI knows, misspellings of them refused), but for the fields a
+platform defines itself, which keep the platform's rules instead:
+
+| prefix | rules | source |
+| --- | --- | --- |
+| `groq/` | only Groq's fields (an unknown one is refused: Groq answers 400 "property ... is unsupported"); `n` 1; `reasoning_effort` none, default, low, medium, high; `service_tier` auto, on_demand, flex, performance | the `groq` SDK's `chat.completion_create_params.CompletionCreateParams` (1.7.0) |
+| `zhipu/` | `thinking` `{"type": "enabled" or "disabled"}`; temperature and `top_p` 0 to 1; `do_sample` a boolean | docs.bigmodel.cn "核心参数" (concept-param); the `zhipuai` SDK's `chat.completions.create` (temperature and top_p kept inside (0, 1)) |
+| `qianfan/` | `enable_thinking` a boolean | cloud.baidu.com/doc/qianfan-api (chat completions v2) |
+| `siliconflow/` | `enable_thinking` a boolean; `thinking_budget` 128 to 32,768; `min_p` at most 1; `reasoning_effort` high or max | docs.siliconflow.cn/docs/api/chat-completions-post |
+| `moonshot/` | `n` 1 to 5; `thinking` `{"type": "enabled" or "disabled"}`; Kimi K2.5 and K2.6 take no temperature, `top_p`, `presence_penalty` or `frequency_penalty` (fixed by Moonshot) and `n` 1 only | platform.kimi.com/docs/api/models-overview |
+| `ark/` | `thinking` `{"type": "enabled", "disabled" or "auto"}`; temperature 0 to 2, `top_p` 0 to 1 | the Volcengine Ark SDK's batch chat `Completions.create` and `completion_create_params` (`volcengine-ark-runtime`) |
+
+None of these SDKs is a dependency: the rules are written here, and tests check compiled lines
+against the SDKs where they are installed (`tests/providers/test_provider_lines.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lexpilot_batch.providers.openai import contract
+from lexpilot_batch.providers.schema import RANGE, TYPE, UNKNOWN, UNSUPPORTED, Problem, integer_in, near_miss, number_in
+
+GROQ = "the groq SDK's CompletionCreateParams"
+ZHIPU = "docs.bigmodel.cn concept-param; the zhipuai SDK's chat.completions.create"
+QIANFAN = "Qianfan chat completions v2 reference (cloud.baidu.com/doc/qianfan-api)"
+SILICONFLOW = "docs.siliconflow.cn/docs/api/chat-completions-post"
+MOONSHOT = "platform.kimi.com/docs/api/models-overview"
+ARK = "the Volcengine Ark SDK's batch chat Completions.create (volcengine-ark-runtime)"
+
+# The fields of the `groq` SDK's `CompletionCreateParams` (1.7.0), the only ones Groq takes.
+_GROQ_FIELDS = frozenset(
+    {
+        "messages",
+        "model",
+        "citation_options",
+        "compound_custom",
+        "disable_tool_validation",
+        "documents",
+        "exclude_domains",
+        "frequency_penalty",
+        "function_call",
+        "functions",
+        "include_domains",
+        "include_reasoning",
+        "logit_bias",
+        "logprobs",
+        "max_completion_tokens",
+        "max_tokens",
+        "metadata",
+        "n",
+        "parallel_tool_calls",
+        "presence_penalty",
+        "reasoning_effort",
+        "reasoning_format",
+        "response_format",
+        "search_settings",
+        "seed",
+        "service_tier",
+        "stop",
+        "store",
+        "stream",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_logprobs",
+        "top_p",
+        "user",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Sampling fields a platform fixes for some of its models: refused when set (`n` but 1)."""
+
+    pattern: str  # over the model's name (`fullmatch`, any case)
+    name: str
+    fields: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What one platform's chat completions take beyond OpenAI's (module docstring)."""
+
+    title: str
+    source: str
+    fields: frozenset[str] | None = None  # the only body fields it takes; None: OpenAI's and its own
+    temperature: tuple[float, float] = (0, 2)
+    top_p: tuple[float, float] = (0, 1)
+    n: tuple[int, int] | None = None
+    thinking_types: tuple[str, ...] = ()  # `thinking: {"type": ...}` values; () : no such object
+    booleans: tuple[str, ...] = ()  # fields that must be true or false (`enable_thinking`)
+    integers: dict[str, tuple[int, int]] = field(default_factory=dict)  # integer fields and their range
+    numbers: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # fields of a few values
+    fixed: tuple[Fixed, ...] = ()
+
+    def own(self) -> frozenset[str]:
+        """The fields whose rules are the platform's, not OpenAI's."""
+        names = {"temperature", "top_p", "n", *self.booleans, *self.integers, *self.numbers, *self.choices}
+        return frozenset(names | ({"thinking"} if self.thinking_types else set()))
+
+
+PLATFORMS: dict[str, Platform] = {
+    "groq": Platform(
+        "Groq",
+        GROQ,
+        fields=_GROQ_FIELDS,
+        n=(1, 1),
+        choices={
+            "reasoning_effort": ("none", "default", "low", "medium", "high"),
+            "service_tier": ("auto", "on_demand", "flex", "performance"),
+            "reasoning_format": ("hidden", "raw", "parsed"),
+        },
+    ),
+    "zhipu": Platform(
+        "Zhipu BigModel",
+        ZHIPU,
+        temperature=(0, 1),
+        top_p=(0, 1),
+        thinking_types=("enabled", "disabled"),
+        booleans=("do_sample",),
+    ),
+    "qianfan": Platform("Baidu Qianfan", QIANFAN, booleans=("enable_thinking",)),
+    "siliconflow": Platform(
+        "SiliconFlow",
+        SILICONFLOW,
+        booleans=("enable_thinking",),
+        integers={"thinking_budget": (128, 32_768)},
+        numbers={"min_p": (None, 1)},
+        choices={"reasoning_effort": ("high", "max")},
+    ),
+    "moonshot": Platform(
+        "Moonshot (Kimi)",
+        MOONSHOT,
+        n=(1, 5),
+        thinking_types=("enabled", "disabled"),
+        fixed=(
+            Fixed(
+                r"kimi-k2\.[56](?:-.*)?",
+                "Kimi K2.5 and K2.6",
+                ("temperature", "top_p", "presence_penalty", "frequency_penalty", "n"),
+            ),
+        ),
+    ),
+    "ark": Platform("Volcengine Ark", ARK, thinking_types=("enabled", "disabled", "auto")),
+}
+
+
+def problems(prefix: str, model: str, body: Mapping[str, Any]) -> list[Problem]:
+    """What platform `prefix`'s contract refuses in a chat-completions body (module docstring)."""
+    platform = PLATFORMS[prefix]
+    cite = f" ({platform.source})"
+    own = platform.own()
+    out = [
+        p
+        for p in contract.problems({k: v for k, v in body.items() if k not in own}, first_party=False)
+        if not (platform.fields is not None and p.kind == UNKNOWN)
+    ]
+    if platform.fields is not None:
+        for key in body:
+            if key not in platform.fields:
+                guess = near_miss(key, platform.fields)
+                hint = f"; did you mean {guess}?" if guess else ""
+                out.append(Problem(key, f"not a field of {platform.title}'s chat completions{hint}{cite}", UNKNOWN))
+    for name, (low, high) in (("temperature", platform.temperature), ("top_p", platform.top_p)):
+        value = body.get(name)
+        if value is not None and not number_in(value, low, high):
+            out.append(Problem(name, f"{platform.title} takes {low} to {high}, not {value!r}{cite}", RANGE))
+    n = body.get("n")
+    if n is not None and not integer_in(n, *(platform.n or (1, 128))):
+        low, high = platform.n or (1, 128)
+        span = f"only {low}" if low == high else f"{low} to {high}"
+        out.append(Problem("n", f"{platform.title} takes {span}, not {n!r}{cite}", RANGE))
+    out += _own_fields(platform, body, cite)
+    for fixed in platform.fixed:
+        if re.fullmatch(fixed.pattern, model, flags=re.IGNORECASE):
+            for name in fixed.fields:
+                if name in body and not (name == "n" and body[name] == 1):
+                    reason = f"{fixed.name} take no {name}: {platform.title} fixes it; remove it with =null{cite}"
+                    out.append(Problem(name, reason, UNSUPPORTED))
+    return out
+
+
+def _own_fields(platform: Platform, body: Mapping[str, Any], cite: str) -> list[Problem]:
+    out: list[Problem] = []
+    for name in platform.booleans:
+        if name in body and not isinstance(body[name], bool):
+            out.append(Problem(name, f"must be true or false, not {body[name]!r}{cite}", TYPE))
+    for name, (low, high) in platform.integers.items():
+        if name in body and not integer_in(body[name], low, high):
+            out.append(Problem(name, f"must be an integer from {low:,} to {high:,}, not {body[name]!r}{cite}", RANGE))
+    for name, (lo, hi) in platform.numbers.items():
+        if name in body and not number_in(body[name], lo, hi):
+            out.append(Problem(name, f"must be a number of at most {hi}, not {body[name]!r}{cite}", RANGE))
+    for name, values in platform.choices.items():
+        if name in body and body[name] is not None and body[name] not in values:
+            out.append(Problem(name, f"must be one of {', '.join(values)}, not {body[name]!r}{cite}", RANGE))
+    if platform.thinking_types and "thinking" in body:
+        thinking = body["thinking"]
+        kinds = " or ".join(repr(t) for t in platform.thinking_types)
+        if not isinstance(thinking, Mapping) or thinking.get("type") not in platform.thinking_types:
+            out.append(Problem("thinking", f'must be {{"type": {kinds}}}, not {thinking!r}{cite}', TYPE))
+    return out

@@ -1,0 +1,147 @@
+"""Which model names an API can serve: one rule, kept by `prepare` (`contracts`) and by the
+simulated provider on every route, so that a rehearsal with a mistyped model fails the way the
+real API would, with one line saying why.
+
+The real APIs answer a model they do not serve with their own error: OpenAI 404
+`invalid_request_error` / `model_not_found` ("The model `x` does not exist or you do not have
+access to it"); Anthropic 404 `not_found_error` ("model: x"; in a Message Batch, that request's
+result is `errored`); Gemini 404 `NOT_FOUND` ("models/x is not found for API version v1beta, or is
+not supported for generateContent"); Mistral 400 `invalid_model` ("Invalid model: x", code 1500).
+Which names those are, from sources nobody on this project wrote:
+
+1. **No name**: an empty or blank `model`.
+2. **Our prefix left on**: a name that still starts with one of our provider prefixes
+   (`registry.PROVIDERS`) followed by a name the model families know (`families`), such as
+   `openai/gpt-4o` or `anthropic/claude-sonnet-4-5`: the prefix is ours, the provider is sent the
+   name after it. Names that only look so stay: `openai/gpt-oss-20b` and `qwen/qwen3-32b` are
+   Groq's and vLLM's own model ids (the `groq` SDK's `CompletionCreateParams.model` lists them).
+3. **Another lab's model on a native API**: Anthropic's routes serve Claude (`claude-`) models only,
+   Gemini's Gemini and Gemma models only (the Gemini API's models page), OpenAI's own API and
+   Mistral's serve no Claude or Gemini model and Mistral's no OpenAI model (`families` names each
+   lab's). An OpenAI-compatible endpoint (vLLM, DashScope, a LiteLLM proxy, Anthropic's and
+   Google's own OpenAI compatibility layers) may serve any name, and so does the simulated
+   provider's OpenAI route, which `--provider simulated` sends every model through.
+4. **A near miss of a known model**: a name no family row (but a catch-all) matches, one or two
+   letters from a model the installed SDK lists (`openai.types.ChatModel`, `anthropic.types.Model`:
+   Literal lists beside `str`) with the same version numbers: `gpt-4o-mnii`, `claude-sonet-4-6`. A
+   name with other numbers is a version the list does not know yet (`claude-sonnet-4-7`), not a
+   slip, and is served.
+
+**Simulator names**: a name whose last part is `sim` (`gpt-sim`, `claude-sim`, `mistral-sim`,
+`glm-sim`) or whose first part is (`sim-eval`) is a model of the simulated provider: never a near
+miss, served on every OpenAI-compatible route and on its lab's own routes (`claude-sim` is a
+`claude-` name, `gemini-sim` a Gemini one); like any name, not with our prefix left on
+(`openai/gpt-sim`) and not on another lab's routes (`gpt-sim` on Anthropic's).
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from functools import lru_cache
+
+from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI
+from lexpilot_batch.providers.families import FAMILIES, family_of
+from lexpilot_batch.providers.registry import PROVIDERS
+from lexpilot_batch.providers.schema import _distance
+
+# Kinds of route a name is checked for, besides an API's own (`apis`): an OpenAI-compatible endpoint
+# of unknown make (rules 1 and 2: its model list is its own), and a route that serves every lab's
+# models, the simulated provider's OpenAI route (rules 1, 2 and 4, against every SDK's list).
+COMPATIBLE = "compatible"
+ANY = "any"
+# Each lab's models, as messages name them.
+_LABS = {OPENAI: "OpenAI", ANTHROPIC: "Anthropic", GOOGLE: "Google"}
+# Each lab's provider prefix, for the hint of a refusal.
+_PREFIX = {OPENAI: "openai/", ANTHROPIC: "anthropic/", GOOGLE: "google/"}
+# Gemma models are served by the Gemini API too (its models page); no family row names them.
+_GEMMA = re.compile(r"gemma-.*", re.IGNORECASE)
+_SIM = re.compile(r"(?:.*-)?sim|sim-.*", re.IGNORECASE)
+_NUMBERS = re.compile(r"\d+")
+
+
+def is_simulator_name(model: str) -> bool:
+    """Whether `model` names a model of the simulated provider (`gpt-sim`, `sim-eval`)."""
+    return _SIM.fullmatch(model) is not None
+
+
+def lab_of(model: str) -> str | None:
+    """The lab whose model families name `model` (`OPENAI`, `ANTHROPIC`, `GOOGLE`), or None."""
+    for family in FAMILIES:
+        if family.matches(model):
+            return family.api
+    return GOOGLE if _GEMMA.fullmatch(model) else None
+
+
+@lru_cache(maxsize=1)
+def sdk_models() -> dict[str, frozenset[str]]:
+    """The model names the installed SDKs list, per API (their `Literal` members)."""
+    out: dict[str, frozenset[str]] = {}
+    for api, module, name in ((OPENAI, "openai.types", "ChatModel"), (ANTHROPIC, "anthropic.types", "Model")):
+        try:
+            tp = getattr(__import__(module, fromlist=[name]), name)
+        except (ImportError, AttributeError):
+            continue
+        out[api] = frozenset(_literals(tp))
+    return out
+
+
+def _literals(tp: object) -> list[str]:
+    if typing.get_origin(tp) is typing.Literal:
+        return [a for a in typing.get_args(tp) if isinstance(a, str)]
+    return [x for arg in typing.get_args(tp) for x in _literals(arg)]
+
+
+def model_problem(route: str, model: object) -> str | None:
+    """Why a route of kind `route` (an API of `apis`, `COMPATIBLE` or `ANY`) cannot serve `model`,
+    or None when it can (module docstring)."""
+    if not isinstance(model, str) or not model.strip():
+        return "no model name"
+    head, sep, rest = model.partition("/")
+    if sep and head in PROVIDERS and _known(rest):
+        return f"{head}/ is lexpilot-batch's provider prefix, not part of the model's name: send {rest}"
+    lab = lab_of(model)
+    if route == ANTHROPIC and lab != ANTHROPIC:
+        return f"Anthropic's API serves Claude models only (claude-...){_elsewhere(lab, model)}"
+    if route == GOOGLE and lab != GOOGLE:
+        return f"the Gemini API serves Gemini and Gemma models only{_elsewhere(lab, model)}"
+    if route in (OPENAI, MISTRAL) and lab is not None and lab != route:
+        where = "OpenAI's API" if route == OPENAI else "Mistral's API"
+        return f"{where} serves no {_LABS[lab]} model{_elsewhere(lab, model)}"
+    if route == COMPATIBLE or is_simulator_name(model):
+        return None
+    for api in tuple(sdk_models()) if route == ANY else (route,):
+        near = near_miss(model, api)
+        if near:
+            return f"no such model; did you mean {near}?"
+    return None
+
+
+def _elsewhere(lab: str | None, model: str) -> str:
+    return f"; {model} is {_LABS[lab]}'s: send it as {_PREFIX[lab]}{model}" if lab in _LABS else ""
+
+
+def _known(name: str) -> bool:
+    return lab_of(name) is not None or is_simulator_name(name) or any(name in names for names in sdk_models().values())
+
+
+def near_miss(model: str, api: str) -> str | None:
+    """The model of `api`'s SDK list that `model` is a slip of (rule 4), or None."""
+    names = sdk_models().get(api, frozenset())
+    if model in names or _specific(api, model):
+        return None
+    numbers = _NUMBERS.findall(model)
+    best: tuple[int, str] | None = None
+    for name in names:
+        if _NUMBERS.findall(name) != numbers or abs(len(name) - len(model)) > 2:
+            continue
+        distance = _distance(model.lower(), name)
+        if 0 < distance <= (1 if len(name) <= 5 else 2) and (best is None or (distance, name) < best):
+            best = (distance, name)
+    return best[1] if best else None
+
+
+def _specific(api: str, model: str) -> bool:
+    """Whether a family row of `api` other than its catch-all (`other Claude models`) names `model`."""
+    family = family_of(api, model)
+    return family is not None and family.pattern not in (r"claude-.*", r"gemini-.*")
