@@ -159,11 +159,21 @@ class Prompt(str):
     """
 
     parts: tuple[str, ...]
+    # How many of `parts` are the prompt's shared part: the template's text up to and including its
+    # first slot (the case's history, or its claims), which every run and round of the case repeats
+    # while what follows differs. Request lines put a cache breakpoint there (`providers.prefixes`).
+    shared: int
 
-    def __new__(cls, parts: Sequence[str]) -> Prompt:
+    def __new__(cls, parts: Sequence[str], shared: int = 0) -> Prompt:
         prompt = super().__new__(cls, "".join(parts))
         prompt.parts = tuple(parts)
+        prompt.shared = shared
         return prompt
+
+    @property
+    def head(self) -> str:
+        """The template's opening text (before its first slot): which template the prompt fills."""
+        return self.parts[0] if self.shared > 1 else ""
 
 
 _SPEAKERS = {"user": "User: ", "assistant": "Assistant: "}
@@ -195,6 +205,7 @@ def _fill(template: str, **slots: str | tuple[str, ...]) -> Prompt:
     or format specs.
     """
     parts: list[str] = []
+    shared = 0
     for literal, name in _parsed(template):
         if literal:
             parts.append(literal)
@@ -204,7 +215,8 @@ def _fill(template: str, **slots: str | tuple[str, ...]) -> Prompt:
                 parts += value
             else:
                 parts.append(value)
-    return Prompt(parts)
+            shared = shared or len(parts)
+    return Prompt(parts, shared)
 
 
 def render_focal_points(focal_points: Sequence[str]) -> str:

@@ -70,14 +70,16 @@ def _error_text(error: Any) -> str:
 
 
 def _usage(body: dict) -> tuple[int, int, int, int]:
-    """(prompt, completion, cached, reasoning) tokens."""
+    """(prompt, completion, cached, reasoning) tokens. Cached: `prompt_tokens_details.cached_tokens`,
+    or DeepSeek's `prompt_cache_hit_tokens` (https://api-docs.deepseek.com/guides/kv_cache) where a
+    body has only that."""
     usage = body.get("usage") or {}
     prompt_details = usage.get("prompt_tokens_details") or {}
     completion_details = usage.get("completion_tokens_details") or {}
     return (
         int(usage.get("prompt_tokens") or 0),
         int(usage.get("completion_tokens") or 0),
-        int(prompt_details.get("cached_tokens") or 0),
+        int(prompt_details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0),
         int(completion_details.get("reasoning_tokens") or 0),
     )
 

@@ -19,6 +19,7 @@ import json
 from functools import lru_cache
 
 from lexpilot_batch.benchmark.prompts import Prompt
+from lexpilot_batch.providers import prefixes
 from lexpilot_batch.providers.anthropic import ids as anthropic_ids
 from lexpilot_batch.providers.anthropic import lines as anthropic_lines
 from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI
@@ -93,16 +94,52 @@ def _line_frame(model: str, url: str, fields: str, api: str = OPENAI) -> tuple[b
     return middle.encode("utf-8"), f'"{tail}\n'.encode()
 
 
-def line_body(model: str, prompt: str, fields: str, url: str, pieces: Pieces | None = None, api: str = OPENAI) -> bytes:
+@lru_cache(maxsize=256)
+def _keyed_frame(model: str, url: str, fields: str, api: str) -> tuple[bytes, bytes, bytes]:
+    """`_line_frame` of a body that also sends `prompt_cache_key`: (middle, end up to the key's
+    value, end after it), so that a line's key costs no frame of its own."""
+    keyed = json.dumps({**json.loads(fields), "prompt_cache_key": _HOLE}, ensure_ascii=False, separators=(",", ":"))
+    middle, end = _line_frame(model, url, keyed, api)
+    before, _, after = end.partition(_HOLE_JSON)
+    return middle, before, after
+
+
+_HOLE = "\x00"
+_HOLE_JSON = json.dumps(_HOLE).encode()[1:-1]
+
+
+def line_body(
+    model: str,
+    prompt: str,
+    fields: str,
+    url: str,
+    pieces: Pieces | None = None,
+    api: str = OPENAI,
+    cache: str | None = None,
+    case: str = "",
+) -> bytes:
     """A batch input line of `api`'s shape after its id: everything the request sends.
 
     `fields` is the JSON object text of the body's other fields. The prompt is encoded piece by
     piece through `pieces`, which a caller keeps across the prompts of a case: most of their text
-    is the same messages.
+    is the same messages. `cache` is the run's cache layout for the role (`prefixes.layout`), `case`
+    the case it is for (a `prompt_cache_key` is per case and template).
     """
-    middle, end = _line_frame(model, url, fields, api)
     pieces = Pieces() if pieces is None else pieces
     parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
+    if cache == prefixes.KEY:
+        middle, before, after = _keyed_frame(model, url, fields, api)
+        key = prefixes.cache_key(case, prompt.head if isinstance(prompt, Prompt) else "").encode()
+        return b"".join((middle, *[pieces[part] for part in parts], before, key, after))
+    middle, end = _line_frame(model, url, fields, api)
+    floor = prefixes.breakpoint_floor(cache)
+    shared = prompt.shared if isinstance(prompt, Prompt) else 0
+    if floor is not None and shared and sum(len(p) for p in parts[:shared]) >= floor:
+        middle, between, end = prefixes.split_content(middle, end)
+        rest = [pieces[part] for part in parts[shared:] if part]
+        if not rest:  # an empty text block is refused: the shared part is the whole prompt
+            return b"".join((middle, *[pieces[part] for part in parts], prefixes.whole_marked(end)))
+        return b"".join((middle, *[pieces[part] for part in parts[:shared]], between, *rest, end))
     return b"".join((middle, *[pieces[part] for part in parts], end))
 
 
@@ -120,7 +157,9 @@ def request_line(
     pieces: Pieces | None = None,
     api: str = OPENAI,
     tag: str = "",
+    cache: str | None = None,
+    case: str = "",
 ) -> bytes:
     """One batch input line of `api`'s shape, byte for byte `json.dumps` of it (compact, UTF-8,
     newline-ended), carrying `line_id(cid, api, tag)` (`line_head`, then `line_body`)."""
-    return line_head(cid, api, tag) + line_body(model, prompt, fields, url, pieces, api)
+    return line_head(cid, api, tag) + line_body(model, prompt, fields, url, pieces, api, cache, case)

@@ -161,7 +161,7 @@ class Api:
 
     def chat_completion(self, body: Any, client_request_id: str | None = None) -> dict[str, Any]:
         """One chat completion, answered as a batch line with the custom_id `client_request_id` is (`chat`)."""
-        return chat.answer(body, client_request_id, self.seed, self.faults)
+        return chat.answer(body, client_request_id, self.seed, self.faults, self.store.prefixes)
 
 
 def _expiry(value: Any, param: str) -> int | None:

@@ -126,13 +126,42 @@ def _missing(body: Mapping[str, Any]) -> list[Problem]:
 
 
 def _plain(messages: Any) -> bool:
-    """Whether every message is `{"role": ..., "content": "text"}`."""
+    """Whether every message is `{"role": ..., "content": "text"}`, or its content text blocks as
+    request lines lay out a cache breakpoint (`providers.prefixes`)."""
     return (
         isinstance(messages, list)
         and bool(messages)
+        and all(isinstance(m, Mapping) and set(m) == {"role", "content"} and _text(m["content"]) for m in messages)
+    )
+
+
+# `anthropic.types.TextBlockParam` (`text`, `type: "text"`, `cache_control`) and its
+# `CacheControlEphemeralParam` (`type: "ephemeral"`, `ttl`: "5m" or "1h"), checked by hand: the
+# SDK's whole content-block union takes seconds to build. Anthropic refuses an empty text block.
+def _text(content: Any) -> bool:
+    if isinstance(content, str):
+        return True
+    return (
+        isinstance(content, list)
+        and bool(content)
         and all(
-            isinstance(m, Mapping) and set(m) == {"role", "content"} and isinstance(m["content"], str) for m in messages
+            isinstance(b, Mapping)
+            and b.get("type") == "text"
+            and isinstance(b.get("text"), str)
+            and b["text"] != ""
+            and set(b) <= {"type", "text", "cache_control"}
+            and ("cache_control" not in b or _ephemeral(b["cache_control"]))
+            for b in content
         )
+    )
+
+
+def _ephemeral(control: Any) -> bool:
+    return (
+        isinstance(control, Mapping)
+        and control.get("type") == "ephemeral"
+        and set(control) <= {"type", "ttl"}
+        and control.get("ttl", "5m") in ("5m", "1h")
     )
 
 
