@@ -136,10 +136,12 @@ def line_body(
     shared = prompt.shared if isinstance(prompt, Prompt) else 0
     if floor is not None and shared and sum(len(p) for p in parts[:shared]) >= floor:
         middle, between, end = prefixes.split_content(middle, end)
+        breaks = prompt.breaks if isinstance(prompt, Prompt) else ()
+        head = [prefixes.NEXT_BLOCK + pieces[p] if i in breaks else pieces[p] for i, p in enumerate(parts[:shared])]
         rest = [pieces[part] for part in parts[shared:] if part]
         if not rest:  # an empty text block is refused: the shared part is the whole prompt
-            return b"".join((middle, *[pieces[part] for part in parts], prefixes.whole_marked(end)))
-        return b"".join((middle, *[pieces[part] for part in parts[:shared]], between, *rest, end))
+            return b"".join((middle, *head, prefixes.whole_marked(end)))
+        return b"".join((middle, *head, between, *rest, end))
     return b"".join((middle, *[pieces[part] for part in parts], end))
 
 

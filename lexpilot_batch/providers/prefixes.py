@@ -9,7 +9,7 @@ a run is registered and pinned in its manifest, `dialects.RoleRequest.cache`):
 | provider | sent | why |
 | --- | --- | --- |
 | `openai` | `"prompt_cache_key": "lp-<hash of case and template>"` | caching is automatic above 1,024 tokens; the key joins the prefix hash that routes a request to a cache machine, so a case's prompts of one template meet there (https://developers.openai.com/api/docs/guides/prompt-caching, "How it works"; `openai.types.chat.CompletionCreateParams.prompt_cache_key`) |
-| `anthropic` | the message's content as two text blocks, the first the shared part with `"cache_control": {"type": "ephemeral"}` | only prefixes ending at a breakpoint are cached (https://docs.claude.com/en/docs/build-with-claude/prompt-caching; `anthropic.types.TextBlockParam.cache_control`); the model reads the blocks' texts joined, the same text as the one string |
+| `anthropic` | the message's content as text blocks: the shared part cut at the start of each history message, its last block with `"cache_control": {"type": "ephemeral"}`, then the rest | only prefixes ending at a breakpoint are cached, and a request finds a cached prefix at its breakpoint or at an earlier block boundary (about 20 blocks back) (https://docs.claude.com/en/docs/build-with-claude/prompt-caching; `anthropic.types.TextBlockParam.cache_control`): an interaction round reads the previous round's history at the boundary where that history ended, and writes only what it adds. The model reads the blocks' texts joined, the same text as the one string |
 | `google` | nothing | Gemini's implicit caching needs no field (https://ai.google.dev/gemini-api/docs/caching) |
 | any other | nothing | an OpenAI-compatible endpoint may refuse an unknown field (DeepSeek, DashScope, Mistral: their caching is automatic, or undocumented for batches); Azure's docs name no `prompt_cache_key` we could cite |
 
@@ -42,6 +42,7 @@ ANTHROPIC_MINIMUM: tuple[tuple[str, int], ...] = (
 )
 
 _CACHE_CONTROL = '"cache_control":{"type":"ephemeral"}'
+NEXT_BLOCK = b'"},{"type":"text","text":"'  # ends a text block and opens the next
 
 
 def layout(name: ModelName) -> str | None:

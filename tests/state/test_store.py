@@ -140,7 +140,7 @@ INDEXES = {
     "requests_file": ("requests", ("file_pk",), False),
     "requests_usage": (
         "requests",
-        ("run_pk", "role", "status", "file_pk", "prompt_tokens", "completion_tokens"),
+        ("run_pk", "role", "status", "file_pk", "prompt_tokens", "completion_tokens", "cached_tokens"),
         False,
     ),
     "threads_active": ("threads", ("status", "run_pk", "case_idx"), False),
@@ -190,6 +190,7 @@ MIGRATION_NAMES = [
     "0008_rescore_interaction_fields",
     "0009_operations",
     "0010_compacted_files",
+    "0011_usage_cached",
 ]
 
 
