@@ -57,7 +57,7 @@ THRESHOLDS: dict[str, float] = {
     "usable_share": bootstrap.USABLE,
     "benchmark_cases": BENCHMARK_CASES,
 }
-USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens")
+USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens")
 
 
 def _natural_key(text: str) -> tuple:
@@ -111,6 +111,7 @@ def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> di
                     backend,
                     discount,
                     counts["cached_tokens"],
+                    counts["cache_write_tokens"],
                 )
                 for backend, counts in parts
             ),

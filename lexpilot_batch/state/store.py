@@ -273,12 +273,14 @@ def _m0010_compacted_files(db: sqlite3.Connection) -> None:
 
 
 def _m0011_usage_cached(db: sqlite3.Connection) -> None:
-    # Cached prompt tokens are priced apart (`costs.cost_usd`): the covering index gains them so
-    # that reporting still reads no request row.
+    # Cached prompt tokens, and those written to a cache (Anthropic's cache_creation_input_tokens),
+    # are priced apart (`costs.cost_usd`): the covering index gains both so that reporting still
+    # reads no request row.
+    db.execute("ALTER TABLE requests ADD COLUMN cache_write_tokens INTEGER")
     db.execute("DROP INDEX IF EXISTS requests_usage")
     db.execute(
         "CREATE INDEX requests_usage ON requests"
-        "(run_pk, role, status, file_pk, prompt_tokens, completion_tokens, cached_tokens)"
+        "(run_pk, role, status, file_pk, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)"
     )
 
 
