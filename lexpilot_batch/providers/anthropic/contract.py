@@ -108,6 +108,7 @@ def problems(body: Mapping[str, Any]) -> list[Problem]:
             out.append(problem)
     if validate is None or plain:
         out.extend(_roles(body.get("messages")))
+    out.extend(_block_problems(body.get("messages")))
     for name, value in disputed.items():
         low, high = _SAMPLING[name]
         if name == "temperature" and family.temperature is not None:
@@ -154,6 +155,29 @@ def _text(content: Any) -> bool:
             for b in content
         )
     )
+
+
+def _block_problems(messages: Any) -> list[Problem]:
+    """What the API refuses in text blocks that the SDK's types let through: an empty text, or a
+    `cache_control` other than `CacheControlEphemeralParam`'s."""
+    out: list[Problem] = []
+    for i, m in enumerate(messages if isinstance(messages, list) else ()):
+        content = m.get("content") if isinstance(m, Mapping) else None
+        for j, b in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(b, Mapping) or b.get("type") != "text":
+                continue
+            where = f"messages.{i}.content.{j}"
+            if b.get("text") == "":
+                out.append(Problem(f"{where}.text", "text content blocks must be non-empty", RANGE))
+            if b.get("cache_control") is not None and not _ephemeral(b["cache_control"]):
+                out.append(
+                    Problem(
+                        f"{where}.cache_control",
+                        'must be {"type": "ephemeral"}, with an optional "ttl" of "5m" or "1h"',
+                        TYPE,
+                    )
+                )
+    return out
 
 
 def _ephemeral(control: Any) -> bool:
