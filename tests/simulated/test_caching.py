@@ -110,9 +110,11 @@ def test_the_store_is_persisted_per_batch_and_per_sync_call(tmp_path):
 def test_caching_changes_no_answer_only_the_cached_tokens():
     prompt = "请阅读下面的对话历史，并以律师的身份给出下一轮回复。\n<对话历史>\nUser: " + text(1500) + "\n</对话历史>"
     cache = PrefixCache()
-    for flags in ({}, {"truncate": True}, {"empty": True}):
-        plain = completions.complete(body(prompt), 7, key="k", created=0, **flags)
-        cached = completions.complete(body(prompt), 7, key="k", created=0, prefixes=cache, **flags)
+    for truncate, empty in ((False, False), (True, False), (False, True)):
+        plain = completions.complete(body(prompt), 7, key="k", created=0, truncate=truncate, empty=empty)
+        cached = completions.complete(
+            body(prompt), 7, key="k", created=0, truncate=truncate, empty=empty, prefixes=cache
+        )
         assert plain["choices"] == cached["choices"]
     assert cached["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
     assert plain["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
