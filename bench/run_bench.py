@@ -503,7 +503,10 @@ def _compare(
         if args.compare_only and name not in args.compare_only:
             continue
         chosen = {**given, "tail_sync": args.tail_sync if given["tail_sync"] is None else given["tail_sync"]}
-        config = argparse.Namespace(**{**vars(args), **chosen})
+        # The cached-input accounting once, on the first row: the others differ from it only by
+        # speculation's extra User Model replies and by routes, which change no request line.
+        once = {"no_cache_share": args.no_cache_share or bool(results)}
+        config = argparse.Namespace(**{**vars(args), **chosen, **once})
         slug = name.replace(" + ", "-").replace(" ", "-")
         ws_root, sim_dir = root / f"workspace-{slug}", root / f"simulator-{slug}"
         if ws_root.exists() and any(ws_root.iterdir()):
@@ -545,6 +548,7 @@ def _compare(
     return {
         "compare": rows,
         "same_metrics": len({row["metrics_digest"] for row in rows}) == 1,
+        "cache": results[0][1]["cache"] if results else None,
         "runs": [r for _, r in results],
     }
 
