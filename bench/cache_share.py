@@ -40,6 +40,7 @@ PROVIDERS = (
     ("anthropic/claude-sonnet-4-5", ANTHROPIC, caching.ANTHROPIC_RULE, "batch"),
     ("google/gemini-2.5-flash", GOOGLE, caching.GEMINI_RULE, "batch"),
     ("deepseek/deepseek-chat", OPENAI, caching.DEEPSEEK_RULE, "sync"),
+    ("dashscope/qwen-plus", OPENAI, caching.DASHSCOPE_RULE, "batch"),  # no price bundled: share only
 )
 DEEPSEEK_PRICE = {"input": 0.27, "cached_input": 0.07, "output": 1.10}
 _URL = {OPENAI: "/v1/chat/completions", ANTHROPIC: "/v1/messages", GOOGLE: ""}

@@ -33,6 +33,11 @@ rule follows (each read 2026-12-02):
   and `prompt_cache_miss_tokens`. Of the three ways a unit is persisted the simulator keeps the
   first (request boundaries): the other two (common-prefix detection, fixed intervals of an
   undocumented size) would be guesses, so its counts are a lower bound.
+- **DashScope** (Alibaba Model Studio) implicit cache (https://www.alibabacloud.com/help/en/model-studio/context-cache,
+  "Implicit cache"): automatic for the Qwen models, the common prefix of requests cached from 256
+  tokens on, hits billed at 20% of the input price and reported as
+  `usage.prompt_tokens_details.cached_tokens`. No increment is documented: the same 128-token grid
+  as above (an assumption). Its explicit cache (`cache_control`, 125% to create) is not sent.
 
 Token counts are the simulator's estimate (`completions.tokens`: 1.5 characters a token, 3 tokens
 of framing a message), so a prefix of N tokens is the framing and text that estimate gives N for.
@@ -56,6 +61,8 @@ OPENAI_RULE = "openai"
 ANTHROPIC_RULE = "anthropic"
 GEMINI_RULE = "gemini"
 DEEPSEEK_RULE = "deepseek"
+DASHSCOPE_RULE = "dashscope"
+DASHSCOPE_MINIMUM = 256
 
 OPENAI_MINIMUM = 1024
 OPENAI_INCREMENT = 128
@@ -202,6 +209,8 @@ class PrefixCache:
                 return self._anthropic(walk, model, new)
             if rule == DEEPSEEK_RULE:
                 return self._whole(walk, new)
+            if rule == DASHSCOPE_RULE:
+                return self._grid(walk, DASHSCOPE_MINIMUM, new)
             return self._grid(walk, OPENAI_MINIMUM if rule == OPENAI_RULE else minimum(GEMINI_MINIMUM, model), new)
 
     def _remember(self, digests: Iterable[bytes], new: list[bytes] | None) -> None:
@@ -212,7 +221,7 @@ class PrefixCache:
                     new.append(d)
 
     def _grid(self, walk: _Walk, floor: int, new: list[bytes] | None) -> Usage:
-        # The grid's points only (1,024 + 128k), at most the whole prompt's tokens.
+        # The grid's points only (floor + 128k), at most the whole prompt's tokens.
         total = _total(walk.prompt)
         if total < floor:
             return Usage()
@@ -255,11 +264,13 @@ def _total(prompt: _Prompt) -> int:
 
 def rule_for(api: str | None, model: str) -> str | None:
     """The caching rule of a model the simulated provider answers: by its API (`families.api_of_name`),
-    a DeepSeek model by its name, any other model the OpenAI routes answer by OpenAI's."""
+    DeepSeek's and Qwen's models by their names, any other model the OpenAI routes answer by OpenAI's."""
     if api == "anthropic":
         return ANTHROPIC_RULE
     if api == "google":
         return GEMINI_RULE
     if model.startswith("deepseek"):
         return DEEPSEEK_RULE
+    if model.startswith(("qwen", "qwq")):
+        return DASHSCOPE_RULE
     return OPENAI_RULE

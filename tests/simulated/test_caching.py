@@ -78,6 +78,15 @@ def test_gemini_implicit_caching_has_a_minimum_per_model():
     assert short_hit == 0 and long_hit == 2944  # 2,048 minimum; the steps of 128 under 3,003
 
 
+def test_dashscope_implicit_cache_starts_at_256_tokens():
+    cache = PrefixCache()
+    assert caching.rule_for(None, "qwen-plus") == caching.DASHSCOPE_RULE
+    for _ in range(2):
+        short = cache.usage(caching.DASHSCOPE_RULE, "qwen-plus", body(text(200), "qwen-plus")).read
+        hit = cache.usage(caching.DASHSCOPE_RULE, "qwen-plus", body(text(700), "qwen-plus")).read
+    assert short == 0 and hit == 640  # 256 + 3 x 128 <= 703
+
+
 def test_deepseek_hits_a_whole_earlier_input_only():
     cache = PrefixCache()
     first = text(500)
