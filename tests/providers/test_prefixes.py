@@ -102,3 +102,48 @@ def test_the_contract_refuses_a_malformed_breakpoint():
     for content in (bad, empty):
         found = anthropic_contract.problems({**params, "messages": [{"role": "user", "content": content}]})
         assert found, content
+
+
+def _rehearse(root, runs: tuple[str, ...]) -> tuple[dict, list[dict], int]:
+    """A study of a Claude and an OpenAI model rehearsed against the simulated provider: its records,
+    its request bodies, and the cached tokens it was reported."""
+    from engine_helpers import finish, records
+
+    from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.engine.loop import prepare
+    from lexpilot_batch.engine.session import ProviderOptions, Session
+    from lexpilot_batch.state.compaction import read_saved, saved_files
+    from lexpilot_batch.state.workspace import Workspace
+    from lexpilot_batch.study.runs import RunSpec
+
+    spec = RunSpec(runs, ("anthropic/claude-sonnet-4-5",), "all", Settings(judge_model="openai/gpt-4o-mini"), limit=2)
+    with Workspace(root) as ws:
+        session = Session(ws, ProviderOptions(provider="simulated"))
+        try:
+            prepare(ws, session, spec)
+            finish(ws, session)
+        finally:
+            session.close()
+        bodies = [
+            json.loads(raw) for path in saved_files(ws.root / "requests") for raw in read_saved(path).splitlines()
+        ]
+        cached = ws.store.conn.execute("SELECT SUM(cached_tokens) FROM requests").fetchone()[0]
+        return records(ws), bodies, cached
+
+
+@pytest.mark.slow  # two whole rehearsals of a study (about 2 s): a workflow run, not a unit test
+def test_the_layout_changes_no_record_only_the_request_bytes(tmp_path, monkeypatch):
+    """The same study with the layout and without it (as a run registered before it existed): the
+    same records, answer for answer. Breakpoints are forced onto every prompt (a tiny minimum) so
+    that the sample's short histories are laid out too."""
+    monkeypatch.setattr(prefixes, "ANTHROPIC_MINIMUM", ((r".*", 1),))
+    laid, laid_lines, _ = _rehearse(tmp_path / "laid", ("r1", "r2"))
+    monkeypatch.setattr(prefixes, "layout", lambda name: None)
+    plain, plain_lines, _ = _rehearse(tmp_path / "plain", ("r1", "r2"))
+    assert laid == plain and laid
+    keyed = [x["body"] for x in laid_lines if "prompt_cache_key" in x["body"]]
+    # `--provider simulated` sends a Claude body over the OpenAI routes: its blocks are in `body`.
+    blocked = [x["body"] for x in laid_lines if isinstance(x["body"]["messages"][0]["content"], list)]
+    assert keyed and blocked  # both layouts were sent...
+    assert all(isinstance(x["body"]["messages"][0]["content"], str) for x in plain_lines)  # ...and neither here
+    assert not any("prompt_cache_key" in x["body"] for x in plain_lines)
