@@ -127,3 +127,18 @@ def test_caching_changes_no_answer_only_the_cached_tokens():
         assert plain["choices"] == cached["choices"]
     assert cached["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
     assert plain["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+
+
+def test_the_hash_set_keeps_every_hash_across_merges_and_forgets_on_request():
+    import os
+
+    from lexpilot_batch.simulated.caching import _Hashes
+
+    keys = [os.urandom(8) for _ in range(70_000)]  # past the first merge (65,536 added)
+    hashes = _Hashes([b"".join(keys[:1000]), b"".join(keys[1000:2000])])  # two persisted runs
+    for k in keys[2000:]:
+        hashes.add(k)
+    assert len(hashes.added) < len(keys) - 2000  # merged into the sorted array at least once
+    assert all(k in hashes for k in keys[::97]) and os.urandom(8) not in hashes
+    hashes.remove([keys[5], keys[-1]])
+    assert keys[5] not in hashes and keys[-1] not in hashes and keys[6] in hashes
