@@ -504,7 +504,10 @@ def _compare(
         if args.compare_only and name not in args.compare_only:
             continue
         chosen = {**given, "tail_sync": args.tail_sync if given["tail_sync"] is None else given["tail_sync"]}
-        config = argparse.Namespace(**{**vars(args), **chosen})
+        # The cached-input accounting once, on the first row: the others differ from it only by
+        # speculation's extra User Model replies and by routes, which change no request line.
+        once = {"no_cache_share": args.no_cache_share or bool(results)}
+        config = argparse.Namespace(**{**vars(args), **chosen, **once})
         slug = name.replace(" + ", "-").replace(" ", "-")
         ws_root, sim_dir = root / f"workspace-{slug}", root / f"simulator-{slug}"
         if ws_root.exists() and any(ws_root.iterdir()):
@@ -546,6 +549,7 @@ def _compare(
     return {
         "compare": rows,
         "same_metrics": len({row["metrics_digest"] for row in rows}) == 1,
+        "cache": results[0][1]["cache"] if results else None,
         "runs": [r for _, r in results],
     }
 
@@ -740,6 +744,7 @@ def _bench(
     checked_export = check_export(ws_root, root / f"{ws_root.name}-check") if args.check_export else None
     if checked_export is not None:
         log(f"export check: {checked_export}")
+    cache = None if args.no_cache_share else _cache_share(ws_root, Workspace)
     peaks = [p for p in (engine_peak, reported["peak_rss_mb"]) if p is not None]
     return {
         "scale": args.scale,
@@ -774,6 +779,7 @@ def _bench(
         "compact": not args.no_compact,
         "time_to_result": timing,
         "check_export": checked_export,
+        "cache": cache,
         "simulator": args.simulator,
         "peak_rss_mb_by_process": {
             "engine": engine_peak,
@@ -801,6 +807,29 @@ def _bench(
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
     }
+
+
+def _cache_share(ws_root: Path, workspace: Any) -> dict[str, Any]:
+    """What the simulated provider reported cached, and per provider what its documented rule would
+    cache of the same requests and save (`cache_share`); printed, and returned for the JSON."""
+    from cache_share import measure
+
+    with workspace(ws_root) as ws:
+        db = ws.store.conn
+        prompt, cached = db.execute("SELECT SUM(prompt_tokens), SUM(cached_tokens) FROM requests").fetchone()
+        out = {"reported": {"prompt_tokens": prompt or 0, "cached_tokens": cached or 0}, **measure(ws_root, db)}
+    log(
+        f"cached input: the simulated provider reported {(cached or 0) / (prompt or 1):.1%} of {prompt or 0:,} "
+        f"prompt tokens cached; by each provider's rule ({out['seconds']} s):"
+    )
+    for name, row in out.items():
+        if isinstance(row, dict) and "cached_share" in row:
+            written = f", {row['cache_write_tokens']:,} written" if row["cache_write_tokens"] else ""
+            log(
+                f"  {name:<30} {row['cached_share']:>7.1%} of {row['prompt_tokens']:,} cached{written}; "
+                f"saves {row['saved_usd']} of {row['input_cost_usd']} USD input"
+            )
+    return out
 
 
 def _commit() -> str | None:
@@ -872,6 +901,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--max-premium", type=float, default=0.0, metavar="PCT", help="with --tail auto: --max-premium PCT (default 0)"
+    )
+    parser.add_argument(
+        "--no-cache-share",
+        action="store_true",
+        help="skip the cached-input accounting (each provider's caching rule replayed over the requests)",
     )
     parser.add_argument("--no-flex", action="store_true", help="as if no model took the flex tier (--flex '*=off')")
     parser.add_argument(

@@ -159,11 +159,26 @@ class Prompt(str):
     """
 
     parts: tuple[str, ...]
+    # How many of `parts` are the prompt's shared part: the template's text up to and including its
+    # first slot (the case's history, or its claims), which every run and round of the case repeats
+    # while what follows differs. Request lines put a cache breakpoint there (`providers.prefixes`).
+    shared: int
+    # Indexes of `parts` inside the shared part where a history message starts (its "\n"
+    # separator): a later round's history goes on from the same messages, so a cache can find an
+    # earlier round's prefix at one of these (`providers.prefixes`).
+    breaks: tuple[int, ...]
 
-    def __new__(cls, parts: Sequence[str]) -> Prompt:
+    def __new__(cls, parts: Sequence[str], shared: int = 0, breaks: Sequence[int] = ()) -> Prompt:
         prompt = super().__new__(cls, "".join(parts))
         prompt.parts = tuple(parts)
+        prompt.shared = shared
+        prompt.breaks = tuple(breaks)
         return prompt
+
+    @property
+    def head(self) -> str:
+        """The template's opening text (before its first slot): which template the prompt fills."""
+        return self.parts[0] if self.shared > 1 else ""
 
 
 _SPEAKERS = {"user": "User: ", "assistant": "Assistant: "}
@@ -195,16 +210,21 @@ def _fill(template: str, **slots: str | tuple[str, ...]) -> Prompt:
     or format specs.
     """
     parts: list[str] = []
+    shared = 0
+    breaks: list[int] = []
     for literal, name in _parsed(template):
         if literal:
             parts.append(literal)
         if name is not None:
             value = slots[name]
             if isinstance(value, tuple):
+                if not shared and name == "history":  # (speaker, content) then ("\n", speaker, content)...
+                    breaks = list(range(len(parts) + 2, len(parts) + len(value), 3))
                 parts += value
             else:
                 parts.append(value)
-    return Prompt(parts)
+            shared = shared or len(parts)
+    return Prompt(parts, shared, breaks)
 
 
 def render_focal_points(focal_points: Sequence[str]) -> str:

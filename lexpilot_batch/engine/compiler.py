@@ -288,8 +288,9 @@ def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
 def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer: WaveWriter) -> tuple:
     attempt = max((a["attempt"] for a in attempts), default=0) + 1
     sent, route = run.requests[step.role], run.routes[step.role]
+    # The cache layout is the run's, per case and template (`providers.prefixes`).
     body, fingerprint = line_fingerprint(
-        sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces, route.api
+        sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces, route.api, sent.cache, str(case_idx)
     )
     # The id vouches for the request: its workspace and its body (`ids.request_check`).
     cid = custom_id(run.key, case_idx, step.key, attempt, request_check(writer.id_tag, fingerprint))

@@ -191,7 +191,7 @@ def apply_result_files(
                     )
                 continue
             seen[custom_id] = decided
-            prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens = usage
+            prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, written_tokens = usage
             if ok:
                 stats.answered += 1
                 updates.append(
@@ -205,6 +205,7 @@ def apply_result_files(
                         completion_tokens,
                         reasoning_tokens,
                         cached_tokens,
+                        written_tokens,
                         request_pk,
                     )
                 )
@@ -221,6 +222,7 @@ def apply_result_files(
                         completion_tokens,
                         reasoning_tokens,
                         cached_tokens,
+                        written_tokens,
                         request_pk,
                     )
                 )
@@ -229,7 +231,7 @@ def apply_result_files(
     updates.sort(key=_last)
     db.executemany(
         "UPDATE requests SET status = ?, text = ?, value = ?, error = ?, error_kind = ?, prompt_tokens = ?,"
-        " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ? WHERE pk = ?",
+        " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ?, cache_write_tokens = ? WHERE pk = ?",
         updates,
     )
     if unanswered_reason is not None:
@@ -248,7 +250,7 @@ def apply_result_files(
 def _flawed(line: dict, flaw: Flaw) -> tuple:
     """A request's result from a line beyond a bound of `result_lines`: failed with the reason (and
     the tokens it used, when the line could be read at all)."""
-    usage = judge_line(line, "text", 0)[5] if flaw.kind == INVALID_UTF8 else (None, None, None, None)
+    usage = judge_line(line, "text", 0)[5] if flaw.kind == INVALID_UTF8 else (None, None, None, None, None)
     return False, None, None, f"unusable result line: {flaw.reason}", _FLAW_KIND[flaw.kind], usage
 
 

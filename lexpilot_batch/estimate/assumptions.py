@@ -132,6 +132,10 @@ class Assumptions:
     response_chars_measured_on: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
     completion_tokens: dict[str, int] = field(default_factory=lambda: dict(COMPLETION_TOKENS))
     completion_tokens_measured_on: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
+    # Share of a role's prompt tokens its provider reported cached (priced at `cached_input`); 0,
+    # no saving assumed, until the workspace measured one.
+    cached_share: dict[str, float] = field(default_factory=lambda: dict.fromkeys(ROLES, 0.0))
+    cached_share_measured_on: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
     clarify_probability: float = CLARIFY_PROBABILITY
     clarify_probability_measured_on: int = 0
     clarify_probability_given: bool = False

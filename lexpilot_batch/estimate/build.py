@@ -250,6 +250,7 @@ def _apply_tail_sync(
                 price_of(role, routes[group].model),
                 travels[group],
                 discount,
+                round(chars / a.chars_per_token) * a.cached_share[role],
             )
             for group, n, chars in mine
         )
@@ -275,12 +276,18 @@ def _route_backend(session: Session, run: RunView, role: str) -> str:
 
 
 def _cost(
-    prompt_tokens: float, completion_tokens: float, price: Mapping[str, float] | None, backend: str, discount: float
+    prompt_tokens: float,
+    completion_tokens: float,
+    price: Mapping[str, float] | None,
+    backend: str,
+    discount: float,
+    cached_share: float = 0.0,
 ) -> float | None:
-    """`costs.cost_usd`; a role split over backends has no single price factor, so no cost."""
+    """`costs.cost_usd`, `cached_share` of the prompt tokens cached (`Assumptions.cached_share`); a
+    role split over backends has no single price factor, so no cost."""
     if backend == MIXED:
         return None
-    return cost_usd(prompt_tokens, completion_tokens, price, backend, discount)
+    return cost_usd(prompt_tokens, completion_tokens, price, backend, discount, prompt_tokens * cached_share)
 
 
 def _minus(after: Span, before: Span) -> Span:
@@ -303,10 +310,15 @@ def _wave_cost(
         models: list[str | None] = [*entry.models] or [None]
         prices = [price_of(role, m) for m in models]
         price = prices[0] if all(p == prices[0] for p in prices) else None
-        return _cost(entry.prompt_tokens, entry.completion_tokens, price, entry.backend, discount)
+        return _cost(entry.prompt_tokens, entry.completion_tokens, price, entry.backend, discount, a.cached_share[role])
     return total_cost(
         _cost(
-            round(chars / a.chars_per_token), n * a.completion_tokens[role], price_of(role, m), entry.backend, discount
+            round(chars / a.chars_per_token),
+            n * a.completion_tokens[role],
+            price_of(role, m),
+            entry.backend,
+            discount,
+            a.cached_share[role],
         )
         for m, n, chars in mine
     )
@@ -332,6 +344,7 @@ def _cost_by_model(
                 price,
                 backends[role],
                 discount,
+                a.cached_share[role],
             )
             for k in ("min", "expected", "max")
         ]

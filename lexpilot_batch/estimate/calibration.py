@@ -9,6 +9,9 @@ answered requests:
 - `COMPLETION_TOKENS` per request: eval 500, user 120, judge 400 (the default judge is a
   reasoning model whose thinking is billed as completion). Measured as the mean reported
   `completion_tokens` per role.
+- cached share = 0 of each role's prompt tokens read from a provider's cache (priced at the
+  model's `cached_input`); measured as sum(cached_tokens) / sum(prompt_tokens) per role over
+  requests whose provider reported `prompt_tokens`.
 - `CLARIFY_PROBABILITY` = 0.5 that a consultation response asks rather than judges; measured
   from the answered underspecified-LCA and interaction labels once there are `MIN_LABELS`.
 
@@ -56,6 +59,11 @@ def calibrate(
         f" WHERE status IN ('{RequestState.ANSWERED}', '{RequestState.DISCARDED}') AND completion_tokens > 0 GROUP BY role"
     ):
         a.completion_tokens[r["role"]], a.completion_tokens_measured_on[r["role"]] = round(r["mean"]), r["n"]
+    for r in db.execute(
+        "SELECT role, SUM(COALESCE(cached_tokens, 0)) AS cached, SUM(prompt_tokens) AS prompt, COUNT(*) AS n"
+        " FROM requests WHERE prompt_tokens > 0 GROUP BY role"
+    ):
+        a.cached_share[r["role"]], a.cached_share_measured_on[r["role"]] = r["cached"] / r["prompt"], r["n"]
     keys = sorted(BRANCHING)
     asks, n = db.execute(
         f"SELECT SUM(value = ?), COUNT(*) FROM requests WHERE status IN ('{RequestState.ANSWERED}', '{RequestState.DISCARDED}')"

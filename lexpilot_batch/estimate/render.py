@@ -160,6 +160,8 @@ def _assumption_text(a: Assumptions) -> str:
                 + ", ".join(
                     f"{r} {a.completion_tokens[r]} ({_measured(a.completion_tokens_measured_on[r])})" for r in ROLES
                 ),
+                "cached prompt tokens "
+                + ", ".join(f"{r} {a.cached_share[r]:.0%} ({_measured(a.cached_share_measured_on[r])})" for r in ROLES),
                 "no failures or retries",
             ]
         )

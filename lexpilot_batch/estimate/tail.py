@@ -50,8 +50,9 @@ def project_tail_sync(
             out.sync_requests += n
             price = price_for(prices, role, routes[group].model)
             prompt_tokens, completion_tokens = chars / a.chars_per_token, n * a.completion_tokens[role]
-            listed = cost_usd(prompt_tokens, completion_tokens, price, SYNC, discount)
-            batched = cost_usd(prompt_tokens, completion_tokens, price, routes[group].backend, discount)
+            cached = prompt_tokens * a.cached_share[role]  # the same prefixes, cached on either route
+            listed = cost_usd(prompt_tokens, completion_tokens, price, SYNC, discount, cached)
+            batched = cost_usd(prompt_tokens, completion_tokens, price, routes[group].backend, discount, cached)
             if premium is None or listed is None or batched is None:
                 premium = None
             else:
@@ -105,8 +106,9 @@ def project_auto(
             for (group, role), (n, chars) in wave.items():
                 prompt, completion = chars / a.chars_per_token, n * a.completion_tokens[role]
                 price = price_for(prices, role, routes[group].model)
-                batched = cost_usd(prompt, completion, price, routes[group].backend, discount)
-                moved = cost_usd(prompt, completion, price, travels[group], discount)
+                cached = prompt * a.cached_share[role]
+                batched = cost_usd(prompt, completion, price, routes[group].backend, discount, cached)
+                moved = cost_usd(prompt, completion, price, travels[group], discount, cached)
                 if batched is None or moved is None or batch_cost is None or premium is None:
                     batch_cost = premium = row.premium_usd = None
                     break

@@ -21,6 +21,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers import prefixes
 from lexpilot_batch.providers.anthropic import dialect as anthropic_dialect
 from lexpilot_batch.providers.google import dialect as google_dialect
 from lexpilot_batch.providers.openai import dialect as openai_dialect
@@ -41,6 +42,9 @@ class RoleRequest:
     body: dict[str, Any]  # every other body field but `messages`, in the order they are sent
     not_applied: tuple[str, ...] = ()  # settings the body does not carry: "temperature", "max_tokens"
     model_args: dict[str, Any] = field(default_factory=dict)  # the per-model fields asked for (None: removed)
+    # How its lines lay out the prompt's shared part for the provider's cache (`prefixes.layout`);
+    # None, as in every run registered before it existed: as they always were.
+    cache: str | None = None
 
     @cached_property
     def fields(self) -> str:
@@ -53,6 +57,8 @@ class RoleRequest:
             out["not_applied"] = list(self.not_applied)
         if self.model_args:
             out["model_args"] = self.model_args
+        if self.cache:
+            out["cache"] = self.cache
         return out
 
     @classmethod
@@ -63,6 +69,7 @@ class RoleRequest:
             dict(data["body"]),
             tuple(data.get("not_applied", ())),
             dict(data.get("model_args", {})),
+            data.get("cache"),
         )
 
 
@@ -107,7 +114,7 @@ def role_request(
         not_applied.append("temperature")
     if settings.max_tokens not in sent_limits:
         not_applied.append("max_tokens")
-    return RoleRequest(name.key, name.sent, body, tuple(not_applied), dict(args or {}))
+    return RoleRequest(name.key, name.sent, body, tuple(not_applied), dict(args or {}), prefixes.layout(name))
 
 
 def _check_thinking(name: ModelName, role: str, args: Mapping[str, Any]) -> None:

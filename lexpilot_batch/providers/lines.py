@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from functools import lru_cache
 
 from lexpilot_batch.benchmark.prompts import Prompt
+from lexpilot_batch.providers import prefixes
 from lexpilot_batch.providers.anthropic import ids as anthropic_ids
 from lexpilot_batch.providers.anthropic import lines as anthropic_lines
 from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI, TOGETHER
@@ -106,46 +108,118 @@ def _line_frame(model: str, url: str, fields: str, api: str = OPENAI) -> tuple[b
     return middle.encode("utf-8"), f'"{tail}\n'.encode()
 
 
-def line_body(model: str, prompt: str, fields: str, url: str, pieces: Pieces | None = None, api: str = OPENAI) -> bytes:
+@lru_cache(maxsize=256)
+def _keyed_frame(model: str, url: str, fields: str, api: str) -> tuple[bytes, bytes, bytes]:
+    """`_line_frame` of a body that also sends `prompt_cache_key`: (middle, end up to the key's
+    value, end after it), so that a line's key costs no frame of its own."""
+    keyed = json.dumps({**json.loads(fields), "prompt_cache_key": _HOLE}, ensure_ascii=False, separators=(",", ":"))
+    middle, end = _line_frame(model, url, keyed, api)
+    before, _, after = end.partition(_HOLE_JSON)
+    return middle, before, after
+
+
+_HOLE = "\x00"
+_HOLE_JSON = json.dumps(_HOLE).encode()[1:-1]
+
+
+def line_body(
+    model: str,
+    prompt: str,
+    fields: str,
+    url: str,
+    pieces: Pieces | None = None,
+    api: str = OPENAI,
+    cache: str | None = None,
+    case: str = "",
+) -> bytes:
     """A batch input line of `api`'s shape after its id: everything the request sends.
 
     `fields` is the JSON object text of the body's other fields. The prompt is encoded piece by
     piece through `pieces`, which a caller keeps across the prompts of a case: most of their text
-    is the same messages.
+    is the same messages. `cache` is the run's cache layout for the role (`prefixes.layout`), `case`
+    the case it is for (a `prompt_cache_key` is per case and template).
     """
-    middle, end = _line_frame(model, url, fields, api)
-    pieces = Pieces() if pieces is None else pieces
-    parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
-    return b"".join((middle, *[pieces[part] for part in parts], end))
-
-
-@lru_cache(maxsize=256)
-def _frame_digest(model: str, url: str, fields: str, api: str) -> bytes:
-    middle, end = _line_frame(model, url, fields, api)
-    return hashlib.sha256(len(middle).to_bytes(8, "big") + middle + end).digest()
+    return line_fingerprint(model, prompt, fields, url, pieces, api, cache, case)[0]
 
 
 def line_fingerprint(
-    model: str, prompt: str, fields: str, url: str, pieces: Pieces | None = None, api: str = OPENAI
+    model: str,
+    prompt: str,
+    fields: str,
+    url: str,
+    pieces: Pieces | None = None,
+    api: str = OPENAI,
+    cache: str | None = None,
+    case: str = "",
 ) -> tuple[bytes, bytes]:
-    """`line_body`, and what its check is taken of (`ids.request_check`): the SHA-256 of the line's
-    frame (model, url, every field: `_line_frame`), then of each piece of its prompt, in order.
+    """`line_body`, and what its check is taken of (`ids.request_check`): the SHA-256 of each
+    segment the body is joined from, in order (the frame's parts, a cache key or marker, each piece
+    of the prompt).
 
-    Equal bodies built from the same pieces have equal fingerprints and any change to a byte of the
-    body changes one digest, as a hash of the body itself would; but each piece is hashed once
-    where it first appears (`Pieces.digests`), so a case's history, repeated in each of its prompts
-    and waves, is hashed once rather than in every request, and the hash of the fingerprint (32
-    bytes a piece) is short enough to hold the GIL while the file-writing thread runs.
+    The digests fix every segment's bytes, so any change to a byte of the body changes the
+    fingerprint, as a hash of the body itself would; but each prompt piece is hashed once where it
+    first appears (`Pieces.digests`), so a case's history, repeated in each of its prompts and
+    waves, is hashed once rather than in every request, and the fingerprint (32 bytes a segment) is
+    short enough to hash holding the GIL while the file-writing thread runs.
     """
-    middle, end = _line_frame(model, url, fields, api)
     pieces = Pieces() if pieces is None else pieces
+    parts = prompt.parts if isinstance(prompt, Prompt) else (prompt,)
+    out: list[bytes] = []
+    fingerprint: list[bytes] = []
     digests = pieces.digests
-    encoded, fingerprint = [middle], [_frame_digest(model, url, fields, api)]
-    for part in prompt.parts if isinstance(prompt, Prompt) else (prompt,):
-        encoded.append(pieces[part])  # (a miss puts the piece and its digest in)
-        fingerprint.append(digests[part])
-    encoded.append(end)
-    return b"".join(encoded), b"".join(fingerprint)
+
+    def raw(*segments: bytes) -> None:
+        for segment in segments:
+            out.append(segment)
+            fingerprint.append(_digest(segment))
+
+    def text(of: Iterable[str]) -> None:
+        for part in of:
+            out.append(pieces[part])  # (a miss puts the piece and its digest in)
+            fingerprint.append(digests[part])
+
+    if cache == prefixes.KEY:
+        middle, before, after = _keyed_frame(model, url, fields, api)
+        key = prefixes.cache_key(case, prompt.head if isinstance(prompt, Prompt) else "").encode()
+        raw(middle)
+        text(parts)
+        raw(before, key, after)
+        return b"".join(out), b"".join(fingerprint)
+    middle, end = _line_frame(model, url, fields, api)
+    floor = prefixes.breakpoint_floor(cache)
+    shared = prompt.shared if isinstance(prompt, Prompt) else 0
+    if floor is not None and shared and sum(len(p) for p in parts[:shared]) >= floor:
+        middle, between, end = prefixes.split_content(middle, end)
+        breaks = prompt.breaks if isinstance(prompt, Prompt) else ()
+        raw(middle)
+        for i, part in enumerate(parts[:shared]):
+            if i in breaks:
+                raw(prefixes.NEXT_BLOCK)
+            text((part,))
+        rest = [part for part in parts[shared:] if part]
+        if not rest:  # an empty text block is refused: the shared part is the whole prompt
+            raw(prefixes.whole_marked(end))
+        else:
+            raw(between)
+            text(rest)
+            raw(end)
+        return b"".join(out), b"".join(fingerprint)
+    raw(middle)
+    text(parts)
+    raw(end)
+    return b"".join(out), b"".join(fingerprint)
+
+
+_DIGESTS: dict[bytes, bytes] = {}  # of a line's frames and markers: a few hundred distinct ones
+
+
+def _digest(segment: bytes) -> bytes:
+    found = _DIGESTS.get(segment)
+    if found is None:
+        if len(_DIGESTS) > 4096:  # (a key is per case and template: dropped now and then)
+            _DIGESTS.clear()
+        found = _DIGESTS[segment] = hashlib.sha256(segment).digest()
+    return found
 
 
 def line_head(cid: str, api: str = OPENAI, tag: str = "") -> bytes:
@@ -162,7 +236,9 @@ def request_line(
     pieces: Pieces | None = None,
     api: str = OPENAI,
     tag: str = "",
+    cache: str | None = None,
+    case: str = "",
 ) -> bytes:
     """One batch input line of `api`'s shape, byte for byte `json.dumps` of it (compact, UTF-8,
     newline-ended), carrying `line_id(cid, api, tag)` (`line_head`, then `line_body`)."""
-    return line_head(cid, api, tag) + line_body(model, prompt, fields, url, pieces, api)
+    return line_head(cid, api, tag) + line_body(model, prompt, fields, url, pieces, api, cache, case)

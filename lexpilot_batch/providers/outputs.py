@@ -14,12 +14,18 @@ from typing import Any
 Normalise = Callable[[dict], dict]
 
 
-def usage(prompt: int, completion: int, cached: int, reasoning: int) -> dict[str, Any]:
+def usage(prompt: int, completion: int, cached: int, reasoning: int, written: int = 0) -> dict[str, Any]:
+    """OpenAI's usage; `written`, the prompt tokens written to a cache (Anthropic's
+    `cache_creation_input_tokens`), kept beside `cached_tokens` as `cache_write_tokens` (no OpenAI
+    field: read by `engine.answers`, priced at the model's `cache_write`)."""
+    details: dict[str, Any] = {"cached_tokens": cached}
+    if written:
+        details["cache_write_tokens"] = written
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
+        "prompt_tokens_details": details,
         "completion_tokens_details": {"reasoning_tokens": reasoning},
     }
 

@@ -57,7 +57,7 @@ THRESHOLDS: dict[str, float] = {
     "usable_share": bootstrap.USABLE,
     "benchmark_cases": BENCHMARK_CASES,
 }
-USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens")
+USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens")
 
 
 def _natural_key(text: str) -> tuple:
@@ -104,7 +104,15 @@ def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> di
         roles[role] = {
             **{key: sum(counts[key] for _, counts in parts) for key in USAGE_FIELDS},
             "cost_usd": total_cost(
-                cost_usd(counts["prompt_tokens"], counts["completion_tokens"], price, backend, discount)
+                cost_usd(
+                    counts["prompt_tokens"],
+                    counts["completion_tokens"],
+                    price,
+                    backend,
+                    discount,
+                    counts["cached_tokens"],
+                    counts["cache_write_tokens"],
+                )
                 for backend, counts in parts
             ),
         }

@@ -1,7 +1,8 @@
 """What tokens cost: one formula for the report (tokens used) and the estimate (tokens projected).
 
 Prices are list prices per model, `{"openai/gpt-4o-mini": {"input": USD per 1M prompt tokens,
-"cached_input": USD per 1M cached prompt tokens (optional), "output": USD per 1M completion
+"cached_input": USD per 1M cached prompt tokens (optional), "cache_write": USD per 1M prompt tokens
+written to a cache (optional: Anthropic's 1.25x of input), "output": USD per 1M completion
 tokens}}`, looked up by `price_for`: a user's `--prices FILE` first (a model as registered, then
 as its provider is sent it, then the older per-role keys `eval`, `user`, `judge`, still accepted),
 then the bundled, dated table `data/prices.json` (its sources and date in the file), so that a
@@ -9,7 +10,12 @@ study of common models is priced without a file and a user's file overrides it m
 Work sent through a provider's Batch API (the `batch`
 backend, and the `simulated` one that stands in for it) costs the list price less the batch
 discount, 0.5 by default because providers' Batch APIs charge about half; work sent through
-`sync` costs the list price. Work left to the `manual` backend, or a role without a price, has no
+`sync` costs the list price. Cached prompt tokens (`usage`'s `cached_tokens`, Anthropic's
+`cache_read_input_tokens`, Gemini's `cachedContentTokenCount`) cost `cached_input` where the price
+has one, the input price where it has none; the batch discount applies to them as to the rest:
+Anthropic's Message Batches discount "stacks" with prompt caching (https://docs.claude.com/en/docs/build-with-claude/batch-processing,
+"Pricing"), and OpenAI's batch prices list cached input at half its standard price
+(https://platform.openai.com/docs/pricing, "Batch"). Work left to the `manual` backend, or a role without a price, has no
 cost we can know (None): a local model, or a console with its own pricing.
 """
 
@@ -28,7 +34,7 @@ from lexpilot_batch.util import resources
 
 Prices = Mapping[str, Mapping[str, float]]
 PRICE_FIELDS = frozenset({"input", "output"})
-OPTIONAL_PRICE_FIELDS = frozenset({"cached_input"})
+OPTIONAL_PRICE_FIELDS = frozenset({"cached_input", "cache_write"})
 ROLE_KEYS = ("eval", "user", "judge")  # the older per-role format, still read
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
 
@@ -43,13 +49,38 @@ def cost_usd(
     price: Mapping[str, float] | None,
     backend: str,
     batch_discount: float = DEFAULT_BATCH_DISCOUNT,
+    cached_tokens: float = 0,
+    written_tokens: float = 0,
 ) -> float | None:
     """List price of the tokens, less the batch discount where the backend earns it; None when
-    there is no price or the backend's cost is not ours to know."""
+    there is no price or the backend's cost is not ours to know. `cached_tokens` and
+    `written_tokens` (a cache's reads and writes) are part of `prompt_tokens`."""
     if price is None or backend in UNPRICED_BACKENDS:
         return None
     factor = 1 - batch_discount if backend in DISCOUNTED_BACKENDS else 1.0
-    return (prompt_tokens * float(price["input"]) + completion_tokens * float(price["output"])) / 1_000_000 * factor
+    listed = float(price["input"])
+    cached = min(cached_tokens, prompt_tokens)
+    written = min(written_tokens, prompt_tokens - cached)
+    prompt = (
+        (prompt_tokens - cached - written) * listed
+        + cached * float(price.get("cached_input", listed))
+        + written * float(price.get("cache_write", listed))
+    )
+    return (prompt + completion_tokens * float(price["output"])) / 1_000_000 * factor
+
+
+def cache_saving(
+    prompt_tokens: float,
+    cached_tokens: float,
+    price: Mapping[str, float] | None,
+    backend: str,
+    batch_discount: float = DEFAULT_BATCH_DISCOUNT,
+    written_tokens: float = 0,
+) -> float | None:
+    """What the cache saved on these prompt tokens: their cost uncached less their cost as counted."""
+    full = cost_usd(prompt_tokens, 0, price, backend, batch_discount)
+    counted = cost_usd(prompt_tokens, 0, price, backend, batch_discount, cached_tokens, written_tokens)
+    return None if full is None or counted is None else full - counted
 
 
 def total(costs: Iterable[float | None]) -> float | None:
@@ -112,7 +143,8 @@ def check_prices(prices: Prices | None, batch_discount: float) -> None:
         ):
             raise LexpilotError(
                 f'Price of {what} must be {{"input": USD per 1M prompt tokens, "cached_input": USD per 1M cached '
-                f'prompt tokens (optional), "output": USD per 1M completion tokens}}, got {price!r}.'
+                f'prompt tokens (optional), "cache_write": USD per 1M prompt tokens written to a cache (optional), '
+                f'"output": USD per 1M completion tokens}}, got {price!r}.'
             )
 
 

@@ -29,8 +29,8 @@ The JSON shape (`build_report`), stable and validated against `Report` before it
             "dcg": {"n": {run_id: cases}, "success_by_round": {"1": share, "2": share}}},
             (each share or mean: {"mean", "sd", "n_defined", "per_run"}; a task not run is left out)
         "usage": {"roles": {role: {"requests", "prompt_tokens", "completion_tokens",
-                                   "cost_usd"}},
-                  "total": {...same four keys...},
+                                   "cached_tokens", "cache_write_tokens", "cost_usd"}},
+                  "total": {...same six keys...},
                   "batch_discount": float | null}}],
      "comparisons": [{
         "a": {"model", "group_key"}, "b": {"model", "group_key"}, "comparison_key",
@@ -88,7 +88,7 @@ class RunResults:
     group_key: str
     settings: dict = field(default_factory=dict)
     tasks: dict[str, TaskRecords] = field(default_factory=dict)
-    # role -> backend -> {requests, prompt_tokens, completion_tokens}
+    # role -> backend -> {requests, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens}
     usage: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     comparison_key: str = ""
     # The run's dataset is the bundled sample: a demonstration, not a benchmark result.
@@ -161,6 +161,8 @@ class RoleUsage(_Strict):
     requests: int
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0  # of the prompt tokens: read from the provider's cache (`costs.cost_usd`)
+    cache_write_tokens: int = 0  # of the prompt tokens: written to it (Anthropic)
     cost_usd: float | None
 
 

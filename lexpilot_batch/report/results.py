@@ -252,12 +252,19 @@ def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, in
     """Requests and tokens by run, role and backend (what their cost depends on), from the
     `requests_usage` index and the small files table."""
     out: dict[int, dict[str, dict[str, dict[str, int]]]] = defaultdict(dict)
-    for run_pk, role, backend, n, p, c in db.execute(
-        "SELECT q.run_pk, q.role, f.backend, COUNT(*), SUM(q.prompt_tokens), SUM(q.completion_tokens)"
+    for run_pk, role, backend, n, p, c, k, w in db.execute(
+        "SELECT q.run_pk, q.role, f.backend, COUNT(*), SUM(q.prompt_tokens), SUM(q.completion_tokens),"
+        " SUM(q.cached_tokens), SUM(q.cache_write_tokens)"
         f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
         " GROUP BY q.run_pk, q.role, f.backend"
     ):
-        counts = {"requests": n, "prompt_tokens": p or 0, "completion_tokens": c or 0}
+        counts = {
+            "requests": n,
+            "prompt_tokens": p or 0,
+            "completion_tokens": c or 0,
+            "cached_tokens": k or 0,
+            "cache_write_tokens": w or 0,
+        }
         out[run_pk].setdefault(role, {})[backend] = counts
     return out
 

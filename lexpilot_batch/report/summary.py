@@ -60,14 +60,15 @@ def summarize(
             roles = models.setdefault(model, _model_entry())["roles"]
             if role not in roles:
                 roles.append(role)
-    for run_pk, role, backend, prompt, completion in _usage(db):
+    for run_pk, role, backend, prompt, completion, cached, written in _usage(db):
         if run_pk not in kept:
             continue
         model = role_model[run_pk][role]
         entry = models.setdefault(model, _model_entry())
         entry["prompt_tokens"] += prompt
         entry["completion_tokens"] += completion
-        entry["costs"].append(cost_usd(prompt, completion, price_for(prices, role, model), backend, discount))
+        price = price_for(prices, role, model)
+        entry["costs"].append(cost_usd(prompt, completion, price, backend, discount, cached, written))
     for model, entry in models.items():
         costs = entry.pop("costs")
         entry["cost_usd"] = total_cost(costs) if costs else (0.0 if price_for(prices, "eval", model) else None)
@@ -115,9 +116,10 @@ def _model_entry() -> dict[str, Any]:
     }
 
 
-def _usage(db: sqlite3.Connection) -> list[tuple[int, str, str, int, int]]:
+def _usage(db: sqlite3.Connection) -> list[tuple[int, str, str, int, int, int, int]]:
     return db.execute(
-        "SELECT q.run_pk, q.role, f.backend, SUM(COALESCE(q.prompt_tokens, 0)), SUM(COALESCE(q.completion_tokens, 0))"
+        "SELECT q.run_pk, q.role, f.backend, SUM(COALESCE(q.prompt_tokens, 0)), SUM(COALESCE(q.completion_tokens, 0)),"
+        " SUM(COALESCE(q.cached_tokens, 0)), SUM(COALESCE(q.cache_write_tokens, 0))"
         f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
         " GROUP BY q.run_pk, q.role, f.backend"
     ).fetchall()

@@ -172,7 +172,7 @@ class AnthropicApi:
         cid = (our_id(client_request_id, ANTHROPIC) or client_request_id) if client_request_id else None
         messages, fields = _chat_parts(params)
         body = {"model": params["model"], "messages": messages, **fields}
-        answer = chat.answer(body, cid, self.seed, self.faults)
+        answer = chat.answer(body, cid, self.seed, self.faults, self.store.prefixes)
         return _message("sync", cid or answer["id"], answer, "standard")
 
     def _record(self, message_batch_id: str) -> dict[str, Any]:
@@ -296,12 +296,35 @@ def _errored(kind: str, message: str) -> dict[str, Any]:
 
 
 def _chat_parts(params: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The chat.completions messages and fields of valid Messages params."""
-    messages = [{"role": m.get("role"), "content": text_of(m.get("content"))} for m in params["messages"]]
-    fields = {"max_tokens": params["max_tokens"]}
+    """The chat.completions messages and fields of valid Messages params. A message with a
+    `cache_control` breakpoint keeps its text blocks, and the params' top-level one is kept: the
+    prompt is their texts joined either way (`completions.check_body`), the cache reads the
+    breakpoints (`caching`)."""
+    messages = [
+        {"role": m.get("role"), "content": _blocks(m.get("content")) or text_of(m.get("content"))}
+        for m in params["messages"]
+    ]
+    fields: dict[str, Any] = {"max_tokens": params["max_tokens"]}
+    if isinstance(params.get("cache_control"), dict):
+        fields["cache_control"] = params["cache_control"]
     if params.get("temperature") is not None:
         fields["temperature"] = params["temperature"]
     return messages, fields
+
+
+def _blocks(content: Any) -> list[dict[str, Any]] | None:
+    """A content's text blocks with their breakpoints, if it has one."""
+    if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("cache_control") for b in content):
+        return None
+    return [
+        {
+            "type": "text",
+            "text": b.get("text", ""),
+            **({"cache_control": b["cache_control"]} if b.get("cache_control") else {}),
+        }
+        for b in content
+        if isinstance(b, dict) and b.get("type") == "text"
+    ]
 
 
 def _message(batch_id: str, custom_id: str, body: dict[str, Any], tier: str = "batch") -> dict[str, Any]:
@@ -318,7 +341,8 @@ def _message(batch_id: str, custom_id: str, body: dict[str, Any], tier: str = "b
             content.append({"type": "text", "text": chat["content"], "citations": None})
         stop = _STOP.get(finish, "end_turn")
     usage = body.get("usage") or {}
-    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    details = usage.get("prompt_tokens_details") or {}
+    cached, written = details.get("cached_tokens", 0), details.get("cache_write_tokens", 0)
     thinking = (usage.get("completion_tokens_details") or {}).get("reasoning_tokens", 0)
     return {
         "id": "msg_" + digest("msg", batch_id, custom_id)[:24],
@@ -329,8 +353,9 @@ def _message(batch_id: str, custom_id: str, body: dict[str, Any], tier: str = "b
         "stop_reason": stop,
         "stop_sequence": None,
         "usage": {
-            "input_tokens": usage.get("prompt_tokens", 0) - cached,
-            "cache_creation_input_tokens": 0,
+            # The tokens after the last breakpoint: the cache's reads and writes are counted apart.
+            "input_tokens": usage.get("prompt_tokens", 0) - cached - written,
+            "cache_creation_input_tokens": written,
             "cache_read_input_tokens": cached,
             "output_tokens": usage.get("completion_tokens", 0),
             "output_tokens_details": {"thinking_tokens": thinking},

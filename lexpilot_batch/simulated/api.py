@@ -185,7 +185,7 @@ class Api:
         """One chat completion, answered as a batch line with the custom_id `client_request_id` is (`chat`)."""
         if profile is not None and not profile.stream and isinstance(body, dict) and body.get("stream"):
             raise bad_request(f"stream must be false on {profile.name}'s batch chat route.", "stream")
-        return chat.answer(body, client_request_id, self.seed, self.faults)
+        return chat.answer(body, client_request_id, self.seed, self.faults, self.store.prefixes)
 
 
 def _profiled(profile: Profile, window: str, seconds: int) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from typing import Any
 from lexpilot_batch.providers.contracts import CHAT_URLS
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.simulated import completions
+from lexpilot_batch.simulated.caching import PrefixCache
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults, draw
 from lexpilot_batch.simulated.latency import batch_seconds
@@ -197,8 +198,17 @@ def _hits(faults: Faults, name: str, probability: float, custom_id: str) -> bool
     return probability > 0 and draw(faults.seed, name, custom_id) < probability
 
 
-def run_request(request: dict[str, Any], batch_id: str, seed: int, faults: Faults, created: int) -> dict[str, Any]:
-    """One output/error-file line for one input request; faults drawn per custom_id."""
+def run_request(
+    request: dict[str, Any],
+    batch_id: str,
+    seed: int,
+    faults: Faults,
+    created: int,
+    prefixes: PrefixCache | None = None,
+    new_prefixes: list[bytes] | None = None,
+) -> dict[str, Any]:
+    """One output/error-file line for one input request; faults drawn per custom_id. Its cached
+    tokens are what `prefixes` holds of it (`completions.complete`)."""
     custom_id = request["custom_id"]
     line: dict[str, Any] = {"id": "batch_req_" + _hex("req", batch_id, custom_id)[:32]}
     line["custom_id"] = custom_id
@@ -238,6 +248,8 @@ def run_request(request: dict[str, Any], batch_id: str, seed: int, faults: Fault
             filtered=_hits(faults, "content_filter", faults.content_filter, key),
             refused=_hits(faults, "refusal", faults.refusal, key),
             created=created,
+            prefixes=prefixes,
+            new_prefixes=new_prefixes,
         )
     except ApiError as exc:
         # A request the endpoint itself rejects: a 4xx response in the error file.
@@ -309,6 +321,7 @@ def create(
     usages: list[dict[str, Any]] = []  # of the successes
     crash: list[Exception] = []
     tokens = [0]  # the batch's prompt tokens, as the enqueued-token quota counts them
+    new_prefixes: list[bytes] = []  # what its requests leave in the provider's cache (`caching`)
 
     def answer(request: dict[str, Any]) -> None:
         if faults.token_limit:
@@ -317,7 +330,7 @@ def create(
         if crash or refused:
             return
         try:
-            line = run_request(request, batch_id, seed, faults, int(now))
+            line = run_request(request, batch_id, seed, faults, int(now), store.prefixes, new_prefixes)
         except Exception as exc:  # raised below if the file is valid (a bad line fails it first)
             crash.append(exc)
             return
@@ -336,6 +349,8 @@ def create(
         if waiting + tokens[0] > quota:
             refused = True
     if not errors and refused:
+        # Refused after its requests were answered (the token quota): it left nothing in the cache.
+        store.prefixes.forget(new_prefixes)
         message = (
             f"Enqueued token limit reached for {model} in organization org-simulated. "
             f"Limit: {quota or 2_000_000:,} enqueued tokens. Please try submitting your batch again later."
@@ -419,6 +434,7 @@ def create(
     record = {"batch": batch, "sim": sim}
     if lines:
         store.write_results(batch_id, lines)
+        store.write_prefixes(batch_id, new_prefixes)
     store.put_batch(record)
     return record
 

@@ -25,6 +25,7 @@ import uuid
 from typing import Any
 
 from lexpilot_batch.simulated import batches, completions
+from lexpilot_batch.simulated.caching import PrefixCache
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults, draw
 from lexpilot_batch.simulated.latency import chat_seconds
@@ -36,9 +37,13 @@ FLEX = "flex"
 TIERS = ("auto", "default", "flex", "scale", "priority")
 
 
-def answer(body: Any, client_request_id: str | None, seed: int, faults: Faults) -> dict[str, Any]:
+def answer(
+    body: Any, client_request_id: str | None, seed: int, faults: Faults, prefixes: PrefixCache | None = None
+) -> dict[str, Any]:
     """The chat.completion for `body`, drawn by the client's id of the call as a batch line's is by
-    its custom_id (an Anthropic line id is mapped back to the workspace's by its route first)."""
+    its custom_id (an Anthropic line id is mapped back to the workspace's by its route first). Its
+    cached tokens are what `prefixes` (the provider's store) holds of it; the prefixes it leaves
+    are persisted at once (`caching.PrefixCache.append_sync`)."""
     if client_request_id is not None and not (0 < len(client_request_id) <= 512 and client_request_id.isascii()):
         raise bad_request(f"{HEADER} must be 1 to 512 ASCII characters.", param=None)
     call = client_request_id or uuid.uuid4().hex
@@ -63,6 +68,7 @@ def answer(body: Any, client_request_id: str | None, seed: int, faults: Faults) 
         time.sleep(seconds)
     key = batches.draw_key(call)
     kind = completions.kind_of(body)
+    new: list[bytes] = []
     answer = completions.complete(
         body,
         seed,
@@ -73,7 +79,11 @@ def answer(body: Any, client_request_id: str | None, seed: int, faults: Faults) 
         empty=draw(faults.seed, "empty_content", key) < faults.empty_content,
         filtered=draw(faults.seed, "content_filter", key) < faults.content_filter,
         refused=draw(faults.seed, "refusal", key) < faults.refusal,
+        prefixes=prefixes,
+        new_prefixes=new,
     )
+    if prefixes is not None:
+        prefixes.append_sync(new)
     if flex:
         answer["service_tier"] = FLEX
     return answer

@@ -25,7 +25,7 @@ from lexpilot_batch.providers.families import api_of_name
 from lexpilot_batch.providers.google import contract as google_contract
 from lexpilot_batch.providers.openai import contract as openai_contract
 from lexpilot_batch.providers.schema import MISSING, RANGE, TYPE, UNKNOWN, UNSUPPORTED
-from lexpilot_batch.simulated import roles
+from lexpilot_batch.simulated import caching, roles
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 
 CHARS_PER_TOKEN = 1.5
@@ -171,8 +171,14 @@ def complete(
     refused: bool = False,
     created: int | None = None,
     sample: str = "",
+    prefixes: caching.PrefixCache | None = None,
+    new_prefixes: list[bytes] | None = None,
 ) -> dict[str, Any]:
     """The chat.completion for `body`; `key` makes its ids unique (a custom_id or a call id).
+
+    Its cached tokens are what `prefixes` (the provider's prefix store) holds of its prompt under
+    its model's rule (`caching`), and it leaves its own prefixes there (the new ones also in
+    `new_prefixes`, for the caller to persist); without a store nothing is cached.
 
     `truncate` cuts the answer as if `max_tokens` ran out; `malformed` (judge prompts only)
     replaces the answer with one the judges' parsers reject; `empty` answers with empty or null
@@ -194,8 +200,14 @@ def complete(
     # Judges are reasoning models in the benchmark's defaults: they think before answering.
     reasoning_tokens = rng.randint(80, 600) if reply.kind in roles.JUDGE_KINDS else 0
     completion_tokens = tokens(content) + reasoning_tokens
-    # A provider caches the shared template prefix in 64-token blocks, on some calls only.
-    cached = (prompt_tokens // 2) // 64 * 64 if rng.random() < 0.5 else 0
+    # The cache is the providers' documented rule over the requests seen before (`caching`), never a
+    # draw; the draw that once decided it stays, so that the envelope's later draws (truncation,
+    # empty content) and with them every answer are what they were.
+    rng.random()
+    cache = caching.Usage()
+    if prefixes is not None:
+        cache = prefixes.usage(caching.rule_for(api_of_name(model), model), model, body, new_prefixes)
+    cached = min(cache.read, prompt_tokens)
 
     finish_reason = "stop"
     limit = body.get("max_completion_tokens") or body.get("max_tokens")
@@ -224,6 +236,25 @@ def complete(
         message["reasoning_content"] = reasoning
     n = body.get("n", 1)
     n = n if isinstance(n, int) and n > 0 else 1
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens * n,
+        "total_tokens": prompt_tokens + completion_tokens * n,
+        "prompt_tokens_details": {
+            "cached_tokens": cached,
+            "audio_tokens": 0,
+            # Not an OpenAI field: Anthropic's cache writes, for its routes (`anthropic_api`).
+            **({"cache_write_tokens": cache.written} if cache.written else {}),
+        },
+        "completion_tokens_details": {
+            "reasoning_tokens": reasoning_tokens * n,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+    if model.startswith("deepseek"):  # DeepSeek's own fields (https://api-docs.deepseek.com/api/create-chat-completion)
+        usage.update(prompt_cache_hit_tokens=cached, prompt_cache_miss_tokens=prompt_tokens - cached)
     return {
         "id": "chatcmpl-" + _prompt_hex(f"{seed}|{key}|", encoded)[:29],
         "object": "chat.completion",
@@ -232,18 +263,7 @@ def complete(
         "choices": [
             {"index": i, "message": dict(message), "logprobs": None, "finish_reason": finish_reason} for i in range(n)
         ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens * n,
-            "total_tokens": prompt_tokens + completion_tokens * n,
-            "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": reasoning_tokens * n,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        },
+        "usage": usage,
         "service_tier": "default",
         "system_fingerprint": "fp_lexsim",
     }

@@ -198,7 +198,13 @@ class GeminiApi:
         messages, fields = parts
         if "service_tier" in request:  # Gemini's Flex inference field, spoken as chat's (`chat`)
             fields["service_tier"] = request["service_tier"]
-        answer = chat.answer({"model": sent, "messages": messages, **fields}, client_request_id, self.seed, self.faults)
+        answer = chat.answer(
+            {"model": sent, "messages": messages, **fields},
+            client_request_id,
+            self.seed,
+            self.faults,
+            self.store.prefixes,
+        )
         return _response("sync", client_request_id or answer["id"], answer)
 
     def _record(self, name: str) -> dict[str, Any]:

@@ -7,6 +7,9 @@ or the new version of a file, never half of one):
     files/<file_id>.data           the file's bytes (written before its FileObject)
     batches/<batch_id>.json        {"batch": Batch object as last persisted, "sim": timeline}
     batches/<batch_id>.results     the simulated result lines, in processing order
+    batches/<batch_id>.prefixes    the prompt prefixes the batch's requests left in the provider's
+                                   cache (`caching`), written before the batch's record
+    sync.prefixes                  those the synchronous calls left, appended
 
 Everything is loaded into memory when the store opens, so a server restarted on the same folder
 knows every file and batch. One lock serialises writers inside a process; two servers on one
@@ -22,6 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from lexpilot_batch.simulated.caching import PrefixCache
 from lexpilot_batch.util.fileio import TMP_SUFFIX, write_atomic
 
 
@@ -49,6 +53,7 @@ class Store:
         # stores no batch, and the next one of the same content draws its fate again.
         self.refused_creates: dict[str, int] = {}
         self._load()
+        self.prefixes = PrefixCache(self.root)
         self._seq = max((r["sim"]["seq"] for r in self._batches.values()), default=0)
 
     def _load(self) -> None:
@@ -161,7 +166,14 @@ class Store:
             for path in [*self.batches_dir.glob("*.json"), *self.batches_dir.glob("*.results")]:
                 path.unlink(missing_ok=True)
             self._batches.clear()
+            self.prefixes.load()  # the forgotten batches' prefixes go with them
             return n
+
+    def write_prefixes(self, batch_id: str, new: list[bytes]) -> None:
+        """The prefixes a batch's requests left in the cache: before its record, so that a batch never
+        recorded leaves none after a restart (`caching.PrefixCache.load`)."""
+        if new:
+            write_atomic(self.batches_dir / f"{batch_id}.prefixes", b"".join(new))
 
     def write_results(self, batch_id: str, lines: list[str]) -> None:
         body = "".join(line + "\n" for line in lines)

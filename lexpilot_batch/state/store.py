@@ -272,6 +272,18 @@ def _m0010_compacted_files(db: sqlite3.Connection) -> None:
     )
 
 
+def _m0011_usage_cached(db: sqlite3.Connection) -> None:
+    # Cached prompt tokens, and those written to a cache (Anthropic's cache_creation_input_tokens),
+    # are priced apart (`costs.cost_usd`): the covering index gains both so that reporting still
+    # reads no request row.
+    db.execute("ALTER TABLE requests ADD COLUMN cache_write_tokens INTEGER")
+    db.execute("DROP INDEX IF EXISTS requests_usage")
+    db.execute(
+        "CREATE INDEX requests_usage ON requests"
+        "(run_pk, role, status, file_pk, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens)"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -283,6 +295,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0008_rescore_interaction_fields", _m0008_rescore_interaction_fields),
     ("0009_operations", _m0009_operations),
     ("0010_compacted_files", _m0010_compacted_files),
+    ("0011_usage_cached", _m0011_usage_cached),
 ]
 
 

@@ -305,6 +305,12 @@ def test_calibration_from_answered_requests(tmp_path):
             json.loads(r[0])
             for r in db.execute("SELECT value FROM requests WHERE step = 'lca.u.cls' AND status = 'answered'")
         ]
+        shares = dict(
+            db.execute(
+                "SELECT role, 1.0 * SUM(cached_tokens) / SUM(prompt_tokens) FROM requests WHERE prompt_tokens > 0"
+                " GROUP BY role"
+            )
+        )
 
     measured = dry_run(tmp_path / "ws", "lca", runs=("r2",))
     a = measured.assumptions
@@ -314,6 +320,8 @@ def test_calibration_from_answered_requests(tmp_path):
     assert a.response_chars["eval"] == round(eval_text)
     assert a.clarify_probability == pytest.approx(labels.count("clarification") / len(labels))
     assert a.clarify_probability_measured_on == len(labels)
+    assert set(fresh.assumptions.cached_share.values()) == {0.0}  # no saving assumed unmeasured
+    assert {r: a.cached_share[r] for r in shares} == pytest.approx(shares) and a.cached_share_measured_on["judge"] > 0
     w = measured.next_wave["eval"]
     assert w.prompt_tokens == round(w.prompt_chars / (chars / tokens))
     assert w.prompt_tokens != round(w.prompt_chars / CHARS_PER_TOKEN)

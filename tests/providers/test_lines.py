@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lexpilot_batch.benchmark.prompts import Prompt
+from lexpilot_batch.providers import prefixes
 from lexpilot_batch.providers.lines import Pieces, line_body, line_fingerprint, request_line
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=30)
@@ -55,27 +56,31 @@ def test_request_line_is_json_dumps_of_the_request(cid, model, url, parts, field
     fields=_fields,
     where=st.integers(0, 10**6),
     limit=st.sampled_from([16, 64, 8 << 20]),
+    cache=st.sampled_from([None, prefixes.KEY, f"{prefixes.BREAKPOINT}:1"]),
+    shared=st.integers(0, 6),
 )
 def test_a_fingerprint_is_the_bodys_however_the_cache_stands_and_changes_with_any_piece(
-    model, parts, fields, where, limit
+    model, parts, fields, where, limit, cache, shared
 ):
     """The id's check (`ids.request_check`) is taken of `line_fingerprint`: the body it returns is
     `line_body`'s, the same prompt gives the same fingerprint from a cold, a warm or an emptied cache,
     and a change to any piece, the model or a field changes it."""
     url, body_fields = "/v1/chat/completions", _dumps(fields)
-    prompt = Prompt(parts)
+    prompt = Prompt(parts, shared=min(shared, len(parts)), breaks=(1,))
     warm = Pieces(limit=limit)
-    body, fingerprint = line_fingerprint(model, prompt, body_fields, url, warm)
-    assert body == line_body(model, prompt, body_fields, url)
-    assert line_fingerprint(model, prompt, body_fields, url, warm) == (body, fingerprint)  # from the cache
-    assert line_fingerprint(model, str(prompt), body_fields, url)[0] == body
-    assert line_fingerprint(model, prompt, body_fields, url, Pieces(limit=limit))[1] == fingerprint
+
+    def fp(prompt, model=model, fields=body_fields, pieces=warm):
+        return line_fingerprint(model, prompt, fields, url, pieces, cache=cache, case="7")
+
+    body, fingerprint = fp(prompt)
+    assert body == line_body(model, prompt, body_fields, url, cache=cache, case="7")
+    assert fp(prompt) == (body, fingerprint)  # from the cache
+    assert fp(prompt, pieces=Pieces(limit=limit))[1] == fingerprint
     changed = list(parts)
-    i = where % len(parts)
-    changed[i] += "x"
-    assert line_fingerprint(model, Prompt(changed), body_fields, url, warm)[1] != fingerprint
-    assert line_fingerprint(model + "x", prompt, body_fields, url, warm)[1] != fingerprint
-    assert line_fingerprint(model, prompt, _dumps({**fields, "n": where}), url, warm)[1] != fingerprint
+    changed[where % len(parts)] += "x"
+    assert fp(Prompt(changed, shared=prompt.shared, breaks=(1,)))[1] != fingerprint
+    assert fp(prompt, model=model + "x")[1] != fingerprint
+    assert fp(prompt, fields=_dumps({**fields, "n": where}))[1] != fingerprint
 
 
 def test_a_quote_in_the_model_name_cannot_be_mistaken_for_the_prompt_slot():

@@ -150,7 +150,12 @@ def test_an_anthropic_answer_is_its_text_never_its_thinking():
     }
     line = _claude({"type": "succeeded", "message": _message([thinking, {"type": "text", "text": ANSWER}], **usage)})
     assert line["custom_id"] == CID
-    assert _judged(line)[:4] == (True, "clarification", None, (150, 50, 40, 30))
+    assert _judged(line)[:4] == (
+        True,
+        "clarification",
+        None,
+        (150, 50, 40, 30, 10),
+    )  # the 10 written to the cache kept apart
     only_thinking = _claude({"type": "succeeded", "message": _message([thinking])})
     assert _judged(only_thinking)[:3] == (False, None, INVALID)  # empty: the thinking is not the answer
 
@@ -228,7 +233,7 @@ def _candidate(parts: list, reason: str = "STOP") -> dict:
 def test_a_gemini_answer_is_its_parts_never_its_thoughts():
     line = _gemini(_candidate([{"text": '{"label": "judgment"}', "thought": True}, {"text": ANSWER}]))
     assert line["custom_id"] == CID
-    assert _judged(line)[:4] == (True, "clarification", None, (120, 90, 64, 70))
+    assert _judged(line)[:4] == (True, "clarification", None, (120, 90, 64, 70, 0))
     assert _judged(_gemini(_candidate([{"text": ANSWER, "thought": True}])))[:3] == (False, None, INVALID)
 
 

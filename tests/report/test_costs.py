@@ -50,3 +50,15 @@ def test_a_prices_file_by_model_with_cached_input_is_read_and_a_bad_one_named(tm
     bad.write_text(json.dumps({"openai/gpt-4o-mini": {"input": 0.15, "ouput": 0.6}}), encoding="utf-8")
     with pytest.raises(LexpilotError, match=r"bad.json: Price of model 'openai/gpt-4o-mini' must be"):
         load_prices(bad)
+
+
+def test_cached_and_written_prompt_tokens_are_priced_at_their_own_rates():
+    from lexpilot_batch.report.costs import cache_saving, cost_usd
+
+    price = {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0}
+    # 1M prompt tokens: 0.5M read from the cache, 0.25M written to it, 0.25M plain; batch at half.
+    assert cost_usd(1e6, 0, price, "batch", 0.5, 5e5, 2.5e5) == pytest.approx((0.25 * 3 + 0.5 * 0.3 + 0.25 * 3.75) / 2)
+    assert cost_usd(1e6, 0, price, "sync", 0.5, 5e5) == pytest.approx(0.5 * 3 + 0.5 * 0.3)
+    # Without a cached price, cached tokens cost the input price: nothing saved.
+    assert cache_saving(1e6, 5e5, {"input": 1.0, "output": 2.0}, "batch") == 0
+    assert cache_saving(1e6, 1e6, price, "batch", 0.5) == pytest.approx((3 - 0.3) / 2)

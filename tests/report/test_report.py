@@ -268,7 +268,14 @@ def test_json_shape_is_exactly_as_documented():
     assert set(group["tasks"]["dcg"]["overall"]) == {"success_rate"}
     assert set(group["tasks"]["ljp_direct"]["overall"]) == {"qwk", "accuracy"}
     assert set(group["usage"]) == {"roles", "total", "batch_discount"}
-    assert set(group["usage"]["total"]) == {"requests", "prompt_tokens", "completion_tokens", "cost_usd"}
+    assert set(group["usage"]["total"]) == {
+        "requests",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "cache_write_tokens",
+        "cost_usd",
+    }
     # It is plain JSON: a round trip changes nothing.
     assert json.loads(json.dumps(report)) == report
 

@@ -11,7 +11,7 @@ import pytest
 
 from lexpilot_batch.benchmark import judges, prompts
 from lexpilot_batch.data import Case, Message, load_dataset
-from lexpilot_batch.simulated import completions, roles
+from lexpilot_batch.simulated import caching, completions, roles
 
 SEEDS = range(5)
 
@@ -220,7 +220,14 @@ def test_completion_usage_is_realistic(cases: list[Case]) -> None:
     completion = completions.complete(body, 0, key="c1")
     usage = completion["usage"]
     assert abs(usage["prompt_tokens"] - len(filled[prompts.DCG_JUDGE]) / 1.5) < 10
-    assert usage["prompt_tokens_details"]["cached_tokens"] % 64 == 0
+    # Nothing cached without the provider's prefix store; with it, a repeat is cached by OpenAI's
+    # rule (`simulated.caching`: 128-token steps from 1,024) when the prompt is long enough.
+    assert usage["prompt_tokens_details"]["cached_tokens"] == 0
+    store = caching.PrefixCache()
+    completions.complete(body, 0, key="c1", prefixes=store)
+    again = completions.complete(body, 0, key="c2", prefixes=store)["usage"]
+    cached, total = again["prompt_tokens_details"]["cached_tokens"], again["prompt_tokens"]
+    assert cached == (0 if total < 1024 else 1024 + (total - 1024) // 128 * 128)
     assert usage["completion_tokens_details"]["reasoning_tokens"] > 0
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     eval_body = {"model": "m", "messages": [{"role": "user", "content": filled[prompts.LEXAWN]}]}

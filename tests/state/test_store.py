@@ -108,6 +108,7 @@ TABLES = {
         ("completion_tokens", "INTEGER", 0, 0),
         ("reasoning_tokens", "INTEGER", 0, 0),
         ("cached_tokens", "INTEGER", 0, 0),
+        ("cache_write_tokens", "INTEGER", 0, 0),
     ],
     "runs": [
         ("pk", "INTEGER", 0, 1),
@@ -140,7 +141,16 @@ INDEXES = {
     "requests_file": ("requests", ("file_pk",), False),
     "requests_usage": (
         "requests",
-        ("run_pk", "role", "status", "file_pk", "prompt_tokens", "completion_tokens"),
+        (
+            "run_pk",
+            "role",
+            "status",
+            "file_pk",
+            "prompt_tokens",
+            "completion_tokens",
+            "cached_tokens",
+            "cache_write_tokens",
+        ),
         False,
     ),
     "threads_active": ("threads", ("status", "run_pk", "case_idx"), False),
@@ -190,6 +200,7 @@ MIGRATION_NAMES = [
     "0008_rescore_interaction_fields",
     "0009_operations",
     "0010_compacted_files",
+    "0011_usage_cached",
 ]
 
 

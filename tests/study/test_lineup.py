@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -74,7 +75,12 @@ def test_one_workspace_compiles_each_model_for_its_provider_without_keys(tmp_pat
         bodies = defaultdict(list)
         for row, line in lines(ws):
             assert line["url"] == "/v1/chat/completions"
-            bodies[row["model"]].append({k: v for k, v in line["body"].items() if k != "messages"})
+            body = {k: v for k, v in line["body"].items() if k != "messages"}
+            # OpenAI's own API takes a prompt_cache_key (`providers.prefixes`); DashScope is sent none.
+            key = body.pop("prompt_cache_key", None)
+            assert (key is not None) == row["model"].startswith("openai/")
+            assert key is None or re.fullmatch(r"lp-[0-9a-f]{16}", key)
+            bodies[row["model"]].append(body)
         for body in bodies["openai/o4-mini"]:
             assert body == {"model": "o4-mini", "max_completion_tokens": 8192, "n": 1}
         for body in bodies["openai/gpt-4o-mini"]:
@@ -90,6 +96,7 @@ def test_one_workspace_compiles_each_model_for_its_provider_without_keys(tmp_pat
                 "model": "o4-mini",
                 "body": {"max_completion_tokens": 8192, "n": 1},
                 "not_applied": ["temperature"],
+                "cache": "key",  # pinned: its lines send a prompt_cache_key
             }
             assert manifest["settings"]["judge_temperature"] is None  # never sent, so not recorded
             assert manifest["requests"]["user"]["provider"] == "deepseek"

@@ -108,6 +108,7 @@ def problems(body: Mapping[str, Any]) -> list[Problem]:
             out.append(problem)
     if validate is None or plain:
         out.extend(_roles(body.get("messages")))
+    out.extend(_block_problems(body.get("messages")))
     for name, value in disputed.items():
         low, high = _SAMPLING[name]
         if name == "temperature" and family.temperature is not None:
@@ -126,13 +127,65 @@ def _missing(body: Mapping[str, Any]) -> list[Problem]:
 
 
 def _plain(messages: Any) -> bool:
-    """Whether every message is `{"role": ..., "content": "text"}`."""
+    """Whether every message is `{"role": ..., "content": "text"}`, or its content text blocks as
+    request lines lay out a cache breakpoint (`providers.prefixes`)."""
     return (
         isinstance(messages, list)
         and bool(messages)
+        and all(isinstance(m, Mapping) and set(m) == {"role", "content"} and _text(m["content"]) for m in messages)
+    )
+
+
+# `anthropic.types.TextBlockParam` (`text`, `type: "text"`, `cache_control`) and its
+# `CacheControlEphemeralParam` (`type: "ephemeral"`, `ttl`: "5m" or "1h"), checked by hand: the
+# SDK's whole content-block union takes seconds to build. Anthropic refuses an empty text block.
+def _text(content: Any) -> bool:
+    if isinstance(content, str):
+        return True
+    return (
+        isinstance(content, list)
+        and bool(content)
         and all(
-            isinstance(m, Mapping) and set(m) == {"role", "content"} and isinstance(m["content"], str) for m in messages
+            isinstance(b, Mapping)
+            and b.get("type") == "text"
+            and isinstance(b.get("text"), str)
+            and b["text"] != ""
+            and set(b) <= {"type", "text", "cache_control"}
+            and ("cache_control" not in b or _ephemeral(b["cache_control"]))
+            for b in content
         )
+    )
+
+
+def _block_problems(messages: Any) -> list[Problem]:
+    """What the API refuses in text blocks that the SDK's types let through: an empty text, or a
+    `cache_control` other than `CacheControlEphemeralParam`'s."""
+    out: list[Problem] = []
+    for i, m in enumerate(messages if isinstance(messages, list) else ()):
+        content = m.get("content") if isinstance(m, Mapping) else None
+        for j, b in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(b, Mapping) or b.get("type") != "text":
+                continue
+            where = f"messages.{i}.content.{j}"
+            if b.get("text") == "":
+                out.append(Problem(f"{where}.text", "text content blocks must be non-empty", RANGE))
+            if b.get("cache_control") is not None and not _ephemeral(b["cache_control"]):
+                out.append(
+                    Problem(
+                        f"{where}.cache_control",
+                        'must be {"type": "ephemeral"}, with an optional "ttl" of "5m" or "1h"',
+                        TYPE,
+                    )
+                )
+    return out
+
+
+def _ephemeral(control: Any) -> bool:
+    return (
+        isinstance(control, Mapping)
+        and control.get("type") == "ephemeral"
+        and set(control) <= {"type", "ttl"}
+        and control.get("ttl", "5m") in ("5m", "1h")
     )
 
 

@@ -78,15 +78,11 @@ def _anthropic_chat(message: dict) -> dict:
     thinking = [b["thinking"] for b in blocks if b.get("type") == "thinking" and isinstance(b.get("thinking"), str)]
     usage = outputs.as_dict(message.get("usage"))
     cache_read = outputs.as_int(usage.get("cache_read_input_tokens"))
-    prompt = (
-        outputs.as_int(usage.get("input_tokens"))
-        + cache_read
-        + outputs.as_int(usage.get("cache_creation_input_tokens"))
-    )
+    cache_write = outputs.as_int(usage.get("cache_creation_input_tokens"))
+    prompt = outputs.as_int(usage.get("input_tokens")) + cache_read + cache_write
     details = outputs.as_dict(usage.get("output_tokens_details"))
-    counted = outputs.usage(
-        prompt, outputs.as_int(usage.get("output_tokens")), cache_read, outputs.as_int(details.get("thinking_tokens"))
-    )
+    thought = outputs.as_int(details.get("thinking_tokens"))
+    counted = outputs.usage(prompt, outputs.as_int(usage.get("output_tokens")), cache_read, thought, cache_write)
     stop = message.get("stop_reason")
     if stop == "refusal":  # the model declined: what it wrote before is no answer
         return outputs.chat_completion(
