@@ -272,10 +272,20 @@ def check_manifest(old: dict, new: dict, run_id: str, model: str) -> None:
     """Refuse to resume a run with different settings, naming every difference."""
     diffs = manifest_differences(old, new)
     if diffs:
+        # A new release of this tool changes the code hash (and may lay requests out anew): its
+        # settings cannot be given back, but the run needs no new registration to go on.
+        upgraded = any(d.startswith("code_hash:") for d in diffs)
+        hint = (
+            "\nIt was registered by another version of lexpilot-batch: `lexpilot-batch poll-and-advance --submit "
+            "--wait` goes on with it as registered (its manifest keeps what it was registered with); a new --run-id "
+            "starts it again with this version."
+            if upgraded
+            else "\nUse a new --run-id for a different experiment, or the original settings to resume."
+        )
         raise ManifestMismatch(
             f"run {run_id!r} of model {model!r} exists with different settings:\n"
             + "\n".join(f"  - {d}" for d in diffs)
-            + "\nUse a new --run-id for a different experiment, or the original settings to resume."
+            + hint
         )
 
 

@@ -112,6 +112,17 @@ def test_a_run_resumed_with_other_settings_is_refused_naming_every_difference() 
     ]
 
 
+def test_a_run_registered_by_another_version_says_how_to_go_on_with_it() -> None:
+    """A new release changes the code hash, which no option gives back: the refusal names the
+    command that goes on with the run as registered instead of asking for the original settings."""
+    upgraded = {**MANIFEST, "code_hash": "0" * 64}
+    with pytest.raises(ManifestMismatch) as refused:
+        runs.check_manifest(MANIFEST, upgraded, "r1", "sim-eval")
+    lines = str(refused.value).splitlines()
+    assert lines[1].startswith("  - code_hash:")
+    assert "poll-and-advance --submit --wait" in lines[-1] and "original settings" not in lines[-1]
+
+
 # --- the code hash ------------------------------------------------------------------------------
 
 
