@@ -13,9 +13,12 @@ OpenAI's refused). A provider with a contract of its own has a row in `OWN`, key
 Mistral's, and the OpenAI-compatible platforms' dialects. Whether the API serves the model at all
 is `served`'s rule.
 
-A request's lines differ only in their custom_id and the text of their one user message, which
-our prompts fill: so checking a role's body once, with the run's fields and a placeholder
-message, checks every line the role will send (a test compiles every task and checks every line).
+A request's lines differ only in their custom_id, the text of their one user message, which our
+prompts fill, and how that text is laid out for the provider's prompt cache (`providers.prefixes`:
+OpenAI's `prompt_cache_key`, Anthropic's text blocks with `cache_control`): so checking a role's
+body once, with the run's fields and a placeholder message, checks every field the role will send;
+the layouts are checked on every line by the simulated provider and by the tests that compile every
+task and check every line against the SDKs' types.
 """
 
 from __future__ import annotations
