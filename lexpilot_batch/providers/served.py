@@ -47,7 +47,10 @@ from lexpilot_batch.providers.schema import _distance
 
 # Kinds of route a name is checked for, besides an API's own (`apis`): an OpenAI-compatible endpoint
 # of unknown make (rules 1 and 2: its model list is its own), and a route that serves every lab's
-# models, the simulated provider's OpenAI route (rules 1, 2 and 4, against every SDK's list).
+# models, the simulated provider's OpenAI route. That route stands for every OpenAI-compatible
+# endpoint too (`--provider simulated` sends every model there, and `openai-api/<service>/` names
+# are its own), so it keeps rules 1 and 2 only: a near miss (rule 4) of an `openai/` or
+# `anthropic/` model is refused by `prepare`, which knows the provider, before anything is sent.
 COMPATIBLE = "compatible"
 ANY = "any"
 # Each lab's models, as messages name them.
@@ -108,13 +111,10 @@ def model_problem(route: str, model: object) -> str | None:
     if route in (OPENAI, MISTRAL) and lab is not None and lab != route:
         where = "OpenAI's API" if route == OPENAI else "Mistral's API"
         return f"{where} serves no {_LABS[lab]} model{_elsewhere(lab, model)}"
-    if route == COMPATIBLE or is_simulator_name(model):
+    if route in (COMPATIBLE, ANY) or is_simulator_name(model):
         return None
-    for api in tuple(sdk_models()) if route == ANY else (route,):
-        near = near_miss(model, api)
-        if near:
-            return f"no such model; did you mean {near}?"
-    return None
+    near = near_miss(model, route)
+    return f"no such model; did you mean {near}?" if near else None
 
 
 def _elsewhere(lab: str | None, model: str) -> str:

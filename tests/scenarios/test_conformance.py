@@ -326,7 +326,6 @@ def test_the_gemini_routes_refuse_what_generate_content_refuses(
 @pytest.mark.parametrize(
     ("model", "needle"),
     [
-        ("gpt-4o-mnii", "did you mean gpt-4o-mini"),  # a slip: the SDK's `ChatModel` lists gpt-4o-mini
         ("openai/gpt-4o", "send gpt-4o"),  # our prefix left on
         ("anthropic/claude-sonnet-4-5", "send claude-sonnet-4-5"),
         (" ", "no model name"),
@@ -357,10 +356,13 @@ def test_the_openai_routes_refuse_a_model_they_cannot_serve(server: SimulatedSer
 def test_simulator_names_and_compatible_servers_models_are_served(server: SimulatedServer) -> None:
     """`*-sim` names, the models compatible platforms serve (DashScope's `qwen-plus` and
     `deepseek-r1`, SiliconFlow's `deepseek-ai/DeepSeek-V3`, Groq's and vLLM's `openai/gpt-oss-20b`:
-    the `groq` SDK's model list), and a version no SDK lists yet are answered."""
+    the `groq` SDK's model list), a version no SDK lists yet, and any name a compatible server may
+    serve (`m1`, one letter from `o1`, or a near miss of an SDK's name: this route stands for every
+    OpenAI-compatible endpoint; `prepare` refuses `openai/gpt-4o-mnii`, knowing it goes to OpenAI,
+    `providers/test_contracts.py`) are answered."""
     for model in (
         "gpt-sim", "claude-sim", "mistral-sim", "glm-sim", "sim-eval", "qwen-plus", "deepseek-r1",
-        "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "claude-sonnet-4-7",
+        "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "claude-sonnet-4-7", "m1", "gpt-4o-mnii",
     ):  # fmt: skip
         body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1024}
         answer = http.post(
