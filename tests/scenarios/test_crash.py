@@ -15,6 +15,7 @@ import contextlib
 import json
 import random
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -371,10 +372,12 @@ def test_a_first_run_interrupted_with_ctrl_c_at_random_instants_keeps_its_worksp
         for _ in range(10):
             delay = rng.uniform(0.05, 0.8)  # into the command's work, which takes a few seconds in all
             code = client.interrupt_after(delay, *RUN)
-            if code is None:
+            if code is None or code == 0:  # it ended by itself first (or the signal found its work done)
                 break
             landed += 1
-            assert code == 130, f"Ctrl-C after {delay:.2f}s: exit {code}"
+            # 130 from the command; killed by SIGINT when the signal lands after its last line (Python's
+            # way with an interrupt at exit): a shell reads both as 128 + 2.
+            assert code in (130, -signal.SIGINT), f"Ctrl-C after {delay:.2f}s: exit {code}"
             if recorded_runs(client.root):
                 kept += 1
                 assert (client.root / "state" / "lexpilot.sqlite3").is_file()
