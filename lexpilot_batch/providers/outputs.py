@@ -58,3 +58,14 @@ def never_run(custom_id: Any, code: str, message: str) -> dict:
 def failed(custom_id: Any, status: int, kind: Any, message: Any) -> dict:
     error = {"message": message, "type": kind, "code": kind}
     return {"custom_id": custom_id, "response": {"status_code": status, "body": {"error": error}}, "error": None}
+
+
+def map_choices(line: dict, choice: Callable[[dict[str, Any]], dict[str, Any]]) -> dict:
+    """A batch output line with each choice of its response body read by `choice` (a native API's
+    message shape into OpenAI's); the line as it is when its body holds no list of choices."""
+    response = line.get("response")
+    body = response.get("body") if isinstance(response, dict) else None
+    if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+        return line
+    choices = [choice(c) if isinstance(c, dict) else c for c in body["choices"]]
+    return {**line, "response": {**response, "body": {**body, "choices": choices}}}  # type: ignore[dict-item]

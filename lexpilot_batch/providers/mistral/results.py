@@ -18,12 +18,7 @@ from lexpilot_batch.providers import outputs
 
 def result(line: dict) -> dict:
     """One Mistral result line as an OpenAI batch output line."""
-    response = line.get("response")
-    body = response.get("body") if isinstance(response, dict) else None
-    if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
-        return line
-    choices = [_choice(c) if isinstance(c, dict) else c for c in body["choices"]]
-    return {**line, "response": {**response, "body": {**body, "choices": choices}}}  # type: ignore[dict-item]
+    return outputs.map_choices(line, _choice)
 
 
 def _choice(choice: dict[str, Any]) -> dict[str, Any]:
