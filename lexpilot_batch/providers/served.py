@@ -10,13 +10,14 @@ not supported for generateContent"); Mistral 400 `invalid_model` ("Invalid model
 Which names those are, from sources nobody on this project wrote:
 
 1. **No name**: an empty or blank `model`.
-2. **Our prefix left on**: a name that still starts with one of our provider prefixes
-   (`registry.PROVIDERS`) followed by a name the model families know (`families`), such as
-   `openai/gpt-4o` or `anthropic/claude-sonnet-4-5`: the prefix is ours, the provider is sent the
-   name after it. Names that only look so stay: `openai/gpt-oss-20b` and `qwen/qwen3-32b` are
-   Groq's and vLLM's own model ids (the `groq` SDK's `CompletionCreateParams.model` lists them).
+2. **Our prefix left on**, on a lab's own API: a name that still starts with one of our provider
+   prefixes (`registry.PROVIDERS`) followed by a name the model families know (`families`), such as
+   `openai/gpt-4o` sent to OpenAI or `anthropic/claude-sonnet-4-5` to Anthropic: the prefix is ours,
+   the provider is sent the name after it. On an OpenAI-compatible endpoint such a name is often the
+   service's own id (OpenRouter's `openai/gpt-4o`, Together's and Vertex's `google/gemma-3-27b-it`,
+   Groq's `openai/gpt-oss-20b`, a Hugging Face id on vLLM), and is served.
 3. **Another lab's model on a native API**: Anthropic's routes serve Claude (`claude-`) models only,
-   Gemini's Gemini and Gemma models only (the Gemini API's models page), OpenAI's own API and
+   Gemini's no other lab's model (Gemini, Gemma, LearnLM..., also as `models/<name>`), OpenAI's own API and
    Mistral's serve no Claude or Gemini model and Mistral's no OpenAI model (`families` names each
    lab's). An OpenAI-compatible endpoint (vLLM, DashScope, a LiteLLM proxy, Anthropic's and
    Google's own OpenAI compatibility layers) may serve any name, and so does the simulated
@@ -46,11 +47,10 @@ from lexpilot_batch.providers.registry import PROVIDERS
 from lexpilot_batch.providers.schema import _distance
 
 # Kinds of route a name is checked for, besides an API's own (`apis`): an OpenAI-compatible endpoint
-# of unknown make (rules 1 and 2: its model list is its own), and a route that serves every lab's
-# models, the simulated provider's OpenAI route. That route stands for every OpenAI-compatible
-# endpoint too (`--provider simulated` sends every model there, and `openai-api/<service>/` names
-# are its own), so it keeps rules 1 and 2 only: a near miss (rule 4) of an `openai/` or
-# `anthropic/` model is refused by `prepare`, which knows the provider, before anything is sent.
+# of unknown make, and the simulated provider's OpenAI route, which stands for every such endpoint
+# (`--provider simulated` sends every model there). Both keep rule 1 only: their model lists are their
+# own, and `openai/...` or `google/...` may be their ids. A slip of an `openai/` or `anthropic/`
+# model is refused by `prepare`, which knows where it goes, before anything is sent.
 COMPATIBLE = "compatible"
 ANY = "any"
 # Each lab's models, as messages name them.
@@ -100,18 +100,26 @@ def model_problem(route: str, model: object) -> str | None:
     or None when it can (module docstring)."""
     if not isinstance(model, str) or not model.strip():
         return "no model name"
+    if route in (COMPATIBLE, ANY):
+        # Rule 1 only: on a compatible endpoint `google/gemma-3-27b-it` (Together, Vertex, a Hugging
+        # Face id on vLLM) or `openai/gpt-4o` (OpenRouter) is the service's own id, not our prefix.
+        return None
     head, sep, rest = model.partition("/")
     if sep and head in PROVIDERS and _known(rest):
         return f"{head}/ is lexpilot-batch's provider prefix, not part of the model's name: send {rest}"
+    if route == GOOGLE and model.startswith("models/"):
+        model = model[len("models/") :]  # the resource name's form, which the Gemini API takes too
     lab = lab_of(model)
     if route == ANTHROPIC and lab != ANTHROPIC:
         return f"Anthropic's API serves Claude models only (claude-...){_elsewhere(lab, model)}"
-    if route == GOOGLE and lab != GOOGLE:
-        return f"the Gemini API serves Gemini and Gemma models only{_elsewhere(lab, model)}"
+    if route == GOOGLE and lab is not None and lab != GOOGLE:
+        return f"the Gemini API serves no {_LABS[lab]} model{_elsewhere(lab, model)}"
+    if route == GOOGLE and lab is None and is_simulator_name(model):
+        return "the Gemini API serves Gemini and Gemma models (a simulated one is gemini-sim)"
     if route in (OPENAI, MISTRAL) and lab is not None and lab != route:
         where = "OpenAI's API" if route == OPENAI else "Mistral's API"
         return f"{where} serves no {_LABS[lab]} model{_elsewhere(lab, model)}"
-    if route in (COMPATIBLE, ANY) or is_simulator_name(model):
+    if is_simulator_name(model):
         return None
     near = near_miss(model, route)
     return f"no such model; did you mean {near}?" if near else None

@@ -199,7 +199,8 @@ def test_a_platforms_documented_fields_pass_its_contract(model, args):
         ("openai/claude-sonnet-4-5", "send it as anthropic/claude-sonnet-4-5"),
         ("anthropic/gpt-4o", "Claude models only"),
         ("anthropic/claude-sonet-4-6", "did you mean claude-sonnet-4-6"),  # `anthropic.types.Model` lists it
-        ("google/claude-sim", "Gemini and Gemma models only"),
+        ("google/claude-sim", "the Gemini API serves no Anthropic model"),
+        ("google/gpt-sim", "the Gemini API serves Gemini and Gemma models"),
         ("mistral/gemini-2.5-flash", "send it as google/gemini-2.5-flash"),
     ],
 )
@@ -221,10 +222,21 @@ def test_prepare_refuses_a_model_its_api_does_not_serve(model, needle):
         "azure/gpt-4o-mnii",  # an Azure deployment is named by its owner
         "openai-api/groq/openai/gpt-oss-20b",  # Groq's own model id
         "google/gemma-3-27b-it",
+        "google/models/gemini-2.5-flash",  # the resource name's form, which the Gemini API takes
+        "google/learnlm-2.0-flash-experimental",
+        # On a compatible endpoint a name that starts with one of our prefixes is the service's own id:
+        "together/google/gemma-3n-E4B-it",  # Together's model list
+        "openai-api/openrouter/openai/gpt-4o",  # OpenRouter's
+        "openai-api/openrouter/anthropic/claude-sonnet-4.5",
+        "openai-api/vertex/google/gemini-2.5-flash",  # Vertex AI's OpenAI-compatible endpoint
     ],
 )
 def test_prepare_takes_simulator_names_new_versions_and_other_endpoints_names(model, monkeypatch):
     monkeypatch.setenv("GROQ_BASE_URL", "https://api.groq.com/openai/v1")
+    monkeypatch.setenv("OPENROUTER_BASE_URL", "https://openrouter.ai/api/v1")
+    monkeypatch.setenv(
+        "VERTEX_BASE_URL", "https://aiplatform.googleapis.com/v1/projects/p/locations/global/endpoints/openapi"
+    )
     _check(model)
 
 

@@ -235,3 +235,28 @@ def test_the_official_together_sdk_drives_the_simulated_routes(tmp_path):
             client.batches.cancel(job.id)  # it has ended
         with pytest.raises(together.NotFoundError):
             client.batches.retrieve("01234567-8901-2345-6789-012345678901")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"file_id": "file-1", "message": "already uploaded"},  # the simulated provider's (and the docs') shape
+        {"error": {"message": "already uploaded", "file_id": "file-1"}},  # wrapped, as the openai SDK's body reads
+        {"error": {"message": "already uploaded"}, "file_id": "file-1"},  # beside an error member
+    ],
+)
+def test_a_409_names_the_file_uploaded_before_wherever_its_answer_holds_the_id(answer):
+    """Together's SDK reads a 409's `file_id` from the answer's JSON (`e.response.json()["file_id"]`);
+    the openai SDK's `APIStatusError.body` is the answer's `error` member when it has one, where the
+    id may not be: the upload reads the answer itself."""
+    import openai
+
+    from lexpilot_batch.providers.chat import http
+    from lexpilot_batch.providers.together.batch import _conflicting_file
+
+    request = http.Request("POST", "https://api.together.ai/v1/files")
+    response = http.Response(409, json=answer, request=request)
+    body = answer.get("error", answer)
+    assert _conflicting_file(openai.APIStatusError("conflict", response=response, body=body)) == "file-1"
+    empty = http.Response(409, content=b"not json", request=request)
+    assert _conflicting_file(openai.APIStatusError("conflict", response=empty, body=None)) is None

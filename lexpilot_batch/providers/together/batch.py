@@ -142,8 +142,8 @@ class TogetherBatchBackend(FileBatchBackend):
             try:
                 answer: Any = client.post("/files", cast_to=object, body=form, options=options)
             except openai.APIStatusError as exc:
-                if exc.status_code == 409 and isinstance(exc.body, dict) and exc.body.get("file_id"):
-                    return str(exc.body["file_id"])
+                if exc.status_code == 409 and (known := _conflicting_file(exc)):
+                    return known
                 if exc.status_code == 302:
                     location, file_id = (
                         exc.response.headers.get("Location"),
@@ -197,3 +197,17 @@ class TogetherBatchBackend(FileBatchBackend):
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return info(self.client.post(f"{BATCHES}/{batch_id}/cancel", cast_to=object))  # type: ignore[arg-type]
+
+
+def _conflicting_file(exc: openai.APIStatusError) -> str | None:
+    """The id a 409 names of the same file uploaded before: read from the answer's own JSON, as
+    Together's SDK reads it (`e.response.json()["file_id"]`), since the openai SDK's `body` is the
+    answer's `error` member where it has one."""
+    try:
+        raw = exc.response.json()
+    except ValueError:
+        raw = None
+    for holder in (raw, raw.get("error") if isinstance(raw, dict) else None, exc.body):
+        if isinstance(holder, dict) and isinstance(holder.get("file_id"), str) and holder["file_id"]:
+            return holder["file_id"]
+    return None
