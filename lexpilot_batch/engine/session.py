@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.benchmark.settings import ROLES
@@ -163,14 +163,18 @@ class Session:
         """Where the requests of `model` (as registered) in `role` go. Needs no key and no server."""
         key = (role, model, provider)
         if key not in self._routes:
-            self._routes[key] = resolve_route(role, model, provider, self._rules())
+            route = resolve_route(role, model, provider, self._rules())
+            self._routes[key] = _on_its_platform(route, self._rules()) if route.backend == SIMULATED else route
         return self._routes[key]
 
     def file_route(self, row: Mapping[str, Any]) -> Route:
         """The route a compiled file's requests were written for."""
         return self.route(row["roles"].split("+")[0], row["model"], row["provider"])
 
-    def _live(self, route: Route) -> Endpoint:
+    def _live(self, route: Route, recorded: str | None = None) -> Endpoint:
+        """Where a route's requests are sent now; `recorded` is the endpoint a compiled file names
+        (a simulated file compiled before platforms were rehearsed on their own paths names
+        `simulated`, and stays on the OpenAI routes where its batches are)."""
         if route.backend != SIMULATED:
             return route.endpoint
         if self._server is None:
@@ -181,12 +185,15 @@ class Session:
                 self.ws.state_dir / "simulated", parse_faults(self.options.sim_faults), seed=self.options.sim_seed
             )
             self._server.start()
-        return simulated_endpoint(route.role, self._server.base_url, route.endpoint.model)
+        where = route.endpoint.base_url if recorded is None else recorded
+        platform = where.partition("/")[2] if where.startswith(SIMULATED + "/") else ""
+        base_url = self._server.profile_url(platform) if platform else self._server.base_url
+        return simulated_endpoint(route.role, base_url, route.endpoint.model)
 
     def batch_backend(self, row: Mapping[str, Any]) -> BatchBackend:
         """The Files + Batches client for a compiled file (`batch` and `simulated` backends)."""
         route = self.file_route(row)
-        endpoint = self._live(route)
+        endpoint = self._live(route, _recorded(row))
         key = (route.api, endpoint.base_url, endpoint.key_var, route.limits)
         if key not in self._batch:
             self._batch[key] = batch_backend(route.api, endpoint, route.limits, self.options.timeout)
@@ -214,7 +221,7 @@ class Session:
         """The synchronous runner for a compiled file of the `sync` or `flex` backend."""
         from lexpilot_batch.providers.sync import SyncRunner
 
-        endpoint = self._live(self.file_route(row))
+        endpoint = self._live(self.file_route(row), _recorded(row))
         # The API shape of the file's lines: a `--tail-sync` group of a native batch route is sent
         # through its own API's synchronous call, which for Gemini names the model.
         api = file_api(row)
@@ -327,3 +334,24 @@ def _remembered_choices(ws: Workspace | None) -> dict[str, str]:
     if stored is not None:
         return dict(json.loads(stored))
     return {r: b for r, b in json.loads(ws.store.meta("backends") or "{}").items() if b != BATCH}
+
+
+def _on_its_platform(route: Route, rules: RouteRules) -> Route:
+    """A model of an OpenAI-compatible platform the simulated provider rehearses on its own path
+    (`simulated.profiles`: Groq, Zhipu, Qianfan, SiliconFlow, Moonshot), routed there with the
+    platform's limits (its line url, requests per file, window), so that `--provider simulated`
+    refuses what the platform would; every other route is the OpenAI routes' as before."""
+    from lexpilot_batch.providers.registry import PROVIDERS
+    from lexpilot_batch.simulated.profiles import PROFILES
+
+    spec = PROVIDERS.get(route.provider or "")
+    platform = PROFILES.get(route.provider or "")
+    if spec is None or platform is None or not platform.batches or spec.profile != platform.name:
+        return route
+    endpoint = replace(route.endpoint, base_url=f"{SIMULATED}/{platform.name}")
+    return replace(route, endpoint=endpoint, limits=rules.limits(platform.name, SIMULATED))
+
+
+def _recorded(row: Mapping[str, Any]) -> str | None:
+    """The endpoint a compiled file's row names (a dict or a `sqlite3.Row`), if it has the column."""
+    return row["endpoint"] if "endpoint" in row.keys() else None  # noqa: SIM118 - a sqlite3.Row iterates its values

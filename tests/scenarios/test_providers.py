@@ -440,3 +440,35 @@ def test_mistral_lines_sent_at_once_through_its_chat_completions_give_the_same_r
     mistral = [f for f in out["files"] if f["model"].startswith("mistral/")]
     assert mistral and {f["backend"] for f in mistral} == {"sync"}
     assert out["server"]["calls:chat_completion"] > 0 and out["server"]["calls:mistral_create"] == 0
+
+
+def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limits(openai_shaped, tmp_path):
+    """`--provider simulated` rehearses a Files + Batches platform (Groq, Zhipu, Qianfan, SiliconFlow,
+    Moonshot) on its own path of the simulated server (`simulated.profiles`), its lines naming the
+    platform's url and its files cut within its limits, so the rehearsal refuses what the platform
+    would; the records stay the OpenAI routes' (the test above). A file compiled before, which names
+    the endpoint `simulated`, is still sent to the OpenAI routes, where its batch is."""
+    from lexpilot_batch.providers.endpoints import PROFILES
+
+    files = {f["model"]: f for f in openai_shaped["files"] if f["wave"] == 1}
+    for model in PROFILED:
+        prefix = model.partition("/")[0]
+        f = files[model]
+        if prefix == "ark":  # no Files + Batches on Ark: the OpenAI routes, as before
+            assert f["endpoint"] == "simulated"
+            continue
+        assert f["endpoint"] == f"simulated/{prefix}", f
+        assert f["url"] == PROFILES[prefix].endpoint
+        assert f["n_requests"] <= PROFILES[prefix].max_requests
+        assert f["batch_status"] == "completed"
+    for model in (MISTRAL, TOGETHER):  # the native APIs are rehearsed in OpenAI's shape there
+        assert files[model]["endpoint"] == "simulated"
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            route = session.route("eval", "zhipu/glm-sim", "zhipu")
+            assert route.endpoint.base_url == "simulated/zhipu" and route.limits.endpoint == "/v4/chat/completions"
+            assert session._live(route).base_url.endswith("/zhipu/api/paas/v4")
+            assert session._live(route, "simulated").base_url.endswith("/v1")  # a file compiled before
+        finally:
+            session.close()
