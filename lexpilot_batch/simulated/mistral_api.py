@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import uuid
 from typing import Any
 
 from lexpilot_batch.providers import served
@@ -33,7 +32,17 @@ from lexpilot_batch.providers.mistral import contract as mistral_contract
 from lexpilot_batch.simulated import batches
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
-from lexpilot_batch.simulated.native import counts, digest, record_of, records_of, result_lines, run, to_chat
+from lexpilot_batch.simulated.native import (
+    cancel_job,
+    counts,
+    digest,
+    job_id,
+    job_record,
+    records_of,
+    result_lines,
+    run,
+    to_chat,
+)
 from lexpilot_batch.simulated.store import Store
 
 API = "mistral"
@@ -48,11 +57,6 @@ _STATUSES = {
     "expired": "TIMEOUT_EXCEEDED",
     "cancelled": "CANCELLED",
 }
-
-
-def job_id(batch_id: str) -> str:
-    """A simulated batch's id as a Mistral job id (a UUID)."""
-    return str(uuid.UUID(batch_id.removeprefix("batch_")))
 
 
 class MistralApi:
@@ -132,24 +136,13 @@ class MistralApi:
         return out
 
     def _record(self, job: str) -> dict[str, Any]:
-        try:
-            batch_id = "batch_" + uuid.UUID(job).hex
-        except ValueError:
-            batch_id = ""
-        record = record_of(self.store, batch_id, API) if batch_id else None
-        if record is None:
-            raise ApiError(404, f"Batch job {job} not found.", param="job_id")
-        return record
+        return job_record(self.store, API, job, "job_id")
 
     def get(self, job: str) -> dict[str, Any]:
         return self._job(self._record(job))
 
     def cancel(self, job: str) -> dict[str, Any]:
-        record = self._record(job)
-        try:
-            batches.cancel(self.store, record)
-        except ApiError:
-            raise bad_request(f"Batch job {job} has ended and cannot be cancelled.") from None
+        cancel_job(self.store, self._record(job), job)
         return self._job(self._record(job))
 
     def list(self, query: dict[str, str]) -> dict[str, Any]:

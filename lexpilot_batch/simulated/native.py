@@ -18,10 +18,12 @@ import dataclasses
 import hashlib
 import json
 import time
+import uuid
 from datetime import datetime, timezone
 from typing import Any
 
 from lexpilot_batch.simulated import batches
+from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.store import Store
 
@@ -123,3 +125,32 @@ def result_lines(store: Store, batch: dict[str, Any]) -> list[dict[str, Any]]:
 
 def now() -> float:
     return time.time()
+
+
+# --- batch jobs named by a UUID (Mistral's and Together's) ---------------------------------------
+
+
+def job_id(batch_id: str) -> str:
+    """A simulated batch's id as a job id of the APIs that name jobs by a UUID (Mistral's, Together's)."""
+    return str(uuid.UUID(batch_id.removeprefix("batch_")))
+
+
+def job_record(store: Store, api: str, job: str, param: str) -> dict[str, Any]:
+    """The record of the batch `job` (`job_id`) names on `api`'s routes; 404 naming `param` for
+    an id that is no UUID or no job of that API."""
+    try:
+        batch_id = "batch_" + uuid.UUID(job).hex
+    except ValueError:
+        batch_id = ""
+    record = record_of(store, batch_id, api) if batch_id else None
+    if record is None:
+        raise ApiError(404, f"Batch job {job} not found.", param=param)
+    return record
+
+
+def cancel_job(store: Store, record: dict[str, Any], job: str) -> None:
+    """Cancel a job's batch; 400 for one that has ended."""
+    try:
+        batches.cancel(store, record)
+    except ApiError:
+        raise bad_request(f"Batch job {job} has ended and cannot be cancelled.") from None

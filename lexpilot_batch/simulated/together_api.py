@@ -48,7 +48,18 @@ from urllib.parse import parse_qs
 from lexpilot_batch.simulated import batches
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
-from lexpilot_batch.simulated.native import counts, digest, record_of, records_of, result_lines, rfc3339, run, to_chat
+from lexpilot_batch.simulated.native import (
+    cancel_job,
+    counts,
+    digest,
+    job_id,
+    job_record,
+    records_of,
+    result_lines,
+    rfc3339,
+    run,
+    to_chat,
+)
 from lexpilot_batch.simulated.store import Store
 
 API = "together"
@@ -83,11 +94,6 @@ class Answer:
 
 def redirect(location: str, file_id: str) -> Answer:
     return Answer(302, None, {"Location": location, "X-Together-File-Id": file_id})
-
-
-def job_id(batch_id: str) -> str:
-    """A simulated batch's id as a Together job id (a UUID, as the API reference's examples)."""
-    return str(uuid.UUID(batch_id.removeprefix("batch_")))
 
 
 class TogetherApi:
@@ -229,24 +235,13 @@ class TogetherApi:
         return out, model
 
     def _record(self, job: str) -> dict[str, Any]:
-        try:
-            batch_id = "batch_" + uuid.UUID(job).hex
-        except ValueError:
-            batch_id = ""
-        record = record_of(self.store, batch_id, API) if batch_id else None
-        if record is None:
-            raise ApiError(404, f"Batch job {job} not found.", param="id")
-        return record
+        return job_record(self.store, API, job, "id")
 
     def get(self, job: str) -> dict[str, Any]:
         return self._job(self._record(job))
 
     def cancel(self, job: str) -> dict[str, Any]:
-        record = self._record(job)
-        try:
-            batches.cancel(self.store, record)
-        except ApiError:
-            raise bad_request(f"Batch job {job} has ended and cannot be cancelled.") from None
+        cancel_job(self.store, self._record(job), job)
         return self._job(self._record(job))
 
     def list(self, query: dict[str, str]) -> list[dict[str, Any]]:
