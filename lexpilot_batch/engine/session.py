@@ -163,8 +163,9 @@ class Session:
         """Where the requests of `model` (as registered) in `role` go. Needs no key and no server."""
         key = (role, model, provider)
         if key not in self._routes:
-            route = resolve_route(role, model, provider, self._rules())
-            self._routes[key] = _on_its_platform(route, self._rules()) if route.backend == SIMULATED else route
+            rules = self._rules()
+            route = resolve_route(role, model, provider, rules)
+            self._routes[key] = _on_its_platform(route, rules) if route.backend == SIMULATED else route
         return self._routes[key]
 
     def file_route(self, row: Mapping[str, Any]) -> Route:

@@ -178,18 +178,16 @@ def line_fingerprint(
             out.append(pieces[part])  # (a miss puts the piece and its digest in)
             fingerprint.append(digests[part])
 
+    floor = prefixes.breakpoint_floor(cache)
+    shared = prompt.shared if isinstance(prompt, Prompt) else 0
     if cache == prefixes.KEY:
         middle, before, after = _keyed_frame(model, url, fields, api)
         key = prefixes.cache_key(case, prompt.head if isinstance(prompt, Prompt) else "").encode()
         raw(middle)
         text(parts)
         raw(before, key, after)
-        return b"".join(out), b"".join(fingerprint)
-    middle, end = _line_frame(model, url, fields, api)
-    floor = prefixes.breakpoint_floor(cache)
-    shared = prompt.shared if isinstance(prompt, Prompt) else 0
-    if floor is not None and shared and sum(len(p) for p in parts[:shared]) >= floor:
-        middle, between, end = prefixes.split_content(middle, end)
+    elif floor is not None and shared and sum(len(p) for p in parts[:shared]) >= floor:
+        middle, between, end = prefixes.split_content(*_line_frame(model, url, fields, api))
         breaks = prompt.breaks if isinstance(prompt, Prompt) else ()
         raw(middle)
         for i, part in enumerate(parts[:shared]):
@@ -203,10 +201,11 @@ def line_fingerprint(
             raw(between)
             text(rest)
             raw(end)
-        return b"".join(out), b"".join(fingerprint)
-    raw(middle)
-    text(parts)
-    raw(end)
+    else:
+        middle, end = _line_frame(model, url, fields, api)
+        raw(middle)
+        text(parts)
+        raw(end)
     return b"".join(out), b"".join(fingerprint)
 
 
