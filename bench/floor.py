@@ -9,7 +9,7 @@ day (issue 27: "local work <= 1.5x the serialisation floor").
 
 Reading the files, decompressing compacted ones and parsing request lines into objects happen
 outside the timed parts. A large workspace is sampled: whole files, spread evenly over the waves,
-until `max_bytes` of request lines are read; the floor is the mean over the lines timed.
+until `max_bytes` of them are read (each file once); the floor is the mean over the lines timed.
 """
 
 from __future__ import annotations
@@ -34,23 +34,13 @@ def _saved(folder: Path) -> list[Path]:
     return out
 
 
-def _even_sample(paths: list[Path], budget: int) -> list[Path]:
-    """Whole files spread evenly over `paths` until about `budget` bytes (every file when they fit)."""
-    from lexpilot_batch.state.compaction import read_saved
-
-    if not paths:
-        return []
-    sizes = [len(read_saved(p)) for p in paths] if len(paths) <= 64 else None
-    if sizes is not None and sum(sizes) <= budget:
-        return paths
+def _spread(paths: list[Path]) -> list[Path]:
+    """The files in an order that spreads any prefix of it evenly over the waves: every k-th file
+    first (at most 64 of them), then the rest, so that stopping at a byte budget still samples the
+    whole run."""
     step = max(1, len(paths) // 64)
-    picked, total = [], 0
-    for p in paths[::step]:
-        if total >= budget:
-            break
-        picked.append(p)
-        total += len(read_saved(p))
-    return picked
+    first = paths[::step]
+    return first + [p for i, p in enumerate(paths) if i % step]
 
 
 def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, Any]:
@@ -63,8 +53,13 @@ def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, A
     fd, scratch = tempfile.mkstemp(prefix="floor-", suffix=".jsonl")
     os.close(fd)
     try:
-        for path in _even_sample(_saved(ws_root / "requests"), max_bytes):
-            objects = [json.loads(line) for line in read_saved(path).splitlines() if line.strip()]
+        read = 0
+        for path in _spread(_saved(ws_root / "requests")):
+            if read >= max_bytes:
+                break
+            data = read_saved(path)
+            read += len(data)
+            objects = [json.loads(line) for line in data.splitlines() if line.strip()]
             w, c = time.perf_counter(), time.process_time()
             with open(scratch, "wb") as out:
                 for obj in objects:
@@ -78,8 +73,13 @@ def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, A
 
     parse_wall = parse_cpu = 0.0
     parsed = 0
-    for path in _even_sample(_saved(ws_root / "responses"), max_bytes):
-        lines = [line for line in read_saved(path).splitlines() if line.strip()]
+    read = 0
+    for path in _spread(_saved(ws_root / "responses")):
+        if read >= max_bytes:
+            break
+        data = read_saved(path)
+        read += len(data)
+        lines = [line for line in data.splitlines() if line.strip()]
         w, c = time.perf_counter(), time.process_time()
         for line in lines:
             json.loads(line)
