@@ -39,6 +39,7 @@ from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.engine.budgets import request_tokens
 from lexpilot_batch.engine.due import due_for_case
 from lexpilot_batch.engine.request_files import WaveWriter
+from lexpilot_batch.engine.settled import Settled, View
 from lexpilot_batch.engine.tail import TailPolicy
 from lexpilot_batch.providers.dialects import RoleRequest
 from lexpilot_batch.providers.ids import custom_id, request_check
@@ -48,6 +49,7 @@ from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.waves import discard_unsent_wave, drop_empty_wave, open_wave, target_wave
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import role_requests
+from lexpilot_batch.util import collector
 
 
 @dataclass
@@ -105,35 +107,50 @@ def _run_contexts(db: sqlite3.Connection, retries: int, route: RouteFor) -> dict
     return out
 
 
-def _load_case_factory(db: sqlite3.Connection) -> Callable[[str, int], Case]:
+def _load_case_factory(db: sqlite3.Connection, view: View) -> Callable[[str, int], Case]:
     @lru_cache(maxsize=256)
     def load(dataset: str, idx: int) -> Case:
-        row = db.execute("SELECT data FROM cases WHERE dataset = ? AND idx = ?", (dataset, idx)).fetchone()
-        return stored_case(row["data"])
+        case = view.case((dataset, idx))
+        if case is None:
+            row = db.execute("SELECT data FROM cases WHERE dataset = ? AND idx = ?", (dataset, idx)).fetchone()
+            case = stored_case(row["data"])
+            view.add_case((dataset, idx), case)
+        return case
 
     return load
 
 
-def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3, tail: TailPolicy | int = 0) -> CompileResult:
+def compile_wave(
+    ws: Workspace,
+    route: RouteFor,
+    retries: int = 3,
+    tail: TailPolicy | int = 0,
+    settled: Settled | None = None,
+) -> CompileResult:
     """Advance every active thread and write all due requests into the open wave, atomically.
 
     How each group travels is `tail`'s (`engine.tail`: `--tail-sync N` as a number, or a policy).
+    `settled` is what the process's earlier compiles read (`engine.settled`): given, this compile
+    reads only what changed since and keeps what the next needs.
     """
     result = CompileResult()
-    with ws.store.transaction() as db:
+    with collector.paused(), ws.store.transaction() as db:
         wave, existing = target_wave(db)
         if wave is None:
             result.in_flight = True
             return result
         stale = discard_unsent_wave(db, wave) if existing else []
         open_wave(db, wave)
-        writer = WaveWriter(ws, db, wave, tail)
+        view = settled.open(db) if settled is not None else View(None, {}, {})
+        writer = WaveWriter(ws, db, wave, tail, settled.pieces if settled is not None else None)
         try:
-            _advance_all(ws, db, writer, _run_contexts(db, retries, route), result)
+            _advance_all(ws, db, writer, _run_contexts(db, retries, route), result, view)
             written = writer.close()
         except BaseException:
             writer.abort()
             raise
+        if settled is not None:
+            view.close(db)
         for rel in stale:
             if rel not in written:
                 ws.path(rel).unlink(missing_ok=True)
@@ -144,6 +161,8 @@ def compile_wave(ws: Workspace, route: RouteFor, retries: int = 3, tail: TailPol
             result.files = written
             result.manual_files = writer.manual
             result.tail_sync_files = writer.tail_synced
+    if settled is not None:
+        settled.install(view, ws.store.conn)
     return result
 
 
@@ -155,14 +174,19 @@ BLOCK_CASES = 64
 # of the UNIQUE (run_pk, case_idx, step, attempt) index, so SQLite never sorts them.
 _REQUEST_COLUMNS = (
     "case_idx, step, attempt, status, text, CASE parser WHEN 'text' THEN NULL ELSE value END AS value,"
-    " error, error_kind, role, parser, n_claims, wave"
+    " error, error_kind, role, parser, n_claims, wave, pk"
 )
 
 
 def _advance_all(
-    ws: Workspace, db: sqlite3.Connection, writer: WaveWriter, runs: dict[int, RunContext], result: CompileResult
+    ws: Workspace,
+    db: sqlite3.Connection,
+    writer: WaveWriter,
+    runs: dict[int, RunContext],
+    result: CompileResult,
+    view: View,
 ) -> None:
-    load_case = _load_case_factory(db)
+    load_case = _load_case_factory(db, view)
     # Threads `lexpilot-batch retry` made due again: their attempts count from a later wave.
     fresh_after = dict(
         db.execute(
@@ -179,7 +203,7 @@ def _advance_all(
     discards: list[tuple] = []
     try:
         # Case-major order keeps each case's parsed data hot in the cache across runs.
-        for (case_idx, run_pk), threads, rows in _active_groups(db):
+        for (case_idx, run_pk), threads, rows, read in _active_groups(db, view):
             run = runs[run_pk]
             case = load_case(run.dataset, case_idx)
             ctx = CaseContext(case, run.templates, run.speculate)
@@ -192,6 +216,8 @@ def _advance_all(
                 thread_updates.append((ThreadState.DONE, stored, score, None, pk))
             for (pk, _, _), reason in due.failed:
                 thread_updates.append((ThreadState.FAILED, None, None, reason, pk))
+            if due.active:
+                view.keep((case_idx, run_pk), read, rows)
             result.done += len(due.finished)
             result.failed += len(due.failed)
             for step in due.steps:
@@ -212,14 +238,18 @@ def _advance_all(
     )
 
 
-def _active_groups(db: sqlite3.Connection) -> Iterator[tuple[tuple[int, int], list[tuple[int, str, str]], list]]:
+def _active_groups(
+    db: sqlite3.Connection, view: View
+) -> Iterator[tuple[tuple[int, int], list[tuple[int, str, str]], list, frozenset[str]]]:
     """Every (case, run) with an active thread, in case-major order: its active threads
-    `(pk, task, variant)` and all its requests, oldest attempt first.
+    `(pk, task, variant)`, all its requests, each step's oldest attempt first, and the step
+    prefixes they were read for.
 
     Only the steps the active threads read (`Protocol.reads`) are loaded: in the last waves only
-    Interaction LJP threads are left, and they need a fraction of their case's requests. A block's
-    rows are read in full before its groups are advanced, so the caller's inserts and updates (for
-    cases of this block) never meet an open cursor.
+    Interaction LJP threads are left, and they need a fraction of their case's requests. A group
+    `view` holds is read only at and above its boundary (`engine.settled`). A block's rows are read
+    in full before its groups are advanced, so the caller's inserts and updates (for cases of this
+    block) never meet an open cursor.
     """
     cases = [
         r[0]
@@ -237,6 +267,7 @@ def _active_groups(db: sqlite3.Connection) -> Iterator[tuple[tuple[int, int], li
         low, high = cases[start], cases[min(start + BLOCK_CASES, len(cases)) - 1]
         threads: dict[tuple[int, int], list[tuple[int, str, str]]] = defaultdict(list)
         requests: dict[tuple[int, int], list] = defaultdict(list)
+        reads: dict[int, frozenset[str]] = {}
         for run_pk in run_pks:
             prefixes: set[str] = set()
             for t in db.execute(
@@ -248,17 +279,32 @@ def _active_groups(db: sqlite3.Connection) -> Iterator[tuple[tuple[int, int], li
                 prefixes.update(PROTOCOLS[t[2]].reads(t[3]))
             if not prefixes:
                 continue
-            read = " OR ".join(["substr(step, 1, ?) = ?"] * len(prefixes))
+            read = frozenset(prefixes)
+            reads[run_pk] = read
+            where = " OR ".join(["substr(step, 1, ?) = ?"] * len(prefixes))
+            params: list[Any] = [run_pk, low, high, *(x for p in sorted(prefixes) for x in (len(p), p))]
+            if view.boundary is not None:
+                missing = []
+                for key in threads:
+                    if key[1] == run_pk:
+                        held = view.rows(key, read)
+                        if held is None:
+                            missing.append(key[0])
+                        else:
+                            requests[key] = list(held)
+                marks = ", ".join("?" * len(missing))
+                where = f"({where}) AND (pk >= ? OR case_idx IN ({marks}))"
+                params += [view.boundary, *missing]
             for r in db.execute(
                 f"SELECT {_REQUEST_COLUMNS} FROM requests"
-                f" WHERE run_pk = ? AND case_idx BETWEEN ? AND ? AND ({read}) ORDER BY case_idx, step, attempt",
-                (run_pk, low, high, *(x for p in sorted(prefixes) for x in (len(p), p))),
+                f" WHERE run_pk = ? AND case_idx BETWEEN ? AND ? AND ({where}) ORDER BY case_idx, step, attempt",
+                params,
             ):
                 key = (r[0], run_pk)
                 if key in threads:
                     requests[key].append(r)
         for key in sorted(threads):
-            yield key, threads[key], requests.get(key, [])
+            yield key, threads[key], requests.get(key, []), reads.get(key[1], frozenset())
 
 
 def case_requests(db: sqlite3.Connection, run_pk: int, case_idx: int) -> tuple[dict[str, list], dict[str, Answer]]:

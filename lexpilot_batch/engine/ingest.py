@@ -57,6 +57,7 @@ from lexpilot_batch.state.compaction import saved_exists
 from lexpilot_batch.state.states import UNEXECUTED, RequestState
 from lexpilot_batch.state.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import collector
 from lexpilot_batch.util.fileio import file_sha256, write_atomic
 from lexpilot_batch.util.redaction import redact
 
@@ -304,7 +305,7 @@ def ingest_file(ws: Workspace, row: dict) -> IngestStats:
         reason = f"batch {row['batch_id']} failed: {first.get('code')}: {first.get('message')}"
         if first.get("code") == "token_limit_exceeded":
             kind = UNEXECUTED
-    with ws.store.transaction() as db:
+    with collector.paused(), ws.store.transaction() as db:
         if file_status(db, row["pk"]) == INGESTED:
             return IngestStats()
         stats = apply_result_files(

@@ -73,7 +73,7 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
 def _compile(ws: Workspace, session: Session) -> CompileResult:
     """Compile what is due into the open wave, as this command's session says (routes, --retries,
     --tail-sync)."""
-    return compile_wave(ws, session.route, session.options.retries, session.tail_policy())
+    return compile_wave(ws, session.route, session.options.retries, session.tail_policy(), session.settled)
 
 
 def retry(ws: Workspace, session: Session, selection: RetrySelection) -> tuple[RetryResult, CompileResult]:

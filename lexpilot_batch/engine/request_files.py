@@ -84,7 +84,9 @@ def file_group(route: Route) -> Group:
 class WaveWriter:
     """Streams request lines into per-(backend, endpoint, model) shard files, within each route's limits."""
 
-    def __init__(self, ws: Workspace, db: sqlite3.Connection, wave: int, tail: TailPolicy | int = 0) -> None:
+    def __init__(
+        self, ws: Workspace, db: sqlite3.Connection, wave: int, tail: TailPolicy | int = 0, pieces: Pieces | None = None
+    ) -> None:
         self.ws, self.db, self.wave = ws, db, wave
         self.tail = tail if isinstance(tail, TailPolicy) else TailPolicy(limit=tail)
         self.dir = ws.wave_dir("requests", wave)
@@ -98,7 +100,7 @@ class WaveWriter:
         self.group_files: dict[Group, list[tuple[int, str]]] = defaultdict(list)  # (pk, path) of each shard
         self.group_requests: dict[Group, int] = defaultdict(int)
         self.group_tokens: dict[Group, int] = defaultdict(int)
-        self.pieces = Pieces()
+        self.pieces = Pieces() if pieces is None else pieces  # (kept across a process's waves: `engine.settled`)
         # The workspace's tag: in every custom_id (`ids.request_check`), and first in the ids
         # of Anthropic lines (`lines.line_id`).
         self.id_tag = id_tag(ws.workspace_id)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.benchmark.settings import ROLES
+from lexpilot_batch.engine.settled import Settled
 from lexpilot_batch.engine.tail import AUTO, Expected, TailPolicy, check_tail, check_tail_sync, flex_refused
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import BATCH, FLEX, GOOGLE, SIMULATED, check_backend
@@ -123,6 +124,8 @@ class Session:
         self._batch: dict[tuple[Any, ...], BatchBackend] = {}
         self._sync: dict[tuple[Any, ...], SyncRunner] = {}
         self._compactor: Compactor | None = None
+        # What this command's compiles read of the workspace's settled requests (`engine.settled`).
+        self.settled = Settled()
 
     @property
     def provider(self) -> str:
