@@ -18,8 +18,8 @@ that fails keeps nothing of what it read (`View` is installed only after its tra
 Only a process that compiles several times profits: `lexpilot-batch run` and `poll-and-advance
 --wait`; a single `poll-and-advance` starts empty and reads everything, as it always did.
 
-Memory is bounded: at most `MAX_ROWS` rows (about 670 bytes each), `MAX_CASES` parsed cases and
-`PIECES_BYTES` of encoded prompt pieces are
+Memory is bounded: at most `MAX_ROWS` rows (about 670 bytes each; at 1x every active group's fit),
+`MAX_CASES` parsed cases and `PIECES_BYTES` of encoded prompt pieces are
 held; groups beyond them are read from SQLite in full, as without this module.
 """
 
@@ -33,9 +33,9 @@ from lexpilot_batch.data import Case
 from lexpilot_batch.providers.lines import Pieces
 from lexpilot_batch.state.states import RequestState
 
-MAX_ROWS = 100_000
-MAX_CASES = 1024
-PIECES_BYTES = 32 << 20
+MAX_ROWS = 60_000
+MAX_CASES = 512
+PIECES_BYTES = 16 << 20
 
 Group = tuple[int, int]  # (case_idx, run_pk), as `compiler._active_groups` yields them
 
@@ -75,8 +75,10 @@ class View:
 
     def rows(self, group: Group, prefixes: frozenset[str]) -> list | None:
         """The group's held rows whose step starts with one of `prefixes`, in the order they were
-        read; None when the group is not held for all of those prefixes."""
-        found = self.held.get(group)
+        read; None when the group is not held for all of those prefixes. Taken once: what the next
+        compile needs, this one keeps anew (`keep`), so the two are never both in memory; a compile
+        that fails leaves the groups it took unheld, and the next reads them in full."""
+        found = self.held.pop(group, None)
         if found is None or not prefixes <= found[0]:
             return None
         self.hits += 1

@@ -144,21 +144,31 @@ def test_settled_rows_changing_under_the_holder_drop_what_is_held(ws, change):
         session.close()
 
 
-def test_a_compile_that_fails_keeps_what_was_held_before_it(ws, monkeypatch):
+def test_a_compile_that_fails_installs_nothing_and_the_study_ends_as_it_would_have(ws, monkeypatch, reference):
     session, held = _half_way(ws)
     try:
-        before = held._below, dict(held._groups)
+        below, groups = held._below, set(held._groups)
+        real = compiler._request
+        calls = [0]
 
-        def dies(*args: object) -> tuple:
-            raise RuntimeError("disk gone")
+        def dies_half_way(*args: object) -> tuple:
+            calls[0] += 1
+            if calls[0] > 3:
+                raise RuntimeError("disk gone")
+            return real(*args)  # type: ignore[arg-type]
 
-        monkeypatch.setattr(compiler, "_request", dies)
+        monkeypatch.setattr(compiler, "_request", dies_half_way)
         from lexpilot_batch.engine.loop import poll_and_advance
 
         with pytest.raises(RuntimeError):
             for _ in range(5):
                 poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
-        assert (held._below, held._groups) == before
+        # Nothing of the failed compile was installed; the groups it had taken are no longer held
+        # (the next compile reads them in full).
+        assert held._below == below and set(held._groups) < groups
+        monkeypatch.setattr(compiler, "_request", real)
+        finish(ws, session)
+        assert records(ws) == reference[2]
     finally:
         session.close()
 
