@@ -141,7 +141,7 @@ def compile_wave(
             return result
         stale = discard_unsent_wave(db, wave) if existing else []
         open_wave(db, wave)
-        view = settled.open(db) if settled is not None else View(None, {}, {})
+        view = settled.open(db) if settled is not None else View({}, {})
         writer = WaveWriter(ws, db, wave, tail, settled.pieces if settled is not None else None)
         try:
             _advance_all(ws, db, writer, _run_contexts(db, retries, route), result, view)
@@ -291,7 +291,7 @@ def _active_groups(
                         if held is None:
                             missing.append(key[0])
                         else:
-                            requests[key] = list(held)
+                            requests[key] = held  # (no longer held: this compile's to extend)
                 marks = ", ".join("?" * len(missing))
                 where = f"({where}) AND (pk >= ? OR case_idx IN ({marks}))"
                 params += [view.boundary, *missing]

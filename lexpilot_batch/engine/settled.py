@@ -19,8 +19,8 @@ Only a process that compiles several times profits: `lexpilot-batch run` and `po
 --wait`; a single `poll-and-advance` starts empty and reads everything, as it always did.
 
 Memory is bounded: at most `MAX_ROWS` rows (about 670 bytes each; at 1x every active group's fit),
-`MAX_CASES` parsed cases and `PIECES_BYTES` of encoded prompt pieces are
-held; groups beyond them are read from SQLite in full, as without this module.
+`MAX_CASES` parsed cases and `PIECES_BYTES` of encoded prompt pieces are held; groups beyond them
+are read from SQLite in full, as without this module.
 """
 
 from __future__ import annotations
@@ -64,14 +64,18 @@ class View:
     """One compile's use of what is held: the boundary it reads above, the groups it may take as
     held, and what it keeps for the next compile."""
 
-    boundary: int | None  # None: nothing held, every group is read in full
     held: dict[Group, tuple[frozenset[str], list]]
     cases: dict[tuple[str, int], Case]
+    opened: _Below | None = None  # below the boundary at the compile's start, as checked; None: nothing held
     kept: dict[Group, tuple[frozenset[str], list]] = field(default_factory=dict)
     kept_rows: int = 0
-    hits: int = 0  # groups taken as held (for the bench)
+    hits: int = 0  # groups taken as held (the tests count them)
     below: _Below | None = None  # at the end of the compile
-    opened: _Below | None = None  # at its start, as checked
+
+    @property
+    def boundary(self) -> int | None:
+        """The pk at and above which rows are read; None: every group is read in full."""
+        return self.opened.boundary if self.opened is not None else None
 
     def rows(self, group: Group, prefixes: frozenset[str]) -> list | None:
         """The group's held rows whose step starts with one of `prefixes`, in the order they were
@@ -105,13 +109,13 @@ class View:
         """At the end of the compile, inside its transaction: the new boundary, and what lies below
         it. Below the old boundary nothing is pending (`Settled.open` checked it): only the rows
         above it are looked at."""
-        start = self.boundary or 0
+        start = self.opened.boundary if self.opened is not None else 0
         low = db.execute(
             f"SELECT MIN(pk) FROM requests WHERE pk >= ? AND status = '{RequestState.PENDING}'", (start,)
         ).fetchone()[0]
         if low is None:
             low = (db.execute("SELECT MAX(pk) FROM requests").fetchone()[0] or 0) + 1
-        if self.boundary is None or self.opened is None:
+        if self.opened is None:
             self.below = _below(db, low)
         else:
             n, failed = db.execute(
@@ -143,8 +147,8 @@ class Settled:
         below = self._below
         if db is not self._conn or version != self._version or below is None or _below(db, below.boundary) != below:
             self._drop()
-            return View(None, {}, {})
-        return View(below.boundary, self._groups, self._cases, opened=below)
+            return View({}, {})
+        return View(self._groups, self._cases, opened=below)
 
     def install(self, view: View, db: sqlite3.Connection) -> None:
         """After the compile's transaction committed: hold what it kept."""
