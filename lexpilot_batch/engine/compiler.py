@@ -26,6 +26,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 from tqdm import tqdm
@@ -203,11 +204,15 @@ def _advance_all(
     discards: list[tuple] = []
     try:
         # Case-major order keeps each case's parsed data hot in the cache across runs.
-        for (case_idx, run_pk), threads, rows, read in _active_groups(db, view):
+        for (case_idx, run_pk), threads, rows, read, built in _active_groups(db, view):
             run = runs[run_pk]
             case = load_case(run.dataset, case_idx)
             ctx = CaseContext(case, run.templates, run.speculate)
-            history, answers = _by_step(rows)
+            if built is None:
+                history, answers = _by_step(rows)
+            else:  # what was built of the held rows, extended by the rows read since
+                (history, answers), held = built
+                _by_step(islice(rows, held, None), history, answers)
             due = due_for_case(ctx, threads, answers, history, run.retries, fresh_after)
             discards.extend((run.pk, case_idx, key) for key in due.unused)
             for (pk, task, _), record in due.finished:
@@ -217,7 +222,7 @@ def _advance_all(
             for (pk, _, _), reason in due.failed:
                 thread_updates.append((ThreadState.FAILED, None, None, reason, pk))
             if due.active:
-                view.keep((case_idx, run_pk), read, rows)
+                view.keep((case_idx, run_pk), read, rows, (history, answers))
             result.done += len(due.finished)
             result.failed += len(due.failed)
             for step in due.steps:
@@ -240,10 +245,11 @@ def _advance_all(
 
 def _active_groups(
     db: sqlite3.Connection, view: View
-) -> Iterator[tuple[tuple[int, int], list[tuple[int, str, str]], list, frozenset[str]]]:
+) -> Iterator[tuple[tuple[int, int], list[tuple[int, str, str]], list, frozenset[str], Any]]:
     """Every (case, run) with an active thread, in case-major order: its active threads
-    `(pk, task, variant)`, all its requests, each step's oldest attempt first, and the step
-    prefixes they were read for.
+    `(pk, task, variant)`, all its requests, each step's oldest attempt first, the step prefixes
+    they were read for, and, for a group `view` held, `(built, n)`: what the last compile built
+    of the first n of those rows (`_by_step`), or None.
 
     Only the steps the active threads read (`Protocol.reads`) are loaded: in the last waves only
     Interaction LJP threads are left, and they need a fraction of their case's requests. A group
@@ -267,6 +273,7 @@ def _active_groups(
         low, high = cases[start], cases[min(start + BLOCK_CASES, len(cases)) - 1]
         threads: dict[tuple[int, int], list[tuple[int, str, str]]] = defaultdict(list)
         requests: dict[tuple[int, int], list] = defaultdict(list)
+        built: dict[tuple[int, int], Any] = {}
         reads: dict[int, frozenset[str]] = {}
         for run_pk in run_pks:
             prefixes: set[str] = set()
@@ -287,11 +294,13 @@ def _active_groups(
                 missing = []
                 for key in threads:
                     if key[1] == run_pk:
-                        held = view.rows(key, read)
+                        held = view.take(key, read)
                         if held is None:
                             missing.append(key[0])
                         else:
-                            requests[key] = held  # (no longer held: this compile's to extend)
+                            requests[key] = held[0]  # (no longer held: this compile's to extend)
+                            if held[1] is not None:
+                                built[key] = (held[1], len(held[0]))
                 marks = ", ".join("?" * len(missing))
                 where = f"({where}) AND (pk >= ? OR case_idx IN ({marks}))"
                 params += [view.boundary, *missing]
@@ -304,7 +313,7 @@ def _active_groups(
                 if key in threads:
                     requests[key].append(r)
         for key in sorted(threads):
-            yield key, threads[key], requests.get(key, []), reads.get(key[1], frozenset())
+            yield key, threads[key], requests.get(key, []), reads.get(key[1], frozenset()), built.get(key)
 
 
 def case_requests(db: sqlite3.Connection, run_pk: int, case_idx: int) -> tuple[dict[str, list], dict[str, Answer]]:
@@ -317,9 +326,13 @@ def case_requests(db: sqlite3.Connection, run_pk: int, case_idx: int) -> tuple[d
     )
 
 
-def _by_step(rows: Iterable[Any]) -> tuple[dict[str, list], dict[str, Answer]]:
-    history: dict[str, list] = defaultdict(list)
-    answers: dict[str, Answer] = {}
+def _by_step(
+    rows: Iterable[Any], history: dict[str, list] | None = None, answers: dict[str, Answer] | None = None
+) -> tuple[dict[str, list], dict[str, Answer]]:
+    """Each step's attempts, oldest first, and each step's answer: of `rows`, or (given the two
+    built of earlier rows, the next attempts of whose steps `rows` holds) both extended in place."""
+    history = defaultdict(list) if history is None else history
+    answers = {} if answers is None else answers
     for r in rows:
         # By position (`_REQUEST_COLUMNS`): every answer of every active case, every wave.
         step, status = r[1], r[3]

@@ -59,15 +59,18 @@ def _below(db: sqlite3.Connection, boundary: int) -> _Below:
     return _Below(boundary, n, int(failed), int(pending))
 
 
+Held = tuple[frozenset[str], list, Any]  # (step prefixes read, rows, what the compiler built of them or None)
+
+
 @dataclass
 class View:
     """One compile's use of what is held: the boundary it reads above, the groups it may take as
     held, and what it keeps for the next compile."""
 
-    held: dict[Group, tuple[frozenset[str], list]]
+    held: dict[Group, Held]
     cases: dict[tuple[str, int], Case]
     opened: _Below | None = None  # below the boundary at the compile's start, as checked; None: nothing held
-    kept: dict[Group, tuple[frozenset[str], list]] = field(default_factory=dict)
+    kept: dict[Group, Held] = field(default_factory=dict)
     kept_rows: int = 0
     hits: int = 0  # groups taken as held (the tests count them)
     below: _Below | None = None  # at the end of the compile
@@ -77,25 +80,28 @@ class View:
         """The pk at and above which rows are read; None: every group is read in full."""
         return self.opened.boundary if self.opened is not None else None
 
-    def rows(self, group: Group, prefixes: frozenset[str]) -> list | None:
+    def take(self, group: Group, prefixes: frozenset[str]) -> tuple[list, Any] | None:
         """The group's held rows whose step starts with one of `prefixes`, in the order they were
-        read; None when the group is not held for all of those prefixes. Taken once: what the next
-        compile needs, this one keeps anew (`keep`), so the two are never both in memory; a compile
-        that fails leaves the groups it took unheld, and the next reads them in full."""
+        read, and what the compiler built of exactly those rows (None when it must build it again:
+        fewer prefixes, or rows let go at the boundary); None when the group is not held for all
+        of those prefixes. Taken once: what the next compile needs, this one keeps anew (`keep`),
+        so the two are never both in memory; a compile that fails leaves the groups it took unheld,
+        and the next reads them in full."""
         found = self.held.pop(group, None)
         if found is None or not prefixes <= found[0]:
             return None
         self.hits += 1
         if prefixes == found[0]:
-            return found[1]
+            return found[1], found[2]
         starts = tuple(prefixes)
-        return [r for r in found[1] if r[1].startswith(starts)]
+        return [r for r in found[1] if r[1].startswith(starts)], None
 
-    def keep(self, group: Group, prefixes: frozenset[str], rows: list) -> None:
-        """Hold a group that stays active, with every row it was advanced from (those at or above
-        the next boundary are dropped when the compile ends)."""
+    def keep(self, group: Group, prefixes: frozenset[str], rows: list, built: Any = None) -> None:
+        """Hold a group that stays active, with every row it was advanced from and what the
+        compiler built of them (the rows at or above the next boundary are dropped when the compile
+        ends, and what was built of them with them)."""
         if self.kept_rows + len(rows) <= MAX_ROWS:
-            self.kept[group] = (prefixes, rows)
+            self.kept[group] = (prefixes, rows, built)
             self.kept_rows += len(rows)
 
     def case(self, key: tuple[str, int]) -> Case | None:
@@ -123,9 +129,10 @@ class View:
                 (start, low),
             ).fetchone()
             self.below = _Below(low, self.opened.rows + n, self.opened.failed + int(failed))
-        for group, (prefixes, rows) in list(self.kept.items()):
-            settled = [r for r in rows if r[-1] < low]  # `compiler._REQUEST_COLUMNS` ends with the pk
-            self.kept[group] = (prefixes, settled)
+        for group, (prefixes, rows, _) in list(self.kept.items()):
+            # `compiler._REQUEST_COLUMNS` ends with the pk.
+            if any(r[-1] >= low for r in rows):
+                self.kept[group] = (prefixes, [r for r in rows if r[-1] < low], None)
 
 
 class Settled:
@@ -135,7 +142,7 @@ class Settled:
         self._conn: sqlite3.Connection | None = None
         self._version: Any = None
         self._below: _Below | None = None
-        self._groups: dict[Group, tuple[frozenset[str], list]] = {}
+        self._groups: dict[Group, Held] = {}
         self._cases: dict[tuple[str, int], Case] = {}
         # Prompt pieces as request lines hold them (`lines.Pieces`): a pure function of the text, so
         # kept whatever happens to the rest; a case's history is encoded once, not once a wave.

@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 
 from lexpilot_batch.data import (
+    HISTORY_FIELDS,
     MAX_PROBLEMS,
     Case,
     Dataset,
+    Message,
+    dump_messages,
     load_categories,
     load_dataset,
     validate_file,
@@ -633,3 +636,20 @@ def test_bundled_sample_validates() -> None:
     assert all(count > 0 for count in summary.claims_per_verdict.values())
     lengths = {len(c.complete_history) for c in dataset.cases}
     assert {1, 3} <= lengths and max(lengths) >= 5
+
+
+def test_dump_messages_is_pydantics_dump_of_every_sample_message() -> None:
+    # Records are built with `dump_messages` instead of `model_dump`: the two must agree, and a
+    # field added to Message must not be left out of records.
+    assert set(Message.model_fields) == {"role", "content"}
+    messages = [
+        m
+        for case in load_dataset(resources.sample_dataset()).cases
+        for name in HISTORY_FIELDS
+        for m in getattr(case, name)
+    ]
+    assert len(messages) > 50
+    assert dump_messages(messages) == [m.model_dump() for m in messages]
+    assert json.dumps(dump_messages(messages), ensure_ascii=False) == json.dumps(
+        [m.model_dump() for m in messages], ensure_ascii=False
+    )  # the same key order, so the same stored bytes

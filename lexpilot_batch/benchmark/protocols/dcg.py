@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.protocols.base import Advance, Answer, CaseContext, Protocol, Step
-from lexpilot_batch.data import Message
+from lexpilot_batch.data import Message, dump_messages
 
 Q1, Q1_JUDGE, R1, Q2, Q2_JUDGE = "dcg.q1", "dcg.q1j", "dcg.r1", "dcg.q2", "dcg.q2j"
 ON_TARGET = "是"  # the judge's decision for a question that targets a focal point
@@ -76,7 +76,7 @@ class DCG(Protocol):
         return Advance(
             record={
                 "case_number": case.case_number,
-                "history": [m.model_dump() for m in history],
+                "history": dump_messages(history),
                 "rounds": [
                     {"question": q1.text, "reply": r1.text, "decision": q1_judge.value},
                     {"question": q2.text, "decision": q2_judge.value},

@@ -24,7 +24,7 @@ from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.protocols import lca
 from lexpilot_batch.benchmark.protocols.base import Advance, Answer, CaseContext, Protocol, Step
 from lexpilot_batch.benchmark.protocols.ljp import claim_rows, extract_step
-from lexpilot_batch.data import Message
+from lexpilot_batch.data import Message, dump_messages
 
 MAX_ROUNDS = 3  # clarification rounds; the fourth new response is the forced final prediction
 FINAL, EXTRACT = "int.fin", "int.ext"
@@ -46,7 +46,7 @@ def reply_key(k: int) -> str:
 
 
 def _dump(history: list[Message]) -> list[dict[str, Any]]:
-    return [m.model_dump() for m in history]
+    return dump_messages(history)
 
 
 def _reply_step(ctx: CaseContext, k: int, history: list[Message]) -> Step:

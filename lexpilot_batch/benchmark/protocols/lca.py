@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.protocols.base import Advance, Answer, CaseContext, Protocol, Step
-from lexpilot_batch.data import Case, Message
+from lexpilot_batch.data import Case, Message, dump_messages
 
 VARIANTS = {"c": "complete", "u": "underspecified"}
 
@@ -63,7 +63,7 @@ class LCA(Protocol):
             record={
                 "case_number": ctx.case.case_number,
                 "history_type": VARIANTS[variant],
-                "history": [m.model_dump() for m in history_of(ctx.case, variant)],
+                "history": dump_messages(history_of(ctx.case, variant)),
                 "response": gen.text,
                 "label": label.value,
             }

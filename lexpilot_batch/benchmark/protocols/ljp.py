@@ -14,7 +14,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.protocols.base import Advance, Answer, CaseContext, Protocol, Step
-from lexpilot_batch.data import Case, Message
+from lexpilot_batch.data import Case, Message, dump_messages
 
 
 def extract_step(ctx: CaseContext, key: str, response: str) -> Step:
@@ -56,7 +56,7 @@ class _DirectPrediction(Protocol):
         return Advance(
             record={
                 "case_number": ctx.case.case_number,
-                "history": [m.model_dump() for m in history],
+                "history": dump_messages(history),
                 "response": gen.text,
                 "claims": claim_rows(ctx.case, verdicts.value),
             }
