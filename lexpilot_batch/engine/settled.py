@@ -18,7 +18,12 @@ that fails keeps nothing of what it read (`View` is installed only after its tra
 Only a process that compiles several times profits: `lexpilot-batch run` and `poll-and-advance
 --wait`; a single `poll-and-advance` starts empty and reads everything, as it always did.
 
-Memory is bounded: at most `MAX_ROWS` rows (about 670 bytes each; at 1x every active group's fit),
+With a group's rows it holds what the compiler built of them (`compiler._by_step`: the attempts by
+step and the answers), so the next compile builds only from the rows read since; a group whose rows
+are cut at the new boundary, or that is read for fewer steps, is built again from its rows.
+
+Memory is bounded: at most `MAX_ROWS` rows (about 670 bytes each, and what was built of them: at 1x
+the engine's peak RSS went from 146 to 155 MB; every active group's fit),
 `MAX_CASES` parsed cases and `PIECES_BYTES` of encoded prompt pieces are held; groups beyond them
 are read from SQLite in full, as without this module.
 """

@@ -218,7 +218,7 @@ def test_what_was_built_of_held_rows_is_taken_again_not_rebuilt(tmp_path, refere
 def test_rows_let_go_at_the_boundary_take_what_was_built_of_them_along():
     view = View({}, {})
     rows = [(0, "lca.u.gen", 1, "answered", "x", None, None, None, "eval", "text", 0, 1, pk) for pk in (3, 5, 8)]
-    built = ({"lca.u.gen": rows}, {})
+    built: tuple[dict, dict] = ({"lca.u.gen": rows}, {})
     both = frozenset({"lca.u", "int."})
     view.keep((0, 1), both, rows, built)
     view.keep((1, 1), both, rows[:2], built)

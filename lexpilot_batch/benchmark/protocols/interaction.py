@@ -45,10 +45,6 @@ def reply_key(k: int) -> str:
     return f"int.r{k}"
 
 
-def _dump(history: list[Message]) -> list[dict[str, Any]]:
-    return dump_messages(history)
-
-
 def _reply_step(ctx: CaseContext, k: int, history: list[Message]) -> Step:
     """The User Model's reply to round k's response (`history` ends with it).
 
@@ -130,8 +126,8 @@ class InteractionLJP(Protocol):
         return Advance(
             record={
                 "case_number": case.case_number,
-                "history": _dump(list(case.underspecified_history)),
-                "continued_history": _dump(continued),
+                "history": dump_messages(case.underspecified_history),
+                "continued_history": dump_messages(continued),
                 "rounds": rounds,
                 "stop_reason": stop_reason,
                 "final_response": final_response,
