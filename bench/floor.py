@@ -11,12 +11,21 @@ Reading the files, decompressing compacted ones and parsing request lines into o
 outside the timed parts. A large workspace is sampled: whole files, spread evenly over the waves,
 until `max_bytes` of them are read (each file once); the floor is the mean over the lines timed.
 `FloorAlongside` times the same parts while the engine runs, wave by wave (the bench's ratio).
+
+Beside it, the durable floor (`durable_us_per_request`): the serialisation floor plus the least any
+engine that keeps its state in SQLite must add (SPEC: every state change is one transaction) — one
+row inserted per request line (its custom_id, in a table with the UNIQUE index a result is looked up
+by) and one row updated per result line (its status and answer text, found by custom_id), each
+file's rows in one transaction, in WAL mode with `synchronous=NORMAL` as the workspace's store. It
+says how much of the engine's distance from the serialisation floor any SQLite-backed engine would
+keep.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import tempfile
 import time
 from collections.abc import Iterable
@@ -50,7 +59,31 @@ class _Floor:
 
     def __init__(self) -> None:
         self.dump_wall = self.dump_cpu = self.parse_wall = self.parse_cpu = 0.0
+        self.store_wall = self.store_cpu = self.update_wall = self.update_cpu = 0.0
         self.dumped = self.dumped_bytes = self.parsed = 0
+        self._db: sqlite3.Connection | None = None
+        self._db_path: str | None = None
+
+    def _store(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db_path = _scratch(".sqlite")
+            self._db = sqlite3.connect(self._db_path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE requests (pk INTEGER PRIMARY KEY, custom_id TEXT NOT NULL UNIQUE,"
+                " status TEXT NOT NULL, text TEXT)"
+            )
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if self._db_path is not None:
+            for suffix in ("", "-wal", "-shm"):
+                Path(self._db_path + suffix).unlink(missing_ok=True)
+            self._db_path = None
 
     def dump(self, data: Iterable[bytes], scratch: str) -> None:
         objects = [json.loads(line) for line in data if line.strip()]
@@ -62,6 +95,13 @@ class _Floor:
         self.dump_cpu += time.process_time() - c
         self.dumped += len(objects)
         self.dumped_bytes += os.path.getsize(scratch)
+        db = self._store()
+        rows = [(_id(obj, self.dumped + i), "pending") for i, obj in enumerate(objects)]
+        w, c = time.perf_counter(), time.process_time()
+        with _transaction(db):
+            db.executemany("INSERT INTO requests (custom_id, status) VALUES (?, ?)", rows)
+        self.store_wall += time.perf_counter() - w
+        self.store_cpu += time.process_time() - c
 
     def parse(self, data: Iterable[bytes]) -> None:
         lines = [line for line in data if line.strip()]
@@ -70,7 +110,21 @@ class _Floor:
             json.loads(line)
         self.parse_wall += time.perf_counter() - w
         self.parse_cpu += time.process_time() - c
+        # The rows the results answer, inserted untimed (most sampled request lines are others).
+        parsed = [json.loads(line) for line in lines]
+        db = self._store()
+        ids = [_id(obj, self.parsed + i, "result") for i, obj in enumerate(parsed)]
+        with _transaction(db):
+            db.executemany(
+                "INSERT OR IGNORE INTO requests (custom_id, status) VALUES (?, 'pending')", ((i,) for i in ids)
+            )
         self.parsed += len(lines)
+        w, c = time.perf_counter(), time.process_time()
+        updates = [("answered", _content(obj), cid) for obj, cid in zip(parsed, ids, strict=True)]
+        with _transaction(db):
+            db.executemany("UPDATE requests SET status = ?, text = ? WHERE custom_id = ?", updates)
+        self.update_wall += time.perf_counter() - w
+        self.update_cpu += time.process_time() - c
 
     def result(self) -> dict[str, Any]:
         def per(seconds: float, n: int) -> float | None:
@@ -78,9 +132,17 @@ class _Floor:
 
         dump_us, parse_us = per(self.dump_wall, self.dumped), per(self.parse_wall, self.parsed)
         dump_cpu_us, parse_cpu_us = per(self.dump_cpu, self.dumped), per(self.parse_cpu, self.parsed)
+        store_us, update_us = per(self.store_wall, self.dumped), per(self.update_wall, self.parsed)
+        store_cpu_us, update_cpu_us = per(self.store_cpu, self.dumped), per(self.update_cpu, self.parsed)
+        floor = (dump_us or 0) + (parse_us or 0)
+        floor_cpu = (dump_cpu_us or 0) + (parse_cpu_us or 0)
         return {
-            "us_per_request": round((dump_us or 0) + (parse_us or 0), 1),
-            "cpu_us_per_request": round((dump_cpu_us or 0) + (parse_cpu_us or 0), 1),
+            "us_per_request": round(floor, 1),
+            "cpu_us_per_request": round(floor_cpu, 1),
+            "durable_us_per_request": round(floor + (store_us or 0) + (update_us or 0), 1),
+            "durable_cpu_us_per_request": round(floor_cpu + (store_cpu_us or 0) + (update_cpu_us or 0), 1),
+            "insert_us_per_line": store_us,
+            "update_us_per_line": update_us,
             "dump_us_per_line": dump_us,
             "parse_us_per_line": parse_us,
             "request_lines_timed": self.dumped,
@@ -89,10 +151,37 @@ class _Floor:
         }
 
 
-def _scratch() -> str:
-    fd, scratch = tempfile.mkstemp(prefix="floor-", suffix=".jsonl")
+def _scratch(suffix: str = ".jsonl") -> str:
+    fd, scratch = tempfile.mkstemp(prefix="floor-", suffix=suffix)
     os.close(fd)
     return scratch
+
+
+def _id(obj: Any, n: int, kind: str = "request") -> str:
+    """The line's custom_id; a unique stand-in where it has none (the insert costs the same)."""
+    cid = obj.get("custom_id") if isinstance(obj, dict) else None
+    return cid if isinstance(cid, str) else f"{kind}-{n}"
+
+
+def _content(obj: Any) -> str | None:
+    """The answer text of an OpenAI-format result line (None for an error line or another format)."""
+    try:
+        return obj["response"]["body"]["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+class _transaction:
+    """BEGIN ... COMMIT on an autocommit connection, as the store's transactions."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN")
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
 
 
 def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, Any]:
@@ -101,6 +190,14 @@ def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, A
     from lexpilot_batch.state.compaction import read_saved
 
     floor = _Floor()
+    try:
+        _time_saved(floor, ws_root, max_bytes, read_saved)
+    finally:
+        floor.close()
+    return floor.result()
+
+
+def _time_saved(floor: _Floor, ws_root: Path, max_bytes: int, read_saved: Any) -> None:
     scratch = _scratch()
     try:
         read = 0
@@ -119,7 +216,6 @@ def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, A
         data = read_saved(path)
         read += len(data)
         floor.parse(data.splitlines())
-    return floor.result()
 
 
 class FloorAlongside:
@@ -170,4 +266,5 @@ class FloorAlongside:
             return [line for i, line in enumerate(fh) if i % stride == 0]
 
     def result(self) -> dict[str, Any]:
+        self.floor.close()
         return self.floor.result()

@@ -781,6 +781,10 @@ def _bench(
         "local_cpu_over_floor": round(sum(cpu_seconds.values()) / requests * 1e6 / floor["cpu_us_per_request"], 2)
         if floor["cpu_us_per_request"]
         else None,
+        # ... and of the durable floor: the serialisation floor and the least SQLite work (`floor`).
+        "local_over_durable_floor": round(local / requests * 1e6 / floor["durable_us_per_request"], 2)
+        if floor["durable_us_per_request"]
+        else None,
         "peak_rss_mb": max(peaks) if peaks else None,
         "workspace_mb": round(ws_bytes / MB, 1),
         "workspace_mb_by": ws_parts,

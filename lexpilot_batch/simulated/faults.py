@@ -41,6 +41,7 @@ PROBABILITIES = (
     "refusal",
     "http_529",
     "flex_429",
+    "cut_download",
 )
 SECONDS = ("latency", "sync_latency", "retry_after", "slow_seconds", "flex_latency")
 FRACTIONS = ("latency_spread",)
@@ -126,6 +127,9 @@ class Faults:
       generateContent) is refused 429 "resource unavailable", as OpenAI's Flex processing and
       Gemini's Flex inference refuse when capacity is short; drawn per call, 1 refuses every one.
     - `flex_latency`: seconds each call on the flex tier takes (`sync_latency` if 0).
+    - `cut_download`: a download of a file's content (an output or error file, Anthropic's
+      results, Gemini's responses file) breaks off half-way: the answer's `Content-Length` is the
+      whole file's, and the connection closes after half of it (drawn per call).
     - `refuse_at_create`: 1 to refuse a batch over the enqueued-token quota (`token_limit`,
       `fail_batch`) at create, with HTTP 400 `token_limit_exceeded` and no batch, as Azure does
       (Azure OpenAI batch docs); 0 (OpenAI's way): a batch that fails with that code.
@@ -170,6 +174,7 @@ class Faults:
     http_529: float = 0.0
     flex_429: float = 0.0
     flex_latency: float = 0.0
+    cut_download: float = 0.0
 
     def applies_to(self, route: str) -> bool:
         """Whether the per-call HTTP faults apply to calls of this route."""

@@ -288,6 +288,10 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(result, Reply):
             result, headers = result.data, result.headers
         if isinstance(result, bytes):
+            if sim._maybe_cut(name):  # the connection breaks off half-way through the body
+                self._send(200, result, "application/octet-stream", headers, cut=len(result) // 2)
+                self.close_connection = True
+                return
             self._send(200, result, "application/octet-stream", headers)
         else:
             self._send(200, json.dumps(result, ensure_ascii=False).encode("utf-8"), "application/json", headers)
@@ -309,7 +313,10 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(405, f"Method {method} is not allowed on {path}.", code="method_not_allowed")
         raise ApiError(404, f"Invalid URL ({method} {path})", param=None, code=None)
 
-    def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None, cut: int | None = None
+    ) -> None:
+        """Answer `data`; with `cut`, only its first `cut` bytes, under the whole one's length."""
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -317,7 +324,7 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(data)
+        self.wfile.write(data if cut is None else data[:cut])
 
 
 def _json(body: bytes) -> Any:
@@ -451,6 +458,18 @@ class SimulatedServer:
         if roll < faults.http_slow:
             self._count("http_slow", route)
             time.sleep(faults.slow_seconds)
+
+    def _maybe_cut(self, route: str) -> bool:
+        """Whether to break off this download of a file's content half-way (drawn per call)."""
+        faults = self.faults
+        if not faults.cut_download:
+            return False
+        with self._lock:
+            roll = self._rng.random()
+        if roll < faults.cut_download:
+            self._count("cut_download", route)
+            return True
+        return False
 
     def _maybe_late(self, route: str) -> None:
         """Maybe hold a batches create *before* it runs (drawn per call): the batch appears only

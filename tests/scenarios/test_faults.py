@@ -32,6 +32,7 @@ same (run, case, step) set answered, and no step requested that the fault-free r
 | HTTP 429 and 500 on files upload, batches create / retrieve / cancel, file content, batches list (adoption after a lost create answer), chat completions (sync backend) | = fault-free (sync: = the fault-free sync run); both faults hit that route only, and the SDK retried them |
 | HTTP 500 outlasting the SDK's retries on upload / create / retrieve / content | the command stops with a `ProviderError` saying nothing was lost; running again finishes = fault-free, no second batch |
 | timeouts (answer later than `--timeout`, after the provider did the work) on upload, retrieve, file content, chat completions | = fault-free; the SDK timed out and retried |
+| result downloads that break off half-way (`cut_download`); every one of them, beyond the retries | = fault-free; nothing partial saved or ingested, each broken download fetched again; beyond the retries the command stops saying nothing was lost, and the next finishes = fault-free |
 | timeouts on batches create | results = fault-free, and no second batch for one file (FAILS today: the SDK's retry creates a second batch; see the test's docstring) |
 | a batch that never finishes (`stall_batch`) + `--max-wave-age`, its cancel calls meeting 429/500 | = fault-free; it is cancelled, what it finished is kept, the rest re-queued once |
 | output file: duplicated custom_ids (same and conflicting content), unknown custom_ids (made up, and one of an earlier wave), cut mid-line | = fault-free; the repeated line changes nothing and is no anomaly; the others recorded in `anomalies` by kind (`conflict`, `unknown_custom_id`, `stale`, `bad_line`) and counted by `status`; the first line decides, a duplicate never answers twice; the cut line's request re-sent |
@@ -70,7 +71,7 @@ import lexpilot_batch.engine.submit as submit_module
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import ProviderOptions, Session
-from lexpilot_batch.errors import ProviderError, WorkspaceBusy
+from lexpilot_batch.errors import ProviderError, ProviderUnavailable, WorkspaceBusy
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.batches import draw_key
@@ -523,6 +524,42 @@ def test_a_timed_out_batch_create_makes_no_second_batch(tmp_path, baseline):
     ]
     assert not orphans, f"batches created twice for one file, never recorded nor ingested: {orphans}"
     check_invariants(tmp_path / "ws", outcome)
+
+
+def test_downloads_that_break_off_are_fetched_again(tmp_path, baseline):
+    """`cut_download`: a result file's download breaks off half-way (the connection closes under the
+    whole file's Content-Length). The part read is never saved nor ingested; the file is fetched
+    again (`base.save_streamed`); = fault-free."""
+    outcome = run_benchmark(tmp_path / "ws", "cut_download=0.4,seed=5")
+    assert_same_as(baseline, outcome)
+    assert outcome.server["cut_download:file_content"] >= 2
+    assert outcome.server["calls:file_content"] == len(outcome.files) + outcome.server["cut_download:file_content"]
+    assert not [p for p in (tmp_path / "ws" / "responses").rglob("*") if p.is_file() and ".jsonl" not in p.name]
+
+
+def test_a_download_that_keeps_breaking_off_stops_the_command_and_loses_nothing(tmp_path, baseline):
+    stopped: list[str] = []
+
+    def drive(ws: Workspace, session: Session) -> None:
+        session.close()
+        broken = open_session(ws, "cut_download=1", retries=8)
+        try:
+            with pytest.raises(ProviderUnavailable) as err:
+                finish(ws, broken)
+        finally:
+            broken.close()
+        stopped.append(str(err.value))
+        assert not ws.store.conn.execute("SELECT 1 FROM files WHERE output_path IS NOT NULL").fetchone()
+        again = open_session(ws, "", retries=8)
+        try:
+            finish(ws, again)
+        finally:
+            again.close()
+
+    outcome = run_benchmark(tmp_path / "ws", drive=drive)
+    assert_same_as(baseline, outcome)
+    assert stopped[0].startswith("downloading file") and "broke off" in stopped[0], stopped
+    assert "nothing was lost" in stopped[0]
 
 
 # --- 5. a batch that never finishes -------------------------------------------------------------

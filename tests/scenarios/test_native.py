@@ -217,6 +217,15 @@ def test_an_outage_of_each_native_route_stops_the_command_and_loses_nothing(tmp_
     assert outcome["records"] == clean["records"] and outcome["anomalies"] == 0
 
 
+def test_native_downloads_that_break_off_are_fetched_again(tmp_path, monkeypatch, clean):
+    """Anthropic's results stream and Gemini's responses file broken off half-way (`cut_download`):
+    nothing partial is saved; each is fetched again whole, with the fault-free records."""
+    faulty = run_native(tmp_path / "ws", monkeypatch, "cut_download=0.5,seed=3", models=(CLAUDE, GEMINI))
+    assert faulty["records"] == clean["records"] and faulty["anomalies"] == 0
+    stats = faulty["server"]
+    assert stats["cut_download:anthropic_results"] >= 1 and stats["cut_download:gemini_download"] >= 1, stats
+
+
 @pytest.mark.slow  # a stalled batch waited out on both native APIs (the wave age itself: engine/test_poll.py)
 def test_a_stalled_batch_is_cancelled_and_keeps_what_it_finished(tmp_path, monkeypatch, clean):
     """`--max-wave-age` cancels batches that stopped part-way: Anthropic's end with `canceled`

@@ -22,10 +22,10 @@ from typing import Any
 
 from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.anthropic.errors import failure_of
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend, require_sdk
+from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend, require_sdk, save_streamed
 from lexpilot_batch.providers.endpoints import PROFILES, Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
-from lexpilot_batch.util.fileio import file_sha256, write_atomic
+from lexpilot_batch.util.fileio import file_sha256
 
 INLINE = "inline:"  # the "file id" of a checked file: its hash, verified again when it is created
 # A Message Batch's limits: the `anthropic` profile's, the one home of them.
@@ -116,8 +116,8 @@ class AnthropicBatchBackend(FileBatchBackend):
 
     def _download(self, file_id: str, dest: Path) -> None:
         """Stream the batch's results (`file_id` is the batch id) into `dest`, untouched."""
-        with self.client.messages.batches.with_streaming_response.results(file_id) as response:
-            write_atomic(dest, response.iter_bytes())
+        stream = self.client.messages.batches.with_streaming_response.results
+        save_streamed(dest, lambda: stream(file_id), self.sdk.APIConnectionError, self.client.max_retries + 1)
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return _info(self.client.messages.batches.cancel(batch_id))

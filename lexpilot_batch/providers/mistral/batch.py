@@ -30,12 +30,11 @@ from typing import Any
 
 import openai
 
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, BatchStatus, FileBatchBackend
+from lexpilot_batch.providers.base import BatchInfo, BatchSource, BatchStatus, FileBatchBackend, save_streamed
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.mistral.errors import failure_of
 from lexpilot_batch.providers.registry import parse_model
-from lexpilot_batch.util.fileio import write_atomic
 
 JOBS = "/batch/jobs"  # under the base URL, https://api.mistral.ai/v1
 PAGE_SIZE = 100
@@ -129,7 +128,8 @@ class MistralBatchBackend(FileBatchBackend):
         return info(self.client.get(f"{JOBS}/{batch_id}", cast_to=object))  # type: ignore[arg-type]
 
     def _download(self, file_id: str, dest: Path) -> None:
-        write_atomic(dest, self.client.files.content(file_id).read())
+        stream = self.client.files.with_streaming_response.content
+        save_streamed(dest, lambda: stream(file_id), openai.APIConnectionError, self.client.max_retries + 1)
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return info(self.client.post(f"{JOBS}/{batch_id}/cancel", cast_to=object))  # type: ignore[arg-type]

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import openai
 
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, BatchStatus, FileBatchBackend
+from lexpilot_batch.providers.base import BatchInfo, BatchSource, BatchStatus, FileBatchBackend, save_streamed
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.openai.errors import failure_of
-from lexpilot_batch.util.fileio import write_atomic
 
 # Statuses of OpenAI-shaped APIs that are not OpenAI's words: SiliconFlow's `in_queue` (its create
 # answer's status, https://docs.siliconflow.cn/cn/api-reference/batch/create-batch); an upper-cased
@@ -86,7 +85,8 @@ class OpenAIBatchBackend(FileBatchBackend):
         return _info(self.client.batches.retrieve(batch_id))
 
     def _download(self, file_id: str, dest: Path) -> None:
-        write_atomic(dest, self.client.files.content(file_id).read())
+        stream = self.client.files.with_streaming_response.content
+        save_streamed(dest, lambda: stream(file_id), openai.APIConnectionError, self.client.max_retries + 1)
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return _info(self.client.batches.cancel(batch_id))

@@ -50,6 +50,7 @@ from lexpilot_batch.providers.base import (
     CreateUncertain,
     FileBatchBackend,
     retry_after,
+    save_streamed,
 )
 from lexpilot_batch.providers.chat import http
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
@@ -57,7 +58,7 @@ from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.together.errors import UploadRefused, failure_of
 from lexpilot_batch.util import clock
-from lexpilot_batch.util.fileio import file_sha256, write_atomic
+from lexpilot_batch.util.fileio import file_sha256
 
 PURPOSE = "batch-api"  # the Files API purpose of a batch input file
 BATCHES = "/batches"  # under the base URL, https://api.together.ai/v1
@@ -193,7 +194,8 @@ class TogetherBatchBackend(FileBatchBackend):
         return info(self.client.get(f"{BATCHES}/{batch_id}", cast_to=object))  # type: ignore[arg-type]
 
     def _download(self, file_id: str, dest: Path) -> None:
-        write_atomic(dest, self.client.files.content(file_id).read())
+        stream = self.client.files.with_streaming_response.content
+        save_streamed(dest, lambda: stream(file_id), openai.APIConnectionError, self.client.max_retries + 1)
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return info(self.client.post(f"{BATCHES}/{batch_id}/cancel", cast_to=object))  # type: ignore[arg-type]
