@@ -216,12 +216,12 @@ def test_mistral_reasoning_answers_arrive_as_content_chunks_and_are_read_as_answ
     assert chunked >= 1, chunked
 
 
-# Lost creates (a create committed after the client gave up), expired batches, errored lines and
-# HTTP 429/500 on Mistral's routes and the platforms' uploads, downloads and creates; per-request
-# faults drawn on the workspace's own custom_ids.
+# Lost creates (a create committed after the client gave up), expired batches, errored lines, downloads
+# broken off half-way and HTTP 429/500 on Mistral's routes and the platforms' uploads, downloads and
+# creates; per-request faults drawn on the workspace's own custom_ids.
 MISTRAL_ROUTES = "mistral_create+mistral_list+mistral_get+mistral_cancel+upload_file+file_content+create_batch"
 FAULTS = (
-    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,"
+    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,cut_download=0.3,"
     f"http_429=0.05,http_500=0.05,http_routes={MISTRAL_ROUTES},retry_after=0.001,seed=5"
 )
 
@@ -235,6 +235,7 @@ def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_
     assert faulty["records"] == {k: v for k, v in clean["records"].items() if k[1] in FAULTY}
     assert faulty["anomalies"] == 0
     stats = faulty["server"]
+    assert stats["cut_download:file_content"] >= 1, stats  # downloads broken off half-way, fetched again
     assert stats["late_create:mistral_create"] >= 1 and stats["late_create:create_batch"] >= 1, stats
     expired = [f for f in faulty["files"] if f["batch_status"] == "expired"]
     expired_at = {f["model"].partition("/")[0] for f in expired}

@@ -235,11 +235,12 @@ def test_an_upload_refused_for_the_moment_is_sent_again_and_a_refused_put_is_an_
             TogetherApi.upload_put = real  # type: ignore[method-assign]
 
 
-# Lost creates (a create committed after the client gave up), expired jobs, errored lines and HTTP
-# 429/500 on Together's routes; per-request faults drawn on the workspace's own custom_ids.
+# Lost creates (a create committed after the client gave up), expired jobs, errored lines, downloads broken
+# off half-way and HTTP 429/500 on Together's routes; per-request faults drawn on the workspace's own
+# custom_ids.
 ROUTES = "together_upload_start+together_preprocess+together_create+together_list+together_get+together_file_content"
 FAULTS = (
-    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,"
+    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,cut_download=0.3,"
     f"http_429=0.05,http_500=0.05,http_routes={ROUTES},retry_after=0.001,seed=5"
 )
 LIMIT = 3  # cases: enough batches for every fault to be drawn
@@ -253,6 +254,7 @@ def test_lost_creates_expired_jobs_and_errored_lines_end_with_the_fault_free_rec
     assert faulty["records"] == fault_free["records"]
     assert faulty["anomalies"] == 0
     stats = faulty["server"]
+    assert stats["cut_download:together_file_content"] >= 1, stats  # downloads broken off half-way, fetched again
     assert stats["late_create:together_create"] >= 1 and stats["http_500"] + stats["http_429"] >= 1, stats
     assert [f for f in faulty["files"] if f["batch_status"] == "expired"]  # EXPIRED jobs, what they finished kept
     kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
