@@ -18,7 +18,8 @@ row inserted per request line (its custom_id, in a table with the UNIQUE index a
 by) and one row updated per result line (its status and answer text, found by custom_id), each
 file's rows in one transaction, in WAL mode with `synchronous=NORMAL` as the workspace's store. It
 says how much of the engine's distance from the serialisation floor any SQLite-backed engine would
-keep.
+keep. It is a lower bound: the scratch table (beside the workspace, on its disk) holds only the
+sampled rows, with one index, and the rows a result updates were inserted a moment before.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def _spread(paths: list[Path]) -> list[Path]:
 class _Floor:
     """The timed parts, summed over the lines timed."""
 
-    def __init__(self) -> None:
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder  # where the scratch database goes: beside the workspace, on its disk
         self.dump_wall = self.dump_cpu = self.parse_wall = self.parse_cpu = 0.0
         self.store_wall = self.store_cpu = self.update_wall = self.update_cpu = 0.0
         self.dumped = self.dumped_bytes = self.parsed = 0
@@ -66,7 +68,7 @@ class _Floor:
 
     def _store(self) -> sqlite3.Connection:
         if self._db is None:
-            self._db_path = _scratch(".sqlite")
+            self._db_path = _scratch(".sqlite", self.folder)
             self._db = sqlite3.connect(self._db_path, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -151,8 +153,8 @@ class _Floor:
         }
 
 
-def _scratch(suffix: str = ".jsonl") -> str:
-    fd, scratch = tempfile.mkstemp(prefix="floor-", suffix=suffix)
+def _scratch(suffix: str = ".jsonl", folder: Path | None = None) -> str:
+    fd, scratch = tempfile.mkstemp(prefix="floor-", suffix=suffix, dir=folder)
     os.close(fd)
     return scratch
 
@@ -189,7 +191,7 @@ def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, A
     workspace's files; their sum is the floor per request."""
     from lexpilot_batch.state.compaction import read_saved
 
-    floor = _Floor()
+    floor = _Floor(ws_root.parent)
     try:
         _time_saved(floor, ws_root, max_bytes, read_saved)
     finally:
@@ -232,7 +234,7 @@ class FloorAlongside:
     def __init__(self, ws_root: Path, per_file: int = 3 * MB) -> None:
         self.ws_root, self.per_file = ws_root, per_file
         self.seen: set[Path] = set()
-        self.floor = _Floor()
+        self.floor = _Floor(ws_root.parent)
 
     def sample(self) -> None:
         scratch = _scratch()

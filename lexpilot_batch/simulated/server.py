@@ -288,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(result, Reply):
             result, headers = result.data, result.headers
         if isinstance(result, bytes):
-            if sim._maybe_cut(name):  # the connection breaks off half-way through the body
+            if len(result) > 1 and sim._maybe_cut(name):  # the connection breaks off half-way through the body
                 self._send(200, result, "application/octet-stream", headers, cut=len(result) // 2)
                 self.close_connection = True
                 return

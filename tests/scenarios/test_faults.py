@@ -77,6 +77,8 @@ from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.batches import draw_key
 from lexpilot_batch.simulated.faults import Faults, draw
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
+from lexpilot_batch.util.fileio import TMP_SUFFIX
 
 THREADS = 6 * LIMIT  # lca c + u, dcg, direct, gold, interaction per case
 FIRST_STEP = {  # the step each thread needs first (wave 1)
@@ -532,12 +534,18 @@ def test_downloads_that_break_off_are_fetched_again(tmp_path, baseline):
     again (`base.save_streamed`); = fault-free."""
     outcome = run_benchmark(tmp_path / "ws", "cut_download=0.4,seed=5")
     assert_same_as(baseline, outcome)
-    assert outcome.server["cut_download:file_content"] >= 2
-    assert outcome.server["calls:file_content"] == len(outcome.files) + outcome.server["cut_download:file_content"]
-    assert not [p for p in (tmp_path / "ws" / "responses").rglob("*") if p.is_file() and ".jsonl" not in p.name]
+    # Nothing of a broken body was ingested: no line the engine could not read, no request sent again.
+    assert not outcome.anomalies and not retried(outcome)
+    assert not [p for p in (tmp_path / "ws" / "responses").rglob("*") if p.name.endswith(TMP_SUFFIX)]
+    server = outcome.server
+    assert server["cut_download:file_content"] >= 2
+    assert server["calls:file_content"] == len(outcome.files) + server["cut_download:file_content"]
+    # Fetched again by the engine (`save_streamed`), each a new call: the SDK retried none of them.
+    assert server["retried:file_content"] == 0
 
 
-def test_a_download_that_keeps_breaking_off_stops_the_command_and_loses_nothing(tmp_path, baseline):
+def test_a_download_that_keeps_breaking_off_stops_the_command_and_loses_nothing(tmp_path, baseline, monkeypatch):
+    monkeypatch.setattr(clock, "pause", lambda seconds: None)  # the waits between the tries
     stopped: list[str] = []
 
     def drive(ws: Workspace, session: Session) -> None:

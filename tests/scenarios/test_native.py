@@ -224,6 +224,9 @@ def test_native_downloads_that_break_off_are_fetched_again(tmp_path, monkeypatch
     assert faulty["records"] == clean["records"] and faulty["anomalies"] == 0
     stats = faulty["server"]
     assert stats["cut_download:anthropic_results"] >= 1 and stats["cut_download:gemini_download"] >= 1, stats
+    # Anthropic's fetched again by the engine (`save_streamed`), each a new call: its SDK retried none
+    # (Gemini's by its backend's `_again`; google-genai sends no retry count to tell).
+    assert stats["retried:anthropic_results"] == 0, stats
 
 
 @pytest.mark.slow  # a stalled batch waited out on both native APIs (the wave age itself: engine/test_poll.py)

@@ -221,7 +221,7 @@ def test_mistral_reasoning_answers_arrive_as_content_chunks_and_are_read_as_answ
 # creates; per-request faults drawn on the workspace's own custom_ids.
 MISTRAL_ROUTES = "mistral_create+mistral_list+mistral_get+mistral_cancel+upload_file+file_content+create_batch"
 FAULTS = (
-    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,cut_download=0.3,"
+    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,cut_download=0.5,"
     f"http_429=0.05,http_500=0.05,http_routes={MISTRAL_ROUTES},retry_after=0.001,seed=5"
 )
 

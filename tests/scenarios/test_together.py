@@ -240,7 +240,7 @@ def test_an_upload_refused_for_the_moment_is_sent_again_and_a_refused_put_is_an_
 # custom_ids.
 ROUTES = "together_upload_start+together_preprocess+together_create+together_list+together_get+together_file_content"
 FAULTS = (
-    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,cut_download=0.3,"
+    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,cut_download=0.5,"
     f"http_429=0.05,http_500=0.05,http_routes={ROUTES},retry_after=0.001,seed=5"
 )
 LIMIT = 3  # cases: enough batches for every fault to be drawn
