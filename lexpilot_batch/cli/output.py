@@ -154,7 +154,7 @@ def progress_printer(
 ) -> Callable[[AdvanceResult, dict[str, int]], None]:
     """One tqdm bar per wave over its requests' provider counts, and a summary line per step;
     housekeeping (compacting finished waves) only with `verbose`."""
-    from tqdm import tqdm
+    from lexpilot_batch.util.progress import Bar
 
     state: dict[str, Any] = {"bar": None, "wave": None, "manual": set(), "unresolved": set()}
 
@@ -177,7 +177,7 @@ def progress_printer(
                 close_bar()
                 # No tqdm rate: it divides the provider's counts, which jump, by the moments between
                 # two polls (`3973551.16req/s`); `pace` reads them against the batches' own age.
-                state["bar"] = tqdm(
+                state["bar"] = Bar(
                     total=total,
                     desc=f"wave {wave}",
                     unit="req",
@@ -195,7 +195,7 @@ def progress_printer(
         stats = poll.stats
 
         def note(text: str) -> None:  # a line above the bar, as `printable` makes it
-            tqdm.write(printable(text))
+            Bar.write(printable(text))
 
         if poll.finished:
             close_bar()

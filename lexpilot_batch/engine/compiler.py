@@ -29,8 +29,6 @@ from functools import lru_cache
 from itertools import islice
 from typing import Any
 
-from tqdm import tqdm
-
 from lexpilot_batch.benchmark import records
 from lexpilot_batch.benchmark.protocols import PROTOCOLS
 from lexpilot_batch.benchmark.protocols.base import Answer, CaseContext, Step
@@ -51,6 +49,7 @@ from lexpilot_batch.state.waves import discard_unsent_wave, drop_empty_wave, ope
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import role_requests
 from lexpilot_batch.util import collector
+from lexpilot_batch.util.progress import Bar
 
 
 @dataclass
@@ -198,7 +197,7 @@ def _advance_all(
         f"SELECT COUNT(*) FROM (SELECT DISTINCT run_pk, case_idx FROM threads WHERE status = '{ThreadState.ACTIVE}')"
     ).fetchone()[0]
     # disable=None: a bar on a terminal (large waves take a while), silence in logs and pipes.
-    bar = tqdm(total=n_groups, desc=f"compiling wave {writer.wave}", unit="case", disable=None, leave=False)
+    bar = Bar(total=n_groups, desc=f"compiling wave {writer.wave}", unit="case", disable=None, leave=False)
     new_requests: list[tuple] = []
     thread_updates: list[tuple] = []
     discards: list[tuple] = []

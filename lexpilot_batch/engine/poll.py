@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.ingest import IngestStats, ingest_file
 from lexpilot_batch.engine.recovery import sweep
@@ -56,6 +54,7 @@ from lexpilot_batch.state.waves import (
 )
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util.fileio import file_sha256
+from lexpilot_batch.util.progress import Bar
 
 if TYPE_CHECKING:
     from lexpilot_batch.engine.session import Session
@@ -205,7 +204,7 @@ def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
     out = ws.wave_dir("responses", row["wave"]) / f"{Path(row['path']).stem}.output.jsonl"
     runner = session.sync_runner(row)
     # disable=None: a bar on a terminal, silence in logs and pipes.
-    with tqdm(total=row["n_requests"], desc=f"sync {Path(row['path']).name}", unit="req", disable=None) as bar:
+    with Bar(total=row["n_requests"], desc=f"sync {Path(row['path']).name}", unit="req", disable=None) as bar:
 
         def progress(saved: int, total: int) -> None:
             bar.total = total
