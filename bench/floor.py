@@ -69,7 +69,7 @@ class _Floor:
     def _store(self) -> sqlite3.Connection:
         if self._db is None:
             self._db_path = _scratch(".sqlite", self.folder)
-            self._db = sqlite3.connect(self._db_path, isolation_level=None)
+            self._db = sqlite3.connect(self._db_path)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
@@ -100,7 +100,7 @@ class _Floor:
         db = self._store()
         rows = [(_id(obj, self.dumped + i), "pending") for i, obj in enumerate(objects)]
         w, c = time.perf_counter(), time.process_time()
-        with _transaction(db):
+        with db:  # one transaction, committed at the end of the block
             db.executemany("INSERT INTO requests (custom_id, status) VALUES (?, ?)", rows)
         self.store_wall += time.perf_counter() - w
         self.store_cpu += time.process_time() - c
@@ -116,14 +116,14 @@ class _Floor:
         parsed = [json.loads(line) for line in lines]
         db = self._store()
         ids = [_id(obj, self.parsed + i, "result") for i, obj in enumerate(parsed)]
-        with _transaction(db):
+        with db:
             db.executemany(
                 "INSERT OR IGNORE INTO requests (custom_id, status) VALUES (?, 'pending')", ((i,) for i in ids)
             )
         self.parsed += len(lines)
         w, c = time.perf_counter(), time.process_time()
         updates = [("answered", _content(obj), cid) for obj, cid in zip(parsed, ids, strict=True)]
-        with _transaction(db):
+        with db:
             db.executemany("UPDATE requests SET status = ?, text = ? WHERE custom_id = ?", updates)
         self.update_wall += time.perf_counter() - w
         self.update_cpu += time.process_time() - c
@@ -171,19 +171,6 @@ def _content(obj: Any) -> str | None:
         return obj["response"]["body"]["choices"][0]["message"]["content"]
     except (KeyError, IndexError, TypeError):
         return None
-
-
-class _transaction:
-    """BEGIN ... COMMIT on an autocommit connection, as the store's transactions."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN")
-
-    def __exit__(self, kind: object, *_: object) -> None:
-        self.db.execute("COMMIT" if kind is None else "ROLLBACK")
 
 
 def serialisation_floor(ws_root: Path, max_bytes: int = 256 * MB) -> dict[str, Any]:

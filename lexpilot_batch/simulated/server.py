@@ -448,40 +448,33 @@ class SimulatedServer:
                 if retry_count not in ("", "0"):
                     self.stats[f"retried:{profile.name}:{route}"] += 1
 
-    def _maybe_slow(self, route: str) -> None:
-        """Maybe hold the answer of a call whose route has run (drawn per call)."""
-        faults = self.faults
-        if not faults.http_slow or not faults.applies_to(route):
-            return
-        with self._lock:
-            roll = self._rng.random()
-        if roll < faults.http_slow:
-            self._count("http_slow", route)
-            time.sleep(faults.slow_seconds)
-
-    def _maybe_cut(self, route: str) -> bool:
-        """Whether to break off this download of a file's content half-way (drawn per call)."""
-        faults = self.faults
-        if not faults.cut_download:
+    def _struck(self, fault: str, route: str) -> bool:
+        """Whether a per-call fault (`http_slow`, `late_create`, `cut_download`) strikes this call:
+        drawn only while it is on, and counted when it strikes."""
+        chance = getattr(self.faults, fault)
+        if not chance:
             return False
         with self._lock:
             roll = self._rng.random()
-        if roll < faults.cut_download:
-            self._count("cut_download", route)
+        if roll < chance:
+            self._count(fault, route)
             return True
         return False
+
+    def _maybe_slow(self, route: str) -> None:
+        """Maybe hold the answer of a call whose route has run (drawn per call)."""
+        if self.faults.applies_to(route) and self._struck("http_slow", route):
+            time.sleep(self.faults.slow_seconds)
+
+    def _maybe_cut(self, route: str) -> bool:
+        """Whether to break off this download of a file's content half-way (drawn per call)."""
+        return self._struck("cut_download", route)
 
     def _maybe_late(self, route: str) -> None:
         """Maybe hold a batches create *before* it runs (drawn per call): the batch appears only
         after a client with a shorter timeout gave up on its answer."""
-        faults = self.faults
-        if route not in CREATE_ROUTES or not faults.late_create:
-            return
-        with self._lock:
-            roll = self._rng.random()
-        if roll < faults.late_create:
-            self._count("late_create", route)
-            time.sleep(faults.slow_seconds)
+        if route in CREATE_ROUTES and self._struck("late_create", route):
+            time.sleep(self.faults.slow_seconds)
 
     def forget_batches(self) -> int:
         """Forget every batch, as a provider whose restart lost its queue (files stay). Returns how many."""

@@ -447,6 +447,21 @@ def test_http_429_and_500_on_chat_completions_with_the_sync_backend(tmp_path, sy
     assert_http_faults_hit_only(stats, "chat_completion")
 
 
+def drive_through(ws: Workspace, faults: str, until: type[BaseException] | None = None) -> str:
+    """Drive `ws` through a provider with `faults` (retries 8): until the command stops with
+    `until`, whose message is returned, or, with no `until`, to the end ("")."""
+    session = open_session(ws, faults, retries=8)
+    try:
+        if until is None:
+            finish(ws, session)
+            return ""
+        with pytest.raises(until) as err:
+            finish(ws, session)
+        return str(err.value)
+    finally:
+        session.close()
+
+
 def test_outages_longer_than_the_retries_stop_the_command_and_lose_nothing(tmp_path, baseline):
     stopped: list[str] = []
 
@@ -454,18 +469,8 @@ def test_outages_longer_than_the_retries_stop_the_command_and_lose_nothing(tmp_p
         session.close()
         # One route down after another (each stopping the command), then the provider is back.
         for route in BATCH_ROUTES:
-            down = open_session(ws, f"http_500=1,retry_after=0.01,http_routes={route}", retries=8)
-            try:
-                with pytest.raises(ProviderError) as err:
-                    finish(ws, down)
-            finally:
-                down.close()
-            stopped.append(str(err.value))
-        again = open_session(ws, "", retries=8)
-        try:
-            finish(ws, again)
-        finally:
-            again.close()
+            stopped.append(drive_through(ws, f"http_500=1,retry_after=0.01,http_routes={route}", until=ProviderError))
+        drive_through(ws, "")  # the provider back
 
     outcome = run_benchmark(tmp_path / "ws", drive=drive)
     assert_same_as(baseline, outcome)
@@ -550,19 +555,9 @@ def test_a_download_that_keeps_breaking_off_stops_the_command_and_loses_nothing(
 
     def drive(ws: Workspace, session: Session) -> None:
         session.close()
-        broken = open_session(ws, "cut_download=1", retries=8)
-        try:
-            with pytest.raises(ProviderUnavailable) as err:
-                finish(ws, broken)
-        finally:
-            broken.close()
-        stopped.append(str(err.value))
+        stopped.append(drive_through(ws, "cut_download=1", until=ProviderUnavailable))
         assert not ws.store.conn.execute("SELECT 1 FROM files WHERE output_path IS NOT NULL").fetchone()
-        again = open_session(ws, "", retries=8)
-        try:
-            finish(ws, again)
-        finally:
-            again.close()
+        drive_through(ws, "")  # the provider back
 
     outcome = run_benchmark(tmp_path / "ws", drive=drive)
     assert_same_as(baseline, outcome)
