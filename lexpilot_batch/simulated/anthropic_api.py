@@ -19,6 +19,7 @@ OpenAI-shaped machinery (`native`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.providers import served
@@ -103,8 +104,8 @@ def _problem(params: Any) -> str | None:
 class AnthropicApi:
     """The Message Batches routes over one simulated provider's store."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int) -> None:
-        self.store, self.faults, self.seed = store, faults, seed
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
+        self.store, self.faults, self.seed, self.roll = store, faults, seed, roll
         self.root = ""  # the server's URL, for `results_url` (set once it listens)
 
     def create(self, body: Any) -> dict[str, Any]:
@@ -172,7 +173,7 @@ class AnthropicApi:
         cid = (our_id(client_request_id, ANTHROPIC) or client_request_id) if client_request_id else None
         messages, fields = _chat_parts(params)
         body = {"model": params["model"], "messages": messages, **fields}
-        answer = chat.answer(body, cid, self.seed, self.faults, self.store.prefixes)
+        answer = chat.answer(body, cid, self.seed, self.faults, self.roll, self.store.prefixes)
         return _message("sync", cid or answer["id"], answer, "standard")
 
     def _record(self, message_batch_id: str) -> dict[str, Any]:

@@ -8,6 +8,8 @@ platform's purposes, endpoints, windows and limits; without one, it is OpenAI's.
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from email import policy
 from email.parser import BytesParser
 from typing import Any
@@ -29,13 +31,15 @@ UPLOAD_PURPOSES = ("batch",)  # the only purpose this provider simulates
 class Api:
     """The routes of one simulated provider over one state folder."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int) -> None:
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float] | None = None) -> None:
         self.store = store
         self.faults = faults
         self.seed = seed
+        # The per-call faults' draws: the server's generator, else one seeded by the faults.
+        self.roll = roll if roll is not None else random.Random(faults.seed).random
         # Anthropic's Message Batches and Gemini's Batch Mode over the same store and simulated roles.
-        self.anthropic = AnthropicApi(store, faults, seed)
-        self.gemini = GeminiApi(store, faults, seed)
+        self.anthropic = AnthropicApi(store, faults, seed, self.roll)
+        self.gemini = GeminiApi(store, faults, seed, self.roll)
         self.mistral = MistralApi(store, faults, seed)  # its files are this API's
         self.together = TogetherApi(store, faults, seed)  # its own files routes, under /together
 
@@ -185,7 +189,7 @@ class Api:
         """One chat completion, answered as a batch line with the custom_id `client_request_id` is (`chat`)."""
         if profile is not None and not profile.stream and isinstance(body, dict) and body.get("stream"):
             raise bad_request(f"stream must be false on {profile.name}'s batch chat route.", "stream")
-        return chat.answer(body, client_request_id, self.seed, self.faults, self.store.prefixes)
+        return chat.answer(body, client_request_id, self.seed, self.faults, self.roll, self.store.prefixes)
 
 
 def _profiled(profile: Profile, window: str, seconds: int) -> dict[str, Any]:

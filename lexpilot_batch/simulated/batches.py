@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import math
+import os
 import random
 import re
 import time
@@ -312,7 +313,7 @@ def create(
     digest = hashlib.sha256(data).hexdigest()
     drawn = draw_digest(data)
     now = time.time()
-    batch_id = "batch_" + _hex("batch", now, digest, random.random())[:32]
+    batch_id = "batch_" + _hex("batch", now, digest, os.urandom(8).hex())[:32]
     # Drawn first, so that a batch refused for the token limit answers none of its requests. A
     # batch created again from the same content draws again (the earlier ones are in the store).
     again = store.count_batches(digest) + store.refused_creates.get(digest, 0)

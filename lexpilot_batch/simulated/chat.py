@@ -19,9 +19,9 @@ answers, its `service_tier` field saying "flex" as OpenAI's does. Another tier's
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.simulated import batches, completions
@@ -38,12 +38,18 @@ TIERS = ("auto", "default", "flex", "scale", "priority")
 
 
 def answer(
-    body: Any, client_request_id: str | None, seed: int, faults: Faults, prefixes: PrefixCache | None = None
+    body: Any,
+    client_request_id: str | None,
+    seed: int,
+    faults: Faults,
+    roll: Callable[[], float],
+    prefixes: PrefixCache | None = None,
 ) -> dict[str, Any]:
     """The chat.completion for `body`, drawn by the client's id of the call as a batch line's is by
     its custom_id (an Anthropic line id is mapped back to the workspace's by its route first). Its
     cached tokens are what `prefixes` (the provider's store) holds of it; the prefixes it leaves
-    are persisted at once (`caching.PrefixCache.append_sync`)."""
+    are persisted at once (`caching.PrefixCache.append_sync`). `roll` draws the per-call faults
+    (the server's seeded generator, never the `random` module's shared one)."""
     if client_request_id is not None and not (0 < len(client_request_id) <= 512 and client_request_id.isascii()):
         raise bad_request(f"{HEADER} must be 1 to 512 ASCII characters.", param=None)
     call = client_request_id or uuid.uuid4().hex
@@ -54,7 +60,7 @@ def answer(
             raise bad_request(f"Invalid value for 'service_tier': {tier!r}.", param="service_tier")
         flex = tier == FLEX
         body = {k: v for k, v in body.items() if k != "service_tier"}  # the tier never changes the answer
-        if flex and faults.flex_429 and random.random() < faults.flex_429:
+        if flex and faults.flex_429 and roll() < faults.flex_429:
             raise ApiError(
                 429,
                 "Resource unavailable: flex processing has not enough capacity for this request now; "

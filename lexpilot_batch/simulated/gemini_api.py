@@ -22,6 +22,7 @@ import hashlib
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.providers import served
@@ -87,8 +88,8 @@ def _file_object(file: dict[str, Any], root: str) -> dict[str, Any]:
 class GeminiApi:
     """The Batch Mode and File API routes over one simulated provider's store."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int) -> None:
-        self.store, self.faults, self.seed = store, faults, seed
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
+        self.store, self.faults, self.seed, self.roll = store, faults, seed, roll
         self.root = ""  # the server's URL, for upload URLs and file URIs (set once it listens)
         self._uploads: dict[str, dict[str, Any]] = {}  # resumable upload sessions (in memory)
         self._lock = threading.Lock()
@@ -203,6 +204,7 @@ class GeminiApi:
             client_request_id,
             self.seed,
             self.faults,
+            self.roll,
             self.store.prefixes,
         )
         return _response("sync", client_request_id or answer["id"], answer)

@@ -23,6 +23,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import os
 import random
 import re
 import socket
@@ -320,7 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
-        self.send_header("x-request-id", "req_" + random.getrandbits(96).to_bytes(12, "big").hex())
+        self.send_header("x-request-id", "req_" + os.urandom(12).hex())
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
@@ -372,7 +373,7 @@ class SimulatedServer:
     def start(self) -> None:
         if self._httpd is not None:
             return
-        self.api = Api(Store(self.state_dir), self.faults, self.seed)
+        self.api = Api(Store(self.state_dir), self.faults, self.seed, self._roll)
         cls = _HTTPServerV6 if ":" in self.host else _HTTPServer
         try:
             httpd = cls((self.host, self.port), _Handler)
@@ -448,15 +449,18 @@ class SimulatedServer:
                 if retry_count not in ("", "0"):
                     self.stats[f"retried:{profile.name}:{route}"] += 1
 
+    def _roll(self) -> float:
+        """One draw of the per-call faults' seeded generator (any handler thread's, and `chat`'s)."""
+        with self._lock:
+            return self._rng.random()
+
     def _struck(self, fault: str, route: str) -> bool:
         """Whether a per-call fault (`http_slow`, `late_create`, `cut_download`) strikes this call:
         drawn only while it is on, and counted when it strikes."""
         chance = getattr(self.faults, fault)
         if not chance:
             return False
-        with self._lock:
-            roll = self._rng.random()
-        if roll < chance:
+        if self._roll() < chance:
             self._count(fault, route)
             return True
         return False
@@ -487,8 +491,7 @@ class SimulatedServer:
         faults = self.faults
         if not (faults.http_429 or faults.http_500 or faults.http_529) or not faults.applies_to(route):
             return
-        with self._lock:
-            roll = self._rng.random()
+        roll = self._roll()
         wait = {
             "retry-after": str(max(0, round(faults.retry_after))),
             "retry-after-ms": str(int(faults.retry_after * 1000)),

@@ -350,3 +350,38 @@ def test_a_slow_answer_times_the_client_out_after_the_route_ran(tmp_path: Path) 
         # The provider did the work although the client gave up: the batch exists.
         assert len(client.batches.list().data) == 1
         assert server.stats["http_slow:create_batch"] == 1 and server.stats["http_slow"] == 1
+
+
+def flex_refusals(tmp_path: Path, seed: int, calls: int = 24) -> list[bool]:
+    """Which of `calls` serial flex calls the server refused (`flex_429=0.5`)."""
+    refused = []
+    with SimulatedServer(tmp_path / f"sim{seed}", faults=parse_faults(f"flex_429=0.5,seed={seed}")) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        for i in range(calls):
+            try:
+                client.chat.completions.create(
+                    model="sim-eval",
+                    messages=[{"role": "user", "content": prompts.lexawn_prompt(HISTORY) + f"（{i}）"}],
+                    service_tier="flex",
+                )
+                refused.append(False)
+            except openai.RateLimitError:
+                refused.append(True)
+    return refused
+
+
+def test_per_call_faults_follow_the_seed_and_leave_the_random_module_alone(tmp_path: Path) -> None:
+    # Hypothesis (and any seeded caller in the same process) owns the `random` module's state: a
+    # server thread drawing from it would change what a test generates. Its draws are its own.
+    import random
+
+    random.seed(12345)
+    state = random.getstate()
+    first = flex_refusals(tmp_path / "a", seed=7)
+    with SimulatedServer(tmp_path / "b", faults=parse_faults("seed=7")) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        wait(client, submit(client, jsonl(mixed_lines(3))), interval=0.0)
+    assert random.getstate() == state
+    assert first == flex_refusals(tmp_path / "c", seed=7)  # a seed's refusals, call for call
+    assert True in first and False in first
+    assert flex_refusals(tmp_path / "d", seed=8) != first
