@@ -11,7 +11,7 @@
   supported models, and answers 400 for others rather than falling back
   (https://learn.microsoft.com/azure/foundry/openai/how-to/flex-processing). A deployment's name does
   not tell its model, so Azure is never assumed: `--flex MODEL=on` turns it on.
-- Gemini's Flex inference: `service_tier: "flex"` in the generateContent request body, "50% cost
+- Gemini's Flex inference: `serviceTier: "flex"` in the generateContent request body, "50% cost
   reduction", "best-effort availability", a target latency of 1 to 15 minutes
   (https://ai.google.dev/gemini-api/docs/flex-inference, https://ai.google.dev/gemini-api/docs/optimization).
 - Anthropic has no flex tier (its `service_tier` chooses priority capacity, at list price or more):
@@ -78,8 +78,12 @@ def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
 
 
 def tier_fields(api: str) -> dict[str, Any]:
-    """What a flex call adds to a request line's body: the documented `service_tier` field (OpenAI's
-    Chat Completions and Gemini's generateContent alike)."""
-    if api not in (OPENAI, GOOGLE):
-        raise ConfigError(f"the {api} API has no flex tier")
-    return {"service_tier": TIER}
+    """What a flex call adds to a request line's body: the documented field, OpenAI's Chat
+    Completions `service_tier`, and the generateContent request's `serviceTier` (its REST name: the
+    `google-genai` SDK sends `GenerateContentConfig.service_tier` so, `models._GenerateContentConfig_to_mldev`,
+    and the request contract knows no other, `google.contract`)."""
+    if api == OPENAI:
+        return {"service_tier": TIER}
+    if api == GOOGLE:
+        return {"serviceTier": TIER}
+    raise ConfigError(f"the {api} API has no flex tier")

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lexpilot_batch.providers.anthropic import results as anthropic_results
-from lexpilot_batch.providers.apis import ANTHROPIC, BATCH, GOOGLE, MISTRAL, OPENAI, SIMULATED, SYNC, TOGETHER
+from lexpilot_batch.providers.apis import ANTHROPIC, BATCH, FLEX, GOOGLE, MISTRAL, OPENAI, SIMULATED, SYNC, TOGETHER
 from lexpilot_batch.providers.google import results as google_results
 from lexpilot_batch.providers.mistral import results as mistral_results
 from lexpilot_batch.providers.outputs import Normalise
@@ -20,11 +20,13 @@ __all__ = ["Normalise", "file_api", "normaliser"]
 
 
 def file_api(row: Mapping[str, Any]) -> str:
-    """The API shape of a compiled file's lines and results: its provider's on the `batch` backend
-    and on `sync` (a provider's chat-completions-only models, and the groups of a batch route that
-    `--tail-sync` sends through its API's synchronous call: `providers.chat`); OpenAI's on every
-    other (manual, and the simulated provider in-process, whose files name the endpoint `simulated`)."""
-    if row["backend"] not in (BATCH, SYNC) or not row["provider"] or row["endpoint"] == SIMULATED:
+    """The API shape of a compiled file's lines and results: its provider's on the `batch` backend,
+    on `sync` (a provider's chat-completions-only models, and the groups of a batch route that
+    `--tail-sync` sends through its API's synchronous call: `providers.chat`) and on `flex` (the
+    groups `--tail auto` sends through that call on the flex tier, a Gemini model's in Gemini's
+    shape); OpenAI's on every other (manual, and the simulated provider in-process, whose files
+    name the endpoint `simulated`)."""
+    if row["backend"] not in (BATCH, SYNC, FLEX) or not row["provider"] or row["endpoint"] == SIMULATED:
         return OPENAI
     return provider_of(row["provider"])[0].api
 

@@ -197,8 +197,10 @@ class GeminiApi:
         if problem is not None:
             raise bad_request(problem)  # as the same request errors in a batch
         messages, fields = parts
-        if "service_tier" in request:  # Gemini's Flex inference field, spoken as chat's (`chat`)
-            fields["service_tier"] = request["service_tier"]
+        # Gemini's Flex inference field (the contract checked its value), spoken as chat's (`chat`);
+        # its other tiers answer as the standard one.
+        if str(request.get("serviceTier", "")).lower() == "flex":
+            fields["service_tier"] = "flex"
         answer = chat.answer(
             {"model": sent, "messages": messages, **fields},
             client_request_id,
@@ -376,6 +378,8 @@ def _response(batch_id: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
     }
     if thoughts:
         meta["thoughtsTokenCount"] = thoughts
+    if body.get("service_tier") == "flex":  # `UsageMetadata.service_tier`: "Service tier of the request"
+        meta["serviceTier"] = "flex"
     return {
         "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": reason, "index": 0}],
         "usageMetadata": meta,

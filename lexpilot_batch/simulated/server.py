@@ -130,6 +130,13 @@ def check_loopback(host: str) -> str:
     return str(address)
 
 
+def _on_flex(answer: dict) -> bool:
+    """Whether an answer says it ran on the flex tier: chat's `service_tier`, Gemini's
+    `usageMetadata.serviceTier`."""
+    meta = answer.get("usageMetadata")
+    return answer.get("service_tier") == "flex" or (isinstance(meta, dict) and meta.get("serviceTier") == "flex")
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     sim: SimulatedServer
@@ -278,7 +285,7 @@ class _Handler(BaseHTTPRequestHandler):
             shaped = profiles.error_body(error, profile) if profile else error_body(error, api)
             self._send(500, json.dumps(shaped).encode("utf-8"), "application/json")
             return
-        if isinstance(result, dict) and result.get("service_tier") == "flex":
+        if isinstance(result, dict) and _on_flex(result):
             sim._count("flex_answers", name)
         sim._maybe_slow(name)
         headers = None

@@ -22,6 +22,7 @@ from lexpilot_batch.engine import poll, submit
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
+from lexpilot_batch.providers import sync as sync_module
 from lexpilot_batch.providers.google import client as google_client  # noqa: E402
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.report import status
@@ -227,6 +228,32 @@ def test_native_downloads_that_break_off_are_fetched_again(tmp_path, monkeypatch
     # Anthropic's fetched again by the engine (`save_streamed`), each a new call: its SDK retried none
     # (Gemini's by its backend's `_again`; google-genai sends no retry count to tell).
     assert stats["retried:anthropic_results"] == 0, stats
+
+
+def test_gemini_groups_on_the_flex_tier_speak_gemini_and_give_the_same_records(tmp_path, monkeypatch, clean):
+    """`--tail auto` sending a Gemini model's groups through generateContent on the flex tier
+    (`serviceTier`, its REST name), refused half the time (backed off, no attempt used): the
+    fault-free records. (Once, such a flex file was read as OpenAI lines and refused as damaged,
+    and the tier went as `service_tier`, which the generateContent contract refuses.)"""
+    monkeypatch.setattr(sync_module, "FLEX_WAIT", 0.0)
+    flexed = run_native(
+        tmp_path / "ws",
+        monkeypatch,
+        "flex_429=0.5,seed=3",
+        models=(GEMINI,),
+        tail="auto",
+        expect_latency={"batch": 1e6, "flex": 1.0},
+        flex={GEMINI: True},
+    )
+    assert flexed["records"] == {k: v for k, v in clean["records"].items() if k[1] == GEMINI}
+    assert flexed["anomalies"] == 0
+    # Flex where it spares the wave a batch: where the User Model's or the judge's batch is due
+    # anyway (`DeepSeek-*`, batched at the server's OpenAI routes), Gemini's group waits with it.
+    travelled = {(f["backend"], f["batch_status"]) for f in flexed["files"] if f["model"] == GEMINI}
+    assert ("flex", "completed") in travelled and travelled <= {("flex", "completed"), ("batch", "completed")}
+    stats = flexed["server"]
+    assert stats["flex_answers:gemini_generate"] > 0 and stats["flex_429:gemini_generate"] > 0, stats
+    assert all(v[2] == 1 for v in flexed["requests"].values())  # no request asked twice: refusals used no attempt
 
 
 @pytest.mark.slow  # a stalled batch waited out on both native APIs (the wave age itself: engine/test_poll.py)
