@@ -19,7 +19,7 @@ from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.engine.settled import Settled
 from lexpilot_batch.engine.tail import AUTO, Expected, TailPolicy, check_tail, check_tail_sync, flex_refused
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH, FLEX, GOOGLE, SIMULATED, check_backend
+from lexpilot_batch.providers.apis import BATCH, FLEX, GOOGLE, SIMULATED, SIMULATED_NATIVE, check_backend
 from lexpilot_batch.providers.backends import batch_backend
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint
@@ -190,8 +190,13 @@ class Session:
             )
             self._server.start()
         where = route.endpoint.base_url if recorded is None else recorded
+        # `simulated/<api>`: a native API's own routes; `simulated/<platform>`: an OpenAI-compatible
+        # platform's path; `simulated`: the OpenAI routes (`routes`, `_on_its_platform`).
         platform = where.partition("/")[2] if where.startswith(SIMULATED + "/") else ""
-        base_url = self._server.profile_url(platform) if platform else self._server.base_url
+        if platform in SIMULATED_NATIVE:
+            base_url = self._server.native_url(platform)
+        else:
+            base_url = self._server.profile_url(platform) if platform else self._server.base_url
         return simulated_endpoint(route.role, base_url, route.endpoint.model)
 
     def batch_backend(self, row: Mapping[str, Any]) -> BatchBackend:

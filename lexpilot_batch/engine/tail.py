@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH_DISCOUNT, BATCH_LIKE, FLEX, SIMULATED, SYNC
+from lexpilot_batch.providers.apis import BATCH_DISCOUNT, BATCH_LIKE, FLEX, OPENAI, SIMULATED, SYNC
 from lexpilot_batch.providers.flex import takes_flex
 from lexpilot_batch.providers.registry import provider_of
 from lexpilot_batch.providers.routes import Route
@@ -127,8 +127,8 @@ def has_chat(route: Route) -> bool:
     """Whether a synchronous call can be sent where the route's batches go: chat completions at any
     OpenAI-compatible endpoint but an Azure Global Batch deployment (`registry.Provider.chat_api`),
     Anthropic's Messages and Gemini's generateContent (`providers.anthropic.chat`, `providers.google.chat`)."""
-    if route.backend == SIMULATED or route.provider is None:
-        return True
+    if route.provider is None or (route.backend == SIMULATED and route.api == OPENAI):
+        return True  # (the simulated provider's OpenAI routes: a chat completion for any model)
     return provider_of(route.provider)[0].chat_api
 
 

@@ -26,6 +26,11 @@ MISTRAL: Final = "mistral"
 TOGETHER: Final = "together"
 APIS: Final[tuple[Api, ...]] = (OPENAI, ANTHROPIC, GOOGLE, MISTRAL, TOGETHER)
 
+# The APIs other than OpenAI's that the simulated provider speaks on their own routes: under
+# `--provider simulated` a model of theirs is rehearsed through them, its own backend and SDK, as its
+# real run sends it (`routes`).
+SIMULATED_NATIVE: Final = frozenset({ANTHROPIC, GOOGLE, MISTRAL, TOGETHER})
+
 BATCH: Final = "batch"
 SYNC: Final = "sync"
 MANUAL: Final = "manual"

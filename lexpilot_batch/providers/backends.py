@@ -5,6 +5,7 @@ The native APIs' SDKs are optional extras, imported when a backend or a call of 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 
 from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI, TOGETHER
@@ -46,6 +47,31 @@ def _together() -> tuple[type[BatchBackend], type[ChatCall]]:
     from lexpilot_batch.providers.together.batch import TogetherBatchBackend
 
     return TogetherBatchBackend, OpenAIChat
+
+
+# The optional SDKs of the native APIs: (module, the extra installing it, the provider's name).
+SDKS: dict[str, tuple[str, str, str]] = {
+    ANTHROPIC: ("anthropic", "anthropic", "Anthropic"),
+    GOOGLE: ("google.genai", "google", "Gemini"),
+}
+
+
+def missing_sdk(api: str) -> str | None:
+    """What to install for `api`'s requests to be sent, when its SDK is not installed; None when it
+    is, or needs none. Looked up, not imported: `prepare` asks before anything is compiled."""
+    if api not in SDKS:
+        return None
+    module, extra, provider = SDKS[api]
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):  # a parent package missing, or a module set to None
+        found = None
+    if found is not None:
+        return None
+    return (
+        f'{provider} requests need the optional extra {extra!r}: python -m pip install "lexpilot-batch[{extra}]" '
+        f'(from a clone of the repository: python -m pip install -e ".[{extra}]")'
+    )
 
 
 API_CLASSES: dict[str, Callable[[], tuple[type[BatchBackend], type[ChatCall]]]] = {

@@ -19,7 +19,7 @@
 
 `FLEX_MODELS` is the one table of which models take flex; `--flex MODEL=on|off` (a workspace
 remembers it; `*` for every model) overrides it either way. The simulated provider speaks flex on its chat completions
-and generateContent routes (`simulated.chat`), so every simulated model takes it.
+and generateContent routes (`simulated.chat`), so every model rehearsed on them takes it.
 """
 
 from __future__ import annotations
@@ -68,7 +68,9 @@ def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
     if forced and (route.model in forced or ANY in forced):
         return forced.get(route.model, forced.get(ANY, False))
     if route.backend == SIMULATED:
-        return True
+        # Its OpenAI routes and its generateContent speak flex; Anthropic's, Mistral's and Together's
+        # APIs have no flex tier, there as at their providers.
+        return route.api in (OPENAI, GOOGLE)
     if route.api == ANTHROPIC:
         return False
     sent = parse_model(route.model).sent

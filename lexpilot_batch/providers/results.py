@@ -9,7 +9,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from lexpilot_batch.providers.anthropic import results as anthropic_results
-from lexpilot_batch.providers.apis import ANTHROPIC, BATCH, FLEX, GOOGLE, MISTRAL, OPENAI, SIMULATED, SYNC, TOGETHER
+from lexpilot_batch.providers.apis import (
+    ANTHROPIC,
+    BATCH,
+    FLEX,
+    GOOGLE,
+    MISTRAL,
+    OPENAI,
+    SIMULATED,
+    SIMULATED_NATIVE,
+    SYNC,
+    TOGETHER,
+)
 from lexpilot_batch.providers.google import results as google_results
 from lexpilot_batch.providers.mistral import results as mistral_results
 from lexpilot_batch.providers.outputs import Normalise
@@ -24,9 +35,14 @@ def file_api(row: Mapping[str, Any]) -> str:
     on `sync` (a provider's chat-completions-only models, and the groups of a batch route that
     `--tail-sync` sends through its API's synchronous call: `providers.chat`) and on `flex` (the
     groups `--tail auto` sends through that call on the flex tier, a Gemini model's in Gemini's
-    shape); OpenAI's on every other (manual, and the simulated provider in-process, whose files
-    name the endpoint `simulated`)."""
-    if row["backend"] not in (BATCH, SYNC, FLEX) or not row["provider"] or row["endpoint"] == SIMULATED:
+    shape); OpenAI's on every other (manual). A file of the simulated provider names its endpoint
+    `simulated/<api>` when it is rehearsed on a native API's routes, else `simulated[/<platform>]`."""
+    endpoint = row["endpoint"] or ""
+    if endpoint.startswith(SIMULATED):
+        # `simulated/<api>`: rehearsed on that API's own routes (`routes`); any other, OpenAI's.
+        native = endpoint.partition("/")[2]
+        return native if native in SIMULATED_NATIVE else OPENAI
+    if row["backend"] not in (BATCH, SYNC, FLEX) or not row["provider"]:
         return OPENAI
     return provider_of(row["provider"])[0].api
 

@@ -11,8 +11,9 @@ model list's `backend`; the provider's default (`sync` for a provider without a 
 `batch` otherwise and for bare names). Choosing `batch` for a provider without a Batch API is an
 error, raised before anything is compiled; so is `manual` for a provider whose API is not OpenAI's
 (Anthropic, Google): its files are run by tools that read the OpenAI chat format. `batch` and
-`sync` speak the provider's own API (`sync` through its synchronous call, `providers.chat`); the
-simulated provider's in-process routes speak the OpenAI shape, whatever the provider.
+`sync` speak the provider's own API (`sync` through its synchronous call, `providers.chat`); so
+does the simulated provider for the APIs it speaks natively (`apis.SIMULATED_NATIVE`: Anthropic's,
+Gemini's, Mistral's and Together's), and the OpenAI shape for every other.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH, MANUAL, OPENAI, SIMULATED, Api, check_backend
+from lexpilot_batch.providers.apis import BATCH, MANUAL, OPENAI, SIMULATED, SIMULATED_NATIVE, Api, check_backend
 from lexpilot_batch.providers.endpoints import (
     DEFAULT_BASE_URL,
     VLLM_ENDPOINT,
@@ -117,7 +118,12 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
         raise ConfigError(f"{model} ({role} role): {spec.title} is not supported yet")
     backend = _backend(role, model, spec, own, rules.choices)
     if backend == SIMULATED:
-        # The simulated provider speaks the OpenAI routes only: its own limits, whatever the provider.
+        if spec is not None and spec.api in SIMULATED_NATIVE:
+            # Rehearsed on its own API's routes of the simulated provider, within its provider's
+            # limits: the lines, backend, SDK and contract of its real run (`session` finds the URL).
+            endpoint = simulated_endpoint(role, f"{SIMULATED}/{spec.api}", model)
+            return Route(role, model, provider, endpoint, rules.limits(spec.profile, SIMULATED), spec.api)
+        # Every other model goes to its OpenAI routes, with their own limits.
         profile = _bare_profile(role, model, rules) if spec is None else None
         endpoint = simulated_endpoint(role, SIMULATED, model if spec is not None else None)
         return Route(role, model, provider, endpoint, rules.limits(profile, SIMULATED))

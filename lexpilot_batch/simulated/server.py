@@ -418,6 +418,18 @@ class SimulatedServer:
         real one ends: `.../zhipu/api/paas/v4`, `.../qianfan/v2`, `.../ark/api/v3/batch`."""
         return self.root_url + "/" + platform + profiles.PROFILES[platform].base
 
+    def native_url(self, api: str) -> str:
+        """The base URL of a native API on this server, as its provider's variable takes it:
+        Anthropic's and Gemini's the server itself, Mistral's OpenAI's (its batch jobs beside the
+        files routes), Together's under /together."""
+        if api in ("anthropic", "google"):
+            return self.root_url
+        if api == "mistral":
+            return self.base_url
+        if api == "together":
+            return self.together_url
+        raise ValueError(f"the simulated provider speaks no {api!r} API of its own")
+
     @property
     def together_url(self) -> str:
         """Together AI's base URL (`TOGETHER_BASE_URL`): its routes are OpenAI's paths, under /together."""

@@ -14,7 +14,8 @@ from typing import Protocol
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import SIMULATED
+from lexpilot_batch.providers.apis import MANUAL, SIMULATED
+from lexpilot_batch.providers.backends import missing_sdk
 from lexpilot_batch.providers.contracts import check_role_body
 from lexpilot_batch.providers.dialects import (
     REASONING_EFFORTS,
@@ -74,6 +75,7 @@ def plan_runs(spec: RunSpec, session: Routing) -> list[RunPlan]:
                 role, name, settings, reasoning_effort=effort, args=options.args, reasoning=options.reasoning
             )
             route = session.route(role, registered, request.provider)
+            _check_sdk(role, registered, route)
             _check_bare_reasoning(role, name, request.body, route)
             check_role_body(role, name, request.body, reasoning=options.reasoning)
             requests[role], endpoints[role] = request, route.label
@@ -87,6 +89,16 @@ def plan_runs(spec: RunSpec, session: Routing) -> list[RunPlan]:
             "MODEL:reasoning_effort=..."
         )
     return plans
+
+
+def _check_sdk(role: str, model: str, route: Route) -> None:
+    """A route whose API's SDK is not installed would stop at its first submit: say so before
+    anything is registered (a rehearsal too: it sends through the same SDK, `routes`)."""
+    if route.backend == MANUAL:
+        return  # its files are run elsewhere
+    missing = missing_sdk(route.api)
+    if missing is not None:
+        raise ConfigError(f"{model} ({role} role): {missing}. Nothing was registered or compiled.")
 
 
 def _check_bare_reasoning(role: str, name: ModelName, body: dict, route: Route) -> None:

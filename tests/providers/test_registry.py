@@ -66,8 +66,11 @@ def test_anthropic_and_google_go_to_their_native_batch_apis(name, api, url_var, 
     r = route("eval", name, {url_var: "http://127.0.0.1:9/", key_var: "k"})
     assert (r.api, r.backend, r.endpoint.base_url, r.endpoint.key_var) == (api, "batch", "http://127.0.0.1:9", key_var)
     assert (r.limits.max_requests, r.limits.max_bytes) == (100_000, (256 if api == "anthropic" else 2048) * 1024 * 1024)
-    # The in-process simulated provider speaks the OpenAI shape for every model.
-    assert route("eval", name, {}, choices={"eval": "simulated"}).api == "openai"
+    # Rehearsed (`--provider simulated`) on the simulated provider's routes of its own API, within
+    # the same limits: its real run's lines, backend and SDK.
+    sim = route("eval", name, {}, choices={"eval": "simulated"})
+    assert (sim.api, sim.backend, sim.endpoint.base_url) == (api, "simulated", f"simulated/{api}")
+    assert sim.limits == r.limits
     # `sync` sends each request through the API's own synchronous call (`providers.anthropic.chat`, `providers.google.chat`);
     # `manual` files are run by OpenAI-format tools: refused, with the way out.
     assert route("eval", name, {}, choices={"eval": "sync"}).api == api

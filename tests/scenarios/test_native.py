@@ -1,6 +1,7 @@
 """Claude and Gemini through their native batch APIs, offline: the real `anthropic` and `google-genai`
 SDKs against the simulated provider (one port, OpenAI's, Anthropic's and Gemini's routes), in the
-same waves as an `openai/` model, with the records of the OpenAI-shaped simulated route."""
+same waves as an `openai/` model, with the records of the same study rehearsed in-process
+(`--provider simulated`, which sends each of them through its own API's routes too)."""
 
 from __future__ import annotations
 
@@ -103,9 +104,10 @@ def clean(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def openai_shaped(tmp_path_factory) -> dict:
-    """The same study through the OpenAI-shaped simulated route (`--provider simulated`)."""
-    with Workspace(tmp_path_factory.mktemp("openai-shaped") / "ws") as ws:
+def rehearsed(tmp_path_factory) -> dict:
+    """The same study rehearsed in-process (`--provider simulated`): each model on its own API's
+    routes of the simulated provider (or its platform's path), as the variables send it above."""
+    with Workspace(tmp_path_factory.mktemp("rehearsed") / "ws") as ws:
         session = open_session(ws)
         try:
             prepare(ws, session, RunSpec(("r1",), MODELS, "all", Settings(), limit=LIMIT))
@@ -115,14 +117,14 @@ def openai_shaped(tmp_path_factory) -> dict:
         return _outcome(ws)
 
 
-def test_claude_and_gemini_in_the_same_waves_give_the_records_of_the_openai_shaped_route(
-    tmp_path, monkeypatch, openai_shaped
+def test_claude_and_gemini_in_the_same_waves_give_the_records_of_the_in_process_rehearsal(
+    tmp_path, monkeypatch, rehearsed
 ):
     native = run_native(tmp_path / "ws", monkeypatch)
-    assert native["threads"] == openai_shaped["threads"] and set(native["threads"]) == {"done"}
-    assert native["records"] == openai_shaped["records"]
+    assert native["threads"] == rehearsed["threads"] and set(native["threads"]) == {"done"}
+    assert native["records"] == rehearsed["records"]
     # Request for request: the same waves, steps, answers and token counts (usage mapped back).
-    assert native["requests"] == openai_shaped["requests"]
+    assert native["requests"] == rehearsed["requests"]
     assert native["anomalies"] == 0
     # Every wave sent each evaluated model's requests through its own API: the same waves.
     by_wave: dict[int, set[str]] = {}
@@ -145,6 +147,25 @@ def test_claude_and_gemini_in_the_same_waves_give_the_records_of_the_openai_shap
     assert shapes[GPT] == (["body", "custom_id", "method", "url"], ["custom_id", "error", "id", "response"])
     # The keys (`point_at`) reached the providers and no file of the workspace.
     assert not [p for p in native["root"].rglob("*") if p.is_file() and b"sk-simulated" in p.read_bytes()]
+
+
+def test_a_rehearsal_sends_claude_and_gemini_through_their_own_apis(rehearsed):
+    """`--provider simulated` rehearses each model as its real run sends it: Claude's waves as
+    Message Batches, Gemini's through the File API and Batch Mode, each file naming its API's routes
+    (`simulated/<api>`), its lines and saved results in that API's shape; the OpenAI model on the
+    OpenAI routes."""
+    for f in rehearsed["files"]:
+        sent = json.loads(read_saved(rehearsed["root"] / f["path"]).decode("utf-8").splitlines()[0])
+        saved = json.loads(read_saved(rehearsed["root"] / f["output_path"]).decode("utf-8").splitlines()[0])
+        if f["model"] == CLAUDE:
+            assert f["endpoint"] == "simulated/anthropic" and f["batch_id"].startswith("msgbatch_")
+            assert (sorted(sent), sorted(saved)) == (["custom_id", "params"], ["custom_id", "result"])
+        elif f["model"] == GEMINI:
+            assert f["endpoint"] == "simulated/google" and f["batch_id"].startswith("batches/")
+            assert (sorted(sent), sorted(saved)) == (["key", "request"], ["key", "response"])
+        else:
+            assert f["endpoint"] == "simulated" and f["batch_id"].startswith("batch_")
+            assert sorted(sent) == ["body", "custom_id", "method", "url"]
 
 
 # Per-request faults drawn on the workspace's own custom_ids, batch faults on the batch's content,
@@ -284,6 +305,30 @@ def test_a_missing_sdk_names_its_extra(monkeypatch):
         AnthropicBatchBackend(endpoint, PROFILES["anthropic"])
     with pytest.raises(ConfigError, match=r'pip install "lexpilot-batch\[google\]"'):
         GoogleBatchBackend(endpoint, PROFILES["google"])
+
+
+def test_a_missing_sdk_is_named_before_anything_is_compiled_a_rehearsal_too(tmp_path, monkeypatch):
+    """`prepare` of a Claude model, rehearsed or not, without the `anthropic` SDK: refused before any
+    run is registered, naming the extra (it used to stop at the first submit)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if it were not installed
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            with pytest.raises(ConfigError, match=r"anthropic/claude-sim \(eval role\): .*lexpilot-batch\[anthropic\]"):
+                prepare(ws, session, RunSpec(("r1",), (CLAUDE,), "all", Settings(), limit=LIMIT))
+        finally:
+            session.close()
+        assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+        assert ws.store.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0] == 0
+        # Gemini's SDK is there: its model is prepared.
+        session = open_session(ws)
+        try:
+            prepare(ws, session, RunSpec(("r1",), (GEMINI,), "all", Settings(), limit=LIMIT))
+        finally:
+            session.close()
+        assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
 
 
 def test_an_untagged_create_whose_answer_was_lost_among_strangers_is_told_by_its_results(tmp_path, monkeypatch, clean):

@@ -107,10 +107,10 @@ def test_an_outage_of_a_synchronous_route_stops_the_command_and_uses_no_attempt(
         assert db.execute("SELECT COUNT(*) FROM requests WHERE status = 'failed'").fetchone()[0] == 0
 
 
-def test_the_in_process_simulated_provider_sends_a_native_models_small_groups_as_openai_calls(tmp_path):
-    """`--provider simulated` speaks the OpenAI shape for every model: a Claude group sent at once is
-    an OpenAI chat completion, its results read as OpenAI's (`shapes.file_api`), its records those of
-    its batches."""
+def test_the_in_process_simulated_provider_sends_a_native_models_small_groups_through_its_own_call(tmp_path):
+    """`--provider simulated` rehearses a Claude model on Anthropic's routes: a group sent at once
+    goes as Messages calls, its results read as Anthropic's (`results.file_api`), its records
+    those of its batches."""
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws, tail_sync=N)
         try:
@@ -120,8 +120,10 @@ def test_the_in_process_simulated_provider_sends_a_native_models_small_groups_as
         finally:
             session.close()
         rows = [dict(r) for r in ws.store.conn.execute("SELECT * FROM files WHERE model = ?", (CLAUDE,))]
-        assert {r["backend"] for r in rows} == {"simulated", "sync"} and {r["endpoint"] for r in rows} == {"simulated"}
-        assert all(file_api(r) == "openai" for r in rows) and calls["calls:chat_completion"] > 0
+        assert {r["backend"] for r in rows} == {"simulated", "sync"}
+        assert {r["endpoint"] for r in rows} == {"simulated/anthropic"}
+        assert all(file_api(r) == "anthropic" for r in rows)
+        assert calls["calls:anthropic_message"] > 0 and calls["calls:anthropic_create"] > 0
         assert ws.store.conn.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0] == 0
         assert records(ws) == batched_claude(tmp_path)
 

@@ -2,7 +2,7 @@
 jobs, content chunks), and the OpenAI-compatible Groq, Zhipu BigModel, Baidu Qianfan, SiliconFlow and
 Moonshot batch APIs and Volcengine Ark's batch chat route (profiles), each through the simulated server's
 routes in its own shape (each platform on its own path, answered with its documented differences:
-`simulated.profiles`), in the same waves, with the records of the OpenAI-shaped simulated route;
+`simulated.profiles`), in the same waves, with the records of the in-process rehearsal;
 then their faults (lost creates, expired batches, errored lines, HTTP 429/500 on Mistral's and the
 platforms' routes; Ark's 429s, 500s and a crash after its answers are saved) ending with the
 fault-free records, nothing sent twice. Together AI's Batch API (native:
@@ -32,6 +32,7 @@ from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers import sync as sync_module
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.registry import PROVIDERS
+from lexpilot_batch.providers.results import file_api
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
@@ -114,9 +115,10 @@ def outcome(ws: Workspace) -> dict:
 
 
 @pytest.fixture(scope="module")
-def openai_shaped(tmp_path_factory) -> dict:
-    """The same study through the OpenAI-shaped simulated route (`--provider simulated`)."""
-    with Workspace(tmp_path_factory.mktemp("openai-shaped") / "ws") as ws:
+def rehearsed(tmp_path_factory) -> dict:
+    """The same study rehearsed in-process (`--provider simulated`): each model on its own API's
+    routes of the simulated provider (or its platform's path), as the variables send it above."""
+    with Workspace(tmp_path_factory.mktemp("rehearsed") / "ws") as ws:
         session = open_session(ws)
         try:
             prepare(ws, session, RunSpec(("r1",), MODELS, STAGE, SETTINGS, limit=LIMIT))
@@ -138,10 +140,10 @@ def first_lines(root: Path, f: dict) -> tuple[dict, dict]:
     return sent, saved
 
 
-def test_every_new_provider_in_the_same_waves_gives_the_records_of_the_openai_shaped_route(clean, openai_shaped):
-    assert set(clean["threads"]) == {"done"} and clean["threads"] == openai_shaped["threads"]
-    assert clean["records"] == openai_shaped["records"]
-    assert clean["requests"] == openai_shaped["requests"]  # request for request, usage mapped back
+def test_every_new_provider_in_the_same_waves_gives_the_records_of_the_in_process_rehearsal(clean, rehearsed):
+    assert set(clean["threads"]) == {"done"} and clean["threads"] == rehearsed["threads"]
+    assert clean["records"] == rehearsed["records"]
+    assert clean["requests"] == rehearsed["requests"]  # request for request, usage mapped back
     assert clean["anomalies"] == 0
     by_wave: dict[int, set[str]] = {}
     for f in clean["files"]:
@@ -203,7 +205,7 @@ def test_each_provider_sends_its_own_lines_to_its_own_endpoint(clean, model, bac
 def test_mistral_reasoning_answers_arrive_as_content_chunks_and_are_read_as_answer_and_reasoning(clean):
     """The simulated judge sometimes thinks (`reasoning_content` on OpenAI's route): Mistral's output
     file holds that as a thinking chunk before the text, and ingest keeps the text alone as the
-    answer (the records matched the OpenAI-shaped route's above) and counts the reasoning."""
+    answer (the records matched the rehearsal's above) and counts the reasoning."""
     chunked = 0
     for f in clean["files"]:
         if f["model"] != SETTINGS.judge_model or not f["output_path"]:
@@ -355,7 +357,7 @@ def test_an_openai_a_claude_a_mistral_and_a_qwen_model_with_a_deepseek_r1_judge_
                 session.close()
             native = outcome(ws)
         stats = Counter(server.stats)
-    with Workspace(tmp_path / "openai-shaped") as ws:
+    with Workspace(tmp_path / "rehearsed") as ws:
         session = open_session(ws)
         try:
             prepare(ws, session, RunSpec(("r1",), LINEUP, STAGE, LINEUP_SETTINGS, limit=LIMIT))
@@ -443,7 +445,7 @@ def test_mistral_lines_sent_at_once_through_its_chat_completions_give_the_same_r
     assert out["server"]["calls:chat_completion"] > 0 and out["server"]["calls:mistral_create"] == 0
 
 
-def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limits(openai_shaped, tmp_path):
+def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limits(rehearsed, tmp_path):
     """`--provider simulated` rehearses a Files + Batches platform (Groq, Zhipu, Qianfan, SiliconFlow,
     Moonshot) on its own path of the simulated server (`simulated.profiles`), its lines naming the
     platform's url and its files cut within its limits, so the rehearsal refuses what the platform
@@ -451,7 +453,7 @@ def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limi
     the endpoint `simulated`, is still sent to the OpenAI routes, where its batch is."""
     from lexpilot_batch.providers.endpoints import PROFILES
 
-    files = {f["model"]: f for f in openai_shaped["files"] if f["wave"] == 1}
+    files = {f["model"]: f for f in rehearsed["files"] if f["wave"] == 1}
     for model in PROFILED:
         prefix = model.partition("/")[0]
         f = files[model]
@@ -462,8 +464,10 @@ def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limi
         assert f["url"] == PROFILES[prefix].endpoint
         assert f["n_requests"] <= PROFILES[prefix].max_requests
         assert f["batch_status"] == "completed"
-    for model in (MISTRAL, TOGETHER):  # the native APIs are rehearsed in OpenAI's shape there
-        assert files[model]["endpoint"] == "simulated"
+    for model in (MISTRAL, TOGETHER):  # the native APIs on their own routes, within their limits
+        api = model.partition("/")[0]
+        assert files[model]["endpoint"] == f"simulated/{api}" and files[model]["batch_status"] == "completed"
+        assert files[model]["n_requests"] <= PROFILES[api].max_requests
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
         try:
@@ -471,5 +475,12 @@ def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limi
             assert route.endpoint.base_url == "simulated/zhipu" and route.limits.endpoint == "/v4/chat/completions"
             assert session._live(route).base_url.endswith("/zhipu/api/paas/v4")
             assert session._live(route, "simulated").base_url.endswith("/v1")  # a file compiled before
+            native = session.route("eval", TOGETHER, "together")
+            assert (native.api, native.endpoint.base_url) == ("together", "simulated/together")
+            assert session._live(native).base_url.endswith("/together/v1")
+            # A file compiled before native rehearsals, which names `simulated`, stays on the OpenAI
+            # routes where its batch is, and its results read as OpenAI's.
+            assert session._live(native, "simulated").base_url.endswith("/v1")
+            assert file_api({"backend": "simulated", "endpoint": "simulated", "provider": "together"}) == "openai"
         finally:
             session.close()
