@@ -13,13 +13,22 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.engine.settled import Settled
 from lexpilot_batch.engine.tail import AUTO, Expected, TailPolicy, check_tail, check_tail_sync, flex_refused
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH, FLEX, GOOGLE, SIMULATED, SIMULATED_NATIVE, check_backend
+from lexpilot_batch.providers.apis import (
+    BATCH,
+    FLEX,
+    GOOGLE,
+    OPENAI,
+    SIMULATED,
+    SIMULATED_NATIVE,
+    Api,
+    check_backend,
+)
 from lexpilot_batch.providers.backends import batch_backend
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint
@@ -172,8 +181,15 @@ class Session:
         return self._routes[key]
 
     def file_route(self, row: Mapping[str, Any]) -> Route:
-        """The route a compiled file's requests were written for."""
-        return self.route(row["roles"].split("+")[0], row["model"], row["provider"])
+        """The route a compiled file's requests were written for: its (role, model)'s, unless the
+        file names another endpoint of the simulated provider than that route does now — compiled
+        by an earlier version, which sent every simulated model through the OpenAI routes (or a
+        platform's path) — whose lines, batches and limits it keeps (`_compiled_route`)."""
+        route = self.route(row["roles"].split("+")[0], row["model"], row["provider"])
+        recorded = _recorded(row)
+        if route.backend == SIMULATED and recorded is not None and recorded != route.endpoint.base_url:
+            return _compiled_route(route, recorded, self._rules())
+        return route
 
     def _live(self, route: Route, recorded: str | None = None) -> Endpoint:
         """Where a route's requests are sent now; `recorded` is the endpoint a compiled file names
@@ -359,6 +375,17 @@ def _on_its_platform(route: Route, rules: RouteRules) -> Route:
         return route
     endpoint = replace(route.endpoint, base_url=f"{SIMULATED}/{platform.name}")
     return replace(route, endpoint=endpoint, limits=rules.limits(platform.name, SIMULATED))
+
+
+def _compiled_route(route: Route, recorded: str, rules: RouteRules) -> Route:
+    """A simulated route as a file naming the endpoint `recorded` was compiled for: on the OpenAI
+    routes (`simulated`) or a platform's path (`simulated/<platform>`), OpenAI's API and the limits
+    of the one or the other, or on a native API's routes (`simulated/<api>`)."""
+    platform = recorded.partition("/")[2] or None
+    endpoint = replace(route.endpoint, base_url=recorded)
+    if platform in SIMULATED_NATIVE:
+        return replace(route, endpoint=endpoint, api=cast(Api, platform))
+    return replace(route, endpoint=endpoint, limits=rules.limits(platform, SIMULATED), api=OPENAI)
 
 
 def _recorded(row: Mapping[str, Any]) -> str | None:

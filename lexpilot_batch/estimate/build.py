@@ -65,7 +65,7 @@ def dry_run_prepare(
     if ws is not None:  # as `prepare` reads it: without --dataset, the workspace's own
         spec, _ = with_remembered_dataset(ws.store.conn, spec)
     tasks = spec.tasks
-    plans = plan_runs(spec, session)
+    plans = plan_runs(spec, session, sends=False)  # an estimate sends nothing: no SDK needed
     run_ids = [check_run_id(raw) for raw in spec.run_ids]
     check_case_limit(spec.limit)
     dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))

@@ -40,7 +40,7 @@ BACKENDS: Final[tuple[Backend, ...]] = (BATCH, SYNC, MANUAL, SIMULATED)
 # enqueued-token budgets count, what `--tail-sync` may move to `sync`.
 BATCH_LIKE = frozenset({BATCH, SIMULATED})
 # A wave's group of a batched route may also travel on its provider's flex tier (`providers.flex`):
-# the sync runner with `service_tier: "flex"`, billed at batch prices. Never a role's own backend.
+# the sync runner with its API's tier field (`flex.tier_fields`), billed at batch prices. Never a role's own backend.
 FLEX: Final = "flex"
 # The backends whose files the sync runner sends here, one request at a time (`providers.sync`).
 RUN_HERE = frozenset({SYNC, FLEX})

@@ -18,8 +18,9 @@
   its models never travel flex.
 
 `FLEX_MODELS` is the one table of which models take flex; `--flex MODEL=on|off` (a workspace
-remembers it; `*` for every model) overrides it either way. The simulated provider speaks flex on its chat completions
-and generateContent routes (`simulated.chat`), so every model rehearsed on them takes it.
+remembers it; `*` for every model whose API has a flex tier) overrides it either way. A rehearsal
+judges a model as its real run would; the simulated provider's own bare-named models always take
+flex, which its chat completions and generateContent routes speak (`simulated.chat`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI, SIMULATED
+from lexpilot_batch.providers.apis import GOOGLE, OPENAI, SIMULATED
 from lexpilot_batch.providers.endpoints import DEFAULT_BASE_URL
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.routes import Route
@@ -63,20 +64,33 @@ def parse_flex_flags(flags: list[str] | None) -> dict[str, bool]:
 
 
 def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
-    """Whether requests of this route may travel on the flex tier: `--flex MODEL=on|off` first, then
-    the simulated provider (always) or `FLEX_MODELS` for the provider's own endpoint."""
+    """Whether requests of this route may travel on the flex tier: never on an API without one
+    (Anthropic's, Mistral's, Together's: `--flex MODEL=on` for such a model is refused, `*=on`
+    passes it by); then `--flex MODEL=on|off`; then `FLEX_MODELS` for the provider's own endpoint,
+    as a rehearsal (`--provider simulated`) judges it too. The simulated provider's own bare-named
+    models always take it: its OpenAI routes speak flex for any model."""
+    if route.api not in (OPENAI, GOOGLE):
+        if forced and forced.get(route.model):
+            raise ConfigError(
+                f"--flex {route.model}=on: {route.model} speaks the {route.api} API, which has no flex tier; "
+                f"pass --flex {route.model}=off (the workspace remembers --flex flags)"
+            )
+        return False
     if forced and (route.model in forced or ANY in forced):
         return forced.get(route.model, forced.get(ANY, False))
-    if route.backend == SIMULATED:
-        # Its OpenAI routes and its generateContent speak flex; Anthropic's, Mistral's and Together's
-        # APIs have no flex tier, there as at their providers.
-        return route.api in (OPENAI, GOOGLE)
-    if route.api == ANTHROPIC:
-        return False
-    sent = parse_model(route.model).sent
-    if route.api == OPENAI and route.endpoint.base_url.rstrip("/") != DEFAULT_BASE_URL:
+    if route.backend == SIMULATED and route.provider is None:
+        return True
+    if route.api == OPENAI and not _first_party(route):
         return False  # Azure and other OpenAI-compatible endpoints: only when forced
+    sent = parse_model(route.model).sent
     return any(api == route.api and re.fullmatch(pattern, sent) for api, pattern, _ in FLEX_MODELS)
+
+
+def _first_party(route: Route) -> bool:
+    """Whether an OpenAI-shaped route is OpenAI's own endpoint, or the rehearsal of an `openai/` model."""
+    if route.backend == SIMULATED:
+        return route.provider == "openai"
+    return route.endpoint.base_url.rstrip("/") == DEFAULT_BASE_URL
 
 
 def tier_fields(api: str) -> dict[str, Any]:

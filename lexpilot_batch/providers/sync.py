@@ -27,7 +27,8 @@ after those is no failure of its own: it is put back and sent again after a back
 up none of its attempts. One refused `RATE_LIMIT_ROUNDS` times in a row stops the run with a
 `ProviderUnavailable` ("nothing was lost"): the next run sends it again.
 
-The flex tier (`flex=True`, `providers.flex`): every body carries `service_tier: "flex"`, and a 429
+The flex tier (`flex=True`, `providers.flex`): every body carries its API's tier field
+(`flex.tier_fields`: `service_tier`, generateContent's `serviceTier`), and a 429
 means "resource unavailable" (no charge; OpenAI's advice is to back off and retry, or go
 elsewhere). It is backed off the same way, from `FLEX_WAIT`; one request refused `FLEX_ROUNDS` times
 in a row stops the run with `FlexRefused`, the lines saved until then kept, so that the engine can

@@ -40,8 +40,9 @@ class Routing(Protocol):
     def route(self, role: str, model: str, provider: str | None) -> Route: ...
 
 
-def plan_runs(spec: RunSpec, session: Routing) -> list[RunPlan]:
-    """One `RunPlan` per evaluated model of `spec`, in the order given."""
+def plan_runs(spec: RunSpec, session: Routing, *, sends: bool = True) -> list[RunPlan]:
+    """One `RunPlan` per evaluated model of `spec`, in the order given. `sends`: the plans are to be
+    sent (`prepare`), so each route's SDK must be installed; an estimate sends nothing."""
     if not spec.models:
         check_model(None)  # raises: no evaluated model
     evals = [check_model(m) for m in spec.models]
@@ -75,7 +76,8 @@ def plan_runs(spec: RunSpec, session: Routing) -> list[RunPlan]:
                 role, name, settings, reasoning_effort=effort, args=options.args, reasoning=options.reasoning
             )
             route = session.route(role, registered, request.provider)
-            _check_sdk(role, registered, route)
+            if sends:
+                _check_sdk(role, registered, route)
             _check_bare_reasoning(role, name, request.body, route)
             check_role_body(role, name, request.body, reasoning=options.reasoning)
             requests[role], endpoints[role] = request, route.label

@@ -115,6 +115,33 @@ def test_which_models_take_flex_is_one_table_a_flag_overrides() -> None:
         parse_flex_flags(["a=maybe"])
 
 
+def test_a_rehearsal_judges_flex_as_the_real_run_and_no_flag_puts_an_api_without_one_on_it() -> None:
+    def rehearsed(model: str, provider: str | None):
+        return route(model, provider, eval="simulated")
+
+    # As the real run: the table for each provider's models; the simulator's own bare names always.
+    for model, provider in [
+        ("openai/gpt-5-mini", "openai"),
+        ("openai/gpt-4o-mini", "openai"),
+        ("openai-api/sima/gpt-5-mini", "openai-api/sima"),
+        ("google/gemini-3-flash-preview", "google"),
+        ("google/gemini-2.5-flash", "google"),
+        ("anthropic/claude-sonnet-4-5", "anthropic"),
+    ]:
+        env = {"SIMA_BASE_URL": "https://sima.example/v1", "SIMA_API_KEY": "k", "GEMINI_API_KEY": "k"}
+        real = resolve_route("eval", model, provider, RouteRules(environ=env))
+        assert takes_flex(rehearsed(model, provider)) == takes_flex(real), model
+    assert takes_flex(rehearsed("sim-eval", None))
+    # Anthropic's, Mistral's and Together's APIs have no flex tier: `*=on` passes them by, a flag
+    # naming one is refused before anything is compiled for it (its file could never be sent).
+    for model, provider in [("anthropic/claude-sim", "anthropic"), ("mistral/mistral-sim", "mistral")]:
+        for r in (rehearsed(model, provider), route(model, provider)):
+            assert not takes_flex(r, {"*": True})
+            with pytest.raises(ConfigError, match=rf"--flex {model}=on: .* has no flex tier; pass --flex {model}=off"):
+                takes_flex(r, {model: True})
+    assert takes_flex(rehearsed("google/gemini-2.5-flash", "google"), {"*": True})
+
+
 def test_a_wave_waiting_for_a_batch_anyway_sends_everything_as_batches() -> None:
     r = route("openai/o4-mini", "openai")
     slow = route("openai/gpt-4o-mini", "openai")

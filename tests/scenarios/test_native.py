@@ -168,6 +168,44 @@ def test_a_rehearsal_sends_claude_and_gemini_through_their_own_apis(rehearsed):
             assert sorted(sent) == ["body", "custom_id", "method", "url"]
 
 
+@pytest.mark.parametrize("old_rounds", [0, 1, 2], ids=["compiled", "submitted", "two-rounds"])
+def test_a_rehearsal_begun_on_the_openai_routes_goes_on_after_the_upgrade(tmp_path, monkeypatch, rehearsed, old_rounds):
+    """A workspace whose rehearsal an earlier version began, which sent Claude and Gemini through
+    the OpenAI routes (their files naming `simulated`): those files are sent, polled and read there,
+    with the OpenAI routes' backend and limits, while the waves compiled after go to the native
+    routes; the records are the rehearsal's. (Once, an old file got the native backend at the OpenAI
+    URL, and every poll failed with 404 on /v1/v1/messages/batches.)"""
+    from lexpilot_batch.engine.loop import poll_and_advance
+    from lexpilot_batch.providers import routes
+
+    with Workspace(tmp_path / "ws") as ws:
+        with monkeypatch.context() as earlier:
+            earlier.setattr(routes, "SIMULATED_NATIVE", frozenset())  # every model on the OpenAI routes
+            session = open_session(ws)
+            try:
+                prepare(ws, session, RunSpec(("r1",), MODELS, "all", Settings(), limit=LIMIT))
+                for _ in range(old_rounds):
+                    poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
+            finally:
+                session.close()
+        old = {r["pk"] for r in ws.store.conn.execute("SELECT pk FROM files")}
+        session = open_session(ws)
+        try:
+            for row in ws.store.conn.execute("SELECT * FROM files WHERE model = ?", (CLAUDE,)):
+                route = session.file_route(row)
+                assert (route.api, route.endpoint.base_url) == ("openai", "simulated")
+                assert type(session.batch_backend(row)).__name__ == "OpenAIBatchBackend"
+            finish(ws, session)
+        finally:
+            session.close()
+        outcome = _outcome(ws)
+    assert outcome["records"] == rehearsed["records"] and outcome["anomalies"] == 0
+    endpoints = {(f["model"], f["pk"] in old, f["endpoint"]) for f in outcome["files"] if f["model"] != GPT}
+    assert {(CLAUDE, True, "simulated"), (CLAUDE, False, "simulated/anthropic")} <= endpoints
+    assert {(GEMINI, True, "simulated"), (GEMINI, False, "simulated/google")} <= endpoints
+    assert all(f["batch_status"] == "completed" for f in outcome["files"])
+
+
 # Per-request faults drawn on the workspace's own custom_ids, batch faults on the batch's content,
 # and HTTP 429, 500 and 529 on every route of both native APIs (uploads, creates, polls, listings,
 # results, downloads and cancels), sometimes beyond the SDKs' retries. Unusable answers (truncated,
@@ -307,25 +345,44 @@ def test_a_missing_sdk_names_its_extra(monkeypatch):
         GoogleBatchBackend(endpoint, PROFILES["google"])
 
 
-def test_a_missing_sdk_is_named_before_anything_is_compiled_a_rehearsal_too(tmp_path, monkeypatch):
-    """`prepare` of a Claude model, rehearsed or not, without the `anthropic` SDK: refused before any
-    run is registered, naming the extra (it used to stop at the first submit)."""
+@pytest.mark.parametrize(
+    ("model", "module", "extra"), [(CLAUDE, "anthropic", "anthropic"), (GEMINI, "google.genai", "google")]
+)
+def test_a_missing_sdk_is_named_before_anything_is_compiled_a_rehearsal_too(
+    tmp_path, monkeypatch, model, module, extra
+):
+    """`prepare` of a Claude or Gemini model without its SDK, rehearsed or sent for real: refused
+    before any run is registered, naming the extra (it used to stop at the first submit). An
+    estimate (`prepare --dry-run`) sends nothing and needs none."""
     import sys
 
-    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if it were not installed
+    from lexpilot_batch.estimate import dry_run_prepare
+
+    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-x")
+    monkeypatch.setenv("GOOGLE_API_KEY", "sk-x")
+    spec = RunSpec(("r1",), (model,), "all", Settings(), limit=LIMIT)
     with Workspace(tmp_path / "ws") as ws:
-        session = open_session(ws)
-        try:
-            with pytest.raises(ConfigError, match=r"anthropic/claude-sim \(eval role\): .*lexpilot-batch\[anthropic\]"):
-                prepare(ws, session, RunSpec(("r1",), (CLAUDE,), "all", Settings(), limit=LIMIT))
-        finally:
-            session.close()
+        for rehearsal in (True, False):
+            session = open_session(ws) if rehearsal else Session(ws, ProviderOptions())
+            try:
+                with pytest.raises(
+                    ConfigError, match=rf"{model} \(eval role\): .*lexpilot-batch\[{extra}\].*Nothing was"
+                ):
+                    prepare(ws, session, spec)
+                assert dry_run_prepare(ws, session, spec).runs  # the projection is made
+            finally:
+                session.close()
         assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
         assert ws.store.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0] == 0
-        # Gemini's SDK is there: its model is prepared.
+        # The other model's SDK is there: it is prepared.
         session = open_session(ws)
         try:
-            prepare(ws, session, RunSpec(("r1",), (GEMINI,), "all", Settings(), limit=LIMIT))
+            prepare(
+                ws,
+                session,
+                RunSpec(("r1",), ({CLAUDE: GEMINI, GEMINI: CLAUDE}[model],), "all", Settings(), limit=LIMIT),
+            )
         finally:
             session.close()
         assert ws.store.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1

@@ -33,6 +33,7 @@ from lexpilot_batch.providers import sync as sync_module
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.registry import PROVIDERS
 from lexpilot_batch.providers.results import file_api
+from lexpilot_batch.providers.routes import RouteRules, resolve_route
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
@@ -464,10 +465,9 @@ def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limi
         assert f["url"] == PROFILES[prefix].endpoint
         assert f["n_requests"] <= PROFILES[prefix].max_requests
         assert f["batch_status"] == "completed"
-    for model in (MISTRAL, TOGETHER):  # the native APIs on their own routes, within their limits
+    for model in (MISTRAL, TOGETHER):  # the native APIs on their own routes
         api = model.partition("/")[0]
         assert files[model]["endpoint"] == f"simulated/{api}" and files[model]["batch_status"] == "completed"
-        assert files[model]["n_requests"] <= PROFILES[api].max_requests
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
         try:
@@ -477,6 +477,10 @@ def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limi
             assert session._live(route, "simulated").base_url.endswith("/v1")  # a file compiled before
             native = session.route("eval", TOGETHER, "together")
             assert (native.api, native.endpoint.base_url) == ("together", "simulated/together")
+            for model, prefix in ((MISTRAL, "mistral"), (TOGETHER, "together")):  # within the real run's limits
+                env = {PROVIDERS[prefix].url_var: "https://example.invalid/v1", PROVIDERS[prefix].key_var: "k"}
+                real = resolve_route("eval", model, prefix, RouteRules(environ=env))
+                assert session.route("eval", model, prefix).limits == real.limits == PROFILES[prefix]
             assert session._live(native).base_url.endswith("/together/v1")
             # A file compiled before native rehearsals, which names `simulated`, stays on the OpenAI
             # routes where its batch is, and its results read as OpenAI's.
