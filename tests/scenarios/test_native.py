@@ -315,6 +315,32 @@ def test_gemini_groups_on_the_flex_tier_speak_gemini_and_give_the_same_records(t
     assert all(v[2] == 1 for v in flexed["requests"].values())  # no request asked twice: refusals used no attempt
 
 
+@pytest.mark.slow  # every flex call refused, FLEX_ROUNDS times per request, through the SDK's own retries
+def test_gemini_groups_flex_keeps_refusing_fall_back_to_gemini_batches(tmp_path, monkeypatch, clean):
+    """Flex refusing every call (`flex_429=1`) on generateContent: the first flex file falls back
+    (cancelled, its requests asked again as Gemini batches, no attempt used up), and the model
+    travels by Batch Mode from then on; the fault-free records."""
+    monkeypatch.setattr(sync_module, "FLEX_WAIT", 0.0)
+    refused = run_native(
+        tmp_path / "ws",
+        monkeypatch,
+        "flex_429=1",
+        models=(GEMINI,),
+        tail="auto",
+        expect_latency={"batch": 1e6, "flex": 1.0},
+        flex={GEMINI: True},
+    )
+    assert refused["records"] == {k: v for k, v in clean["records"].items() if k[1] == GEMINI}
+    assert refused["anomalies"] == 0 and refused["server"]["flex_answers:gemini_generate"] == 0
+    files = [f for f in refused["files"] if f["model"] == GEMINI]
+    flexed = [f for f in files if f["backend"] == "flex"]
+    assert len(flexed) == 1 and flexed[0]["batch_status"] == "cancelled"
+    later = [f for f in files if f["wave"] > flexed[0]["wave"]]
+    assert later and all(f["backend"] == "batch" and f["batch_id"].startswith("batches/") for f in later)
+    never_ran = [v for v in refused["requests"].values() if v[0] == flexed[0]["wave"] and v[3] == "failed"]
+    assert never_ran and {v[4] for v in never_ran} == {"unexecuted"}
+
+
 @pytest.mark.slow  # a stalled batch waited out on both native APIs (the wave age itself: engine/test_poll.py)
 def test_a_stalled_batch_is_cancelled_and_keeps_what_it_finished(tmp_path, monkeypatch, clean):
     """`--max-wave-age` cancels batches that stopped part-way: Anthropic's end with `canceled`
