@@ -141,9 +141,13 @@ def test_the_layout_changes_no_record_only_the_request_bytes(tmp_path, monkeypat
     monkeypatch.setattr(prefixes, "layout", lambda name: None)
     plain, plain_lines, _ = _rehearse(tmp_path / "plain", ("r1", "r2"))
     assert laid == plain and laid
-    keyed = [x["body"] for x in laid_lines if "prompt_cache_key" in x["body"]]
-    # `--provider simulated` sends a Claude body over the OpenAI routes: its blocks are in `body`.
-    blocked = [x["body"] for x in laid_lines if isinstance(x["body"]["messages"][0]["content"], list)]
+    # `--provider simulated` sends each model through its own API: a Claude body as Message Batches
+    # `params`, an OpenAI one as a batch line's `body`.
+    laid_bodies = [x["params"] if "params" in x else x["body"] for x in laid_lines]
+    plain_bodies = [x["params"] if "params" in x else x["body"] for x in plain_lines]
+    keyed = [b for b in laid_bodies if "prompt_cache_key" in b]
+    blocked = [b for b in laid_bodies if isinstance(b["messages"][0]["content"], list)]
     assert keyed and blocked  # both layouts were sent...
-    assert all(isinstance(x["body"]["messages"][0]["content"], str) for x in plain_lines)  # ...and neither here
-    assert not any("prompt_cache_key" in x["body"] for x in plain_lines)
+    assert any("params" in x for x in laid_lines) and any("body" in x for x in laid_lines)
+    assert all(isinstance(b["messages"][0]["content"], str) for b in plain_bodies)  # ...and neither here
+    assert not any("prompt_cache_key" in b for b in plain_bodies)
