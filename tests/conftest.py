@@ -9,6 +9,7 @@ helper, or another test module's fixtures, by its name wherever either stands.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -20,6 +21,13 @@ from fault_helpers import LIMIT, Outcome, run_benchmark
 
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.state.workspace import Workspace
+
+# A suite started in the background of a non-interactive shell (`bash script &`, `nohup`) inherits
+# SIGINT ignored, and so would every command it starts: the Ctrl-C scenarios would press a key that
+# nothing hears, and fail. A handler of ours is reset to the default in the commands started, which
+# then take Ctrl-C as a user's terminal gives it. (In the controller and in each xdist worker.)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 STUDY_MODELS = ("sim-a", "openai/sim-b")  # a bare name and a provider-qualified one
 STUDY_RUNS = ("r1", "r2")
