@@ -31,7 +31,7 @@ from lexpilot_batch.providers.apis import (
 )
 from lexpilot_batch.providers.backends import batch_backend
 from lexpilot_batch.providers.base import BatchBackend
-from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint
+from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint, simulated_target
 from lexpilot_batch.providers.flex import TIMEOUT as FLEX_TIMEOUT
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.results import file_api
@@ -208,7 +208,7 @@ class Session:
         where = route.endpoint.base_url if recorded is None else recorded
         # `simulated/<api>`: a native API's own routes; `simulated/<platform>`: an OpenAI-compatible
         # platform's path; `simulated`: the OpenAI routes (`routes`, `_on_its_platform`).
-        platform = where.partition("/")[2] if where.startswith(SIMULATED + "/") else ""
+        platform = simulated_target(where) or ""
         if platform in SIMULATED_NATIVE:
             base_url = self._server.native_url(platform)
         else:
@@ -381,7 +381,7 @@ def _compiled_route(route: Route, recorded: str, rules: RouteRules) -> Route:
     """A simulated route as a file naming the endpoint `recorded` was compiled for: on the OpenAI
     routes (`simulated`) or a platform's path (`simulated/<platform>`), OpenAI's API and the limits
     of the one or the other, or on a native API's routes (`simulated/<api>`)."""
-    platform = recorded.partition("/")[2] or None
+    platform = simulated_target(recorded) or None
     endpoint = replace(route.endpoint, base_url=recorded)
     if platform in SIMULATED_NATIVE:
         return replace(route, endpoint=endpoint, api=cast(Api, platform))

@@ -9,7 +9,7 @@ import importlib.util
 from collections.abc import Callable
 
 from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI, TOGETHER
-from lexpilot_batch.providers.base import BatchBackend
+from lexpilot_batch.providers.base import BatchBackend, extra_needed
 from lexpilot_batch.providers.chat import ChatCall
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
 
@@ -66,12 +66,7 @@ def missing_sdk(api: str) -> str | None:
         found = importlib.util.find_spec(module)
     except (ImportError, ValueError):  # a parent package missing, or a module set to None
         found = None
-    if found is not None:
-        return None
-    return (
-        f'{provider} requests need the optional extra {extra!r}: python -m pip install "lexpilot-batch[{extra}]" '
-        f'(from a clone of the repository: python -m pip install -e ".[{extra}]")'
-    )
+    return None if found is not None else extra_needed(provider, extra)
 
 
 API_CLASSES: dict[str, Callable[[], tuple[type[BatchBackend], type[ChatCall]]]] = {

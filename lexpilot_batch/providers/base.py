@@ -403,12 +403,17 @@ def save_streamed(
             clock.pause(min(0.5 * 2**attempt, 8.0))
 
 
+def extra_needed(provider: str, extra: str) -> str:
+    """What to install when a provider's optional SDK is missing (`require_sdk`, `backends.missing_sdk`)."""
+    return (
+        f'{provider} requests need the optional extra {extra!r}: python -m pip install "lexpilot-batch[{extra}]" '
+        f'(from a clone of the repository: python -m pip install -e ".[{extra}]")'
+    )
+
+
 def require_sdk(module: str, extra: str, provider: str) -> Any:
     """Import an optional SDK module, or say which extra installs it."""
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ConfigError(
-            f'{provider} batches need the optional extra {extra!r}: python -m pip install "lexpilot-batch[{extra}]" '
-            f'(from a clone of the repository: python -m pip install -e ".[{extra}]")'
-        ) from None
+        raise ConfigError(extra_needed(provider, extra)) from None

@@ -215,3 +215,12 @@ def role_endpoint(role: str, environ: Mapping[str, str] | None = None) -> Endpoi
 
 def simulated_endpoint(role: str, base_url: str, model: str | None = None) -> Endpoint:
     return Endpoint(role, base_url, "simulated", "simulated-key", SIMULATED, model)
+
+
+def simulated_target(base_url: str) -> str | None:
+    """Which routes of the simulated provider a route's (or a compiled file's) endpoint names: ""
+    for `simulated` (its OpenAI routes), the API or platform of `simulated/<api or platform>`, and
+    None for an endpoint that is not the simulated provider's."""
+    if base_url == SIMULATED:
+        return ""
+    return base_url.partition("/")[2] if base_url.startswith(SIMULATED + "/") else None

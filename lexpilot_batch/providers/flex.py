@@ -36,6 +36,11 @@ from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.routes import Route
 
 TIER = "flex"
+# The APIs with a flex tier, and the request field that asks for it: OpenAI's Chat Completions
+# `service_tier`, and the generateContent request's `serviceTier` (its REST name: the `google-genai`
+# SDK sends `GenerateContentConfig.service_tier` so, `models._GenerateContentConfig_to_mldev`, and the
+# request contract knows no other, `google.contract`).
+TIER_FIELD: dict[str, str] = {OPENAI: "service_tier", GOOGLE: "serviceTier"}
 ANY = "*"  # `--flex '*=off'`: every model without a flag of its own
 # OpenAI's guide: "increase default timeout to 15 minutes"; Gemini's targets 1 to 15 minutes too.
 TIMEOUT = 900.0
@@ -69,7 +74,7 @@ def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
     passes it by); then `--flex MODEL=on|off`; then `FLEX_MODELS` for the provider's own endpoint,
     as a rehearsal (`--provider simulated`) judges it too. The simulated provider's own bare-named
     models always take it: its OpenAI routes speak flex for any model."""
-    if route.api not in (OPENAI, GOOGLE):
+    if route.api not in TIER_FIELD:
         if forced and forced.get(route.model):
             raise ConfigError(
                 f"--flex {route.model}=on: {route.model} speaks the {route.api} API, which has no flex tier; "
@@ -94,12 +99,7 @@ def _first_party(route: Route) -> bool:
 
 
 def tier_fields(api: str) -> dict[str, Any]:
-    """What a flex call adds to a request line's body: the documented field, OpenAI's Chat
-    Completions `service_tier`, and the generateContent request's `serviceTier` (its REST name: the
-    `google-genai` SDK sends `GenerateContentConfig.service_tier` so, `models._GenerateContentConfig_to_mldev`,
-    and the request contract knows no other, `google.contract`)."""
-    if api == OPENAI:
-        return {"service_tier": TIER}
-    if api == GOOGLE:
-        return {"serviceTier": TIER}
-    raise ConfigError(f"the {api} API has no flex tier")
+    """What a flex call adds to a request line's body: its API's documented field (`TIER_FIELD`)."""
+    if api not in TIER_FIELD:
+        raise ConfigError(f"the {api} API has no flex tier")
+    return {TIER_FIELD[api]: TIER}

@@ -16,11 +16,11 @@ from lexpilot_batch.providers.apis import (
     GOOGLE,
     MISTRAL,
     OPENAI,
-    SIMULATED,
     SIMULATED_NATIVE,
     SYNC,
     TOGETHER,
 )
+from lexpilot_batch.providers.endpoints import simulated_target
 from lexpilot_batch.providers.google import results as google_results
 from lexpilot_batch.providers.mistral import results as mistral_results
 from lexpilot_batch.providers.outputs import Normalise
@@ -37,11 +37,10 @@ def file_api(row: Mapping[str, Any]) -> str:
     groups `--tail auto` sends through that call on the flex tier, a Gemini model's in Gemini's
     shape); OpenAI's on every other (manual). A file of the simulated provider names its endpoint
     `simulated/<api>` when it is rehearsed on a native API's routes, else `simulated[/<platform>]`."""
-    endpoint = row["endpoint"] or ""
-    if endpoint.startswith(SIMULATED):
+    target = simulated_target(row["endpoint"] or "")
+    if target is not None:
         # `simulated/<api>`: rehearsed on that API's own routes (`routes`); any other, OpenAI's.
-        native = endpoint.partition("/")[2]
-        return native if native in SIMULATED_NATIVE else OPENAI
+        return target if target in SIMULATED_NATIVE else OPENAI
     if row["backend"] not in (BATCH, SYNC, FLEX) or not row["provider"]:
         return OPENAI
     return provider_of(row["provider"])[0].api

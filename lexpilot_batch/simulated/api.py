@@ -8,7 +8,6 @@ platform's purposes, endpoints, windows and limits; without one, it is OpenAI's.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from email import policy
 from email.parser import BytesParser
@@ -31,12 +30,11 @@ UPLOAD_PURPOSES = ("batch",)  # the only purpose this provider simulates
 class Api:
     """The routes of one simulated provider over one state folder."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float] | None = None) -> None:
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
         self.store = store
         self.faults = faults
         self.seed = seed
-        # The per-call faults' draws: the server's generator, else one seeded by the faults.
-        self.roll = roll if roll is not None else random.Random(faults.seed).random
+        self.roll = roll  # the per-call faults' draws: the server's seeded generator (`server._roll`)
         # Anthropic's Message Batches and Gemini's Batch Mode over the same store and simulated roles.
         self.anthropic = AnthropicApi(store, faults, seed, self.roll)
         self.gemini = GeminiApi(store, faults, seed, self.roll)

@@ -289,21 +289,27 @@ def test_native_downloads_that_break_off_are_fetched_again(tmp_path, monkeypatch
     assert stats["retried:anthropic_results"] == 0, stats
 
 
-def test_gemini_groups_on_the_flex_tier_speak_gemini_and_give_the_same_records(tmp_path, monkeypatch, clean):
-    """`--tail auto` sending a Gemini model's groups through generateContent on the flex tier
-    (`serviceTier`, its REST name), refused half the time (backed off, no attempt used): the
-    fault-free records. (Once, such a flex file was read as OpenAI lines and refused as damaged,
-    and the tier went as `service_tier`, which the generateContent contract refuses.)"""
+def run_gemini_on_flex(tmp_path, monkeypatch, faults: str) -> dict:
+    """A Gemini model alone, `--tail auto` sending every wave it can through flex (forced on: the
+    simulator's `gemini-sim` is in no flex table), with no wait between refusals."""
     monkeypatch.setattr(sync_module, "FLEX_WAIT", 0.0)
-    flexed = run_native(
+    return run_native(
         tmp_path / "ws",
         monkeypatch,
-        "flex_429=0.5,seed=3",
+        faults,
         models=(GEMINI,),
         tail="auto",
         expect_latency={"batch": 1e6, "flex": 1.0},
         flex={GEMINI: True},
     )
+
+
+def test_gemini_groups_on_the_flex_tier_speak_gemini_and_give_the_same_records(tmp_path, monkeypatch, clean):
+    """`--tail auto` sending a Gemini model's groups through generateContent on the flex tier
+    (`serviceTier`, its REST name), refused half the time (backed off, no attempt used): the
+    fault-free records. (Once, such a flex file was read as OpenAI lines and refused as damaged,
+    and the tier went as `service_tier`, which the generateContent contract refuses.)"""
+    flexed = run_gemini_on_flex(tmp_path, monkeypatch, "flex_429=0.5,seed=3")
     assert flexed["records"] == {k: v for k, v in clean["records"].items() if k[1] == GEMINI}
     assert flexed["anomalies"] == 0
     # Flex where it spares the wave a batch: where the User Model's or the judge's batch is due
@@ -320,16 +326,7 @@ def test_gemini_groups_flex_keeps_refusing_fall_back_to_gemini_batches(tmp_path,
     """Flex refusing every call (`flex_429=1`) on generateContent: the first flex file falls back
     (cancelled, its requests asked again as Gemini batches, no attempt used up), and the model
     travels by Batch Mode from then on; the fault-free records."""
-    monkeypatch.setattr(sync_module, "FLEX_WAIT", 0.0)
-    refused = run_native(
-        tmp_path / "ws",
-        monkeypatch,
-        "flex_429=1",
-        models=(GEMINI,),
-        tail="auto",
-        expect_latency={"batch": 1e6, "flex": 1.0},
-        flex={GEMINI: True},
-    )
+    refused = run_gemini_on_flex(tmp_path, monkeypatch, "flex_429=1")
     assert refused["records"] == {k: v for k, v in clean["records"].items() if k[1] == GEMINI}
     assert refused["anomalies"] == 0 and refused["server"]["flex_answers:gemini_generate"] == 0
     files = [f for f in refused["files"] if f["model"] == GEMINI]
