@@ -5,13 +5,13 @@ The native APIs' SDKs are optional extras, imported when a backend or a call of 
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 
 from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI, TOGETHER
-from lexpilot_batch.providers.base import BatchBackend, extra_needed
+from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.chat import ChatCall
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
+from lexpilot_batch.providers.extras import sdk_problem
 
 
 def _openai() -> tuple[type[BatchBackend], type[ChatCall]]:
@@ -57,16 +57,12 @@ SDKS: dict[str, tuple[str, str, str]] = {
 
 
 def missing_sdk(api: str) -> str | None:
-    """What to install for `api`'s requests to be sent, when its SDK is not installed; None when it
-    is, or needs none. Looked up, not imported: `prepare` asks before anything is compiled."""
+    """What to install for `api`'s requests to be sent, when its SDK is missing or older than its
+    extra asks (`extras.sdk_problem`); None when it is fine, or needs none. Looked up, not
+    imported: `prepare` asks before anything is compiled."""
     if api not in SDKS:
         return None
-    module, extra, provider = SDKS[api]
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):  # a parent package missing, or a module set to None
-        found = None
-    return None if found is not None else extra_needed(provider, extra)
+    return sdk_problem(*SDKS[api])
 
 
 API_CLASSES: dict[str, Callable[[], tuple[type[BatchBackend], type[ChatCall]]]] = {

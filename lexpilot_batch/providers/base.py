@@ -17,7 +17,6 @@ requests they hold and, once they end, by their results' ids.
 
 from __future__ import annotations
 
-import importlib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from lexpilot_batch.errors import ConfigError, ProviderError, ProviderUnavailable, transient_status
+from lexpilot_batch.errors import ProviderError, ProviderUnavailable, transient_status
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure, provider_error
 from lexpilot_batch.util import clock
@@ -401,19 +400,3 @@ def save_streamed(
                     message=f"the download broke off {tries} times: {broke.cause}", request=broke.request
                 ) from None  # (what the SDK's error reads as says it: `could not connect: {message}`)
             clock.pause(min(0.5 * 2**attempt, 8.0))
-
-
-def extra_needed(provider: str, extra: str) -> str:
-    """What to install when a provider's optional SDK is missing (`require_sdk`, `backends.missing_sdk`)."""
-    return (
-        f'{provider} requests need the optional extra {extra!r}: python -m pip install "lexpilot-batch[{extra}]" '
-        f'(from a clone of the repository: python -m pip install -e ".[{extra}]")'
-    )
-
-
-def require_sdk(module: str, extra: str, provider: str) -> Any:
-    """Import an optional SDK module, or say which extra installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError:
-        raise ConfigError(extra_needed(provider, extra)) from None

@@ -368,20 +368,31 @@ def test_a_missing_sdk_names_its_extra(monkeypatch):
         GoogleBatchBackend(endpoint, PROFILES["google"])
 
 
+@pytest.mark.parametrize("why", ["missing", "too old"])
 @pytest.mark.parametrize(
     ("model", "module", "extra"), [(CLAUDE, "anthropic", "anthropic"), (GEMINI, "google.genai", "google")]
 )
 def test_a_missing_sdk_is_named_before_anything_is_compiled_a_rehearsal_too(
-    tmp_path, monkeypatch, model, module, extra
+    tmp_path, monkeypatch, model, module, extra, why
 ):
-    """`prepare` of a Claude or Gemini model without its SDK, rehearsed or sent for real: refused
-    before any run is registered, naming the extra (it used to stop at the first submit). An
-    estimate (`prepare --dry-run`) sends nothing and needs none."""
+    """`prepare` of a Claude or Gemini model without its SDK, or with one older than its extra
+    asks, rehearsed or sent for real: refused before any run is registered, naming the extra (it
+    used to stop at the first submit). An estimate (`prepare --dry-run`) sends nothing and needs
+    none."""
+    import importlib.metadata
     import sys
 
     from lexpilot_batch.estimate import dry_run_prepare
+    from lexpilot_batch.providers.extras import extra_requirements
 
-    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    if why == "missing":
+        monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    else:
+        if not extra_requirements(extra):
+            pytest.skip("this package's metadata is not installed: no requirement to compare with")
+        sdk = extra_requirements(extra)[0].name
+        real = importlib.metadata.version
+        monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.1.0" if name == sdk else real(name))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-x")
     monkeypatch.setenv("GOOGLE_API_KEY", "sk-x")
     spec = RunSpec(("r1",), (model,), "all", Settings(), limit=LIMIT)
@@ -389,8 +400,9 @@ def test_a_missing_sdk_is_named_before_anything_is_compiled_a_rehearsal_too(
         for rehearsal in (True, False):
             session = open_session(ws) if rehearsal else Session(ws, ProviderOptions())
             try:
+                said = "need .*0.1.0 is installed: python -m pip install --upgrade " if why == "too old" else ""
                 with pytest.raises(
-                    ConfigError, match=rf"{model} \(eval role\): .*lexpilot-batch\[{extra}\].*Nothing was"
+                    ConfigError, match=rf"{model} \(eval role\): .*{said}.*lexpilot-batch\[{extra}\].*Nothing was"
                 ):
                     prepare(ws, session, spec)
                 assert dry_run_prepare(ws, session, spec).runs  # the projection is made

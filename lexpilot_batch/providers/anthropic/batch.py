@@ -22,9 +22,10 @@ from typing import Any
 
 from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.anthropic.errors import failure_of
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend, require_sdk, save_streamed
+from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend, save_streamed
 from lexpilot_batch.providers.endpoints import PROFILES, Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.extras import require_sdk
 from lexpilot_batch.util.fileio import file_sha256
 
 INLINE = "inline:"  # the "file id" of a checked file: its hash, verified again when it is created

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from lexpilot_batch.providers.anthropic.errors import error_text, failure_of
-from lexpilot_batch.providers.base import require_sdk
 from lexpilot_batch.providers.chat import CLIENT_REQUEST_ID, Answer, ChatCall, Response, damaged_line
 from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.extras import require_sdk
 
 
 class AnthropicChat(ChatCall):

@@ -1,7 +1,7 @@
 """The `anthropic` SDK's exceptions read as `providers.errors.Failure`s (the policy is there).
 
 The SDK is an optional extra: its module is passed in, imported where a client is built
-(`base.require_sdk`).
+(`extras.require_sdk`).
 """
 
 from __future__ import annotations

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lexpilot_batch.errors import transient_status
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend, require_sdk, retry_after
+from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend, retry_after
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.extras import require_sdk
 from lexpilot_batch.providers.google import client
 from lexpilot_batch.providers.google.errors import failure_of
 from lexpilot_batch.providers.registry import parse_model

@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.base import require_sdk
 from lexpilot_batch.providers.chat import CLIENT_REQUEST_ID, Answer, ChatCall, damaged_line
 from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.extras import require_sdk
 from lexpilot_batch.providers.google import client
 from lexpilot_batch.providers.google.errors import failure_of
 

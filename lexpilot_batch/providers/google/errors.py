@@ -1,7 +1,7 @@
 """The `google-genai` SDK's exceptions read as `providers.errors.Failure`s (the policy is there).
 
 The SDK is an optional extra: its modules are passed in, imported where a client is built
-(`base.require_sdk`). It raises its HTTP client's (httpx) timeouts and dropped connections as they
+(`extras.require_sdk`). It raises its HTTP client's (httpx) timeouts and dropped connections as they
 are, which read as no answer.
 """
 
