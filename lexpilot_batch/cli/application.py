@@ -16,9 +16,10 @@ import typer
 
 from lexpilot_batch import __version__
 from lexpilot_batch.cli import reading, running, tools
-from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say, utf8_streams
+from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
+from lexpilot_batch.util.text import utf8_streams
 
 F = TypeVar("F", bound=Callable[..., Any])
 

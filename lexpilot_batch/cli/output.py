@@ -41,18 +41,6 @@ def write_text_file(path: Path, text: str) -> None:
     write_atomic(path, text.encode("utf-8"))
 
 
-def utf8_streams() -> None:
-    """Standard output and error write UTF-8 whatever the console's code page or the locale, so
-    that `report --format html > report.html` under cp1252 or GBK gives a UTF-8 file instead of a
-    UnicodeEncodeError (a Windows console itself is written through its Unicode API either way)."""
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
-        if reconfigure is not None and encoding != "utf8":
-            with contextlib.suppress(ValueError, OSError):  # a stream already written in another encoding
-                reconfigure(encoding="utf-8", errors="replace")
-
-
 def end_progress() -> None:
     """Close every progress bar still open (a command stopped by an error or Ctrl-C in the middle
     of a wave), so that what is printed next starts on a line of its own."""

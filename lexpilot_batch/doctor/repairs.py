@@ -32,6 +32,7 @@ from lexpilot_batch.state.waves import (
 )
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import load_runs, manifest_path, write_manifest_file
+from lexpilot_batch.util import fileio
 from lexpilot_batch.util.fileio import file_sha256
 
 if TYPE_CHECKING:
@@ -154,4 +155,4 @@ def _set_aside(ws: Workspace, rel: str, why: str) -> None:
     """Keep a file the workspace no longer uses beside it (`NAME.why`), out of every glob of *.jsonl."""
     path = ws.path(rel)
     if path.exists():
-        path.replace(path.with_name(f"{path.name}.{why}"))
+        fileio.replace(path, path.with_name(f"{path.name}.{why}"))

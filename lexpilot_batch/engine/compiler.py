@@ -49,6 +49,7 @@ from lexpilot_batch.state.waves import discard_unsent_wave, drop_empty_wave, ope
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import role_requests
 from lexpilot_batch.util import collector
+from lexpilot_batch.util.fileio import unlink_quietly
 from lexpilot_batch.util.progress import Bar
 
 
@@ -153,7 +154,7 @@ def compile_wave(
             view.close(db)
         for rel in stale:
             if rel not in written:
-                ws.path(rel).unlink(missing_ok=True)
+                unlink_quietly(ws.path(rel))  # (held open on Windows: left, and no row names it)
         if not written:
             drop_empty_wave(db, wave)
         else:

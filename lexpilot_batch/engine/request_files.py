@@ -23,6 +23,7 @@ from lexpilot_batch.providers.lines import Pieces
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.state.waves import add_compiled_file, update_file
 from lexpilot_batch.state.workspace import Workspace, slug
+from lexpilot_batch.util import fileio
 
 
 class _Sink:
@@ -171,7 +172,7 @@ class WaveWriter:
         sha256 = entry["sink"].finish()
         roles = "+".join(sorted(entry["roles"]))
         final = self.dir / f"{roles}__{slug(entry['model'])}__{entry['shard']:03d}.jsonl"
-        Path(entry["tmp"]).replace(final)
+        fileio.replace(Path(entry["tmp"]), final)
         rel = self.ws.relative(final)
         update_file(
             self.db,

@@ -44,6 +44,7 @@ from lexpilot_batch.state.waves import (
     mark_uploaded,
 )
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util.fileio import unlink_quietly
 
 if TYPE_CHECKING:
     from lexpilot_batch.engine.session import Session
@@ -168,7 +169,7 @@ def _room(ws: Workspace, session: Session, row: dict, full: set[str]) -> bool | 
     if row["tokens"] * scale > limit and not waiting:
         with ws.store.transaction() as tx:
             discard_unsent_file(tx, row["pk"])
-        ws.path(row["path"]).unlink(missing_ok=True)
+        unlink_quietly(ws.path(row["path"]))
         return None
     full.add(model)
     return False

@@ -6,10 +6,11 @@ SDK is missing or older than the extra's requirement is refused with what to run
 is built (`require_sdk`) and before anything is compiled (`backends.missing_sdk`), instead of
 failing on an attribute the older SDK lacks at the first submit.
 
-The requirement is read from this package's own metadata (`importlib.metadata.requires`), so the
-extra's line in `pyproject.toml` is its only statement; run from a source tree that was never
-installed, there is none, and only the SDK's presence is checked. Versions are compared with
-`packaging` (PEP 440), pre-releases admitted.
+`REQUIREMENTS` states each extra's SDK requirement as `pyproject.toml` does (a test holds the two
+equal). It is not read from the installed package's metadata: an editable install keeps the
+metadata of the day it was installed, so a requirement changed since would be checked as it was.
+Versions are compared with `packaging` (PEP 440, pre-releases admitted); an install made before it
+became a dependency, and not installed again, checks only the SDK's presence.
 """
 
 from __future__ import annotations
@@ -17,15 +18,12 @@ from __future__ import annotations
 import importlib
 import importlib.metadata as metadata
 import importlib.util
-from functools import cache
 from typing import Any
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
 
 from lexpilot_batch.errors import ConfigError
 
-DISTRIBUTION = "lexpilot-batch"
+# extra -> the requirement it adds for its SDK, as in pyproject.toml's [project.optional-dependencies]
+REQUIREMENTS: dict[str, str] = {"anthropic": "anthropic>=2", "google": "google-genai>=3"}
 
 
 def extra_needed(provider: str, extra: str) -> str:
@@ -36,52 +34,51 @@ def extra_needed(provider: str, extra: str) -> str:
     )
 
 
-@cache
-def extra_requirements(extra: str) -> tuple[Requirement, ...]:
-    """The requirements `extra` adds, as this package's installed metadata states them; none when
-    the package is not installed (a source tree on the path)."""
+def _too_old(requirement_text: str) -> tuple[str, str] | None:
+    """(the SDK's distribution, its installed version) when that version does not meet the
+    requirement; None when it does, or cannot be told (no metadata, a version PEP 440 cannot
+    read, `packaging` not installed)."""
     try:
-        stated = metadata.requires(DISTRIBUTION) or []
-    except metadata.PackageNotFoundError:
-        return ()
-    found = []
-    for line in stated:
-        try:
-            requirement = Requirement(line)
-        except InvalidRequirement:  # (not written by us: skipped, as pip would refuse it first)
-            continue
-        marker = requirement.marker
-        if marker is not None and marker.evaluate({"extra": extra}) and not marker.evaluate({"extra": ""}):
-            found.append(requirement)
-    return tuple(found)
+        from packaging.requirements import Requirement
+        from packaging.version import InvalidVersion, Version
+    except ImportError:  # (installed before it was a dependency: `pip install -e .` again brings it)
+        return None
+    requirement = Requirement(requirement_text)
+    try:
+        installed = metadata.version(requirement.name)
+    except metadata.PackageNotFoundError:  # importable without metadata (vendored): taken as it is
+        return None
+    try:
+        version = Version(installed)
+    except InvalidVersion:  # a fork's own version string: nothing to compare
+        return None
+    if requirement.specifier.contains(version, prereleases=True):
+        return None
+    return requirement.name, installed
 
 
 def sdk_problem(module: str, extra: str, provider: str) -> str | None:
     """What to install for `provider`'s requests, whose SDK is `module` (of the extra `extra`): the
-    extra when the module is not installed, an upgrade when its distribution is older than the
-    extra asks; None when it is fine. Looked up, not imported."""
+    extra when the module is not installed, the requirement when the installed SDK is older than
+    it; None when it is fine. Looked up, not imported."""
     try:
         found = importlib.util.find_spec(module)
     except (ImportError, ValueError):  # a parent package missing, or a module set to None
         found = None
     if found is None:
         return extra_needed(provider, extra)
-    for requirement in extra_requirements(extra):
-        try:
-            installed = metadata.version(requirement.name)
-        except metadata.PackageNotFoundError:  # importable without metadata (vendored): taken as it is
-            continue
-        try:
-            version = Version(installed)
-        except InvalidVersion:  # a fork's own version string (PEP 440 cannot read it): nothing to compare
-            continue
-        if not requirement.specifier.contains(version, prereleases=True):
-            return (
-                f"{provider} requests need {requirement.name}{requirement.specifier} (the optional extra {extra!r}), "
-                f'and {requirement.name} {installed} is installed: python -m pip install --upgrade "lexpilot-batch[{extra}]" '
-                f'(from a clone of the repository: python -m pip install --upgrade -e ".[{extra}]")'
-            )
-    return None
+    requirement = REQUIREMENTS.get(extra)
+    old = _too_old(requirement) if requirement is not None else None
+    if old is None:
+        return None
+    name, installed = old
+    # The requirement itself, not `--upgrade "lexpilot-batch[extra]"`: that would also look this
+    # package up on the index, replacing an install from a clone. (Quoted: `>` is a redirect in
+    # every shell.)
+    return (
+        f'{provider} requests need {requirement} (the optional extra {extra!r}), and {name} {installed} is '
+        f'installed: python -m pip install "{requirement}"'
+    )
 
 
 def require_sdk(module: str, extra: str, provider: str) -> Any:

@@ -14,6 +14,7 @@ from pathlib import Path
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.simulated.faults import parse_faults
 from lexpilot_batch.simulated.server import serve_forever
+from lexpilot_batch.util.text import utf8_streams
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--forget-batches", action="store_true", help="start as a provider whose restart lost every batch"
     )
+    utf8_streams()  # (a state folder or a fault message with Chinese in it, under cp1252 or GBK)
     args = parser.parse_args(argv)
     # A terminated process shuts down like an interrupted one.
     if hasattr(signal, "SIGTERM"):

@@ -44,17 +44,23 @@ def atomic_file(path: Path) -> Iterator[BinaryIO]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        for attempt in range(_REPLACE_TRIES):
-            try:
-                os.replace(tmp, path)
-                return
-            except PermissionError:
-                if attempt == _REPLACE_TRIES - 1:
-                    raise
-                time.sleep(_REPLACE_PAUSE)
+        replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def replace(source: Path, target: Path) -> None:
+    """`os.replace(source, target)`, tried again for a moment while Windows refuses it because
+    another process holds one of them open (a sharing violation, `PermissionError`)."""
+    for attempt in range(_REPLACE_TRIES):
+        try:
+            os.replace(source, target)
+            return
+        except PermissionError:
+            if attempt == _REPLACE_TRIES - 1:
+                raise
+            time.sleep(_REPLACE_PAUSE)
 
 
 def temp_path(path: Path) -> Path:

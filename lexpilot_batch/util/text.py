@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import unicodedata
 
 # Control, format and line/paragraph separator characters: they can move the cursor, drive the
@@ -41,3 +43,15 @@ def terminal_safe(text: str, keep_newlines: bool = False) -> str:
     if text.isprintable() or not has_unsafe_characters(text):
         return text
     return "".join(json.dumps(ch)[1:-1] if unicodedata.category(ch) in _UNSAFE_CATEGORIES else ch for ch in text)
+
+
+def utf8_streams() -> None:
+    """Standard output and error write UTF-8 whatever the console's code page or the locale, so
+    that `report --format html > report.html` under cp1252 or GBK gives a UTF-8 file instead of a
+    UnicodeEncodeError (a Windows console itself is written through its Unicode API either way)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if reconfigure is not None and encoding != "utf8":
+            with contextlib.suppress(ValueError, OSError):  # a stream already written in another encoding
+                reconfigure(encoding="utf-8", errors="replace")

@@ -29,6 +29,7 @@ from lexpilot_batch.providers.extras import require_sdk
 from lexpilot_batch.providers.google import client
 from lexpilot_batch.providers.google.errors import failure_of
 from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.util import fileio
 from lexpilot_batch.util.fileio import TMP_SUFFIX, write_atomic
 
 T = TypeVar("T")
@@ -164,7 +165,7 @@ class GoogleBatchBackend(FileBatchBackend):
             self._again(lambda: self.client.files.download(file=file_id, destination=str(part)))
             with open(part, "rb+") as fh:
                 os.fsync(fh.fileno())
-            os.replace(part, dest)
+            fileio.replace(part, dest)
         finally:
             part.unlink(missing_ok=True)
 
