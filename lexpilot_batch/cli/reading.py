@@ -11,7 +11,7 @@ from lexpilot_batch.cli.options import FormatOpt, OutFileOpt, PricesOpt, RootOpt
 from lexpilot_batch.cli.output import say, write_text_file
 from lexpilot_batch.cli.tail_options import TailSyncOpt
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, load_prices
+from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, load_prices
 from lexpilot_batch.report.formats import FORMATS
 
 if TYPE_CHECKING:

@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import IO
 
 from lexpilot_batch.engine import budgets
-from lexpilot_batch.engine.tail import Spent, TailPolicy, wave_travel
-from lexpilot_batch.providers.apis import BATCH_LIKE, FLEX, MANUAL, SYNC
+from lexpilot_batch.engine.tail import Spent, TailPolicy, compiled_spent, wave_travel
+from lexpilot_batch.providers.apis import MANUAL
 from lexpilot_batch.providers.ids import id_tag
 from lexpilot_batch.providers.lines import Pieces
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.state.waves import add_compiled_file, update_file
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.util import fileio
+from lexpilot_batch.util.fileio import unlink_quietly
 
 
 class _Sink:
@@ -203,25 +204,17 @@ class WaveWriter:
         return self.written
 
     def _spent(self) -> Spent:
-        """The estimated input tokens of the earlier waves' batched groups, and of those of them sent
-        through sync (`--max-premium`); a role on sync by choice counts among these, which only
-        makes the budget stricter."""
-        travelled = (*BATCH_LIKE, FLEX, SYNC)
-        marks = ", ".join("?" * len(travelled))
-        rows = self.db.execute(
-            f"SELECT backend, COALESCE(SUM(tokens), 0) FROM files WHERE wave != ? AND backend IN ({marks}) GROUP BY backend",
-            (self.wave, *travelled),
-        ).fetchall()
-        spent = Spent()
-        for backend, tokens in rows:
-            spent.batch_tokens += tokens
-            if backend == SYNC:
-                spent.sync_tokens += tokens
-        return spent
+        return compiled_spent(self.db, but_wave=self.wave)
 
     def abort(self) -> None:
+        """The compile failed, and its transaction is rolled back: what this writer put on disk goes
+        too, the files it finished included (no row names them once the rollback is done; where one
+        replaced an unsent file of the same wave, that wave's restored rows no longer match their
+        bytes, and it is compiled again before anything is sent: `loop._ensure_intact`)."""
         for entry in self.open.values():
             entry["sink"].discard()
             Path(entry["tmp"]).unlink(missing_ok=True)
         self.open.clear()
         self.pool.shutdown()
+        for rel in self.written:
+            unlink_quietly(self.ws.path(rel))

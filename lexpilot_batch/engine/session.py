@@ -32,7 +32,9 @@ from lexpilot_batch.providers.apis import (
 from lexpilot_batch.providers.backends import batch_backend
 from lexpilot_batch.providers.base import BatchBackend
 from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint, simulated_target
+from lexpilot_batch.providers.flex import ANY as FLEX_ANY
 from lexpilot_batch.providers.flex import TIMEOUT as FLEX_TIMEOUT
+from lexpilot_batch.providers.flex import takes_flex
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.results import file_api
 from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
@@ -123,6 +125,19 @@ class Session:
         else:
             self.tail_sync = int(ws.store.meta("tail_sync") or 0) if ws is not None else 0
         self.tail = _tail_choices(ws, options)
+        if self.tail["tail"] == AUTO and self.tail_sync:
+            # (`--tail auto` decides every group itself: N would be ignored, yet an estimate showed it)
+            given = "--tail-sync" if options.tail_sync else "the workspace's --tail-sync"
+            raise ConfigError(
+                f"--tail auto and {given} {self.tail_sync} are two ways of sending the tail: choose one "
+                "(--tail auto --tail-sync 0, or --tail off --tail-sync N)"
+            )
+        if options.sim_faults or options.provider == SIMULATED:
+            from lexpilot_batch.simulated import parse_faults
+
+            # A typo in a fault's name is refused now: at the first submit, the rehearsal it
+            # turned into a clean run was already registered and compiled.
+            parse_faults(options.sim_faults)
         self.settings = _workspace_settings(ws, self._given_settings())
         if ws is not None and ws.writable and options.max_enqueued_tokens:
             from lexpilot_batch.engine import budgets
@@ -223,6 +238,25 @@ class Session:
         if key not in self._batch:
             self._batch[key] = batch_backend(route.api, endpoint, route.limits, self.options.timeout)
         return self._batch[key]
+
+    def check_flex(self, routes: list[Route], models: set[str]) -> None:
+        """Before anything is registered: a `--flex MODEL=on` (given now or remembered) for a route
+        with no flex tier is refused (`flex.takes_flex`), and so is a flag of this command naming no
+        model of it or of the workspace (it would be remembered and do nothing)."""
+        flags = self.tail["flex"]
+        for route in routes:
+            takes_flex(route, flags)
+        known = set(models)
+        if self.ws is not None:
+            known.update(
+                r[0] for r in self.ws.store.conn.execute("SELECT model FROM runs UNION SELECT model FROM files")
+            )
+        unknown = sorted(set(self.options.flex) - known - {FLEX_ANY})
+        if unknown:
+            raise ConfigError(
+                f"--flex {unknown[0]}=...: names no model of this command or workspace; its models are "
+                f"{', '.join(sorted(known))} (or '*' for every one). Nothing was registered or compiled."
+            )
 
     def tail_policy(self) -> TailPolicy:
         """How the next wave's groups travel (`engine.tail`): this command's choices, what the

@@ -18,8 +18,13 @@ an operational choice.
   runs files in turn). A wave that must wait for a batch anyway sends every group as a batch: it
   would pay a premium, or risk flex refusals, and save nothing. The expected latencies are
   `Expected`: the workspace's own measured batch durations, else `DEFAULT_BATCH_SECONDS`, and
-  `--expect-latency KIND=S` for any of them. Premiums are weighed in estimated input tokens
-  (`files.tokens`), the only size known before answers: the bench measures the real one.
+  `--expect-latency KIND=S` for any of them. Premiums are weighed in estimated US dollars: each
+  group's estimated input tokens (`files.tokens`, the only size known before answers) and its
+  role's expected completion tokens (`prices.COMPLETION_TOKENS`) at its model's bundled price
+  (`prices.price_for`; the compile has no `--prices` file), so that an expensive model's group on
+  sync weighs what it costs beside cheap batched ones. While a model of the wave or of the waves
+  before has no bundled price, estimated input tokens stand in for dollars, every model alike.
+  The bench measures the real premium.
 
 Decided here only, for the groups of a wave as the compiler writes them (`request_files.WaveWriter`),
 for the waves an estimate projects (`estimate.tail`), and the bench's replays.
@@ -35,8 +40,9 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH_DISCOUNT, BATCH_LIKE, FLEX, OPENAI, SIMULATED, SYNC
+from lexpilot_batch.providers.apis import BATCH, BATCH_DISCOUNT, BATCH_LIKE, FLEX, OPENAI, SIMULATED, SYNC
 from lexpilot_batch.providers.flex import takes_flex
+from lexpilot_batch.providers.prices import COMPLETION_TOKENS, cost_usd, price_for
 from lexpilot_batch.providers.registry import provider_of
 from lexpilot_batch.providers.routes import Route
 
@@ -117,10 +123,48 @@ class TailPolicy:
 
 @dataclass
 class Spent:
-    """Estimated input tokens compiled so far at batch price, and those sent at list price instead."""
+    """What was compiled so far at batch price, and what of it was sent at list price instead: in
+    estimated input tokens, and in estimated dollars at batch price (None once a model without a
+    bundled price is among them: `group_usd`)."""
 
     batch_tokens: float = 0.0
     sync_tokens: float = 0.0
+    batch_usd: float | None = 0.0
+    sync_usd: float | None = 0.0
+
+    def add(self, role: str, model: str, requests: float, tokens: float, sync: bool) -> None:
+        usd = group_usd(role, model, requests, tokens)
+        self.batch_tokens += tokens
+        self.batch_usd = None if usd is None or self.batch_usd is None else self.batch_usd + usd
+        if sync:
+            self.sync_tokens += tokens
+            self.sync_usd = None if usd is None or self.sync_usd is None else self.sync_usd + usd
+
+
+def group_usd(role: str, model: str, requests: float, tokens: float) -> float | None:
+    """Estimated dollars of a group at batch price: its input tokens, and `requests` times its
+    role's expected completion tokens, at the model's bundled price; None without one."""
+    price = price_for(None, role, model)
+    if price is None:
+        return None
+    return cost_usd(tokens, requests * COMPLETION_TOKENS.get(role, 0), price, BATCH)
+
+
+def compiled_spent(db: sqlite3.Connection, but_wave: int | None = None) -> Spent:
+    """`Spent` of the files compiled so far (but those of `but_wave`, the one being compiled): the
+    batched groups, and those of them sent through sync (`--max-premium`); a role on sync by
+    choice counts among these, which only makes the budget stricter. The compiler's and an
+    estimate's starting point alike."""
+    travelled = (*BATCH_LIKE, FLEX, SYNC)
+    marks = ", ".join("?" * len(travelled))
+    spent = Spent()
+    for backend, roles, model, requests, tokens in db.execute(
+        f"SELECT backend, roles, model, n_requests, COALESCE(tokens, 0) FROM files WHERE wave != ? AND backend IN ({marks})"
+        " ORDER BY pk",
+        (-1 if but_wave is None else but_wave, *travelled),
+    ):
+        spent.add(roles.split("+")[0], model, requests, tokens, backend == SYNC)
+    return spent
 
 
 def has_chat(route: Route) -> bool:
@@ -146,10 +190,10 @@ def run_seconds(requests: float, concurrency: int, latency: float) -> float:
     return math.ceil(requests / max(1, concurrency) - 1e-9) * latency if requests > 0 else 0.0
 
 
-def premium_tokens(tokens: float) -> float:
-    """The list-price premium of `tokens` sent through `sync`, in batch-priced tokens: list price is
-    batch price / (1 - discount)."""
-    return tokens * BATCH_DISCOUNT / (1 - BATCH_DISCOUNT)
+def premium(batch_priced: float) -> float:
+    """The list-price premium of what costs `batch_priced` as a batch, sent through `sync`: list
+    price is batch price / (1 - discount)."""
+    return batch_priced * BATCH_DISCOUNT / (1 - BATCH_DISCOUNT)
 
 
 K = TypeVar("K", bound=Hashable)
@@ -161,29 +205,37 @@ def wave_travel(policy: TailPolicy, groups: Sizes[K], spent: Spent | None = None
     earlier waves were compiled at, for `--max-premium`."""
     spent = spent if spent is not None else Spent()
     own = {key: route.backend for key, (route, _, _) in groups.items()}
-    batched = {key: tokens for key, (route, _, tokens) in groups.items() if route.backend in BATCH_LIKE}
+    batched = [key for key, (route, _, _) in groups.items() if route.backend in BATCH_LIKE]
     if not policy.auto:
         chosen = {key: wave_backend(route, n, policy.limit) for key, (route, n, _) in groups.items()}
     else:
-        chosen = _auto(policy, groups, spent, sum(batched.values())) or own
-    spent.batch_tokens += sum(batched.values())
-    spent.sync_tokens += sum(batched[key] for key, b in chosen.items() if b == SYNC and key in batched)
+        chosen = _auto(policy, groups, spent, batched) or own
+    for key in batched:
+        route, n, tokens = groups[key]
+        spent.add(route.role, route.model, n, tokens, chosen[key] == SYNC)
     return chosen
 
 
-def _auto(policy: TailPolicy, groups: Sizes[K], spent: Spent, wave_tokens: float) -> dict[K, str] | None:
+def _auto(policy: TailPolicy, groups: Sizes[K], spent: Spent, batched: list[K]) -> dict[K, str] | None:
     movable = {key for key, (route, _, _) in groups.items() if route.backend in BATCH_LIKE and has_chat(route)}
     if not movable or any(route.backend != SYNC and key not in movable for key, (route, _, _) in groups.items()):
         return None  # nothing to move, or a group waits for a round trip anyway (manual, no chat)
-    budget = policy.max_premium / 100 * (spent.batch_tokens + wave_tokens)
+    # What each batched group weighs: its estimated dollars when every model is priced, else tokens.
+    usd = {key: group_usd(groups[key][0].role, groups[key][0].model, groups[key][1], groups[key][2]) for key in batched}
+    weight: dict[K, float]
+    if spent.batch_usd is not None and spent.sync_usd is not None and all(v is not None for v in usd.values()):
+        weight, before, sent = {k: v for k, v in usd.items() if v is not None}, spent.batch_usd, spent.sync_usd
+    else:
+        weight, before, sent = {key: groups[key][2] for key in batched}, spent.batch_tokens, spent.sync_tokens
+    budget = policy.max_premium / 100 * (before + sum(weight.values()))
     flexed = {key: FLEX if policy.takes_flex(groups[key][0]) else SYNC for key in movable}
     for plan in (flexed, dict.fromkeys(movable, SYNC)):
         seconds = sum(
             run_seconds(groups[key][1], policy.concurrency, getattr(policy.expected, backend))
             for key, backend in plan.items()
         )
-        extra = premium_tokens(sum(groups[key][2] for key, backend in plan.items() if backend == SYNC))
-        if seconds < policy.expected.batch and premium_tokens(spent.sync_tokens) + extra <= budget + 1e-9:
+        extra = premium(sum(weight.get(key, 0.0) for key, backend in plan.items() if backend == SYNC))
+        if seconds < policy.expected.batch and premium(sent) + extra <= budget + 1e-12 * max(1.0, budget):
             return {key: plan.get(key, route.backend) for key, (route, _, _) in groups.items()}
     return None
 

@@ -7,12 +7,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from lexpilot_batch.benchmark.settings import ROLES
-from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT
+from lexpilot_batch.providers.prices import COMPLETION_TOKENS, DEFAULT_BATCH_DISCOUNT
 
 # The default assumptions: `calibration` says what each is and how the workspace measures it.
 CHARS_PER_TOKEN = 1.3
 RESPONSE_CHARS: dict[str, int] = {"eval": 600, "user": 150, "judge": 30}
-COMPLETION_TOKENS: dict[str, int] = {"eval": 500, "user": 120, "judge": 400}
 CLARIFY_PROBABILITY = 0.5
 
 
@@ -163,7 +162,7 @@ class Estimate:
     assumptions: Assumptions
     tail_sync: TailSyncProjection = field(default_factory=lambda: TailSyncProjection(0))
     tail_auto: AutoProjection | None = None
-    # Projected cost of each model over the roles it serves (`costs.price_for`: a model has its
+    # Projected cost of each model over the roles it serves (`prices.price_for`: a model has its
     # own price); empty when no model has a price.
     projection_cost_by_model: dict[str, Span | None] = field(default_factory=dict)
 

@@ -20,7 +20,7 @@ from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.engine.request_files import file_group
 from lexpilot_batch.engine.session import Session
-from lexpilot_batch.engine.tail import wave_backend
+from lexpilot_batch.engine.tail import compiled_spent, wave_backend
 from lexpilot_batch.estimate.assumptions import (
     Assumptions,
     Estimate,
@@ -35,9 +35,9 @@ from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import RunView, State, snapshot
 from lexpilot_batch.estimate.tail import project_auto, project_tail_sync
 from lexpilot_batch.providers.apis import BATCH
+from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd, price_for
+from lexpilot_batch.providers.prices import total as total_cost
 from lexpilot_batch.providers.routes import Route
-from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd, price_for
-from lexpilot_batch.report.costs import total as total_cost
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.dataset_memory import with_remembered_dataset
@@ -185,7 +185,8 @@ def build(
         p.completion_tokens = requests.map(lambda n, role=role: round(n * a.completion_tokens[role]))
         projection[role] = p
     cost_by_model = _cost_by_model(by_model, backends, a, price_of, discount)
-    priced = any(cost is not None for cost in cost_by_model.values())
+    # (Nothing left to project is no missing price: the cost so far is priced as usual.)
+    priced = any(cost is not None for cost in cost_by_model.values()) or not cost_by_model
     for role, p in projection.items():
         mine = [cost for (r, _), cost in cost_by_model.items() if r == role]
         known = [c for c in mine if c is not None]
@@ -197,7 +198,9 @@ def build(
 
     projection_cost = _projection_cost(projection) if priced else None
     tail = project_tail_sync(tally, routes, session.tail_sync, a, prices, discount)
-    auto = project_auto(tally, routes, session.tail_policy(), a, prices, discount)
+    # From what the workspace compiled so far, as the compiler's budget is (`tail.compiled_spent`).
+    spent = compiled_spent(ws.store.conn) if ws is not None else None
+    auto = project_auto(tally, routes, session.tail_policy(), a, prices, discount, spent)
     if tail.premium_usd is not None and projection_cost is not None and projection_cost.expected:
         tail.premium_share = tail.premium_usd / projection_cost.expected
     return Estimate(
@@ -283,7 +286,7 @@ def _cost(
     discount: float,
     cached_share: float = 0.0,
 ) -> float | None:
-    """`costs.cost_usd`, `cached_share` of the prompt tokens cached (`Assumptions.cached_share`); a
+    """`prices.cost_usd`, `cached_share` of the prompt tokens cached (`Assumptions.cached_share`); a
     role split over backends has no single price factor, so no cost."""
     if backend == MIXED:
         return None

@@ -6,7 +6,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, Estimate, Span
-from lexpilot_batch.report.costs import bundled_as_of
+from lexpilot_batch.providers.prices import bundled_as_of
 from lexpilot_batch.state.states import FileState
 from lexpilot_batch.util.columns import aligned
 

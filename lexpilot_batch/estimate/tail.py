@@ -17,8 +17,8 @@ from lexpilot_batch.engine.tail import Spent, TailPolicy, is_round_trip, run_sec
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, AutoWave, TailSyncProjection
 from lexpilot_batch.estimate.projection import Tally
 from lexpilot_batch.providers.apis import FLEX, SYNC
+from lexpilot_batch.providers.prices import cost_usd, price_for
 from lexpilot_batch.providers.routes import Route
-from lexpilot_batch.report.costs import cost_usd, price_for
 
 
 def project_tail_sync(
@@ -69,13 +69,15 @@ def project_auto(
     a: Assumptions,
     prices: Mapping[str, Mapping[str, float]] | None,
     discount: float,
+    spent: Spent | None = None,
 ) -> AutoProjection:
     """The projected waves batch-only and under `--tail auto` with `policy`'s premium, concurrency
-    and expected latencies (`tail.wave_travel`, the compiler's rule, the waves in order)."""
+    and expected latencies (`tail.wave_travel`, the compiler's rule, the waves in order), from
+    `spent`: what the workspace compiled before them (`tail.compiled_spent`; none for a new one)."""
     auto = TailPolicy(**{**policy.__dict__, "auto": True, "limit": 0})
     out = AutoProjection(policy.max_premium, policy.concurrency, policy.expected.batch)
-    spent = Spent()
-    # Each model at its own price (`costs.price_for`: a --prices file, else the bundled table).
+    spent = spent if spent is not None else Spent()
+    # Each model at its own price (`prices.price_for`: a --prices file, else the bundled table).
     batch_cost: float | None = 0.0
     premium: float | None = 0.0
     for number, wave in enumerate(tally.by_wave, 1):

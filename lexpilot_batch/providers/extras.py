@@ -76,7 +76,7 @@ def sdk_problem(module: str, extra: str, provider: str) -> str | None:
     # package up on the index, replacing an install from a clone. (Quoted: `>` is a redirect in
     # every shell.)
     return (
-        f'{provider} requests need {requirement} (the optional extra {extra!r}), and {name} {installed} is '
+        f"{provider} requests need {requirement} (the optional extra {extra!r}), and {name} {installed} is "
         f'installed: python -m pip install "{requirement}"'
     )
 

@@ -19,8 +19,8 @@
 
 `FLEX_MODELS` is the one table of which models take flex; `--flex MODEL=on|off` (a workspace
 remembers it; `*` for every model whose API has a flex tier) overrides it either way. A rehearsal
-judges a model as its real run would; the simulated provider's own bare-named models always take
-flex, which its chat completions and generateContent routes speak (`simulated.chat`).
+judges a model as its real run would; the simulated provider's own models (`sim-eval`, `gpt-sim`)
+always take flex, which its chat completions and generateContent routes speak (`simulated.chat`).
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from lexpilot_batch.providers.apis import GOOGLE, OPENAI, SIMULATED
 from lexpilot_batch.providers.endpoints import DEFAULT_BASE_URL
 from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.providers.served import is_simulator_name
 
 TIER = "flex"
 # The APIs with a flex tier, and the request field that asks for it: OpenAI's Chat Completions
@@ -68,25 +69,45 @@ def parse_flex_flags(flags: list[str] | None) -> dict[str, bool]:
     return out
 
 
-def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
-    """Whether requests of this route may travel on the flex tier: never on an API without one
-    (Anthropic's, Mistral's, Together's: `--flex MODEL=on` for such a model is refused, `*=on`
-    passes it by); then `--flex MODEL=on|off`; then `FLEX_MODELS` for the provider's own endpoint,
-    as a rehearsal (`--provider simulated`) judges it too. The simulated provider's own bare-named
-    models always take it: its OpenAI routes speak flex for any model."""
+# The providers (`registry` keys) whose endpoints have a flex tier this package sends to: OpenAI's,
+# Azure OpenAI's (only when forced: a deployment's name does not tell its model) and Gemini's; and,
+# when forced, an endpoint of your own (`openai-api/NAME/...`, or a bare name at OPENAI_BASE_URL),
+# which may be a gateway to one of them. The other platforms speak OpenAI's request shape but
+# document no flex tier.
+FLEX_PROVIDERS = frozenset({"openai", "azure", "google"})
+_OWN_ENDPOINT = "openai-api/"
+
+
+def _has_tier(route: Route) -> bool:
     if route.api not in TIER_FIELD:
+        return False
+    return route.provider is None or route.provider in FLEX_PROVIDERS or route.provider.startswith(_OWN_ENDPOINT)
+
+
+def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
+    """Whether requests of this route may travel on the flex tier: never where there is none (an
+    API without one: Anthropic's, Mistral's, Together's; a provider without one among those that
+    speak OpenAI's API: DashScope's, Groq's...): `--flex MODEL=on` for such a model is refused, `*=on`
+    passes it by. Then `--flex MODEL=on|off`; then `FLEX_MODELS` for the provider's own endpoint,
+    as a rehearsal (`--provider simulated`) judges it too. The simulated provider's own models
+    (`served.is_simulator_name`: `sim-eval`, `gpt-sim`) always take it; a bare name is otherwise
+    judged as its real run would be, at an OpenAI-compatible endpoint: only when forced."""
+    if not _has_tier(route):
         if forced and forced.get(route.model):
+            where = f"the {route.api} API" if route.api not in TIER_FIELD else f"{route.provider}/"
             raise ConfigError(
-                f"--flex {route.model}=on: {route.model} speaks the {route.api} API, which has no flex tier; "
-                f"pass --flex {route.model}=off (the workspace remembers --flex flags)"
+                f"--flex {route.model}=on: {route.model} is sent to {where}, which has no flex tier "
+                f"(flex goes to {', '.join(sorted(p + '/' for p in FLEX_PROVIDERS))} models, and to an endpoint of "
+                f"your own when forced); "
+                f"leave the flag out (a workspace that remembers it from an earlier command: --flex {route.model}=off)"
             )
         return False
     if forced and (route.model in forced or ANY in forced):
         return forced.get(route.model, forced.get(ANY, False))
-    if route.backend == SIMULATED and route.provider is None:
-        return True
+    if route.provider is None:
+        return route.backend == SIMULATED and is_simulator_name(route.model)
     if route.api == OPENAI and not _first_party(route):
-        return False  # Azure and other OpenAI-compatible endpoints: only when forced
+        return False  # Azure: only when forced
     sent = parse_model(route.model).sent
     return any(api == route.api and re.fullmatch(pattern, sent) for api, pattern, _ in FLEX_MODELS)
 

@@ -12,8 +12,8 @@ Groups that share a `comparison_key` (the same but for the evaluated model) form
 cases are the clusters of every interval and test (`family.Family`), which gives each group's
 intervals (`estimates`) and each pair's paired comparison (`compare`).
 
-Cost. Each role's model is priced by `costs.price_for` (a `--prices` file by model or role, else
-the bundled table); each backend's tokens cost what `costs.cost_usd` says (batch work at the
+Cost. Each role's model is priced by `prices.price_for` (a `--prices` file by model or role, else
+the bundled table); each backend's tokens cost what `prices.cost_usd` says (batch work at the
 batch discount, 0.5 by default; sync work at list price; manual work unpriced). A role without a
 price, or with unpriced work, has `cost_usd: null`, and then so does the total.
 """
@@ -25,10 +25,10 @@ from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd, price_for
+from lexpilot_batch.providers.prices import total as total_cost
 from lexpilot_batch.report import bootstrap, compare, estimates, inference, swap
 from lexpilot_batch.report.compare import check_adjust, check_baseline
-from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd, price_for
-from lexpilot_batch.report.costs import total as total_cost
 from lexpilot_batch.report.document import Report, RunResults
 from lexpilot_batch.report.family import Family, cases_by_class
 from lexpilot_batch.report.interaction import interaction_stats
@@ -83,7 +83,7 @@ def _task_status(task: str, runs: list[RunResults]) -> dict:
 
 
 def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> dict:
-    """Requests and tokens per role over the group's runs, and their cost: `costs.cost_usd` of each
+    """Requests and tokens per role over the group's runs, and their cost: `prices.cost_usd` of each
     backend's tokens (batch work at the discount, sync work at list price, manual work unpriced)."""
     by_backend: dict[str, dict[str, dict[str, int]]] = {}
     for run in runs:

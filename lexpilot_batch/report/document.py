@@ -161,7 +161,7 @@ class RoleUsage(_Strict):
     requests: int
     prompt_tokens: int
     completion_tokens: int
-    cached_tokens: int = 0  # of the prompt tokens: read from the provider's cache (`costs.cost_usd`)
+    cached_tokens: int = 0  # of the prompt tokens: read from the provider's cache (`prices.cost_usd`)
     cache_write_tokens: int = 0  # of the prompt tokens: written to it (Anthropic)
     cost_usd: float | None
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import SAMPLE_NOTE
-from lexpilot_batch.report.costs import bundled_as_of
+from lexpilot_batch.providers.prices import bundled_as_of
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:

@@ -168,7 +168,7 @@ def _m0004_scores_and_usage(db: sqlite3.Connection) -> None:
 
 
 def _m0005_usage_by_file(db: sqlite3.Connection) -> None:
-    # Usage is costed per backend (`costs.cost_usd`), which each request's file records: the covering
+    # Usage is costed per backend (`prices.cost_usd`), which each request's file records: the covering
     # index gains file_pk so that reporting still reads no request row.
     db.execute("DROP INDEX IF EXISTS requests_usage")
     db.execute(
@@ -274,7 +274,7 @@ def _m0010_compacted_files(db: sqlite3.Connection) -> None:
 
 def _m0011_usage_cached(db: sqlite3.Connection) -> None:
     # Cached prompt tokens, and those written to a cache (Anthropic's cache_creation_input_tokens),
-    # are priced apart (`costs.cost_usd`): the covering index gains both so that reporting still
+    # are priced apart (`prices.cost_usd`): the covering index gains both so that reporting still
     # reads no request row.
     db.execute("ALTER TABLE requests ADD COLUMN cache_write_tokens INTEGER")
     db.execute("DROP INDEX IF EXISTS requests_usage")

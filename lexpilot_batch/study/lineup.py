@@ -39,6 +39,8 @@ class Routing(Protocol):
 
     def route(self, role: str, model: str, provider: str | None) -> Route: ...
 
+    def check_flex(self, routes: list[Route], models: set[str]) -> None: ...
+
 
 def plan_runs(spec: RunSpec, session: Routing, *, sends: bool = True) -> list[RunPlan]:
     """One `RunPlan` per evaluated model of `spec`, in the order given. `sends`: the plans are to be
@@ -66,6 +68,7 @@ def plan_runs(spec: RunSpec, session: Routing, *, sends: bool = True) -> list[Ru
         raise ConfigError(f"--reasoning-effort must be one of {', '.join(REASONING_EFFORTS)}, not {effort!r}")
     session.use_model_routes({name: o.route for name, o in spec.model_options.items()})
     plans = []
+    routes: list[Route] = []
     for model in evals:
         requests, endpoints = {}, {}
         for role in ROLES:
@@ -76,12 +79,14 @@ def plan_runs(spec: RunSpec, session: Routing, *, sends: bool = True) -> list[Ru
                 role, name, settings, reasoning_effort=effort, args=options.args, reasoning=options.reasoning
             )
             route = session.route(role, registered, request.provider)
+            routes.append(route)
             if sends:
                 _check_sdk(role, registered, route)
             _check_bare_reasoning(role, name, request.body, route)
             check_role_body(role, name, request.body, reasoning=options.reasoning)
             requests[role], endpoints[role] = request, route.label
         plans.append(RunPlan(model, applied_settings(settings, requests), requests, endpoints))
+    session.check_flex(routes, set(names))
     if effort is not None and not any(
         r.body.get("reasoning_effort") == effort for p in plans for r in p.requests.values()
     ):

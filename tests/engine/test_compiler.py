@@ -51,6 +51,7 @@ def test_a_compile_that_fails_records_nothing_and_the_next_writes_the_same_files
     with pytest.raises(KeyboardInterrupt):
         compile_wave(ws, session.route)
     assert written and counts(ws) == {"waves": 0, "files": 0, "requests": 0}
+    assert request_bytes(ws) == {}  # what it finished went with it: no file that no row names
     monkeypatch.setattr(WaveWriter, "close", real_close)
 
     result = compile_wave(ws, session.route)

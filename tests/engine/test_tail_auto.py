@@ -59,7 +59,9 @@ def by_wave(files: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
 
 
 def test_auto_sends_the_small_waves_on_the_flex_tier_with_the_same_records(tmp_path: Path, plain: dict) -> None:
-    auto = run(tmp_path / "ws", tail="auto", expect_latency=EXPECT)
+    # The default User Model and judge are real names (DeepSeek's), which a rehearsal judges as
+    # their real run would (no flex tier): forced on here, as the bench does.
+    auto = run(tmp_path / "ws", tail="auto", expect_latency=EXPECT, flex={"*": True})
     assert auto["records"] == plain["records"]
     assert auto["requests"] == plain["requests"]
     assert [(f["wave"], f["roles"], f["n_requests"]) for f in auto["files"]] == [
@@ -137,9 +139,22 @@ def test_a_rehearsal_judges_flex_as_the_real_run_and_no_flag_puts_an_api_without
     for model, provider in [("anthropic/claude-sim", "anthropic"), ("mistral/mistral-sim", "mistral")]:
         for r in (rehearsed(model, provider), route(model, provider)):
             assert not takes_flex(r, {"*": True})
-            with pytest.raises(ConfigError, match=rf"--flex {model}=on: .* has no flex tier; pass --flex {model}=off"):
+            with pytest.raises(ConfigError, match=rf"--flex {model}=on: .* has no flex tier .*: --flex {model}=off\)"):
                 takes_flex(r, {model: True})
     assert takes_flex(rehearsed("google/gemini-2.5-flash", "google"), {"*": True})
+    # A bare name that is not the simulator's own is judged as at an OpenAI-compatible endpoint:
+    # flex only when forced (the default User Model and judge are DeepSeek's).
+    assert not takes_flex(rehearsed("DeepSeek-R1", None))
+    assert takes_flex(rehearsed("DeepSeek-R1", None), {"*": True})
+    # A platform that speaks OpenAI's API but has no flex tier: `*` passes it by, a flag is refused;
+    # an endpoint of your own may be a gateway to one that has: on when forced.
+    for r in (rehearsed("dashscope/qwen-plus", "dashscope"), rehearsed("groq/llama-3.3-70b-versatile", "groq")):
+        assert not takes_flex(r, {"*": True})
+        with pytest.raises(ConfigError, match=rf"--flex {r.model}=on: .* has no flex tier"):
+            takes_flex(r, {r.model: True})
+    assert takes_flex(
+        rehearsed("openai-api/sima/gpt-4o-mini", "openai-api/sima"), {"openai-api/sima/gpt-4o-mini": True}
+    )
 
 
 def test_a_wave_waiting_for_a_batch_anyway_sends_everything_as_batches() -> None:
@@ -152,7 +167,8 @@ def test_a_wave_waiting_for_a_batch_anyway_sends_everything_as_batches() -> None
     # The other group is not flex-capable and premium 0 forbids sync: both stay batches.
     assert wave_travel(policy, {"a": (r, 10, 1000), "b": (slow, 10, 1000)}) == {"a": "batch", "b": "batch"}
     budget = TailPolicy(auto=True, concurrency=10, max_premium=10, expected=Expected(batch=100, flex=10, sync=1))
-    spent = Spent(batch_tokens=20_000)
+    # (Weighed in tokens: an earlier wave held a model without a bundled price.)
+    spent = Spent(batch_tokens=20_000, batch_usd=None)
     # b's 1,000 tokens at list price add a 1,000-token premium: within 10% of 22,000.
     assert wave_travel(budget, {"a": (r, 10, 1000), "b": (slow, 10, 1000)}, spent) == {"a": "flex", "b": "sync"}
     assert spent.sync_tokens == 1000 and spent.batch_tokens == 22_000
@@ -162,16 +178,44 @@ def test_a_wave_waiting_for_a_batch_anyway_sends_everything_as_batches() -> None
     assert math.isclose(spent.sync_tokens, 1000)
 
 
+def test_the_premium_is_weighed_at_each_models_price() -> None:
+    """A group of an expensive model sent through sync weighs what it costs, not its tokens: beside
+    cheap batched tokens it would take the premium far past the budget (Claude Opus at 15 USD per
+    1M input tokens against GPT-4.1 nano's 0.10, bundled prices)."""
+    cheap = route("openai/gpt-4.1-nano", "openai")
+    dear = resolve_route(
+        "judge", "anthropic/claude-opus-4-1", "anthropic", RouteRules(environ={"ANTHROPIC_API_KEY": "k"})
+    )
+    expected = Expected(batch=100, flex=10, sync=1)
+    # The cheap model forced on flex; Claude has no flex tier (`*` passes it by): its group is sync or batch.
+    policy = TailPolicy(auto=True, concurrency=10, max_premium=10, flex={"*": True}, expected=expected)
+    groups = {"eval": (cheap, 10, 100_000), "judge": (dear, 10, 9_000)}
+    # In tokens the judge's 9,000 fit 10% of 109,000 ...
+    assert wave_travel(policy, groups, Spent(batch_usd=None)) == {"eval": "flex", "judge": "sync"}
+    # ... in dollars they are about ten times the budget: the wave waits for its batches.
+    spent = Spent()
+    assert wave_travel(policy, groups, spent) == {"eval": "batch", "judge": "batch"}
+    assert spent.sync_usd == 0 and spent.batch_usd is not None and spent.batch_usd > 0.2
+    # Cheap tokens through sync beside dear ones batched before fit, as they cost little.
+    no_flex = TailPolicy(auto=True, concurrency=10, max_premium=10, flex={"*": False}, expected=expected)
+    spent = Spent()
+    spent.add("judge", dear.model, 100, 1_000_000, sync=False)  # an earlier wave of the judge, batched
+    assert wave_travel(no_flex, {"eval": (cheap, 10, 9_000)}, spent) == {"eval": "sync"}
+    assert spent.sync_usd is not None and 0 < spent.sync_usd < 0.01
+
+
 def test_the_workspace_remembers_the_tail_policy(tmp_path: Path) -> None:
     with Workspace(tmp_path / "ws") as ws:
-        session = open_session(ws, tail="auto", max_premium=5.0, flex={"m": False}, expect_latency={"batch": 99.0})
+        session = open_session(
+            ws, tail="auto", max_premium=5.0, flex={"sim-eval": False}, expect_latency={"batch": 99.0}
+        )
         prepare_runs(ws, session, stage="lca", limit=1)
         session.close()
         policy = Session(ws, ProviderOptions()).tail_policy()
         assert (policy.auto, policy.max_premium, dict(policy.flex), policy.expected.batch) == (
             True,
             5.0,
-            {"m": False},
+            {"sim-eval": False},
             99.0,
         )
         assert not Session(ws, ProviderOptions(tail="off")).tail_policy().auto
@@ -196,7 +240,7 @@ def estimate(**options: Any) -> Any:
 def test_the_projection_shows_batch_only_against_auto_wave_by_wave() -> None:
     from lexpilot_batch.estimate import render
 
-    flex = estimate(tail="auto").tail_auto
+    flex = estimate(tail="auto", flex={"*": True}).tail_auto
     assert flex is not None and flex.batch_round_trips == 8 == len(flex.waves)
     assert 0 < flex.auto_round_trips < 8 and flex.premium_usd == 0 and flex.auto_seconds < flex.batch_seconds
     for w in flex.waves:  # the compiler's rule on the expected counts
@@ -209,3 +253,62 @@ def test_the_projection_shows_batch_only_against_auto_wave_by_wave() -> None:
     assert paid.cost_usd is not None and paid.premium_usd <= 0.5 * paid.cost_usd
     text = render(estimate(tail="auto"))
     assert "Batch-only against --tail auto (--max-premium 0" in text and "auto s" in text
+
+
+@pytest.mark.parametrize(
+    ("model", "flex", "said"),
+    [
+        # A model whose API has no flex tier, forced on: its file could never be sent.
+        ("anthropic/claude-sim", {"anthropic/claude-sim": True}, "has no flex tier"),
+        # A flag naming no model of the command or the workspace: it would be remembered and do nothing.
+        ("anthropic/claude-sim", {"claude-sim": True}, "names no model of this command or workspace"),
+    ],
+)
+def test_a_flex_flag_that_cannot_be_carried_out_is_refused_before_anything_is_registered(
+    tmp_path: Path, model: str, flex: dict[str, bool], said: str
+) -> None:
+    pytest.importorskip("anthropic")
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, tail="auto", flex=flex)
+        try:
+            with pytest.raises(ConfigError, match=said):
+                prepare_runs(ws, session, model=model, limit=2)
+        finally:
+            session.close()
+        db = ws.store.conn
+        assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+        assert db.execute("SELECT COUNT(*) FROM files").fetchone()[0] == 0
+        assert ws.store.meta("tail_policy") is None  # not remembered either
+        assert not list(ws.root.rglob("*.jsonl"))
+        # Without the flag the same command prepares.
+        session = open_session(ws, tail="auto")
+        try:
+            assert prepare_runs(ws, session, model=model, limit=2).new_threads > 0
+        finally:
+            session.close()
+
+
+def test_a_flex_flag_for_a_model_an_earlier_command_registered_is_taken(tmp_path: Path) -> None:
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, limit=2)
+        session.close()
+        session = open_session(ws, tail="auto", flex={"sim-eval": False, "DeepSeek-R1": True})
+        try:
+            prepare_runs(ws, session, stage="dcg", model="sim-eval", limit=2)
+        finally:
+            session.close()
+
+
+def test_tail_auto_and_tail_sync_together_are_refused(tmp_path: Path) -> None:
+    """`--tail auto` decides every group itself: an N beside it would be ignored while an estimate
+    showed it. Given together or one remembered, the command says to choose."""
+    with pytest.raises(ConfigError, match=r"--tail auto and --tail-sync 50 are two ways"):
+        Session(None, ProviderOptions(provider="simulated", tail="auto", tail_sync=50))
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, tail_sync=50)
+        prepare_runs(ws, session, limit=1)
+        session.close()
+        with pytest.raises(ConfigError, match=r"--tail auto and the workspace's --tail-sync 50 are two ways"):
+            open_session(ws, tail="auto")
+        open_session(ws, tail="auto", tail_sync=0).close()

@@ -461,6 +461,6 @@ def test_two_evaluated_models_are_priced_each_at_its_own_price_in_aligned_column
 
 
 def load_prices_of(model: str) -> dict[str, float]:
-    from lexpilot_batch.report.costs import bundled_prices
+    from lexpilot_batch.providers.prices import bundled_prices
 
     return dict(bundled_prices()[model])

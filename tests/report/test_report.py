@@ -321,8 +321,8 @@ def test_cost_uses_prices_per_million_tokens_and_the_batch_discount():
 
 def test_cost_is_the_estimates_formula_per_backend():
     """Sync work is at list price, batch work at the discount, manual work unpriced: the report
-    costs tokens exactly as the estimate projects them (`costs.cost_usd`)."""
-    from lexpilot_batch.report.costs import cost_usd
+    costs tokens exactly as the estimate projects them (`prices.cost_usd`)."""
+    from lexpilot_batch.providers.prices import cost_usd
 
     price = {"input": 2.0, "output": 8.0}
     mixed = {

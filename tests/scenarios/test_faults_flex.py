@@ -31,7 +31,9 @@ from lexpilot_batch.state.compaction import read_saved
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
 # Every wave is quicker on flex than the expected batch: all of it travels flex.
-FLEX: dict[str, Any] = {"tail": "auto", "expect_latency": {"batch": 1e6, "flex": 1.0}}
+# Every model forced on: the default User Model and judge are real names, which a rehearsal
+# judges as their real run would (no flex tier at an OpenAI-compatible endpoint).
+FLEX: dict[str, Any] = {"tail": "auto", "expect_latency": {"batch": 1e6, "flex": 1.0}, "flex": {"*": True}}
 
 
 @pytest.fixture(autouse=True)

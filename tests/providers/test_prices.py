@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.costs import bundled_as_of, bundled_prices, check_prices, load_prices, price_for
+from lexpilot_batch.providers.prices import bundled_as_of, bundled_prices, check_prices, load_prices, price_for
 
 
 def test_the_bundled_table_is_dated_and_each_price_has_input_and_output() -> None:
@@ -53,7 +53,7 @@ def test_a_prices_file_by_model_with_cached_input_is_read_and_a_bad_one_named(tm
 
 
 def test_cached_and_written_prompt_tokens_are_priced_at_their_own_rates():
-    from lexpilot_batch.report.costs import cache_saving, cost_usd
+    from lexpilot_batch.providers.prices import cache_saving, cost_usd
 
     price = {"input": 3.0, "cached_input": 0.3, "cache_write": 3.75, "output": 15.0}
     # 1M prompt tokens: 0.5M read from the cache, 0.25M written to it, 0.25M plain; batch at half.
@@ -62,3 +62,12 @@ def test_cached_and_written_prompt_tokens_are_priced_at_their_own_rates():
     # Without a cached price, cached tokens cost the input price: nothing saved.
     assert cache_saving(1e6, 5e5, {"input": 1.0, "output": 2.0}, "batch") == 0
     assert cache_saving(1e6, 1e6, price, "batch", 0.5) == pytest.approx((3 - 0.3) / 2)
+
+
+@pytest.mark.parametrize("value", ["Infinity", "-Infinity", "NaN", "-1"])
+def test_a_price_that_is_no_finite_amount_is_refused(tmp_path: Path, value: str) -> None:
+    """Python's JSON reader takes Infinity and NaN: a price of either made every cost print as nan."""
+    bad = tmp_path / "prices.json"
+    bad.write_text(f'{{"openai/gpt-4o-mini": {{"input": {value}, "output": 0.6}}}}', encoding="utf-8")
+    with pytest.raises(LexpilotError, match=r"prices.json: Price of model 'openai/gpt-4o-mini' must be"):
+        load_prices(bad)

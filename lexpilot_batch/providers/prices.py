@@ -1,4 +1,5 @@
-"""What tokens cost: one formula for the report (tokens used) and the estimate (tokens projected).
+"""What tokens cost: one formula for the report (tokens used), the estimate (tokens projected) and
+`--tail auto`'s premium (`engine.tail`).
 
 Prices are list prices per model, `{"openai/gpt-4o-mini": {"input": USD per 1M prompt tokens,
 "cached_input": USD per 1M cached prompt tokens (optional), "cache_write": USD per 1M prompt tokens
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -36,6 +38,9 @@ Prices = Mapping[str, Mapping[str, float]]
 PRICE_FIELDS = frozenset({"input", "output"})
 OPTIONAL_PRICE_FIELDS = frozenset({"cached_input", "cache_write"})
 ROLE_KEYS = ("eval", "user", "judge")  # the older per-role format, still read
+# Completion tokens expected per request of each role, until a workspace measures them
+# (`estimate.calibration`; `engine.tail` weighs premiums with them).
+COMPLETION_TOKENS: dict[str, int] = {"eval": 500, "user": 120, "judge": 400}
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
 
 DEFAULT_BATCH_DISCOUNT = BATCH_DISCOUNT
@@ -139,7 +144,8 @@ def check_prices(prices: Prices | None, batch_discount: float) -> None:
         what = f"role {key!r}" if key in ROLE_KEYS else f"model {key!r}"
         fields = set(price) if isinstance(price, Mapping) else set()
         if not PRICE_FIELDS <= fields <= PRICE_FIELDS | OPTIONAL_PRICE_FIELDS or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in price.values()
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            for v in price.values()
         ):
             raise LexpilotError(
                 f'Price of {what} must be {{"input": USD per 1M prompt tokens, "cached_input": USD per 1M cached '
