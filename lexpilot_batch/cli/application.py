@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from lexpilot_batch import __version__
-from lexpilot_batch.cli import reading, running, tools
+from lexpilot_batch.cli import INTERRUPTED, INTERRUPTED_EXIT, reading, running, tools
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
@@ -37,8 +37,8 @@ class _Typer(typer.Typer):
                     return func(*a, **kw)
                 except KeyboardInterrupt:
                     end_progress()
-                    typer.echo("Interrupted; run the same command again to resume.", err=True)
-                    raise typer.Exit(130) from None
+                    typer.echo(INTERRUPTED, err=True)
+                    raise typer.Exit(INTERRUPTED_EXIT) from None
 
             register(wrapper)
             return func

@@ -69,7 +69,7 @@ PricesOpt = Annotated[
     Path | None,
     typer.Option(
         "--prices",
-        help='JSON {"eval": {"input": USD/1M tokens, "output": USD/1M tokens}, ...} for cost estimates.',
+        help='JSON {"openai/gpt-4o-mini": {"input": USD/1M tokens, "cached_input": ..., "output": ...}, ...} by model, over the bundled table (docs/report.md).',
         dir_okay=False,
     ),
 ]

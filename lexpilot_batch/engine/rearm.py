@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.benchmark.tasks import in_order
 from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.state.queries import check_run_filters
 from lexpilot_batch.state.states import ThreadState
 from lexpilot_batch.state.workspace import Workspace
 
@@ -72,16 +73,7 @@ def retry_failed(ws: Workspace, selection: RetrySelection) -> RetryResult:
     tasks = _expand_tasks(selection.tasks)
     result = RetryResult()
     with ws.store.transaction() as db:
-        known = {(r["run_id"], r["model"]) for r in db.execute("SELECT run_id, model FROM runs")}
-        for value, have, option in (
-            (selection.run_ids, {r for r, _ in known}, "--run-id"),
-            (selection.models, {m for _, m in known}, "--model"),
-        ):
-            unknown = sorted(set(value) - have)
-            if unknown:
-                raise ConfigError(
-                    f"{option} {', '.join(unknown)}: no such run in this workspace; it has {', '.join(sorted(have))}"
-                )
+        check_run_filters(db, selection.run_ids, selection.models)
         rows = db.execute(
             "SELECT t.pk, t.task, runs.run_id, runs.model, c.case_number FROM threads t"
             " JOIN runs ON runs.pk = t.run_pk JOIN cases c ON c.dataset = runs.dataset AND c.idx = t.case_idx"

@@ -13,8 +13,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from lexpilot_batch.report.costs import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
-from lexpilot_batch.report.costs import total as total_cost
+from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
+from lexpilot_batch.providers.prices import total as total_cost
+from lexpilot_batch.state.queries import check_run_filters
 from lexpilot_batch.state.states import FileState, RequestState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in, work_left
 from lexpilot_batch.state.workspace import Workspace, command_hint
@@ -41,6 +42,7 @@ def summarize(
     """The summary's data (`status --format json` has it as `summary`); `projected` is each
     model's projected cost of what is left (`Estimate.projection_cost_by_model`, expected)."""
     db = ws.store.conn
+    check_run_filters(db, filters.run_ids, filters.models)
     runs = [
         (pk, run_id, model, json.loads(manifest))
         for pk, run_id, model, manifest in db.execute("SELECT pk, run_id, model, manifest FROM runs ORDER BY pk")

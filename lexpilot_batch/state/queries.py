@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import BATCH_LIKE
 from lexpilot_batch.providers.base import BatchStatus
 from lexpilot_batch.state.states import ThreadState, ThreadStatus
@@ -36,3 +37,20 @@ def measured_batch_seconds(db: sqlite3.Connection) -> float | None:
         )
     ]
     return float(rows[len(rows) // 2]) if rows else None
+
+
+def check_run_filters(
+    db: sqlite3.Connection, run_ids: tuple[str, ...] | list[str], models: tuple[str, ...] | list[str]
+) -> None:
+    """A `--run-id` or `--model` naming no run of the workspace is refused, naming what it has
+    (`retry`, `status`): read as "nothing matches", it would say the workspace has no runs."""
+    known = {(r[0], r[1]) for r in db.execute("SELECT run_id, model FROM runs")}
+    for value, have, option in (
+        (run_ids, {r for r, _ in known}, "--run-id"),
+        (models, {m for _, m in known}, "--model"),
+    ):
+        unknown = sorted(set(value) - have)
+        if unknown and have:
+            raise ConfigError(
+                f"{option} {', '.join(unknown)}: no such run in this workspace; it has {', '.join(sorted(have))}"
+            )

@@ -61,11 +61,17 @@ def with_remembered_dataset(db: sqlite3.Connection, spec: RunSpec) -> tuple[RunS
 def dataset_changes(db: sqlite3.Connection, old_sha256: str, dataset: DatasetFile) -> str:
     """What differs between the cases the workspace holds of dataset `old_sha256` and the file:
     `2 cases added (19, 20); 1 removed (7); 1 edited (3)`, or why it cannot tell."""
-    old = dict(db.execute("SELECT case_number, data FROM cases WHERE dataset = ?", (old_sha256,)).fetchall())
+    rows = db.execute("SELECT idx, case_number, data FROM cases WHERE dataset = ?", (old_sha256,)).fetchall()
+    old = {number: data for _, number, data in rows}
     if not old:
         return "the workspace holds none of the cases it had, so what changed cannot be told"
-    new = {case.case_id: case.model_dump_json() for case in dataset.read_cases()}
-    added = [n for n in new if n not in old]
+    new_cases = [(case.case_id, case.model_dump_json()) for case in dataset.read_cases()]
+    new = dict(new_cases)
+    # Runs of `--limit N` copied in only the first N cases: the file's others were never held, so
+    # they are not "added", and an edit among them cannot be named.
+    first = max(idx for idx, _, _ in rows) + 1 == len(rows) < len(new_cases)
+    compared = [n for n, _ in new_cases[: len(rows)]] if first else list(new)
+    added = [n for n in compared if n not in old]
     removed = [n for n in old if n not in new]
     edited = [n for n in old if n in new and json.loads(old[n]) != json.loads(new[n])]
     parts = []
@@ -73,6 +79,11 @@ def dataset_changes(db: sqlite3.Connection, old_sha256: str, dataset: DatasetFil
         if numbers:
             shown = ", ".join(numbers[:SHOWN]) + (f", ... ({len(numbers)} in all)" if len(numbers) > SHOWN else "")
             parts.append(f"{len(numbers)} case{'s' if len(numbers) != 1 else ''} {what} ({shown})")
+    if first:
+        parts.append(
+            f"the workspace holds only the first {len(rows)} of the file's {len(new_cases)} cases (--limit), "
+            "so a change among the others cannot be named"
+        )
     if not parts:
         return "the same cases, differently written (order, spacing or fields outside the cases)"
     return "; ".join(parts)

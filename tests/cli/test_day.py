@@ -72,6 +72,23 @@ def test_the_workspace_remembers_its_dataset_and_names_what_changed_in_it(tmp_pa
     assert "sha256" not in message.lower()  # the file and its cases, not two hashes
 
 
+def test_with_a_limit_the_cases_never_copied_in_are_not_called_added(tmp_path: Path, dataset: Path) -> None:
+    """Runs of `--limit 3` hold only the first three cases: an edit of another is a change that
+    cannot be named, not the file's fifteen others "added"; an edit of a held one is named."""
+    root = tmp_path / "ws"
+    assert invoke([*PREPARE, "--dataset", str(dataset), "--limit", "3"], root).exit_code == 0
+    cases = json.loads(dataset.read_text(encoding="utf-8"))
+    cases[10]["complete_history"][0]["content"] += "（补充）"
+    dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    message = refusal(invoke([*PREPARE, "--limit", "3"], root))
+    assert "added" not in message and "edited" not in message
+    assert f"holds only the first 3 of the file's {len(cases)} cases (--limit)" in message
+    cases[1]["complete_history"][0]["content"] += "（补充）"
+    dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    message = refusal(invoke([*PREPARE, "--limit", "3"], root))
+    assert f"1 case edited ({cases[1]['case_number']})" in message and "added" not in message
+
+
 def test_a_json_lines_dataset_is_told_a_json_array_is_expected(tmp_path: Path) -> None:
     cases = json.loads(resources.sample_dataset().read_text(encoding="utf-8"))
     jsonl = tmp_path / "cases.jsonl"
@@ -133,3 +150,51 @@ def test_run_is_quiet_about_compaction_and_ends_with_where_the_results_are(tmp_p
     verbose = invoke([*args[:4], "r2", *args[5:], "--verbose"], root)
     assert verbose.exit_code == 0, verbose.output
     assert "Compacted" in verbose.output
+
+
+def test_run_refuses_a_report_format_before_anything_is_sent(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    result = runner.invoke(app, ["run", *PREPARE[1:], "--report-format", "pdf", "--root", str(root)])
+    assert "--report-format must be one of table, json" in refusal(result)
+    assert not root.exists()  # (it used to run every wave, then refuse the report)
+
+
+def test_a_fault_spec_with_a_typo_is_refused_before_anything_is_registered(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    assert "unknown key 'bogus'" in refusal(invoke([*PREPARE, "--sim-faults", "bogus=1"], root))
+    assert not root.exists()
+
+
+def test_status_of_a_run_id_the_workspace_does_not_have_says_so(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    assert invoke(PREPARE, root).exit_code == 0
+    message = refusal(runner.invoke(app, ["status", "--run-id", "nope", "--root", str(root)]))
+    assert message == "--run-id nope: no such run in this workspace; it has r1"
+    assert "no such run" in refusal(runner.invoke(app, ["status", "--model", "nope", "--root", str(root)]))
+
+
+def test_an_estimate_of_a_finished_workspace_does_not_say_prices_are_missing(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    assert runner.invoke(app, ["run", *PREPARE[1:], "--root", str(root)]).exit_code == 0
+    result = runner.invoke(app, ["status", "--estimate", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "Nothing is due" in result.output and "no price for these models" not in result.output
+
+
+def test_a_ctrl_c_while_the_modules_load_ends_as_an_interrupt(monkeypatch, capsys) -> None:
+    import builtins
+
+    import lexpilot_batch.cli as cli
+
+    real_import = builtins.__import__
+
+    def interrupted(name, *args, **kwargs):
+        if name == "lexpilot_batch.cli.application":
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main()
+    assert stopped.value.code == 130
+    assert capsys.readouterr().err.strip() == "Interrupted; run the same command again to resume."
