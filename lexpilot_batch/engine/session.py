@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.engine.settled import Settled
-from lexpilot_batch.engine.tail import AUTO, Expected, TailPolicy, check_tail, check_tail_sync, flex_refused
+from lexpilot_batch.engine.tail import (
+    AUTO,
+    FLEX_REFUSED,
+    Expected,
+    TailPolicy,
+    check_tail,
+    check_tail_sync,
+    flex_refused,
+)
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import (
     BATCH,
@@ -273,8 +281,14 @@ class Session:
             concurrency=self.options.concurrency,
             expected=Expected(**expect),
             flex=dict(t["flex"]),
-            refused=frozenset(flex_refused(self.ws.store.conn) if self.ws is not None else ()),
+            refused=frozenset(self._still_refused()),
         )
+
+    def _still_refused(self) -> list[str]:
+        """The models flex kept refusing (`poll`), but those this command puts on it again with
+        `--flex MODEL=on`: a refusal is of capacity at the time, and the user may know it is back."""
+        refused = flex_refused(self.ws.store.conn) if self.ws is not None else []
+        return [m for m in refused if not self.options.flex.get(m)]
 
     def sync_runner(self, row: Mapping[str, Any]) -> SyncRunner:
         """The synchronous runner for a compiled file of the `sync` or `flex` backend."""
@@ -308,6 +322,9 @@ class Session:
         ):
             if self.ws.store.meta(key) != value:
                 self.ws.store.set_meta(key, value)
+        refused = flex_refused(self.ws.store.conn)
+        if self._still_refused() != refused:
+            self.ws.store.set_meta(FLEX_REFUSED, json.dumps(sorted(self._still_refused())))
 
     def compactor(self) -> Compactor:
         """The worker compressing this workspace's finished waves (`compaction.Compactor`); what it

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from lexpilot_batch.engine.tail import flex_refused
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
 from lexpilot_batch.state.queries import check_run_filters
@@ -104,6 +105,7 @@ def summarize(
         "blockers": blockers,
         "next": command,
         "next_why": why,
+        "flex_refused": flex_refused(db),
     }
 
 
@@ -244,6 +246,13 @@ def render_summary(summary: dict[str, Any], root_text: str) -> str:
             lines.append(f"  {f['path']}  {status}  {done}/{counts.get('total') or f['requests']}  {_age(f['age_s'])}")
         if len(flying) > 6:
             lines.append(f"  ... and {len(flying) - 6} more")
+    refused = summary.get("flex_refused") or []
+    if refused:
+        names = ", ".join(terminal_safe(m) for m in refused)
+        lines.append(
+            f"\nFlex: {names} kept refusing flex calls and travel by batch from now on "
+            f"(--flex {terminal_safe(refused[0])}=on on a later command tries flex again)"
+        )
     for blocker in summary["blockers"]:
         lines.append(f"\nBlocked: {blocker}")
     lines.append(f"\nNext: {summary['next']}   ({summary['next_why']})")

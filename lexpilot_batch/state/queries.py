@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH_LIKE
+from lexpilot_batch.providers.apis import BATCH
 from lexpilot_batch.providers.base import BatchStatus
 from lexpilot_batch.state.states import ThreadState, ThreadStatus
 
@@ -26,14 +26,16 @@ def failed_threads(db: sqlite3.Connection) -> int:
 
 
 def measured_batch_seconds(db: sqlite3.Connection) -> float | None:
-    """The median time from submitting to finishing of the workspace's completed batches (what
-    `--tail auto` expects of the next one, `engine.tail`); None before any."""
+    """The median time from submitting to finishing of the workspace's completed batches at a
+    provider (what `--tail auto` expects of the next one, `engine.tail`); None before any. A
+    rehearsal's batches (`simulated`) are not measured: the simulator answers in a moment, and a
+    rehearsal is to choose what the real run would (`--expect-latency batch=S` says otherwise)."""
     rows = [
         r[0]
         for r in db.execute(
-            "SELECT finished_at - submitted_at FROM files WHERE backend IN (?, ?) AND batch_status = ?"
+            "SELECT finished_at - submitted_at FROM files WHERE backend = ? AND batch_status = ?"
             " AND finished_at IS NOT NULL AND submitted_at IS NOT NULL ORDER BY 1",
-            (*sorted(BATCH_LIKE), BatchStatus.COMPLETED),
+            (BATCH, BatchStatus.COMPLETED),
         )
     ]
     return float(rows[len(rows) // 2]) if rows else None

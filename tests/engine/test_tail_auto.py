@@ -312,3 +312,46 @@ def test_tail_auto_and_tail_sync_together_are_refused(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match=r"--tail auto and the workspace's --tail-sync 50 are two ways"):
             open_session(ws, tail="auto")
         open_session(ws, tail="auto", tail_sync=0).close()
+
+
+def test_a_model_flex_kept_refusing_is_named_by_status_and_a_flag_puts_it_back(tmp_path: Path) -> None:
+    from lexpilot_batch.engine.tail import FLEX_REFUSED
+    from lexpilot_batch.report.summary import render_summary, summarize
+
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, tail="auto")
+        prepare_runs(ws, session, limit=1)
+        session.close()
+        ws.store.set_meta(FLEX_REFUSED, json.dumps(["sim-eval"]))  # as `poll` leaves it after a fallback
+        assert open_session(ws).tail_policy().refused == {"sim-eval"}
+        shown = render_summary(summarize(ws), "ws")
+        assert "Flex: sim-eval kept refusing flex calls and travel by batch from now on" in shown
+        assert "--flex sim-eval=on" in shown
+        again = open_session(ws, flex={"sim-eval": True})
+        assert again.tail_policy().refused == frozenset()  # this command tries it again
+        prepare_runs(ws, again, stage="dcg", limit=1)  # and, prepared, the workspace forgets the refusal
+        again.close()
+        assert json.loads(ws.store.meta(FLEX_REFUSED) or "[]") == []
+        assert "Flex:" not in render_summary(summarize(ws), "ws")
+
+
+def test_the_expected_batch_is_measured_on_a_providers_batches_not_a_rehearsals(tmp_path: Path) -> None:
+    """The simulator answers a batch at once: counted, a rehearsal's `--tail auto` would expect
+    every later batch to take a moment and send nothing flex, unlike its real run."""
+    from lexpilot_batch.state.queries import measured_batch_seconds
+
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, tail="auto")
+        prepare_runs(ws, session, limit=1)
+        session.close()
+        db = ws.store.conn
+        with ws.store.transaction() as tx:
+            tx.execute(
+                "UPDATE files SET batch_status = 'completed', submitted_at = 100, finished_at = 100.05"
+            )  # a rehearsal's wave 1, answered at once
+        assert measured_batch_seconds(db) is None
+        assert open_session(ws).tail_policy().expected.batch == Expected().batch
+        with ws.store.transaction() as tx:
+            tx.execute("UPDATE files SET backend = 'batch', finished_at = 100 + 1800")  # a provider's
+        assert measured_batch_seconds(db) == 1800
+        assert open_session(ws).tail_policy().expected.batch == 1800
