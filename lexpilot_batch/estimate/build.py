@@ -13,6 +13,7 @@ USD per 1M completion tokens}}`, less the batch discount on the `batch` and `sim
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import replace
 from typing import Literal
 
 from lexpilot_batch.benchmark import prompts
@@ -20,7 +21,7 @@ from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.engine.request_files import file_group
 from lexpilot_batch.engine.session import Session
-from lexpilot_batch.engine.tail import compiled_spent, wave_backend
+from lexpilot_batch.engine.tail import Spent, TailPolicy, compiled_spent, wave_travel
 from lexpilot_batch.estimate.assumptions import (
     Assumptions,
     Estimate,
@@ -171,8 +172,10 @@ def build(
         entry.prompt_tokens = round(entry.prompt_chars / a.chars_per_token)
         entry.completion_tokens = entry.requests * a.completion_tokens[role]
         entry.cost_usd = _wave_cost(entry, role, wave_parts, routes, a, price_of, discount)
+    # What the workspace compiled so far, as the compiler's premium budget counts it (`tail.compiled_spent`).
+    spent = compiled_spent(ws.store.conn) if ws is not None else None
     if source == "due":
-        _apply_tail_sync(wave, wave_parts, routes, session.tail_sync, a, price_of, discount)
+        _apply_tail(wave, wave_parts, routes, session.tail_policy(), spent, a, price_of, discount)
     wave = {role: wave[role] for role in ROLES if role in wave}
 
     projection: dict[str, RoleProjection] = {}
@@ -198,8 +201,6 @@ def build(
 
     projection_cost = _projection_cost(projection) if priced else None
     tail = project_tail_sync(tally, routes, session.tail_sync, a, prices, discount)
-    # From what the workspace compiled so far, as the compiler's budget is (`tail.compiled_spent`).
-    spent = compiled_spent(ws.store.conn) if ws is not None else None
     auto = project_auto(tally, routes, session.tail_policy(), a, prices, discount, spent)
     if tail.premium_usd is not None and projection_cost is not None and projection_cost.expected:
         tail.premium_share = tail.premium_usd / projection_cost.expected
@@ -224,22 +225,25 @@ def build(
     )
 
 
-def _apply_tail_sync(
+def _apply_tail(
     wave: dict[str, RoleWave],
     parts: Mapping[tuple[Hashable, str], list[int]],
     routes: Mapping[Hashable, Route],
-    limit: int,
+    policy: TailPolicy,
+    spent: Spent | None,
     a: Assumptions,
     price_of: Callable[[str, str | None], Mapping[str, float] | None],
     discount: float,
 ) -> None:
-    """The next wave's groups as the compiler would send them (`tail_sync.wave_backend`): a role
-    whose groups all go through the sync backend is shown on `sync`, one partly so as `mixed`, and
-    its cost is each group's on its own backend."""
-    sizes: dict[Hashable, int] = {}
-    for (group, _role), (n, _chars) in parts.items():
-        sizes[group] = sizes.get(group, 0) + n
-    travels = {group: wave_backend(routes[group], n, limit) for group, n in sizes.items()}
+    """The next wave's groups as the compiler would send them (`tail.wave_travel`: `--tail-sync N`
+    or `--tail auto`, from what was compiled before it): a role whose groups all go one other way
+    is shown on that backend (`sync`, `flex`), one partly so as `mixed`, and its cost is each
+    group's on its own backend."""
+    sizes: dict[Hashable, tuple[Route, float, float]] = {}
+    for (group, _role), (n, chars) in parts.items():
+        _, count, tokens = sizes.get(group, (routes[group], 0.0, 0.0))
+        sizes[group] = (routes[group], count + n, tokens + chars / a.chars_per_token)
+    travels = wave_travel(policy, sizes, replace(spent) if spent is not None else None)
     if all(backend == routes[group].backend for group, backend in travels.items()):
         return
     for role, entry in wave.items():

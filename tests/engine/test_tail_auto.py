@@ -355,3 +355,22 @@ def test_the_expected_batch_is_measured_on_a_providers_batches_not_a_rehearsals(
             tx.execute("UPDATE files SET backend = 'batch', finished_at = 100 + 1800")  # a provider's
         assert measured_batch_seconds(db) == 1800
         assert open_session(ws).tail_policy().expected.batch == 1800
+
+
+def test_the_dry_runs_next_wave_travels_as_the_compiler_would_send_it() -> None:
+    """`prepare --dry-run --tail auto`: the next wave's table shows its groups on flex when the
+    compiler would send them so (it showed every wave on its batch backend)."""
+    from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.estimate import dry_run_prepare
+    from lexpilot_batch.study.runs import RunSpec
+
+    def next_wave(flex: dict[str, bool]) -> Any:
+        spec = RunSpec(RUNS, ("sim-eval",), "all", Settings(), limit=LIMIT, speculate=True)
+        options = ProviderOptions(provider="simulated", concurrency=64, expect_latency=EXPECT, tail="auto", flex=flex)
+        return dry_run_prepare(None, Session(None, options), spec, prices=PRICES)
+
+    flexed = next_wave({"*": True})
+    assert flexed.tail_auto is not None and flexed.tail_auto.waves[0].flex > 0
+    assert {entry.backend for entry in flexed.next_wave.values()} == {"flex"}
+    batched = next_wave({"*": False})
+    assert {entry.backend for entry in batched.next_wave.values()} == {"simulated"}
