@@ -34,6 +34,7 @@ from lexpilot_batch.providers.apis import (
     OPENAI,
     SIMULATED,
     SIMULATED_NATIVE,
+    SYNC,
     Api,
     check_backend,
 )
@@ -200,7 +201,7 @@ class Session:
         if key not in self._routes:
             rules = self._rules()
             route = resolve_route(role, model, provider, rules)
-            self._routes[key] = _on_its_platform(route, rules) if route.backend == SIMULATED else route
+            self._routes[key] = _rehearsed(route, rules) if route.backend == SIMULATED else route
         return self._routes[key]
 
     def file_route(self, row: Mapping[str, Any]) -> Route:
@@ -218,8 +219,8 @@ class Session:
         """Where a route's requests are sent now; `recorded` is the endpoint a compiled file names
         (a simulated file compiled before platforms were rehearsed on their own paths names
         `simulated`, and stays on the OpenAI routes where its batches are)."""
-        if route.backend != SIMULATED:
-            return route.endpoint
+        if route.backend != SIMULATED and simulated_target(route.endpoint.base_url) is None:
+            return route.endpoint  # (a rehearsed sync route names the simulated provider: `_rehearsed`)
         if self._server is None:
             from lexpilot_batch.simulated import SimulatedServer, parse_faults
 
@@ -410,6 +411,22 @@ def _remembered_choices(ws: Workspace | None) -> dict[str, str]:
     if stored is not None:
         return dict(json.loads(stored))
     return {r: b for r, b in json.loads(ws.store.meta("backends") or "{}").items() if b != BATCH}
+
+
+def _rehearsed(route: Route, rules: RouteRules) -> Route:
+    """A route of the simulated provider as its real run sends it: a provider with no Batch API
+    (DeepSeek's, Ark's) through the sync backend, on the simulated provider's chat
+    route (its platform's path where it has one) and at list price; every other on its platform's
+    path or the OpenAI routes (`_on_its_platform`)."""
+    from lexpilot_batch.providers.registry import PROVIDERS
+    from lexpilot_batch.simulated.profiles import PROFILES
+
+    spec = PROVIDERS.get(route.provider or "")
+    if spec is None or spec.batch_api:
+        return _on_its_platform(route, rules)
+    platform = PROFILES.get(route.provider or "")
+    where = f"{SIMULATED}/{platform.name}" if platform is not None and spec.profile == platform.name else SIMULATED
+    return replace(route, endpoint=replace(route.endpoint, base_url=where, backend=SYNC))
 
 
 def _on_its_platform(route: Route, rules: RouteRules) -> Route:

@@ -198,3 +198,23 @@ def test_a_ctrl_c_while_the_modules_load_ends_as_an_interrupt(monkeypatch, capsy
         cli.main()
     assert stopped.value.code == 130
     assert capsys.readouterr().err.strip() == "Interrupted; run the same command again to resume."
+
+
+def test_a_provider_without_a_batch_api_is_rehearsed_through_its_synchronous_calls(tmp_path: Path) -> None:
+    """`deepseek/` has no Batch API: its real run sends each request at once at list price, and so
+    does its rehearsal (it was rehearsed as batches, at batch price and with batch round trips)."""
+    from lexpilot_batch.state.workspace import Workspace
+
+    root = tmp_path / "ws"
+    models = ["--model", "deepseek/deepseek-chat", "--user-model", "deepseek/deepseek-chat"]
+    models += ["--judge-model", "deepseek/deepseek-chat"]
+    args = ["prepare", "--stage", "lca", "--run-id", "r1", "--provider", "simulated", *models]
+    dry = runner.invoke(app, [*args, "--dry-run", "--root", str(root)])
+    assert dry.exit_code == 0, dry.output
+    assert "eval  sync" in dry.output and "Batch round trips, expected path: 0" in dry.output
+    done = runner.invoke(app, ["run", *args[1:], "--root", str(root)])
+    assert done.exit_code == 0, done.output
+    with Workspace(root, writable=False) as ws:
+        backends = {r[0] for r in ws.store.conn.execute("SELECT backend FROM files")}
+        endpoints = {r[0] for r in ws.store.conn.execute("SELECT endpoint FROM files")}
+    assert backends == {"sync"} and endpoints == {"simulated"}

@@ -458,8 +458,8 @@ def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limi
     for model in PROFILED:
         prefix = model.partition("/")[0]
         f = files[model]
-        if prefix == "ark":  # no Files + Batches on Ark: the OpenAI routes, as before
-            assert f["endpoint"] == "simulated"
+        if prefix == "ark":  # no Files + Batches on Ark: its synchronous calls on its own path, as for real
+            assert f["endpoint"] == "simulated/ark" and f["backend"] == "sync", f
             continue
         assert f["endpoint"] == f"simulated/{prefix}", f
         assert f["url"] == PROFILES[prefix].endpoint
