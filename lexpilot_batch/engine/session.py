@@ -20,6 +20,7 @@ from lexpilot_batch.engine.settled import Settled
 from lexpilot_batch.engine.tail import (
     AUTO,
     FLEX_REFUSED,
+    OFF,
     Expected,
     TailPolicy,
     check_tail,
@@ -135,13 +136,18 @@ class Session:
             self.tail_sync = int(ws.store.meta("tail_sync") or 0) if ws is not None else 0
         self.tail = _tail_choices(ws, options)
         if self.tail["tail"] == AUTO and self.tail_sync:
-            # (`--tail auto` decides every group itself: N would be ignored, yet an estimate showed it)
-            given = "--tail-sync" if options.tail_sync else "the workspace's --tail-sync"
-            raise ConfigError(
-                f"--tail auto and {given} {self.tail_sync} are two ways of sending the tail: choose one "
-                "(--tail auto --tail-sync 0, or --tail off --tail-sync N)"
-            )
-        if options.sim_faults or options.provider == SIMULATED:
+            # Two ways of sending the tail (`--tail auto` decides every group itself: N beside it
+            # was ignored, yet an estimate showed it). Given together: refused; one given now wins
+            # over the other remembered; both remembered (an earlier version kept both): auto.
+            if options.tail == AUTO and options.tail_sync:
+                raise ConfigError(
+                    f"--tail auto and --tail-sync {self.tail_sync} are two ways of sending the tail: choose one"
+                )
+            if options.tail_sync and options.tail != AUTO:
+                self.tail["tail"] = OFF
+            else:
+                self.tail_sync = 0
+        if options.provider == SIMULATED or SIMULATED in self.choices.values():
             from lexpilot_batch.simulated import parse_faults
 
             # A typo in a fault's name is refused now: at the first submit, the rehearsal it

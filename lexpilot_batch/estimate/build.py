@@ -173,7 +173,9 @@ def build(
         entry.completion_tokens = entry.requests * a.completion_tokens[role]
         entry.cost_usd = _wave_cost(entry, role, wave_parts, routes, a, price_of, discount)
     # What the workspace compiled so far, as the compiler's premium budget counts it (`tail.compiled_spent`).
-    spent = compiled_spent(ws.store.conn) if ws is not None else None
+    # A compiled, unsent target wave is compiled again, and projected as due: not counted twice.
+    again = state.target if state.target is not None and state.compiled else None
+    spent = compiled_spent(ws.store.conn, but_wave=again) if ws is not None else None
     if source == "due":
         _apply_tail(wave, wave_parts, routes, session.tail_policy(), spent, a, price_of, discount)
     wave = {role: wave[role] for role in ROLES if role in wave}

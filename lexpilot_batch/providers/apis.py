@@ -44,7 +44,7 @@ BATCH_LIKE = frozenset({BATCH, SIMULATED})
 FLEX: Final = "flex"
 # The backends whose files the sync runner sends here, one request at a time (`providers.sync`).
 RUN_HERE = frozenset({SYNC, FLEX})
-# What is billed at batch prices (`report.costs`), and the providers' batch discount: half the
+# What is billed at batch prices (`prices`), and the providers' batch discount: half the
 # list price at OpenAI, Anthropic and Gemini alike, their flex tiers too.
 BATCH_PRICED = BATCH_LIKE | {FLEX}
 BATCH_DISCOUNT = 0.5

@@ -68,7 +68,8 @@ def dataset_changes(db: sqlite3.Connection, old_sha256: str, dataset: DatasetFil
     new_cases = [(case.case_id, case.model_dump_json()) for case in dataset.read_cases()]
     new = dict(new_cases)
     # Runs of `--limit N` copied in only the first N cases: the file's others were never held, so
-    # they are not "added", and an edit among them cannot be named.
+    # they are not called "added" (nothing records whether the file had them: they may have been
+    # added, or left out by the limit), and an edit among them cannot be named.
     first = max(idx for idx, _, _ in rows) + 1 == len(rows) < len(new_cases)
     compared = [n for n, _ in new_cases[: len(rows)]] if first else list(new)
     added = [n for n in compared if n not in old]
@@ -81,8 +82,9 @@ def dataset_changes(db: sqlite3.Connection, old_sha256: str, dataset: DatasetFil
             parts.append(f"{len(numbers)} case{'s' if len(numbers) != 1 else ''} {what} ({shown})")
     if first:
         parts.append(
-            f"the workspace holds only the first {len(rows)} of the file's {len(new_cases)} cases (--limit), "
-            "so a change among the others cannot be named"
+            f"the workspace holds the file's first {len(rows)} cases, and it now has {len(new_cases)}: the "
+            f"{len(new_cases) - len(rows)} after them were added since or left out by --limit, and a change among "
+            "them cannot be named"
         )
     if not parts:
         return "the same cases, differently written (order, spacing or fields outside the cases)"

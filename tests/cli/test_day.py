@@ -81,12 +81,12 @@ def test_with_a_limit_the_cases_never_copied_in_are_not_called_added(tmp_path: P
     cases[10]["complete_history"][0]["content"] += "（补充）"
     dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
     message = refusal(invoke([*PREPARE, "--limit", "3"], root))
-    assert "added" not in message and "edited" not in message
-    assert f"holds only the first 3 of the file's {len(cases)} cases (--limit)" in message
+    assert "cases added" not in message and "edited" not in message
+    assert f"holds the file's first 3 cases, and it now has {len(cases)}: the {len(cases) - 3} after them" in message
     cases[1]["complete_history"][0]["content"] += "（补充）"
     dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
     message = refusal(invoke([*PREPARE, "--limit", "3"], root))
-    assert f"1 case edited ({cases[1]['case_number']})" in message and "added" not in message
+    assert f"1 case edited ({cases[1]['case_number']})" in message and "cases added" not in message
 
 
 def test_a_json_lines_dataset_is_told_a_json_array_is_expected(tmp_path: Path) -> None:
@@ -218,3 +218,12 @@ def test_a_provider_without_a_batch_api_is_rehearsed_through_its_synchronous_cal
         backends = {r[0] for r in ws.store.conn.execute("SELECT backend FROM files")}
         endpoints = {r[0] for r in ws.store.conn.execute("SELECT endpoint FROM files")}
     assert backends == {"sync"} and endpoints == {"simulated"}
+
+
+def test_a_fault_spec_is_only_checked_where_the_simulator_is_used(monkeypatch) -> None:
+    """LEXPILOT_SIM_FAULTS left set in a shell must not stop a real run's commands."""
+    from lexpilot_batch.engine.session import ProviderOptions, Session
+
+    Session(None, ProviderOptions(sim_faults="bogus")).close()
+    with pytest.raises(LexpilotError, match="bogus"):
+        Session(None, ProviderOptions(provider="simulated", sim_faults="bogus"))

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records, request_key
 
+from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.engine.tail import Expected, Spent, TailPolicy, wave_travel
 from lexpilot_batch.errors import ConfigError
@@ -300,18 +301,30 @@ def test_a_flex_flag_for_a_model_an_earlier_command_registered_is_taken(tmp_path
             session.close()
 
 
-def test_tail_auto_and_tail_sync_together_are_refused(tmp_path: Path) -> None:
+def test_tail_auto_and_tail_sync_together_are_refused_and_one_given_wins_over_the_other_remembered(
+    tmp_path: Path,
+) -> None:
     """`--tail auto` decides every group itself: an N beside it would be ignored while an estimate
-    showed it. Given together or one remembered, the command says to choose."""
+    showed it. Given together, the command says to choose; given one, it wins over the other the
+    workspace remembers; both remembered (as an earlier version kept them), auto decides."""
     with pytest.raises(ConfigError, match=r"--tail auto and --tail-sync 50 are two ways"):
         Session(None, ProviderOptions(provider="simulated", tail="auto", tail_sync=50))
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws, tail_sync=50)
         prepare_runs(ws, session, limit=1)
         session.close()
-        with pytest.raises(ConfigError, match=r"--tail auto and the workspace's --tail-sync 50 are two ways"):
-            open_session(ws, tail="auto")
-        open_session(ws, tail="auto", tail_sync=0).close()
+        auto = open_session(ws, tail="auto")
+        assert (auto.tail_policy().auto, auto.tail_sync) == (True, 0)
+        auto.close()
+        ws.store.set_meta(
+            "tail_policy", json.dumps({"tail": "auto", "max_premium": 0.0, "flex": {}, "expect_latency": {}})
+        )
+        both = open_session(ws)  # both remembered
+        assert (both.tail_policy().auto, both.tail_policy().limit) == (True, 0)
+        both.close()
+        manual = open_session(ws, tail_sync=20)
+        assert (manual.tail_policy().auto, manual.tail_policy().limit) == (False, 20)
+        manual.close()
 
 
 def test_a_model_flex_kept_refusing_is_named_by_status_and_a_flag_puts_it_back(tmp_path: Path) -> None:
@@ -374,3 +387,22 @@ def test_the_dry_runs_next_wave_travels_as_the_compiler_would_send_it() -> None:
     assert {entry.backend for entry in flexed.next_wave.values()} == {"flex"}
     batched = next_wave({"*": False})
     assert {entry.backend for entry in batched.next_wave.values()} == {"simulated"}
+
+
+def test_an_estimate_of_a_compiled_unsent_wave_sends_it_as_the_compiler_did(tmp_path: Path) -> None:
+    """The wave compiled but not sent is compiled again and projected as due: the premium budget
+    the estimate starts from leaves it out, as the compiler's does (counted twice, it went sync in
+    the estimate while the compiler kept it a batch)."""
+    from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.estimate import dry_run_prepare
+    from lexpilot_batch.study.runs import RunSpec
+
+    options = {"tail": "auto", "max_premium": 50.0, "expect_latency": EXPECT, "concurrency": 64}
+    spec = RunSpec(("a",), ("openai/gpt-4o-mini",), "lca", Settings(), limit=3)
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, **options)
+        prepare(ws, session, spec)
+        compiled = {r[0] for r in ws.store.conn.execute("SELECT backend FROM files WHERE wave = 1")}
+        estimate = dry_run_prepare(ws, session, spec, prices=PRICES)
+        session.close()
+    assert {entry.backend for entry in estimate.next_wave.values()} == compiled
