@@ -397,7 +397,7 @@ def test_an_estimate_of_a_compiled_unsent_wave_sends_it_as_the_compiler_did(tmp_
     from lexpilot_batch.estimate import dry_run_prepare
     from lexpilot_batch.study.runs import RunSpec
 
-    options = {"tail": "auto", "max_premium": 50.0, "expect_latency": EXPECT, "concurrency": 64}
+    options: dict[str, Any] = {"tail": "auto", "max_premium": 50.0, "expect_latency": EXPECT, "concurrency": 64}
     spec = RunSpec(("a",), ("openai/gpt-4o-mini",), "lca", Settings(), limit=3)
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws, **options)
