@@ -214,6 +214,7 @@ def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
             stats = runner.run(path, out, on_progress=progress)
         except FlexRefused as exc:
             _fall_back(ws, row, out, str(exc))
+            session.flex_refused_now(row["model"])
             return
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
     with ws.store.transaction() as db:

@@ -135,6 +135,7 @@ class Session:
         else:
             self.tail_sync = int(ws.store.meta("tail_sync") or 0) if ws is not None else 0
         self.tail = _tail_choices(ws, options)
+        self._cleared = {m for m in (flex_refused(ws.store.conn) if ws is not None else []) if options.flex.get(m)}
         if self.tail["tail"] == AUTO and self.tail_sync:
             # Two ways of sending the tail (`--tail auto` decides every group itself: N beside it
             # was ignored, yet an estimate showed it). Given together: refused; one given now wins
@@ -291,11 +292,17 @@ class Session:
             refused=frozenset(self._still_refused()),
         )
 
+    def flex_refused_now(self, model: str) -> None:
+        """Flex kept refusing `model` during this command (`poll`): a `--flex MODEL=on` of it no
+        longer puts it back."""
+        self._cleared.discard(model)
+
     def _still_refused(self) -> list[str]:
         """The models flex kept refusing (`poll`), but those this command puts on it again with
-        `--flex MODEL=on`: a refusal is of capacity at the time, and the user may know it is back."""
+        `--flex MODEL=on` (`_cleared`: refused before it started; a refusal is of capacity at the
+        time, and the user may know it is back). One that refuses during this command stays refused."""
         refused = flex_refused(self.ws.store.conn) if self.ws is not None else []
-        return [m for m in refused if not self.options.flex.get(m)]
+        return [m for m in refused if m not in self._cleared]
 
     def sync_runner(self, row: Mapping[str, Any]) -> SyncRunner:
         """The synchronous runner for a compiled file of the `sync` or `flex` backend."""

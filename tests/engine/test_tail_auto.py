@@ -342,6 +342,10 @@ def test_a_model_flex_kept_refusing_is_named_by_status_and_a_flag_puts_it_back(t
         assert "--flex sim-eval=on" in shown
         again = open_session(ws, flex={"sim-eval": True})
         assert again.tail_policy().refused == frozenset()  # this command tries it again
+        retried = open_session(ws, flex={"sim-eval": True})
+        retried.flex_refused_now("sim-eval")  # ... and when flex refuses it again during a command, it stays off
+        assert retried.tail_policy().refused == {"sim-eval"}
+        retried.close()
         prepare_runs(ws, again, stage="dcg", limit=1)  # and, prepared, the workspace forgets the refusal
         again.close()
         assert json.loads(ws.store.meta(FLEX_REFUSED) or "[]") == []
