@@ -32,7 +32,6 @@ from lexpilot_batch.cli.output import (
     say_results_kept,
 )
 from lexpilot_batch.cli.reading import print_report
-from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.prices import load_prices
 from lexpilot_batch.state.queries import failed_threads
 from lexpilot_batch.state.store import DB_NAME
@@ -217,11 +216,10 @@ def run(
     Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
     """
     from lexpilot_batch.engine.loop import prepare as do_prepare
-    from lexpilot_batch.report.formats import FORMATS
+    from lexpilot_batch.report.formats import check_format
     from lexpilot_batch.report.produce import ReportOptions
 
-    if report_format not in FORMATS:  # (before anything is sent: the report comes hours later)
-        raise ConfigError(f"--report-format must be one of {', '.join(FORMATS)}, not {report_format!r}")
+    check_format(report_format, "--report-format")  # (before anything is sent: the report comes hours later)
 
     with _session(target, create=True) as (ws, session):
         say_prepared(do_prepare(ws, session, spec), target.root)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from lexpilot_batch.engine import budgets
-from lexpilot_batch.engine.tail import Spent, TailPolicy, compiled_spent, wave_travel
+from lexpilot_batch.engine.tail import TailPolicy, compiled_spent, wave_travel
 from lexpilot_batch.providers.apis import MANUAL
 from lexpilot_batch.providers.ids import id_tag
 from lexpilot_batch.providers.lines import Pieces
@@ -195,16 +195,13 @@ class WaveWriter:
             self._close(group)
         self.pool.shutdown()
         sizes = {g: (self.routes[g], self.group_requests[g], self.group_tokens[g]) for g in self.group_files}
-        travel = wave_travel(self.tail, sizes, self._spent())
+        travel = wave_travel(self.tail, sizes, compiled_spent(self.db, but_wave=self.wave))
         for group, files in self.group_files.items():
             if travel[group] != self.routes[group].backend:
                 for pk, rel in files:
                     update_file(self.db, pk, backend=travel[group])
                     self.tail_synced.append(rel)
         return self.written
-
-    def _spent(self) -> Spent:
-        return compiled_spent(self.db, but_wave=self.wave)
 
     def abort(self) -> None:
         """The compile failed, and its transaction is rolled back: what this writer put on disk goes

@@ -238,7 +238,7 @@ class Session:
             self._server.start()
         where = route.endpoint.base_url if recorded is None else recorded
         # `simulated/<api>`: a native API's own routes; `simulated/<platform>`: an OpenAI-compatible
-        # platform's path; `simulated`: the OpenAI routes (`routes`, `_on_its_platform`).
+        # platform's path; `simulated`: the OpenAI routes (`routes`, `_rehearsed`).
         platform = simulated_target(where) or ""
         if platform in SIMULATED_NATIVE:
             base_url = self._server.native_url(platform)
@@ -336,9 +336,9 @@ class Session:
         ):
             if self.ws.store.meta(key) != value:
                 self.ws.store.set_meta(key, value)
-        refused = flex_refused(self.ws.store.conn)
-        if self._still_refused() != refused:
-            self.ws.store.set_meta(FLEX_REFUSED, json.dumps(sorted(self._still_refused())))
+        still = self._still_refused()
+        if still != flex_refused(self.ws.store.conn):
+            self.ws.store.set_meta(FLEX_REFUSED, json.dumps(sorted(still)))
 
     def compactor(self) -> Compactor:
         """The worker compressing this workspace's finished waves (`compaction.Compactor`); what it
@@ -428,31 +428,22 @@ def _remembered_choices(ws: Workspace | None) -> dict[str, str]:
 
 def _rehearsed(route: Route, rules: RouteRules) -> Route:
     """A route of the simulated provider as its real run sends it: a provider with no Batch API
-    (DeepSeek's, Ark's) through the sync backend, on the simulated provider's chat
-    route (its platform's path where it has one) and at list price; every other on its platform's
-    path or the OpenAI routes (`_on_its_platform`)."""
-    from lexpilot_batch.providers.registry import PROVIDERS
-    from lexpilot_batch.simulated.profiles import PROFILES
-
-    spec = PROVIDERS.get(route.provider or "")
-    if spec is None or spec.batch_api:
-        return _on_its_platform(route, rules)
-    platform = PROFILES.get(route.provider or "")
-    where = f"{SIMULATED}/{platform.name}" if platform is not None and spec.profile == platform.name else SIMULATED
-    return replace(route, endpoint=replace(route.endpoint, base_url=where, backend=SYNC))
-
-
-def _on_its_platform(route: Route, rules: RouteRules) -> Route:
-    """A model of an OpenAI-compatible platform the simulated provider rehearses on its own path
-    (`simulated.profiles`: Groq, Zhipu, Qianfan, SiliconFlow, Moonshot), routed there with the
-    platform's limits (its line url, requests per file, window), so that `--provider simulated`
-    refuses what the platform would; every other route is the OpenAI routes' as before."""
+    (DeepSeek's, Ark's) through the sync backend, on the simulated provider's chat route (its
+    platform's path where it has one) and at list price; a model of an OpenAI-compatible platform
+    the simulated provider rehearses on its own path (`simulated.profiles`: Groq, Zhipu, Qianfan,
+    SiliconFlow, Moonshot) routed there with the platform's limits (its line url, requests per file,
+    window), so that `--provider simulated` refuses what the platform would; every other route is
+    the OpenAI routes' as before."""
     from lexpilot_batch.providers.registry import PROVIDERS
     from lexpilot_batch.simulated.profiles import PROFILES
 
     spec = PROVIDERS.get(route.provider or "")
     platform = PROFILES.get(route.provider or "")
-    if spec is None or platform is None or not platform.batches or spec.profile != platform.name:
+    own_path = spec is not None and platform is not None and spec.profile == platform.name
+    if spec is not None and not spec.batch_api:
+        where = f"{SIMULATED}/{platform.name}" if own_path and platform is not None else SIMULATED
+        return replace(route, endpoint=replace(route.endpoint, base_url=where, backend=SYNC))
+    if not own_path or platform is None or not platform.batches:
         return route
     endpoint = replace(route.endpoint, base_url=f"{SIMULATED}/{platform.name}")
     return replace(route, endpoint=endpoint, limits=rules.limits(platform.name, SIMULATED))

@@ -34,7 +34,7 @@ from lexpilot_batch.estimate.assumptions import (
 from lexpilot_batch.estimate.calibration import calibrate
 from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import RunView, State, snapshot
-from lexpilot_batch.estimate.tail import project_auto, project_tail_sync
+from lexpilot_batch.estimate.tail import group_sizes, project_auto, project_tail_sync
 from lexpilot_batch.providers.apis import BATCH
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
@@ -241,10 +241,7 @@ def _apply_tail(
     or `--tail auto`, from what was compiled before it): a role whose groups all go one other way
     is shown on that backend (`sync`, `flex`), one partly so as `mixed`, and its cost is each
     group's on its own backend."""
-    sizes: dict[Hashable, tuple[Route, float, float]] = {}
-    for (group, _role), (n, chars) in parts.items():
-        _, count, tokens = sizes.get(group, (routes[group], 0.0, 0.0))
-        sizes[group] = (routes[group], count + n, tokens + chars / a.chars_per_token)
+    sizes = group_sizes(parts, routes, a.chars_per_token)
     travels = wave_travel(policy, sizes, replace(spent) if spent is not None else None)
     if all(backend == routes[group].backend for group, backend in travels.items()):
         return

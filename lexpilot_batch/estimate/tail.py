@@ -11,7 +11,7 @@ decide it on those counts; the real counts of each wave decide when it is compil
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 
 from lexpilot_batch.engine.tail import Spent, TailPolicy, is_round_trip, run_seconds, wave_backend, wave_travel
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, AutoWave, TailSyncProjection
@@ -19,6 +19,18 @@ from lexpilot_batch.estimate.projection import Tally
 from lexpilot_batch.providers.apis import FLEX, SYNC
 from lexpilot_batch.providers.prices import cost_usd, price_for
 from lexpilot_batch.providers.routes import Route
+
+
+def group_sizes(
+    parts: Mapping[tuple[Hashable, str], Sequence[float]], routes: Mapping[Hashable, Route], chars_per_token: float
+) -> dict[Hashable, tuple[Route, float, float]]:
+    """A wave's (group, role) -> (requests, prompt characters) as `tail.wave_travel` weighs its
+    groups: each group's route, requests and estimated input tokens."""
+    sizes: dict[Hashable, tuple[Route, float, float]] = {}
+    for (group, _role), (n, chars) in parts.items():
+        _, count, tokens = sizes.get(group, (routes[group], 0.0, 0.0))
+        sizes[group] = (routes[group], count + n, tokens + chars / chars_per_token)
+    return sizes
 
 
 def project_tail_sync(
@@ -81,10 +93,7 @@ def project_auto(
     batch_cost: float | None = 0.0
     premium: float | None = 0.0
     for number, wave in enumerate(tally.by_wave, 1):
-        sizes: dict[Hashable, tuple[Route, float, float]] = {}
-        for (group, _role), (n, chars) in wave.items():
-            _, count, tokens = sizes.get(group, (routes[group], 0.0, 0.0))
-            sizes[group] = (routes[group], count + n, tokens + chars / a.chars_per_token)
+        sizes = group_sizes(wave, routes, a.chars_per_token)
         travels = wave_travel(auto, sizes, spent)
         row = AutoWave(number, sum(n for _, n, _ in sizes.values()), 0.0)
         if any(is_round_trip(route.backend) for route, _, _ in sizes.values()):

@@ -31,6 +31,13 @@ RENDERERS: dict[str, Callable[[dict], str]] = {
 FORMATS = tuple(RENDERERS)
 
 
+def check_format(fmt: str, option: str = "--format") -> None:
+    """A report format the renderers know, or the error naming the option that gave it (`report
+    --format`, and `run --report-format` before anything is sent)."""
+    if fmt not in RENDERERS:
+        raise LexpilotError(f"{option} must be one of {', '.join(FORMATS)}, not {fmt!r}")
+
+
 def render(report: dict, fmt: str, viewer: Mapping[str, Any] | None = None) -> str:
     """`report` (as `build_report` returns it, or read back from its JSON) in format `fmt`.
 

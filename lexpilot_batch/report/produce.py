@@ -13,11 +13,10 @@ from pathlib import Path
 
 from lexpilot_batch.benchmark.prompts import render_key_details
 from lexpilot_batch.data import stored_case
-from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices
 from lexpilot_batch.report import bootstrap, results
 from lexpilot_batch.report.build import build_report
-from lexpilot_batch.report.formats import FORMATS, render
+from lexpilot_batch.report.formats import check_format, render
 from lexpilot_batch.report.viewer import CaseFacts, viewer_data
 from lexpilot_batch.state.workspace import Workspace
 
@@ -48,8 +47,7 @@ class ProducedReport:
 
 def produce_report(root: Path | None, options: ReportOptions) -> ProducedReport:
     """The report of the workspace at `root` as `options` ask, rendered."""
-    if options.format not in FORMATS:
-        raise LexpilotError(f"--format must be one of {', '.join(FORMATS)}")
+    check_format(options.format)
     html = options.format == "html"
     with Workspace(root, writable=False) as ws:
         # The HTML page's per-case viewer shows whole records; every other format reads scores only.
