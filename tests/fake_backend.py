@@ -3,7 +3,7 @@
 For the unit tests of `engine/submit.py`, `engine/recovery.py` and `engine/poll.py`: a
 `BatchBackend` with no server and no waits, whose every call is recorded (`calls`), and which can
 be told to refuse a call (`fail`), to lose a create's answer after making its batch
-(`lose_answers`), to make a batch only a few listings after its create (`commit_late`), to forget a
+(`lose_answers`) or an upload's after storing its file (`lose_uploads`), to make a batch only a few listings after its create (`commit_late`), to forget a
 batch (`forget`), and to end one with result lines (`finish`). Its batches' `created_at` is the
 real clock's (or the one a test gives), as a provider's is, so that the engine's cut-offs (`since`)
 apply to them.
@@ -30,6 +30,8 @@ from lexpilot_batch.providers.base import (
     BatchNotFound,
     BatchSource,
     CreateUncertain,
+    Upload,
+    UploadUncertain,
 )
 from lexpilot_batch.state.workspace import Workspace
 
@@ -37,11 +39,16 @@ from lexpilot_batch.state.workspace import Workspace
 class FakeBackend(BatchBackend):
     """One provider's Files + Batches API, in memory."""
 
-    def __init__(self, *, tags_batches: bool = True, now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, *, tags_batches: bool = True, lists_uploads: bool = True, now: Callable[[], float] = time.time
+    ) -> None:
         self.tags_batches = tags_batches
+        self.lists_uploads = lists_uploads
         self.now = now  # the provider's clock, which stamps `created_at`
         self.held: dict[str, BatchInfo] = {}  # batch id -> its state, in the order they were created
         self.inputs: dict[str, str] = {}  # uploaded file id -> the workspace file's name
+        self.stored: dict[str, Upload] = {}  # uploaded file id -> how the listing shows it
+        self.lost_uploads = 0  # uploads that store their file, then lose the answer
         self.sources: dict[str, BatchSource | None] = {}  # batch id -> what its create was given
         self.contents: dict[str, bytes] = {}  # result file id -> its bytes
         self.calls: list[tuple[str, str]] = []  # (call, its main argument) in order
@@ -62,6 +69,10 @@ class FakeBackend(BatchBackend):
     def lose_answers(self, n: int = 1) -> None:
         """The next `n` creates make their batch, then raise `CreateUncertain` (the answer was lost)."""
         self.lost_answers += n
+
+    def lose_uploads(self, n: int = 1) -> None:
+        """The next `n` uploads store their file, then raise `UploadUncertain` (the answer was lost)."""
+        self.lost_uploads += n
 
     def commit_late(self, listings: int) -> None:
         """The next create raises `CreateUncertain`, and its batch shows only after `listings` more
@@ -118,11 +129,27 @@ class FakeBackend(BatchBackend):
 
     # --- the backend ----------------------------------------------------------------------------
 
-    def upload(self, path: Path) -> str:
+    def upload(self, path: Path, name: str | None = None) -> str:
         self._call("upload", path.name)
         file_id = self._id("file")
         self.inputs[file_id] = path.name
+        self.stored[file_id] = Upload(file_id, name or path.name, path.stat().st_size, self.now())
+        if self.lost_uploads:
+            self.lost_uploads -= 1
+            raise UploadUncertain(f"uploading {path.name}: the answer was lost")
         return file_id
+
+    def uploads(self, since: float | None = None) -> Iterator[Upload]:
+        self._call("uploads", "" if since is None else str(since))
+        if not self.lists_uploads:
+            return iter(())
+        newest = sorted(self.stored.values(), key=lambda u: u.created_at or 0.0, reverse=True)
+        return iter([u for u in newest if since is None or (u.created_at or 0.0) >= since])
+
+    def delete_file(self, file_id: str) -> bool:
+        self._call("delete_file", file_id)
+        self.inputs.pop(file_id, None)
+        return self.stored.pop(file_id, None) is not None
 
     def create(
         self,

@@ -6,6 +6,12 @@ so a command killed anywhere resumes where it stopped; what this module adds is 
 create, the same for every backend that can create (a backend only makes single calls,
 `providers.base`):
 
+- **A lost upload.** An upload whose answer was lost, or whose command died before the file id
+  was recorded, may have left the file at the provider: where the backend lists its files
+  (`lists_uploads`: the OpenAI-shaped APIs), the file is looked for by the name it was uploaded
+  under (`upload_name`: the workspace's tag, its content's hash) before it is uploaded again
+  (`upload_once`), so that no copy is left at the provider, unreferenced (Azure's resources
+  hold 500 files).
 - **A lost answer.** A create whose answer was lost (timeout, dropped connection, 5xx) may have
   created the batch, or may create it a moment later: its tag (`batch_tag`) is looked up with
   backoff for a grace period (`ProviderOptions.create_grace`, counted from when the create was
@@ -36,6 +42,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 from lexpilot_batch.engine.result_lines import read_lines
@@ -48,6 +55,7 @@ from lexpilot_batch.providers.base import (
     BatchStatus,
     CreateUncertain,
     RateLimited,
+    UploadUncertain,
     tagged_by,
 )
 from lexpilot_batch.providers.ids import id_tag
@@ -61,6 +69,7 @@ from lexpilot_batch.state.waves import (
     file_at,
     keep_aside,
     mark_submitted,
+    set_file,
 )
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock
@@ -69,6 +78,7 @@ if TYPE_CHECKING:
     from lexpilot_batch.engine.session import Session
 
 CREATE_ATTEMPTS = 6  # create calls for one file in one command, rate-limit refusals included
+UPLOAD_ATTEMPTS = 6  # the same of its uploads, where a lost answer is looked for (`upload_once`)
 SWEEP_MARGIN = 3600.0  # seconds before the oldest batch in flight that the listing goes back to
 # Seconds a provider's clock may run behind ours: an untagged batch created that long before its
 # create was sent may still be the one it created.
@@ -185,6 +195,53 @@ class Lookup:
         if self.backend.tags_batches:
             return self.backend.find(self.tag, sent - SWEEP_MARGIN if sent is not None else None)
         return _untagged(self, sent)
+
+
+def upload_name(ws: Workspace, row: dict) -> str:
+    """The name a workspace file is uploaded under: the workspace's tag, the start of its content's
+    hash and its own name, so that an upload in the provider's listing under this name holds these
+    very bytes (`upload_once`), whichever workspace of the account looks."""
+    return f"lexpilot-{id_tag(ws.workspace_id)}-{row['sha256'][:12]}-{PurePosixPath(row['path']).name}"
+
+
+def upload_once(ws: Workspace, backend: BatchBackend, row: dict) -> str:
+    """Upload the file once, returning its id at the provider: where an earlier upload may have
+    reached it (its answer lost, or the command died before recording the id), the provider's
+    listing is looked in first, and an upload found there is the file's. Each upload's time is
+    recorded before it is sent (`files.uploading_at`), also across a crash. A backend that does not
+    list its uploads uploads again (its SDK retrying as it does)."""
+    last: LexpilotError | None = None
+    for attempt in range(UPLOAD_ATTEMPTS):
+        if row.get("uploading_at") is not None:
+            found = _uploaded(ws, backend, row)
+            if found is not None:
+                return found
+        row["uploading_at"] = time.time()
+        set_file(ws, row["pk"], uploading_at=row["uploading_at"])
+        try:
+            return backend.upload(ws.path(row["path"]), upload_name(ws, row))
+        except RateLimited as exc:  # refused before anything was stored
+            last = exc
+            clock.pause(exc.retry_after if exc.retry_after is not None else min(0.5 * 2**attempt, 8.0))
+        except UploadUncertain as exc:
+            last = exc
+            clock.pause(min(0.5 * 2**attempt, 8.0))
+    assert last is not None
+    raise last
+
+
+def _uploaded(ws: Workspace, backend: BatchBackend, row: dict) -> str | None:
+    """The id of the file's earlier upload, if the provider holds one; of several (more than one
+    answer lost), the newest is the file's and the others are deleted where the backend deletes."""
+    name = upload_name(ws, row)
+    since = row["uploading_at"] - CLOCK_SKEW
+    found = [u for u in backend.uploads(since) if u.name == name and u.bytes in (None, row["bytes"])]
+    if not found:
+        return None
+    found.sort(key=lambda u: u.created_at or 0.0, reverse=True)
+    for other in found[1:]:
+        backend.delete_file(other.id)
+    return found[0].id
 
 
 def create_once(look: Lookup, grace: float) -> BatchInfo:

@@ -1,8 +1,9 @@
 """Sending a wave's compiled files: each on its backend, under its model's enqueued-token budget.
 
-A batch file is uploaded, then its batch created once (`recovery.create_once`), each step recorded
-before the next (`state.waves`): a file uploaded but not yet batched is batched by the next
-command, a create whose answer was lost is looked for before it is sent again. A file is created
+A batch file is uploaded once (`recovery.upload_once`), then its batch created once
+(`recovery.create_once`), each step recorded before the next (`state.waves`): a file uploaded but
+not yet batched is batched by the next command, an upload or a create whose answer was lost is
+looked for before it is sent again. A file is created
 only while its model's enqueued-token budget has room (`budgets`); the rest of a wave goes as
 earlier batches finish, and a file larger than a lowered budget is discarded and its requests
 asked again, cut to the budget. A create the provider refuses at once for the quota (Azure's HTTP
@@ -27,6 +28,7 @@ from lexpilot_batch.engine.recovery import (
     batch_tag,
     create_once,
     record_batch,
+    upload_once,
 )
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
@@ -100,9 +102,8 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
                 if on_file:
                     on_file(row["path"])
                 continue
-        path = ws.path(row["path"])
         if row["status"] == COMPILED:
-            file_id = backend.upload(path)
+            file_id = upload_once(ws, backend, row)
             with ws.store.transaction() as db:
                 mark_uploaded(db, row["pk"], file_id)
             row.update(status=UPLOADED, provider_file_id=file_id)

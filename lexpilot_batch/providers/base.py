@@ -1,12 +1,13 @@
 """What the engine needs from a batch provider, and nothing about protocols.
 
 A backend uploads a request file, creates a batch tagged with metadata naming the workspace file,
-lists the batches it holds (to find a tagged one again), polls one, downloads its result files and
-cancels it. Each call is one call: the policies around them live once, for every backend, in
-`batches` — a create whose answer was lost is looked for by its tag for a grace period before it is
-sent again, a live duplicate is cancelled, a batch the provider no longer knows is declared lost,
-an enqueued-token refusal lowers the model's budget. A backend only tells those cases apart by
-raising the exceptions below, and maps its provider's batch states onto ours (`TERMINAL` and
+lists the batches it holds (to find a tagged one again) and, where it can, the files it holds (to
+find an upload whose answer was lost), polls one, downloads its result files and cancels it. Each
+call is one call: the policies around them live once, for every backend, in `engine.recovery` — an
+upload or a create whose answer was lost is looked for (the upload by its name, the batch by its
+tag for a grace period) before it is sent again, a live duplicate is cancelled, a batch the
+provider no longer knows is declared lost, an enqueued-token refusal lowers the model's budget. A
+backend only tells those cases apart by raising the exceptions below, and maps its provider's batch states onto ours (`TERMINAL` and
 `validating`, `in_progress`, `finalizing`, `cancelling`).
 
 A provider whose batches carry no metadata (Anthropic's Message Batches, Together's batch jobs)
@@ -93,8 +94,23 @@ class BatchSource:
     model: str
 
 
+@dataclass(frozen=True)
+class Upload:
+    """A file the provider holds, as its listing of uploads shows it."""
+
+    id: str
+    name: str  # the name it was uploaded under
+    bytes: int | None
+    created_at: float | None  # seconds since the epoch, as the provider says
+
+
 class CreateUncertain(ProviderUnavailable):
     """A create whose answer was lost (timeout, dropped connection, 5xx): a batch may exist or not."""
+
+
+class UploadUncertain(ProviderUnavailable):
+    """An upload whose answer was lost (timeout, dropped connection, 5xx): the provider may hold the
+    file or not."""
 
 
 class RateLimited(ProviderUnavailable):
@@ -143,10 +159,23 @@ class BatchBackend(ABC):
 
     # Whether the batches it creates carry the metadata tag (`find`).
     tags_batches = True
+    # Whether it lists the files it holds (`uploads`): an upload whose answer was lost is then
+    # looked for before the file is uploaded again (`engine.recovery.upload_once`).
+    lists_uploads = False
 
     @abstractmethod
-    def upload(self, path: Path) -> str:
-        """Upload a request file (purpose `batch`); returns the provider's file id."""
+    def upload(self, path: Path, name: str | None = None) -> str:
+        """Upload a request file (purpose `batch`) under `name` (None: its own); returns the
+        provider's file id.
+
+        A backend that lists its uploads raises `UploadUncertain` when the answer was lost and
+        `RateLimited` when refused for the rate, so that the upload is looked for before it is
+        sent again; another `LexpilotError` when refused for good."""
+
+    def uploads(self, since: float | None = None) -> Iterator[Upload]:
+        """The request files the provider holds, down to those uploaded at `since` (all: None);
+        nothing where it does not list them (`lists_uploads`)."""
+        return iter(())
 
     @abstractmethod
     def create(
@@ -203,6 +232,7 @@ class FileBatchBackend(BatchBackend):
 
     noun = "batch"  # what messages call one of its batches ("Message Batch", "Gemini batch")
     newest_first = True  # whether `_list` yields newest first (then the listing stops at `since`)
+    uploads_newest_first = True  # the same of `_uploads`
     not_found_hint = ""  # the advice a 404 on another call than a poll adds
 
     def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
@@ -218,7 +248,12 @@ class FileBatchBackend(BatchBackend):
         """What an exception of its SDK says; None for one that is not its SDK's (a bug: raised as is)."""
 
     @abstractmethod
-    def _upload(self, path: Path) -> str: ...
+    def _upload(self, path: Path, name: str) -> str: ...
+
+    def _uploads(self) -> Iterable[Upload]:
+        """Every request file of the account, newest first when `newest_first`, pages followed
+        lazily; a backend that lists them (`lists_uploads`) overrides it."""
+        return ()
 
     @abstractmethod
     def _create(
@@ -257,8 +292,33 @@ class FileBatchBackend(BatchBackend):
                 raise
             raise self.error(what, exc) from None
 
-    def upload(self, path: Path) -> str:
-        return self.call(f"uploading {path.name}", lambda: self._upload(path))
+    def upload(self, path: Path, name: str | None = None) -> str:
+        what = f"uploading {path.name}"
+        try:
+            return self._upload(path, name or path.name)
+        except Exception as exc:
+            failure = self.failure(exc)
+            if failure is None:
+                raise
+            if self.lists_uploads:  # the upload is looked for before it is sent again
+                message = str(provider_error(failure, what, self.endpoint))
+                if failure.status == 429:
+                    raise RateLimited(message, retry_after(exc)) from None
+                if failure.status is None or transient_status(failure.status):
+                    raise UploadUncertain(message) from None
+            raise self.error(what, exc) from None
+
+    def uploads(self, since: float | None = None) -> Iterator[Upload]:
+        try:
+            found = _since(self._uploads(), since, self.uploads_newest_first)
+        except Exception as exc:
+            failure = self.failure(exc)
+            if failure is None:
+                raise
+            if failure.status in (404, 405, 501):  # an OpenAI-compatible server without the listing
+                return
+            raise self.error("listing uploaded files", exc) from None
+        yield from found
 
     def create(
         self,
@@ -284,17 +344,8 @@ class FileBatchBackend(BatchBackend):
             raise self.error(what, exc) from None
 
     def batches(self, since: float | None = None) -> Iterator[BatchInfo]:
-        def listing() -> list[BatchInfo]:
-            found = []
-            for info in self._list():
-                if since is not None and info.created_at is not None and info.created_at < since:
-                    if self.newest_first:
-                        break
-                    continue
-                found.append(info)
-            return found
-
-        yield from self.call(f"listing {self.noun}es" if self.noun.endswith("ch") else f"listing {self.noun}s", listing)
+        what = f"listing {self.noun}es" if self.noun.endswith("ch") else f"listing {self.noun}s"
+        yield from self.call(what, lambda: _since(self._list(), since, self.newest_first))
 
     def retrieve(self, batch_id: str) -> BatchInfo:
         what = f"polling {self.noun} {batch_id}"
@@ -332,6 +383,22 @@ class FileBatchBackend(BatchBackend):
             if failure.status == 404:
                 return False  # already gone (deleted before a crash, or expired)
             raise self.error(f"deleting file {file_id}", exc) from None
+
+
+L = TypeVar("L", BatchInfo, Upload)
+
+
+def _since(listing: Iterable[L], since: float | None, newest_first: bool) -> list[L]:
+    """What a listing holds from `since` on (all: None); one listed newest first stops at the first
+    older item."""
+    found = []
+    for item in listing:
+        if since is not None and item.created_at is not None and item.created_at < since:
+            if newest_first:
+                break
+            continue
+        found.append(item)
+    return found
 
 
 def retry_after(exc: Exception | None) -> float | None:

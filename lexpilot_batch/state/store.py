@@ -284,6 +284,13 @@ def _m0011_usage_cached(db: sqlite3.Connection) -> None:
     )
 
 
+def _m0012_uploading(db: sqlite3.Connection) -> None:
+    # files.uploading_at: when its last upload was sent. An upload whose answer was lost (or whose
+    # command died before recording the file id) is looked for in the provider's listing of files
+    # from then on before the file is uploaded again (`recovery.upload_once`).
+    db.execute("ALTER TABLE files ADD COLUMN uploading_at REAL")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -296,6 +303,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0009_operations", _m0009_operations),
     ("0010_compacted_files", _m0010_compacted_files),
     ("0011_usage_cached", _m0011_usage_cached),
+    ("0012_uploading", _m0012_uploading),
 ]
 
 

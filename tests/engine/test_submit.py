@@ -9,6 +9,7 @@ fails the calls a test chooses, except where the simulated provider's own listin
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -18,11 +19,11 @@ from fake_backend import FakeBackend, file_rows, sending_to
 from lexpilot_batch.engine import budgets, submit
 from lexpilot_batch.engine.compiler import compile_wave
 from lexpilot_batch.engine.loop import submit as submit_command
-from lexpilot_batch.engine.recovery import CREATE_ATTEMPTS, batch_tag
+from lexpilot_batch.engine.recovery import CREATE_ATTEMPTS, UPLOAD_ATTEMPTS, batch_tag, upload_name
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import submit_files
 from lexpilot_batch.errors import ProviderUnavailable
-from lexpilot_batch.providers.base import BatchInfo, RateLimited
+from lexpilot_batch.providers.base import BatchInfo, RateLimited, UploadUncertain
 from lexpilot_batch.state.waves import file_row, set_file
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock
@@ -102,6 +103,85 @@ def test_a_file_uploaded_by_a_stopped_command_is_created_without_a_second_upload
     (row,) = file_rows(ws)
     assert row["status"] == "submitted" and row["creates"] == 1
     assert fake.count("upload") == 1 and fake.count("create") == 1
+
+
+def test_an_upload_whose_answer_was_lost_is_found_in_the_listing_not_uploaded_again(ws, monkeypatch):
+    fake = FakeBackend()
+    session = sending_to(ws, fake, monkeypatch)
+    prepare_runs(ws, session, limit=1)
+    fake.lose_uploads(1)
+
+    result = submit_files(ws, session)
+    (row,) = file_rows(ws)
+    assert result.submitted == [row["path"]] and row["status"] == "submitted"
+    assert fake.count("upload") == 1 and list(fake.stored) == [row["provider_file_id"]]
+    # Uploaded under a name that is this workspace's and these bytes': what the listing is searched for.
+    (stored,) = fake.stored.values()
+    assert stored.name == upload_name(ws, row) and row["sha256"][:12] in stored.name
+    assert stored.name.endswith(row["path"].rsplit("/", 1)[-1]) and row["uploading_at"] is not None
+
+
+def test_a_command_killed_between_an_upload_and_its_record_leaves_no_second_copy(ws, monkeypatch):
+    fake = FakeBackend()
+    session = sending_to(ws, fake, monkeypatch)
+    prepare_runs(ws, session, limit=1)
+
+    def killed(*args: Any) -> None:
+        raise KeyboardInterrupt  # the provider holds the file, the database does not know its id
+
+    real = submit.mark_uploaded
+    monkeypatch.setattr(submit, "mark_uploaded", killed)
+    with pytest.raises(KeyboardInterrupt):
+        submit_files(ws, session)
+    (row,) = file_rows(ws)
+    assert row["status"] == "compiled" and row["uploading_at"] is not None and len(fake.stored) == 1
+    monkeypatch.setattr(submit, "mark_uploaded", real)
+
+    submit_files(ws, session)
+    (row,) = file_rows(ws)
+    assert row["status"] == "submitted" and list(fake.stored) == [row["provider_file_id"]]
+    assert fake.count("upload") == 1 and fake.count("create") == 1
+
+
+def test_of_several_lost_uploads_of_a_file_the_newest_is_kept_and_the_others_deleted(ws, monkeypatch):
+    now = [time.time()]
+    fake = FakeBackend(now=lambda: now[0])
+    session = sending_to(ws, fake, monkeypatch)
+    prepare_runs(ws, session, limit=1)
+    (row,) = file_rows(ws)
+    stranger = fake.upload(ws.path(row["path"]), "someone-else.jsonl")  # the account's other file
+    set_file(ws, row["pk"], uploading_at=now[0])
+    for _ in range(2):  # two uploads whose answers were lost, in two commands that died
+        now[0] += 10
+        fake.upload(ws.path(row["path"]), upload_name(ws, row))
+    newest = list(fake.stored)[-1]
+
+    submit_files(ws, session)
+    (row,) = file_rows(ws)
+    assert row["provider_file_id"] == newest and set(fake.stored) == {stranger, newest}
+    assert fake.count("upload") == 3 and fake.count("delete_file") == 1
+
+
+def test_a_backend_that_lists_no_uploads_uploads_again_after_a_lost_answer(ws, monkeypatch):
+    fake = FakeBackend(lists_uploads=False)
+    session = sending_to(ws, fake, monkeypatch)
+    prepare_runs(ws, session, limit=1)
+    fake.lose_uploads(1)
+
+    submit_files(ws, session)
+    (row,) = file_rows(ws)
+    assert row["status"] == "submitted" and fake.count("upload") == 2 and len(fake.stored) == 2
+
+
+def test_an_upload_lost_every_time_ends_the_command_with_the_file_compiled(ws, monkeypatch):
+    fake = FakeBackend(lists_uploads=False)
+    session = sending_to(ws, fake, monkeypatch)
+    prepare_runs(ws, session, limit=1)
+    fake.lose_uploads(UPLOAD_ATTEMPTS)
+
+    with pytest.raises(UploadUncertain):
+        submit_files(ws, session)
+    assert file_rows(ws)[0]["status"] == "compiled" and fake.count("upload") == UPLOAD_ATTEMPTS
 
 
 def test_a_file_left_creating_whose_batch_exists_is_adopted_not_created_again(ws, monkeypatch):

@@ -199,7 +199,7 @@ def refused_for_quota(batch) -> bool:
 
 def check_provider_batches(base_url: str, root: Path) -> None:
     """On the provider: one batch per workspace file (besides batches refused for the quota, which
-    ran nothing), and no custom_id in two batches' inputs."""
+    ran nothing), one uploaded file per batch, and no custom_id in two batches' inputs."""
     db = open_db(root)
     assert db is not None
     try:
@@ -217,6 +217,11 @@ def check_provider_batches(base_url: str, root: Path) -> None:
     by_file = Counter((b.metadata or {})["lexpilot_file"] for b in batches)
     assert max(by_file.values()) == 1, f"workspace files batched twice: {[p for p, n in by_file.items() if n > 1]}"
     assert {b.id for b in batches} == set(recorded), "provider batches and recorded batches differ"
+    # Every request file the provider holds is a workspace file's own upload: none was uploaded twice.
+    uploaded = [f.id for f in client.files.list(purpose="batch")]
+    assert len(uploaded) == len(set(uploaded)) and set(uploaded) == {b.input_file_id for b in batches}, (
+        "request files at the provider that no batch was created from"
+    )
     owner: dict[str, str] = {}
     for b in batches:
         for raw in client.files.content(b.input_file_id).text.splitlines():

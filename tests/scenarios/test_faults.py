@@ -276,16 +276,16 @@ def invalid_uploads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, waves: set[
     real = OpenAIBatchBackend.upload
     spoiled: list[str] = []
 
-    def upload(self, path: Path) -> str:
+    def upload(self, path: Path, name: str | None = None) -> str:
         wave = int(path.parent.name[1:])
         if waves is not None and wave not in waves:
-            return real(self, path)
+            return real(self, path, name)
         lines = path.read_bytes().splitlines(keepends=True)
         copy = tmp_path / "spoiled" / path.parent.name / path.name
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_bytes(b"".join([*lines, lines[0]]))
         spoiled.append(path.name)
-        return real(self, copy)
+        return real(self, copy, name)
 
     monkeypatch.setattr(OpenAIBatchBackend, "upload", upload)
     return spoiled

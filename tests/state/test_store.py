@@ -67,6 +67,7 @@ TABLES = {
         ("creates", "INTEGER", 1, 0),
         ("creating_at", "REAL", 0, 0),
         ("not_found", "INTEGER", 1, 0),
+        ("uploading_at", "REAL", 0, 0),
     ],
     "meta": [("key", "TEXT", 0, 1), ("value", "TEXT", 1, 0)],
     "other_batches": [
@@ -201,6 +202,7 @@ MIGRATION_NAMES = [
     "0009_operations",
     "0010_compacted_files",
     "0011_usage_cached",
+    "0012_uploading",
 ]
 
 

@@ -71,7 +71,7 @@ class AnthropicBatchBackend(FileBatchBackend):
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(self.sdk, exc)
 
-    def _upload(self, path: Path) -> str:
+    def _upload(self, path: Path, name: str) -> str:
         """Nothing leaves the workspace: the file is checked against the batch limits, and its hash
         is what `create` checks again before it sends the file."""
         size, lines = path.stat().st_size, 0

@@ -132,8 +132,8 @@ class GoogleBatchBackend(FileBatchBackend):
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(self.errors, exc)
 
-    def _upload(self, path: Path) -> str:
-        uploaded = self.client.files.upload(file=path, config={"mime_type": "jsonl", "display_name": path.name})
+    def _upload(self, path: Path, name: str) -> str:
+        uploaded = self.client.files.upload(file=path, config={"mime_type": "jsonl", "display_name": name})
         return str(uploaded.name)
 
     def _create(

@@ -93,9 +93,9 @@ class MistralBatchBackend(FileBatchBackend):
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(exc)
 
-    def _upload(self, path: Path) -> str:
+    def _upload(self, path: Path, name: str) -> str:
         with open(path, "rb") as fh:
-            return self.client.files.create(file=(path.name, fh), purpose="batch").id
+            return self.client.files.create(file=(name, fh), purpose="batch").id
 
     def _create(
         self, input_file_id: str, metadata: dict[str, str], endpoint: str | None, source: BatchSource | None

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import openai
 
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, BatchStatus, FileBatchBackend, save_streamed
+from lexpilot_batch.providers.base import (
+    BatchInfo,
+    BatchSource,
+    BatchStatus,
+    FileBatchBackend,
+    Upload,
+    save_streamed,
+)
 from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.openai.errors import failure_of
@@ -47,6 +54,8 @@ def _info(batch: object) -> BatchInfo:
 
 
 class OpenAIBatchBackend(FileBatchBackend):
+    lists_uploads = True
+
     def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
         super().__init__(endpoint, limits, timeout, max_retries)
         self.not_found_hint = f"If this endpoint has no Batch API, use --{endpoint.role}-backend sync"
@@ -57,11 +66,18 @@ class OpenAIBatchBackend(FileBatchBackend):
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(exc)
 
-    def _upload(self, path: Path) -> str:
+    def _upload(self, path: Path, name: str) -> str:
+        # The SDK's blind retries are off: an upload whose answer was lost is looked for first.
         expiry = self.limits.file_expiry
         more: dict = {"expires_after": {"anchor": "created_at", "seconds": expiry}} if expiry else {}
         with open(path, "rb") as fh:
-            return self.client.files.create(file=(path.name, fh), purpose="batch", **more).id
+            return self.client.with_options(max_retries=0).files.create(file=(name, fh), purpose="batch", **more).id
+
+    def _uploads(self) -> Iterator[Upload]:
+        # `GET /files?purpose=batch&order=desc` (the SDK's `files.list`: `order` sorts by `created_at`,
+        # `limit` 1 to 10,000): newest first, the SDK following the `after` cursor.
+        listing = self.client.files.list(purpose="batch", order="desc", limit=1000)
+        return (Upload(f.id, f.filename, f.bytes, f.created_at) for f in listing)
 
     def _create(
         self, input_file_id: str, metadata: dict[str, str], endpoint: str | None, source: BatchSource | None

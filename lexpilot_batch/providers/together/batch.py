@@ -120,8 +120,8 @@ class TogetherBatchBackend(FileBatchBackend):
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(exc)
 
-    def _upload(self, path: Path) -> str:
-        form = {"purpose": PURPOSE, "file_name": path.name, "file_type": "jsonl", "checksum": file_sha256(path)}
+    def _upload(self, path: Path, name: str) -> str:
+        form = {"purpose": PURPOSE, "file_name": name, "file_type": "jsonl", "checksum": file_sha256(path)}
         started = self._start_upload(form)
         if isinstance(started, str):
             return started  # these very bytes, uploaded before
