@@ -76,13 +76,19 @@ def one_run(world, run_id: str, model: str, rng: random.Random, shift: float = 0
 
 
 def null_pair(
-    n: int, runs: int, seed: int, classes: Sequence[int] | None = None, runs_b: int | None = None
+    n: int,
+    runs: int,
+    seed: int,
+    classes: Sequence[int] | None = None,
+    runs_b: int | None = None,
+    shift: float = 0.0,
 ) -> list[RunResults]:
-    """Two identical models (the same skills) on the same n cases, `runs` runs each."""
+    """Two identical models (the same skills) on the same n cases, `runs` runs each (B: `runs_b`);
+    B's skill lower by `shift` in every case."""
     rng = random.Random(seed)
     world = case_world(n, classes, rng)
     out = [one_run(world, f"run{r + 1}", "model-a", rng) for r in range(runs)]
-    out += [one_run(world, f"run{r + 1}", "model-b", rng) for r in range(runs if runs_b is None else runs_b)]
+    out += [one_run(world, f"run{r + 1}", "model-b", rng, -shift) for r in range(runs if runs_b is None else runs_b)]
     return out
 
 
@@ -99,13 +105,22 @@ def truth(seed: int = 12345) -> dict[tuple[str, str], float | None]:
 
 
 def rejections(
-    n: int, runs: int, reps: int, seed: int, classes: Sequence[int] | None = None, resamples: int = 200
+    n: int,
+    runs: int,
+    reps: int,
+    seed: int,
+    classes: Sequence[int] | None = None,
+    resamples: int = 200,
+    runs_b: int | None = None,
+    shift: float = 0.0,
 ) -> dict[tuple[str, str], tuple[int, int]]:
     """Per (task, metric): (comparisons with p < ALPHA, comparisons with a p-value) over `reps`
-    null pairs."""
+    null pairs (B with `runs_b` runs, default `runs`); with `shift`, B's skill is that much lower
+    in every case (the rate is then the power)."""
     counts: dict[tuple[str, str], list[int]] = {}
     for rep in range(reps):
-        report = build_report(null_pair(n, runs, seed * 100_003 + rep, classes), resamples=resamples, seed=rep + 1)
+        pair = null_pair(n, runs, seed * 100_003 + rep, classes, runs_b, shift)
+        report = build_report(pair, resamples=resamples, seed=rep + 1)
         for task, metrics in report["comparisons"][0]["tasks"].items():
             for metric, d in metrics.items():
                 c = counts.setdefault((task, metric), [0, 0])
