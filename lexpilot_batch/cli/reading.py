@@ -234,6 +234,8 @@ def export(
         written = export_cases(runs, out)
         say(f"Wrote {len(written)} file(s) under {out}.")
         notes = [f"{r.run_id} / {r.model}: {SAMPLE_NOTE}" for r in runs if r.bundled_sample]
+        # --partial: the rows left out are said, as the seed layout's export.json lists them.
+        notes += [f"partial: no row for {line}" for line in results.incomplete(runs)]
     elif layout == "seed":
         from lexpilot_batch.report.export import export_seed
 

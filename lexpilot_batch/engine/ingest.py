@@ -326,6 +326,12 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
     """
     if not source.is_file():
         raise LexpilotError(f"{source}: no such file to ingest")
+    with open(source, "rb") as fh:
+        if fh.read(2) == b"\x1f\x8b":
+            raise LexpilotError(
+                f"{source}: a gzip-compressed file (the workspace keeps finished waves' files so, and has "
+                f"ingested them); to ingest one, decompress it first: python -m gzip -d {source}"
+            )
     digest = file_sha256(source) or ""
     ids: set[str] = set()
     for _number, line, _raw, _flaw in read_lines(source):

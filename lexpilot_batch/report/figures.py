@@ -154,10 +154,14 @@ def interaction_figure(report: Mapping[str, Any]) -> Stacked | None:
 
 
 def figures(report: Mapping[str, Any]) -> list[Figure]:
-    """The report's figures, in order; none for an empty report."""
+    """The report's figures, in order; none for an empty report, and no per-class heatmap where no
+    case has finished (a `--partial` report of a prepared workspace)."""
     if not report["groups"]:
         return []
-    out: list[Figure] = [metrics_figure(report), classes_figure(report)]
+    out: list[Figure] = [metrics_figure(report)]
+    classes = classes_figure(report)
+    if classes.rows and classes.panels:
+        out.append(classes)
     interaction = interaction_figure(report)
     if interaction is not None:
         out.append(interaction)

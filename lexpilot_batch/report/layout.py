@@ -4,6 +4,7 @@ the usage table with its cost note."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,14 +22,24 @@ def settings_text(settings: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={show(v)}" for k, v in sorted(settings.items())) or "(none)"
 
 
+_VARIANT = re.compile(r" \([^()]*\)$")  # "(c)", "(u)": which history of an LCA case (`results`)
+
+
+def _counted(by_run: Mapping[str, list[str]], what: str) -> str:
+    """ "3 cases missing", or "3 cases missing (6 histories)" where they are counted by history;
+    counted per run, as the runs list them."""
+    threads = sum(len(v) for v in by_run.values())
+    cases = sum(len({_VARIANT.sub("", c) for c in v}) for v in by_run.values())
+    text = f"{cases} case{'s' if cases != 1 else ''} {what}"
+    return text if cases == threads else f"{text} ({threads} histor{'ies' if threads != 1 else 'y'})"
+
+
 def _partial_text(task: Mapping[str, Any], limit: int = 10) -> str:
     """ "partial: 3 cases missing, 1 failed (run1: 4, 7; run2: 9)"."""
     parts = []
-    n_missing = sum(len(v) for v in task["missing"].values())
-    n_failed = sum(len(v) for v in task["failed"].values())
-    counts = [f"{n_missing} case{'s' if n_missing != 1 else ''} missing"]
-    if n_failed:
-        counts.append(f"{n_failed} failed")
+    counts = [_counted(task["missing"], "missing")]
+    if any(task["failed"].values()):
+        counts.append(_counted(task["failed"], "failed"))
     for run_id in task["n"]:
         cases = task["missing"].get(run_id, []) + task["failed"].get(run_id, [])
         if cases:

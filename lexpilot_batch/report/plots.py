@@ -12,6 +12,7 @@ text as text (the viewer's fonts draw it); PNG files are drawn at 150 dpi.
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 import warnings as py_warnings
@@ -23,6 +24,7 @@ from typing import Any
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.figures import Bars, Figure, Heatmap, Panel, Stacked, figures
 from lexpilot_batch.report.svg import NEGATIVE, PALETTE, POSITIVE
+from lexpilot_batch.util.fileio import write_atomic
 
 CJK_FONTS = (
     "Noto Sans CJK SC",
@@ -205,7 +207,8 @@ def save_figures(report: dict, out_dir: Path) -> tuple[list[Path], list[str]]:
     warnings = []
     with _quiet():
         font = _cjk_font()
-    style: dict[str, Any] = {"svg.fonttype": "none", "font.size": 9}
+    # A fixed salt: the ids inside an SVG file are otherwise random, and a report drawn twice differed.
+    style: dict[str, Any] = {"svg.fonttype": "none", "svg.hashsalt": "lexpilot-batch", "font.size": 9}
     if font is not None:
         style["font.sans-serif"] = [font, "DejaVu Sans"]
     elif any(not label.isascii() for label in _labels(report)):
@@ -218,19 +221,26 @@ def save_figures(report: dict, out_dir: Path) -> tuple[list[Path], list[str]]:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LexpilotError(f"cannot create --figures folder {out_dir} ({exc.strerror or exc})") from None
-    written = []
+    drawn: dict[Path, bytes] = {}  # every figure is drawn before any file is written
     with plt.rc_context(style), _quiet():
         for figure in figures(report):
             fig = _draw(plt, figure)
             for suffix in ("svg", "png"):
-                path = out_dir / f"{figure.name}.{suffix}"
-                try:
-                    fig.savefig(path, dpi=150, metadata={"Date": None} if suffix == "svg" else None)
-                except OSError as exc:
-                    raise LexpilotError(f"cannot write {path} ({exc.strerror or exc})") from None
-                written.append(path)
+                buffer = io.BytesIO()
+                fig.savefig(buffer, format=suffix, dpi=150, metadata={"Date": None} if suffix == "svg" else None)
+                drawn[out_dir / f"{figure.name}.{suffix}"] = buffer.getvalue()
             plt.close(fig)
-    return written, warnings
+    taken = [path for path in drawn if path.is_dir()]
+    if taken:
+        raise LexpilotError(
+            f"cannot write {taken[0]}: a folder of that name is in the way; move it or choose another --figures folder"
+        )
+    for path, data in drawn.items():
+        try:
+            write_atomic(path, data)
+        except OSError as exc:
+            raise LexpilotError(f"cannot write {path} ({exc.strerror or exc})") from None
+    return list(drawn), warnings
 
 
 def _labels(report: dict) -> list[str]:

@@ -45,7 +45,8 @@ def check_run_filters(
     db: sqlite3.Connection, run_ids: tuple[str, ...] | list[str], models: tuple[str, ...] | list[str]
 ) -> None:
     """A `--run-id` or `--model` naming no run of the workspace is refused, naming what it has
-    (`retry`, `status`): read as "nothing matches", it would say the workspace has no runs."""
+    (`retry`, `status`), and so are the two together when each names runs but no run is both: read
+    as "nothing matches", it would say the workspace has no runs."""
     known = {(r[0], r[1]) for r in db.execute("SELECT run_id, model FROM runs")}
     for value, have, option in (
         (run_ids, {r for r, _ in known}, "--run-id"),
@@ -56,3 +57,8 @@ def check_run_filters(
             raise ConfigError(
                 f"{option} {', '.join(unknown)}: no such run in this workspace; it has {', '.join(sorted(have))}"
             )
+    if known and run_ids and models and not any(r in run_ids and m in models for r, m in known):
+        pairs = ", ".join(f"{r} of {m}" for r, m in sorted(known))
+        raise ConfigError(
+            f"no run is --run-id {' or '.join(run_ids)} of --model {' or '.join(models)}: this workspace has {pairs}"
+        )

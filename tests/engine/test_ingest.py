@@ -84,6 +84,17 @@ def ws(tmp_path):
         yield ws
 
 
+def test_a_gzip_compressed_file_is_refused_with_how_to_decompress_it(ws, tmp_path):
+    import gzip
+
+    out = results(unfinished(ws)[0], tmp_path / "out.jsonl")
+    packed = tmp_path / "out.jsonl.gz"
+    packed.write_bytes(gzip.compress(out.read_bytes()))
+    with pytest.raises(LexpilotError, match=r"gzip-compressed .* python -m gzip -d "):
+        ingest_external(ws, packed)
+    assert not anomalies(ws)
+
+
 def test_the_same_good_file_ingested_twice_is_a_quiet_no_op(ws, tmp_path):
     out = results(unfinished(ws)[0], tmp_path / "out.jsonl")
     stats, done = ingest_external(ws, out)

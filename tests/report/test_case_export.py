@@ -124,3 +124,5 @@ def test_the_command_refuses_unfinished_runs_without_partial(tmp_path):
     done = runner.invoke(app, [*args, "--partial"])
     assert done.exit_code == 0, done.output
     assert (tmp_path / "out" / "cases.csv").read_text(encoding="utf-8").splitlines() == [",".join(COLUMNS)]
+    # What --partial left out is said, not only missing from the files.
+    assert "Note: partial: no row for r1 / sim-eval / dcg: unfinished: " in done.output

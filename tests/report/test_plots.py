@@ -37,6 +37,29 @@ def test_each_figure_is_written_as_svg_and_png(tmp_path):
     assert all("CJK font" in w for w in warnings)
 
 
+def test_figures_drawn_twice_are_the_same_bytes(tmp_path):
+    built = report()
+    first = {p.name: p.read_bytes() for p in save_figures(built, tmp_path / "one")[0]}
+    second = {p.name: p.read_bytes() for p in save_figures(built, tmp_path / "two")[0]}
+    assert first == second  # the SVG files' ids too (matplotlib's are random without a salt)
+
+
+def test_a_report_with_no_finished_case_draws_no_empty_heatmap(tmp_path):
+    """A `--partial` report of a workspace only prepared: groups, but no case of any class."""
+    built = build_report([run("run1", {"dcg": dcg()})])
+    written, _ = save_figures(built, tmp_path / "figs")
+    assert "classes" not in [f.name for f in figures(built)]
+    names = {p.name for p in written}
+    assert {"metrics.png", "metrics.svg"} <= names and not any(n.startswith("classes") for n in names)
+
+
+def test_a_folder_in_the_way_of_one_figure_stops_before_any_file_is_written(tmp_path):
+    (tmp_path / "figs" / "classes.svg").mkdir(parents=True)
+    with pytest.raises(LexpilotError, match="classes.svg: a folder of that name is in the way"):
+        save_figures(report(), tmp_path / "figs")
+    assert [p.name for p in (tmp_path / "figs").iterdir()] == ["classes.svg"]
+
+
 def test_without_matplotlib_the_error_names_the_extra(monkeypatch, tmp_path):
     real_import = builtins.__import__
 

@@ -294,8 +294,13 @@ def test_partial_tasks_name_their_missing_and_failed_cases():
     assert complete["partial"] is False
     report = build_report(runs)
     for fmt in ("table", "markdown", "latex"):
-        assert "partial: 2 cases missing, 1 failed (run1: 3, 12, 9)" in render(report, fmt)
+        assert "partial: 2 cases missing, 1 case failed (run1: 3, 12, 9)" in render(report, fmt)
     assert {row["partial"] for row in csv.DictReader(io.StringIO(render(report, "csv")))} == {"true"}
+    # An LCA case stands for two histories: counted as cases, its histories said beside.
+    records = lca((FAMILY, "complete", "judgment"))
+    records.missing.extend(["4 (c)", "4 (u)", "5 (u)"])
+    histories = build_report([run("run1", {"lca": records})])
+    assert "partial: 2 cases missing (3 histories) (run1: " in render(histories, "table")
 
 
 def test_cost_uses_prices_per_million_tokens_and_the_batch_discount():
