@@ -64,6 +64,7 @@ ADJUSTMENTS = ("none", "holm")
 
 NO_RESAMPLES = "needs resamples (--bootstrap 0)"
 UNDEFINED = "undefined"
+NO_CASES = "n/a: no case both scored"  # a `--partial` pair with nothing finished in common
 
 
 def check_baseline(baseline: str | None, models: Sequence[str]) -> None:
@@ -223,7 +224,7 @@ def _difference(
         "p_adjusted": None,
     }
     if mean_a is None or mean_b is None:
-        out["p_reason"] = UNDEFINED
+        out["p_reason"] = NO_CASES if n == 0 else UNDEFINED
         return out
     difference = mean_a - mean_b
     out["difference"] = difference

@@ -150,6 +150,12 @@ def task_table(report: Mapping[str, Any], task_name: str, style: Style) -> Table
     return table
 
 
+def _no_difference(d: Mapping[str, Any]) -> str:
+    """What stands for a difference there is none of: no case both scored (`--partial`), or a
+    metric undefined on them."""
+    return "n/a" if d["cases"] == 0 else "undefined"
+
+
 def comparison_table(report: Mapping[str, Any], style: Style) -> Table | None:
     if not report["comparisons"]:
         return None
@@ -167,7 +173,7 @@ def comparison_table(report: Mapping[str, Any], style: Style) -> Table | None:
                     Cell(metric_title(task_name, metric)),
                     Cell("" if d["a"] is None else number_text(d["a"])),
                     Cell("" if d["b"] is None else number_text(d["b"])),
-                    Cell("undefined" if d["difference"] is None else signed(d["difference"])),
+                    Cell(_no_difference(d) if d["difference"] is None else signed(d["difference"])),
                     Cell(style.ci(d, signed)),
                     Cell(p_text(d["p_value"], d["p_floor"])),
                 ]

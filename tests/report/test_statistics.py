@@ -107,6 +107,11 @@ def test_a_partial_comparison_pairs_the_cases_both_models_scored():
     # Per-case differences 0, +1, 0, -1: sum 0, the exact sign-flip p of two non-zero ones is 1.
     assert d["difference"] == pytest.approx(0.0) and d["p_value"] == pytest.approx(1.0)
     assert d["test"] == "sign-flip-exact"
+    # B with no case finished: no difference, said as n/a (nothing in common), not as undefined.
+    report = build_report(a + dcg_runs("B", [[]]), resamples=0)
+    d = report["comparisons"][0]["tasks"]["dcg"]["success_rate"]
+    assert d["cases"] == 0 and d["difference"] is None and d["p_reason"] == "n/a: no case both scored"
+    assert "  DCG Success          n/a" in render(report, "table")
 
 
 def test_one_case_classes_and_a_limit_2_run_give_no_interval_but_the_reason_and_a_warning_above_the_tables():
