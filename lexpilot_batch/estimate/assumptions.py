@@ -82,7 +82,7 @@ class TailSyncProjection:
     waves: int = 0  # projected waves with an expected request
     batch_round_trips: int = 0
     batch_round_trips_without: int = 0
-    sync_waves: list[int] = field(default_factory=list)  # projected waves (1: the next) moving a group
+    sync_waves: list[int] = field(default_factory=list)  # projected waves (the workspace's numbers) moving a group
     sync_requests: float = 0  # expected requests moved to the sync backend
     premium_usd: float | None = None  # their list price less their batch price; None without prices
     premium_share: float | None = None  # the premium over the projection's expected cost
@@ -90,7 +90,8 @@ class TailSyncProjection:
 
 @dataclass
 class AutoWave:
-    """One projected wave (1: the next) batch-only and under `--tail auto` (`engine.tail`)."""
+    """One projected wave (by the workspace's numbering: the next compile's onwards) batch-only and
+    under `--tail auto` (`engine.tail`)."""
 
     wave: int
     requests: float

@@ -202,8 +202,10 @@ def build(
         models_cost[model] = None if so_far is None or cost is None else so_far + cost
 
     projection_cost = _projection_cost(projection) if priced else None
-    tail = project_tail_sync(tally, routes, session.tail_sync, a, prices, discount)
-    auto = project_auto(tally, routes, session.tail_policy(), a, prices, discount, spent)
+    # The projected waves by the numbers the workspace will give them: the next compile's onwards.
+    first = state.target if state.target is not None else (state.latest_wave or 0) + 1
+    tail = project_tail_sync(tally, routes, session.tail_sync, a, prices, discount, first)
+    auto = project_auto(tally, routes, session.tail_policy(), a, prices, discount, spent, first)
     if tail.premium_usd is not None and projection_cost is not None and projection_cost.expected:
         tail.premium_share = tail.premium_usd / projection_cost.expected
     return Estimate(

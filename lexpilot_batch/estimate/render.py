@@ -117,7 +117,7 @@ def _tail_sync_text(e: Estimate) -> str:
     waves = ", ".join(str(w) for w in t.sync_waves)
     return (
         f"{head}; {t.batch_round_trips} with --tail-sync {t.limit}, which sends ~{_n(t.sync_requests)} requests of "
-        f"projected waves {waves} (1: the next) through the sync backend at list price{premium}"
+        f"projected waves {waves} through the sync backend at list price{premium}"
     )
 
 

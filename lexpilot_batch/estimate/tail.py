@@ -40,11 +40,13 @@ def project_tail_sync(
     a: Assumptions,
     prices: Mapping[str, Mapping[str, float]] | None,
     discount: float,
+    first: int = 1,
 ) -> TailSyncProjection:
-    """Batch round trips of the projected waves with and without `limit`, and the premium."""
+    """Batch round trips of the projected waves with and without `limit`, and the premium; the
+    waves numbered from `first`, the workspace's next."""
     out = TailSyncProjection(limit=limit, waves=len(tally.by_wave))
     premium: float | None = 0.0
-    for number, wave in enumerate(tally.by_wave, 1):
+    for number, wave in enumerate(tally.by_wave, first):
         sizes: dict[Hashable, float] = {}
         for (group, _role), (n, _chars) in wave.items():
             sizes[group] = sizes.get(group, 0.0) + n
@@ -82,17 +84,19 @@ def project_auto(
     prices: Mapping[str, Mapping[str, float]] | None,
     discount: float,
     spent: Spent | None = None,
+    first: int = 1,
 ) -> AutoProjection:
     """The projected waves batch-only and under `--tail auto` with `policy`'s premium, concurrency
     and expected latencies (`tail.wave_travel`, the compiler's rule, the waves in order), from
-    `spent`: what the workspace compiled before them (`tail.compiled_spent`; none for a new one)."""
+    `spent`: what the workspace compiled before them (`tail.compiled_spent`; none for a new one);
+    the waves numbered from `first`, the workspace's next."""
     auto = TailPolicy(**{**policy.__dict__, "auto": True, "limit": 0})
     out = AutoProjection(policy.max_premium, policy.concurrency, policy.expected.batch)
     spent = spent if spent is not None else Spent()
     # Each model at its own price (`prices.price_for`: a --prices file, else the bundled table).
     batch_cost: float | None = 0.0
     premium: float | None = 0.0
-    for number, wave in enumerate(tally.by_wave, 1):
+    for number, wave in enumerate(tally.by_wave, first):
         sizes = group_sizes(wave, routes, a.chars_per_token)
         travels = wave_travel(auto, sizes, spent)
         row = AutoWave(number, sum(n for _, n, _ in sizes.values()), 0.0)

@@ -410,3 +410,26 @@ def test_an_estimate_of_a_compiled_unsent_wave_sends_it_as_the_compiler_did(tmp_
         estimate = dry_run_prepare(ws, session, spec, prices=PRICES)
         session.close()
     assert {entry.backend for entry in estimate.next_wave.values()} == compiled
+
+
+def test_the_projection_numbers_its_waves_as_the_workspace_will(tmp_path: Path) -> None:
+    """Mid-run, the projected waves are the workspace's next ones, not renumbered from 1."""
+    from lexpilot_batch.engine.loop import poll_and_advance
+    from lexpilot_batch.estimate import estimate_workspace
+
+    options: dict[str, Any] = {"tail": "auto", "expect_latency": EXPECT, "concurrency": 64}
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, **options)
+        try:
+            prepare_runs(ws, session, stage="all", runs=("r1",), limit=2)
+            first = estimate_workspace(ws, session, prices=PRICES).tail_auto
+            poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
+            poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
+            latest = ws.store.conn.execute("SELECT MAX(n) FROM waves").fetchone()[0]
+            later = estimate_workspace(ws, session, prices=PRICES).tail_auto
+        finally:
+            session.close()
+    assert first is not None and first.waves[0].wave == 1
+    assert latest >= 2 and later is not None and later.waves, latest
+    assert later.waves[0].wave in (latest, latest + 1)  # the target wave: compiled unsent, or the next
+    assert [w.wave for w in later.waves] == list(range(later.waves[0].wave, later.waves[0].wave + len(later.waves)))
