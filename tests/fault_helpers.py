@@ -46,6 +46,7 @@ class Outcome:
     other_batches: list[dict[str, Any]] = field(default_factory=list)  # refused or duplicate batches kept aside
     server: Counter = field(default_factory=Counter)  # the simulated provider's call counters
     sim_batches: list[dict[str, Any]] = field(default_factory=list)  # Batch objects it holds
+    sim_uploads: list[dict[str, Any]] = field(default_factory=list)  # request files (purpose batch) it holds
 
     def by_custom_id(self) -> dict[str, dict[str, Any]]:
         return {r["custom_id"]: r for r in self.requests}
@@ -91,6 +92,15 @@ def simulated_batches(state_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text(encoding="utf-8"))["batch"] for p in sorted(folder.glob("*.json"))]
 
 
+def simulated_uploads(state_dir: Path) -> list[dict[str, Any]]:
+    """Every request file (purpose `batch`) a simulated provider's state folder holds."""
+    folder = state_dir / "files"
+    if not folder.is_dir():
+        return []
+    objects = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.json"))]
+    return [f for f in objects if f.get("purpose") == "batch"]
+
+
 Drive = Callable[[Workspace, Session], Any]
 
 
@@ -118,6 +128,7 @@ def run_benchmark(
         outcome = read_outcome(ws)
     outcome.server = server
     outcome.sim_batches = simulated_batches(root / "state" / "simulated")
+    outcome.sim_uploads = simulated_uploads(root / "state" / "simulated")
     if check:
         check_invariants(root, outcome)
     return outcome
