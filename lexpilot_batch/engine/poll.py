@@ -121,7 +121,7 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
                 if max_age is not None and age > max_age and info.status != BatchStatus.CANCELLING:
                     # Too old: cancel it. Its finished requests are kept when it lands as
                     # `cancelled`; the rest go back to due and are retried in the next wave.
-                    info = backend.cancel(row["batch_id"])
+                    info = backend.cancel_live(row["batch_id"])
                     result.cancelled.append(row["path"])
                 set_file(
                     ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts), not_found=0

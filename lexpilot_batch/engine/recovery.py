@@ -309,7 +309,7 @@ def _oldest_of_own(look: Lookup, mine: list[BatchInfo]) -> BatchInfo:
     first, *later = sorted(mine, key=lambda b: (b.created_at or 0.0, b.id))
     for other in later:
         if not other.terminal and other.status != BatchStatus.CANCELLING:
-            other = look.backend.cancel(other.id)
+            other = look.backend.cancel_live(other.id)
         with look.ws.store.transaction() as tx:
             keep_aside(tx, other.id, look.row["pk"], look.row["path"], DUPLICATE, other.status)
     return first
@@ -378,7 +378,7 @@ def sweep(ws: Workspace, session: Session, rows: list[dict], duplicates: list[st
             if seen is not None and seen["status"] == info.status:
                 continue
             if not info.terminal and info.status != BatchStatus.CANCELLING:
-                info = backend.cancel(info.id)
+                info = backend.cancel_live(info.id)
                 duplicates.append(info.id)
             with ws.store.transaction() as tx:
                 keep_aside(tx, info.id, owner["pk"], owner["path"], DUPLICATE, info.status)

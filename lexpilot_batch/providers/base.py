@@ -213,6 +213,20 @@ class BatchBackend(ABC):
     def cancel(self, batch_id: str) -> BatchInfo:
         """Ask the provider to cancel a batch."""
 
+    def cancel_live(self, batch_id: str) -> BatchInfo:
+        """Cancel a batch listed or polled live a moment ago: one that ended meanwhile, whose cancel
+        the provider refuses ("Cannot cancel a batch with status 'completed'", HTTP 400), is
+        returned as it ended instead of stopping the command."""
+        try:
+            return self.cancel(batch_id)
+        except ProviderUnavailable:
+            raise
+        except ProviderError:
+            info = self.retrieve(batch_id)
+            if info.terminal:
+                return info
+            raise
+
     def delete_file(self, file_id: str) -> bool:
         """Delete a file the workspace uploaded or saved at the provider; whether it was deleted
         (False: this backend deletes none, or the provider no longer has it)."""

@@ -137,9 +137,13 @@ class Workspace:
             with disk_errors(self.root):
                 self._open()
         except BaseException:
+            held = self._lock is not None
             self._release()
-            if self.created:
-                self._take_back()  # nothing can be recorded in a database that did not open
+            if self.created and held:
+                # Nothing can be recorded in a database that did not open. Only a command that
+                # held the lock takes anything back: one that lost the race for it (another command
+                # making the same new workspace) would remove the winner's workspace.
+                self._take_back()
             raise
         return self
 
@@ -149,6 +153,10 @@ class Workspace:
                 self.state_dir.mkdir(parents=True, exist_ok=True)
                 self._lock = FileLock(str(self.state_dir / "writer.lock"), timeout=0)
                 self._lock.acquire()
+                if self.created and (self.state_dir / DB_NAME).exists():
+                    # Another command made this workspace between our look and our lock (and has
+                    # finished): it is its, never this command's to take back.
+                    self.created = False
             except Timeout:
                 self._lock = None
                 raise WorkspaceBusy(

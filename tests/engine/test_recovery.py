@@ -22,6 +22,7 @@ from lexpilot_batch.engine import recovery
 from lexpilot_batch.engine.recovery import CLOCK_SKEW, CREATE_ATTEMPTS, batch_tag, sweep
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import submit_files
+from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.base import TOKEN_LIMIT, RateLimited
 from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState
@@ -78,6 +79,30 @@ def test_past_the_grace_the_file_is_created_again_and_the_late_batch_is_swept_as
     assert duplicates == [late.id] and fake.held[late.id].status == "cancelling"
     assert fake.count("cancel") == 1 and fake.held[own].status == "validating"  # its own is left alone
     assert other_batches(ws) == {late.id: ("duplicate", "cancelling")}
+
+
+def test_a_duplicate_that_ends_between_the_listing_and_its_cancel_is_kept_aside_as_it_ended(ws, monkeypatch):
+    """The provider refuses to cancel a batch that completed a moment ago (OpenAI: HTTP 400 "Cannot
+    cancel a batch with status 'completed'"): the sweep goes on, the batch kept aside as it ended,
+    never applied; the refusal stopped the command."""
+    fake = FakeBackend()
+    session = one_file(ws, fake, monkeypatch)
+    fake.commit_late(listings=1)
+    submit_files(ws, session)
+    ((_, late),) = fake.late
+    real_cancel = fake.cancel
+
+    def ended_meanwhile(batch_id: str):
+        fake.finish(batch_id)  # completed between the listing and the cancel
+        real_cancel(batch_id)  # recorded as a call
+        raise ProviderError(f"cancelling batch {batch_id}: HTTP 400: Cannot cancel a batch with status 'completed'.")
+
+    monkeypatch.setattr(fake, "cancel", ended_meanwhile)
+    duplicates: list[str] = []
+    sweep(ws, session, file_rows(ws), duplicates)
+    sweep(ws, session, file_rows(ws), duplicates)
+    assert duplicates == [late.id] and other_batches(ws) == {late.id: ("duplicate", "completed")}
+    assert fake.count("cancel") == 1
 
 
 def test_creates_refused_for_the_rate_limit_wait_as_told_then_give_up(ws, monkeypatch, pauses):
