@@ -27,7 +27,7 @@ What is checked:
 | `threads_waiting` — active threads, nothing open, nothing pending | action | no: `poll-and-advance` |
 | `ingest_anomalies` — result lines not applied (another workspace's, stale, mismatched, unknown, conflicting, unreadable: `ingest`), by kind | info | no: explained |
 | `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
-| `compacted_file_missing` — a finished wave's file kept compressed (`compaction`) is gone | warning | no: restore it |
+| `compacted_file_missing` — a finished wave's file, kept compressed (`compaction`) or gone before it could be, is neither compressed nor plain | warning | no: restore it |
 | `compacted_file_damaged` — (`--deep` only) a compacted file no longer holds the bytes it was packed from | warning | no: restore it |
 
 The database keeps no hash of a downloaded result file until it is compacted, so a "damaged" one

@@ -304,9 +304,14 @@ def verify(ws: Workspace) -> list[str]:
 
 
 def missing(ws: Workspace) -> list[str]:
-    """Compacted files kept neither compressed nor plain: a cheap check (no file is read)."""
-    return [
-        r[0]
-        for r in ws.store.conn.execute("SELECT path FROM compacted ORDER BY path")
-        if not saved_exists(ws.path(r[0]))
-    ]
+    """Files of finished waves kept neither compressed nor plain: those compacted, and those gone
+    before they could be (the compactor finds nothing to pack and records nothing). A cheap check:
+    no file is read."""
+    marks = ", ".join("?" * len(DONE))
+    finished = ws.store.conn.execute(
+        "SELECT path FROM compacted UNION SELECT path FROM files WHERE status IN (" + marks + ")"
+        " UNION SELECT output_path FROM files WHERE status IN (" + marks + ") AND output_path IS NOT NULL"
+        " UNION SELECT error_path FROM files WHERE status IN (" + marks + ") AND error_path IS NOT NULL ORDER BY 1",
+        (*DONE, *DONE, *DONE),
+    )
+    return [r[0] for r in finished if not saved_exists(ws.path(r[0]))]

@@ -125,6 +125,25 @@ def test_a_file_that_is_not_what_was_compiled_stays_plain_and_a_lost_one_is_repo
         assert compaction.verify(ws) == [f"{ws.relative(other)}.gz is gone"]
 
 
+def test_a_finished_waves_file_gone_before_it_could_be_compacted_is_reported(tmp_path):
+    """Deleted by hand while its wave ran: the compactor finds nothing to pack and records nothing;
+    doctor still says it is gone (it said 'No problems found')."""
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="lca", limit=LIMIT)
+        for _ in range(20):
+            left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
+            if not left["in_flight"] and not left["unsubmitted"]:
+                break
+        session.close()
+        first = ws.path(ws.store.conn.execute("SELECT path FROM files ORDER BY pk").fetchone()[0])
+        first.unlink()
+        compaction.compact_finished_waves(ws)
+        assert ws.relative(first) not in {r[0] for r in ws.store.conn.execute("SELECT path FROM compacted")}
+        [finding] = doctor.diagnose(ws)
+        assert finding.kind == doctor.COMPACTED_MISSING and ws.relative(first) in finding.detail
+
+
 def test_a_compaction_stopped_half_way_is_finished_by_the_next(tmp_path, monkeypatch):
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)
