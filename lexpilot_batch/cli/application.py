@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -110,4 +111,7 @@ def os_error_message(exc: OSError) -> str:
         return f"no space left on the device holding{where or ' the output'}; free space and run the same command again"
     if isinstance(exc, PermissionError):
         return f"permission denied:{where}; choose a folder you can write to (or fix its permissions)"
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) and exc.filename and Path(exc.filename).is_file():
+        # Making an output's folder where a file of that name stands (`report --out afile/x.csv`).
+        return f"{exc.filename} is a file, not a folder; choose an output path whose folders are folders"
     return f"{exc.strerror or exc}:{where} ({type(exc).__name__}); check the path and run the same command again"

@@ -55,3 +55,18 @@ def test_out_file_is_utf8_written_atomically(study, tmp_path: Path) -> None:
     assert out.read_bytes().decode("utf-8").startswith("<!doctype html>")
     assert f"to {out}" in done.stderr.decode("utf-8")
     assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]  # written atomically: no leftover
+
+
+def test_an_out_path_through_a_file_is_one_line_naming_the_file(study, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a folder", encoding="utf-8")
+    done = cli(
+        ["report", "--bootstrap", "0", "--out", str(tmp_path / "afile" / "x.csv"), "--root", str(study.root)],
+        "utf-8",
+        tmp_path / "stdout.txt",
+    )
+    message = done.stderr.decode("utf-8").strip()
+    assert done.returncode == 1 and message.count("\n") == 0, message
+    assert (
+        message
+        == f"Error: {tmp_path / 'afile'} is a file, not a folder; choose an output path whose folders are folders"
+    )
