@@ -22,6 +22,7 @@ import pytest
 from engine_helpers import open_session
 
 from lexpilot_batch.engine.session import Session
+from lexpilot_batch.errors import ProviderUnavailable
 from lexpilot_batch.providers.base import (
     TERMINAL,
     TOKEN_LIMIT,
@@ -71,7 +72,8 @@ class FakeBackend(BatchBackend):
         self.lost_answers += n
 
     def lose_uploads(self, n: int = 1) -> None:
-        """The next `n` uploads store their file, then raise `UploadUncertain` (the answer was lost)."""
+        """The next `n` uploads store their file, then raise `UploadUncertain` (the answer was lost;
+        without a listing, the `ProviderUnavailable` a backend then raises)."""
         self.lost_uploads += n
 
     def commit_late(self, listings: int) -> None:
@@ -136,6 +138,8 @@ class FakeBackend(BatchBackend):
         self.stored[file_id] = Upload(file_id, name or path.name, path.stat().st_size, self.now())
         if self.lost_uploads:
             self.lost_uploads -= 1
+            if not self.lists_uploads:  # as the template says it: the SDK retried, then gave up
+                raise ProviderUnavailable(f"uploading {path.name}: HTTP 500 after retries")
             raise UploadUncertain(f"uploading {path.name}: the answer was lost")
         return file_id
 

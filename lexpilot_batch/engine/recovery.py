@@ -216,8 +216,9 @@ def upload_once(ws: Workspace, backend: BatchBackend, row: dict) -> str:
             found = _uploaded(ws, backend, row)
             if found is not None:
                 return found
-        row["uploading_at"] = time.time()
-        set_file(ws, row["pk"], uploading_at=row["uploading_at"])
+        if row.get("uploading_at") is None:  # the first upload's time: every later copy is newer
+            row["uploading_at"] = time.time()
+            set_file(ws, row["pk"], uploading_at=row["uploading_at"])
         try:
             return backend.upload(ws.path(row["path"]), upload_name(ws, row))
         except RateLimited as exc:  # refused before anything was stored

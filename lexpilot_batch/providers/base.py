@@ -329,9 +329,11 @@ class FileBatchBackend(BatchBackend):
             failure = self.failure(exc)
             if failure is None:
                 raise
-            if failure.status in (404, 405, 501):  # an OpenAI-compatible server without the listing
-                return
-            raise self.error("listing uploaded files", exc) from None
+            if failure.status is None or transient_status(failure.status):
+                raise self.error("listing uploaded files", exc) from None  # the next command looks again
+            # Refused for good (404, 405: an OpenAI-compatible server without the listing; 400: one
+            # that takes none of its parameters): this backend cannot look, and uploads again.
+            return
         yield from found
 
     def create(

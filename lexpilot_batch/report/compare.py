@@ -127,7 +127,9 @@ def compare(
                     mean_b = gb["tasks"][task]["overall"][metric]["mean"]
                 else:  # `--partial`: the means on the cases both scored, which the difference is of
                     mean_a, mean_b = cell_a.metrics[metric].estimate, cell_b.metrics[metric].estimate
-                boot = resampled.get((local[a], task)), resampled.get((local[b], task))
+                # The bootstrap is kept per group, drawn over each group's own cases: never for a pair
+                # on the cases both scored, even where another pair had each group's resamples drawn.
+                boot = (resampled.get((local[a], task)), resampled.get((local[b], task))) if whole else (None, None)
                 tasks[task][metric] = _difference(
                     metric, i, mean_a, mean_b, cell_a, cell_b, boot, swaps.get(i), resamples, rng, level
                 )

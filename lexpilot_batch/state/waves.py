@@ -307,9 +307,13 @@ def mark_lost(db: sqlite3.Connection, pk: int, reason: str) -> int:
 
 
 def wave_started(db: sqlite3.Connection, wave: int) -> bool:
-    """Whether anything of `wave` has left the workspace: then it may never be compiled again."""
+    """Whether anything of `wave` has left the workspace: then it may never be compiled again. An
+    upload sent counts, its answer lost or not (`files.uploading_at`): the provider may hold the
+    file, which `submit` looks for by its name, and a compile again would upload it a second time."""
     return bool(
-        db.execute("SELECT 1 FROM files WHERE wave = ? AND status != ? LIMIT 1", (wave, COMPILED)).fetchone()
+        db.execute(
+            "SELECT 1 FROM files WHERE wave = ? AND (status != ? OR uploading_at IS NOT NULL) LIMIT 1", (wave, COMPILED)
+        ).fetchone()
         or db.execute(  # a file the provider refused holds no batch, but was sent
             "SELECT 1 FROM other_batches b JOIN files f ON f.pk = b.file_pk WHERE f.wave = ? LIMIT 1", (wave,)
         ).fetchone()

@@ -78,6 +78,7 @@ def command_hint(args: str, root: Path | str | None = None) -> str:
 
 # What a workspace holds at its root: what a failed first `prepare` that recorded nothing takes away.
 _PARTS = ("state", "requests", "responses", "runs")
+LOCK_NAME = "writer.lock"  # under state/: held by the one command that writes
 # The folders a command writes files into through a temporary name beside the final one: a file of
 # these names found there under the writer lock is the leftover of a command that was stopped.
 _WRITTEN = ("requests", "responses", "runs")
@@ -137,13 +138,13 @@ class Workspace:
             with disk_errors(self.root):
                 self._open()
         except BaseException:
-            held = self._lock is not None
-            self._release()
-            if self.created and held:
+            self._close_store()
+            if self.created and self._lock is not None:
                 # Nothing can be recorded in a database that did not open. Only a command that
-                # held the lock takes anything back: one that lost the race for it (another command
-                # making the same new workspace) would remove the winner's workspace.
+                # holds the lock takes anything back: one that lost the race for it (another
+                # command making the same new workspace) would remove the winner's workspace.
                 self._take_back()
+            self._release()
             raise
         return self
 
@@ -151,7 +152,7 @@ class Workspace:
         if self.writable:
             try:
                 self.state_dir.mkdir(parents=True, exist_ok=True)
-                self._lock = FileLock(str(self.state_dir / "writer.lock"), timeout=0)
+                self._lock = FileLock(str(self.state_dir / LOCK_NAME), timeout=0)
                 self._lock.acquire()
                 if self.created and (self.state_dir / DB_NAME).exists():
                     # Another command made this workspace between our look and our lock (and has
@@ -179,14 +180,17 @@ class Workspace:
             remove_leftovers(self.root)
 
     def __exit__(self, exc_type: object = None, exc: BaseException | None = None, tb: object = None) -> None:
-        if self._store is not None:
-            with contextlib.suppress(sqlite3.Error):  # closing a connection on a full disk
-                self._store.close()
-            self._store = None
+        self._close_store()
         self._release()
         if exc is not None and is_disk_full(exc):
             with disk_errors(self.root):
                 raise exc
+
+    def _close_store(self) -> None:
+        if self._store is not None:
+            with contextlib.suppress(sqlite3.Error):  # closing a connection on a full disk
+                self._store.close()
+            self._store = None
 
     def _release(self) -> None:
         if self._lock is not None:
@@ -211,25 +215,42 @@ class Workspace:
         same command again: nothing paid for is ever thrown away. Returns whether it was removed."""
         if not self.created or self.records_anything():
             return False
-        self.__exit__()
+        self._close_store()
         self._take_back()
+        self._release()
         return True
 
     def _take_back(self) -> None:
-        """Remove what this command made of the workspace (never what was in the folder before)."""
+        """Remove what this command made of the workspace (never what was in the folder before),
+        holding the writer's lock: everything but the lock file first; then, the lock released,
+        the lock file and its folders only where no other command has made a database meanwhile
+        (one that locked in between keeps its workspace)."""
+        lock = self.state_dir / LOCK_NAME
+        self._remove_made(keep=lock)
+        self._release()
+        if not (self.state_dir / DB_NAME).exists():
+            self._remove_made(keep=None)
+
+    def _remove_made(self, keep: Path | None) -> None:
+        def remove(path: Path) -> None:
+            if keep is not None and (path == keep or keep.is_relative_to(path)):
+                for child in path.iterdir() if path != keep and path.is_dir() else ():
+                    remove(child)
+            elif path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
         for part in _PARTS:
             folder = self.root / part
             if folder not in self._existed:
-                shutil.rmtree(folder, ignore_errors=True)
+                remove(folder)
                 continue
             for child in folder.iterdir() if folder.is_dir() else ():
                 if child not in self._existed:
-                    if child.is_dir():
-                        shutil.rmtree(child, ignore_errors=True)
-                    else:
-                        child.unlink(missing_ok=True)
+                    remove(child)
         if self.root not in self._existed:
-            shutil.rmtree(self.root, ignore_errors=True)
+            remove(self.root)
 
     @property
     def store(self) -> Store:

@@ -23,7 +23,7 @@ from lexpilot_batch.engine.recovery import CREATE_ATTEMPTS, UPLOAD_ATTEMPTS, bat
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import submit_files
 from lexpilot_batch.errors import ProviderUnavailable
-from lexpilot_batch.providers.base import BatchInfo, RateLimited, UploadUncertain
+from lexpilot_batch.providers.base import BatchInfo, RateLimited
 from lexpilot_batch.state.waves import file_row, set_file
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock
@@ -143,6 +143,32 @@ def test_a_command_killed_between_an_upload_and_its_record_leaves_no_second_copy
     assert fake.count("upload") == 1 and fake.count("create") == 1
 
 
+def test_a_wave_whose_upload_may_have_reached_the_provider_is_not_compiled_again(ws, monkeypatch):
+    """`run`, `prepare`, `retry` and `poll-and-advance` without --submit compile before they submit:
+    a wave whose upload was sent, its answer lost, counts as started, so that `submit` finds the
+    upload instead of a recompiled file (a new row, no upload time) being uploaded a second time."""
+    from lexpilot_batch.engine.loop import _compile
+
+    fake = FakeBackend()
+    session = sending_to(ws, fake, monkeypatch)
+    prepare_runs(ws, session, limit=1)
+
+    def killed(*args: Any) -> None:
+        raise KeyboardInterrupt
+
+    real = submit.mark_uploaded
+    monkeypatch.setattr(submit, "mark_uploaded", killed)
+    with pytest.raises(KeyboardInterrupt):
+        submit_files(ws, session)
+    monkeypatch.setattr(submit, "mark_uploaded", real)
+    (before,) = file_rows(ws)
+    _compile(ws, session)
+    (after,) = file_rows(ws)
+    assert after["pk"] == before["pk"] and after["uploading_at"] == before["uploading_at"]
+    submit_files(ws, session)
+    assert fake.count("upload") == 1 and len(fake.stored) == 1
+
+
 def test_of_several_lost_uploads_of_a_file_the_newest_is_kept_and_the_others_deleted(ws, monkeypatch):
     now = [time.time()]
     fake = FakeBackend(now=lambda: now[0])
@@ -163,25 +189,32 @@ def test_of_several_lost_uploads_of_a_file_the_newest_is_kept_and_the_others_del
 
 
 def test_a_backend_that_lists_no_uploads_uploads_again_after_a_lost_answer(ws, monkeypatch):
+    """Without a listing (Gemini's, Mistral's) a lost upload stops the command, as any provider
+    failure does, and the next one uploads the file again: the first copy stays at the provider."""
     fake = FakeBackend(lists_uploads=False)
     session = sending_to(ws, fake, monkeypatch)
     prepare_runs(ws, session, limit=1)
     fake.lose_uploads(1)
+    with pytest.raises(ProviderUnavailable):
+        submit_files(ws, session)
+    assert file_rows(ws)[0]["status"] == "compiled"
 
     submit_files(ws, session)
     (row,) = file_rows(ws)
     assert row["status"] == "submitted" and fake.count("upload") == 2 and len(fake.stored) == 2
 
 
-def test_an_upload_lost_every_time_ends_the_command_with_the_file_compiled(ws, monkeypatch):
-    fake = FakeBackend(lists_uploads=False)
+def test_uploads_refused_for_the_rate_wait_then_give_up_with_the_file_compiled(ws, monkeypatch, no_waits):
+    fake = FakeBackend()
     session = sending_to(ws, fake, monkeypatch)
     prepare_runs(ws, session, limit=1)
-    fake.lose_uploads(UPLOAD_ATTEMPTS)
-
-    with pytest.raises(UploadUncertain):
+    fake.fail("upload", RateLimited("HTTP 429", retry_after=3.0), *[RateLimited("HTTP 429")] * (UPLOAD_ATTEMPTS - 1))
+    with pytest.raises(RateLimited):
         submit_files(ws, session)
-    assert file_rows(ws)[0]["status"] == "compiled" and fake.count("upload") == UPLOAD_ATTEMPTS
+    assert file_rows(ws)[0]["status"] == "compiled" and fake.count("upload") == UPLOAD_ATTEMPTS and not fake.stored
+    assert no_waits == [3.0, 1.0, 2.0, 4.0, 8.0, 8.0]  # the provider's word, then backoff to 8 s
+    submit_files(ws, session)  # the next command: looks (nothing there), then uploads
+    assert file_rows(ws)[0]["status"] == "submitted" and len(fake.stored) == 1
 
 
 def test_a_file_left_creating_whose_batch_exists_is_adopted_not_created_again(ws, monkeypatch):

@@ -114,6 +114,26 @@ def test_a_partial_comparison_pairs_the_cases_both_models_scored():
     assert "  DCG Success          n/a" in render(report, "table")
 
 
+def test_a_partial_pairs_test_does_not_depend_on_the_other_models_in_the_report():
+    """A and B scored 70 cases, C and D 55 of them: A − C is on the 55 both scored, by the jackknife's
+    t whether or not D is there (with D, C's own bootstrap was drawn for C − D, over C's cases)."""
+
+    def comparisons(models: str) -> dict[tuple[str, str], dict]:
+        rng = stat_sim.random.Random(3)
+        world = stat_sim.case_world(70, None, rng)
+        runs = []
+        for m, w in (("A", world), ("B", world), ("C", world[:55]), ("D", world[:55])):
+            if m in models:
+                runs += [stat_sim.one_run(w, f"run{r + 1}", m, rng, shift=0.3 if m == "A" else 0.0) for r in range(2)]
+        report = build_report(runs, resamples=200, seed=1)
+        return {(c["a"]["model"], c["b"]["model"]): c["tasks"]["lca"]["macro_f1"] for c in report["comparisons"]}
+
+    without_d, with_d = comparisons("ABC"), comparisons("ABCD")
+    assert with_d[("C", "D")]["test"] == "bootstrap-bca"  # a whole pair of 55 cases
+    for d in (without_d[("A", "C")], with_d[("A", "C")]):
+        assert d["cases"] == 55 and d["test"] == "jackknife-t" and d["ci"]["method"] == "jackknife-t"
+
+
 def test_one_case_classes_and_a_limit_2_run_give_no_interval_but_the_reason_and_a_warning_above_the_tables():
     """The stratified bootstrap redrew a one-case class identically: [0.6667, 0.6667] beside an
     SD of 0.5774, and p = 0.002 for every comparison of a --limit 2 run, without a word."""

@@ -59,3 +59,44 @@ def test_a_command_that_locks_a_workspace_another_made_meanwhile_does_not_own_it
         assert not late.created
         assert not late.abandon()  # even where nothing it knows of is recorded: not its to take back
     assert (root / "state" / "lexpilot.sqlite3").is_file()
+
+
+def test_a_command_that_locks_while_a_refused_first_command_takes_its_workspace_back_keeps_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refused first `prepare` takes back what it made holding the lock; the lock file last, and
+    only where no database appeared meanwhile. A command that locks the moment it is released makes
+    its own workspace there, which stays (it was deleted under it, its commits going to an unlinked
+    file)."""
+    root = tmp_path / "ws"
+    first = Workspace(root)
+    first.__enter__()
+    assert first.created
+    real_release = Workspace._release
+    other: dict[str, Workspace] = {}
+
+    def release_then_another_command_locks(self: Workspace) -> None:
+        real_release(self)
+        if self is first and "next" not in other:
+            other["next"] = nxt = Workspace(root)
+            nxt.__enter__()
+            _write_something(nxt)
+
+    monkeypatch.setattr(Workspace, "_release", release_then_another_command_locks)
+    assert first.abandon()
+    nxt = other["next"]
+    assert (root / "state" / "lexpilot.sqlite3").is_file() and nxt.store.meta("seen_by_test") == "yes"
+    nxt.__exit__()
+    with Workspace(root, create=False) as again:
+        assert again.store.meta("seen_by_test") == "yes"
+
+
+def test_a_refused_first_command_leaves_a_new_folder_as_it_found_it(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "ws" / "notes.txt").write_text("mine", encoding="utf-8")
+    with Workspace(tmp_path / "ws") as ws:
+        assert ws.abandon()
+    assert [p.name for p in (tmp_path / "ws").iterdir()] == ["notes.txt"]
+    with Workspace(tmp_path / "fresh") as ws:
+        assert ws.abandon()
+    assert not (tmp_path / "fresh").exists()
