@@ -22,7 +22,7 @@ def settings_text(settings: Mapping[str, Any]) -> str:
     return ", ".join(f"{k}={show(v)}" for k, v in sorted(settings.items())) or "(none)"
 
 
-_VARIANT = re.compile(r" \([^()]*\)$")  # "(c)", "(u)": which history of an LCA case (`results`)
+_VARIANT = re.compile(r" \((?:c|u)\)$")  # which history of an LCA case (`results`, `protocols.lca.VARIANTS`)
 
 
 def _counted(by_run: Mapping[str, list[str]], what: str) -> str:
