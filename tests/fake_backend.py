@@ -50,6 +50,7 @@ class FakeBackend(BatchBackend):
         self.inputs: dict[str, str] = {}  # uploaded file id -> the workspace file's name
         self.stored: dict[str, Upload] = {}  # uploaded file id -> how the listing shows it
         self.lost_uploads = 0  # uploads that store their file, then lose the answer
+        self.late_uploads = 0  # listings of uploads that show nothing yet (a listing a moment behind)
         self.sources: dict[str, BatchSource | None] = {}  # batch id -> what its create was given
         self.contents: dict[str, bytes] = {}  # result file id -> its bytes
         self.calls: list[tuple[str, str]] = []  # (call, its main argument) in order
@@ -146,6 +147,9 @@ class FakeBackend(BatchBackend):
     def uploads(self, since: float | None = None) -> Iterator[Upload]:
         self._call("uploads", "" if since is None else str(since))
         if not self.lists_uploads:
+            return iter(())
+        if self.late_uploads:
+            self.late_uploads -= 1
             return iter(())
         newest = sorted(self.stored.values(), key=lambda u: u.created_at or 0.0, reverse=True)
         return iter([u for u in newest if since is None or (u.created_at or 0.0) >= since])

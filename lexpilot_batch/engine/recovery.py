@@ -79,6 +79,7 @@ if TYPE_CHECKING:
 
 CREATE_ATTEMPTS = 6  # create calls for one file in one command, rate-limit refusals included
 UPLOAD_ATTEMPTS = 6  # the same of its uploads, where a lost answer is looked for (`upload_once`)
+UPLOAD_LOOKS = (0.5, 1.0, 2.0)  # seconds before each look for an upload whose answer was lost
 SWEEP_MARGIN = 3600.0  # seconds before the oldest batch in flight that the listing goes back to
 # Seconds a provider's clock may run behind ours: an untagged batch created that long before its
 # create was sent may still be the one it created.
@@ -207,18 +208,19 @@ def upload_name(ws: Workspace, row: dict) -> str:
 def upload_once(ws: Workspace, backend: BatchBackend, row: dict) -> str:
     """Upload the file once, returning its id at the provider: where an earlier upload may have
     reached it (its answer lost, or the command died before recording the id), the provider's
-    listing is looked in first, and an upload found there is the file's. Each upload's time is
-    recorded before it is sent (`files.uploading_at`), also across a crash. A backend that does not
-    list its uploads uploads again (its SDK retrying as it does)."""
+    listing is looked in first, and an upload found there is the file's; after a lost answer it is
+    looked for a few seconds (`UPLOAD_LOOKS`: a listing may show a stored file a moment late).
+    The first upload's time is recorded before it is sent (`files.uploading_at`), also across a
+    crash. A backend that does not list its uploads uploads again (its SDK retrying as it does)."""
+    if row.get("uploading_at") is not None:
+        found = _uploaded(ws, backend, row)
+        if found is not None:
+            return found
+    else:  # the first upload's time: every copy of it is newer
+        row["uploading_at"] = time.time()
+        set_file(ws, row["pk"], uploading_at=row["uploading_at"])
     last: LexpilotError | None = None
     for attempt in range(UPLOAD_ATTEMPTS):
-        if row.get("uploading_at") is not None:
-            found = _uploaded(ws, backend, row)
-            if found is not None:
-                return found
-        if row.get("uploading_at") is None:  # the first upload's time: every later copy is newer
-            row["uploading_at"] = time.time()
-            set_file(ws, row["pk"], uploading_at=row["uploading_at"])
         try:
             return backend.upload(ws.path(row["path"]), upload_name(ws, row))
         except RateLimited as exc:  # refused before anything was stored
@@ -226,7 +228,11 @@ def upload_once(ws: Workspace, backend: BatchBackend, row: dict) -> str:
             clock.pause(exc.retry_after if exc.retry_after is not None else min(0.5 * 2**attempt, 8.0))
         except UploadUncertain as exc:
             last = exc
-            clock.pause(min(0.5 * 2**attempt, 8.0))
+            for wait in UPLOAD_LOOKS:
+                clock.pause(wait)
+                found = _uploaded(ws, backend, row)
+                if found is not None:
+                    return found
     assert last is not None
     raise last
 

@@ -121,6 +121,17 @@ def test_an_upload_whose_answer_was_lost_is_found_in_the_listing_not_uploaded_ag
     assert stored.name.endswith(row["path"].rsplit("/", 1)[-1]) and row["uploading_at"] is not None
 
 
+def test_an_upload_a_listing_shows_a_moment_late_is_waited_for(ws, monkeypatch, no_waits):
+    fake = FakeBackend()
+    session = sending_to(ws, fake, monkeypatch)
+    prepare_runs(ws, session, limit=1)
+    fake.lose_uploads(1)
+    fake.late_uploads = 2  # the stored file shows at the third look
+    submit_files(ws, session)
+    assert fake.count("upload") == 1 and len(fake.stored) == 1 and fake.count("uploads") == 3
+    assert no_waits == [0.5, 1.0, 2.0]
+
+
 def test_a_command_killed_between_an_upload_and_its_record_leaves_no_second_copy(ws, monkeypatch):
     fake = FakeBackend()
     session = sending_to(ws, fake, monkeypatch)
