@@ -326,13 +326,12 @@ class FileBatchBackend(BatchBackend):
         try:
             found = _since(self._uploads(), since, self.uploads_newest_first)
         except Exception as exc:
-            failure = self.failure(exc)
-            if failure is None:
+            if self.failure(exc) is None:
                 raise
-            if failure.status is None or transient_status(failure.status):
-                raise self.error("listing uploaded files", exc) from None  # the next command looks again
-            # Refused for good (404, 405: an OpenAI-compatible server without the listing; 400: one
-            # that takes none of its parameters): this backend cannot look, and uploads again.
+            # Refused (404, 405: an OpenAI-compatible server without the listing; 400: one that
+            # takes none of its parameters) or unavailable: the file cannot be looked for now, and
+            # is uploaded again. A copy left at the provider costs storage; a command stopped by
+            # the listing of a provider that is slow to list would stop the run.
             return
         yield from found
 

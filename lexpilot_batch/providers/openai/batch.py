@@ -76,7 +76,8 @@ class OpenAIBatchBackend(FileBatchBackend):
     def _uploads(self) -> Iterator[Upload]:
         # `GET /files?purpose=batch&order=desc` (the SDK's `files.list`: `order` sorts by `created_at`,
         # `limit` 1 to 10,000): newest first, the SDK following the `after` cursor.
-        listing = self.client.files.list(purpose="batch", order="desc", limit=1000)
+        # One retry at most: a listing that does not answer is no reason to wait (`base.uploads`).
+        listing = self.client.with_options(max_retries=1).files.list(purpose="batch", order="desc", limit=1000)
         return (Upload(f.id, f.filename, f.bytes, f.created_at) for f in listing)
 
     def _create(
