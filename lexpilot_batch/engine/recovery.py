@@ -78,8 +78,11 @@ if TYPE_CHECKING:
     from lexpilot_batch.engine.session import Session
 
 CREATE_ATTEMPTS = 6  # create calls for one file in one command, rate-limit refusals included
-UPLOAD_ATTEMPTS = 6  # the same of its uploads, where a lost answer is looked for (`upload_once`)
-UPLOAD_LOOKS = (0.5, 1.0, 2.0)  # seconds before each look for an upload whose answer was lost
+# Uploads of one file in one command where a lost answer is looked for (`upload_once`), and the
+# seconds before each look: about as long as the SDK's own retries ride out, so that a provider
+# down for longer stops the command as any other call does ("nothing was lost").
+UPLOAD_ATTEMPTS = 3
+UPLOAD_LOOKS = (0.5, 1.0)
 SWEEP_MARGIN = 3600.0  # seconds before the oldest batch in flight that the listing goes back to
 # Seconds a provider's clock may run behind ours: an untagged batch created that long before its
 # create was sent may still be the one it created.
@@ -209,7 +212,7 @@ def upload_once(ws: Workspace, backend: BatchBackend, row: dict) -> str:
     """Upload the file once, returning its id at the provider: where an earlier upload may have
     reached it (its answer lost, or the command died before recording the id), the provider's
     listing is looked in first, and an upload found there is the file's; after a lost answer it is
-    looked for a few seconds (`UPLOAD_LOOKS`: a listing may show a stored file a moment late).
+    looked for a moment (`UPLOAD_LOOKS`: a listing may show a stored file a moment late).
     The first upload's time is recorded before it is sent (`files.uploading_at`), also across a
     crash. A backend that does not list its uploads uploads again (its SDK retrying as it does)."""
     if row.get("uploading_at") is not None:
