@@ -201,6 +201,11 @@ class Lookup:
         return _untagged(self, sent)
 
 
+def _rate_wait(exc: RateLimited, attempt: int) -> float:
+    """Seconds before the next call refused for the rate: the provider's word, else backoff to 8 s."""
+    return exc.retry_after if exc.retry_after is not None else min(0.5 * 2**attempt, 8.0)
+
+
 def upload_name(ws: Workspace, row: dict) -> str:
     """The name a workspace file is uploaded under: the workspace's tag, the start of its content's
     hash and its own name, so that an upload in the provider's listing under this name holds these
@@ -228,7 +233,7 @@ def upload_once(ws: Workspace, backend: BatchBackend, row: dict) -> str:
             return backend.upload(ws.path(row["path"]), upload_name(ws, row))
         except RateLimited as exc:  # refused before anything was stored
             last = exc
-            clock.pause(exc.retry_after if exc.retry_after is not None else min(0.5 * 2**attempt, 8.0))
+            clock.pause(_rate_wait(exc, attempt))
         except UploadUncertain as exc:
             last = exc
             for wait in UPLOAD_LOOKS:
@@ -264,7 +269,7 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
             return look.create()
         except RateLimited as exc:  # refused before anything was created
             last = exc
-            clock.pause(exc.retry_after if exc.retry_after is not None else min(0.5 * 2**attempt, 8.0))
+            clock.pause(_rate_wait(exc, attempt))
         except CreateUncertain as exc:
             last = exc
             found = await_batch(look, sent + grace, sent)

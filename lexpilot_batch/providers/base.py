@@ -7,8 +7,8 @@ call is one call: the policies around them live once, for every backend, in `eng
 upload or a create whose answer was lost is looked for (the upload by its name, the batch by its
 tag for a grace period) before it is sent again, a live duplicate is cancelled, a batch the
 provider no longer knows is declared lost, an enqueued-token refusal lowers the model's budget. A
-backend only tells those cases apart by raising the exceptions below, and maps its provider's batch states onto ours (`TERMINAL` and
-`validating`, `in_progress`, `finalizing`, `cancelling`).
+backend only tells those cases apart by raising the exceptions below, and maps its provider's
+batch states onto ours (`TERMINAL` and `validating`, `in_progress`, `finalizing`, `cancelling`).
 
 A provider whose batches carry no metadata (Anthropic's Message Batches, Together's batch jobs)
 says so with `tags_batches = False`: `batches` then tells its batches apart by the uploaded file they

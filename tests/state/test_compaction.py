@@ -103,15 +103,20 @@ def test_doctor_deep_reads_compacted_files_back_and_finds_one_that_changed(tmp_p
         assert finding.targets == (f"{ws.relative(first)}.gz",)
 
 
+def finish_uncompacted(ws: Workspace) -> None:
+    """Run an LCA study in `ws` to its end, compacting nothing."""
+    session = open_session(ws)
+    prepare_runs(ws, session, stage="lca", limit=LIMIT)
+    for _ in range(20):
+        left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
+        if not left["in_flight"] and not left["unsubmitted"]:
+            break
+    session.close()
+
+
 def test_a_file_that_is_not_what_was_compiled_stays_plain_and_a_lost_one_is_reported(tmp_path):
     with Workspace(tmp_path / "ws") as ws:
-        session = open_session(ws)
-        prepare_runs(ws, session, stage="lca", limit=LIMIT)
-        for _ in range(20):
-            left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
-            if not left["in_flight"] and not left["unsubmitted"]:
-                break
-        session.close()
+        finish_uncompacted(ws)
         edited, other = [ws.path(r[0]) for r in ws.store.conn.execute("SELECT path FROM files ORDER BY pk")]
         edited.write_bytes(edited.read_bytes().replace(b'"temperature":0.7', b'"temperature":1.9', 1))
         stats = compaction.compact_finished_waves(ws)
@@ -129,13 +134,7 @@ def test_a_finished_waves_file_gone_before_it_could_be_compacted_is_reported(tmp
     """Deleted by hand while its wave ran: the compactor finds nothing to pack and records nothing;
     doctor still says it is gone (it said 'No problems found')."""
     with Workspace(tmp_path / "ws") as ws:
-        session = open_session(ws)
-        prepare_runs(ws, session, stage="lca", limit=LIMIT)
-        for _ in range(20):
-            left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
-            if not left["in_flight"] and not left["unsubmitted"]:
-                break
-        session.close()
+        finish_uncompacted(ws)
         first = ws.path(ws.store.conn.execute("SELECT path FROM files ORDER BY pk").fetchone()[0])
         first.unlink()
         compaction.compact_finished_waves(ws)
@@ -146,13 +145,7 @@ def test_a_finished_waves_file_gone_before_it_could_be_compacted_is_reported(tmp
 
 def test_a_compaction_stopped_half_way_is_finished_by_the_next(tmp_path, monkeypatch):
     with Workspace(tmp_path / "ws") as ws:
-        session = open_session(ws)
-        prepare_runs(ws, session, stage="lca", limit=LIMIT)
-        for _ in range(20):
-            left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
-            if not left["in_flight"] and not left["unsubmitted"]:
-                break
-        session.close()
+        finish_uncompacted(ws)
         before = {p: compaction.read_saved(p) for p in compaction.saved_files(ws.root)}
         real_record, real_unlink = compaction._record, compaction.unlink_quietly
 
