@@ -116,13 +116,15 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
                     "elapsed": time.time() - (row["submitted_at"] or time.time()),
                 }
             )
-            if not info.terminal:
-                age = time.time() - (row["submitted_at"] or time.time())
-                if max_age is not None and age > max_age and info.status != BatchStatus.CANCELLING:
-                    # Too old: cancel it. Its finished requests are kept when it lands as
-                    # `cancelled`; the rest go back to due and are retried in the next wave.
-                    info = backend.cancel_live(row["batch_id"])
+            age = time.time() - (row["submitted_at"] or time.time())
+            if not info.terminal and max_age is not None and age > max_age and info.status != BatchStatus.CANCELLING:
+                # Too old: cancel it. Its finished requests are kept when it lands as `cancelled`;
+                # the rest go back to due and are retried in the next wave. One that ended in the
+                # meantime (its cancel refused) is taken as it ended, below, and was not cancelled.
+                info = backend.cancel_live(row["batch_id"])
+                if info.status in (BatchStatus.CANCELLING, BatchStatus.CANCELLED):
                     result.cancelled.append(row["path"])
+            if not info.terminal:
                 set_file(
                     ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts), not_found=0
                 )

@@ -23,6 +23,7 @@ from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.poll import MAX_QUOTA_REFUSALS, poll_files
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import TamperedFile, submit_files
+from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.state.states import TRANSPORT, UNEXECUTED, FileState, RequestState
 from lexpilot_batch.state.waves import LOST_AFTER
 from lexpilot_batch.state.workspace import Workspace
@@ -157,6 +158,27 @@ def test_a_batch_older_than_the_wave_age_is_cancelled_once(ws, monkeypatch):
     assert result.cancelled == [row["path"]] and fake.held[row["batch_id"]].status == "cancelling"
     assert file_rows(ws)[0]["batch_status"] == "cancelling"
     assert poll_files(ws, session, max_age=60).cancelled == [] and fake.count("cancel") == 1
+
+
+def test_a_batch_that_ends_as_it_is_cancelled_is_ingested_as_it_ended(ws, monkeypatch):
+    """The batch completes between the poll that found it too old and its cancel, which the provider
+    refuses (HTTP 400, "Cannot cancel a batch with status 'completed'"): it is ingested in the
+    same poll and not said to be cancelled."""
+    fake = FakeBackend()
+    session, row = sent(ws, fake, monkeypatch)
+    ids = request_ids(ws.path(row["path"]))
+
+    def ends_first(batch_id: str) -> Any:
+        fake.finish(batch_id, output=[answer(i) for i in ids])
+        raise ProviderError(f"cancelling batch {batch_id}: HTTP 400: Cannot cancel a batch with status 'completed'.")
+
+    monkeypatch.setattr(fake, "cancel", ends_first)
+    with ws.store.transaction() as db:
+        db.execute("UPDATE files SET submitted_at = submitted_at - 100")
+    result = poll_files(ws, session, max_age=60)
+    assert result.cancelled == [] and result.finished == [row["path"]] and result.in_flight == 0
+    assert file_rows(ws)[0]["status"] == FileState.INGESTED
+    assert {r["status"] for r in requests(ws)} == {RequestState.ANSWERED}
 
 
 def test_a_manual_file_waits_for_the_user(ws, monkeypatch):
