@@ -325,6 +325,10 @@ class FileBatchBackend(BatchBackend):
     def uploads(self, since: float | None = None) -> Iterator[Upload]:
         try:
             found = _since(self._uploads(), since, self.uploads_newest_first)
+        except (AttributeError, TypeError, KeyError, ValueError):
+            # An answer the SDK cannot read as a listing (an OpenAI-compatible server answering
+            # `GET /files` with something else): as good as none. The listing only saves a copy.
+            return
         except Exception as exc:
             if self.failure(exc) is None:
                 raise
@@ -405,9 +409,15 @@ L = TypeVar("L", BatchInfo, Upload)
 
 def _since(listing: Iterable[L], since: float | None, newest_first: bool) -> list[L]:
     """What a listing holds from `since` on (all: None); one listed newest first stops at the first
-    older item."""
+    older item. It also stops at the first item listed twice: a server that leaves out `has_more`
+    and ignores the `after` cursor answers every page with its first, and the SDKs' cursor pages,
+    which ask for more while a page is not empty, would ask for ever."""
     found = []
+    seen: set[str] = set()
     for item in listing:
+        if item.id in seen:
+            break
+        seen.add(item.id)
         if since is not None and item.created_at is not None and item.created_at < since:
             if newest_first:
                 break
