@@ -36,6 +36,7 @@ Looking into why a line is not applied costs queries, only for such lines.
 
 from __future__ import annotations
 
+import codecs
 import json
 import operator
 import sqlite3
@@ -327,11 +328,19 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
     if not source.is_file():
         raise LexpilotError(f"{source}: no such file to ingest")
     with open(source, "rb") as fh:
-        if fh.read(2) == b"\x1f\x8b":
-            raise LexpilotError(
-                f"{source}: a gzip-compressed file (the workspace keeps finished waves' files so, and has "
-                f"ingested them); to ingest one, decompress it first: python -m gzip -d {source}"
-            )
+        start = fh.read(2)
+    if start == b"\x1f\x8b":
+        raise LexpilotError(
+            f"{source}: a gzip-compressed file (the workspace keeps finished waves' files so, and has "
+            f"ingested them); to ingest one, decompress it first: python -m gzip -d {source}"
+        )
+    if start in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        # What Windows PowerShell 5.1's `>` and `Out-File` write.
+        raise LexpilotError(
+            f"{source}: UTF-16 text (as PowerShell 5.1's > writes); result files are UTF-8: save it again "
+            "as UTF-8 (Get-Content FILE | Set-Content -Encoding utf8 NEW) or download it with a tool "
+            "that writes the provider's bytes (curl -o, Invoke-WebRequest -OutFile)"
+        )
     digest = file_sha256(source) or ""
     ids: set[str] = set()
     for _number, line, _raw, _flaw in read_lines(source):

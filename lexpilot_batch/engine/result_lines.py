@@ -21,6 +21,7 @@ bad line, like a line that is not JSON.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,6 +75,8 @@ def read_lines(path: Path) -> Iterator[Line]:
                     yield _too_large(number, raw, readline)
                     continue
             flaw = None
+            if number == 1 and raw.startswith(codecs.BOM_UTF8):  # a file saved by a Windows editor
+                raw = raw[len(codecs.BOM_UTF8) :]
             try:
                 text = raw.decode("utf-8").strip()
             except UnicodeDecodeError as exc:

@@ -142,16 +142,31 @@ def check_prices(prices: Prices | None, batch_discount: float) -> None:
         if key.startswith("$"):  # a note, as in the bundled table
             continue
         what = f"role {key!r}" if key in ROLE_KEYS else f"model {key!r}"
-        fields = set(price) if isinstance(price, Mapping) else set()
-        if not PRICE_FIELDS <= fields <= PRICE_FIELDS | OPTIONAL_PRICE_FIELDS or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
-            for v in price.values()
-        ):
+        problem = _price_problem(price)
+        if problem:
             raise LexpilotError(
-                f'Price of {what} must be {{"input": USD per 1M prompt tokens, "cached_input": USD per 1M cached '
-                f'prompt tokens (optional), "cache_write": USD per 1M prompt tokens written to a cache (optional), '
-                f'"output": USD per 1M completion tokens}}, got {price!r}.'
+                f'Price of {what}: {problem}; expected {{"input": USD per 1M prompt tokens, "cached_input": '
+                f'USD per 1M cached prompt tokens (optional), "cache_write": USD per 1M prompt tokens written to a '
+                f'cache (optional), "output": USD per 1M completion tokens}}, got {price!r}.'
             )
+
+
+def _price_problem(price: object) -> str | None:
+    """What is wrong with one model's price, in a few words; None when nothing is."""
+    if not isinstance(price, Mapping):
+        return f"a price is an object of USD per 1M tokens, not {type(price).__name__}"
+    unknown = sorted(set(price) - PRICE_FIELDS - OPTIONAL_PRICE_FIELDS)
+    if unknown:
+        return f"unknown field {', '.join(map(repr, unknown))}"
+    missing = sorted(PRICE_FIELDS - set(price))
+    if missing:
+        return f"missing field {', '.join(map(repr, missing))}"
+    for name, value in price.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return f"{name!r} must be a number, not {value!r}"
+        if not math.isfinite(value) or value < 0:
+            return f"{name!r} must be a finite number of USD, 0 or more, not {value!r}"
+    return None
 
 
 def load_prices(path: Path | None) -> dict | None:
@@ -159,7 +174,7 @@ def load_prices(path: Path | None) -> dict | None:
     if path is None:
         return None
     try:
-        prices = json.loads(path.read_text(encoding="utf-8"))
+        prices = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM from a Windows editor is fine
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LexpilotError(
             f"{path}: cannot read prices ({exc}); expected JSON "

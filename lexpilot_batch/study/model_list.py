@@ -103,9 +103,10 @@ def _read(path: Path) -> Any:
         raise ConfigError(f"{path}: cannot read the model list ({exc.strerror or exc})") from None
     try:
         if path.suffix.lower() == ".toml":
-            return _toml().loads(raw.decode("utf-8"))
+            # utf-8-sig: Windows PowerShell 5.1's `Set-Content -Encoding utf8` and Notepad write a BOM.
+            return _toml().loads(raw.decode("utf-8-sig"))
         if path.suffix.lower() == ".json":
-            return json.loads(raw.decode("utf-8"))
+            return json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: a model list must be UTF-8 text") from None
     except ValueError as exc:  # json.JSONDecodeError and tomllib.TOMLDecodeError

@@ -95,6 +95,23 @@ def test_a_gzip_compressed_file_is_refused_with_how_to_decompress_it(ws, tmp_pat
     assert not anomalies(ws)
 
 
+def test_a_file_saved_with_a_byte_order_mark_is_ingested_whole(ws, tmp_path):
+    """A result file saved again by a Windows editor: its first line is read as the others."""
+    out = results(unfinished(ws)[0], tmp_path / "out.jsonl")
+    out.write_bytes(b"\xef\xbb\xbf" + out.read_bytes())
+    stats, done = ingest_external(ws, out)
+    assert stats.answered == 6 and len(done) == 1 and not anomalies(ws)
+
+
+def test_a_utf16_file_is_refused_saying_how_to_save_it_as_utf8(ws, tmp_path):
+    """What Windows PowerShell 5.1's `>` writes."""
+    out = results(unfinished(ws)[0], tmp_path / "out.jsonl")
+    out.write_bytes(out.read_text(encoding="utf-8").encode("utf-16"))
+    with pytest.raises(LexpilotError, match=r"UTF-16 text .* save it again as UTF-8"):
+        ingest_external(ws, out)
+    assert not anomalies(ws) and {r[1] for r in request_rows(ws)} != {"answered"}
+
+
 def test_the_same_good_file_ingested_twice_is_a_quiet_no_op(ws, tmp_path):
     out = results(unfinished(ws)[0], tmp_path / "out.jsonl")
     stats, done = ingest_external(ws, out)

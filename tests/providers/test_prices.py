@@ -48,8 +48,33 @@ def test_a_prices_file_by_model_with_cached_input_is_read_and_a_bad_one_named(tm
     assert load_prices(good)["openai/gpt-4o-mini"]["cached_input"] == 0.075  # type: ignore[index]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"openai/gpt-4o-mini": {"input": 0.15, "ouput": 0.6}}), encoding="utf-8")
-    with pytest.raises(LexpilotError, match=r"bad.json: Price of model 'openai/gpt-4o-mini' must be"):
+    with pytest.raises(LexpilotError, match=r"bad.json: Price of model 'openai/gpt-4o-mini': unknown field 'ouput'"):
         load_prices(bad)
+
+
+@pytest.mark.parametrize(
+    ("price", "problem"),
+    [
+        ({"input": 0.15}, "missing field 'output'"),
+        ({"input": "0.15", "output": 0.6}, "'input' must be a number, not '0.15'"),
+        ({"input": 0.15, "output": True}, "'output' must be a number, not True"),
+        ({"input": 0.15, "cahced_input": 0.07, "output": 0.6}, "unknown field 'cahced_input'"),
+        ([0.15, 0.6], "a price is an object of USD per 1M tokens, not list"),
+    ],
+)
+def test_a_bad_price_is_refused_naming_its_field(tmp_path: Path, price: object, problem: str) -> None:
+    bad = tmp_path / "prices.json"
+    bad.write_text(json.dumps({"openai/gpt-4o-mini": price}), encoding="utf-8")
+    with pytest.raises(LexpilotError) as refused:
+        load_prices(bad)
+    assert f"Price of model 'openai/gpt-4o-mini': {problem}; expected" in str(refused.value)
+
+
+def test_a_prices_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Windows PowerShell 5.1's `Set-Content -Encoding utf8` and Notepad write one."""
+    marked = tmp_path / "prices.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + json.dumps({"openai/gpt-4o-mini": {"input": 1, "output": 2}}).encode())
+    assert load_prices(marked) == {"openai/gpt-4o-mini": {"input": 1, "output": 2}}
 
 
 def test_cached_and_written_prompt_tokens_are_priced_at_their_own_rates():
@@ -69,5 +94,7 @@ def test_a_price_that_is_no_finite_amount_is_refused(tmp_path: Path, value: str)
     """Python's JSON reader takes Infinity and NaN: a price of either made every cost print as nan."""
     bad = tmp_path / "prices.json"
     bad.write_text(f'{{"openai/gpt-4o-mini": {{"input": {value}, "output": 0.6}}}}', encoding="utf-8")
-    with pytest.raises(LexpilotError, match=r"prices.json: Price of model 'openai/gpt-4o-mini' must be"):
+    with pytest.raises(
+        LexpilotError, match=r"prices.json: Price of model 'openai/gpt-4o-mini': 'input' must be a finite"
+    ):
         load_prices(bad)

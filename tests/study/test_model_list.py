@@ -106,6 +106,18 @@ def test_toml_and_json_lists_say_the_same_as_the_flags(tmp_path: Path):
     } | {"openai/gpt-4o-mini": {}, "dashscope/qwen-plus": {}, "deepseek/deepseek-chat": {}}
 
 
+def test_a_list_saved_with_a_byte_order_mark_reads_as_without(tmp_path: Path):
+    """Windows PowerShell 5.1's `Set-Content -Encoding utf8` and Notepad write UTF-8 with one."""
+    plain, marked = tmp_path / "models.toml", tmp_path / "marked.toml"
+    plain.write_text(TOML, encoding="utf-8")
+    marked.write_text(TOML, encoding="utf-8-sig")
+    assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+    assert load_model_list(marked) == load_model_list(plain)
+    as_json = tmp_path / "marked.json"
+    as_json.write_text(json.dumps(JSON), encoding="utf-8-sig")
+    assert load_model_list(as_json) == load_model_list(plain)
+
+
 def test_flags_win_over_the_list(tmp_path: Path):
     toml = tmp_path / "models.toml"
     toml.write_text(TOML, encoding="utf-8")
