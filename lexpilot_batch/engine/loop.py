@@ -23,7 +23,7 @@ from lexpilot_batch.providers.apis import SIMULATED
 from lexpilot_batch.state.compaction import CompactStats
 from lexpilot_batch.state.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.state.workspace import Workspace
-from lexpilot_batch.study.dataset_memory import with_remembered_dataset
+from lexpilot_batch.study.dataset_memory import refuse_if_changed, with_remembered_dataset
 from lexpilot_batch.study.lineup import plan_runs
 from lexpilot_batch.study.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
 from lexpilot_batch.util import clock
@@ -47,11 +47,12 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
     that keeps no case in memory; its cases are read again only to copy them into a workspace that
     does not have them yet.
     """
-    spec, note = with_remembered_dataset(ws.store.conn, spec)
+    spec, note, remembered = with_remembered_dataset(ws.store.conn, spec)
     tasks = spec.tasks
     plans = plan_runs(spec, session)
     run_ids = [check_run_id(raw) for raw in spec.run_ids]
     dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
+    refuse_if_changed(ws.store.conn, remembered, dataset)
     templates = prompts.load_templates(spec.prompts)
     result = PrepareResult(notes=[note] if note else [])
     if spec.limit is not None and spec.limit > len(dataset):

@@ -41,7 +41,7 @@ from lexpilot_batch.providers.prices import total as total_cost
 from lexpilot_batch.providers.routes import Route
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
-from lexpilot_batch.study.dataset_memory import with_remembered_dataset
+from lexpilot_batch.study.dataset_memory import refuse_if_changed, with_remembered_dataset
 from lexpilot_batch.study.lineup import plan_runs
 from lexpilot_batch.study.runs import RunSpec, check_case_limit, check_run_id, protocol_variants
 
@@ -63,13 +63,16 @@ def dry_run_prepare(
     time, as the projection reaches them.
     """
     check_prices(prices, batch_discount)
+    remembered = None
     if ws is not None:  # as `prepare` reads it: without --dataset, the workspace's own
-        spec, _ = with_remembered_dataset(ws.store.conn, spec)
+        spec, _, remembered = with_remembered_dataset(ws.store.conn, spec)
     tasks = spec.tasks
     plans = plan_runs(spec, session, sends=False)  # an estimate sends nothing: no SDK needed
     run_ids = [check_run_id(raw) for raw in spec.run_ids]
     check_case_limit(spec.limit)
     dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
+    if ws is not None:
+        refuse_if_changed(ws.store.conn, remembered, dataset)
     templates = prompts.load_templates(spec.prompts)
     with snapshot(ws):
         state = State.read(ws, session.options.retries)

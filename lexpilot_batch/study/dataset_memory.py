@@ -39,13 +39,14 @@ def remembered_dataset(db: sqlite3.Connection) -> Remembered | None:
     return None
 
 
-def with_remembered_dataset(db: sqlite3.Connection, spec: RunSpec) -> tuple[RunSpec, str | None]:
-    """`spec` with the remembered dataset when it names none, and the note that says so."""
+def with_remembered_dataset(db: sqlite3.Connection, spec: RunSpec) -> tuple[RunSpec, str | None, Remembered | None]:
+    """`spec` with the remembered dataset when it names none, the note that says so, and the
+    dataset remembered (None: `spec` named its own, or the workspace remembers none)."""
     if spec.dataset is not None:
-        return spec, None
+        return spec, None, None
     remembered = remembered_dataset(db)
     if remembered is None:
-        return spec, None
+        return spec, None, None
     if not remembered.path.is_file():
         raise ConfigError(
             f"no --dataset given, and the dataset this workspace's runs use, {remembered.path}, is not there any "
@@ -55,7 +56,21 @@ def with_remembered_dataset(db: sqlite3.Connection, spec: RunSpec) -> tuple[RunS
         f"No --dataset given: using {remembered.path}, the dataset of this workspace's runs "
         "(pass --dataset to use another)."
     )
-    return replace(spec, dataset=remembered.path), note
+    return replace(spec, dataset=remembered.path), note, remembered
+
+
+def refuse_if_changed(db: sqlite3.Connection, remembered: Remembered | None, dataset: DatasetFile) -> None:
+    """The remembered dataset, taken without --dataset, is no longer the file the runs were registered
+    with: refused, naming what changed, even for a new run id (which would otherwise start on the
+    changed file unasked, and split the study in two by dataset)."""
+    if remembered is None or dataset.sha256 == remembered.sha256:
+        return
+    raise ConfigError(
+        f"the file {remembered.path} changed since the runs were registered with it (no --dataset given: it is the "
+        f"dataset of this workspace's runs): {dataset_changes(db, remembered.sha256, dataset)}.\n"
+        f"Restore the file to resume the runs, or pass --dataset {remembered.path} to start new run ids on the "
+        "changed file."
+    )
 
 
 def dataset_changes(db: sqlite3.Connection, old_sha256: str, dataset: DatasetFile) -> str:

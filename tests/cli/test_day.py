@@ -65,11 +65,29 @@ def test_the_workspace_remembers_its_dataset_and_names_what_changed_in_it(tmp_pa
     cases.append(added)
     dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
     message = refusal(invoke(PREPARE, root))
-    assert f"the file {dataset} changed since the run was registered" in message
+    assert f"the file {dataset} changed since the runs were registered" in message
     assert "1 case added (NEW-1)" in message
     assert f"1 case removed ({removed})" in message
     assert f"1 case edited ({edited})" in message
     assert "sha256" not in message.lower()  # the file and its cases, not two hashes
+
+
+def test_a_changed_remembered_dataset_is_refused_for_a_new_run_id_too(tmp_path: Path, dataset: Path) -> None:
+    """A new run id without --dataset started on the edited file unasked, and the report split the
+    study in two by dataset; asked for with --dataset, the changed file starts new runs."""
+    root = tmp_path / "ws"
+    assert invoke([*PREPARE, "--dataset", str(dataset)], root).exit_code == 0
+    cases = json.loads(dataset.read_text(encoding="utf-8"))
+    cases[0]["cause_of_action"] = cases[1]["cause_of_action"]
+    dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    new_run = [*PREPARE[:4], "r2", *PREPARE[5:]]
+    for command in (new_run, [*new_run, "--dry-run"]):
+        message = refusal(invoke(command, root))
+        assert f"the file {dataset} changed since the runs were registered" in message
+        assert f"1 case edited ({cases[0]['case_number']})" in message and f"--dataset {dataset}" in message
+    assert not list((root / "runs").glob("r2-*"))
+    started = invoke([*new_run, "--dataset", str(dataset)], root)
+    assert started.exit_code == 0, started.output
 
 
 def test_with_a_limit_the_cases_never_copied_in_are_not_called_added(tmp_path: Path, dataset: Path) -> None:
