@@ -242,6 +242,8 @@ def test_a_gemini_answer_is_its_parts_never_its_thoughts():
     [
         (_gemini(_candidate([{"text": '{"la'}], "MAX_TOKENS")), INVALID, "length"),
         (_gemini(_candidate([{"text": "部分"}], "SAFETY")), INVALID, "content_filter"),
+        (_gemini(_candidate([{"text": "部分"}], "MODEL_ARMOR")), INVALID, "content_filter"),
+        (_gemini(_candidate([{"text": "部分"}], "IMAGE_RECITATION")), INVALID, "content_filter"),
         (_gemini({"promptFeedback": {"blockReason": "SAFETY"}}), INVALID, "content_filter"),
         (_gemini(error={"code": 3, "message": "bad", "status": "INVALID_ARGUMENT"}), PERMANENT, "HTTP 400"),
         (_gemini(status={"code": 13, "message": "internal", "status": "INTERNAL"}), TRANSPORT, "HTTP 500"),

@@ -31,8 +31,22 @@ _RPC_STATUS = {
 }
 _RPC_CANCELLED = 1
 # Finish reasons of a candidate its provider's filters cut or withheld.
+# google-genai `types.FinishReason`'s reasons for a candidate a filter stopped: safety, recitation,
+# the term blocklist, prohibited content, sensitive personal data, their image counterparts, and
+# MODEL_ARMOR ("The model response was blocked by Model Armor", Vertex AI's screening; the SDK notes
+# the Gemini API does not send it).
 _GEMINI_FILTERED = frozenset(
-    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT"}
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+        "MODEL_ARMOR",
+    }
 )
 
 
