@@ -58,7 +58,7 @@ def test_the_profiles_lines_name_each_platforms_url():
     assert _line("zhipu/glm-4.5", OPENAI, PROFILES["zhipu"].endpoint)["url"] == "/v4/chat/completions"
     for prefix in ("groq", "siliconflow", "moonshot"):
         assert PROFILES[PROVIDERS[prefix].profile or ""].endpoint == "/v1/chat/completions"
-    assert PROFILES["siliconflow"].max_requests == 5_000 and PROFILES["zhipu"].max_bytes == 100 * 1024 * 1024
+    assert PROFILES["siliconflow"].max_requests == 5_000 and PROFILES["zhipu"].max_bytes == 100_000_000
     assert PROVIDERS["ark"].backend == "sync" and not PROVIDERS["ark"].batch_api
     assert (PROVIDERS["ark"].base_url or "").endswith("/api/v3/batch")  # + /chat/completions: its batch chat route
     assert guess_profile("https://open.bigmodel.cn/api/paas/v4") == "zhipu"

@@ -65,7 +65,7 @@ def test_anthropic_and_google_go_to_their_native_batch_apis(name, api, url_var, 
     assert parsed.sent == name.partition("/")[2] and parsed.provider is not None and parsed.provider.api == api
     r = route("eval", name, {url_var: "http://127.0.0.1:9/", key_var: "k"})
     assert (r.api, r.backend, r.endpoint.base_url, r.endpoint.key_var) == (api, "batch", "http://127.0.0.1:9", key_var)
-    assert (r.limits.max_requests, r.limits.max_bytes) == (100_000, (256 if api == "anthropic" else 2048) * 1024 * 1024)
+    assert (r.limits.max_requests, r.limits.max_bytes) == (100_000, (256 if api == "anthropic" else 2048) * 1_000_000)
     # Rehearsed (`--provider simulated`) on the simulated provider's routes of its own API, within
     # the same limits: its real run's lines, backend and SDK.
     sim = route("eval", name, {}, choices={"eval": "simulated"})
