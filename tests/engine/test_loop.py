@@ -52,6 +52,22 @@ def test_lca_finishes_in_two_waves_with_valid_batch_files(ws, session):
         assert all(len(line["body"]["messages"]) == 1 and line["body"]["n"] == 1 for line in lines)
 
 
+def test_an_azure_deployment_is_rehearsed_with_the_lines_of_its_real_run(ws, session):
+    """Azure's v1 batch lines and batches name `/chat/completions`: a rehearsal wrote OpenAI's
+    `/v1/chat/completions`, so it never sent what the real run sends (and gave other custom_ids)."""
+    prepare_runs(ws, session, stage="lca", model="azure/my-deployment", limit=2)
+    route = session.route("eval", "azure/my-deployment", "azure")
+    assert (route.backend, route.limits.endpoint, route.limits.file_expiry) == (
+        "simulated",
+        "/chat/completions",
+        14 * 86400,
+    )
+    finish(ws, session)
+    azure = [line for path, lines in request_lines(ws).items() if "azure" in path for line in lines]
+    assert azure and {line["url"] for line in azure} == {"/chat/completions"}
+    assert thread_counts(ws) == {"done": 4}
+
+
 def test_eval_files_never_contain_hidden_facts(ws, session):
     prepare_runs(ws, session, stage="all")
     finish(ws, session)
