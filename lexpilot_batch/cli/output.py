@@ -34,11 +34,12 @@ def say(text: str, err: bool = False, nl: bool = True) -> None:
     typer.echo(printable(text), err=err, nl=nl)
 
 
-def write_text_file(path: Path, text: str) -> None:
-    """`--out FILE`: the text as UTF-8, whole or not at all, whatever the console's code page."""
+def write_text_file(path: Path, text: str, encoding: str = "utf-8") -> None:
+    """`--out FILE`: the text as UTF-8 (`utf-8-sig` for a CSV: `util.spreadsheet`), whole or not at
+    all, whatever the console's code page."""
     from lexpilot_batch.util.fileio import write_atomic
 
-    write_atomic(path, text.encode("utf-8"))
+    write_atomic(path, text.encode(encoding))
 
 
 def end_progress() -> None:

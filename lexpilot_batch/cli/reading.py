@@ -13,6 +13,7 @@ from lexpilot_batch.cli.tail_options import TailSyncOpt
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, load_prices
 from lexpilot_batch.report.formats import FORMATS
+from lexpilot_batch.util.spreadsheet import CSV_FILE_ENCODING
 
 if TYPE_CHECKING:
     from lexpilot_batch.estimate import Estimate
@@ -110,7 +111,7 @@ def print_report(root: Path | None, options: ReportOptions, out: Path | None = N
     if options.figures is not None:
         say(f"Wrote {len(produced.figure_files)} figure file(s) under {options.figures}.", err=True)
     if out is not None:
-        write_text_file(out, produced.text)
+        write_text_file(out, produced.text, CSV_FILE_ENCODING if options.format == "csv" else "utf-8")
         say(f"Wrote the report ({options.format}) to {out}.", err=True)
     elif options.format == "html":
         # A document for a browser, not for a terminal: its data are JSON in a script block (control

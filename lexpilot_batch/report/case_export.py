@@ -34,7 +34,7 @@ from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.document import RunResults
 from lexpilot_batch.util.fileio import write_atomic
-from lexpilot_batch.util.spreadsheet import csv_text
+from lexpilot_batch.util.spreadsheet import CSV_FILE_ENCODING, csv_text
 
 COLUMNS = (
     "run_id",
@@ -108,7 +108,7 @@ def export_cases(runs: list[RunResults], out_dir: Path) -> list[Path]:
     for name, data in (("cases.csv", table), ("cases.jsonl", jsonl)):
         path = Path(out_dir) / name
         try:
-            write_atomic(path, data.encode("utf-8"))
+            write_atomic(path, data.encode(CSV_FILE_ENCODING if name.endswith(".csv") else "utf-8"))
         except OSError as exc:
             raise LexpilotError(
                 f"cannot write {path} ({exc.strerror or exc}); check that --out {out_dir} is a writable folder"

@@ -10,6 +10,11 @@ by the OWASP rule every *text* cell that begins with one of those characters is 
 Numbers stay numbers: an int or float is written as Python writes it (`-0.25`), and so is a text
 cell that is a plain decimal number (`-5`, `+1.5e-3`: no spreadsheet runs one as a formula), so
 that a negative QWK or a case numbered `-5` reads back as it was.
+
+A CSV written to a file (`export --layout cases`, `report --format csv --out FILE`) begins with a
+UTF-8 byte-order mark: Excel opens a CSV without one in the system's ANSI code page (cp1252, GBK),
+which garbles every Chinese cell; with it, Excel, pandas (`read_csv`), R's readr and Python's
+`csv` over `encoding="utf-8-sig"` all read UTF-8. Printed to the terminal or a pipe, no mark.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+CSV_FILE_ENCODING = "utf-8-sig"  # a CSV file's bytes (module docstring)
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 

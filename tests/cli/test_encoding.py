@@ -57,6 +57,19 @@ def test_out_file_is_utf8_written_atomically(study, tmp_path: Path) -> None:
     assert not [p for p in out.parent.iterdir() if p.name.endswith(".tmp")]  # written atomically: no leftover
 
 
+def test_a_csv_file_begins_with_the_byte_order_mark_excel_reads_utf8_by_and_stdout_does_not(study, tmp_path: Path):
+    """Excel opens a CSV without a mark in the ANSI code page, garbling the Chinese (`spreadsheet`)."""
+    out = tmp_path / "report.csv"
+    args = ["report", "--format", "csv", "--bootstrap", "0", "--root", str(study.root)]
+    done = cli([*args, "--out", str(out)], "cp1252", tmp_path / "stdout.txt")
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    written = out.read_bytes()
+    assert written.startswith(b"\xef\xbb\xbf") and not written[3:].startswith(b"\xef\xbb\xbf")
+    printed = tmp_path / "printed.csv"
+    assert cli(args, "utf-8", printed).returncode == 0
+    assert printed.read_bytes().rstrip(b"\n") == written[3:].rstrip(b"\n")  # the same CSV, printed without a mark
+
+
 def test_an_out_path_through_a_file_is_one_line_naming_the_file(study, tmp_path: Path) -> None:
     (tmp_path / "afile").write_text("not a folder", encoding="utf-8")
     done = cli(

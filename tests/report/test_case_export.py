@@ -26,7 +26,8 @@ def exported(study, tmp_path_factory):
     out = tmp_path_factory.mktemp("cases")
     written = export_cases(load_run_results(study), out)
     assert [p.name for p in written] == ["cases.csv", "cases.jsonl"]
-    text = (out / "cases.csv").read_text(encoding="utf-8")
+    assert (out / "cases.csv").read_bytes().startswith(b"\xef\xbb\xbf")  # for Excel (`spreadsheet`)
+    text = (out / "cases.csv").read_text(encoding="utf-8-sig")
     lines = (out / "cases.jsonl").read_text(encoding="utf-8").splitlines()
     return list(csv.DictReader(io.StringIO(text))), [json.loads(line) for line in lines], out
 
@@ -123,6 +124,6 @@ def test_the_command_refuses_unfinished_runs_without_partial(tmp_path):
     assert not (tmp_path / "out").exists()
     done = runner.invoke(app, [*args, "--partial"])
     assert done.exit_code == 0, done.output
-    assert (tmp_path / "out" / "cases.csv").read_text(encoding="utf-8").splitlines() == [",".join(COLUMNS)]
+    assert (tmp_path / "out" / "cases.csv").read_text(encoding="utf-8-sig").splitlines() == [",".join(COLUMNS)]
     # What --partial left out is said, not only missing from the files.
     assert "Note: partial: no row for r1 / sim-eval / dcg: unfinished: " in done.output

@@ -195,7 +195,7 @@ def test_the_case_export_neutralises_formula_cells(hostile_study, in_process, tm
     out_dir = tmp_path / "cases"
     code, out = in_process(["export", "--layout", "cases", "--out", str(out_dir), "--root", str(hostile_study)])
     assert code == 0, out.decode("utf-8", "replace")
-    rows = cells((out_dir / "cases.csv").read_text(encoding="utf-8"))
+    rows = cells((out_dir / "cases.csv").read_text(encoding="utf-8-sig"))
     assert_no_formula_cell(rows)
     header = rows[0]
     number = header.index("case_number")
