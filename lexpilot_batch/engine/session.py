@@ -447,8 +447,10 @@ def _rehearsed(route: Route, rules: RouteRules) -> Route:
         # On the OpenAI routes, with the path its lines and batches name in its real run (Azure's
         # `/chat/completions`) and its files' expiry: the same lines, hence the same custom_ids.
         real = rules.limits(spec.profile, SIMULATED)
-        paths = {"endpoint": real.endpoint, "file_expiry": real.file_expiry, "delete_files": real.delete_files}
-        return replace(route, limits=replace(route.limits, **paths))
+        limits = replace(
+            route.limits, endpoint=real.endpoint, file_expiry=real.file_expiry, delete_files=real.delete_files
+        )
+        return replace(route, limits=limits)
     if not own_path or platform is None or not platform.batches:
         return route
     endpoint = replace(route.endpoint, base_url=f"{SIMULATED}/{platform.name}")
