@@ -239,7 +239,9 @@ class Workspace:
             elif path.is_dir():
                 shutil.rmtree(path, ignore_errors=True)
             else:
-                path.unlink(missing_ok=True)
+                # Quietly: on Windows a lock file that another command has just locked (or a file a
+                # scanner holds) cannot be removed, and is theirs to keep.
+                unlink_quietly(path)
 
         for part in _PARTS:
             folder = self.root / part
