@@ -443,7 +443,8 @@ def _rehearsed(route: Route, rules: RouteRules) -> Route:
     if spec is not None and not spec.batch_api:
         where = f"{SIMULATED}/{platform.name}" if own_path and platform is not None else SIMULATED
         return replace(route, endpoint=replace(route.endpoint, base_url=where, backend=SYNC))
-    if (not own_path or platform is None or not platform.batches) and spec is not None and spec.profile:
+    openai_shaped = spec is not None and spec.api == OPENAI and simulated_target(route.endpoint.base_url) == ""
+    if (not own_path or platform is None or not platform.batches) and openai_shaped and spec and spec.profile:
         # On the OpenAI routes, with the path its lines and batches name in its real run (Azure's
         # `/chat/completions`) and its files' expiry: the same lines, hence the same custom_ids.
         real = rules.limits(spec.profile, SIMULATED)
