@@ -259,9 +259,11 @@ def test_every_gemini_outcome_is_one_of_ours(line, kind, needle):
 
 @pytest.mark.parametrize("ending", [b"\n", b""])
 def test_a_message_batch_body_is_streamed_from_the_file_as_its_json_array(tmp_path, ending):
-    from lexpilot_batch.providers.anthropic.batch import _requests_body
+    from lexpilot_batch.providers.anthropic.batch import _body_length, _requests_body
 
     lines = [_dumps({"custom_id": f"c{i}", "params": {"x": "案" * (i % 900), "y": "\n"}}) for i in range(3000)]
     path = tmp_path / "f.jsonl"
     path.write_bytes(("\n".join(lines)).encode() + ending)  # several megabytes: read in chunks
-    assert json.loads(b"".join(_requests_body(path))) == {"requests": [json.loads(line) for line in lines]}
+    body = b"".join(_requests_body(path))
+    assert json.loads(body) == {"requests": [json.loads(line) for line in lines]}
+    assert _body_length(path) == len(body)  # sent as its Content-Length: not chunked

@@ -102,7 +102,9 @@ class AnthropicBatchBackend(FileBatchBackend):
             "/v1/messages/batches",
             cast_to=self.message_batch,
             content=_requests_body(source.path),
-            options={"headers": {"Content-Type": "application/json"}},
+            # Its length told, as for any upload: a body streamed without one goes chunked, which
+            # not every server or proxy on the way takes.
+            options={"headers": {"Content-Type": "application/json", "Content-Length": str(_body_length(source.path))}},
         )
         return _info(batch)
 
@@ -122,6 +124,15 @@ class AnthropicBatchBackend(FileBatchBackend):
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return _info(self.client.messages.batches.cancel(batch_id))
+
+
+def _body_length(path: Path) -> int:
+    """The length of `_requests_body(path)`: the file's bytes, its newlines turned to commas but the
+    last one dropped, inside `{"requests":[` and `]}`."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        ends_in_newline = size > 0 and fh.seek(size - 1) >= 0 and fh.read(1) == b"\n"
+    return len(b'{"requests":[') + size - int(ends_in_newline) + len(b"]}")
 
 
 def _requests_body(path: Path) -> Iterator[bytes]:
