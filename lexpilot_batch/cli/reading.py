@@ -60,7 +60,10 @@ def status(
         raise LexpilotError("--format must be table or json")
     price_table = load_prices(prices)
     filters = Filters(tuple(run_id), tuple(model))
+    from lexpilot_batch.study.price_memory import prices_for
+
     with Workspace(root, writable=False) as ws:
+        price_table = prices_for(ws, price_table)  # given, else those kept from prepare or run
         data = status_mod.collect(ws)
         projection = None
         if data["runs"]:

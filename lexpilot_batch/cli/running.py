@@ -92,12 +92,25 @@ def prepare(
     """
     from lexpilot_batch.engine.loop import prepare as do_prepare
 
+    price_table = load_prices(prices)  # a bad file refused before anything is registered
     if dry_run:
-        _dry_run(spec, target, load_prices(prices), format_)
+        _dry_run(spec, target, price_table, format_)
         return
     with _session(target, create=True) as (ws, session):
         result = do_prepare(ws, session, spec)
+        kept = _keep_prices(ws, price_table, prices)
     say_prepared(result, target.root)
+    if kept:
+        say(kept)
+
+
+def _keep_prices(ws: Workspace, prices: dict | None, path: Path | None) -> str | None:
+    """Keep a `--prices FILE` for the workspace (`study.price_memory`); the line that says so."""
+    from lexpilot_batch.study.price_memory import remember_prices
+
+    if prices is None or path is None or not remember_prices(ws, prices, path):
+        return None
+    return f"Prices from {path} kept for this workspace: status, report and estimates use them (--prices again replaces them)."
 
 
 def _dry_run(spec: RunSpec, target: Target, prices: dict | None, format_: str) -> None:
@@ -105,10 +118,12 @@ def _dry_run(spec: RunSpec, target: Target, prices: dict | None, format_: str) -
     import json
 
     from lexpilot_batch.estimate import dry_run_prepare, open_readonly, render
+    from lexpilot_batch.study.price_memory import prices_for
 
     root, options = target
     with open_readonly(root, options) as (ws, session):
-        estimate = dry_run_prepare(ws, session, spec, prices=prices)
+        kept = prices if ws is None else prices_for(ws, prices)
+        estimate = dry_run_prepare(ws, session, spec, prices=kept)
     typer.echo(json.dumps(estimate.to_json(), ensure_ascii=False, indent=2) if format_ == "json" else render(estimate))
 
 
@@ -208,6 +223,7 @@ def run(
     report_format: Annotated[str, typer.Option("--report-format", help="Format of the closing report.")] = "table",
     compact: CompactOpt = True,
     verbose: VerboseOpt = False,
+    prices: PricesOpt = None,
 ) -> None:
     """Prepare, submit and poll until every thread is finished, then print the report.
 
@@ -220,9 +236,13 @@ def run(
     from lexpilot_batch.report.produce import ReportOptions
 
     check_format(report_format, "--report-format")  # (before anything is sent: the report comes hours later)
+    price_table = load_prices(prices)
 
     with _session(target, create=True) as (ws, session):
         say_prepared(do_prepare(ws, session, spec), target.root)
+        kept = _keep_prices(ws, price_table, prices)
+        if kept:
+            say(kept)
         left = _advance(ws, session, True, True, poll_interval, compact, verbose)
         where = ws.state_dir / DB_NAME
     if left["active_threads"] == 0:

@@ -121,6 +121,6 @@ def cost_note(usage: Mapping[str, Any]) -> str:
         return "No price for these models (pass --prices FILE, by model): costs not estimated."
     return (
         f"Estimated cost = list price per 1M tokens × (1 − batch discount "
-        f"{usage['batch_discount']:g}); n/a where a model has no price. Prices from --prices FILE, else the "
-        f"bundled table of {bundled_as_of()}."
+        f"{usage['batch_discount']:g}); n/a where a model has no price. Prices from --prices FILE (one given to prepare or "
+        f"run is kept), else the bundled table of {bundled_as_of()}."
     )

@@ -19,6 +19,7 @@ from lexpilot_batch.report.build import build_report
 from lexpilot_batch.report.formats import check_format, render
 from lexpilot_batch.report.viewer import CaseFacts, viewer_data
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.price_memory import prices_for
 
 
 @dataclass
@@ -50,6 +51,7 @@ def produce_report(root: Path | None, options: ReportOptions) -> ProducedReport:
     check_format(options.format)
     html = options.format == "html"
     with Workspace(root, writable=False) as ws:
+        prices = prices_for(ws, dict(options.prices) if options.prices is not None else None)
         # The HTML page's per-case viewer shows whole records; every other format reads scores only.
         runs = results.load_run_results(ws, options.run_id, options.model, texts=html)
         facts = _case_facts(ws.store.conn, [(r.run_id, r.model) for r in runs]) if html else None
@@ -57,7 +59,7 @@ def produce_report(root: Path | None, options: ReportOptions) -> ProducedReport:
         results.check_complete(runs, "report what is scored", root)
     built = build_report(
         runs,
-        dict(options.prices) if options.prices is not None else None,
+        prices,
         batch_discount=options.batch_discount,
         resamples=bootstrap.DEFAULT_RESAMPLES if options.resamples is None else options.resamples,
         seed=bootstrap.DEFAULT_SEED if options.seed is None else options.seed,

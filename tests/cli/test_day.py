@@ -90,6 +90,30 @@ def test_a_changed_remembered_dataset_is_refused_for_a_new_run_id_too(tmp_path: 
     assert started.exit_code == 0, started.output
 
 
+def test_prices_given_to_prepare_are_kept_for_status_report_and_run(tmp_path: Path) -> None:
+    """`prepare --prices FILE` priced only its --dry-run: the file was ignored otherwise, and a later
+    `status` or `report` showed n/a (or the bundled table) for the model it priced."""
+    root, prices = tmp_path / "ws", tmp_path / "prices.json"
+    prices.write_text(json.dumps({"sim-eval": {"input": 1000, "output": 2000}}), encoding="utf-8")
+    prepared = invoke([*PREPARE, "--limit", "2", "--prices", str(prices)], root)
+    assert prepared.exit_code == 0, prepared.output
+    assert f"Prices from {prices} kept for this workspace" in prepared.output
+    prices.unlink()  # kept whole: the file is no longer needed
+    status = json.loads(invoke(["status", "--format", "json"], root).output)
+    assert status["summary"]["models"]["sim-eval"]["projected_cost_usd"] > 0
+    ran = invoke(["run", *PREPARE[1:], "--limit", "2", "--poll-interval", "0"], root)
+    assert ran.exit_code == 0, ran.output
+    usage = json.loads(invoke(["report", "--format", "json", "--bootstrap", "0"], root).output)["groups"][0]["usage"]
+    eval_ = usage["roles"]["eval"]
+    assert eval_["cost_usd"] == pytest.approx(
+        (eval_["prompt_tokens"] * 1000 + eval_["completion_tokens"] * 2000) / 1e6 * 0.5
+    )
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"sim-eval": {"input": 1, "output": 1}}), encoding="utf-8")
+    given = json.loads(invoke(["report", "--format", "json", "--bootstrap", "0", "--prices", str(other)], root).output)
+    assert given["groups"][0]["usage"]["roles"]["eval"]["cost_usd"] < eval_["cost_usd"]  # a given file wins
+
+
 def test_with_a_limit_the_cases_never_copied_in_are_not_called_added(tmp_path: Path, dataset: Path) -> None:
     """Runs of `--limit 3` hold only the first three cases: an edit of another is a change that
     cannot be named, not the file's fifteen others "added"; an edit of a held one is named."""
