@@ -53,7 +53,7 @@ class RoleWave:
 
 @dataclass
 class RoleProjection:
-    """One role's requests from the next wave to the end of every run."""
+    """One role's requests still to be paid for: those in flight, then the next wave's to the end of every run."""
 
     models: list[str]
     backend: str
@@ -79,7 +79,7 @@ class TailSyncProjection:
     all travel at once, through the sync backend, make none), and what the groups it moves cost more."""
 
     limit: int  # --tail-sync N; 0: off
-    waves: int = 0  # projected waves with an expected request
+    waves: int = 0  # waves ahead with an expected request: the one in flight, and the projected ones
     batch_round_trips: int = 0
     batch_round_trips_without: int = 0
     sync_waves: list[int] = field(default_factory=list)  # projected waves (the workspace's numbers) moving a group
@@ -90,12 +90,13 @@ class TailSyncProjection:
 
 @dataclass
 class AutoWave:
-    """One projected wave (by the workspace's numbering: the next compile's onwards) batch-only and
-    under `--tail auto` (`engine.tail`)."""
+    """One wave still ahead (by the workspace's numbering: the one in flight, then the next
+    compile's onwards) batch-only and under `--tail auto` (`engine.tail`)."""
 
     wave: int
     requests: float
     batch_seconds: float  # batch-only: one round trip of the expected batch latency
+    in_flight: bool = False  # sent already: its requests not yet answered, on the backends they were sent on
     batch: float = 0  # expected requests that still travel as batches under the policy
     flex: float = 0
     sync: float = 0

@@ -150,7 +150,7 @@ def build(
             if group.fresh:
                 memo[shape] = leaves
         before = {role: (tally.requests[role], tally.chars[role]) for role in ROLES}
-        summary.requests += tally.add(leaves, groups)
+        summary.requests += tally.add(leaves, groups, group.in_flight)
         for role in ROLES:  # what this (run, case) adds, by the model that serves the role
             spans = by_model.setdefault((role, run.settings.model_for(role, run.model)), [Span(), Span()])
             spans[0] += _minus(tally.requests[role], before[role][0])
@@ -207,6 +207,7 @@ def build(
     projection_cost = _projection_cost(projection) if priced else None
     # The projected waves by the numbers the workspace will give them: the next compile's onwards.
     first = state.target if state.target is not None else (state.latest_wave or 0) + 1
+    tally.in_flight.wave = state.latest_wave if state.target is None else None
     tail = project_tail_sync(tally, routes, session.tail_sync, a, prices, discount, first)
     auto = project_auto(tally, routes, session.tail_policy(), a, prices, discount, spent, first)
     if tail.premium_usd is not None and projection_cost is not None and projection_cost.expected:

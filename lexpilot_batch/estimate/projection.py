@@ -5,7 +5,9 @@ wave per round, branching on each LCA label that the Interaction-LJP thread read
 clarification). Its minimum ends every consultation at its next label, its maximum takes three
 clarification rounds, the forced final prediction and its extraction; "expected" weights the
 branches by the clarification probability. It assumes no failures and no retries. Requests of a
-wave already in flight are not counted again: the projection starts after that wave.
+wave already in flight are sent but not yet paid for: each leaf counts them (requests and prompt
+characters, so that their cost is estimated as a compiled request's is) but not as a projected
+wave, and their synthetic answers start the play.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from lexpilot_batch.benchmark.protocols.base import Answer, Step
 from lexpilot_batch.benchmark.protocols.interaction import MAX_ROUNDS, InteractionLJP, label_key
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.engine.due import due_for_case
+from lexpilot_batch.engine.tail import is_round_trip
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.estimate.assumptions import Span
 from lexpilot_batch.estimate.state import Group, Pending
@@ -76,7 +79,8 @@ def _outcomes(
 
 @dataclass(frozen=True)
 class Leaf:
-    """One way a (run, case) may go to its end: probability, requests and prompt chars per role, waves."""
+    """One way a (run, case) may go to its end: probability, requests and prompt chars per role
+    (those in flight included), projected waves (after the one in flight)."""
 
     prob: float
     requests: Counter
@@ -124,15 +128,40 @@ def play(group: Group, retries: int, response_chars: Mapping[str, int], p: float
                 walk({**answers, **answered}, threads, prob * q, requests.copy(), chars.copy(), waves, by_wave)
             return
 
-    # Whatever is in flight is answered before the next wave is compiled: no request, no wave.
+    # Whatever is in flight is answered before the next wave is compiled: its requests are still
+    # to be paid for, but it is no projected wave (its travel is decided: `Leaf.by_wave` leaves it out).
+    sent: Counter[str] = Counter()
+    sent_chars: Counter[str] = Counter()
+    for pending in group.in_flight:
+        sent[pending.role] += 1
+        sent_chars[pending.role] += pending.prompt_chars
     for prob, answered in _outcomes(group.in_flight, response_chars, p, branch):
-        walk({**group.answers, **answered}, list(group.threads), prob, Counter(), Counter(), 0, ())
+        walk({**group.answers, **answered}, list(group.threads), prob, sent.copy(), sent_chars.copy(), 0, ())
     return leaves
 
 
 def _span(leaves: Sequence[Leaf], value: Any) -> Span:
     values = [value(leaf) for leaf in leaves]
     return Span(min(values), sum(leaf.prob * v for leaf, v in zip(leaves, values, strict=True)), max(values))
+
+
+@dataclass
+class InFlight:
+    """The wave in flight, as the projected waves are kept (`Tally.by_wave`): each (file group,
+    role)'s unanswered requests and prompt characters, and the backend each group travels on,
+    decided when it was compiled."""
+
+    wave: int | None = None
+    parts: dict[tuple[Hashable, str], list[float]] = field(default_factory=dict)
+    backends: dict[Hashable, str] = field(default_factory=dict)
+
+    def add(self, pending: Pending, group: Hashable) -> None:
+        entry = self.parts.setdefault((group, pending.role), [0.0, 0.0])
+        entry[0] += 1
+        entry[1] += pending.prompt_chars
+        # A group with a file on a batch waits for that round trip, whatever its other files do.
+        if group not in self.backends or not is_round_trip(self.backends[group]):
+            self.backends[group] = pending.backend
 
 
 @dataclass
@@ -145,10 +174,16 @@ class Tally:
     # Expected (requests, prompt chars) of each projected wave, by (file group, role): what decides
     # which groups a wave sends at once, through the sync backend (`estimate.tail`).
     by_wave: list[dict[tuple[Hashable, str], list[float]]] = field(default_factory=list)
+    in_flight: InFlight = field(default_factory=InFlight)  # counted in the spans above, in no `by_wave`
 
-    def add(self, leaves: Sequence[Leaf], groups: Mapping[str, Hashable] | None = None) -> Span:
-        """Add one (run, case)'s leaves; `groups` names the file group of each role's requests."""
+    def add(
+        self, leaves: Sequence[Leaf], groups: Mapping[str, Hashable] | None = None, in_flight: Sequence[Pending] = ()
+    ) -> Span:
+        """Add one (run, case)'s leaves and its requests in flight (which its leaves count);
+        `groups` names the file group of each role's requests."""
         if groups is not None:
+            for pending in in_flight:
+                self.in_flight.add(pending, groups[pending.role])
             for leaf in leaves:
                 for w, wave in enumerate(leaf.by_wave):
                     if w == len(self.by_wave):

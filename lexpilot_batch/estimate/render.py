@@ -37,8 +37,8 @@ def render(estimate: Estimate) -> str:
     if e.in_flight_wave is not None:
         n = sum(e.in_flight_requests.values())
         lines.append(
-            f"Wave {e.in_flight_wave} is under way ({n} requests in flight); "
-            "new work joins the next wave, and the projection starts after it."
+            f"Wave {e.in_flight_wave} is under way ({n} requests in flight); new work joins the next wave. "
+            "The projection counts its requests in flight, not yet paid for, as it counts compiled ones."
         )
 
     if e.next_wave:
@@ -67,7 +67,8 @@ def render(estimate: Estimate) -> str:
         lines.append("\nNothing is due: every thread is finished." if not e.projection else "\nNothing is due now.")
 
     if e.projection:
-        lines.append("\nProjection to the end of every run (min / expected / max):")
+        since = ", the requests in flight included," if e.in_flight_requests else ""
+        lines.append(f"\nProjection to the end of every run{since} (min / expected / max):")
         rows = [["role", "requests", "~prompt tokens", "~completion tokens"]]
         if e.prices_given:
             rows[0].append("~cost USD")
@@ -136,6 +137,7 @@ def _auto_lines(t: AutoProjection) -> list[str]:
         lines.append(
             f"  {w.wave:>4}{_n(w.requests):>10}{w.batch_seconds:>14,.0f}{_n(w.batch):>13}{_n(w.flex):>8}"
             f"{_n(w.sync):>8}{w.seconds:>10,.0f}"
+            + ("  in flight: sent as shown, not yet answered" if w.in_flight else "")
         )
     return lines
 

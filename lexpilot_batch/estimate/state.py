@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -99,12 +100,15 @@ class RunView:
 
 @dataclass
 class Pending:
-    """A request of the wave in flight: answered by the time the next wave is compiled."""
+    """A request of the wave in flight: answered by the time the next wave is compiled, and still
+    to be paid for (its prompt's characters, and the backend its file travels on)."""
 
     key: str
     role: str
     parser: str
     n_claims: int
+    prompt_chars: int = 0
+    backend: str = ""
 
 
 @dataclass
@@ -242,6 +246,7 @@ class State:
         refused there, as `prepare` refuses it.
         """
         db = self.ws.store.conn if self.ws is not None else None
+        sent = _in_flight(db) if db is not None and self.target is None else {}
         groups = sorted(self.threads.items(), key=lambda kv: (kv[0][1], kv[0][0]))
         files: dict[str, _CaseFile] = {}
         for (key, idx), _ in reversed(groups):  # the last group of a file has its last case
@@ -262,7 +267,7 @@ class State:
                 group.history, group.answers = case_requests(db, run.pk, idx)
                 if self.target is None:  # a wave in flight: its pending requests are answered first
                     group.in_flight = [
-                        Pending(r["step"], r["role"], r["parser"], r["n_claims"])
+                        Pending(r["step"], r["role"], r["parser"], r["n_claims"], *sent[r["pk"]])
                         for rows in group.history.values()
                         for r in rows
                         if r["status"] == RequestState.PENDING
@@ -273,6 +278,18 @@ class State:
         finally:
             for file in files.values():
                 file.close()
+
+
+def _in_flight(db: sqlite3.Connection) -> dict[int, tuple[int, str]]:
+    """Each pending request's prompt characters and the backend its file travels on, by pk."""
+    return {
+        r[0]: (r[1], r[2])
+        for r in db.execute(
+            "SELECT q.pk, q.prompt_chars, f.backend FROM requests q JOIN files f ON f.pk = q.file_pk"
+            " WHERE q.status = ?",
+            (RequestState.PENDING,),
+        )
+    }
 
 
 class _CaseFile:

@@ -6,12 +6,14 @@ as a batch; with `--tail-sync N`, a group of at most N expected requests travels
 completions instead (`tail_sync.wave_backend`, the compiler's rule), at the list price rather than
 the batch price: the premium. Counts are expectations (the clarification probability weighs each
 branch), so a wave whose groups the projection expects to be small is counted as the compiler would
-decide it on those counts; the real counts of each wave decide when it is compiled.
+decide it on those counts; the real counts of each wave decide when it is compiled. The wave in
+flight (`projection.InFlight`) comes first, its unanswered requests on the backends its files were
+sent on: its round trip, and what it costs, are still ahead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 
 from lexpilot_batch.engine.tail import Spent, TailPolicy, is_round_trip, run_seconds, wave_backend, wave_travel
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, AutoWave, TailSyncProjection
@@ -33,6 +35,18 @@ def group_sizes(
     return sizes
 
 
+Parts = Mapping[tuple[Hashable, str], Sequence[float]]  # (file group, role) -> (requests, prompt chars)
+
+
+def _waves(tally: Tally, first: int) -> Iterator[tuple[int, Parts, Mapping[Hashable, str] | None]]:
+    """Each wave still ahead: its number, its parts, and how its groups travel where that is decided
+    (the wave in flight), else None; the projected waves numbered from `first`."""
+    sent = tally.in_flight
+    if sent.parts and sent.wave is not None:
+        yield sent.wave, sent.parts, sent.backends
+    yield from ((number, wave, None) for number, wave in enumerate(tally.by_wave, first))
+
+
 def project_tail_sync(
     tally: Tally,
     routes: Mapping[Hashable, Route],
@@ -44,13 +58,14 @@ def project_tail_sync(
 ) -> TailSyncProjection:
     """Batch round trips of the projected waves with and without `limit`, and the premium; the
     waves numbered from `first`, the workspace's next."""
-    out = TailSyncProjection(limit=limit, waves=len(tally.by_wave))
+    out = TailSyncProjection(limit=limit)
     premium: float | None = 0.0
-    for number, wave in enumerate(tally.by_wave, first):
+    for number, wave, decided in _waves(tally, first):
+        out.waves += 1
         sizes: dict[Hashable, float] = {}
         for (group, _role), (n, _chars) in wave.items():
             sizes[group] = sizes.get(group, 0.0) + n
-        travels = {group: wave_backend(routes[group], n, limit) for group, n in sizes.items()}
+        travels = decided or {group: wave_backend(routes[group], n, limit) for group, n in sizes.items()}
         if any(is_round_trip(routes[group].backend) for group in sizes):
             out.batch_round_trips_without += 1
         if any(is_round_trip(backend) for backend in travels.values()):
@@ -96,10 +111,11 @@ def project_auto(
     # Each model at its own price (`prices.price_for`: a --prices file, else the bundled table).
     batch_cost: float | None = 0.0
     premium: float | None = 0.0
-    for number, wave in enumerate(tally.by_wave, first):
+    for number, wave, decided in _waves(tally, first):
         sizes = group_sizes(wave, routes, a.chars_per_token)
-        travels = wave_travel(auto, sizes, spent)
-        row = AutoWave(number, sum(n for _, n, _ in sizes.values()), 0.0)
+        # (The wave in flight is in `spent` already: `tail.compiled_spent` counts every sent file.)
+        travels = decided or wave_travel(auto, sizes, spent)
+        row = AutoWave(number, sum(n for _, n, _ in sizes.values()), 0.0, in_flight=decided is not None)
         if any(is_round_trip(route.backend) for route, _, _ in sizes.values()):
             row.batch_seconds = policy.expected.batch
             out.batch_round_trips += 1

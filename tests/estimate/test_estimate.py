@@ -177,9 +177,10 @@ def test_dry_run_while_a_wave_is_in_flight_compiles_nothing(tmp_path):
     estimate = dry_run(root, "ljp-direct", runs=("r2",))
     assert estimate.next_wave_source == "in_flight" and estimate.next_wave == {} and estimate.wave is None
     assert estimate.in_flight_wave == 1 and estimate.in_flight_requests == {"eval": 2 * n_cases}
-    # After the LCA wave: its labels (n_cases each variant), then r2's direct gen, then its extraction.
+    # The LCA wave in flight, still to be paid for; then its labels (n_cases each variant), then r2's
+    # direct gen, then its extraction.
     assert estimate.projection["judge"].requests.max == 2 * n_cases + n_cases
-    assert estimate.projection["eval"].requests.max == n_cases
+    assert estimate.projection["eval"].requests.max == 2 * n_cases + n_cases
     assert estimate.waves_remaining.max == 2
     assert "Wave 1 is under way" in render(estimate)
     with Workspace(root) as ws:
@@ -219,7 +220,7 @@ def test_estimate_workspace_mid_run_brackets_what_remains(tmp_path, waves, momen
             else:
                 assert estimate.wave is None and estimate.in_flight_wave == open_wave
                 assert estimate.next_wave == {}
-                already = sent_per_role(ws)
+                already = sent_per_role(ws, "status != 'pending'")  # what is in flight is projected
             assert_ordered(estimate)
             finish(ws, session)
         finally:
@@ -464,3 +465,48 @@ def load_prices_of(model: str) -> dict[str, float]:
     from lexpilot_batch.providers.prices import bundled_prices
 
     return dict(bundled_prices()[model])
+
+
+def projected_cost(ws: Workspace, session, prices: dict) -> tuple[float, float, Estimate]:
+    """`status`'s total cost so far and projected cost (`report.summary`, over the estimate)."""
+    from lexpilot_batch.report.summary import summarize
+
+    estimate = estimate_workspace(ws, session, prices)
+    expected: dict[str, float | None] = {
+        m: c.expected if c else None for m, c in estimate.projection_cost_by_model.items()
+    }
+    models = summarize(ws, prices=prices, projected=expected)["models"].values()
+    return sum(e["cost_usd"] for e in models), sum(e["projected_cost_usd"] for e in models), estimate
+
+
+def test_the_projected_cost_counts_the_wave_in_flight_until_it_is_paid(tmp_path):
+    """Sending a compiled wave moves none of its cost: its requests are still to be paid for (the
+    projection started after it, and `status`'s projected cost dropped by the wave's cost until its
+    answers came in); at the end the projected cost is the cost paid."""
+    prices = {role: {"input": 1.0, "output": 4.0} for role in ROLES}
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare_runs(ws, session, stage="all", limit=4)
+            advance_one_wave(ws, session)  # wave 2 compiled, the assumptions measured on wave 1
+            so_far, compiled, before = projected_cost(ws, session, prices)
+            submit(ws, session)
+            paid, in_flight, during = projected_cost(ws, session, prices)
+            finish(ws, session)
+            paid_at_end, at_end, _ = projected_cost(ws, session, prices)
+        finally:
+            session.close()
+    assert so_far == paid > 0 and before.next_wave_source == "compiled" and during.in_flight_wave == 2
+    assert in_flight == pytest.approx(compiled) and compiled > so_far
+    assert during.projection_requests == before.projection_requests
+    assert during.projection_cost_usd == pytest.approx(before.projection_cost_usd)
+    # Wave by wave, the wave in flight is the first still ahead, sent as it was compiled.
+    assert before.tail_auto is not None and during.tail_auto is not None
+    first = during.tail_auto.waves[0]
+    assert (first.wave, first.in_flight, first.requests) == (2, True, sum(during.in_flight_requests.values()))
+    assert not before.tail_auto.waves[0].in_flight and before.tail_auto.waves[0].requests == first.requests
+    assert [w.wave for w in during.tail_auto.waves] == [w.wave for w in before.tail_auto.waves]
+    assert during.tail_auto.cost_usd == pytest.approx(before.tail_auto.cost_usd)
+    assert during.tail_sync.batch_round_trips_without == before.tail_sync.batch_round_trips_without
+    assert "in flight: sent as shown" in render(during) and "in flight: sent" not in render(before)
+    assert at_end == pytest.approx(paid_at_end) and paid_at_end > so_far
