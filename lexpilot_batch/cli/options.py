@@ -430,6 +430,7 @@ def provider_options(values: dict[str, Any]) -> Target:
     from lexpilot_batch.engine.session import ProviderOptions
     from lexpilot_batch.engine.tail import parse_expected
     from lexpilot_batch.providers.flex import parse_flex_flags
+    from lexpilot_batch.providers.prices import load_prices
 
     profiles: dict[str, str | None] = {}
     for item in values["profile"]:
@@ -464,6 +465,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             max_premium=values["max_premium"],
             flex=parse_flex_flags(values["flex"]),
             expect_latency=parse_expected(values["expect_latency"]),
+            prices=load_prices(values["prices"]),
             keep_provider_files=values["keep_provider_files"],
         ),
     )

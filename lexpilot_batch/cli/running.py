@@ -15,7 +15,6 @@ from lexpilot_batch.cli.options import (
     RUN_OPTIONS,
     CompactOpt,
     PollIntervalOpt,
-    PricesOpt,
     RootOpt,
     Target,
     VerboseOpt,
@@ -32,7 +31,6 @@ from lexpilot_batch.cli.output import (
     say_results_kept,
 )
 from lexpilot_batch.cli.reading import print_report
-from lexpilot_batch.providers.prices import load_prices
 from lexpilot_batch.state.queries import failed_threads
 from lexpilot_batch.state.store import DB_NAME
 from lexpilot_batch.state.workspace import command_hint
@@ -80,7 +78,6 @@ def prepare(
             "--dry-run", help="Show what would be compiled and a projection for the whole run; write nothing."
         ),
     ] = False,
-    prices: PricesOpt = None,
     format_: Annotated[str, typer.Option("--format", help="Dry-run output: table or json.")] = "table",
 ) -> None:
     """Register runs and compile the requests now due into the open wave's batch files.
@@ -92,25 +89,22 @@ def prepare(
     """
     from lexpilot_batch.engine.loop import prepare as do_prepare
 
-    price_table = load_prices(prices)  # a bad file refused before anything is registered
     if dry_run:
-        _dry_run(spec, target, price_table, format_)
+        _dry_run(spec, target, target.options.prices, format_)
         return
     with _session(target, create=True) as (ws, session):
         result = do_prepare(ws, session, spec)
-        kept = _keep_prices(ws, price_table, prices)
     say_prepared(result, target.root)
-    if kept:
-        say(kept)
+    _say_prices_kept(target)
 
 
-def _keep_prices(ws: Workspace, prices: dict | None, path: Path | None) -> str | None:
-    """Keep a `--prices FILE` for the workspace (`study.price_memory`); the line that says so."""
-    from lexpilot_batch.study.price_memory import remember_prices
-
-    if prices is None or path is None or not remember_prices(ws, prices, path):
-        return None
-    return f"Prices from {path} kept for this workspace: status, report and estimates use them (--prices again replaces them)."
+def _say_prices_kept(target: Target) -> None:
+    """`prepare` and `run` keep a `--prices` for the workspace (`engine.session.remember`)."""
+    if target.options.prices is not None:
+        say(
+            "--prices kept for this workspace: status, report, estimates and later commands price the study "
+            "with them (a --prices given again replaces them)."
+        )
 
 
 def _dry_run(spec: RunSpec, target: Target, prices: dict | None, format_: str) -> None:
@@ -223,7 +217,6 @@ def run(
     report_format: Annotated[str, typer.Option("--report-format", help="Format of the closing report.")] = "table",
     compact: CompactOpt = True,
     verbose: VerboseOpt = False,
-    prices: PricesOpt = None,
 ) -> None:
     """Prepare, submit and poll until every thread is finished, then print the report.
 
@@ -236,13 +229,10 @@ def run(
     from lexpilot_batch.report.produce import ReportOptions
 
     check_format(report_format, "--report-format")  # (before anything is sent: the report comes hours later)
-    price_table = load_prices(prices)
 
     with _session(target, create=True) as (ws, session):
         say_prepared(do_prepare(ws, session, spec), target.root)
-        kept = _keep_prices(ws, price_table, prices)
-        if kept:
-            say(kept)
+        _say_prices_kept(target)
         left = _advance(ws, session, True, True, poll_interval, compact, verbose)
         where = ws.state_dir / DB_NAME
     if left["active_threads"] == 0:

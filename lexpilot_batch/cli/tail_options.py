@@ -1,9 +1,10 @@
 """The options of how a wave's groups travel (`engine.tail`): `--tail-sync`, `--tail`,
-`--max-premium`, `--flex`, `--expect-latency`; each remembered by the workspace, and none of them
-changes a record."""
+`--max-premium`, `--flex`, `--expect-latency`, and the `--prices` the premium is weighed at; each
+remembered by the workspace, and none of them changes a record."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -34,8 +35,10 @@ MaxPremiumOpt = Annotated[
     float | None,
     typer.Option(
         "--max-premium",
-        help="With --tail auto: the most, in percent of the batch-priced cost compiled so far, that groups "
-        "sent at list price through the sync backend may add (default 0: flex only).",
+        help="With --tail auto: the most, in percent of the study's batch-priced cost sent before a wave, that "
+        "groups sent at list price through the sync backend may add over the whole study, at --prices, each "
+        "group weighed at the largest sizes measured for its role and model (docs/providers.md; default 0: "
+        "flex only).",
         min=0,
     ),
 ]
@@ -56,9 +59,21 @@ ExpectLatencyOpt = Annotated[
     ),
 ]
 
+PremiumPricesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prices",
+        help='JSON {"openai/gpt-4o-mini": {"input": USD/1M tokens, "cached_input": ..., "output": ...}, ...} by '
+        "model, over the bundled table (docs/report.md): what prepare --dry-run projects costs at, and what "
+        "--tail auto weighs --max-premium at (remembered by the workspace).",
+        dir_okay=False,
+    ),
+]
+
 TAIL_OPTIONS: list[tuple[str, object, object]] = [  # (name, type, default) as `options.Option`
     ("tail", TailOpt, None),
     ("max_premium", MaxPremiumOpt, None),
     ("flex", FlexOpt, []),
     ("expect_latency", ExpectLatencyOpt, []),
+    ("prices", PremiumPricesOpt, None),
 ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from lexpilot_batch.engine import budgets
-from lexpilot_batch.engine.tail import TailPolicy, compiled_spent, wave_travel
+from lexpilot_batch.engine.tail import TailPolicy, sent_spent, wave_travel
 from lexpilot_batch.providers.apis import MANUAL
 from lexpilot_batch.providers.ids import id_tag
 from lexpilot_batch.providers.lines import Pieces
@@ -102,6 +102,8 @@ class WaveWriter:
         self.group_files: dict[Group, list[tuple[int, str]]] = defaultdict(list)  # (pk, path) of each shard
         self.group_requests: dict[Group, int] = defaultdict(int)
         self.group_tokens: dict[Group, int] = defaultdict(int)
+        # Each group's (requests, estimated input tokens) by role: `--max-premium` weighs each role at its own sizes.
+        self.group_roles: dict[Group, dict[str, list[int]]] = defaultdict(dict)
         self.pieces = Pieces() if pieces is None else pieces  # (kept across a process's waves: `engine.settled`)
         # The workspace's tag: in every custom_id (`ids.request_check`), and first in the ids
         # of Anthropic lines (`lines.line_id`).
@@ -138,6 +140,9 @@ class WaveWriter:
             self.routes.setdefault(group, route)
         self.group_requests[group] += 1
         self.group_tokens[group] += tokens
+        part = self.group_roles[group].setdefault(route.role, [0, 0])
+        part[0] += 1
+        part[1] += tokens
         current["sink"].write(line)
         current["n"] += 1
         current["bytes"] += len(line)
@@ -195,7 +200,13 @@ class WaveWriter:
             self._close(group)
         self.pool.shutdown()
         sizes = {g: (self.routes[g], self.group_requests[g], self.group_tokens[g]) for g in self.group_files}
-        travel = wave_travel(self.tail, sizes, compiled_spent(self.db, but_wave=self.wave))
+        m = self.tail.measures
+        weights = {}
+        for g in self.group_files:
+            model = self.routes[g].model
+            usd = [m.usd(role, model, n, tokens) for role, (n, tokens) in self.group_roles[g].items()]
+            weights[g] = (None if None in usd else sum(u for u in usd if u is not None), m.tokens(model, sizes[g][2]))
+        travel = wave_travel(self.tail, sizes, sent_spent(self.db, m, but_wave=self.wave), weights)
         for group, files in self.group_files.items():
             if travel[group] != self.routes[group].backend:
                 for pk, rel in files:

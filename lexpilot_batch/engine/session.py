@@ -22,10 +22,12 @@ from lexpilot_batch.engine.tail import (
     FLEX_REFUSED,
     OFF,
     Expected,
+    Measures,
     TailPolicy,
     check_tail,
     check_tail_sync,
     flex_refused,
+    measure,
 )
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import (
@@ -49,6 +51,7 @@ from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.providers.results import file_api
 from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
 from lexpilot_batch.state.queries import measured_batch_seconds
+from lexpilot_batch.study.price_memory import TAIL_CHOICES_KEY
 
 if TYPE_CHECKING:
     from lexpilot_batch.providers.sync import SyncRunner
@@ -90,6 +93,9 @@ class ProviderOptions:
     max_premium: float | None = None
     flex: dict[str, bool] = field(default_factory=dict)
     expect_latency: dict[str, float] = field(default_factory=dict)
+    # `--prices FILE` (loaded): what `--max-premium` weighs dollars at, over the bundled table; None:
+    # what the workspace remembers.
+    prices: dict[str, Any] | None = None
     # Keep at the provider the files of ingested batches a profile would delete (`--keep-provider-files`).
     keep_provider_files: bool = False
 
@@ -290,6 +296,7 @@ class Session:
             expected=Expected(**expect),
             flex=dict(t["flex"]),
             refused=frozenset(self._still_refused()),
+            measures=measure(self.ws.store.conn, t["prices"]) if self.ws is not None else Measures(t["prices"]),
         )
 
     def flex_refused_now(self, model: str) -> None:
@@ -363,11 +370,11 @@ class Session:
 
 
 _SETTINGS_KEY = "workspace_settings"
-_TAIL_KEY = "tail_policy"
+_TAIL_KEY = TAIL_CHOICES_KEY
 
 
 def _tail_choices(ws: Workspace | None, options: ProviderOptions) -> dict[str, Any]:
-    """`--tail`, `--max-premium`, `--flex` and `--expect-latency`: this command's, over what the
+    """`--tail`, `--max-premium`, `--flex`, `--expect-latency` and `--prices`: this command's, over what the
     workspace remembers (a `--flex` or `--expect-latency` adds to the remembered ones)."""
     kept = json.loads(ws.store.meta(_TAIL_KEY) or "{}") if ws is not None else {}
     premium = options.max_premium if options.max_premium is not None else kept.get("max_premium", 0.0)
@@ -378,6 +385,7 @@ def _tail_choices(ws: Workspace | None, options: ProviderOptions) -> dict[str, A
         "max_premium": premium,
         "flex": {**kept.get("flex", {}), **options.flex},
         "expect_latency": {**kept.get("expect_latency", {}), **options.expect_latency},
+        "prices": options.prices if options.prices is not None else kept.get("prices"),
     }
 
 

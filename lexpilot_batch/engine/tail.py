@@ -13,18 +13,24 @@ an operational choice.
 - `--tail auto`: per wave, the groups travel together without a batch when running them here
   takes less than the expected batch round trip: on the flex tier (`providers.flex`: batch price)
   for the models that take it, else through `sync` while the premium stays within `--max-premium`
-  percent of the batch-priced cost compiled so far (0, the default: flex only). Running them takes
-  `ceil(n / concurrency) × latency` per group, the groups one after the other (`poll.poll_files`
-  runs files in turn). A wave that must wait for a batch anyway sends every group as a batch: it
-  would pay a premium, or risk flex refusals, and save nothing. The expected latencies are
-  `Expected`: the workspace's own measured batch durations, else `DEFAULT_BATCH_SECONDS`, and
-  `--expect-latency KIND=S` for any of them. Premiums are weighed in estimated US dollars: each
-  group's estimated input tokens (`files.tokens`, the only size known before answers) and its
-  role's expected completion tokens (`prices.COMPLETION_TOKENS`) at its model's bundled price
-  (`prices.price_for`; the compile has no `--prices` file), so that an expensive model's group on
-  sync weighs what it costs beside cheap batched ones. While a model of the wave or of the waves
-  before has no bundled price, estimated input tokens stand in for dollars, every model alike.
-  The bench measures the real premium.
+  (0, the default: flex only). Running them takes `ceil(n / concurrency) × latency` per group, the
+  groups one after the other (`poll.poll_files` runs files in turn). A wave that must wait for a
+  batch anyway sends every group as a batch: it would pay a premium, or risk flex refusals, and
+  save nothing. The expected latencies are `Expected`: the workspace's own measured batch
+  durations, else `DEFAULT_BATCH_SECONDS`, and `--expect-latency KIND=S` for any of them.
+
+  `--max-premium PCT` is checked on the whole study so far, in US dollars at the user's prices
+  (`--prices`, remembered by the workspace; else the bundled table, `prices.price_for`) and batch
+  discount: a wave's groups go through sync only if the premium already paid (every request sent
+  through sync, at its reported tokens: its list price less its batch price) plus these groups'
+  premium stays within PCT% of the batch-priced cost of the requests sent before this wave (at
+  their reported tokens; this wave's own cost is not counted). Before their answers, these groups
+  are weighed high (`Measures`): each request's input tokens at the largest ratio of reported to
+  estimated tokens its model had, its completion at the largest completion its role and model
+  had (`prices.COMPLETION_TOKENS` until one is answered), no prompt cached. So the premium of the
+  study stays within PCT% of its batch-priced cost at the end as long as no request sent through
+  sync outgrows the largest of its role and model answered before it. While a model of the study
+  has no price, tokens stand in for dollars, every model alike. The bench measures the real premium.
 
 Decided here only, for the groups of a wave as the compiler writes them (`request_files.WaveWriter`),
 for the waves an estimate projects (`estimate.tail`), and the bench's replays.
@@ -39,12 +45,14 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from lexpilot_batch.engine.budgets import FRAMING
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.apis import BATCH, BATCH_DISCOUNT, BATCH_LIKE, FLEX, OPENAI, SIMULATED, SYNC
 from lexpilot_batch.providers.flex import takes_flex
 from lexpilot_batch.providers.prices import COMPLETION_TOKENS, cost_usd, price_for
 from lexpilot_batch.providers.registry import provider_of
 from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.state.states import RequestState
 
 AUTO, OFF = "auto", "off"
 # Defaults of the expected latencies, in seconds; the workspace's measured batch durations replace
@@ -111,29 +119,75 @@ class TailPolicy:
 
     limit: int = 0  # --tail-sync N; 0: off
     auto: bool = False  # --tail auto
-    max_premium: float = 0.0  # percent of the batch-priced cost compiled so far
+    max_premium: float = 0.0  # percent of the batch-priced cost sent before the wave (the module docstring)
     concurrency: int = 8
     expected: Expected = field(default_factory=Expected)
     flex: Mapping[str, bool] = field(default_factory=dict)  # --flex MODEL=on|off
     refused: frozenset[str] = frozenset()  # models flex kept refusing: back on batches (`poll`)
+    measures: Measures = field(default_factory=lambda: Measures())  # what `--max-premium` weighs requests at
 
     def takes_flex(self, route: Route) -> bool:
         return route.model not in self.refused and takes_flex(route, self.flex)
 
 
+@dataclass(frozen=True)
+class Measures:
+    """What `--max-premium` weighs a request at before its answer, and the prices it weighs in: the
+    user's (`--prices`, else the bundled table) and their batch discount; per model, the largest
+    ratio of reported input tokens to the estimate (`budgets.request_tokens`) over its answered
+    requests; per (role, model), the largest reported completion. Empty: the estimate itself and
+    `prices.COMPLETION_TOKENS` (a projection, or a workspace with no answer yet)."""
+
+    prices: Mapping[str, Mapping[str, float]] | None = None
+    discount: float = BATCH_DISCOUNT
+    input_factor: Mapping[str, float] = field(default_factory=dict)
+    completion: Mapping[tuple[str, str], float] = field(default_factory=dict)
+
+    def usd(self, role: str, model: str, requests: float, tokens: float) -> float | None:
+        """Dollars at batch price of `requests` requests of `tokens` estimated input tokens, weighed
+        high; None without a price."""
+        price = price_for(self.prices, role, model)
+        if price is None:
+            return None
+        completion = self.completion.get((role, model), COMPLETION_TOKENS.get(role, 0))
+        return cost_usd(self.tokens(model, tokens), requests * completion, price, BATCH, self.discount)
+
+    def tokens(self, model: str, tokens: float) -> float:
+        return tokens * self.input_factor.get(model, 1.0)
+
+
+def measure(db: sqlite3.Connection, prices: Mapping[str, Mapping[str, float]] | None = None) -> Measures:
+    """`Measures` of the workspace's answered requests, at `prices`."""
+    done = (RequestState.ANSWERED, RequestState.DISCARDED)
+    factor = {
+        model: ratio
+        for model, ratio in db.execute(
+            f"SELECT model, MAX(prompt_tokens * 1.0 / (prompt_chars + {FRAMING})) FROM requests"
+            " WHERE prompt_tokens > 0 GROUP BY model"
+        )
+    }
+    completion = {
+        (role, model): float(n)
+        for role, model, n in db.execute(
+            "SELECT role, model, MAX(completion_tokens) FROM requests"
+            " WHERE status IN (?, ?) AND completion_tokens > 0 GROUP BY role, model",
+            done,
+        )
+    }
+    return Measures(prices, BATCH_DISCOUNT, factor, completion)
+
+
 @dataclass
 class Spent:
-    """What was compiled so far at batch price, and what of it was sent at list price instead: in
-    estimated input tokens, and in estimated dollars at batch price (None once a model without a
-    bundled price is among them: `group_usd`)."""
+    """What the study sent so far at batch price, and what of it was sent at list price instead: in
+    input tokens, and in dollars at batch price (None once a model without a price is among them)."""
 
     batch_tokens: float = 0.0
     sync_tokens: float = 0.0
     batch_usd: float | None = 0.0
     sync_usd: float | None = 0.0
 
-    def add(self, role: str, model: str, requests: float, tokens: float, sync: bool) -> None:
-        usd = group_usd(role, model, requests, tokens)
+    def add(self, usd: float | None, tokens: float, sync: bool) -> None:
         self.batch_tokens += tokens
         self.batch_usd = None if usd is None or self.batch_usd is None else self.batch_usd + usd
         if sync:
@@ -141,29 +195,36 @@ class Spent:
             self.sync_usd = None if usd is None or self.sync_usd is None else self.sync_usd + usd
 
 
-def group_usd(role: str, model: str, requests: float, tokens: float) -> float | None:
-    """Estimated dollars of a group at batch price: its input tokens, and `requests` times its
-    role's expected completion tokens, at the model's bundled price; None without one."""
-    price = price_for(None, role, model)
-    if price is None:
-        return None
-    return cost_usd(tokens, requests * COMPLETION_TOKENS.get(role, 0), price, BATCH)
+def group_usd(role: str, model: str, requests: float, tokens: float, measures: Measures | None = None) -> float | None:
+    """Dollars of a group at batch price before its answers, weighed high (`Measures.usd`)."""
+    return (measures or Measures()).usd(role, model, requests, tokens)
 
 
-def compiled_spent(db: sqlite3.Connection, but_wave: int | None = None) -> Spent:
-    """`Spent` of the files compiled so far (but those of `but_wave`, the one being compiled): the
-    batched groups, and those of them sent through sync (`--max-premium`); a role on sync by
-    choice counts among these, which only makes the budget stricter. The compiler's and an
-    estimate's starting point alike."""
+def sent_spent(db: sqlite3.Connection, measures: Measures, but_wave: int | None = None) -> Spent:
+    """`Spent` of the requests sent so far (but those of `but_wave`, the one being compiled), the
+    `--max-premium` budget's starting point for the compiler and an estimate alike: at their
+    reported tokens, at `measures`' prices; a request with no reported usage weighed high as before
+    its answer (`Measures.usd`), but a failed one, which is not billed. Those sent through sync are
+    its premium; a role on sync by choice counts among them, which only makes the budget stricter."""
     travelled = (*BATCH_LIKE, FLEX, SYNC)
     marks = ", ".join("?" * len(travelled))
     spent = Spent()
-    for backend, roles, model, requests, tokens in db.execute(
-        f"SELECT backend, roles, model, n_requests, COALESCE(tokens, 0) FROM files WHERE wave != ? AND backend IN ({marks})"
-        " ORDER BY pk",
-        (-1 if but_wave is None else but_wave, *travelled),
+    for role, model, backend, reported, n, chars, prompt, completion, cached, written in db.execute(
+        "SELECT q.role, q.model, f.backend, q.prompt_tokens IS NOT NULL AS reported, COUNT(*), SUM(q.prompt_chars),"
+        " SUM(COALESCE(q.prompt_tokens, 0)), SUM(COALESCE(q.completion_tokens, 0)),"
+        " SUM(COALESCE(q.cached_tokens, 0)), SUM(COALESCE(q.cache_write_tokens, 0))"
+        f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.wave != ? AND f.backend IN ({marks})"
+        " AND (q.prompt_tokens IS NOT NULL OR q.status != ?)"
+        " GROUP BY q.role, q.model, f.backend, reported ORDER BY q.role, q.model, f.backend, reported",
+        (-1 if but_wave is None else but_wave, *travelled, RequestState.FAILED),
     ):
-        spent.add(roles.split("+")[0], model, requests, tokens, backend == SYNC)
+        if reported:
+            price = price_for(measures.prices, role, model)
+            usd = cost_usd(prompt, completion, price, BATCH, measures.discount, cached, written) if price else None
+            spent.add(usd, prompt, backend == SYNC)
+        else:
+            tokens = chars + n * FRAMING
+            spent.add(measures.usd(role, model, n, tokens), measures.tokens(model, tokens), backend == SYNC)
     return spent
 
 
@@ -190,52 +251,71 @@ def run_seconds(requests: float, concurrency: int, latency: float) -> float:
     return math.ceil(requests / max(1, concurrency) - 1e-9) * latency if requests > 0 else 0.0
 
 
-def premium(batch_priced: float) -> float:
+def premium(batch_priced: float, discount: float = BATCH_DISCOUNT) -> float:
     """The list-price premium of what costs `batch_priced` as a batch, sent through `sync`: list
     price is batch price / (1 - discount)."""
-    return batch_priced * BATCH_DISCOUNT / (1 - BATCH_DISCOUNT)
+    if discount >= 1:  # batches free: any list price is beyond every budget
+        return math.inf if batch_priced > 0 else 0.0
+    return batch_priced * discount / (1 - discount)
 
 
 K = TypeVar("K", bound=Hashable)
 Sizes = Mapping[K, tuple[Route, float, float]]  # group -> (its route, requests, estimated input tokens)
 
 
-def wave_travel(policy: TailPolicy, groups: Sizes[K], spent: Spent | None = None) -> dict[K, str]:
+Weights = Mapping[K, tuple[float | None, float]]  # group -> (dollars at batch price, weighed high; tokens)
+
+
+def wave_travel(
+    policy: TailPolicy, groups: Sizes[K], spent: Spent | None = None, weights: Weights[K] | None = None
+) -> dict[K, str]:
     """The backend each group of one wave travels on, under `policy`; `spent` (updated) is what the
-    earlier waves were compiled at, for `--max-premium`."""
+    earlier waves were sent at, for `--max-premium`. `weights` are the groups' (`WaveWriter`'s, by
+    role), else each group's as one of its route's role (`Measures.usd`)."""
     spent = spent if spent is not None else Spent()
     own = {key: route.backend for key, (route, _, _) in groups.items()}
     batched = [key for key, (route, _, _) in groups.items() if route.backend in BATCH_LIKE]
+    if weights is None:
+        m = policy.measures
+        weights = {
+            key: (m.usd(route.role, route.model, n, tokens), m.tokens(route.model, tokens))
+            for key, (route, n, tokens) in groups.items()
+        }
     if not policy.auto:
         chosen = {key: wave_backend(route, n, policy.limit) for key, (route, n, _) in groups.items()}
     else:
-        chosen = _auto(policy, groups, spent, batched) or own
+        chosen = _auto(policy, groups, spent, batched, weights) or own
     for key in batched:
-        route, n, tokens = groups[key]
-        spent.add(route.role, route.model, n, tokens, chosen[key] == SYNC)
+        usd, tokens = weights[key]
+        spent.add(usd, tokens, chosen[key] == SYNC)
     return chosen
 
 
-def _auto(policy: TailPolicy, groups: Sizes[K], spent: Spent, batched: list[K]) -> dict[K, str] | None:
+def _auto(
+    policy: TailPolicy, groups: Sizes[K], spent: Spent, batched: list[K], weights: Weights[K]
+) -> dict[K, str] | None:
     movable = {key for key, (route, _, _) in groups.items() if route.backend in BATCH_LIKE and has_chat(route)}
     if not movable or any(route.backend != SYNC and key not in movable for key, (route, _, _) in groups.items()):
         return None  # nothing to move, or a group waits for a round trip anyway (manual, no chat)
-    # What each batched group weighs: its estimated dollars when every model is priced, else tokens.
-    usd = {key: group_usd(groups[key][0].role, groups[key][0].model, groups[key][1], groups[key][2]) for key in batched}
+    # What each batched group weighs: its dollars when every model is priced, else its tokens.
     weight: dict[K, float]
+    usd = {key: weights[key][0] for key in batched}
     if spent.batch_usd is not None and spent.sync_usd is not None and all(v is not None for v in usd.values()):
         weight, before, sent = {k: v for k, v in usd.items() if v is not None}, spent.batch_usd, spent.sync_usd
     else:
-        weight, before, sent = {key: groups[key][2] for key in batched}, spent.batch_tokens, spent.sync_tokens
-    budget = policy.max_premium / 100 * (before + sum(weight.values()))
+        weight, before, sent = {key: weights[key][1] for key in batched}, spent.batch_tokens, spent.sync_tokens
+    # Within PCT% of what was sent before this wave: this wave's own cost, not yet known, is left out.
+    budget = policy.max_premium / 100 * before
+    discount = policy.measures.discount
     flexed = {key: FLEX if policy.takes_flex(groups[key][0]) else SYNC for key in movable}
     for plan in (flexed, dict.fromkeys(movable, SYNC)):
         seconds = sum(
             run_seconds(groups[key][1], policy.concurrency, getattr(policy.expected, backend))
             for key, backend in plan.items()
         )
-        extra = premium(sum(weight.get(key, 0.0) for key, backend in plan.items() if backend == SYNC))
-        if seconds < policy.expected.batch and premium(sent) + extra <= budget + 1e-12 * max(1.0, budget):
+        extra = sum(weight.get(key, 0.0) for key, backend in plan.items() if backend == SYNC)
+        paid = premium(sent + extra, discount)
+        if seconds < policy.expected.batch and paid <= budget + 1e-12 * max(1.0, budget):
             return {key: plan.get(key, route.backend) for key, (route, _, _) in groups.items()}
     return None
 

@@ -21,7 +21,7 @@ from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.engine.request_files import file_group
 from lexpilot_batch.engine.session import Session
-from lexpilot_batch.engine.tail import Spent, TailPolicy, compiled_spent, wave_travel
+from lexpilot_batch.engine.tail import Spent, TailPolicy, sent_spent, wave_travel
 from lexpilot_batch.estimate.assumptions import (
     Assumptions,
     Estimate,
@@ -175,12 +175,13 @@ def build(
         entry.prompt_tokens = round(entry.prompt_chars / a.chars_per_token)
         entry.completion_tokens = entry.requests * a.completion_tokens[role]
         entry.cost_usd = _wave_cost(entry, role, wave_parts, routes, a, price_of, discount)
-    # What the workspace compiled so far, as the compiler's premium budget counts it (`tail.compiled_spent`).
+    # What the workspace sent so far, as the compiler's premium budget counts it (`tail.sent_spent`).
     # A compiled, unsent target wave is compiled again, and projected as due: not counted twice.
+    policy = session.tail_policy()
     again = state.target if state.target is not None and state.compiled else None
-    spent = compiled_spent(ws.store.conn, but_wave=again) if ws is not None else None
+    spent = sent_spent(ws.store.conn, policy.measures, but_wave=again) if ws is not None else None
     if source == "due":
-        _apply_tail(wave, wave_parts, routes, session.tail_policy(), spent, a, price_of, discount)
+        _apply_tail(wave, wave_parts, routes, policy, spent, a, price_of, discount)
     wave = {role: wave[role] for role in ROLES if role in wave}
 
     projection: dict[str, RoleProjection] = {}
@@ -209,7 +210,7 @@ def build(
     first = state.target if state.target is not None else (state.latest_wave or 0) + 1
     tally.in_flight.wave = state.latest_wave if state.target is None else None
     tail = project_tail_sync(tally, routes, session.tail_sync, a, prices, discount, first)
-    auto = project_auto(tally, routes, session.tail_policy(), a, prices, discount, spent, first)
+    auto = project_auto(tally, routes, policy, a, prices, discount, spent, first)
     if tail.premium_usd is not None and projection_cost is not None and projection_cost.expected:
         tail.premium_share = tail.premium_usd / projection_cost.expected
     return Estimate(
@@ -247,7 +248,7 @@ def _apply_tail(
     or `--tail auto`, from what was compiled before it): a role whose groups all go one other way
     is shown on that backend (`sync`, `flex`), one partly so as `mixed`, and its cost is each
     group's on its own backend."""
-    sizes = group_sizes(parts, routes, a.chars_per_token)
+    sizes = group_sizes(parts, routes)
     travels = wave_travel(policy, sizes, replace(spent) if spent is not None else None)
     if all(backend == routes[group].backend for group, backend in travels.items()):
         return

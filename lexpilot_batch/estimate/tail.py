@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 
+from lexpilot_batch.engine.budgets import FRAMING
 from lexpilot_batch.engine.tail import Spent, TailPolicy, is_round_trip, run_seconds, wave_backend, wave_travel
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, AutoWave, TailSyncProjection
 from lexpilot_batch.estimate.projection import Tally
@@ -24,14 +25,15 @@ from lexpilot_batch.providers.routes import Route
 
 
 def group_sizes(
-    parts: Mapping[tuple[Hashable, str], Sequence[float]], routes: Mapping[Hashable, Route], chars_per_token: float
+    parts: Mapping[tuple[Hashable, str], Sequence[float]], routes: Mapping[Hashable, Route]
 ) -> dict[Hashable, tuple[Route, float, float]]:
     """A wave's (group, role) -> (requests, prompt characters) as `tail.wave_travel` weighs its
-    groups: each group's route, requests and estimated input tokens."""
+    groups: each group's route, requests and input tokens estimated as the compiler estimates
+    them (`budgets.request_tokens`), which `tail.Measures` scales by what the workspace measured."""
     sizes: dict[Hashable, tuple[Route, float, float]] = {}
     for (group, _role), (n, chars) in parts.items():
         _, count, tokens = sizes.get(group, (routes[group], 0.0, 0.0))
-        sizes[group] = (routes[group], count + n, tokens + chars / chars_per_token)
+        sizes[group] = (routes[group], count + n, tokens + chars + n * FRAMING)
     return sizes
 
 
@@ -103,7 +105,7 @@ def project_auto(
 ) -> AutoProjection:
     """The projected waves batch-only and under `--tail auto` with `policy`'s premium, concurrency
     and expected latencies (`tail.wave_travel`, the compiler's rule, the waves in order), from
-    `spent`: what the workspace compiled before them (`tail.compiled_spent`; none for a new one);
+    `spent`: what the workspace sent before them (`tail.sent_spent`; none for a new one);
     the waves numbered from `first`, the workspace's next."""
     auto = TailPolicy(**{**policy.__dict__, "auto": True, "limit": 0})
     out = AutoProjection(policy.max_premium, policy.concurrency, policy.expected.batch)
@@ -112,8 +114,8 @@ def project_auto(
     batch_cost: float | None = 0.0
     premium: float | None = 0.0
     for number, wave, decided in _waves(tally, first):
-        sizes = group_sizes(wave, routes, a.chars_per_token)
-        # (The wave in flight is in `spent` already: `tail.compiled_spent` counts every sent file.)
+        sizes = group_sizes(wave, routes)
+        # (The wave in flight is in `spent` already: `tail.sent_spent` counts every sent request.)
         travels = decided or wave_travel(auto, sizes, spent)
         row = AutoWave(number, sum(n for _, n, _ in sizes.values()), 0.0, in_flight=decided is not None)
         if any(is_round_trip(route.backend) for route, _, _ in sizes.values()):

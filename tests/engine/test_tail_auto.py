@@ -16,7 +16,7 @@ from engine_helpers import finish, open_session, prepare_runs, records, request_
 
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
-from lexpilot_batch.engine.tail import Expected, Spent, TailPolicy, wave_travel
+from lexpilot_batch.engine.tail import Expected, Spent, TailPolicy, group_usd, wave_travel
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.flex import parse_flex_flags, takes_flex
 from lexpilot_batch.providers.routes import RouteRules, resolve_route
@@ -191,24 +191,28 @@ def test_the_premium_is_weighed_at_each_models_price() -> None:
     # The cheap model forced on flex; Claude has no flex tier (`*` passes it by): its group is sync or batch.
     policy = TailPolicy(auto=True, concurrency=10, max_premium=10, flex={"*": True}, expected=expected)
     groups = {"eval": (cheap, 10, 100_000), "judge": (dear, 10, 9_000)}
-    # In tokens the judge's 9,000 fit 10% of 109,000 ...
-    assert wave_travel(policy, groups, Spent(batch_usd=None)) == {"eval": "flex", "judge": "sync"}
+    # An earlier wave of the cheap model, batched: 100,000 tokens.
+    before = group_usd("eval", cheap.model, 10, 100_000)
+    assert before is not None
+    # In tokens the judge's 9,000 fit 10% of 100,000 ...
+    assert wave_travel(policy, groups, Spent(batch_tokens=100_000, batch_usd=None)) == {"eval": "flex", "judge": "sync"}
     # ... in dollars they are about ten times the budget: the wave waits for its batches.
-    spent = Spent()
+    spent = Spent(batch_tokens=100_000, batch_usd=before)
     assert wave_travel(policy, groups, spent) == {"eval": "batch", "judge": "batch"}
     assert spent.sync_usd == 0 and spent.batch_usd is not None and spent.batch_usd > 0.2
     # Cheap tokens through sync beside dear ones batched before fit, as they cost little.
     no_flex = TailPolicy(auto=True, concurrency=10, max_premium=10, flex={"*": False}, expected=expected)
     spent = Spent()
-    spent.add("judge", dear.model, 100, 1_000_000, sync=False)  # an earlier wave of the judge, batched
+    spent.add(group_usd("judge", dear.model, 100, 1_000_000), 1_000_000, sync=False)  # an earlier wave of the judge
     assert wave_travel(no_flex, {"eval": (cheap, 10, 9_000)}, spent) == {"eval": "sync"}
     assert spent.sync_usd is not None and 0 < spent.sync_usd < 0.01
 
 
 def test_the_workspace_remembers_the_tail_policy(tmp_path: Path) -> None:
     with Workspace(tmp_path / "ws") as ws:
+        prices = {"sim-eval": {"input": 3.0, "output": 9.0}}
         session = open_session(
-            ws, tail="auto", max_premium=5.0, flex={"sim-eval": False}, expect_latency={"batch": 99.0}
+            ws, tail="auto", max_premium=5.0, flex={"sim-eval": False}, expect_latency={"batch": 99.0}, prices=prices
         )
         prepare_runs(ws, session, stage="lca", limit=1)
         session.close()
@@ -219,6 +223,7 @@ def test_the_workspace_remembers_the_tail_policy(tmp_path: Path) -> None:
             {"sim-eval": False},
             99.0,
         )
+        assert policy.measures.prices == prices  # what --max-premium weighs dollars at
         assert not Session(ws, ProviderOptions(tail="off")).tail_policy().auto
         with pytest.raises(ConfigError, match="--tail must be"):
             Session(ws, ProviderOptions(tail="sometimes"))
@@ -433,3 +438,38 @@ def test_the_projection_numbers_its_waves_as_the_workspace_will(tmp_path: Path) 
     assert latest >= 2 and later is not None and later.waves, latest
     assert later.waves[0].wave in (latest, latest + 1)  # the target wave: compiled unsent, or the next
     assert [w.wave for w in later.waves] == list(range(later.waves[0].wave, later.waves[0].wave + len(later.waves)))
+
+
+# The study the premium was found over its cap on: every role on gpt-4o-mini (no flex tier), the
+# sample's 18 cases. Its eval answers are far shorter than the 500 completion tokens assumed before
+# any answer, its judges' near the 400: weighed at those sizes, the early waves' batch cost was
+# counted 1.5 times over and the judge groups of the tail moved to sync against it (+10.8% at 10%).
+MINI = "openai/gpt-4o-mini"
+DEAR_JUDGE = {"judge": {"input": 1.0, "output": 20.0}}  # a --prices file: dear judge completions
+
+
+@pytest.mark.parametrize(
+    "pct,prices", [(10.0, None), pytest.param(5.0, None, marks=pytest.mark.slow), (10.0, DEAR_JUDGE)]
+)
+def test_the_premium_paid_stays_within_max_premium_of_the_studys_batch_priced_cost(
+    tmp_path: Path, pct: float, prices: dict | None
+) -> None:
+    from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.providers.prices import cost_usd, price_for
+
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, tail="auto", max_premium=pct, prices=prices)
+        prepare_runs(ws, session, stage="all", model=MINI, settings=Settings(MINI, MINI))
+        finish(ws, session)
+        session.close()
+        rows = ws.store.conn.execute(
+            "SELECT q.role, q.model, f.backend, q.prompt_tokens, q.completion_tokens, COALESCE(q.cached_tokens, 0)"
+            " FROM requests q JOIN files f ON f.pk = q.file_pk"
+        ).fetchall()
+    paid = batched = 0.0
+    for role, model, backend, prompt, completion, cached in rows:
+        price = price_for(prices, role, model)
+        paid += cost_usd(prompt, completion, price, backend, cached_tokens=cached) or 0.0
+        batched += cost_usd(prompt, completion, price, "batch", cached_tokens=cached) or 0.0
+    assert {r[2] for r in rows} == {"simulated", "sync"}, "the tail went through sync"
+    assert batched > 0 and paid - batched <= pct / 100 * batched, (paid - batched) / batched
