@@ -97,7 +97,7 @@ def test_prices_given_to_prepare_are_kept_for_status_report_and_run(tmp_path: Pa
     prices.write_text(json.dumps({"sim-eval": {"input": 1000, "output": 2000}}), encoding="utf-8")
     prepared = invoke([*PREPARE, "--limit", "2", "--prices", str(prices)], root)
     assert prepared.exit_code == 0, prepared.output
-    assert f"Prices from {prices} kept for this workspace" in prepared.output
+    assert "--prices kept for this workspace" in prepared.output
     prices.unlink()  # kept whole: the file is no longer needed
     status = json.loads(invoke(["status", "--format", "json"], root).output)
     assert status["summary"]["models"]["sim-eval"]["projected_cost_usd"] > 0
