@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections import defaultdict
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
@@ -25,12 +25,14 @@ from lexpilot_batch.state.waves import add_compiled_file, update_file
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.util import fileio
 from lexpilot_batch.util.fileio import unlink_quietly
+from lexpilot_batch.util.waiting import result, wait_all
 
 
 class _Sink:
     """One request file being written. Lines are gathered into chunks that a background thread
     hashes and writes (both release the GIL) while the compiler builds the next lines; at most one
-    chunk per file is in flight, and `finish` returns only once everything is on disk."""
+    chunk per file is in flight, and `finish` returns only once everything is on disk. The waits for
+    a chunk are in steps (`waiting`), so that Ctrl-C stops them on Windows too (a slow disk)."""
 
     CHUNK = 1 << 20
 
@@ -53,7 +55,7 @@ class _Sink:
         self.buffer.clear()
         self.size = 0
         if self.pending is not None:
-            self.pending.result()  # raises what the thread raised
+            result(self.pending)  # raises what the thread raised
         self.pending = self.pool.submit(self._store, chunk)
 
     def _store(self, chunk: bytes) -> None:
@@ -65,13 +67,13 @@ class _Sink:
         if self.buffer:
             self._send()
         if self.pending is not None:
-            self.pending.result()
+            result(self.pending)
         self.fh.close()
         return self.hash.hexdigest()
 
     def discard(self) -> None:
         if self.pending is not None:
-            wait([self.pending])
+            wait_all([self.pending])
         self.fh.close()
 
 

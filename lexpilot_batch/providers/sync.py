@@ -52,7 +52,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Generator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -66,6 +66,7 @@ from lexpilot_batch.providers.endpoints import Endpoint
 from lexpilot_batch.providers.flex import tier_fields
 from lexpilot_batch.util.jsonbounds import loads_bounded
 from lexpilot_batch.util.redaction import redact_data
+from lexpilot_batch.util.waiting import wait_first
 
 PROBE = 3  # failures in a row, before any success, that stop a run
 RATE_LIMIT_ROUNDS = 8  # 429s after the SDK's retries, for one request, that stop a run
@@ -165,10 +166,10 @@ class SyncRunner:
                             break
                         time.sleep(max(0.0, later[0][0] - time.monotonic()))
                         continue
-                    done, pending = wait(
-                        pending,
-                        timeout=max(0.0, later[0][0] - time.monotonic()) if later else None,
-                        return_when=FIRST_COMPLETED,
+                    # In steps (`waiting`): a bare wait for a call that takes minutes would not
+                    # let Ctrl-C through on Windows before Python 3.14.
+                    done, pending = wait_first(
+                        pending, timeout=max(0.0, later[0][0] - time.monotonic()) if later else None
                     )
                     for future in done:
                         result = future.result()

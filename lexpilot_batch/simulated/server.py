@@ -45,6 +45,7 @@ from lexpilot_batch.simulated.faults import CREATE_ROUTES, Faults, parse_faults
 from lexpilot_batch.simulated.gemini_api import Reply
 from lexpilot_batch.simulated.store import Store
 from lexpilot_batch.simulated.together_api import Answer
+from lexpilot_batch.util.waiting import join
 
 log = logging.getLogger(__name__)
 
@@ -400,11 +401,16 @@ class SimulatedServer:
     def stop(self) -> None:
         if self._httpd is None:
             return
-        self._httpd.shutdown()
+        # `BaseServer.shutdown()` waits on an Event without a timeout, which Ctrl-C cannot stop on
+        # Windows before Python 3.14 (`util.waiting`); it is asked for on a helper thread, and the
+        # serving thread, which ends when it has shut down, is waited for in steps.
+        stopping = threading.Thread(target=self._httpd.shutdown, name="lexpilot-simulated-stop", daemon=True)
+        stopping.start()
+        if self._thread is not None:
+            join(self._thread)
+        join(stopping)
         self._httpd.server_close()
         self._httpd.close_connections()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
         self._httpd = None
         self._thread = None
 

@@ -42,6 +42,7 @@ from typing import BinaryIO
 from lexpilot_batch.state.waves import DONE
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util.fileio import atomic_file, file_sha256, unlink_quietly
+from lexpilot_batch.util.waiting import result
 
 SUFFIX = ".gz"
 # zlib level 1: the 1x benchmark's 0.72 GB of finished files -> 57 MB, twice as fast as the default
@@ -227,7 +228,9 @@ class Compactor:
         if self.pending is None:
             return stats
         pending, self.pending = self.pending, None
-        packed = pending.result()  # raises what the worker raised
+        # In steps (`waiting`): packing a wave can take a minute, and a bare wait would not let
+        # Ctrl-C through on Windows before Python 3.14. Raises what the worker raised.
+        packed = result(pending)
         done = [p for _, p in packed if p is not None]
         if done:
             _record(self.ws, done)
@@ -241,13 +244,21 @@ class Compactor:
         return stats
 
     def finish(self) -> CompactStats:
-        """Wait for the worker, record what it packed, and stop it."""
+        """Wait for the worker, record what it packed, and stop it.
+
+        Ctrl-C (or the worker's error) during the wait abandons the rest (`abandon`): the worker
+        stops at its next chunk rather than being waited for through every file it was given, in
+        a join that Ctrl-C could not stop on Windows. Once `collect` has returned the worker is
+        idle, and shutting it down is at once."""
         try:
-            return self.collect()
-        finally:
-            if self.pool is not None:
-                self.pool.shutdown(wait=True)
-                self.pool = None
+            stats = self.collect()
+        except BaseException:
+            self.abandon()
+            raise
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+        return stats
 
     def abandon(self) -> None:
         """Stop the worker at its next chunk without recording anything (an error or Ctrl-C): what

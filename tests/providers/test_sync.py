@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 from sim_helpers import jsonl, request_line
 
 from lexpilot_batch.benchmark import prompts
@@ -508,3 +509,32 @@ def test_answers_beyond_the_bounds_of_a_result_line_are_failures_written_at_once
         assert error is not None
         assert not ok and kind == "transport" and "an answer no result line may hold" in error and bound in error
     assert judge_line(lines[good], "text", 0)[0]
+
+
+@needs_sigmask
+def test_ctrl_c_during_a_long_call_stops_the_run_at_once_as_on_windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Waiting for the next finished call is in steps (`util.waiting`): Ctrl-C, delivered as Windows
+    before Python 3.14 delivers it to a bare wait (`interrupt_helpers`), stops the run within a
+    second, not when the calls in flight end; nothing is written for them."""
+    requests = write_requests(tmp_path / "req.jsonl", cases(4))
+    out = tmp_path / "out.jsonl"
+    runner = SyncRunner(endpoint("http://127.0.0.1:9/v1"), concurrency=2)
+    release = threading.Event()
+    sent: list[str] = []
+
+    def long_call(custom_id: str, body: dict[str, Any]) -> Any:
+        sent.append(custom_id)
+        release.wait(10)  # a provider taking its time
+        raise AssertionError("the run should have stopped before this call ended")
+
+    monkeypatch.setattr(runner.call, "send", long_call)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt), ctrl_c_as_on_windows():
+            runner.run(requests, out)
+        assert time.monotonic() - start < PROMPT
+    finally:
+        release.set()
+    assert sent and out.read_bytes() == b""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +16,7 @@ from typing import Any, cast
 
 import openai
 import pytest
+from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 from openai import OpenAI
 from openai.types.chat import ChatCompletion
 from sim_helpers import jsonl, read_lines, request_line, submit, wait
@@ -455,3 +457,32 @@ def test_module_refuses_a_network_address(tmp_path: Path) -> None:
 def test_config_errors_are_lexpilot_errors() -> None:
     with pytest.raises(LexpilotError):
         SimulatedServer(Path("."), host="0.0.0.0")
+
+
+@needs_sigmask
+def test_ctrl_c_while_the_server_stops_is_acted_on_at_once_as_on_windows(tmp_path: Path) -> None:
+    """`stop` waits for the serving thread in steps (`util.waiting`), not in `BaseServer.shutdown`'s
+    bare `Event.wait()`: Ctrl-C, delivered as Windows before Python 3.14 delivers it to such a wait
+    (`interrupt_helpers`), is acted on within a second while the serving thread is held."""
+    server = SimulatedServer(tmp_path / "sim")
+    server.start()
+    httpd = server._httpd
+    assert httpd is not None
+    holding = threading.Event()
+    release = threading.Event()
+
+    def held() -> None:  # run by serve_forever each round: the serving thread busy for 5 s
+        holding.set()
+        release.wait(5)
+
+    httpd.service_actions = held  # type: ignore[method-assign]
+    assert holding.wait(5)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt), ctrl_c_as_on_windows():
+            server.stop()
+        assert time.monotonic() - start < PROMPT
+    finally:
+        release.set()
+    server.stop()  # a second Ctrl-C-free stop finishes it
+    assert server._httpd is None

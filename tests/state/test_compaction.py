@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import gzip
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, records
+from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 
 from lexpilot_batch import doctor
 from lexpilot_batch.engine.loop import poll_and_advance
@@ -210,4 +212,44 @@ def test_an_abandoned_worker_leaves_nothing_half_done(tmp_path):
         done = stats.finish()
         assert done.files > 0 and compaction.verify(ws) == []
         finish(ws, session)
+        session.close()
+
+
+@needs_sigmask
+def test_ctrl_c_while_waiting_for_the_worker_stops_at_once_as_on_windows(tmp_path, monkeypatch):
+    """`finish` waits for the worker in steps (`util.waiting`), and Ctrl-C during the wait stops the
+    worker at its next chunk rather than waiting out its files: within a second, with Ctrl-C
+    delivered as Windows before Python 3.14 delivers it to a bare wait (`interrupt_helpers`).
+    Nothing is recorded, and the next command packs those files."""
+    real_pack = compaction._pack
+    release = threading.Event()
+
+    def slow_pack(ws, rel, expected, stop=None):
+        # a file that takes 5 s to pack, looking at `stop` between chunks as `_pack` does
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not release.is_set() and not (stop is not None and stop.is_set()):
+            time.sleep(0.02)
+        return real_pack(ws, rel, expected, stop)
+
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws)
+        prepare_runs(ws, session, stage="lca", limit=LIMIT)
+        poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0, compact=False)
+        monkeypatch.setattr(compaction, "_pack", slow_pack)
+        compactor = compaction.Compactor(ws)
+        compactor.run()
+        start = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt), ctrl_c_as_on_windows():
+                compactor.finish()
+            assert time.monotonic() - start < PROMPT
+        finally:
+            release.set()
+        assert compactor.pool is None and compactor.pending is None
+        assert not ws.store.conn.execute("SELECT 1 FROM compacted").fetchone()
+        assert not list(ws.root.rglob("*.gz"))
+        monkeypatch.setattr(compaction, "_pack", real_pack)
+        again = compaction.Compactor(ws)
+        again.run()
+        assert again.finish().files > 0 and compaction.verify(ws) == []
         session.close()
