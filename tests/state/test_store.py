@@ -3,13 +3,17 @@ does one upgraded from every earlier released version."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
 
 import pytest
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.state.store import MIGRATIONS, Store
+from lexpilot_batch.state import store as store_module
+from lexpilot_batch.state.store import MIGRATIONS, Store, _open_read_only, sqlite_uri
 
 # table -> [(column, type, NOT NULL, primary-key position)], in column order
 TABLES = {
@@ -254,3 +258,95 @@ def test_a_database_from_a_newer_version_is_refused(tmp_path):
     db.close()
     with pytest.raises(LexpilotError, match="newer lexpilot-batch"):
         Store(path)
+
+
+class WindowsOs:
+    """`os` as `store` sees it on Windows: `os.access` says every folder can be written to (it reads
+    only the read-only attribute, which Windows ignores for folders), and creating a file in
+    `read_only` is refused (an ACL, a read-only share). `created`: the files opened to be created.
+    (Only `store`'s `os`: pathlib and pytest go on with the real one.)"""
+
+    name = "nt"
+
+    def __init__(self, read_only: Path | None) -> None:
+        self.read_only = read_only
+        self.created: list[str] = []
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(os, attr)
+
+    def access(self, path: Any, mode: int, **kwargs: Any) -> bool:
+        return True
+
+    def open(self, path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_CREAT:
+            self.created.append(os.fspath(path))
+            if self.read_only is not None and Path(path).parent == self.read_only:
+                raise PermissionError(13, "Access is denied", os.fspath(path))
+        return os.open(path, flags, *args, **kwargs)
+
+
+def test_a_folder_windows_will_not_write_opens_the_workspace_read_only(tmp_path, monkeypatch):
+    path = tmp_path / "state" / "lexpilot.sqlite3"
+    Store(path).close()  # no write-ahead log left: opened as immutable
+    windows = WindowsOs(read_only=path.parent)
+    monkeypatch.setattr(store_module, "os", windows)
+    store = Store(path, readonly=True)
+    try:
+        assert store.readonly  # not a connection that fails at its first write, or makes a -wal
+        assert store.conn.execute("SELECT COUNT(*) FROM migrations").fetchone()[0] == len(MIGRATIONS)
+    finally:
+        store.close()
+    assert windows.created and all(Path(name).parent == path.parent for name in windows.created)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["lexpilot.sqlite3"]
+
+
+def test_a_folder_windows_will_write_is_probed_without_a_file_left_behind(tmp_path, monkeypatch):
+    path = tmp_path / "state" / "lexpilot.sqlite3"
+    Store(path).close()
+    before = sorted(p.name for p in path.parent.iterdir())
+    windows = WindowsOs(read_only=None)
+    monkeypatch.setattr(store_module, "os", windows)
+    store = Store(path, readonly=True)
+    try:
+        assert not store.readonly
+    finally:
+        store.close()
+    assert windows.created and all(Path(name).parent == path.parent for name in windows.created)
+    assert sorted(p.name for p in path.parent.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    ("path", "uri"),
+    [
+        (PurePosixPath("/home/me/ws/state/lexpilot.sqlite3"), "file:///home/me/ws/state/lexpilot.sqlite3"),
+        (PurePosixPath("/data/50% #1?/lexpilot.sqlite3"), "file:///data/50%25 %231%3F/lexpilot.sqlite3"),
+        (PureWindowsPath(r"C:\Users\me\ws\state\lexpilot.sqlite3"), "file:///C:/Users/me/ws/state/lexpilot.sqlite3"),
+        (PureWindowsPath(r"D:\实验 #2\100%\db"), "file:///D:/实验 %232/100%25/db"),
+        (PureWindowsPath(r"\\server\share\lab\ws\db"), "file:////server/share/lab/ws/db"),
+        (PureWindowsPath(r"\\server.corp\share #1\ws\db"), "file:////server.corp/share %231/ws/db"),
+    ],
+)
+def test_the_read_only_uri_is_one_sqlite_accepts(path, uri):
+    assert sqlite_uri(path) == uri
+
+
+def test_sqlite_refuses_pathlibs_uri_of_a_unc_path_and_takes_ours(tmp_path):
+    """SQLite parses URIs alike on every platform: `as_uri()`'s authority is refused outright, ours
+    is a path (which this machine has not, hence the other error)."""
+    unc = PureWindowsPath(r"\\server\share\ws\state\lexpilot.sqlite3")
+    with pytest.raises(sqlite3.OperationalError, match="invalid uri authority"):
+        sqlite3.connect(f"{unc.as_uri()}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as ours:
+        sqlite3.connect(f"{sqlite_uri(unc)}?mode=ro", uri=True)
+    assert "authority" not in str(ours.value)
+
+
+def test_a_read_only_workspace_opens_under_a_folder_named_with_uri_characters(tmp_path):
+    path = tmp_path / "50% #1?" / "state" / "lexpilot.sqlite3"
+    Store(path).close()
+    db = _open_read_only(path)
+    try:
+        assert db.execute("SELECT COUNT(*) FROM migrations").fetchone()[0] == len(MIGRATIONS)
+    finally:
+        db.close()
