@@ -8,6 +8,7 @@ consistent because every write is transactional). Messages and tracebacks are pr
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from lexpilot_batch.cli import INTERRUPTED, INTERRUPTED_EXIT, reading, running, 
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
+from lexpilot_batch.util import fileio
 from lexpilot_batch.util.text import utf8_streams
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -106,12 +108,28 @@ def main() -> None:
 
 def os_error_message(exc: OSError) -> str:
     """One line for an operating-system error: what failed, on which file, and what to do."""
-    where = f" {exc.filename}" if exc.filename else ""
+    name = _file_named(exc)
+    where = f" {name}" if name else ""
     if is_disk_full(exc):
         return f"no space left on the device holding{where or ' the output'}; free space and run the same command again"
+    if fileio.held_open(exc):
+        # Not "permission denied; choose a folder you can write to": the folder is fine.
+        return f"{name or 'the file'} is open in another program; {fileio.HELD_OPEN_ADVICE}"
     if isinstance(exc, PermissionError):
         return f"permission denied:{where}; choose a folder you can write to (or fix its permissions)"
-    if isinstance(exc, (FileExistsError, NotADirectoryError)) and exc.filename and Path(exc.filename).is_file():
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) and name and Path(name).is_file():
         # Making an output's folder where a file of that name stands (`report --out afile/x.csv`).
-        return f"{exc.filename} is a file, not a folder; choose an output path whose folders are folders"
+        return f"{name} is a file, not a folder; choose an output path whose folders are folders"
     return f"{exc.strerror or exc}:{where} ({type(exc).__name__}); check the path and run the same command again"
+
+
+def _file_named(exc: OSError) -> str | None:
+    """The file an error is about, as the user knows it: for `os.replace(tmp, target)` the target
+    (`filename2`), and for a file written whole (`fileio.temp_path`) the file asked for, never the
+    temporary name it was written under."""
+    name = exc.filename2 if exc.filename2 is not None else exc.filename
+    if name is None:
+        return None
+    text = os.fsdecode(name) if isinstance(name, (str, bytes, os.PathLike)) else str(name)
+    target = fileio.temp_target(Path(text))
+    return str(target) if target is not None else text

@@ -33,7 +33,7 @@ from typing import Any
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.document import RunResults
-from lexpilot_batch.util.fileio import write_atomic
+from lexpilot_batch.util.fileio import cannot_write, write_atomic
 from lexpilot_batch.util.spreadsheet import CSV_FILE_ENCODING, csv_text
 
 COLUMNS = (
@@ -110,8 +110,6 @@ def export_cases(runs: list[RunResults], out_dir: Path) -> list[Path]:
         try:
             write_atomic(path, data.encode(CSV_FILE_ENCODING if name.endswith(".csv") else "utf-8"))
         except OSError as exc:
-            raise LexpilotError(
-                f"cannot write {path} ({exc.strerror or exc}); check that --out {out_dir} is a writable folder"
-            ) from None
+            raise LexpilotError(cannot_write(path, exc, f"check that --out {out_dir} is a writable folder")) from None
         written.append(path)
     return written

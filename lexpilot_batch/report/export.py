@@ -43,7 +43,7 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords
 from lexpilot_batch.report.results import check_complete, load_run_results, stored_mapping
 from lexpilot_batch.state.workspace import Workspace, seed_name
-from lexpilot_batch.util.fileio import write_atomic
+from lexpilot_batch.util.fileio import cannot_write, write_atomic
 
 Record = dict[str, Any]
 PARTIAL_SUFFIX = ".partial.jsonl"
@@ -107,7 +107,7 @@ class _Writer:
             write_atomic(path, data)
         except OSError as exc:
             raise LexpilotError(
-                f"cannot write {path} ({exc.strerror or exc}); check that --out {self.out_dir} is a writable folder"
+                cannot_write(path, exc, f"check that --out {self.out_dir} is a writable folder")
             ) from None
         self.files.append(path)
 

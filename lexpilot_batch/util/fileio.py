@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -66,6 +67,37 @@ def replace(source: Path, target: Path) -> None:
 def temp_path(path: Path) -> Path:
     """Where `path` is written before it replaces the target: `.<name>.<random>.tmp` beside it."""
     return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
+
+
+# Windows' ERROR_SHARING_VIOLATION and ERROR_LOCK_VIOLATION: another program holds the file open (a
+# spreadsheet showing report.csv), so that it may not be replaced or written
+# (https://learn.microsoft.com/en-us/windows/win32/debug/system-error-codes--0-499-).
+HELD_OPEN = (32, 33)
+HELD_OPEN_ADVICE = "close it there and run the same command again"
+
+
+def held_open(exc: OSError) -> bool:
+    """Whether Windows refused a file because another program holds it open: not a permission the
+    user lacks, nor a folder that cannot be written to."""
+    return isinstance(exc, PermissionError) and getattr(exc, "winerror", None) in HELD_OPEN
+
+
+def cannot_write(path: Path, exc: OSError, advice: str) -> str:
+    """The message for `path` not written: that it is open in another program (`held_open`), else
+    the system's reason and `advice`."""
+    if held_open(exc):
+        return f"cannot write {path}: it is open in another program; {HELD_OPEN_ADVICE}"
+    return f"cannot write {path} ({exc.strerror or exc}); {advice}"
+
+
+_TEMP_NAME = re.compile(r"\.(.+)\.[0-9a-f]{8}" + re.escape(TMP_SUFFIX))
+
+
+def temp_target(path: Path) -> Path | None:
+    """The file a `temp_path` stands for (`.report.csv.54c36557.tmp`: `report.csv`), else None: an
+    error on the temporary file is told of the file asked for, the only one the user knows."""
+    match = _TEMP_NAME.fullmatch(path.name)
+    return path.with_name(match.group(1)) if match else None
 
 
 def unlink_quietly(path: Path) -> bool:

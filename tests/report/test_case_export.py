@@ -6,6 +6,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+from pathlib import Path
 
 import pytest
 from conftest import STUDY_MODELS, STUDY_RUNS
@@ -14,8 +16,10 @@ from typer.testing import CliRunner
 
 from lexpilot_batch.cli import app
 from lexpilot_batch.data import load_dataset
+from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.case_export import COLUMNS, export_cases
 from lexpilot_batch.report.results import load_run_results
+from lexpilot_batch.util import fileio
 
 VARIANTS = {"c": "complete", "u": "underspecified"}
 STOPS = ("judgment_round_1", "judgment_round_2", "judgment_round_3", "forced_final_prediction")
@@ -127,3 +131,25 @@ def test_the_command_refuses_unfinished_runs_without_partial(tmp_path):
     assert (tmp_path / "out" / "cases.csv").read_text(encoding="utf-8-sig").splitlines() == [",".join(COLUMNS)]
     # What --partial left out is said, not only missing from the files.
     assert "Note: partial: no row for r1 / sim-eval / dcg: unfinished: " in done.output
+
+
+def test_a_file_a_spreadsheet_holds_open_is_said_to_be_open_not_unwritable(tmp_path, monkeypatch):
+    """Windows refuses to replace `cases.csv` while Excel shows it (a sharing violation, winerror 32):
+    the message says so, not that --out is no writable folder."""
+    real_replace = os.replace
+
+    def held(src, dst):
+        if Path(dst).name == "cases.csv":
+            exc = PermissionError(13, "The process cannot access the file", os.fspath(src), 32, os.fspath(dst))
+            setattr(exc, "winerror", 32)  # noqa: B010 - the constructor sets it on Windows only, where typeshed declares it
+            raise exc
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", held)
+    monkeypatch.setattr(fileio, "_REPLACE_PAUSE", 0)
+    with pytest.raises(LexpilotError) as refused:
+        export_cases([], tmp_path / "out")
+    assert str(refused.value) == (
+        f"cannot write {tmp_path / 'out' / 'cases.csv'}: it is open in another program; "
+        "close it there and run the same command again"
+    )
