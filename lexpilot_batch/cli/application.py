@@ -94,7 +94,11 @@ def main() -> None:
     sys.excepthook = redacting_excepthook  # a bug's traceback may quote a provider's answer
     utf8_streams()
     try:
-        app()
+        # Typer runs every argument through expanduser, expandvars and glob when os.name == "nt"
+        # (typer.core._main: click's _expand_args), as no shell does: `--run-id run-%USERNAME%`
+        # became `run-me`, and a --model-arg holding `*`, `?` or `[` could become file names. The
+        # arguments are taken as the shell passed them, on Windows as elsewhere.
+        app(windows_expand_args=False)
     except LexpilotError as exc:
         end_progress()
         say(f"Error: {exc}", err=True)

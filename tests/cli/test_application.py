@@ -1,15 +1,20 @@
-"""How the command line ends: an operating-system error told of the file the user asked for, in
-words that fit what happened (a report open in Excel on Windows)."""
+"""How the command line starts and ends: the arguments taken as typed, on Windows too, and an
+operating-system error told of the file the user asked for, in words that fit what happened (a
+report open in Excel on Windows)."""
 
 from __future__ import annotations
 
+import ntpath
 import os
+import posixpath
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from lexpilot_batch import cli
 from lexpilot_batch.cli import app, application
 from lexpilot_batch.util import fileio
 
@@ -76,3 +81,48 @@ def test_report_out_to_a_file_excel_holds_says_to_close_it(
     err = capsys.readouterr().err
     assert err.strip() == f"Error: {out} is open in another program; close it there and run the same command again"
     assert not list(tmp_path.glob("*.tmp"))  # the temporary file removed
+
+
+class _WindowsOsPath:
+    """`os.path` on Windows as far as the test needs: `ntpath.expandvars` expands `%NAME%`."""
+
+    expandvars = staticmethod(ntpath.expandvars)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(posixpath, attr)
+
+
+class _WindowsOs:
+    """`os` as typer's argument handling sees it on Windows (`os.name`, `os.path.expandvars`);
+    pathlib and everything else go on with the real one."""
+
+    name = "nt"
+    path = _WindowsOsPath()
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(os, attr)
+
+
+def test_arguments_reach_the_commands_as_typed_on_windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Through `lexpilot_batch.cli.main`, the console script's function: typer's Windows-only
+    expansion (`%NAME%`, `~`, glob patterns) is off, so `r-%USERNAME%` and `r*` stay themselves."""
+    import typer._click.utils
+    import typer.core
+
+    root = tmp_path / "ws"
+    run = ["run", "--stage", "lca", "--run-id", "r1", "--model", "sim-eval", "--provider", "simulated"]
+    assert runner.invoke(app, [*run, "--limit", "1", "--root", str(root)]).exit_code == 0
+    windows = _WindowsOs()
+    monkeypatch.setattr(typer.core, "os", windows)
+    monkeypatch.setattr(typer._click.utils, "os", windows)
+    monkeypatch.setenv("USERNAME", "me")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results.csv").write_text("", encoding="utf-8")  # what `r*` would glob to
+    for run_id in ("r-%USERNAME%", "r*"):
+        monkeypatch.setattr(sys, "argv", ["lexpilot-batch", "status", "--run-id", run_id, "--root", str(root)])
+        with pytest.raises(SystemExit) as ended:
+            cli.main()
+        assert ended.value.code == 1
+        assert capsys.readouterr().err.strip() == f"Error: --run-id {run_id}: no such run in this workspace; it has r1"
