@@ -108,6 +108,13 @@ def main() -> None:
         end_progress()
         say(f"Error: {os_error_message(exc)}", err=True)
         sys.exit(1)
+    except Exception:
+        # A bug: its traceback printed here, redacted. Left to the interpreter it would reach
+        # typer's hook, which typer puts in place of ours when the app is called and which prints
+        # through Python's own, unredacted.
+        end_progress()
+        redacting_excepthook(*sys.exc_info())
+        sys.exit(1)
 
 
 def os_error_message(exc: OSError) -> str:

@@ -444,3 +444,21 @@ def test_a_traceback_is_printed_redacted(monkeypatch, capsys):
     assert err.startswith("Traceback (most recent call last):") and "RuntimeError: unexpected answer" in err
     assert "[redacted OPENAI_API_KEY]" in err and "\\u001b[2J" in err
     assert leaks(err.encode()) == [] and "\x1b" not in err
+
+
+def test_a_bug_in_a_command_is_printed_redacted_through_main(monkeypatch, in_process, tmp_path):
+    """typer puts its own excepthook in place of the CLI's when the app is called, and that hook
+    prints through Python's own: a bug's traceback reached the terminal unredacted."""
+    from lexpilot_batch.report import produce
+    from lexpilot_batch.util.redaction import register_secret
+
+    register_secret("OPENAI_API_KEY", SENTINEL)
+
+    def bug(*args, **kwargs):
+        raise RuntimeError(f"unexpected answer: Authorization: Bearer {SENTINEL}")
+
+    monkeypatch.setattr(produce, "produce_report", bug)
+    code, out = in_process(["report", "--root", str(tmp_path / "ws")])
+    text = out.decode("utf-8")
+    assert code == 1 and "Traceback (most recent call last):" in text and "RuntimeError: unexpected answer" in text
+    assert "[redacted OPENAI_API_KEY]" in text and leaks(out) == []
