@@ -15,6 +15,8 @@ from typing import Any
 
 INTERRUPTED = "Interrupted; run the same command again to resume."
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
+TERMINATED = "Stopped (SIGTERM); run the same command again to resume."
+TERMINATED_EXIT = 143  # 128 + SIGTERM: `kill`, a job scheduler's time limit, `docker stop`
 
 
 def main() -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -17,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from lexpilot_batch import __version__
-from lexpilot_batch.cli import INTERRUPTED, INTERRUPTED_EXIT, reading, running, tools
+from lexpilot_batch.cli import INTERRUPTED, INTERRUPTED_EXIT, TERMINATED, TERMINATED_EXIT, reading, running, tools
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
@@ -38,10 +40,11 @@ class _Typer(typer.Typer):
             def wrapper(*a: Any, **kw: Any) -> Any:
                 try:
                     return func(*a, **kw)
-                except KeyboardInterrupt:
+                except KeyboardInterrupt as stop:
                     end_progress()
-                    typer.echo(INTERRUPTED, err=True)
-                    raise typer.Exit(INTERRUPTED_EXIT) from None
+                    terminated = isinstance(stop, Terminated)
+                    typer.echo(TERMINATED if terminated else INTERRUPTED, err=True)
+                    raise typer.Exit(TERMINATED_EXIT if terminated else INTERRUPTED_EXIT) from None
 
             register(wrapper)
             return func
@@ -90,8 +93,29 @@ app.command()(tools.doctor)
 app.command("serve-simulated")(tools.serve_simulated)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, as Ctrl-C is: `kill`, a cluster's job time limit
+    (Slurm sends SIGTERM before SIGKILL) or `docker stop` ends the command through the same paths
+    as Ctrl-C (a transaction rolled back, the compaction worker stopped, progress bars closed),
+    saying how to resume, where the default action ended it at once and silently."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main() -> None:
     sys.excepthook = redacting_excepthook  # a bug's traceback may quote a provider's answer
+    handles = hasattr(signal, "SIGTERM") and threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _terminated) if handles else None
+    try:
+        _run_app()
+    finally:
+        if handles:  # (main() called in a process that goes on: a test, an embedding)
+            signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
+
+
+def _run_app() -> None:
     utf8_streams()
     try:
         # Typer runs every argument through expanduser, expandvars and glob when os.name == "nt"
