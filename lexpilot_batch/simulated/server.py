@@ -140,6 +140,10 @@ def _on_flex(answer: dict) -> bool:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # HTTPServer sets SO_REUSEADDR, which on Linux only lets a port in TIME_WAIT be taken again but
+    # on Windows lets a second server bind a port another one listens on, silently: there, a port in
+    # use is refused as elsewhere ("cannot listen").
+    allow_reuse_address = os.name != "nt"
     sim: SimulatedServer
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
