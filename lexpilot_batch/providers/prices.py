@@ -135,6 +135,13 @@ def price_for(prices: Prices | None, role: str, model: str | None) -> Mapping[st
     return None
 
 
+def unused_prices(prices: Prices | None, models: Iterable[str]) -> list[str]:
+    """The models a prices file names that `price_for` finds for none of `models` (a misspelt
+    name prices nothing, and the model it meant is priced from the bundled table without a word)."""
+    names = {n for m in models for n in (m, _sent(m), _SNAPSHOT.sub("", _sent(m)))}
+    return [k for k in (prices or {}) if not k.startswith("$") and k not in ROLE_KEYS and k not in names]
+
+
 def check_prices(prices: Prices | None, batch_discount: float) -> None:
     if not 0 <= batch_discount <= 1:
         raise LexpilotError(f"batch_discount must be between 0 and 1, got {batch_discount}.")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from lexpilot_batch.benchmark.prompts import render_key_details
 from lexpilot_batch.data import stored_case
-from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices
+from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, unused_prices
 from lexpilot_batch.report import bootstrap, results
 from lexpilot_batch.report.build import build_report
 from lexpilot_batch.report.formats import check_format, render
@@ -71,6 +71,13 @@ def produce_report(root: Path | None, options: ReportOptions) -> ProducedReport:
         from lexpilot_batch.report.plots import save_figures
 
         produced.figure_files, produced.warnings = save_figures(built, options.figures)
+    if options.run_id is None and options.model is None:  # (a filtered report sees only some models)
+        served = {m for r in runs for m in (r.model, r.user_model, r.judge_model)}
+        for name in unused_prices(prices, served):
+            produced.warnings.append(
+                f"--prices names {name!r}, which is no model of this workspace's runs ({', '.join(sorted(served))}); "
+                "its price is not used (a misspelt name? the model it meant is priced from the bundled table)"
+            )
     viewer = viewer_data(runs, built, facts) if html else None
     produced.text = render(built, options.format, viewer)
     return produced

@@ -98,3 +98,29 @@ def test_a_price_that_is_no_finite_amount_is_refused(tmp_path: Path, value: str)
         LexpilotError, match=r"prices.json: Price of model 'openai/gpt-4o-mini': 'input' must be a finite"
     ):
         load_prices(bad)
+
+
+def test_a_price_of_a_model_no_run_uses_is_named():
+    from lexpilot_batch.providers.prices import unused_prices
+
+    prices: dict = {
+        "$note": "mine",
+        "openai/gpt-4o-mnii": {"input": 1, "output": 2},  # misspelt
+        "gpt-4o-mini": {"input": 1, "output": 2},  # as sent: used
+        "openai/o4-mini": {"input": 1, "output": 2},
+        "judge": {"input": 1, "output": 2},  # a role: used by whatever serves it
+    }
+    assert unused_prices(prices, ["openai/gpt-4o-mini-2024-07-18", "openai/o4-mini"]) == ["openai/gpt-4o-mnii"]
+    assert unused_prices(None, ["openai/o4-mini"]) == []
+
+
+def test_the_report_warns_of_a_price_no_run_uses(study):
+    from conftest import STUDY_MODELS
+
+    from lexpilot_batch.report.produce import ReportOptions, produce_report
+
+    prices = {"sim-evl": {"input": 1, "output": 2}}
+    produced = produce_report(study.root, ReportOptions(prices=prices, resamples=0))
+    assert any("--prices names 'sim-evl', which is no model of this workspace's runs" in w for w in produced.warnings)
+    only = produce_report(study.root, ReportOptions(prices=prices, resamples=0, model=STUDY_MODELS[0]))
+    assert not any("sim-evl" in w for w in only.warnings)  # a filtered report sees only some models
