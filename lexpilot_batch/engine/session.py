@@ -280,10 +280,14 @@ class Session:
                 f"{', '.join(sorted(known))} (or '*' for every one). Nothing was registered or compiled."
             )
 
-    def tail_policy(self) -> TailPolicy:
+    def tail_policy(self, projecting: bool = False) -> TailPolicy:
         """How the next wave's groups travel (`engine.tail`): this command's choices, what the
-        workspace remembers, its measured batch durations and the models flex kept refusing."""
+        workspace remembers, its measured batch durations and the models flex kept refusing. The
+        answered requests' sizes (`tail.measure`, two scans of every request) are read where they
+        are weighed: under `--tail auto`, and for a projection (`projecting`), which shows the auto
+        policy whatever the workspace's own."""
         t = self.tail
+        weighed = self.ws is not None and (projecting or t["tail"] == AUTO)
         measured = measured_batch_seconds(self.ws.store.conn) if self.ws is not None else None
         expect = dict(t["expect_latency"])
         if "batch" not in expect and measured:
@@ -296,7 +300,7 @@ class Session:
             expected=Expected(**expect),
             flex=dict(t["flex"]),
             refused=frozenset(self._still_refused()),
-            measures=measure(self.ws.store.conn, t["prices"]) if self.ws is not None else Measures(t["prices"]),
+            measures=measure(self.ws.store.conn, t["prices"]) if weighed and self.ws is not None else Measures(t["prices"]),
         )
 
     def flex_refused_now(self, model: str) -> None:

@@ -177,7 +177,7 @@ def build(
         entry.cost_usd = _wave_cost(entry, role, wave_parts, routes, a, price_of, discount)
     # What the workspace sent so far, as the compiler's premium budget counts it (`tail.sent_spent`).
     # A compiled, unsent target wave is compiled again, and projected as due: not counted twice.
-    policy = session.tail_policy()
+    policy = session.tail_policy(projecting=True)
     again = state.target if state.target is not None and state.compiled else None
     spent = sent_spent(ws.store.conn, policy.measures, but_wave=again) if ws is not None else None
     if source == "due":
