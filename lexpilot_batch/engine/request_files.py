@@ -125,7 +125,8 @@ class WaveWriter:
             cap = None
             if route.backend in budgets.BATCH_BACKENDS:
                 limit = budgets.budget(self.db, route.model, route.limits.enqueued_tokens)
-                cap = budgets.file_cap(limit, budgets.factor(self.db, route.model))
+                if limit:  # (`factor` reads the model's last answered files: only for a budget)
+                    cap = budgets.file_cap(limit, budgets.factor(self.db, route.model))
             self.token_caps[group] = cap
         return self.token_caps[group]
 
