@@ -214,7 +214,10 @@ class WaveWriter:
             for g in self.group_files:
                 model = self.routes[g].model
                 usd = [m.usd(role, model, n, tokens) for role, (n, tokens) in self.group_roles[g].items()]
-                weights[g] = (None if None in usd else sum(u for u in usd if u is not None), m.tokens(model, sizes[g][2]))
+                weights[g] = (
+                    None if None in usd else sum(u for u in usd if u is not None),
+                    m.tokens(model, sizes[g][2]),
+                )
             travel = wave_travel(self.tail, sizes, sent_spent(self.db, m, but_wave=self.wave), weights)
         else:
             travel = wave_travel(self.tail, sizes)

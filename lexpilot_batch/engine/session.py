@@ -300,7 +300,9 @@ class Session:
             expected=Expected(**expect),
             flex=dict(t["flex"]),
             refused=frozenset(self._still_refused()),
-            measures=measure(self.ws.store.conn, t["prices"]) if weighed and self.ws is not None else Measures(t["prices"]),
+            measures=measure(self.ws.store.conn, t["prices"])
+            if weighed and self.ws is not None
+            else Measures(t["prices"]),
         )
 
     def flex_refused_now(self, model: str) -> None:

@@ -26,7 +26,9 @@ def workspace(tmp_path: Path) -> Path:
     short = [{"custom_id": f"b{i}", "body": {"messages": [{"content": "问"}]}} for i in range(10)]
     _write(root / "requests" / "wave-001" / "eval__m__000.jsonl", long)
     _write(root / "requests" / "wave-002" / "eval__m__000.jsonl", short)
-    results = [{"custom_id": f"a{i}", "response": {"body": {"choices": [{"message": {"content": "好"}}]}}} for i in range(410)]
+    results = [
+        {"custom_id": f"a{i}", "response": {"body": {"choices": [{"message": {"content": "好"}}]}}} for i in range(410)
+    ]
     _write(root / "responses" / "wave-001" / "eval__m__000.jsonl", results)
     return root
 
@@ -40,4 +42,3 @@ def test_each_sampled_line_stands_for_the_lines_it_was_picked_among(workspace: P
     assert timed.parse_weight == pytest.approx(410)
     result = beside.result()
     assert result["request_lines_timed"] == timed.dumped
-
