@@ -60,7 +60,9 @@ class _Sink:
         self.buffer.clear()
         self.size = 0
         while len(self.pending) >= self.IN_FLIGHT or (self.pending and self.pending[0].done()):
-            result(self.pending.popleft())  # raises what the thread raised
+            # Taken off once it has finished: Ctrl-C during the wait leaves it for `discard`.
+            result(self.pending[0])  # raises what the thread raised
+            self.pending.popleft()
         self.pending.append(self.pool.submit(self._store, chunk))
 
     def _store(self, chunk: bytes) -> None:
@@ -72,7 +74,8 @@ class _Sink:
         if self.buffer:
             self._send()
         while self.pending:
-            result(self.pending.popleft())
+            result(self.pending[0])
+            self.pending.popleft()
         self.fh.close()
         return self.hash.hexdigest()
 
@@ -182,12 +185,16 @@ class WaveWriter:
         return entry
 
     def _close(self, group: Group) -> None:
-        entry = self.open.pop(group)
+        # Open until it has its final name: a failure before (its last chunks, raised by `finish`;
+        # the rename) leaves it to `abort`, which removes its temporary file.
+        entry = self.open[group]
         sha256 = entry["sink"].finish()
         roles = "+".join(sorted(entry["roles"]))
         final = self.dir / f"{roles}__{slug(entry['model'])}__{entry['shard']:03d}.jsonl"
         fileio.replace(Path(entry["tmp"]), final)
+        del self.open[group]
         rel = self.ws.relative(final)
+        self.written.append(rel)  # (`abort` removes it from here on)
         update_file(
             self.db,
             entry["pk"],
@@ -198,7 +205,6 @@ class WaveWriter:
             sha256=sha256,
             tokens=entry["tokens"],
         )
-        self.written.append(rel)
         self.group_files[group].append((entry["pk"], rel))
         if entry["backend"] == MANUAL:
             self.manual.append(rel)

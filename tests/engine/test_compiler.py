@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from engine_helpers import finish, open_session, prepare_runs, request_lines, thread_counts
 
-from lexpilot_batch.engine import compiler
+from lexpilot_batch.engine import compiler, request_files
 from lexpilot_batch.engine.compiler import compile_wave
 from lexpilot_batch.engine.request_files import WaveWriter
 from lexpilot_batch.state.states import FileState, ThreadState
@@ -79,6 +79,24 @@ def test_a_compile_that_fails_while_writing_leaves_no_partial_file(ws, session, 
     assert counts(ws) == {"waves": 1, "files": 1, "requests": 2}  # the earlier compile, untouched
     assert request_bytes(ws) == before
     assert not [p for p in ws.root.rglob(".building-*")]  # the writer's unfinished files
+
+
+def test_a_file_whose_last_chunk_fails_to_write_leaves_no_partial_file(ws, session, monkeypatch):
+    """The writer thread fails on a file's last chunk (a disk filling up), which `finish` raises as
+    the file is closed: the compile rolls back and takes that file's temporary name with it."""
+    prepare_runs(ws, session, limit=1)
+    before = request_bytes(ws)
+
+    def disk_full(self: request_files._Sink, chunk: bytes) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(request_files._Sink, "_store", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        prepare_runs(ws, session, limit=1)  # compiles wave 1 again: every file's one chunk fails
+    monkeypatch.undo()
+    assert counts(ws) == {"waves": 1, "files": 1, "requests": 2}  # the earlier compile, untouched
+    assert request_bytes(ws) == before
+    assert not [p for p in ws.root.rglob(".building-*")]
 
 
 def test_nothing_is_compiled_while_a_wave_is_under_way(ws, session):
