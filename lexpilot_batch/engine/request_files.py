@@ -59,11 +59,16 @@ class _Sink:
         chunk = b"".join(self.buffer)
         self.buffer.clear()
         self.size = 0
-        while len(self.pending) >= self.IN_FLIGHT or (self.pending and self.pending[0].done()):
-            # Taken off once it has finished: Ctrl-C during the wait leaves it for `discard`.
-            result(self.pending[0])  # raises what the thread raised
-            self.pending.popleft()
+        self._settle(self.IN_FLIGHT - 1)
         self.pending.append(self.pool.submit(self._store, chunk))
+
+    def _settle(self, keep: int) -> None:
+        """Wait until at most `keep` chunks are queued (and take off those already written), raising
+        what the thread raised. A chunk is taken off once it has finished: Ctrl-C during the wait
+        leaves it for `discard`."""
+        while len(self.pending) > keep or (self.pending and self.pending[0].done()):
+            result(self.pending[0])
+            self.pending.popleft()
 
     def _store(self, chunk: bytes) -> None:
         self.hash.update(chunk)
@@ -73,9 +78,7 @@ class _Sink:
         """Write what is left, close the file, and return its SHA-256."""
         if self.buffer:
             self._send()
-        while self.pending:
-            result(self.pending[0])
-            self.pending.popleft()
+        self._settle(0)
         self.fh.close()
         return self.hash.hexdigest()
 

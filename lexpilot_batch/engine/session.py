@@ -287,7 +287,7 @@ class Session:
         are weighed: under `--tail auto`, and for a projection (`projecting`), which shows the auto
         policy whatever the workspace's own."""
         t = self.tail
-        weighed = self.ws is not None and (projecting or t["tail"] == AUTO)
+        weighed = projecting or t["tail"] == AUTO
         measured = measured_batch_seconds(self.ws.store.conn) if self.ws is not None else None
         expect = dict(t["expect_latency"])
         if "batch" not in expect and measured:

@@ -271,10 +271,7 @@ def wave_travel(
 ) -> dict[K, str]:
     """The backend each group of one wave travels on, under `policy`; `spent` (updated) is what the
     earlier waves were sent at, for `--max-premium`. `weights` are the groups' (`WaveWriter`'s, by
-    role), else each group's as one of its route's role (`Measures.usd`). Without `--tail auto` and
-    with no `spent` to keep, nothing is weighed (the compiler of a `--tail-sync N` or batch-only wave)."""
-    if not policy.auto and spent is None:
-        return {key: wave_backend(route, n, policy.limit) for key, (route, n, _) in groups.items()}
+    role), else each group's as one of its route's role (`Measures.usd`)."""
     spent = spent if spent is not None else Spent()
     own = {key: route.backend for key, (route, _, _) in groups.items()}
     batched = [key for key, (route, _, _) in groups.items() if route.backend in BATCH_LIKE]
