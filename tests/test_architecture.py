@@ -241,3 +241,66 @@ def test_no_state_word_is_spelled_outside_its_definition():
     assert not found, "state words spelled as strings (use state.states, providers.base.BatchStatus):\n" + "\n".join(
         found
     )
+
+
+# --- waits ------------------------------------------------------------------------------------
+
+# Where a sleep is the point: the one clock, and the simulated provider's latency (a provider that
+# takes its time) and its foreground loop.
+SLEEPS_ALLOWED = {"util.clock"}
+
+
+def sleeps(path: Path) -> list[int]:
+    """The lines of a module that call `time.sleep` (or a `sleep` imported from `time`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "time"
+        for alias in node.names
+        if alias.name == "sleep"
+    }
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "sleep" and isinstance(func.value, ast.Name):
+            if func.value.id == "time":
+                out.append(node.lineno)
+        elif isinstance(func, ast.Name) and func.id in imported:
+            out.append(node.lineno)
+    return out
+
+
+def test_every_wait_goes_through_the_one_clock():
+    stray = [
+        f"{name}:{line}"
+        for name, path in modules().items()
+        if name not in SLEEPS_ALLOWED and layer_of(name) != "simulated"
+        for line in sleeps(path)
+    ]
+    assert not stray, "time.sleep outside util.clock (use clock.pause, and clock.Backoff for retries):\n" + "\n".join(
+        stray
+    )
+
+
+def test_the_sleep_finder_sees_both_spellings(tmp_path: Path):
+    planted = tmp_path / "m.py"
+    planted.write_text("import time\nfrom time import sleep as nap\n\ntime.sleep(1)\nnap(2)\n", encoding="utf-8")
+    assert sleeps(planted) == [4, 5]
+
+
+BACKOFF = re.compile(r"\*\s*2\s*\*\*")  # `first * 2 ** attempt`, not `2**20` bytes
+
+
+def test_backoff_is_written_once():
+    """A doubling wait is `clock.Backoff`'s: a second copy of the schedule drifts (one was uncapped)."""
+    found = [
+        f"{name}:{n}: {line.strip()}"
+        for name, path in modules().items()
+        if name != "util.clock" and layer_of(name) != "simulated"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if BACKOFF.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert not found, "\n".join(found)

@@ -201,7 +201,7 @@ def poll_and_advance(
                         "--outage-wait sets how long to keep trying)"
                     ) from None
                 raise
-            wait_s = min(max(poll_interval, 0.05) * 2 ** (failures - 1), OUTAGE_PAUSE_MAX, left)
+            wait_s = min(clock.Backoff(max(poll_interval, 0.05), OUTAGE_PAUSE_MAX).wait(failures - 1), left)
             if on_outage:
                 on_outage(Outage(exc, failures, wait_s, left - wait_s))
             clock.pause(wait_s)

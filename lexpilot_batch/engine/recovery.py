@@ -39,6 +39,7 @@ create, the same for every backend that can create (a backend only makes single 
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -203,7 +204,7 @@ class Lookup:
 
 def _rate_wait(exc: RateLimited, attempt: int) -> float:
     """Seconds before the next call refused for the rate: the provider's word, else backoff to 8 s."""
-    return exc.retry_after if exc.retry_after is not None else min(0.5 * 2**attempt, 8.0)
+    return clock.RETRY.wait(attempt, exc.retry_after)
 
 
 def upload_name(ws: Workspace, row: dict) -> str:
@@ -281,13 +282,13 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
 
 def await_batch(look: Lookup, until: float, sent: float | None) -> BatchInfo | None:
     """The file's batch, looked for with backoff until `until` (at least once)."""
-    wait = min(0.25, max(0.0, until - time.time()) / 8)
-    while True:
+    schedule = clock.Backoff(min(0.25, max(0.0, until - time.time()) / 8), 5.0)
+    for attempt in itertools.count():
         found = look.find(sent)
         if found is not None or time.time() >= until:
             return found
-        clock.pause(min(wait, max(0.0, until - time.time())))
-        wait = min(wait * 2, 5.0)
+        clock.pause(min(schedule.wait(attempt), max(0.0, until - time.time())))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _untagged(look: Lookup, sent: float | None) -> BatchInfo | None:

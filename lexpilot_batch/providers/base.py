@@ -491,4 +491,4 @@ def save_streamed(
                 raise connection_error(
                     message=f"the download broke off {tries} times: {broke.cause}", request=broke.request
                 ) from None  # (what the SDK's error reads as says it: `could not connect: {message}`)
-            clock.pause(min(0.5 * 2**attempt, 8.0))
+            clock.pause(clock.RETRY.wait(attempt))

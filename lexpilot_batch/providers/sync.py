@@ -64,6 +64,7 @@ from lexpilot_batch.providers.base import retry_after
 from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall
 from lexpilot_batch.providers.endpoints import Endpoint
 from lexpilot_batch.providers.flex import tier_fields
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.jsonbounds import loads_bounded
 from lexpilot_batch.util.redaction import redact_data
 from lexpilot_batch.util.waiting import wait_first
@@ -73,6 +74,8 @@ RATE_LIMIT_ROUNDS = 8  # 429s after the SDK's retries, for one request, that sto
 RATE_LIMIT_WAIT = 1.0  # seconds before a 429'd request is sent again (doubling, capped at 60 s)
 FLEX_ROUNDS = 6  # 429s in a row for one request on the flex tier: the file's rest goes to a batch
 FLEX_WAIT = 2.0  # seconds before a refused flex call is sent again (doubling, capped at 60 s)
+RATE_BACKOFF = clock.Backoff(RATE_LIMIT_WAIT, 60.0)
+FLEX_BACKOFF = clock.Backoff(FLEX_WAIT, 60.0)
 FSYNC_EVERY = 100  # lines between fsyncs; a crash loses at most these, and resume re-sends them
 
 
@@ -164,7 +167,7 @@ class SyncRunner:
                     if not pending:
                         if not later:
                             break
-                        time.sleep(max(0.0, later[0][0] - time.monotonic()))
+                        clock.pause(later[0][0] - time.monotonic())
                         continue
                     # In steps (`waiting`): a bare wait for a call that takes minutes would not
                     # let Ctrl-C through on Windows before Python 3.14.
@@ -192,8 +195,8 @@ class SyncRunner:
                                 "nothing was lost, run the same command again later (or with a lower --concurrency)"
                             )
                             continue
-                        first = FLEX_WAIT if self.flex else RATE_LIMIT_WAIT
-                        wait_s = retry_after(result.exc) or min(first * 2 ** (count - 1), 60.0)
+                        schedule = FLEX_BACKOFF if self.flex else RATE_BACKOFF
+                        wait_s = schedule.wait(count - 1, retry_after(result.exc))
                         assert result.body is not None
                         heapq.heappush(later, (time.monotonic() + wait_s, result.custom_id, result.body))
                 if state.fatal is not None:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import time
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
+
+from lexpilot_batch.util import clock
 
 _REPLACE_TRIES = 20
 _REPLACE_PAUSE = 0.05  # seconds between tries: a second in all
@@ -61,7 +62,7 @@ def replace(source: Path, target: Path) -> None:
         except PermissionError:
             if attempt == _REPLACE_TRIES - 1:
                 raise
-            time.sleep(_REPLACE_PAUSE)
+            clock.pause(_REPLACE_PAUSE)
 
 
 def temp_path(path: Path) -> Path:

@@ -15,7 +15,6 @@ is read too: its responses are written out as a responses file would hold them.
 from __future__ import annotations
 
 import os
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from lexpilot_batch.providers.extras import require_sdk
 from lexpilot_batch.providers.google import client
 from lexpilot_batch.providers.google.errors import failure_of
 from lexpilot_batch.providers.registry import parse_model
-from lexpilot_batch.util import fileio
+from lexpilot_batch.util import clock, fileio
 from lexpilot_batch.util.fileio import TMP_SUFFIX, write_atomic
 
 T = TypeVar("T")
@@ -180,8 +179,7 @@ class GoogleBatchBackend(FileBatchBackend):
                 transient = failure is not None and (failure.status is None or transient_status(failure.status))
                 if not transient or attempt == self.max_retries:
                     raise
-                wait = retry_after(exc)
-                time.sleep(wait if wait is not None else client.RETRY_DELAY * 2**attempt)
+                clock.pause(clock.Backoff(client.RETRY_DELAY, client.MAX_DELAY).wait(attempt, retry_after(exc)))
         raise AssertionError("unreachable")
 
     def _cancel(self, batch_id: str) -> BatchInfo:

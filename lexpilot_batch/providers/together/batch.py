@@ -157,11 +157,11 @@ class TogetherBatchBackend(FileBatchBackend):
                     return location, file_id
                 if attempt == self.max_retries or not (exc.status_code == 429 or transient_status(exc.status_code)):
                     raise
-                clock.pause(retry_after(exc) or min(0.5 * 2**attempt, 8.0))
+                clock.pause(clock.RETRY.wait(attempt, retry_after(exc)))
             except openai.APIConnectionError:
                 if attempt == self.max_retries:
                     raise
-                clock.pause(min(0.5 * 2**attempt, 8.0))
+                clock.pause(clock.RETRY.wait(attempt))
             else:
                 raise UploadRefused(200, f"the upload was answered without a signed URL: {str(answer)[:200]}")
         raise AssertionError("unreachable")  # pragma: no cover
