@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.benchmark.prompts import DEFAULT_TEMPLATES, Prompt
-from lexpilot_batch.providers import prefixes
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
+from lexpilot_batch.providers import cache_layout as prefixes
+from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
+from lexpilot_batch.providers.google.spec import NAME as GOOGLE
 from lexpilot_batch.providers.lines import line_body
+from lexpilot_batch.providers.openai.spec import NAME as OPENAI
+from lexpilot_batch.providers.prefixes import parse_model
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, bundled_prices, cache_saving, cost_usd
-from lexpilot_batch.providers.registry import parse_model
 from lexpilot_batch.simulated import caching, completions
 from lexpilot_batch.simulated.anthropic_api import _chat_parts
 from lexpilot_batch.state.compaction import read_saved

@@ -112,7 +112,7 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
     """
     from lexpilot_batch.engine.session import Session
     from lexpilot_batch.engine.tail import Expected, Spent, TailPolicy, is_round_trip, wave_backend, wave_travel
-    from lexpilot_batch.providers.apis import FLEX
+    from lexpilot_batch.providers.backends import FLEX
     from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, cost_usd
     from lexpilot_batch.simulated.faults import Faults
     from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds

@@ -198,7 +198,7 @@ def instrument(meter: Meter) -> None:
     # does within its latency: the simulated provider answers a batch when it is created, and a
     # chat completion when it is called. Left out of the local time of `time_to_result`.
     from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
-    from lexpilot_batch.providers.sync import SyncRunner
+    from lexpilot_batch.providers.sync.runner import SyncRunner
 
     OpenAIBatchBackend.create = meter.wrap(OpenAIBatchBackend.create, "provider.create")  # type: ignore[method-assign]
     OpenAIBatchBackend.retrieve = meter.wrap(OpenAIBatchBackend.retrieve, "provider.retrieve")  # type: ignore[method-assign]

@@ -23,7 +23,7 @@ from engine_helpers import open_session
 
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.errors import ProviderUnavailable
-from lexpilot_batch.providers.base import (
+from lexpilot_batch.providers.batch import (
     TERMINAL,
     TOKEN_LIMIT,
     BatchBackend,

@@ -33,9 +33,28 @@ LAYERS = [
 ]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names}
 TOP = {"__init__", "__main__"}  # the package itself: may import anything
-API_FOLDERS = ("openai", "anthropic", "google")
-# providers/ modules that choose among the API folders; every other providers/ module is below them.
-PROVIDER_DISPATCH = {"backends", "contracts", "dialects", "lines", "results", "sync"}
+# One folder per API shape (its `spec.py` declares it), and the OpenAI-compatible platforms' folder.
+API_FOLDERS = tuple(sorted(p.parent.name for p in (PACKAGE / "providers").glob("*/spec.py")) + ["platforms"])
+# providers/ modules below the folders: what a folder builds on, reading no declaration. Every other
+# providers/ module reads the declarations (the registry and what chooses by it) and is above them.
+PROVIDER_CORE = {
+    "backends",
+    "batch",
+    "cache_layout",
+    "errors",
+    "extras",
+    "ids",
+    "results",
+    "spec",
+    "bodies.families",
+    "bodies.schema",
+    "routing.endpoints",
+    "sync.call",
+}
+# A folder that is a variant of another's API builds on that folder's pieces, as inspect_ai's
+# `TogetherBatcher(OpenAIBatcher)` does: Mistral's and Together's batches and chat over OpenAI's
+# client, every OpenAI-compatible platform over OpenAI's contract and dialect.
+VARIANTS = {("mistral", "openai"), ("together", "openai"), ("platforms", "openai")}
 MAX_LINES = 500
 
 
@@ -73,7 +92,7 @@ def provider_group(dotted: str) -> str | None:
         return None
     if parts[1] in API_FOLDERS:
         return parts[1]
-    return "dispatch" if parts[1] in PROVIDER_DISPATCH else "core"
+    return "core" if ".".join(parts[1:]) in PROVIDER_CORE else "dispatch"
 
 
 def edges() -> list[tuple[str, str, int]]:
@@ -127,16 +146,21 @@ def test_no_cycle_between_folders():
 
 
 def test_each_provider_has_its_folder_and_its_knowledge_stays_in_it():
+    assert {"openai", "anthropic", "google", "mistral", "together"} <= set(API_FOLDERS)
     for api in API_FOLDERS:
         folder = PACKAGE / "providers" / api
-        assert (folder / "__init__.py").is_file() and (folder / "batch.py").is_file(), api
+        assert (folder / "__init__.py").is_file(), api
+        if api != "platforms":
+            assert (folder / "spec.py").is_file() and (folder / "batch.py").is_file(), api
     wrong = []
     for source, target, line in edges():
         a, b = provider_group(source), provider_group(target)
         if a is None or b is None or a == b:
             continue
-        if a in API_FOLDERS and b in (*API_FOLDERS, "dispatch"):
+        if a in API_FOLDERS and b == "dispatch":
             wrong.append(f"{source}:{line} imports {target}: a provider's folder imports only the core")
+        if a in API_FOLDERS and b in API_FOLDERS and (a, b) not in VARIANTS:
+            wrong.append(f"{source}:{line} imports {target}: another provider's folder (not a variant of it)")
         if a == "core" and b != "core":
             wrong.append(f"{source}:{line} imports {target}: the providers' core imports no provider")
     assert not wrong, "\n".join(wrong)
@@ -304,3 +328,80 @@ def test_backoff_is_written_once():
         if BACKOFF.search(line) and not line.lstrip().startswith("#")
     ]
     assert not found, "\n".join(found)
+
+
+# --- providers declare themselves -------------------------------------------------------------
+
+
+# Each provider's knowledge is in its declaration (`providers.spec`): shared code reads it and never
+# asks which provider it has. The names it would ask by: every API's and every prefix's, and the
+# constants spelling them.
+def _provider_names() -> tuple[set[str], set[str]]:
+    from lexpilot_batch.providers.registry import APIS, PROVIDERS
+
+    names = set(APIS) | set(PROVIDERS)
+    return names, {n.upper().replace("-", "_") for n in names}
+
+
+# Modules that hold a provider's own knowledge: its folder, and its part of the simulated provider.
+def _owns_a_provider(name: str) -> bool:
+    parts = name.split(".")
+    return (parts[0] == "providers" and len(parts) > 2 and parts[1] in API_FOLDERS) or (
+        parts[0] == "simulated" and parts[1] in SIMULATED_OWNERS
+    )
+
+
+# The simulated provider's modules of one API (its routes, errors and faults), and why each other
+# module of it may name one. (Emptied as the simulated provider registers its APIs' routes.)
+SIMULATED_OWNERS: set[str] = set()
+NAME_BRANCHES_ALLOWED: dict[str, str] = {}
+
+
+def _names_in(node: ast.AST, strings: set[str], constants: set[str]) -> list[str]:
+    out = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value in strings:
+            out.append(repr(sub.value))
+        elif isinstance(sub, ast.Name) and sub.id in constants:
+            out.append(sub.id)
+        elif isinstance(sub, ast.Attribute) and sub.attr in constants:
+            out.append(sub.attr)
+    return out
+
+
+def provider_branches(path: Path) -> list[tuple[int, str]]:
+    """Where a module compares a value with a provider's or an API's name (`==`, `!=`, `in`, a
+    `match` case), by its string or by a constant spelling it."""
+    strings, constants = _provider_names()
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare) and any(
+            isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops
+        ):
+            for side in (node.left, *node.comparators):
+                found += [(node.lineno, name) for name in _names_in(side, strings, constants)]
+        elif isinstance(node, ast.match_case):
+            found += [(node.pattern.lineno, name) for name in _names_in(node.pattern, strings, constants)]
+    return found
+
+
+def test_no_shared_module_branches_on_a_provider_or_api_name():
+    found = [
+        f"{name}:{line}: {what}"
+        for name, path in modules().items()
+        if not _owns_a_provider(name) and name not in NAME_BRANCHES_ALLOWED
+        for line, what in provider_branches(path)
+    ]
+    assert not found, "branches on a provider's name outside its folder (declare it in its spec instead):\n" + (
+        "\n".join(found)
+    )
+
+
+def test_the_branch_finder_sees_strings_constants_and_match_cases(tmp_path: Path):
+    planted = tmp_path / "m.py"
+    planted.write_text(
+        'if api == "anthropic":\n    pass\nif x in (OPENAI, GOOGLE):\n    pass\nmatch p:\n    case "groq":\n        pass\n'
+        'if role == "judge":\n    pass\n',
+        encoding="utf-8",
+    )
+    assert provider_branches(planted) == [(1, "'anthropic'"), (3, "OPENAI"), (3, "GOOGLE"), (6, "'groq'")]

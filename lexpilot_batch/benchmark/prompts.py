@@ -161,11 +161,11 @@ class Prompt(str):
     parts: tuple[str, ...]
     # How many of `parts` are the prompt's shared part: the template's text up to and including its
     # first slot (the case's history, or its claims), which every run and round of the case repeats
-    # while what follows differs. Request lines put a cache breakpoint there (`providers.prefixes`).
+    # while what follows differs. Request lines put a cache breakpoint there (`providers.cache_layout`).
     shared: int
     # Indexes of `parts` inside the shared part where a history message starts (its "\n"
     # separator): a later round's history goes on from the same messages, so a cache can find an
-    # earlier round's prefix at one of these (`providers.prefixes`).
+    # earlier round's prefix at one of these (`providers.cache_layout`).
     breaks: tuple[int, ...]
 
     def __new__(cls, parts: Sequence[str], shared: int = 0, breaks: Sequence[int] = ()) -> Prompt:

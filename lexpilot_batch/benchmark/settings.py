@@ -19,7 +19,7 @@ class Settings:
     """Generation settings of a run: part of its manifest, so changing them needs a new run id.
 
     A run's manifest records None for a setting that none of its requests carries (a reasoning
-    model's temperature: `providers.dialects.applied_settings`).
+    model's temperature: `providers.bodies.request.applied_settings`).
     """
 
     user_model: str = DEFAULT_USER_MODEL

@@ -429,8 +429,8 @@ def provider_options(values: dict[str, Any]) -> Target:
     from lexpilot_batch.engine.budgets import parse_flags
     from lexpilot_batch.engine.session import ProviderOptions
     from lexpilot_batch.engine.tail import parse_expected
-    from lexpilot_batch.providers.flex import parse_flex_flags
     from lexpilot_batch.providers.prices import load_prices
+    from lexpilot_batch.providers.routing.flex import parse_flex_flags
 
     profiles: dict[str, str | None] = {}
     for item in values["profile"]:

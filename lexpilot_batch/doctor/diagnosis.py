@@ -25,7 +25,7 @@ from lexpilot_batch.doctor.findings import (
 )
 from lexpilot_batch.engine.ingest import file_normaliser
 from lexpilot_batch.engine.result_lines import result_lines
-from lexpilot_batch.providers.outputs import Normalise
+from lexpilot_batch.providers.results import Normalise
 from lexpilot_batch.state.compaction import SUFFIX, missing, verify
 from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.store import MIGRATIONS

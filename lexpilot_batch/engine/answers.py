@@ -81,7 +81,7 @@ def _usage(body: dict) -> tuple[int, int, int, int, int]:
         int(usage.get("completion_tokens") or 0),
         int(prompt_details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0),
         int(completion_details.get("reasoning_tokens") or 0),
-        int(prompt_details.get("cache_write_tokens") or 0),  # Anthropic's writes (`outputs.usage`)
+        int(prompt_details.get("cache_write_tokens") or 0),  # Anthropic's writes (`results.usage`)
     )
 
 

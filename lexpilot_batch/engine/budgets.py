@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH_LIKE
-from lexpilot_batch.providers.base import TERMINAL, quota_in_message
+from lexpilot_batch.providers.backends import BATCH_LIKE
+from lexpilot_batch.providers.batch import TERMINAL, quota_in_message
 from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace

@@ -2,7 +2,7 @@
 
 A wave's requests are grouped by (backend, endpoint, model) across all runs and tasks, so each
 wave makes one batch per model (more only when a provider's per-file limits force shards). Where
-each (role, model) goes is its route (`providers.routes`); what its requests carry, the run's
+each (role, model) goes is its route (`providers.routing.routes`); what its requests carry, the run's
 manifest says (`runs.role_requests`). Compiling is
 deterministic: the same database state always yields the same files, byte for byte. That makes
 a wave that was compiled but not yet submitted safe to compile again — after a crash, or when
@@ -40,10 +40,10 @@ from lexpilot_batch.engine.due import due_for_case
 from lexpilot_batch.engine.request_files import WaveWriter
 from lexpilot_batch.engine.settled import Settled, View
 from lexpilot_batch.engine.tail import TailPolicy
-from lexpilot_batch.providers.dialects import RoleRequest
+from lexpilot_batch.providers.bodies.request import RoleRequest
 from lexpilot_batch.providers.ids import custom_id, request_check
 from lexpilot_batch.providers.lines import line_fingerprint, line_head
-from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.providers.routing.routes import Route
 from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.waves import discard_unsent_wave, drop_empty_wave, open_wave, target_wave
 from lexpilot_batch.state.workspace import Workspace
@@ -347,7 +347,7 @@ def _by_step(
 def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer: WaveWriter) -> tuple:
     attempt = max((a["attempt"] for a in attempts), default=0) + 1
     sent, route = run.requests[step.role], run.routes[step.role]
-    # The cache layout is the run's, per case and template (`providers.prefixes`).
+    # The cache layout is the run's, per case and template (`providers.cache_layout`).
     body, fingerprint = line_fingerprint(
         sent.model, step.prompt, sent.fields, route.limits.endpoint, writer.pieces, route.api, sent.cache, str(case_idx)
     )

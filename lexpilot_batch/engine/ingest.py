@@ -48,12 +48,11 @@ from pathlib import Path
 from lexpilot_batch.engine.answers import INVALID, TRANSPORT, judge_line, read_content
 from lexpilot_batch.engine.result_lines import INVALID_UTF8, TOO_DEEP, TOO_LARGE, Flaw, read_lines, result_lines
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.apis import ANTHROPIC
-from lexpilot_batch.providers.base import BatchStatus
+from lexpilot_batch.providers.batch import BatchStatus
 from lexpilot_batch.providers.ids import id_parts, id_tag
-from lexpilot_batch.providers.lines import our_id
-from lexpilot_batch.providers.outputs import Normalise
-from lexpilot_batch.providers.results import file_api, normaliser
+from lexpilot_batch.providers.lines import any_our_id
+from lexpilot_batch.providers.registry import file_api, result_reader
+from lexpilot_batch.providers.results import Normalise
 from lexpilot_batch.state.compaction import saved_exists
 from lexpilot_batch.state.states import UNEXECUTED, RequestState
 from lexpilot_batch.state.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
@@ -96,7 +95,7 @@ class IngestStats:
 
 def file_normaliser(ws: Workspace, row: dict) -> Normalise | None:
     """How the saved results of a workspace file read as OpenAI batch output lines."""
-    return normaliser(file_api(row), id_tag(ws.workspace_id))
+    return result_reader(file_api(row), id_tag(ws.workspace_id))
 
 
 def apply_result_files(
@@ -269,8 +268,8 @@ def _said(result: tuple[bool, str | None]) -> str:
 
 def stray(db: sqlite3.Connection, custom_id: str, tag: str) -> tuple[str, str]:
     """Why a result line's id is no request of the files being ingested: (anomaly kind, why)."""
-    # An Anthropic id of another workspace stays mapped (`anthropic.results`): read it too.
-    parts = id_parts(custom_id) or id_parts(our_id(custom_id, ANTHROPIC) or "")
+    # An id another workspace mapped (Anthropic's, `anthropic.ids`) stays mapped in its result line: read it too.
+    parts = id_parts(custom_id) or id_parts(any_our_id(custom_id) or "")
     if parts is not None and parts.tag != tag:
         return FOREIGN, f"is another workspace's request (tag {parts.tag}; this workspace's is {tag})"
     other = db.execute("SELECT wave, attempt FROM requests WHERE custom_id = ?", (custom_id,)).fetchone()

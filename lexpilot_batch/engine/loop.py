@@ -19,7 +19,7 @@ from lexpilot_batch.engine.rearm import RetryResult, RetrySelection, retry_faile
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import SubmitResult, TamperedFile, submit_files
 from lexpilot_batch.errors import ProviderUnavailable
-from lexpilot_batch.providers.apis import SIMULATED
+from lexpilot_batch.providers.backends import SIMULATED
 from lexpilot_batch.state.compaction import CompactStats
 from lexpilot_batch.state.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.state.workspace import Workspace

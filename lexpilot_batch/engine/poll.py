@@ -7,7 +7,7 @@ is lost (`waves.mark_lost`): its requests go back to due without using up `--ret
 refused for the enqueued-token quota lowers the model's budget and its file waits to be created
 again (`waves.refused`); no request fails. A batch older than `--max-wave-age` is cancelled.
 
-A file on the flex tier that the provider keeps refusing for want of capacity (`sync.FlexRefused`)
+A file on the flex tier that the provider keeps refusing for want of capacity (`sync.runner.FlexRefused`)
 falls back to batches: in one transaction it is recorded as a cancelled batch whose output holds
 the lines answered so far, and its model is named in the workspace's `flex_refused`, so that no
 later wave sends it flex (`engine.tail`). Ingest then keeps those answers and fails the rest as
@@ -35,9 +35,9 @@ from lexpilot_batch.engine.recovery import sweep
 from lexpilot_batch.engine.submit import TamperedFile
 from lexpilot_batch.engine.tail import FLEX_REFUSED, flex_refused
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.apis import MANUAL, RUN_HERE, SYNC
-from lexpilot_batch.providers.base import BatchBackend, BatchInfo, BatchNotFound, BatchStatus
-from lexpilot_batch.providers.sync import FlexRefused, saved_custom_ids
+from lexpilot_batch.providers.backends import MANUAL, RUN_HERE, SYNC
+from lexpilot_batch.providers.batch import BatchBackend, BatchInfo, BatchNotFound, BatchStatus
+from lexpilot_batch.providers.sync.runner import FlexRefused, saved_custom_ids
 from lexpilot_batch.state.waves import (
     IN_FLIGHT,
     LOST_AFTER,
@@ -194,7 +194,7 @@ def _quota_refusal(ws: Workspace, row: dict, info: BatchInfo) -> bool:
 
 
 def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
-    """Execute a file through its API's synchronous call (`providers.sync`); its output file grows as answers arrive."""
+    """Execute a file through its API's synchronous call (`providers.sync.runner`); its output file grows as answers arrive."""
     path = ws.path(row["path"])
     # `submit` only marked the file: it is read now, so this is the last moment to check that it
     # still holds what was compiled (an edit made since would otherwise be sent and scored).

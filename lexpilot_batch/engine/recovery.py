@@ -4,7 +4,7 @@ batches of a workspace restored from a backup adopted.
 Each step of a file's way through a provider is recorded before the next begins (`state.waves`),
 so a command killed anywhere resumes where it stopped; what this module adds is the policy around a
 create, the same for every backend that can create (a backend only makes single calls,
-`providers.base`):
+`providers.batch`):
 
 - **A lost upload.** An upload whose answer was lost, or whose command died before the file id
   was recorded, may have left the file at the provider: where the backend lists its files
@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING
 
 from lexpilot_batch.engine.result_lines import read_lines
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
-from lexpilot_batch.providers.base import (
+from lexpilot_batch.providers.backends import MANUAL, RUN_HERE
+from lexpilot_batch.providers.batch import (
     BatchBackend,
     BatchInfo,
     BatchSource,
@@ -60,7 +60,8 @@ from lexpilot_batch.providers.base import (
     tagged_by,
 )
 from lexpilot_batch.providers.ids import id_tag
-from lexpilot_batch.providers.results import file_api, normaliser
+from lexpilot_batch.providers.prefixes import parse_model
+from lexpilot_batch.providers.registry import file_api, result_reader
 from lexpilot_batch.state.waves import (
     DUPLICATE,
     LOST,
@@ -192,7 +193,7 @@ class Lookup:
     tag: dict[str, str]  # `batch_tag` of this create
 
     def create(self) -> BatchInfo:
-        source = BatchSource(self.ws.path(self.row["path"]), self.row["model"])
+        source = BatchSource(self.ws.path(self.row["path"]), parse_model(self.row["model"]).sent)
         return self.backend.create(self.row["provider_file_id"], self.tag, self.row.get("url"), source)
 
     def find(self, sent: float | None) -> BatchInfo | None:
@@ -338,7 +339,7 @@ def _results_are_ours(look: Lookup, info: BatchInfo) -> bool:
     aside = ws.wave_dir("responses", row["wave"]) / f".candidate-{info.id[-24:]}.jsonl"
     try:
         look.backend.download(info.output_file_id, aside)
-        read = normaliser(file_api(row), id_tag(ws.workspace_id))
+        read = result_reader(file_api(row), id_tag(ws.workspace_id))
         for _number, line, _raw, _flaw in read_lines(aside):
             if line is None:
                 continue

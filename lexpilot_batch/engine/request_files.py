@@ -17,10 +17,10 @@ from typing import IO
 
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.tail import TailPolicy, sent_spent, wave_travel
-from lexpilot_batch.providers.apis import MANUAL
+from lexpilot_batch.providers.backends import MANUAL
 from lexpilot_batch.providers.ids import id_tag
 from lexpilot_batch.providers.lines import Pieces
-from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.providers.routing.routes import Route
 from lexpilot_batch.state.waves import add_compiled_file, update_file
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.util import fileio

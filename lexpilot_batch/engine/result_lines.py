@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from lexpilot_batch.providers.outputs import Normalise
+from lexpilot_batch.providers.results import Normalise
 from lexpilot_batch.state.compaction import open_saved
 from lexpilot_batch.util.jsonbounds import MAX_DEPTH, MAX_LINE_BYTES, parse, too_deep
 

@@ -1,7 +1,7 @@
 """A command's way to providers: the route of each (role, model), and the clients that send files.
 
 `ProviderOptions` are what one invocation says about reaching providers (none of it is part of a
-run's results); `Session` resolves routes (`routes.resolve_route`) against them, the environment
+run's results); `Session` resolves routes (`routing.routes.resolve_route`) against them, the environment
 and what the workspace remembers, and builds provider clients only when something is sent, so
 that compiling never needs a key or a server.
 """
@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.engine.settled import Settled
@@ -30,31 +30,20 @@ from lexpilot_batch.engine.tail import (
     measure,
 )
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import (
-    BATCH,
-    FLEX,
-    GOOGLE,
-    OPENAI,
-    SIMULATED,
-    SIMULATED_NATIVE,
-    SYNC,
-    Api,
-    check_backend,
-)
-from lexpilot_batch.providers.backends import batch_backend
-from lexpilot_batch.providers.base import BatchBackend
-from lexpilot_batch.providers.endpoints import Endpoint, simulated_endpoint, simulated_target
-from lexpilot_batch.providers.flex import ANY as FLEX_ANY
-from lexpilot_batch.providers.flex import TIMEOUT as FLEX_TIMEOUT
-from lexpilot_batch.providers.flex import takes_flex
-from lexpilot_batch.providers.registry import parse_model
-from lexpilot_batch.providers.results import file_api
-from lexpilot_batch.providers.routes import ModelRoute, Route, RouteRules, resolve_route
+from lexpilot_batch.providers.backends import BATCH, FLEX, SIMULATED, SYNC, check_backend
+from lexpilot_batch.providers.batch import BatchBackend
+from lexpilot_batch.providers.prefixes import parse_model
+from lexpilot_batch.providers.registry import BARE, PROVIDERS, api_spec, batch_backend, file_api, native_simulated
+from lexpilot_batch.providers.routing.endpoints import Endpoint, simulated_endpoint, simulated_target
+from lexpilot_batch.providers.routing.flex import ANY as FLEX_ANY
+from lexpilot_batch.providers.routing.flex import TIMEOUT as FLEX_TIMEOUT
+from lexpilot_batch.providers.routing.flex import takes_flex
+from lexpilot_batch.providers.routing.routes import ModelRoute, Route, RouteRules, resolve_route
 from lexpilot_batch.state.queries import measured_batch_seconds
 from lexpilot_batch.study.price_memory import TAIL_CHOICES_KEY
 
 if TYPE_CHECKING:
-    from lexpilot_batch.providers.sync import SyncRunner
+    from lexpilot_batch.providers.sync.runner import SyncRunner
     from lexpilot_batch.simulated import SimulatedServer
     from lexpilot_batch.state.compaction import Compactor
     from lexpilot_batch.state.workspace import Workspace
@@ -246,7 +235,7 @@ class Session:
         # `simulated/<api>`: a native API's own routes; `simulated/<platform>`: an OpenAI-compatible
         # platform's path; `simulated`: the OpenAI routes (`routes`, `_rehearsed`).
         platform = simulated_target(where) or ""
-        if platform in SIMULATED_NATIVE:
+        if platform in native_simulated():
             base_url = self._server.native_url(platform)
         else:
             base_url = self._server.profile_url(platform) if platform else self._server.base_url
@@ -263,7 +252,7 @@ class Session:
 
     def check_flex(self, routes: list[Route], models: set[str]) -> None:
         """Before anything is registered: a `--flex MODEL=on` (given now or remembered) for a route
-        with no flex tier is refused (`flex.takes_flex`), and so is a flag of this command naming no
+        with no flex tier is refused (`routing.flex.takes_flex`), and so is a flag of this command naming no
         model of it or of the workspace (it would be remembered and do nothing)."""
         flags = self.tail["flex"]
         for route in routes:
@@ -319,17 +308,17 @@ class Session:
 
     def sync_runner(self, row: Mapping[str, Any]) -> SyncRunner:
         """The synchronous runner for a compiled file of the `sync` or `flex` backend."""
-        from lexpilot_batch.providers.sync import SyncRunner
+        from lexpilot_batch.providers.sync.runner import SyncRunner
 
         endpoint = self._live(self.file_route(row), _recorded(row))
         # The API shape of the file's lines: a `--tail-sync` group of a native batch route is sent
         # through its own API's synchronous call, which for Gemini names the model.
         api = file_api(row)
-        model = parse_model(row["model"]).sent if api == GOOGLE else ""
+        model = parse_model(row["model"]).sent if api_spec(api).chat_names_model else ""
         flex = row["backend"] == FLEX
         key = (endpoint.role, endpoint.base_url, endpoint.key_var, api, model, flex)
         if key not in self._sync:
-            # A flex call takes the provider's recommended timeout (`providers.flex.TIMEOUT`) if longer.
+            # A flex call takes the provider's recommended timeout (`providers.routing.flex.TIMEOUT`) if longer.
             timeout = max(self.options.timeout, FLEX_TIMEOUT) if flex else self.options.timeout
             self._sync[key] = SyncRunner(
                 endpoint, concurrency=self.options.concurrency, timeout=timeout, api=api, model=model, flex=flex
@@ -448,7 +437,6 @@ def _rehearsed(route: Route, rules: RouteRules) -> Route:
     SiliconFlow, Moonshot) routed there with the platform's limits (its line url, requests per file,
     window), so that `--provider simulated` refuses what the platform would; every other route is
     the OpenAI routes' as before."""
-    from lexpilot_batch.providers.registry import PROVIDERS
     from lexpilot_batch.simulated.profiles import PROFILES
 
     spec = PROVIDERS.get(route.provider or "")
@@ -457,7 +445,9 @@ def _rehearsed(route: Route, rules: RouteRules) -> Route:
     if spec is not None and not spec.batch_api:
         where = f"{SIMULATED}/{platform.name}" if own_path and platform is not None else SIMULATED
         return replace(route, endpoint=replace(route.endpoint, base_url=where, backend=SYNC))
-    openai_shaped = spec is not None and spec.api == OPENAI and simulated_target(route.endpoint.base_url) == ""
+    openai_shaped = (
+        spec is not None and api_spec(spec.api).openai_lines and simulated_target(route.endpoint.base_url) == ""
+    )
     if (not own_path or platform is None or not platform.batches) and openai_shaped and spec and spec.profile:
         # On the OpenAI routes, with the path its lines and batches name in its real run (Azure's
         # `/chat/completions`) and its files' expiry: the same lines, hence the same custom_ids.
@@ -478,9 +468,9 @@ def _compiled_route(route: Route, recorded: str, rules: RouteRules) -> Route:
     of the one or the other, or on a native API's routes (`simulated/<api>`)."""
     platform = simulated_target(recorded) or None
     endpoint = replace(route.endpoint, base_url=recorded)
-    if platform in SIMULATED_NATIVE:
-        return replace(route, endpoint=endpoint, api=cast(Api, platform))
-    return replace(route, endpoint=endpoint, limits=rules.limits(platform, SIMULATED), api=OPENAI)
+    if platform in native_simulated():
+        return replace(route, endpoint=endpoint, api=platform)
+    return replace(route, endpoint=endpoint, limits=rules.limits(platform, SIMULATED), api=BARE.name)
 
 
 def _recorded(row: Mapping[str, Any]) -> str | None:

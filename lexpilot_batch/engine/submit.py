@@ -31,8 +31,8 @@ from lexpilot_batch.engine.recovery import (
     upload_once,
 )
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
-from lexpilot_batch.providers.base import BatchBackend, BatchInfo, QuotaRefused
+from lexpilot_batch.providers.backends import MANUAL, RUN_HERE
+from lexpilot_batch.providers.batch import BatchBackend, BatchInfo, QuotaRefused
 from lexpilot_batch.state.waves import (
     COMPILED,
     CREATING,
@@ -143,7 +143,7 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
 
 
 def _refused_at_create(ws: Workspace, row: dict, message: str) -> None:
-    """A create refused for the enqueued-token quota (`base.QuotaRefused`), in one transaction:
+    """A create refused for the enqueued-token quota (`batch.QuotaRefused`), in one transaction:
     the model's budget lowered (`budgets.lower_after_refusal`), the file back to `uploaded`."""
     with ws.store.transaction() as db:
         model = row["model"]

@@ -5,13 +5,13 @@ batch each. In the last waves of Interaction LJP only the consultations still as
 a batch round trip of minutes to hours carries a few hundred requests. Two policies send such a
 wave without a batch round trip; either way the request lines are the same (the sync runner runs
 batch request files of every API shape and answers in that API's batch output shape:
-`providers.chat`), so records are identical and the manifest does not change: like `--concurrency`,
+`providers.sync.call`), so records are identical and the manifest does not change: like `--concurrency`,
 an operational choice.
 
 - `--tail-sync N` (manual): a group of at most N requests goes through its provider's synchronous
   call (`sync`: chat completions, Anthropic's Messages, Gemini's generateContent), at list price.
 - `--tail auto`: per wave, the groups travel together without a batch when running them here
-  takes less than the expected batch round trip: on the flex tier (`providers.flex`: batch price)
+  takes less than the expected batch round trip: on the flex tier (`providers.routing.flex`: batch price)
   for the models that take it, else through `sync` while the premium stays within `--max-premium`
   (0, the default: flex only). Running them takes `ceil(n / concurrency) × latency` per group, the
   groups one after the other (`poll.poll_files` runs files in turn). A wave that must wait for a
@@ -47,11 +47,12 @@ from typing import TypeVar
 
 from lexpilot_batch.engine.budgets import FRAMING
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH, BATCH_DISCOUNT, BATCH_LIKE, FLEX, OPENAI, SIMULATED, SYNC
-from lexpilot_batch.providers.flex import takes_flex
+from lexpilot_batch.providers.backends import BATCH, BATCH_DISCOUNT, BATCH_LIKE, FLEX, SIMULATED, SYNC
+from lexpilot_batch.providers.prefixes import provider_of
 from lexpilot_batch.providers.prices import COMPLETION_TOKENS, cost_usd, price_for
-from lexpilot_batch.providers.registry import provider_of
-from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.providers.registry import api_spec
+from lexpilot_batch.providers.routing.flex import takes_flex
+from lexpilot_batch.providers.routing.routes import Route
 from lexpilot_batch.state.states import RequestState
 
 AUTO, OFF = "auto", "off"
@@ -230,9 +231,9 @@ def sent_spent(db: sqlite3.Connection, measures: Measures, but_wave: int | None 
 
 def has_chat(route: Route) -> bool:
     """Whether a synchronous call can be sent where the route's batches go: chat completions at any
-    OpenAI-compatible endpoint but an Azure Global Batch deployment (`registry.Provider.chat_api`),
+    OpenAI-compatible endpoint but an Azure Global Batch deployment (`spec.Provider.chat_api`),
     Anthropic's Messages and Gemini's generateContent (`providers.anthropic.chat`, `providers.google.chat`)."""
-    if route.provider is None or (route.backend == SIMULATED and route.api == OPENAI):
+    if route.provider is None or (route.backend == SIMULATED and api_spec(route.api).openai_lines):
         return True  # (the simulated provider's OpenAI routes: a chat completion for any model)
     return provider_of(route.provider)[0].chat_api
 

@@ -35,10 +35,10 @@ from lexpilot_batch.estimate.calibration import calibrate
 from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import RunView, State, snapshot
 from lexpilot_batch.estimate.tail import group_sizes, project_auto, project_tail_sync
-from lexpilot_batch.providers.apis import BATCH
+from lexpilot_batch.providers.backends import BATCH
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
-from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.providers.routing.routes import Route
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.dataset_memory import refuse_if_changed, with_remembered_dataset

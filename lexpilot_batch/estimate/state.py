@@ -21,7 +21,7 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import Case, DatasetFile, stored_case
 from lexpilot_batch.engine.compiler import case_requests
 from lexpilot_batch.engine.session import ProviderOptions, Session
-from lexpilot_batch.providers.dialects import RoleRequest
+from lexpilot_batch.providers.bodies.request import RoleRequest
 from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.store import DB_NAME
 from lexpilot_batch.state.waves import target_wave

@@ -19,9 +19,9 @@ from lexpilot_batch.engine.budgets import FRAMING
 from lexpilot_batch.engine.tail import Spent, TailPolicy, is_round_trip, run_seconds, wave_backend, wave_travel
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, AutoWave, TailSyncProjection
 from lexpilot_batch.estimate.projection import Tally
-from lexpilot_batch.providers.apis import FLEX, SYNC
+from lexpilot_batch.providers.backends import FLEX, SYNC
 from lexpilot_batch.providers.prices import cost_usd, price_for
-from lexpilot_batch.providers.routes import Route
+from lexpilot_batch.providers.routing.routes import Route
 
 
 def group_sizes(

@@ -1,86 +1,45 @@
-"""Each API shape's batch backend and synchronous call: the one table a new API shape adds its row to.
+"""The backends a role's requests travel on, each spelled once.
 
-The native APIs' SDKs are optional extras, imported when a backend or a call of theirs is built.
+`batch` (the provider's batch API), `sync` (its synchronous call, one request at a time), `manual`
+(the user runs a compiled file elsewhere and ingests the output), `simulated` (the offline simulated
+provider), and `flex` (a wave's group of a batched route sent through the synchronous call on the
+provider's flex tier, `routing.flex`). Which API shape a request speaks is its provider's
+declaration (`spec.ApiSpec`, `registry`), not a backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Final, Literal
 
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI, TOGETHER
-from lexpilot_batch.providers.base import BatchBackend
-from lexpilot_batch.providers.chat import ChatCall
-from lexpilot_batch.providers.endpoints import Endpoint, Limits
-from lexpilot_batch.providers.extras import sdk_problem
+from lexpilot_batch.errors import ConfigError
 
+# The type, for mypy to check a value where it is stored or compared; the constants, for the code.
+Backend = Literal["batch", "sync", "manual", "simulated"]
 
-def _openai() -> tuple[type[BatchBackend], type[ChatCall]]:
-    from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
-    from lexpilot_batch.providers.openai.chat import OpenAIChat
-
-    return OpenAIBatchBackend, OpenAIChat
-
-
-def _anthropic() -> tuple[type[BatchBackend], type[ChatCall]]:
-    from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
-    from lexpilot_batch.providers.anthropic.chat import AnthropicChat
-
-    return AnthropicBatchBackend, AnthropicChat
-
-
-def _google() -> tuple[type[BatchBackend], type[ChatCall]]:
-    from lexpilot_batch.providers.google.batch import GoogleBatchBackend
-    from lexpilot_batch.providers.google.chat import GeminiChat
-
-    return GoogleBatchBackend, GeminiChat
+BATCH: Final = "batch"
+SYNC: Final = "sync"
+MANUAL: Final = "manual"
+SIMULATED: Final = "simulated"
+BACKENDS: Final[tuple[Backend, ...]] = (BATCH, SYNC, MANUAL, SIMULATED)
+# The backends whose files become batches at a provider: what is billed at batch prices, what
+# enqueued-token budgets count, what `--tail-sync` may move to `sync`.
+BATCH_LIKE = frozenset({BATCH, SIMULATED})
+# A wave's group of a batched route may also travel on its provider's flex tier (`routing.flex`):
+# the sync runner with its API's tier field (`routing.flex.tier_fields`), billed at batch prices. Never a role's own backend.
+FLEX: Final = "flex"
+# The backends whose files the sync runner sends here, one request at a time (`sync.runner`).
+RUN_HERE = frozenset({SYNC, FLEX})
+# What is billed at batch prices (`prices`), and the providers' batch discount: half the
+# list price at OpenAI, Anthropic and Gemini alike, their flex tiers too.
+BATCH_PRICED = BATCH_LIKE | {FLEX}
+BATCH_DISCOUNT = 0.5
 
 
-def _mistral() -> tuple[type[BatchBackend], type[ChatCall]]:
-    from lexpilot_batch.providers.mistral.batch import MistralBatchBackend
-    from lexpilot_batch.providers.openai.chat import OpenAIChat  # Mistral's chat completions are OpenAI's shape
-
-    return MistralBatchBackend, OpenAIChat
-
-
-def _together() -> tuple[type[BatchBackend], type[ChatCall]]:
-    from lexpilot_batch.providers.openai.chat import OpenAIChat  # Together's chat completions are OpenAI's shape
-    from lexpilot_batch.providers.together.batch import TogetherBatchBackend
-
-    return TogetherBatchBackend, OpenAIChat
-
-
-# The optional SDKs of the native APIs: (module, the extra installing it, the provider's name).
-SDKS: dict[str, tuple[str, str, str]] = {
-    ANTHROPIC: ("anthropic", "anthropic", "Anthropic"),
-    GOOGLE: ("google.genai", "google", "Gemini"),
-}
-
-
-def missing_sdk(api: str) -> str | None:
-    """What to install for `api`'s requests to be sent, when its SDK is missing or older than its
-    extra asks (`extras.sdk_problem`); None when it is fine, or needs none. Looked up, not
-    imported: `prepare` asks before anything is compiled."""
-    if api not in SDKS:
-        return None
-    return sdk_problem(*SDKS[api])
-
-
-API_CLASSES: dict[str, Callable[[], tuple[type[BatchBackend], type[ChatCall]]]] = {
-    OPENAI: _openai,
-    ANTHROPIC: _anthropic,
-    GOOGLE: _google,
-    MISTRAL: _mistral,
-    TOGETHER: _together,
-}
-
-
-def batch_backend(api: str, endpoint: Endpoint, limits: Limits, timeout: float) -> BatchBackend:
-    """The batch backend of `api`'s shape at `endpoint`."""
-    backend_class, _ = API_CLASSES[api]()
-    return backend_class(endpoint, limits, timeout=timeout)  # type: ignore[call-arg]
-
-
-def chat_call(api: str, endpoint: Endpoint, timeout: float, max_retries: int, model: str = "") -> ChatCall:
-    """The synchronous call of `api`'s shape (`registry.Provider.api`) at `endpoint`."""
-    _, call_class = API_CLASSES[api]()
-    return call_class(endpoint, timeout, max_retries, model)
+def check_backend(value: str, role: str) -> Backend:
+    """`value` if it names a backend; a `ConfigError` naming the role's option otherwise."""
+    if value not in BACKENDS:
+        raise ConfigError(
+            f"backend {value!r} for the {role} role is unknown; choose one of {', '.join(BACKENDS)} "
+            f"(--{role}-backend or LEXPILOT_{role.upper()}_BACKEND)"
+        )
+    return value

@@ -12,8 +12,8 @@ connection), and the provider's own message. From there one table decides, for e
 | 408, 409, 429, 5xx, none | `ProviderUnavailable` ("nothing was lost") | wait: `--wait` rides it out |
 | any other 4xx | `ProviderError`: the request itself was refused | fix the request |
 
-Only failures that outlasted the SDK's own retries come here. `base.FileBatchBackend` and
-`chat.ChatCall` raise them; creates, whose answers may be lost, have their own policy there.
+Only failures that outlasted the SDK's own retries come here. `batch.FileBatchBackend` and
+`sync.call.ChatCall` raise them; creates, whose answers may be lost, have their own policy there.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable, transient_status
-from lexpilot_batch.providers.endpoints import Endpoint
+from lexpilot_batch.providers.routing.endpoints import Endpoint
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 pip installs an extra's SDK at the version the extra asks for (`pyproject.toml`) only when the
 extra is asked for; an SDK installed before, for another project, stays as it was. So a model whose
 SDK is missing or older than the extra's requirement is refused with what to run, when its backend
-is built (`require_sdk`) and before anything is compiled (`backends.missing_sdk`), instead of
+is built (`require_sdk`) and before anything is compiled (`registry.missing_sdk`), instead of
 failing on an attribute the older SDK lacks at the first submit.
 
 `REQUIREMENTS` states each extra's SDK requirement as `pyproject.toml` does (a test holds the two

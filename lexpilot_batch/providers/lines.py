@@ -1,5 +1,5 @@
 """Request lines: a request's batch input line, byte for byte, in the line format of each API
-shape (`providers.apis`), carrying its id (`providers.ids`).
+shape (`spec.ApiSpec.lines`, declared in each API's folder), carrying its id (`providers.ids`).
 
 A line is exactly `json.dumps` of the request (compact, UTF-8, newline-ended), built from cached
 pieces: compiling writes every request of every wave, and most of a case's prompts are the same
@@ -22,25 +22,31 @@ from collections.abc import Iterable
 from functools import lru_cache
 
 from lexpilot_batch.benchmark.prompts import Prompt
-from lexpilot_batch.providers import prefixes
-from lexpilot_batch.providers.anthropic import ids as anthropic_ids
-from lexpilot_batch.providers.anthropic import lines as anthropic_lines
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, MISTRAL, OPENAI, TOGETHER
-from lexpilot_batch.providers.google import lines as google_lines
-from lexpilot_batch.providers.mistral import lines as mistral_lines
-from lexpilot_batch.providers.openai import lines as openai_lines
-from lexpilot_batch.providers.together import lines as together_lines
+from lexpilot_batch.providers import cache_layout as prefixes
+from lexpilot_batch.providers.registry import APIS, BARE, api_spec
+
+BARE_API = BARE.name  # the shape of a bare name's lines (OpenAI's), the default of every function below
 
 
 def line_id(cid: str, api: str, tag: str = "") -> str:
-    """The id a request's line carries in `api`'s shape (`ValueError` if Anthropic's cannot hold it)."""
-    return anthropic_ids.line_id(cid, tag) if api == ANTHROPIC else cid
+    """The id a request's line carries in `api`'s shape (`ValueError` if the shape cannot hold it)."""
+    return api_spec(api).line_id(cid, tag)
 
 
 def our_id(mapped: str, api: str, tag: str | None = None) -> str | None:
     """The custom_id a line id stands for (`line_id` reversed); None when it is no id of ours: not
     mapped by `line_id`, or (with `tag`) by another workspace's."""
-    return anthropic_ids.our_id(mapped, tag) if api == ANTHROPIC else mapped
+    return api_spec(api).our_id(mapped, tag)
+
+
+def any_our_id(mapped: str) -> str | None:
+    """The custom_id a line id of any API's shape stands for, whichever workspace mapped it: an id
+    mapped by another workspace stays mapped in a result line (`engine.ingest`)."""
+    for api in APIS.values():
+        found = api.our_id(mapped, None)
+        if found is not None and found != mapped:
+            return found
+    return None
 
 
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
@@ -71,29 +77,19 @@ class Pieces(dict[str, bytes]):
         return encoded
 
 
-# Each API's line shape, from its folder.
-SHAPES = {
-    OPENAI: openai_lines,
-    ANTHROPIC: anthropic_lines,
-    GOOGLE: google_lines,
-    MISTRAL: mistral_lines,
-    TOGETHER: together_lines,
-}
-
-
 def _id_start(api: str) -> str:
     """A line of `api`'s shape up to its id: the id is its first field."""
-    return "{" + _JSON.encode(SHAPES[api].ID_KEY) + ":"
+    return "{" + _JSON.encode(api_spec(api).lines.id_key) + ":"
 
 
 def _shape(api: str, model: str, url: str, fields: dict) -> tuple[dict, str]:
     """A line of `api`'s shape with an empty id and an empty prompt; the prompt's slot."""
-    shape = SHAPES[api]
-    return shape.empty(model, url, fields), shape.SLOT
+    shape = api_spec(api).lines
+    return shape.empty(model, url, fields), shape.slot
 
 
 @lru_cache(maxsize=256)
-def _line_frame(model: str, url: str, fields: str, api: str = OPENAI) -> tuple[bytes, bytes]:
+def _line_frame(model: str, url: str, fields: str, api: str = BARE_API) -> tuple[bytes, bytes]:
     """A request line's bytes after its id up to its prompt, and after its prompt.
 
     `fields` is the JSON object of the body's fields besides `model` and `messages`
@@ -128,7 +124,7 @@ def line_body(
     fields: str,
     url: str,
     pieces: Pieces | None = None,
-    api: str = OPENAI,
+    api: str = BARE_API,
     cache: str | None = None,
     case: str = "",
 ) -> bytes:
@@ -136,7 +132,7 @@ def line_body(
 
     `fields` is the JSON object text of the body's other fields. The prompt is encoded piece by
     piece through `pieces`, which a caller keeps across the prompts of a case: most of their text
-    is the same messages. `cache` is the run's cache layout for the role (`prefixes.layout`), `case`
+    is the same messages. `cache` is the run's cache layout for the role (`bodies.request.cache_layout`), `case`
     the case it is for (a `prompt_cache_key` is per case and template).
     """
     return line_fingerprint(model, prompt, fields, url, pieces, api, cache, case)[0]
@@ -148,7 +144,7 @@ def line_fingerprint(
     fields: str,
     url: str,
     pieces: Pieces | None = None,
-    api: str = OPENAI,
+    api: str = BARE_API,
     cache: str | None = None,
     case: str = "",
 ) -> tuple[bytes, bytes]:
@@ -221,7 +217,7 @@ def _digest(segment: bytes) -> bytes:
     return found
 
 
-def line_head(cid: str, api: str = OPENAI, tag: str = "") -> bytes:
+def line_head(cid: str, api: str = BARE_API, tag: str = "") -> bytes:
     """A batch input line of `api`'s shape up to the end of its id, `line_id(cid, api, tag)`."""
     return (_id_start(api) + _JSON.encode(line_id(cid, api, tag))).encode("utf-8")
 
@@ -233,7 +229,7 @@ def request_line(
     fields: str,
     url: str,
     pieces: Pieces | None = None,
-    api: str = OPENAI,
+    api: str = BARE_API,
     tag: str = "",
     cache: str | None = None,
     case: str = "",

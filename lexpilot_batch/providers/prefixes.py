@@ -1,88 +1,137 @@
-"""Cached prefixes: how a request line is laid out so that the prefix it shares with other requests
-meets its provider's prompt-caching rules, without changing what the model is asked.
+"""The provider prefix of a model name, and how a name is read.
 
-Every prompt of the benchmark is one user message whose *shared part* (`prompts.Prompt.shared`: the
-template's text up to and including its first slot, the case's history or claims) recurs in every
-run, and its history in every later round. What each provider is sent (the layout is chosen when
-a run is registered and pinned in its manifest, `dialects.RoleRequest.cache`):
-
-| provider | sent | why |
-| --- | --- | --- |
-| `openai` | `"prompt_cache_key": "lp-<hash of case and template>"` | caching is automatic above 1,024 tokens; the key joins the prefix hash that routes a request to a cache machine, so a case's prompts of one template meet there (https://developers.openai.com/api/docs/guides/prompt-caching, "How it works"; `openai.types.chat.CompletionCreateParams.prompt_cache_key`) |
-| `anthropic` | the message's content as text blocks: the shared part cut at the start of each history message, its last block with `"cache_control": {"type": "ephemeral"}`, then the rest | only prefixes ending at a breakpoint are cached, and a request finds a cached prefix at its breakpoint or at an earlier block boundary (about 20 blocks back) (https://docs.claude.com/en/docs/build-with-claude/prompt-caching; `anthropic.types.TextBlockParam.cache_control`): an interaction round reads the previous round's history at the boundary where that history ended, and writes only what it adds. The model reads the blocks' texts joined, the same text as the one string |
-| `google` | nothing | Gemini's implicit caching needs no field (https://ai.google.dev/gemini-api/docs/caching) |
-| any other | nothing | an OpenAI-compatible endpoint may refuse an unknown field; DeepSeek's and DashScope's implicit caches are automatic (https://api-docs.deepseek.com/guides/kv_cache; https://www.alibabacloud.com/help/en/model-studio/context-cache: DashScope's explicit `cache_control` cache costs 125% to create, and its batches are not documented to take it); Mistral documents a `prompt_cache_key` for its chat API (https://docs.mistral.ai/studio-api/conversations/advanced/prompt-caching), not for its batch lines; Azure's docs name no `prompt_cache_key` we could cite |
-
-A breakpoint is set only where the shared part can reach the model's minimum cacheable length
-(`ANTHROPIC_MINIMUM`), counted generously as a token a character: a marker on a prefix too short
-is ignored by Anthropic, without error or charge, while a missing one forgoes the discount. The
-prompt's text is the same either way: the simulated provider's answers, which are drawn from it,
-and so every record are unchanged; only the request bytes (and the request hash in a custom_id)
-differ.
+A model name may start with a provider prefix, the convention of inspect_ai: `openai/gpt-4o-mini`,
+`azure/<deployment>`, `dashscope/qwen-plus`, `deepseek/deepseek-chat` (every prefix the registry
+holds, `registry.PROVIDERS`; docs/providers.md has the table), or the generic
+`openai-api/<service>/<model>` for any OpenAI-compatible service (its URL and key in
+`<SERVICE>_BASE_URL` and `<SERVICE>_API_KEY`). The prefix decides the endpoint, the key variable,
+the backend, the limits profile and the request body dialect (`spec.Provider`); the provider is
+sent the part after the prefix. A name without a known prefix (`gpt-4o-mini`, or a Hugging Face
+id such as `Qwen/Qwen2.5-7B-Instruct`) is *bare*: its role's environment variables decide where it
+goes, and its requests are what they always were.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
+from dataclasses import dataclass
 
-from lexpilot_batch.providers.apis import ANTHROPIC
-from lexpilot_batch.providers.registry import ModelName
+from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.providers.bodies.schema import edit_distance
+from lexpilot_batch.providers.registry import PROVIDERS
+from lexpilot_batch.providers.spec import Provider, env_name
 
-KEY = "key"  # send OpenAI's `prompt_cache_key`
-BREAKPOINT = "breakpoint"  # "breakpoint:<minimum tokens>": Anthropic's `cache_control` on the shared part
-
-# Anthropic's "Minimum cacheable prompt length" per model (https://docs.claude.com/en/docs/build-with-claude/prompt-caching,
-# as mirrored 2026 by https://docs.orq.ai/docs/proxy/prompt-caching), most specific first.
-ANTHROPIC_MINIMUM: tuple[tuple[str, int], ...] = (
-    (r"claude-(opus-4-[5-9]|haiku-4-5)", 4096),
-    (r"claude-sonnet-4-6", 2048),
-    (r"claude-(3-5-haiku|3-haiku|haiku-3)", 2048),
-    (r".*", 1024),
+# Prefixes other tools (inspect_ai) know and this one does not: refused, not read as bare names,
+# so that `vllm/...` is not silently sent to the role's default endpoint.
+FOREIGN_PREFIXES = frozenset(
+    {
+        "azureai",
+        "bedrock",
+        "cloudflare",
+        "fireworks",
+        "goodfire",
+        "grok",
+        "hf",
+        "llama-cpp-python",
+        "ollama",
+        "openrouter",
+        "perplexity",
+        "sambanova",
+        "sglang",
+        "vertex",
+        "vllm",
+    }
 )
 
-_CACHE_CONTROL = '"cache_control":{"type":"ephemeral"}'
-NEXT_BLOCK = b'"},{"type":"text","text":"'  # ends a text block and opens the next
+# Prefixes of providers whose batch API is documented but not supported here, and why; their
+# models can still be sent one by one through their OpenAI-compatible chat completions. (None today:
+# Together's, the last one, has its folder, providers/together/.)
+NOT_SUPPORTED: dict[str, str] = {}
+
+_SERVICE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 
 
-def layout(name: ModelName) -> str | None:
-    """The cache layout a run's requests to `name` are sent with (module docstring); None: none."""
-    provider = name.provider
-    if provider is None:
-        return None
-    if provider.prefix == "openai" and name.service is None:
-        return KEY
-    if provider.prefix == "anthropic" and provider.api == ANTHROPIC:
-        floor = next(n for pattern, n in ANTHROPIC_MINIMUM if re.match(pattern, name.sent))
-        return f"{BREAKPOINT}:{floor}"
+def known_prefixes() -> str:
+    ready = [f"{p}/" if not v.generic else f"{p}/<service>/" for p, v in PROVIDERS.items() if v.ready]
+    later = [f"{p}/" for p, v in PROVIDERS.items() if not v.ready]
+    return ", ".join(ready) + (f" ({' and '.join(later)} are reserved, not yet supported)" if later else "")
+
+
+@dataclass(frozen=True)
+class ModelName:
+    """A model name as given (`name`, how runs are registered) and what it says."""
+
+    name: str
+    sent: str  # what the provider is sent as `model`: the part after the prefix
+    provider: Provider | None = None  # None: a bare name
+    service: str | None = None  # the <service> of openai-api/<service>/<model>
+
+    @property
+    def key(self) -> str | None:
+        """The provider key a manifest records: `openai`, `openai-api/sima`; None for a bare name."""
+        if self.provider is None:
+            return None
+        return f"{self.provider.prefix}/{self.service}" if self.service else self.provider.prefix
+
+
+def near_prefix(head: str) -> str | None:
+    """The known prefix `head` is a near miss of (another case, or one or two typing slips in a
+    prefix of five letters or more, one in a shorter one), if any."""
+    lowered = head.lower()
+    for prefix in PROVIDERS:
+        if lowered == prefix or edit_distance(lowered, prefix) <= (2 if len(prefix) >= 5 else 1):
+            return prefix
     return None
 
 
-def cache_key(case: str, head: str) -> str:
-    """The `prompt_cache_key` of a case's prompts of one template (`head`: the template's opening text)."""
-    return "lp-" + hashlib.sha256(f"{case}\x1f{head}".encode()).hexdigest()[:16]
+def parse_model(name: str, option: str = "--model") -> ModelName:
+    """What a model name says; `ConfigError` for an unknown or reserved prefix, a near miss of a
+    known one, or a name missing a part."""
+    head, sep, rest = name.partition("/")
+    near = near_prefix(head) if sep and head not in PROVIDERS and head.lower() not in FOREIGN_PREFIXES else None
+    if near is not None:
+        raise ConfigError(
+            f"{option} {name}: unknown provider prefix {head + '/'!r}: did you mean {near + '/'!r} "
+            f"({near}/{rest})? Known prefixes are {known_prefixes()}. A Hugging Face-style id that only "
+            f"looks like one is sent as it is with openai-api/<service>/{name} (the endpoint that serves it)"
+        )
+    if not sep or head not in PROVIDERS:
+        if sep and head.lower() in NOT_SUPPORTED:
+            raise ConfigError(
+                f"{option} {name}: {NOT_SUPPORTED[head.lower()]}. Send its models one by one through its chat "
+                f"completions: openai-api/{head.lower()}/{rest} with --<role>-backend sync, "
+                f"{env_name(head)}_BASE_URL (its /v1 URL) and {env_name(head)}_API_KEY"
+            )
+        if sep and head.lower() in FOREIGN_PREFIXES:
+            raise ConfigError(
+                f"{option} {name}: unknown provider prefix {head + '/'!r}; known prefixes are {known_prefixes()}. "
+                f"For another OpenAI-compatible service write openai-api/{head.lower()}/{rest} and set "
+                f"{env_name(head)}_BASE_URL and {env_name(head)}_API_KEY"
+            )
+        return ModelName(name, name)
+    provider = PROVIDERS[head]
+    if not provider.ready:
+        raise ConfigError(
+            f"{option} {name}: the {head}/ prefix is reserved for {provider.title} and not supported yet; "
+            f"known prefixes are {known_prefixes()}. A model id that only starts with {head}/ (a Hugging Face id "
+            f"served by vLLM) is sent as it is with openai-api/<service>/{name}"
+        )
+    service = None
+    if provider.generic:
+        service, sep, rest = rest.partition("/")
+        if not sep or not _SERVICE.fullmatch(service):
+            raise ConfigError(
+                f"{option} {name}: write openai-api/<service>/<model>, where <service> (letters, digits, - and _) "
+                "names the variables <SERVICE>_BASE_URL and <SERVICE>_API_KEY"
+            )
+    if not rest.strip():
+        raise ConfigError(f"{option} {name}: no model name after the {name[: len(name) - len(rest)]} prefix")
+    return ModelName(name, rest, provider, service)
 
 
-def breakpoint_floor(cache: str | None) -> int | None:
-    """The minimum a breakpoint layout asks for; None for any other layout."""
-    if cache is None or not cache.startswith(BREAKPOINT + ":"):
-        return None
-    return int(cache.partition(":")[2])
-
-
-def split_content(middle: bytes, end: bytes) -> tuple[bytes, bytes, bytes]:
-    """A line frame whose prompt string (`middle` ends with `"content":"`, `end` starts with its closing
-    quote) becomes two text blocks: (the new middle, what goes between the shared part and the rest,
-    the new end)."""
-    assert middle.endswith(b'"content":"') and end.startswith(b'"')
-    return (
-        middle[:-1] + b'[{"type":"text","text":"',
-        ('",' + _CACHE_CONTROL + '},{"type":"text","text":"').encode(),
-        b'"}]' + end[1:],
-    )
-
-
-def whole_marked(end: bytes) -> bytes:
-    """The end of a split frame when the shared part is the whole prompt: one marked block."""
-    assert end.startswith(b'"}]')
-    return ('",' + _CACHE_CONTROL + "}]").encode() + end[3:]
+def provider_of(key: str) -> tuple[Provider, str | None]:
+    """The provider and service of a key recorded in a manifest (`ModelName.key`)."""
+    head, _, service = key.partition("/")
+    if head not in PROVIDERS:
+        raise ConfigError(f"provider {key!r} recorded in a run's manifest is unknown to this version")
+    return PROVIDERS[head], service or None

@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from lexpilot_batch.errors import ConfigError, LexpilotError
-from lexpilot_batch.providers.apis import BATCH_DISCOUNT, BATCH_PRICED
-from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.backends import BATCH_DISCOUNT, BATCH_PRICED
+from lexpilot_batch.providers.prefixes import parse_model
 from lexpilot_batch.util import resources
 
 Prices = Mapping[str, Mapping[str, float]]
@@ -44,7 +44,7 @@ COMPLETION_TOKENS: dict[str, int] = {"eval": 500, "user": 120, "judge": 400}
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")  # gpt-4o-mini-2024-07-18 is priced as gpt-4o-mini
 
 DEFAULT_BATCH_DISCOUNT = BATCH_DISCOUNT
-DISCOUNTED_BACKENDS = BATCH_PRICED  # batches, and the flex tier (`providers.flex`)
+DISCOUNTED_BACKENDS = BATCH_PRICED  # batches, and the flex tier (`providers.routing.flex`)
 UNPRICED_BACKENDS: tuple[str, ...] = ("manual",)
 
 

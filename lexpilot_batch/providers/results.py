@@ -1,60 +1,71 @@
-"""Which API a compiled file's results are in, and how each is read as an OpenAI batch output line
-(`providers.outputs`): the raw provider files are saved under `responses/` untouched, and read
-through here by ingest, `doctor` and the lost-create recovery.
+"""The one shape every result line is read as: an OpenAI batch output line, `{"custom_id",
+"response": {"status_code", "body": chat.completion}, "error"}`, so that every rule of
+`engine.answers` (truncation, filters, refusals, empty answers, malformed judges, what a failure
+costs) holds for every provider alike. Each API's own result lines are read into it by its folder
+(`anthropic.results`, `google.results`); pure, no SDK.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from typing import Any
 
-from lexpilot_batch.providers.anthropic import results as anthropic_results
-from lexpilot_batch.providers.apis import (
-    ANTHROPIC,
-    BATCH,
-    FLEX,
-    GOOGLE,
-    MISTRAL,
-    OPENAI,
-    SIMULATED_NATIVE,
-    SYNC,
-    TOGETHER,
-)
-from lexpilot_batch.providers.endpoints import simulated_target
-from lexpilot_batch.providers.google import results as google_results
-from lexpilot_batch.providers.mistral import results as mistral_results
-from lexpilot_batch.providers.outputs import Normalise
-from lexpilot_batch.providers.registry import provider_of
-from lexpilot_batch.providers.together import results as together_results
-
-__all__ = ["Normalise", "file_api", "normaliser"]
+# How a result line of an API reads as an OpenAI batch output line.
+Normalise = Callable[[dict], dict]
 
 
-def file_api(row: Mapping[str, Any]) -> str:
-    """The API shape of a compiled file's lines and results: its provider's on the `batch` backend,
-    on `sync` (a provider's chat-completions-only models, and the groups of a batch route that
-    `--tail-sync` sends through its API's synchronous call: `providers.chat`) and on `flex` (the
-    groups `--tail auto` sends through that call on the flex tier, a Gemini model's in Gemini's
-    shape); OpenAI's on every other (manual). A file of the simulated provider names its endpoint
-    `simulated/<api>` when it is rehearsed on a native API's routes, else `simulated[/<platform>]`."""
-    target = simulated_target(row["endpoint"] or "")
-    if target is not None:
-        # `simulated/<api>`: rehearsed on that API's own routes (`routes`); any other, OpenAI's.
-        return target if target in SIMULATED_NATIVE else OPENAI
-    if row["backend"] not in (BATCH, SYNC, FLEX) or not row["provider"]:
-        return OPENAI
-    return provider_of(row["provider"])[0].api
+def usage(prompt: int, completion: int, cached: int, reasoning: int, written: int = 0) -> dict[str, Any]:
+    """OpenAI's usage; `written`, the prompt tokens written to a cache (Anthropic's
+    `cache_creation_input_tokens`), kept beside `cached_tokens` as `cache_write_tokens` (no OpenAI
+    field: read by `engine.answers`, priced at the model's `cache_write`)."""
+    details: dict[str, Any] = {"cached_tokens": cached}
+    if written:
+        details["cache_write_tokens"] = written
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": details,
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
 
 
-def normaliser(api: str, tag: str) -> Normalise | None:
-    """How a result line of `api` reads as an OpenAI batch output line (None: it is one already).
-    `tag` is the workspace's (`ids.id_tag`): an Anthropic id of another is not ours."""
-    if api == ANTHROPIC:
-        return lambda line: anthropic_results.result(line, tag)
-    if api == GOOGLE:
-        return google_results.result
-    if api == MISTRAL:
-        return mistral_results.result
-    if api == TOGETHER:
-        return together_results.result
-    return None
+def as_dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def as_int(value: Any) -> int:
+    return value if isinstance(value, int) else 0
+
+
+def chat_completion(
+    content: str | None, reasoning: list[str], finish: str, usage: dict, refusal: str | None = None
+) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal}
+    if reasoning:
+        message["reasoning_content"] = "\n".join(reasoning)
+    return {
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }
+
+
+def never_run(custom_id: Any, code: str, message: str) -> dict:
+    return {"custom_id": custom_id, "response": None, "error": {"code": code, "message": message}}
+
+
+def failed(custom_id: Any, status: int, kind: Any, message: Any) -> dict:
+    error = {"message": message, "type": kind, "code": kind}
+    return {"custom_id": custom_id, "response": {"status_code": status, "body": {"error": error}}, "error": None}
+
+
+def map_choices(line: dict, choice: Callable[[dict[str, Any]], dict[str, Any]]) -> dict:
+    """A batch output line with each choice of its response body read by `choice` (a native API's
+    message shape into OpenAI's); the line as it is when its body holds no list of choices."""
+    response = line.get("response")
+    body = response.get("body") if isinstance(response, dict) else None
+    if not isinstance(body, dict) or not isinstance(body.get("choices"), list):
+        return line
+    choices = [choice(c) if isinstance(c, dict) else c for c in body["choices"]]
+    return {**line, "response": {**response, "body": {**body, "choices": choices}}}  # type: ignore[dict-item]

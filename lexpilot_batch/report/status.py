@@ -10,7 +10,7 @@ from lexpilot_batch.benchmark.tasks import in_order
 from lexpilot_batch.data import SAMPLE_NOTE
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.rearm import retry_history
-from lexpilot_batch.providers.apis import MANUAL, RUN_HERE
+from lexpilot_batch.providers.backends import MANUAL, RUN_HERE
 from lexpilot_batch.state.states import FileState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in
 from lexpilot_batch.state.workspace import Workspace

@@ -8,7 +8,7 @@ with another temperature or a budget under 1,024 or not under `max_tokens`) ends
 `request_counts` are all `processing` until then, and its results (`results_url`) hold one line per
 request: `succeeded` (a Message: a thinking block before the text when the simulated model
 thought), `errored` (`api_error`, `overloaded_error`, `invalid_request_error`), `canceled` or
-`expired`, in a shuffled order. A request naming a model Anthropic does not serve (`providers.served`:
+`expired`, in a shuffled order. A request naming a model Anthropic does not serve (`providers.bodies.model_names`:
 Claude models only, no near miss of the SDK's `Model` list) ends `errored` with `not_found_error`
 ("model: NAME"), and the Messages call is a 404 of that type. Everything is run by the
 OpenAI-shaped machinery (`native`).
@@ -22,10 +22,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lexpilot_batch.providers import served
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
 from lexpilot_batch.providers.anthropic.ids import ANTHROPIC_ID
-from lexpilot_batch.providers.apis import ANTHROPIC
+from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
+from lexpilot_batch.providers.bodies import model_names as served
 from lexpilot_batch.providers.ids import TAG_LENGTH
 from lexpilot_batch.providers.lines import line_id, our_id
 from lexpilot_batch.simulated import batches, chat
@@ -61,7 +61,7 @@ def _internal(message_batch_id: str) -> str:
 
 def _missing_model(params: Any) -> str | None:
     """Anthropic's 404 `not_found_error` message ("model: NAME") for a model it does not serve
-    (`providers.served`), with why; None when it serves it."""
+    (`providers.bodies.model_names`), with why; None when it serves it."""
     model = params.get("model") if isinstance(params, dict) else None
     if not isinstance(model, str) or not model:
         return None  # a 400: `_problem`

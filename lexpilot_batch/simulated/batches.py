@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from lexpilot_batch.providers.contracts import CHAT_URLS
 from lexpilot_batch.providers.ids import id_stem
+from lexpilot_batch.providers.openai.lines import CHAT_URLS
 from lexpilot_batch.simulated import completions
 from lexpilot_batch.simulated.caching import PrefixCache
 from lexpilot_batch.simulated.errors import ApiError, bad_request
@@ -43,7 +43,7 @@ from lexpilot_batch.simulated.store import Store
 ENDPOINT = "/v1/chat/completions"
 # The batch endpoints (and line urls) it runs: OpenAI's, Azure's v1 API's (Azure OpenAI batch
 # how-to: `"url": "/chat/completions"`, `endpoint="/chat/completions"`), Zhipu BigModel's and Baidu
-# Qianfan's (their lines and batches name /v4/... and /v2/...): `contracts.CHAT_URLS`.
+# Qianfan's (their lines and batches name /v4/... and /v2/...): `openai.lines.CHAT_URLS`.
 ENDPOINTS = CHAT_URLS
 COMPLETION_WINDOW = "24h"
 WINDOW_SECONDS = 24 * 3600

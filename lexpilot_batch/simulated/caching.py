@@ -308,7 +308,7 @@ def _total(prompt: _Prompt) -> int:
 
 
 def rule_for(api: str | None, model: str) -> str | None:
-    """The caching rule of a model the simulated provider answers: by its API (`families.api_of_name`),
+    """The caching rule of a model the simulated provider answers: by its API (`bodies.model_names.lab_of`),
     DeepSeek's and Qwen's models by their names, any other model the OpenAI routes answer by OpenAI's."""
     if api == "anthropic":
         return ANTHROPIC_RULE

@@ -10,7 +10,7 @@ faults. Each API's route converts its request to a chat.completions body and the
 the same functions its batches use.
 
 The flex tier: a body with `service_tier: "flex"` (OpenAI's Chat Completions field, and the
-generateContent request's, `providers.flex`) takes `flex_latency` instead of `sync_latency`, may be
+generateContent request's, `providers.routing.flex`) takes `flex_latency` instead of `sync_latency`, may be
 refused 429 "resource unavailable" (the `flex_429` fault, drawn per call: OpenAI charges nothing for
 such a refusal and advises backing off), and answers exactly what the standard tier or a batch
 answers, its `service_tier` field saying "flex" as OpenAI's does. Another tier's value is refused

@@ -3,7 +3,7 @@
 Used by the synchronous route and by every line of a batch. A body is checked as OpenAI checks it,
 the parameters a reasoning model refuses included (an HTTP 400, or a 400 line in a batch), and a
 model the route cannot serve is answered as OpenAI answers one, 404 `model_not_found`, saying why
-(`providers.served`: this route serves every lab's models, as `--provider simulated` sends them
+(`providers.bodies.model_names`: this route serves every lab's models, as `--provider simulated` sends them
 all here, but no name with our prefix left on and no near miss of an SDK's model list). The
 answer comes from `models`; this module adds the envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the
 per-request content faults: truncation (`finish_reason="length"`, content cut), malformed judge
@@ -18,20 +18,21 @@ import re
 import time
 from typing import Any
 
-from lexpilot_batch.providers import served
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
-from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE, OPENAI
-from lexpilot_batch.providers.families import api_of_name
+from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
+from lexpilot_batch.providers.bodies import model_names as served
+from lexpilot_batch.providers.bodies.schema import MISSING, RANGE, TYPE, UNKNOWN, UNSUPPORTED
 from lexpilot_batch.providers.google import contract as google_contract
+from lexpilot_batch.providers.google.spec import NAME as GOOGLE
 from lexpilot_batch.providers.openai import contract as openai_contract
-from lexpilot_batch.providers.schema import MISSING, RANGE, TYPE, UNKNOWN, UNSUPPORTED
+from lexpilot_batch.providers.openai.spec import NAME as OPENAI
 from lexpilot_batch.simulated import caching, roles
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 
 CHARS_PER_TOKEN = 1.5
 
 # OpenAI's reasoning models as its API knows them, dated snapshots included. Written from the
-# provider's side on purpose, apart from the client's rule (`providers.dialects`): the tests check
+# provider's side on purpose, apart from the client's rule (`providers.bodies.request`): the tests check
 # the client's bodies against this, so a shared rule would hide a mistake in it.
 _REASONING_MODELS = re.compile(
     r"(?:o1|o1-mini|o1-preview|o1-pro|o3|o3-mini|o3-pro|o3-deep-research|o4-mini|o4-mini-deep-research"
@@ -63,7 +64,7 @@ def check_body(body: Any) -> tuple[str, str]:
     if not isinstance(model, str) or not model:
         raise bad_request("you must provide a model parameter", "model", "missing_required_parameter")
     missing = served.model_problem(served.ANY, model)
-    if missing is not None:  # OpenAI's answer to a model it does not serve, and why (`providers.served`)
+    if missing is not None:  # OpenAI's answer to a model it does not serve, and why (`providers.bodies.model_names`)
         raise ApiError(
             404,
             f"The model `{model}` does not exist or you do not have access to it ({missing}).",
@@ -129,7 +130,7 @@ def _check_contract(model: str, body: dict[str, Any]) -> None:
     compatible server's model) to an OpenAI-compatible endpoint's rules, as `prepare` holds it, but
     for its own fields: of those it takes only the documented extensions (vLLM's, DashScope's); a
     Claude or Gemini model's body (rehearsed here with `--provider simulated`) to its own API's."""
-    api = api_of_name(model)
+    api = served.lab_of(model, also=False)
     if api == ANTHROPIC:  # a Claude body rehearsed over the OpenAI routes (`--provider simulated`)
         found = anthropic_contract.problems(body)
     elif api == GOOGLE:
@@ -206,7 +207,7 @@ def complete(
     rng.random()
     cache = caching.Usage()
     if prefixes is not None:
-        cache = prefixes.usage(caching.rule_for(api_of_name(model), model), model, body, new_prefixes)
+        cache = prefixes.usage(caching.rule_for(served.lab_of(model, also=False), model), model, body, new_prefixes)
     cached = min(cache.read, prompt_tokens)
 
     finish_reason = "stop"

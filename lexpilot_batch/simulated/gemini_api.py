@@ -8,7 +8,7 @@ metadata carries the state (`BATCH_STATE_PENDING`, `RUNNING`, `SUCCEEDED`, `FAIL
 `files/{name}:download?alt=media`, holding a line per request that ran: `{"key", "response":
 GenerateContentResponse}` (a `thought` part before the text when the simulated model thought) or
 `{"key", "error": {code, message, status}}`. A cancelled or expired batch's file holds what ran. A
-model the Gemini API does not serve (`providers.served`: Gemini and Gemma models only) is in the
+model the Gemini API does not serve (`providers.bodies.model_names`: Gemini and Gemma models only) is in the
 call's path: the create (and a generateContent) is refused 404 `NOT_FOUND`, no batch made.
 Everything is run by the OpenAI-shaped machinery (`native`).
 
@@ -25,9 +25,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from lexpilot_batch.providers import served
-from lexpilot_batch.providers.apis import GOOGLE
+from lexpilot_batch.providers.bodies import model_names as served
 from lexpilot_batch.providers.google import contract as google_contract
+from lexpilot_batch.providers.google.spec import NAME as GOOGLE
 from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
@@ -312,7 +312,7 @@ class GeminiApi:
 
 
 def _check_model(model: str, method: str) -> None:
-    """Gemini's 404 `NOT_FOUND` for a model it does not serve (`providers.served`), with why: the
+    """Gemini's 404 `NOT_FOUND` for a model it does not serve (`providers.bodies.model_names`), with why: the
     model is in the call's path, so a batch for it is refused at create, never run."""
     why = served.model_problem(GOOGLE, model)
     if why is not None:

@@ -14,7 +14,7 @@ The output file holds `{"id", "custom_id", "response": {"status_code": 200, "bod
 whose messages carry a reasoning model's thinking as content chunks (`{"type": "thinking"}` before
 `{"type": "text"}`, as Magistral answers); failed requests go to the error file as OpenAI-shaped
 error lines (their format is not documented beyond the custom_id); requests an expired or
-cancelled job never ran are in neither. A job for a model Mistral does not serve (`providers.served`:
+cancelled job never ran are in neither. A job for a model Mistral does not serve (`providers.bodies.model_names`:
 another lab's, our prefix left on) is refused at create with Mistral's 400 `invalid_model`
 ("Invalid model: NAME", code 1500). Everything is run by the OpenAI-shaped machinery (`native`).
 """
@@ -26,9 +26,9 @@ import json
 import threading
 from typing import Any
 
-from lexpilot_batch.providers import served
-from lexpilot_batch.providers.apis import MISTRAL
+from lexpilot_batch.providers.bodies import model_names as served
 from lexpilot_batch.providers.mistral import contract as mistral_contract
+from lexpilot_batch.providers.mistral.spec import NAME as MISTRAL
 from lexpilot_batch.simulated import batches
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
@@ -75,7 +75,7 @@ class MistralApi:
         if not isinstance(model, str) or not model:
             raise bad_request("model: a model (or agent_id) is required.", "model")
         why = served.model_problem(MISTRAL, model)
-        if why is not None:  # Mistral's answer to a model it does not serve (`providers.served`)
+        if why is not None:  # Mistral's answer to a model it does not serve (`providers.bodies.model_names`)
             raise ApiError(400, f"Invalid model: {model} ({why})", type="invalid_model", code="1500")
         if body.get("endpoint") != ENDPOINT:
             raise bad_request(f"endpoint: the simulated provider runs {ENDPOINT} only.", "endpoint")

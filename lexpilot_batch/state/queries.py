@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlite3
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH
-from lexpilot_batch.providers.base import BatchStatus
+from lexpilot_batch.providers.backends import BATCH
+from lexpilot_batch.providers.batch import BatchStatus
 from lexpilot_batch.state.states import ThreadState, ThreadStatus
 
 

@@ -42,8 +42,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from lexpilot_batch.providers.apis import RUN_HERE
-from lexpilot_batch.providers.base import BatchStatus
+from lexpilot_batch.providers.backends import RUN_HERE
+from lexpilot_batch.providers.batch import BatchStatus
 from lexpilot_batch.state.states import UNEXECUTED, FileState, RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util.fileio import file_sha256

@@ -1,8 +1,8 @@
 """A study's lineup: for each evaluated model, what each role's requests carry and where they go.
 
 `plan_runs` reads every model name (`providers.registry`), builds each role's body in its
-provider's dialect (`providers.dialects`) with the model's own options, and resolves its route
-(`providers.routes`), so that every mistake — an unknown prefix, a provider without a Batch API
+provider's dialect (`providers.bodies.request`) with the model's own options, and resolves its route
+(`providers.routing.routes`), so that every mistake — an unknown prefix, a provider without a Batch API
 asked for batches, a `--model-arg` for a model the command does not use — is refused before any
 run is registered or anything compiled. No key is needed for any of it.
 """
@@ -14,18 +14,17 @@ from typing import Protocol
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import MANUAL, SIMULATED
-from lexpilot_batch.providers.backends import missing_sdk
-from lexpilot_batch.providers.contracts import check_role_body
-from lexpilot_batch.providers.dialects import (
+from lexpilot_batch.providers.backends import MANUAL, SIMULATED
+from lexpilot_batch.providers.bodies.contract import check_role_body
+from lexpilot_batch.providers.bodies.request import (
     REASONING_EFFORTS,
     applied_settings,
     is_openai_reasoning_model,
     role_request,
 )
-from lexpilot_batch.providers.endpoints import guess_profile
-from lexpilot_batch.providers.registry import ModelName, parse_model
-from lexpilot_batch.providers.routes import ModelRoute, Route
+from lexpilot_batch.providers.prefixes import ModelName, parse_model
+from lexpilot_batch.providers.registry import PROVIDERS, guess_profile, missing_sdk
+from lexpilot_batch.providers.routing.routes import ModelRoute, Route
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunPlan, RunSpec, check_model
 
@@ -113,7 +112,8 @@ def _check_bare_reasoning(role: str, name: ModelName, body: dict, route: Route) 
     every request: say how to name it instead of sending them."""
     if name.provider is not None or not is_openai_reasoning_model(name.sent):
         return
-    openai_like = route.backend == SIMULATED or guess_profile(route.endpoint.base_url) in ("openai", "azure")
+    home = PROVIDERS.get(guess_profile(route.endpoint.base_url))
+    openai_like = route.backend == SIMULATED or (home is not None and home.first_party)
     if openai_like and ("max_tokens" in body or "temperature" in body):
         raise ConfigError(
             f"{_OPTION[role]} {name.name}: an OpenAI reasoning model refuses max_tokens and a temperature, which a "

@@ -38,9 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BACKENDS
-from lexpilot_batch.providers.registry import known_prefixes, parse_model
-from lexpilot_batch.providers.routes import ModelRoute
+from lexpilot_batch.providers.backends import BACKENDS
+from lexpilot_batch.providers.prefixes import known_prefixes, parse_model
+from lexpilot_batch.providers.routing.routes import ModelRoute
 from lexpilot_batch.util.redaction import has_credentials
 
 # Fields of every body that lexpilot-batch itself sets, or that would break reading the answers.
@@ -60,7 +60,7 @@ class ModelOptions:
     """What a command says about one model besides its name."""
 
     args: dict[str, Any] = field(default_factory=dict)  # body fields to set; None removes one
-    reasoning: bool | None = None  # None: the name decides (`dialects.is_openai_reasoning_model`)
+    reasoning: bool | None = None  # None: the name decides (`bodies.request.is_openai_reasoning_model`)
     route: ModelRoute = field(default_factory=ModelRoute)
 
 

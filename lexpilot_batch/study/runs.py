@@ -3,7 +3,7 @@
 A manifest pins everything that decides a run's results: dataset hash, selected cases, the
 cause-class mapping's hash, code and prompt hashes, the three models, endpoints (never keys),
 generation settings, package version, and, for provider-qualified models or per-model arguments,
-what each role's requests carry (`requests`: provider, model sent, body fields; `providers.dialects`).
+what each role's requests carry (`requests`: provider, model sent, body fields; `providers.bodies.request`).
 Re-running with the same run id and the same manifest resumes; any difference is refused with
 every differing field named, because mixing settings inside one run would silently corrupt it.
 A run's cases are copied into the workspace from the dataset file once per dataset: later runs of
@@ -30,8 +30,8 @@ from lexpilot_batch.data import Case, DatasetFile
 from lexpilot_batch.data.categories import grouped
 from lexpilot_batch.data.dataset import bundled_sample_sha256
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
-from lexpilot_batch.providers.dialects import RoleRequest, legacy_request
-from lexpilot_batch.providers.endpoints import endpoint_identity
+from lexpilot_batch.providers.bodies.request import RoleRequest, legacy_request
+from lexpilot_batch.providers.routing.endpoints import endpoint_identity
 from lexpilot_batch.state.states import ThreadState
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.model_list import ModelOptions
@@ -166,7 +166,7 @@ class RunPlan:
     """The runs of one evaluated model as `prepare` registers them (`lineup.plan_runs`)."""
 
     model: str  # the evaluated model, as registered
-    settings: Settings  # as applied: a setting no request carries is None (`dialects.applied_settings`)
+    settings: Settings  # as applied: a setting no request carries is None (`bodies.request.applied_settings`)
     requests: dict[str, RoleRequest]  # what each role's requests carry
     endpoints: dict[str, str]  # where each role's requests go (`routes.Route.label`)
 

@@ -32,7 +32,7 @@ class Backoff:
         """The wait after try `attempt` (0: the first) failed."""
         if retry_after is not None:
             return retry_after
-        return min(self.first * 2 ** max(attempt, 0), self.cap)
+        return min(self.first * 2.0 ** min(max(attempt, 0), 64), self.cap)
 
 
 # A provider call tried again after a transient failure: half a second, doubling up to 8 s.

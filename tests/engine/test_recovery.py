@@ -23,7 +23,7 @@ from lexpilot_batch.engine.recovery import CLOCK_SKEW, CREATE_ATTEMPTS, batch_ta
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import submit_files
 from lexpilot_batch.errors import ProviderError
-from lexpilot_batch.providers.base import TOKEN_LIMIT, RateLimited
+from lexpilot_batch.providers.batch import TOKEN_LIMIT, RateLimited
 from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState
 from lexpilot_batch.state.workspace import Workspace

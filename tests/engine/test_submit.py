@@ -23,7 +23,7 @@ from lexpilot_batch.engine.recovery import CREATE_ATTEMPTS, UPLOAD_ATTEMPTS, bat
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import submit_files
 from lexpilot_batch.errors import ProviderUnavailable
-from lexpilot_batch.providers.base import BatchInfo, RateLimited
+from lexpilot_batch.providers.batch import BatchInfo, RateLimited
 from lexpilot_batch.state.waves import file_row, set_file
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock

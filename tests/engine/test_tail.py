@@ -17,7 +17,7 @@ from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.engine.tail import wave_backend
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.estimate import dry_run_prepare, render
-from lexpilot_batch.providers.routes import RouteRules, resolve_route
+from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
 

@@ -18,8 +18,8 @@ from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.engine.tail import Expected, Spent, TailPolicy, group_usd, wave_travel
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.flex import parse_flex_flags, takes_flex
-from lexpilot_batch.providers.routes import RouteRules, resolve_route
+from lexpilot_batch.providers.routing.flex import parse_flex_flags, takes_flex
+from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
 from lexpilot_batch.state.workspace import Workspace
 
 LIMIT = 6

@@ -25,10 +25,10 @@ import pytest
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.answers import judge_line
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.contracts import check_role_body, line_problems
-from lexpilot_batch.providers.dialects import role_request
+from lexpilot_batch.providers.bodies.contract import check_role_body, line_problems
+from lexpilot_batch.providers.bodies.request import role_request
 from lexpilot_batch.providers.google import results as google_results
-from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.prefixes import parse_model
 from lexpilot_batch.state.states import INVALID, PERMANENT
 
 

@@ -15,8 +15,8 @@ from packaging.requirements import Requirement
 
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers import extras
-from lexpilot_batch.providers.backends import SDKS, missing_sdk
 from lexpilot_batch.providers.extras import REQUIREMENTS, require_sdk, sdk_problem
+from lexpilot_batch.providers.registry import APIS, missing_sdk
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +37,7 @@ def _as_version(monkeypatch, sdk: str, version: str) -> None:
 
 def test_the_requirements_checked_are_those_pyproject_states():
     stated = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
-    assert {extra for _, extra, _ in SDKS.values()} == set(REQUIREMENTS)
+    assert {api.extra.extra for api in APIS.values() if api.extra is not None} == set(REQUIREMENTS)
     for extra, requirement in REQUIREMENTS.items():
         assert len(stated[extra]) == 1
         assert _same(Requirement(requirement), Requirement(stated[extra][0])), extra
@@ -45,7 +45,7 @@ def test_the_requirements_checked_are_those_pyproject_states():
         assert any(_same(Requirement(requirement), Requirement(line)) for line in stated["test"]), extra
 
 
-@pytest.mark.parametrize("api", sorted(SDKS))
+@pytest.mark.parametrize("api", sorted(name for name, api in APIS.items() if api.extra is not None))
 def test_the_installed_sdks_fit_their_extras(api):
     assert missing_sdk(api) is None
 
@@ -73,7 +73,8 @@ def test_gemini_names_its_distribution_not_its_module(monkeypatch):
 
 def test_the_batch_backend_is_not_built_on_an_sdk_too_old(monkeypatch):
     from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
-    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+    from lexpilot_batch.providers.registry import PROFILES
+    from lexpilot_batch.providers.routing.endpoints import Endpoint
 
     _as_version(monkeypatch, "anthropic", "1.9.9")
     with pytest.raises(ConfigError, match=r'anthropic 1\.9\.9 is installed: python -m pip install "anthropic>=2"'):

@@ -8,7 +8,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lexpilot_batch.benchmark.prompts import Prompt
-from lexpilot_batch.providers import prefixes
+from lexpilot_batch.providers import cache_layout as prefixes
 from lexpilot_batch.providers.lines import Pieces, line_body, line_fingerprint, request_line
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=30)

@@ -17,12 +17,12 @@ from lexpilot_batch.engine.answers import INVALID, PERMANENT, REFUSAL, TRANSPORT
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.anthropic.ids import ANTHROPIC_ID
 from lexpilot_batch.providers.anthropic.results import result as anthropic_result
-from lexpilot_batch.providers.contracts import check_role_body
-from lexpilot_batch.providers.dialects import role_request
+from lexpilot_batch.providers.bodies.contract import check_role_body
+from lexpilot_batch.providers.bodies.request import role_request
 from lexpilot_batch.providers.google.results import result as google_result
 from lexpilot_batch.providers.ids import custom_id, id_tag, request_check
 from lexpilot_batch.providers.lines import line_id, our_id, request_line
-from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.prefixes import parse_model
 
 TAG = id_tag("workspace-1")
 

@@ -1,4 +1,4 @@
-"""Cached-prefix layout of request lines (`providers.prefixes`, `providers.lines`): what each
+"""Cached-prefix layout of request lines (`providers.cache_layout`, `providers.lines`): what each
 provider is sent, and that the model is asked exactly the same text."""
 
 from __future__ import annotations
@@ -9,12 +9,15 @@ import pytest
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.prompts import Message
-from lexpilot_batch.providers import prefixes
+from lexpilot_batch.providers import cache_layout as prefixes
+from lexpilot_batch.providers.anthropic import cache as anthropic_cache
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
-from lexpilot_batch.providers.apis import ANTHROPIC, OPENAI
+from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
+from lexpilot_batch.providers.bodies import request as bodies_request
 from lexpilot_batch.providers.lines import line_body
 from lexpilot_batch.providers.openai import contract as openai_contract
-from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.openai.spec import NAME as OPENAI
+from lexpilot_batch.providers.prefixes import parse_model
 
 FIELDS = json.dumps({"max_tokens": 8192, "temperature": 0.7})
 
@@ -50,7 +53,7 @@ def joined(content: str | list) -> str:
     ],
 )
 def test_what_each_provider_is_sent(name, layout):
-    assert prefixes.layout(parse_model(name)) == layout
+    assert bodies_request.cache_layout(parse_model(name)) == layout
 
 
 def test_openai_lines_carry_one_prompt_cache_key_per_case_and_template():
@@ -136,9 +139,9 @@ def test_the_layout_changes_no_record_only_the_request_bytes(tmp_path, monkeypat
     """The same study with the layout and without it (as a run registered before it existed): the
     same records, answer for answer. Breakpoints are forced onto every prompt (a tiny minimum) so
     that the sample's short histories are laid out too."""
-    monkeypatch.setattr(prefixes, "ANTHROPIC_MINIMUM", ((r".*", 1),))
+    monkeypatch.setattr(anthropic_cache, "ANTHROPIC_MINIMUM", ((r".*", 1),))
     laid, laid_lines, _ = _rehearse(tmp_path / "laid", ("r1", "r2"))
-    monkeypatch.setattr(prefixes, "layout", lambda name: None)
+    monkeypatch.setattr(bodies_request, "cache_layout", lambda name: None)
     plain, plain_lines, _ = _rehearse(tmp_path / "plain", ("r1", "r2"))
     assert laid == plain and laid
     # `--provider simulated` sends each model through its own API: a Claude body as Message Batches

@@ -14,16 +14,17 @@ import pytest
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import MISTRAL, OPENAI
-from lexpilot_batch.providers.dialects import role_request
-from lexpilot_batch.providers.endpoints import PROFILES, guess_profile
+from lexpilot_batch.providers.bodies.request import role_request
 from lexpilot_batch.providers.ids import custom_id, id_tag, request_check
 from lexpilot_batch.providers.lines import request_line
 from lexpilot_batch.providers.mistral import results as mistral_results
 from lexpilot_batch.providers.mistral.batch import STATUSES, info, timeout_hours
 from lexpilot_batch.providers.mistral.errors import error_message
+from lexpilot_batch.providers.mistral.spec import NAME as MISTRAL
 from lexpilot_batch.providers.openai.batch import status_of
-from lexpilot_batch.providers.registry import PROVIDERS, parse_model
+from lexpilot_batch.providers.openai.spec import NAME as OPENAI
+from lexpilot_batch.providers.prefixes import parse_model
+from lexpilot_batch.providers.registry import PROFILES, PROVIDERS, guess_profile
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 
 TAG = id_tag("workspace-1")
@@ -176,7 +177,7 @@ def test_the_mistralai_sdk_runs_a_job_on_the_simulated_batch_routes(tmp_path):
 def _bodies(model: str, args: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The body every role of `model` sends (the evaluated model's, the User Model's, the judge's
     temperature), each checked by the guard first, as `prepare` checks it."""
-    from lexpilot_batch.providers.contracts import check_role_body
+    from lexpilot_batch.providers.bodies.contract import check_role_body
 
     out = []
     for role in ("eval", "user", "judge"):
@@ -201,15 +202,15 @@ def test_groq_lines_are_the_groq_sdks_batch_requests():
     from groq.types import batch_create_params
     from pydantic import TypeAdapter
 
-    from lexpilot_batch.providers.openai.platforms import _GROQ_FIELDS
+    from lexpilot_batch.providers.platforms.groq import FIELDS as GROQ_FIELDS
 
-    assert _sdk_keys(chat.CompletionCreateParams) == _GROQ_FIELDS
+    assert _sdk_keys(chat.CompletionCreateParams) == GROQ_FIELDS
     adapter = TypeAdapter(chat.CompletionCreateParams)
     (endpoint,) = typing_args(_sdk_hint(batch_create_params.BatchCreateParams, "endpoint"))
     line = _line("groq/llama-3.3-70b-versatile", OPENAI, PROFILES["groq"].endpoint)
     assert line["url"] == endpoint and line["method"] == "POST"
     for body in [line["body"], *_bodies("groq/qwen/qwen3-32b", {"reasoning_effort": "none"})]:
-        assert set(body) <= _GROQ_FIELDS, body
+        assert set(body) <= GROQ_FIELDS, body
         adapter.validate_python(body)
         assert body["n"] == 1  # "only n=1 is supported. Other values will result in a 400"
 

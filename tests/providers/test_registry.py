@@ -6,10 +6,10 @@ import pytest
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.dialects import applied_settings, is_openai_reasoning_model, role_request
-from lexpilot_batch.providers.endpoints import endpoint_identity
-from lexpilot_batch.providers.registry import parse_model
-from lexpilot_batch.providers.routes import ModelRoute, RouteRules, resolve_route
+from lexpilot_batch.providers.bodies.request import applied_settings, is_openai_reasoning_model, role_request
+from lexpilot_batch.providers.prefixes import parse_model
+from lexpilot_batch.providers.routing.endpoints import endpoint_identity
+from lexpilot_batch.providers.routing.routes import ModelRoute, RouteRules, resolve_route
 from lexpilot_batch.simulated.completions import check_body
 from lexpilot_batch.simulated.errors import ApiError
 

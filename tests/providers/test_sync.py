@@ -20,9 +20,9 @@ from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import Message
 from lexpilot_batch.engine.answers import judge_line
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
-from lexpilot_batch.providers import sync
-from lexpilot_batch.providers.endpoints import Endpoint
-from lexpilot_batch.providers.sync import SyncRunner, saved_custom_ids
+from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.sync import runner as sync
+from lexpilot_batch.providers.sync.runner import SyncRunner, saved_custom_ids
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated import roles as sim_models
 from lexpilot_batch.simulated.batches import sample_key

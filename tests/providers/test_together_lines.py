@@ -19,15 +19,16 @@ from typing import Any
 import pytest
 
 from lexpilot_batch.benchmark.settings import Settings
-from lexpilot_batch.providers.apis import TOGETHER
-from lexpilot_batch.providers.base import BatchStatus
-from lexpilot_batch.providers.dialects import role_request
-from lexpilot_batch.providers.endpoints import MB, PROFILES
+from lexpilot_batch.providers.batch import BatchStatus
+from lexpilot_batch.providers.bodies.request import dialect_of, role_request
 from lexpilot_batch.providers.ids import custom_id, id_tag, request_check
 from lexpilot_batch.providers.lines import request_line
-from lexpilot_batch.providers.registry import PROVIDERS, parse_model
-from lexpilot_batch.providers.results import normaliser
+from lexpilot_batch.providers.prefixes import parse_model
+from lexpilot_batch.providers.registry import PROFILES, PROVIDERS
+from lexpilot_batch.providers.registry import result_reader as normaliser
+from lexpilot_batch.providers.spec import MB
 from lexpilot_batch.providers.together.batch import info, seconds
+from lexpilot_batch.providers.together.spec import NAME as TOGETHER
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.errors import ApiError
 from lexpilot_batch.simulated.store import Store
@@ -54,7 +55,7 @@ def test_the_together_prefix_names_its_endpoint_key_backend_and_limits():
         "TOGETHER_BASE_URL",
         "TOGETHER_API_KEY",
     )
-    assert (provider.backend, provider.api, provider.dialect, provider.batch_api) == (
+    assert (provider.backend, provider.api, dialect_of(name).name, provider.batch_api) == (
         "batch",
         TOGETHER,
         "max_tokens",
@@ -251,7 +252,7 @@ def test_a_409_names_the_file_uploaded_before_wherever_its_answer_holds_the_id(a
     id may not be: the upload reads the answer itself."""
     import openai
 
-    from lexpilot_batch.providers.chat import http
+    from lexpilot_batch.providers.sync.call import http
     from lexpilot_batch.providers.together.batch import _conflicting_file
 
     request = http.Request("POST", "https://api.together.ai/v1/files")

@@ -20,8 +20,9 @@ try:  # the HTTP client the installed SDK is built on (`providers/chat.py`)
 except ImportError:  # pragma: no cover - an SDK on httpx
     import httpx  # type: ignore[no-redef]
 
-from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
+from lexpilot_batch.providers.registry import PROFILES
+from lexpilot_batch.providers.routing.endpoints import Endpoint
 
 
 def backend_answering(answer) -> tuple[OpenAIBatchBackend, list[httpx.Request]]:

@@ -13,7 +13,7 @@ from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, LexpilotError
-from lexpilot_batch.providers.endpoints import resolve_limits
+from lexpilot_batch.providers.registry import resolve_limits
 from lexpilot_batch.simulated import SimulatedServer
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.completions import complete

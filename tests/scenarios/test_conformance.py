@@ -27,8 +27,8 @@ from sim_helpers import jsonl, request_line, wait
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
-from lexpilot_batch.providers.chat import http  # the SDKs' HTTP library: httpx2 under openai 3, httpx before
-from lexpilot_batch.providers.contracts import CHAT_URLS
+from lexpilot_batch.providers.openai.lines import CHAT_URLS
+from lexpilot_batch.providers.sync.call import http  # the SDKs' HTTP library: httpx2 under openai 3, httpx before
 from lexpilot_batch.simulated import SimulatedServer
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace

@@ -33,7 +33,7 @@ from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.ids import id_parts
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
-from lexpilot_batch.providers.sync import SyncRunner
+from lexpilot_batch.providers.sync.runner import SyncRunner
 from lexpilot_batch.simulated.roles import is_question
 from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace

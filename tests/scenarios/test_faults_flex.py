@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from fault_helpers import Outcome, assert_same_as, finish_despite, retried, run_benchmark
 
-from lexpilot_batch.providers import sync as sync_module
-from lexpilot_batch.providers.sync import FLEX_ROUNDS
+from lexpilot_batch.providers.sync import runner as sync_module
+from lexpilot_batch.providers.sync.runner import FLEX_ROUNDS
 from lexpilot_batch.state.compaction import read_saved
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")

@@ -45,9 +45,9 @@ from lexpilot_batch.engine.rearm import RetrySelection
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.engine.submit import submit_files
 from lexpilot_batch.errors import ConfigError, LexpilotError
-from lexpilot_batch.providers.endpoints import VLLM_ENDPOINT
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
-from lexpilot_batch.providers.routes import RouteRules, resolve_route
+from lexpilot_batch.providers.routing.endpoints import VLLM_ENDPOINT
+from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
 from lexpilot_batch.report import results, status
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.state import compaction

@@ -9,6 +9,7 @@ import json
 import time
 import types
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,9 @@ from lexpilot_batch.engine import poll, submit
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
-from lexpilot_batch.providers import sync as sync_module
 from lexpilot_batch.providers.google import client as google_client  # noqa: E402
 from lexpilot_batch.providers.ids import id_stem
+from lexpilot_batch.providers.sync import runner as sync_module
 from lexpilot_batch.report import status
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
 from lexpilot_batch.simulated.faults import ROUTES  # noqa: E402
@@ -176,11 +177,13 @@ def test_a_rehearsal_begun_on_the_openai_routes_goes_on_after_the_upgrade(tmp_pa
     routes; the records are the rehearsal's. (Once, an old file got the native backend at the OpenAI
     URL, and every poll failed with 404 on /v1/v1/messages/batches.)"""
     from lexpilot_batch.engine.loop import poll_and_advance
-    from lexpilot_batch.providers import routes
+    from lexpilot_batch.providers.registry import api_spec
+    from lexpilot_batch.providers.routing import routes
 
     with Workspace(tmp_path / "ws") as ws:
         with monkeypatch.context() as earlier:
-            earlier.setattr(routes, "SIMULATED_NATIVE", frozenset())  # every model on the OpenAI routes
+            # every model on the OpenAI routes, as before the native APIs had routes of their own
+            earlier.setattr(routes, "api_spec", lambda api: replace(api_spec(api), simulated_native=False))
             session = open_session(ws)
             try:
                 prepare(ws, session, RunSpec(("r1",), MODELS, "all", Settings(), limit=LIMIT))
@@ -356,8 +359,9 @@ def test_a_missing_sdk_names_its_extra(monkeypatch):
     import sys
 
     from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
-    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
     from lexpilot_batch.providers.google.batch import GoogleBatchBackend
+    from lexpilot_batch.providers.registry import PROFILES
+    from lexpilot_batch.providers.routing.endpoints import Endpoint
 
     for module in ("anthropic", "google.genai"):
         monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
@@ -428,7 +432,7 @@ def test_an_untagged_create_whose_answer_was_lost_among_strangers_is_told_by_its
     results (our ids carry the workspace's tag) then tell which is ours."""
     from lexpilot_batch.engine.loop import submit
     from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
-    from lexpilot_batch.providers.base import CreateUncertain
+    from lexpilot_batch.providers.batch import CreateUncertain
 
     real = AnthropicBatchBackend.create
     strangers: list[str] = []

@@ -21,7 +21,7 @@ from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError  # noqa: E402
 from lexpilot_batch.estimate import dry_run_prepare  # noqa: E402
-from lexpilot_batch.providers.results import file_api
+from lexpilot_batch.providers.registry import file_api
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
@@ -109,7 +109,7 @@ def test_an_outage_of_a_synchronous_route_stops_the_command_and_uses_no_attempt(
 
 def test_the_in_process_simulated_provider_sends_a_native_models_small_groups_through_its_own_call(tmp_path):
     """`--provider simulated` rehearses a Claude model on Anthropic's routes: a group sent at once
-    goes as Messages calls, its results read as Anthropic's (`results.file_api`), its records
+    goes as Messages calls, its results read as Anthropic's (`registry.file_api`), its records
     those of its batches."""
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws, tail_sync=N)
@@ -146,15 +146,17 @@ def test_a_request_refused_on_its_merits_reads_as_the_same_request_in_a_batch(tm
 
     from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
     from lexpilot_batch.providers.anthropic.chat import AnthropicChat
-    from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE
-    from lexpilot_batch.providers.base import BatchSource
-    from lexpilot_batch.providers.chat import REFUSED
-    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+    from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
+    from lexpilot_batch.providers.batch import BatchSource
     from lexpilot_batch.providers.google.batch import GoogleBatchBackend
     from lexpilot_batch.providers.google.chat import GeminiChat
+    from lexpilot_batch.providers.google.spec import NAME as GOOGLE
     from lexpilot_batch.providers.ids import id_tag
     from lexpilot_batch.providers.lines import line_id
-    from lexpilot_batch.providers.results import normaliser
+    from lexpilot_batch.providers.registry import PROFILES
+    from lexpilot_batch.providers.registry import result_reader as normaliser
+    from lexpilot_batch.providers.routing.endpoints import Endpoint
+    from lexpilot_batch.providers.sync.call import REFUSED
 
     tag = id_tag("ws")
     bad: dict[str, dict[str, Any]] = {
@@ -175,7 +177,7 @@ def test_a_request_refused_on_its_merits_reads_as_the_same_request_in_a_batch(tm
             path = tmp_path / f"{api}.jsonl"
             path.write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
             backend = backend_class(endpoint, PROFILES[api])
-            info = backend.create(backend.upload(path), {}, None, BatchSource(path, f"{api}/{model}"))
+            info = backend.create(backend.upload(path), {}, None, BatchSource(path, model))
             while not info.terminal:
                 time.sleep(0.01)
                 info = backend.retrieve(info.id)

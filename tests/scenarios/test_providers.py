@@ -29,11 +29,10 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError
-from lexpilot_batch.providers import sync as sync_module
 from lexpilot_batch.providers.ids import id_stem
-from lexpilot_batch.providers.registry import PROVIDERS
-from lexpilot_batch.providers.results import file_api
-from lexpilot_batch.providers.routes import RouteRules, resolve_route
+from lexpilot_batch.providers.registry import PROVIDERS, file_api
+from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
+from lexpilot_batch.providers.sync import runner as sync_module
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
@@ -382,7 +381,7 @@ def test_an_openai_a_claude_a_mistral_and_a_qwen_model_with_a_deepseek_r1_judge_
 def test_a_mistral_job_whose_create_answer_was_lost_is_adopted_by_its_tag(tmp_path, monkeypatch, clean):
     """A crash between Mistral's create and its record (the job exists, the answer never arrived):
     the next command finds the job by its `metadata` tag and never creates a second one."""
-    from lexpilot_batch.providers.base import CreateUncertain
+    from lexpilot_batch.providers.batch import CreateUncertain
     from lexpilot_batch.providers.mistral.batch import MistralBatchBackend
 
     real = MistralBatchBackend.create
@@ -411,7 +410,7 @@ def test_a_platform_batch_whose_create_answer_was_lost_is_adopted_from_its_own_a
     """A crash between a platform's create and its record, on SiliconFlow (whose listing says
     `in_queue` for a batch not started) and Qianfan: the next command finds the batch by its
     `metadata` tag in that platform's own listing and never creates a second one."""
-    from lexpilot_batch.providers.base import CreateUncertain
+    from lexpilot_batch.providers.batch import CreateUncertain
     from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 
     real = OpenAIBatchBackend.create
@@ -452,7 +451,7 @@ def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limi
     platform's url and its files cut within its limits, so the rehearsal refuses what the platform
     would; the records stay the OpenAI routes' (the test above). A file compiled before, which names
     the endpoint `simulated`, is still sent to the OpenAI routes, where its batch is."""
-    from lexpilot_batch.providers.endpoints import PROFILES
+    from lexpilot_batch.providers.registry import PROFILES
 
     files = {f["model"]: f for f in rehearsed["files"] if f["wave"] == 1}
     for model in PROFILED:

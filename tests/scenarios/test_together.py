@@ -24,7 +24,7 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import LexpilotError, ProviderError
-from lexpilot_batch.providers.base import CreateUncertain
+from lexpilot_batch.providers.batch import CreateUncertain
 from lexpilot_batch.providers.together.batch import TogetherBatchBackend
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.errors import ApiError
@@ -194,7 +194,8 @@ def test_together_lines_sent_at_once_through_its_chat_completions_give_the_same_
 def test_a_file_uploaded_again_is_the_file_together_already_holds(tmp_path):
     """An upload sent again after a crash (the same bytes): Together answers 409 with the file it
     holds (the SDK's `FileAlreadyExistsError`), and that id is the upload's; the bytes go once."""
-    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+    from lexpilot_batch.providers.registry import PROFILES
+    from lexpilot_batch.providers.routing.endpoints import Endpoint
 
     path = tmp_path / "eval__together-sim__000.jsonl"
     path.write_bytes(b'{"custom_id":"a-1","body":{"model":"m","messages":[{"role":"user","content":"x"}]}}\n')
@@ -209,7 +210,8 @@ def test_a_file_uploaded_again_is_the_file_together_already_holds(tmp_path):
 def test_an_upload_refused_for_the_moment_is_sent_again_and_a_refused_put_is_an_error(tmp_path):
     """The upload's first call, sent without the SDK's retries (`_start_upload`), is retried here on
     a 5xx; a signed URL that refuses the bytes is an error naming the status, never a file id."""
-    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+    from lexpilot_batch.providers.registry import PROFILES
+    from lexpilot_batch.providers.routing.endpoints import Endpoint
     from lexpilot_batch.simulated.together_api import TogetherApi
 
     path = tmp_path / "eval__together-sim__000.jsonl"

@@ -99,13 +99,15 @@ def test_native_batches_and_calls_take_the_latency_of_the_file_and_the_line_they
     pytest.importorskip("google.genai")
     from lexpilot_batch.providers.anthropic.batch import AnthropicBatchBackend
     from lexpilot_batch.providers.anthropic.chat import AnthropicChat
-    from lexpilot_batch.providers.apis import ANTHROPIC, GOOGLE
-    from lexpilot_batch.providers.base import BatchSource
-    from lexpilot_batch.providers.endpoints import PROFILES, Endpoint
+    from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
+    from lexpilot_batch.providers.batch import BatchSource
     from lexpilot_batch.providers.google.batch import GoogleBatchBackend
     from lexpilot_batch.providers.google.chat import GeminiChat
+    from lexpilot_batch.providers.google.spec import NAME as GOOGLE
     from lexpilot_batch.providers.ids import id_tag
     from lexpilot_batch.providers.lines import request_line as line_of
+    from lexpilot_batch.providers.registry import PROFILES
+    from lexpilot_batch.providers.routing.endpoints import Endpoint
 
     tag, prompt = id_tag("ws"), prompts.lexawn_prompt(HISTORY)
     ids = ["k1-0-lca.c.gen-1", "k2-0-lca.c.gen-1"]
@@ -125,7 +127,7 @@ def test_native_batches_and_calls_take_the_latency_of_the_file_and_the_line_they
             path.write_bytes(b"".join(line_of(cid, model, prompt, fields, "", None, api, tag) for cid in ids))
             endpoint = Endpoint("eval", server.root_url, "KEY", "k")
             backend = backend_class(endpoint, PROFILES[api])
-            info = backend.create(backend.upload(path), {}, None, BatchSource(path, f"{api}/{model}"))
+            info = backend.create(backend.upload(path), {}, None, BatchSource(path, model))
             internal = "batch_" + info.id.removeprefix("msgbatch_").removeprefix("batches/")
             assert server.api is not None
             stored = server.api.store.get_batch(internal)

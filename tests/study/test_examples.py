@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lexpilot_batch.cli import app
-from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.prefixes import parse_model
 from lexpilot_batch.study.model_list import _toml
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))

@@ -327,7 +327,7 @@ def test_a_name_an_earlier_version_sent_bare_keeps_that_reading_in_its_workspace
     OpenAI's in a new run of the same workspace: their files would take the same names."""
     from lexpilot_batch.benchmark import prompts
     from lexpilot_batch.data import open_dataset
-    from lexpilot_batch.providers.dialects import legacy_request
+    from lexpilot_batch.providers.bodies.request import legacy_request
     from lexpilot_batch.study.runs import RunPlan, protocol_variants, register_run
 
     settings = Settings(judge_model="openai/gpt-4o-mini")
@@ -351,7 +351,7 @@ def test_a_name_an_earlier_version_sent_bare_keeps_that_reading_in_its_workspace
 
 
 def test_a_model_lists_endpoint_key_variable_and_backend_hold_for_later_commands(tmp_path, clean_env, monkeypatch):
-    from lexpilot_batch.providers.routes import ModelRoute
+    from lexpilot_batch.providers.routing.routes import ModelRoute
     from lexpilot_batch.simulated import SimulatedServer
 
     monkeypatch.setenv("MY_LOCAL_KEY", "key")

@@ -10,7 +10,7 @@ import pytest
 
 from lexpilot_batch.cli.options import run_spec
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.routes import ModelRoute
+from lexpilot_batch.providers.routing.routes import ModelRoute
 from lexpilot_batch.study.model_list import ModelOptions, load_model_list, parse_model_arg
 
 TOML = """

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from lexpilot_batch.benchmark.settings import ROLES
-from lexpilot_batch.providers.endpoints import Endpoint
 from lexpilot_batch.providers.registry import PROVIDERS
+from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.util import redaction
 from lexpilot_batch.util.redaction import (
     KEY_QUERY_PARAMETERS,

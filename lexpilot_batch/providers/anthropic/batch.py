@@ -22,15 +22,16 @@ from typing import Any
 
 from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.anthropic.errors import failure_of
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend, save_streamed
-from lexpilot_batch.providers.endpoints import PROFILES, Endpoint, Limits
+from lexpilot_batch.providers.anthropic.spec import EXTRA, LIMITS
+from lexpilot_batch.providers.batch import BatchInfo, BatchSource, FileBatchBackend, save_streamed
 from lexpilot_batch.providers.errors import Failure
-from lexpilot_batch.providers.extras import require_sdk
+from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.util.fileio import file_sha256
 
 INLINE = "inline:"  # the "file id" of a checked file: its hash, verified again when it is created
-# A Message Batch's limits: the `anthropic` profile's, the one home of them.
-MAX_REQUESTS, MAX_BYTES = PROFILES["anthropic"].max_requests, PROFILES["anthropic"].max_bytes
+# A Message Batch's limits: the `anthropic` profile's (`anthropic.spec.LIMITS`), the one home of them.
+MAX_REQUESTS, MAX_BYTES = LIMITS.max_requests, LIMITS.max_bytes
 
 
 def _seconds(value: datetime | None) -> float | None:
@@ -62,8 +63,8 @@ class AnthropicBatchBackend(FileBatchBackend):
 
     def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
         super().__init__(endpoint, limits, timeout, max_retries)
-        self.sdk = require_sdk("anthropic", "anthropic", "Anthropic")
-        self.message_batch = require_sdk("anthropic.types.messages", "anthropic", "Anthropic").MessageBatch
+        self.sdk = EXTRA.require()
+        self.message_batch = EXTRA.require("anthropic.types.messages").MessageBatch
         self.client = self.sdk.Anthropic(
             base_url=endpoint.base_url, api_key=endpoint.require_key(), timeout=timeout, max_retries=max_retries
         )

@@ -1,5 +1,5 @@
 """Anthropic's synchronous call, `POST /v1/messages` with a Message Batches request's params (the
-SDK's low-level post, as the OpenAI call does), for the `sync` backend (`providers.chat`): what
+SDK's low-level post, as the OpenAI call does), for the `sync` backend (`providers.sync.call`): what
 `--tail-sync N` sends a wave's small group of an `anthropic/` model through.
 
 Its answer is saved as the line the batch's results would hold for it, so records are the same
@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from lexpilot_batch.providers.anthropic.errors import error_text, failure_of
-from lexpilot_batch.providers.chat import CLIENT_REQUEST_ID, Answer, ChatCall, Response, damaged_line
+from lexpilot_batch.providers.anthropic.spec import EXTRA
 from lexpilot_batch.providers.errors import Failure
-from lexpilot_batch.providers.extras import require_sdk
+from lexpilot_batch.providers.sync.call import CLIENT_REQUEST_ID, Answer, ChatCall, Response, damaged_line
 
 
 class AnthropicChat(ChatCall):
@@ -25,7 +25,7 @@ class AnthropicChat(ChatCall):
     route = "/v1/messages"
 
     def new_client(self) -> Any:
-        self.sdk = require_sdk("anthropic", "anthropic", "Anthropic")
+        self.sdk = EXTRA.require()
         return self.sdk.Anthropic(
             base_url=self.endpoint.base_url,
             api_key=self.endpoint.require_key(),

@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from lexpilot_batch.providers.apis import ANTHROPIC
-from lexpilot_batch.providers.families import Family, family_of
-from lexpilot_batch.providers.schema import (
+from lexpilot_batch.providers.anthropic.families import ANTHROPIC, family_of
+from lexpilot_batch.providers.bodies.families import Family
+from lexpilot_batch.providers.bodies.schema import (
     MISSING,
     RANGE,
     TYPE,
@@ -88,7 +88,7 @@ def problems(body: Mapping[str, Any]) -> list[Problem]:
     """What Anthropic's contract refuses in a Messages body (module docstring)."""
     validate, known = _sdk()
     model = body.get("model")
-    family = family_of(ANTHROPIC, model if isinstance(model, str) else "") or _FALLBACK
+    family = family_of(model if isinstance(model, str) else "") or _FALLBACK
     disputed = {k: v for k, v in body.items() if k in _SAMPLING and k not in known}
     checked = {k: v for k, v in body.items() if k not in disputed}
     plain = _plain(body.get("messages"))
@@ -128,7 +128,7 @@ def _missing(body: Mapping[str, Any]) -> list[Problem]:
 
 def _plain(messages: Any) -> bool:
     """Whether every message is `{"role": ..., "content": "text"}`, or its content text blocks as
-    request lines lay out a cache breakpoint (`providers.prefixes`)."""
+    request lines lay out a cache breakpoint (`providers.cache_layout`)."""
     return (
         isinstance(messages, list)
         and bool(messages)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-ANTHROPIC = "anthropic"
+from lexpilot_batch.providers.spec import Dialect
 
 
 def body(temperature: float | None, max_tokens: int | None) -> dict[str, Any]:
@@ -27,3 +27,8 @@ def body(temperature: float | None, max_tokens: int | None) -> dict[str, Any]:
 def sent_settings(fields: Mapping[str, Any]) -> tuple[Any, tuple[Any, ...]]:
     """The temperature and the output-token limits a body carries."""
     return fields.get("temperature"), (fields.get("max_tokens"),)
+
+
+ANTHROPIC = Dialect(
+    "anthropic", lambda model, temperature, max_tokens, effort, reasoning: body(temperature, max_tokens), sent_settings
+)

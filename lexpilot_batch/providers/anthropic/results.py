@@ -1,4 +1,4 @@
-"""Message Batches result lines, read as OpenAI batch output lines (`providers.outputs`).
+"""Message Batches result lines, read as OpenAI batch output lines (`providers.results`).
 
 | `result.type` | read as |
 | --- | --- |
@@ -13,7 +13,7 @@ completion tokens, `output_tokens_details.thinking_tokens` the reasoning ones.
 
 from __future__ import annotations
 
-from lexpilot_batch.providers import outputs
+from lexpilot_batch.providers import results as outputs
 from lexpilot_batch.providers.anthropic.ids import our_id
 
 # The HTTP status each error type of the Messages API stands for.

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lexpilot_batch.errors import transient_status
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, FileBatchBackend, retry_after
-from lexpilot_batch.providers.endpoints import Endpoint, Limits
+from lexpilot_batch.providers.batch import BatchInfo, BatchSource, FileBatchBackend, retry_after
 from lexpilot_batch.providers.errors import Failure
-from lexpilot_batch.providers.extras import require_sdk
 from lexpilot_batch.providers.google import client
 from lexpilot_batch.providers.google.errors import failure_of
-from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.google.spec import EXTRA
+from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.util import clock, fileio
 from lexpilot_batch.util.fileio import TMP_SUFFIX, write_atomic
 
@@ -118,9 +118,9 @@ class GoogleBatchBackend(FileBatchBackend):
 
     def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
         super().__init__(endpoint, limits, timeout, max_retries)
-        genai = require_sdk("google.genai", "google", "Gemini")
-        self.errors = require_sdk("google.genai.errors", "google", "Gemini")
-        self.types = require_sdk("google.genai.types", "google", "Gemini")
+        genai = EXTRA.require()
+        self.errors = EXTRA.require("google.genai.errors")
+        self.types = EXTRA.require("google.genai.types")
         self.client = genai.Client(
             vertexai=False, api_key=endpoint.require_key(), http_options=self._options(timeout, max_retries)
         )
@@ -143,7 +143,7 @@ class GoogleBatchBackend(FileBatchBackend):
         if source is None:
             raise ValueError("a Gemini batch names its model: create it from its workspace file")
         config = {"display_name": display_name(metadata), "http_options": self._options(self.timeout, 0)}
-        return _info(self.client.batches.create(model=parse_model(source.model).sent, src=input_file_id, config=config))
+        return _info(self.client.batches.create(model=source.model, src=input_file_id, config=config))
 
     def _list(self) -> Iterator[BatchInfo]:
         return (_info(job) for job in self.client.batches.list(config={"page_size": 100}))

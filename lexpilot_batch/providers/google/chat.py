@@ -1,7 +1,7 @@
 """Gemini's synchronous call, `models/{model}:generateContent` with a batch line's request (the
 genai client's low-level request: its `generate_content` re-encodes a request on the way,
 `thinkingConfig` included, and would not send it as compiled), for the `sync` backend
-(`providers.chat`): what `--tail-sync N` sends a wave's small group of a `google/` model through.
+(`providers.sync.call`): what `--tail-sync N` sends a wave's small group of a `google/` model through.
 
 Its answer is saved as the line the batch's results would hold for it: `{"key", "response": <the
 GenerateContentResponse as sent>}`, or `{"key", "error": {code, message, status}}` with the HTTP
@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.chat import CLIENT_REQUEST_ID, Answer, ChatCall, damaged_line
 from lexpilot_batch.providers.errors import Failure
-from lexpilot_batch.providers.extras import require_sdk
 from lexpilot_batch.providers.google import client
 from lexpilot_batch.providers.google.errors import failure_of
+from lexpilot_batch.providers.google.spec import EXTRA
+from lexpilot_batch.providers.sync.call import CLIENT_REQUEST_ID, Answer, ChatCall, damaged_line
 
 
 class GeminiChat(ChatCall):
@@ -26,9 +26,9 @@ class GeminiChat(ChatCall):
     id_key = "key"
 
     def new_client(self) -> Any:
-        genai = require_sdk("google.genai", "google", "Gemini")
-        self.errors = require_sdk("google.genai.errors", "google", "Gemini")
-        types = require_sdk("google.genai.types", "google", "Gemini")
+        genai = EXTRA.require()
+        self.errors = EXTRA.require("google.genai.errors")
+        types = EXTRA.require("google.genai.types")
         sdk_client = genai.Client(
             vertexai=False,
             api_key=self.endpoint.require_key(),

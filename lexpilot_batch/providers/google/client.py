@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lexpilot_batch.providers.endpoints import Endpoint
+from lexpilot_batch.providers.routing.endpoints import Endpoint
 
 API_VERSION = "v1beta"  # where Batch Mode lives
 # The SDK's own retries of a call answered 408, 429 or 5xx: the first wait and its jitter, in seconds

@@ -23,9 +23,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from lexpilot_batch.providers.apis import GOOGLE
-from lexpilot_batch.providers.families import Family, family_of
-from lexpilot_batch.providers.schema import (
+from lexpilot_batch.providers.bodies.families import Family
+from lexpilot_batch.providers.bodies.schema import (
     RANGE,
     TYPE,
     UNKNOWN,
@@ -36,6 +35,7 @@ from lexpilot_batch.providers.schema import (
     number_in,
     problems_of,
 )
+from lexpilot_batch.providers.google.families import GOOGLE, family_of
 
 _FIELDS = frozenset(
     {
@@ -107,7 +107,7 @@ def problems(body: Mapping[str, Any], model: str) -> list[Problem]:
         found = _model_problems(types.GenerationConfig, config, "generationConfig")
         if found:
             return [*out, *found]
-    family = family_of(GOOGLE, model) or _FALLBACK
+    family = family_of(model) or _FALLBACK
     return [*out, *family_problems(config, family)]
 
 

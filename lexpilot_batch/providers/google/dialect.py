@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-GOOGLE = "google"
+from lexpilot_batch.providers.spec import Dialect
+
 GENERATION_CONFIG = "generationConfig"
 
 
@@ -32,3 +33,11 @@ def sent_settings(fields: Mapping[str, Any]) -> tuple[Any, tuple[Any, ...]]:
     config = fields.get(GENERATION_CONFIG)
     config = config if isinstance(config, Mapping) else {}
     return config.get("temperature"), (config.get("maxOutputTokens"),)
+
+
+GOOGLE = Dialect(
+    "google",
+    lambda model, temperature, max_tokens, effort, reasoning: body(temperature, max_tokens),
+    sent_settings,
+    merge,
+)

@@ -1,5 +1,5 @@
 """Gemini Batch Mode result lines (`key`, then `response` or an `error`/`status`), read as OpenAI
-batch output lines (`providers.outputs`).
+batch output lines (`providers.results`).
 
 A response's text parts are joined as the content, `thought` parts as `reasoning_content`, never the
 answer; `finishReason` MAX_TOKENS is a truncation, the filters' reasons a `content_filter`, any
@@ -11,7 +11,7 @@ prompt tokens (`cachedContentTokenCount` of them cached), `candidatesTokenCount`
 
 from __future__ import annotations
 
-from lexpilot_batch.providers import outputs
+from lexpilot_batch.providers import results as outputs
 
 # gRPC status codes (a Gemini result line's `status` / `error`) as HTTP statuses.
 _RPC_STATUS = {

@@ -28,13 +28,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import openai
-
-from lexpilot_batch.providers.base import BatchInfo, BatchSource, BatchStatus, FileBatchBackend, save_streamed
-from lexpilot_batch.providers.endpoints import Endpoint, Limits
+from lexpilot_batch.providers.batch import BatchInfo, BatchSource, BatchStatus
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.mistral.errors import failure_of
-from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.openai.batch import OpenAIClientBackend
+from lexpilot_batch.providers.routing.endpoints import Endpoint
 
 JOBS = "/batch/jobs"  # under the base URL, https://api.mistral.ai/v1
 PAGE_SIZE = 100
@@ -80,15 +78,11 @@ def info(job: dict[str, Any]) -> BatchInfo:
     )
 
 
-class MistralBatchBackend(FileBatchBackend):
+class MistralBatchBackend(OpenAIClientBackend):
     noun = "Mistral batch job"
 
-    def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
-        super().__init__(endpoint, limits, timeout, max_retries)
-        self.not_found_hint = f"Check MISTRAL_BASE_URL ({endpoint.base_url}): it ends in /v1"
-        self.client = openai.OpenAI(
-            base_url=endpoint.base_url, api_key=endpoint.require_key(), timeout=timeout, max_retries=max_retries
-        )
+    def hint(self, endpoint: Endpoint) -> str:
+        return f"Check MISTRAL_BASE_URL ({endpoint.base_url}): it ends in /v1"
 
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(exc)
@@ -105,7 +99,7 @@ class MistralBatchBackend(FileBatchBackend):
             raise ValueError("a Mistral batch job names its model: create it from its workspace file")
         body = {
             "input_files": [input_file_id],
-            "model": parse_model(source.model).sent,
+            "model": source.model,
             "endpoint": endpoint or self.limits.endpoint,
             "metadata": metadata,
             "timeout_hours": timeout_hours(self.limits.completion_window),
@@ -126,10 +120,6 @@ class MistralBatchBackend(FileBatchBackend):
 
     def _retrieve(self, batch_id: str) -> BatchInfo:
         return info(self.client.get(f"{JOBS}/{batch_id}", cast_to=object))  # type: ignore[arg-type]
-
-    def _download(self, file_id: str, dest: Path) -> None:
-        stream = self.client.files.with_streaming_response.content
-        save_streamed(dest, lambda: stream(file_id), openai.APIConnectionError, self.client.max_retries + 1)
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return info(self.client.post(f"{JOBS}/{batch_id}/cancel", cast_to=object))  # type: ignore[arg-type]

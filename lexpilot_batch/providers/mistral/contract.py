@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from lexpilot_batch.providers.schema import (
+from lexpilot_batch.providers.bodies.schema import (
     MISSING,
     RANGE,
     UNKNOWN,

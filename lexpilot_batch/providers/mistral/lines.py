@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lexpilot_batch.providers.spec import LineShape
+
 ID_KEY = "custom_id"  # the line's first field: its id
 SLOT = '"content":""'  # the empty prompt in `empty`'s JSON
 
@@ -23,3 +25,6 @@ def empty(model: str, url: str, fields: dict[str, Any]) -> dict[str, Any]:
     """The line with an empty id and an empty prompt; `fields` are the body's other fields."""
     body = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
     return {"custom_id": "", "body": body}
+
+
+SHAPE = LineShape(ID_KEY, SLOT, empty, "body", frozenset({"custom_id", "body"}))

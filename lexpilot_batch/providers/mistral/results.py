@@ -1,4 +1,4 @@
-"""Mistral batch result lines read as OpenAI batch output lines (`providers.outputs`).
+"""Mistral batch result lines read as OpenAI batch output lines (`providers.results`).
 
 A job's output file holds `{"id", "custom_id", "response": {"status_code", "body"}, "error"}`
 lines (the shape the `mistralai` SDK's own example reads, `res["response"]["body"]`), each body a
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lexpilot_batch.providers import outputs
+from lexpilot_batch.providers import results as outputs
 
 
 def result(line: dict) -> dict:

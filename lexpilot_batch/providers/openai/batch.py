@@ -1,6 +1,6 @@
 """OpenAI-compatible Files + Batches through the official `openai` SDK: OpenAI, and every provider
 that copies its API (Azure, DashScope, a generic one) and our simulated provider. It knows nothing of
-which one it is; the policy around each call is the template's (`base.FileBatchBackend`). Where
+which one it is; the policy around each call is the template's (`batch.FileBatchBackend`). Where
 the profile says so (`Limits.file_expiry`: Azure's), uploads carry `expires_after` and batches
 `output_expires_after` (the SDK's `files.create` and `batches.create` parameters).
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import openai
 
-from lexpilot_batch.providers.base import (
+from lexpilot_batch.providers.batch import (
     BatchInfo,
     BatchSource,
     BatchStatus,
@@ -20,9 +20,10 @@ from lexpilot_batch.providers.base import (
     Upload,
     save_streamed,
 )
-from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.openai.errors import failure_of
+from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.spec import Limits
 
 # Statuses of OpenAI-shaped APIs that are not OpenAI's words: SiliconFlow's `in_queue` (its create
 # answer's status, https://docs.siliconflow.cn/cn/api-reference/batch/create-batch); an upper-cased
@@ -53,18 +54,33 @@ def _info(batch: object) -> BatchInfo:
     )
 
 
-class OpenAIBatchBackend(FileBatchBackend):
-    lists_uploads = True
+class OpenAIClientBackend(FileBatchBackend):
+    """The file-batch template over the `openai` SDK's client: the client at the endpoint, its
+    exceptions read as failures, a file's content streamed into `responses/`. OpenAI's Files +
+    Batches build on it, and so do the APIs that keep OpenAI's files routes under their own batch
+    jobs (Mistral's, Together's: `mistral.batch`, `together.batch`), overriding the calls they change."""
 
     def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
         super().__init__(endpoint, limits, timeout, max_retries)
-        self.not_found_hint = f"If this endpoint has no Batch API, use --{endpoint.role}-backend sync"
+        self.not_found_hint = self.hint(endpoint)
         self.client = openai.OpenAI(
             base_url=endpoint.base_url, api_key=endpoint.require_key(), timeout=timeout, max_retries=max_retries
         )
 
+    def hint(self, endpoint: Endpoint) -> str:
+        """The advice a 404 adds (`not_found_hint`)."""
+        return f"If this endpoint has no Batch API, use --{endpoint.role}-backend sync"
+
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(exc)
+
+    def _download(self, file_id: str, dest: Path) -> None:
+        stream = self.client.files.with_streaming_response.content
+        save_streamed(dest, lambda: stream(file_id), openai.APIConnectionError, self.client.max_retries + 1)
+
+
+class OpenAIBatchBackend(OpenAIClientBackend):
+    lists_uploads = True
 
     def _upload(self, path: Path, name: str) -> str:
         # The SDK's blind retries are off: an upload whose answer was lost is looked for first.
@@ -76,7 +92,7 @@ class OpenAIBatchBackend(FileBatchBackend):
     def _uploads(self) -> Iterator[Upload]:
         # `GET /files?purpose=batch&order=desc` (the SDK's `files.list`: `order` sorts by `created_at`,
         # `limit` 1 to 10,000): newest first, the SDK following the `after` cursor.
-        # One retry at most: a listing that does not answer is no reason to wait (`base.uploads`).
+        # One retry at most: a listing that does not answer is no reason to wait (`batch.BatchBackend.uploads`).
         listing = self.client.with_options(max_retries=1).files.list(purpose="batch", order="desc", limit=1000)
         return (Upload(f.id, f.filename, f.bytes, f.created_at) for f in listing)
 
@@ -100,10 +116,6 @@ class OpenAIBatchBackend(FileBatchBackend):
 
     def _retrieve(self, batch_id: str) -> BatchInfo:
         return _info(self.client.batches.retrieve(batch_id))
-
-    def _download(self, file_id: str, dest: Path) -> None:
-        stream = self.client.files.with_streaming_response.content
-        save_streamed(dest, lambda: stream(file_id), openai.APIConnectionError, self.client.max_retries + 1)
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return _info(self.client.batches.cancel(batch_id))

@@ -1,5 +1,5 @@
 """OpenAI's synchronous call, `POST /chat/completions` with a batch line's body, for the `sync`
-backend (`providers.chat`): its answer saved as the batch output line the batch API would hold for it,
+backend (`providers.sync.call`): its answer saved as the batch output line the batch API would hold for it,
 `{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}`.
 """
 
@@ -11,9 +11,9 @@ from typing import Any
 import openai
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.chat import CLIENT_REQUEST_ID, Answer, CallResult, ChatCall, Response
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.openai.errors import failure_of
+from lexpilot_batch.providers.sync.call import CLIENT_REQUEST_ID, Answer, CallResult, ChatCall, Response
 from lexpilot_batch.util.jsonbounds import loads_bounded
 
 

@@ -23,9 +23,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-from lexpilot_batch.providers.apis import OPENAI
-from lexpilot_batch.providers.families import COMPATIBLE, OPENAI_CHAT, OPENAI_THINKING, Family, family_of
-from lexpilot_batch.providers.schema import (
+from lexpilot_batch.providers.bodies.families import Family
+from lexpilot_batch.providers.bodies.schema import (
     RANGE,
     TYPE,
     UNKNOWN,
@@ -39,6 +38,7 @@ from lexpilot_batch.providers.schema import (
     typed_dict_keys,
     unknown_fields,
 )
+from lexpilot_batch.providers.openai.families import COMPATIBLE, OPENAI_CHAT, OPENAI_THINKING, family_of
 
 # openai-openapi `CreateChatCompletionRequest` (and the SDK's `CompletionCreateParamsBase`): the
 # fields a body may hold, for an SDK without the type, and for telling a misspelling.
@@ -160,7 +160,7 @@ def rules_for(model: str, *, first_party: bool, reasoning: bool | None = None) -
     """The family whose rules a model's requests keep (`families`)."""
     if not first_party:
         return COMPATIBLE
-    family = family_of(OPENAI, model)
+    family = family_of(model)
     if reasoning is True and (family is None or not family.reasoning):
         return OPENAI_THINKING
     if reasoning is False and family is not None and family.reasoning:

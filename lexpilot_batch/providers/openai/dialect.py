@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
-OPENAI = "openai"  # max_completion_tokens; reasoning models: no temperature, reasoning_effort
-MAX_TOKENS = "max_tokens"  # max_tokens and the temperature
+from lexpilot_batch.providers.spec import Dialect
 
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
 
@@ -36,9 +36,9 @@ def body(
     reasoning_effort: str | None,
     reasoning: bool | None,
 ) -> dict[str, Any]:
-    """The body fields of a request to `model` in `dialect` (`OPENAI` or `MAX_TOKENS`), before
-    per-model arguments."""
-    if dialect == MAX_TOKENS:
+    """The body fields of a request to `model` in the dialect named `dialect` (`OPENAI`'s or
+    `MAX_TOKENS`'s), before per-model arguments."""
+    if dialect == MAX_TOKENS.name:
         return {"temperature": temperature, "max_tokens": max_tokens, "n": 1}
     thinks = is_openai_reasoning_model(model) if reasoning is None else reasoning
     fields: dict[str, Any] = {} if thinks else {"temperature": temperature}
@@ -52,3 +52,9 @@ def body(
 def sent_settings(fields: Mapping[str, Any]) -> tuple[Any, tuple[Any, ...]]:
     """The temperature and the output-token limits a body carries."""
     return fields.get("temperature"), (fields.get("max_tokens"), fields.get("max_completion_tokens"))
+
+
+# max_completion_tokens; reasoning models: no temperature, but reasoning_effort (OpenAI, Azure)
+OPENAI = Dialect("openai", partial(body, "openai"), sent_settings)
+# max_tokens and the temperature (every other OpenAI-compatible provider, and bare names)
+MAX_TOKENS = Dialect("max_tokens", partial(body, "max_tokens"), sent_settings)

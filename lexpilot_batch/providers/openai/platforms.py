@@ -1,22 +1,16 @@
-"""The contracts of the OpenAI-compatible platforms that keep a dialect of their own (issue 28's
-`groq/`, `zhipu/`, `qianfan/`, `siliconflow/`, `moonshot/`, `ark/`): what their chat completions
-take beyond, or instead of, OpenAI's, each rule from the platform's documentation or official SDK.
+"""The rules of an OpenAI-compatible platform that keeps a dialect of its own: what its chat
+completions take beyond, or instead of, OpenAI's. Each platform declares its `Platform` in its own
+file (`providers/platforms/<name>.py`), each rule from the platform's documentation or official SDK.
 
 A body is first held to an OpenAI-compatible endpoint's contract (`contract.problems`: OpenAI's
 types and ranges for the fields OpenAI knows, misspellings of them refused), but for the fields a
-platform defines itself, which keep the platform's rules instead:
+platform defines itself, which keep the platform's rules instead: a closed field list (`fields`),
+temperature, `top_p` and `n` ranges, a `thinking` object's types, booleans, integers, numbers and
+fields of a few values, and sampling fields it fixes for some of its models (`Fixed`).
 
-| prefix | rules | source |
-| --- | --- | --- |
-| `groq/` | only Groq's fields (an unknown one is refused: Groq answers 400 "property ... is unsupported"); `n` 1; `reasoning_effort` none, default, low, medium, high; `service_tier` auto, on_demand, flex, performance | the `groq` SDK's `chat.completion_create_params.CompletionCreateParams` (1.7.0) |
-| `zhipu/` | `thinking` `{"type": "enabled" or "disabled"}`; temperature and `top_p` 0 to 1; `do_sample` a boolean | docs.bigmodel.cn "核心参数" (concept-param); the `zhipuai` SDK's `chat.completions.create` (temperature and top_p kept inside (0, 1)) |
-| `qianfan/` | `enable_thinking` a boolean | cloud.baidu.com/doc/qianfan-api (chat completions v2) |
-| `siliconflow/` | `enable_thinking` a boolean; `thinking_budget` 128 to 32,768; `min_p` at most 1; `reasoning_effort` high or max | docs.siliconflow.cn/docs/api/chat-completions-post |
-| `moonshot/` | `n` 1 to 5; `thinking` `{"type": "enabled" or "disabled"}`; Kimi K2.5 and K2.6 take no temperature, `top_p`, `presence_penalty` or `frequency_penalty` (fixed by Moonshot) and `n` 1 only | platform.kimi.com/docs/api/models-overview |
-| `ark/` | `thinking` `{"type": "enabled", "disabled" or "auto"}`; temperature 0 to 2, `top_p` 0 to 1 | the Volcengine Ark SDK's batch chat `Completions.create` and `completion_create_params` (`volcengine-ark-runtime`) |
-
-None of these SDKs is a dependency: the rules are written here, and tests check compiled lines
-against the SDKs where they are installed (`tests/providers/test_provider_lines.py`).
+None of the platforms' SDKs is a dependency: the rules are written in the platforms' files, and
+tests check compiled lines against the SDKs where they are installed
+(`tests/providers/test_provider_lines.py`).
 """
 
 from __future__ import annotations
@@ -26,56 +20,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lexpilot_batch.providers.openai import contract
-from lexpilot_batch.providers.schema import RANGE, TYPE, UNKNOWN, UNSUPPORTED, Problem, integer_in, near_miss, number_in
-
-GROQ = "the groq SDK's CompletionCreateParams"
-ZHIPU = "docs.bigmodel.cn concept-param; the zhipuai SDK's chat.completions.create"
-QIANFAN = "Qianfan chat completions v2 reference (cloud.baidu.com/doc/qianfan-api)"
-SILICONFLOW = "docs.siliconflow.cn/docs/api/chat-completions-post"
-MOONSHOT = "platform.kimi.com/docs/api/models-overview"
-ARK = "the Volcengine Ark SDK's batch chat Completions.create (volcengine-ark-runtime)"
-
-# The fields of the `groq` SDK's `CompletionCreateParams` (1.7.0), the only ones Groq takes.
-_GROQ_FIELDS = frozenset(
-    {
-        "messages",
-        "model",
-        "citation_options",
-        "compound_custom",
-        "disable_tool_validation",
-        "documents",
-        "exclude_domains",
-        "frequency_penalty",
-        "function_call",
-        "functions",
-        "include_domains",
-        "include_reasoning",
-        "logit_bias",
-        "logprobs",
-        "max_completion_tokens",
-        "max_tokens",
-        "metadata",
-        "n",
-        "parallel_tool_calls",
-        "presence_penalty",
-        "reasoning_effort",
-        "reasoning_format",
-        "response_format",
-        "search_settings",
-        "seed",
-        "service_tier",
-        "stop",
-        "store",
-        "stream",
-        "temperature",
-        "tool_choice",
-        "tools",
-        "top_logprobs",
-        "top_p",
-        "user",
-    }
+from lexpilot_batch.providers.bodies.schema import (
+    RANGE,
+    TYPE,
+    UNKNOWN,
+    UNSUPPORTED,
+    Problem,
+    integer_in,
+    near_miss,
+    number_in,
 )
+from lexpilot_batch.providers.openai import contract
 
 
 @dataclass(frozen=True)
@@ -104,61 +59,18 @@ class Platform:
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # fields of a few values
     fixed: tuple[Fixed, ...] = ()
 
+    def check(self, model: str, body: Mapping[str, Any], first_party: bool, reasoning: bool | None) -> list[Problem]:
+        """Its contract (`spec.Provider.contract`): `problems`."""
+        return problems(self, model, body)
+
     def own(self) -> frozenset[str]:
         """The fields whose rules are the platform's, not OpenAI's."""
         names = {"temperature", "top_p", "n", *self.booleans, *self.integers, *self.numbers, *self.choices}
         return frozenset(names | ({"thinking"} if self.thinking_types else set()))
 
 
-PLATFORMS: dict[str, Platform] = {
-    "groq": Platform(
-        "Groq",
-        GROQ,
-        fields=_GROQ_FIELDS,
-        n=(1, 1),
-        choices={
-            "reasoning_effort": ("none", "default", "low", "medium", "high"),
-            "service_tier": ("auto", "on_demand", "flex", "performance"),
-            "reasoning_format": ("hidden", "raw", "parsed"),
-        },
-    ),
-    "zhipu": Platform(
-        "Zhipu BigModel",
-        ZHIPU,
-        temperature=(0, 1),
-        top_p=(0, 1),
-        thinking_types=("enabled", "disabled"),
-        booleans=("do_sample",),
-    ),
-    "qianfan": Platform("Baidu Qianfan", QIANFAN, booleans=("enable_thinking",)),
-    "siliconflow": Platform(
-        "SiliconFlow",
-        SILICONFLOW,
-        booleans=("enable_thinking",),
-        integers={"thinking_budget": (128, 32_768)},
-        numbers={"min_p": (None, 1)},
-        choices={"reasoning_effort": ("high", "max")},
-    ),
-    "moonshot": Platform(
-        "Moonshot (Kimi)",
-        MOONSHOT,
-        n=(1, 5),
-        thinking_types=("enabled", "disabled"),
-        fixed=(
-            Fixed(
-                r"kimi-k2\.[56](?:-.*)?",
-                "Kimi K2.5 and K2.6",
-                ("temperature", "top_p", "presence_penalty", "frequency_penalty", "n"),
-            ),
-        ),
-    ),
-    "ark": Platform("Volcengine Ark", ARK, thinking_types=("enabled", "disabled", "auto")),
-}
-
-
-def problems(prefix: str, model: str, body: Mapping[str, Any]) -> list[Problem]:
-    """What platform `prefix`'s contract refuses in a chat-completions body (module docstring)."""
-    platform = PLATFORMS[prefix]
+def problems(platform: Platform, model: str, body: Mapping[str, Any]) -> list[Problem]:
+    """What a platform's contract refuses in a chat-completions body (module docstring)."""
     cite = f" ({platform.source})"
     own = platform.own()
     out = [

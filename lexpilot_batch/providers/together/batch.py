@@ -43,19 +43,17 @@ from typing import Any
 import openai
 
 from lexpilot_batch.errors import transient_status
-from lexpilot_batch.providers.base import (
+from lexpilot_batch.providers.batch import (
     BatchInfo,
     BatchSource,
     BatchStatus,
     CreateUncertain,
-    FileBatchBackend,
     retry_after,
-    save_streamed,
 )
-from lexpilot_batch.providers.chat import http
-from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure
-from lexpilot_batch.providers.registry import parse_model
+from lexpilot_batch.providers.openai.batch import OpenAIClientBackend
+from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.sync.call import http
 from lexpilot_batch.providers.together.errors import UploadRefused, failure_of
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import file_sha256
@@ -105,17 +103,13 @@ def _chunks(path: Path) -> Iterator[bytes]:
         yield from iter(lambda: fh.read(1 << 20), b"")
 
 
-class TogetherBatchBackend(FileBatchBackend):
+class TogetherBatchBackend(OpenAIClientBackend):
     noun = "Together batch job"
     tags_batches = False
     newest_first = False  # the listing's order is not documented: read it whole
 
-    def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
-        super().__init__(endpoint, limits, timeout, max_retries)
-        self.not_found_hint = f"Check TOGETHER_BASE_URL ({endpoint.base_url}): it ends in /v1"
-        self.client = openai.OpenAI(
-            base_url=endpoint.base_url, api_key=endpoint.require_key(), timeout=timeout, max_retries=max_retries
-        )
+    def hint(self, endpoint: Endpoint) -> str:
+        return f"Check TOGETHER_BASE_URL ({endpoint.base_url}): it ends in /v1"
 
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(exc)
@@ -177,7 +171,7 @@ class TogetherBatchBackend(FileBatchBackend):
             "completion_window": self.limits.completion_window,
         }
         if source is not None:
-            body["model_id"] = parse_model(source.model).sent
+            body["model_id"] = source.model
         answer: Any = self.client.with_options(max_retries=0).post(BATCHES, cast_to=object, body=body)
         job = answer.get("job") if isinstance(answer, dict) else None
         if not isinstance(job, dict) or not job.get("id"):
@@ -192,10 +186,6 @@ class TogetherBatchBackend(FileBatchBackend):
 
     def _retrieve(self, batch_id: str) -> BatchInfo:
         return info(self.client.get(f"{BATCHES}/{batch_id}", cast_to=object))  # type: ignore[arg-type]
-
-    def _download(self, file_id: str, dest: Path) -> None:
-        stream = self.client.files.with_streaming_response.content
-        save_streamed(dest, lambda: stream(file_id), openai.APIConnectionError, self.client.max_retries + 1)
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return info(self.client.post(f"{BATCHES}/{batch_id}/cancel", cast_to=object))  # type: ignore[arg-type]

@@ -14,8 +14,8 @@ from typing import Any
 
 import openai
 
-from lexpilot_batch.providers.chat import http
 from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.sync.call import http
 
 
 class UploadRefused(Exception):

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lexpilot_batch.providers.spec import LineShape
+
 ID_KEY = "custom_id"  # the line's first field: its id
 SLOT = '"content":""'  # the empty prompt in `empty`'s JSON
 MAX_ID = 64  # characters of a custom_id (the tutorial's input file table)
@@ -26,3 +28,6 @@ def empty(model: str, url: str, fields: dict[str, Any]) -> dict[str, Any]:
     """The line with an empty id and an empty prompt; `fields` are the body's other fields."""
     body = {"model": model, "messages": [{"role": "user", "content": ""}], **fields}
     return {"custom_id": "", "body": body}
+
+
+SHAPE = LineShape(ID_KEY, SLOT, empty, "body", frozenset({"custom_id", "body"}))

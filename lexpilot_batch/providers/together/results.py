@@ -1,4 +1,4 @@
-"""Together batch result lines read as OpenAI batch output lines (`providers.outputs`).
+"""Together batch result lines read as OpenAI batch output lines (`providers.results`).
 
 A job's output file holds `{"custom_id", "response": {"status_code": 200, "body"}}` lines, each body
 a chat completion, and its error file `{"custom_id", "error": {"message", "code"}}` lines
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lexpilot_batch.providers import outputs
+from lexpilot_batch.providers import results as outputs
 
 
 def result(line: dict) -> dict:

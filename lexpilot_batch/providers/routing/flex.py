@@ -17,10 +17,13 @@
 - Anthropic has no flex tier (its `service_tier` chooses priority capacity, at list price or more):
   its models never travel flex.
 
-`FLEX_MODELS` is the one table of which models take flex; `--flex MODEL=on|off` (a workspace
-remembers it; `*` for every model whose API has a flex tier) overrides it either way. A rehearsal
-judges a model as its real run would; the simulated provider's own models (`sim-eval`, `gpt-sim`)
-always take flex, which its chat completions and generateContent routes speak (`simulated.chat`).
+Each API declares its tier (`spec.ApiSpec.flex`: the request field, and the models its provider
+lists as taking it), and each provider whether its endpoint has one (`spec.Provider.flex`: OpenAI's
+for the listed models at its own endpoint, Gemini's for the listed models, Azure's and an endpoint
+of your own only when forced, none for the others). `--flex MODEL=on|off` (a workspace remembers
+it; `*` for every model whose API has a flex tier) overrides them either way. A rehearsal judges a
+model as its real run would; the simulated provider's own models (`sim-eval`, `gpt-sim`) always
+take flex, which its chat completions and generateContent routes speak (`simulated.chat`).
 """
 
 from __future__ import annotations
@@ -30,32 +33,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import GOOGLE, OPENAI, SIMULATED
-from lexpilot_batch.providers.endpoints import DEFAULT_BASE_URL
-from lexpilot_batch.providers.registry import parse_model
-from lexpilot_batch.providers.routes import Route
-from lexpilot_batch.providers.served import is_simulator_name
+from lexpilot_batch.providers.backends import SIMULATED
+from lexpilot_batch.providers.bodies.model_names import is_simulator_name
+from lexpilot_batch.providers.prefixes import parse_model
+from lexpilot_batch.providers.registry import PROVIDERS, api_spec
+from lexpilot_batch.providers.routing.routes import Route
+from lexpilot_batch.providers.spec import FORCED, HOME, NO_FLEX
 
 TIER = "flex"
-# The APIs with a flex tier, and the request field that asks for it: OpenAI's Chat Completions
-# `service_tier`, and the generateContent request's `serviceTier` (its REST name: the `google-genai`
-# SDK sends `GenerateContentConfig.service_tier` so, `models._GenerateContentConfig_to_mldev`, and the
-# request contract knows no other, `google.contract`).
-TIER_FIELD: dict[str, str] = {OPENAI: "service_tier", GOOGLE: "serviceTier"}
 ANY = "*"  # `--flex '*=off'`: every model without a flag of its own
 # OpenAI's guide: "increase default timeout to 15 minutes"; Gemini's targets 1 to 15 minutes too.
 TIMEOUT = 900.0
-
-# (API shape, model names as sent, source). A model is flex-capable when its provider's own
-# endpoint serves it and its name matches; the sources list the models at the time of writing.
-FLEX_MODELS: tuple[tuple[str, str, str], ...] = (
-    (
-        OPENAI,
-        r"(gpt-5(\.\d+)?(-mini|-nano)?|o3|o4-mini)(-\d{4}-\d{2}-\d{2})?",
-        "platform.openai.com/docs/pricing (Flex)",
-    ),
-    (GOOGLE, r"gemini-(3|3\.\d+)-[a-z0-9.-]+", "ai.google.dev/gemini-api/docs/flex-inference"),
-)
 
 
 def parse_flex_flags(flags: list[str] | None) -> dict[str, bool]:
@@ -69,35 +57,37 @@ def parse_flex_flags(flags: list[str] | None) -> dict[str, bool]:
     return out
 
 
-# The providers (`registry` keys) whose endpoints have a flex tier this package sends to: OpenAI's,
-# Azure OpenAI's (only when forced: a deployment's name does not tell its model) and Gemini's; and,
-# when forced, an endpoint of your own (`openai-api/NAME/...`, or a bare name at OPENAI_BASE_URL),
-# which may be a gateway to one of them. The other platforms speak OpenAI's request shape but
-# document no flex tier.
-FLEX_PROVIDERS = frozenset({"openai", "azure", "google"})
-_OWN_ENDPOINT = "openai-api/"
-
-
 def _has_tier(route: Route) -> bool:
-    if route.api not in TIER_FIELD:
+    if api_spec(route.api).flex is None:
         return False
-    return route.provider is None or route.provider in FLEX_PROVIDERS or route.provider.startswith(_OWN_ENDPOINT)
+    if route.provider is None:
+        return True  # a bare name, at an endpoint of the user's (only when forced)
+    return _provider(route).flex != NO_FLEX
+
+
+def _provider(route: Route) -> Any:
+    return PROVIDERS[(route.provider or "").partition("/")[0]]
+
+
+def _tiered() -> str:
+    """The prefixes whose models may travel flex, as a refusal lists them."""
+    return ", ".join(sorted(p.prefix + "/" for p in PROVIDERS.values() if p.flex != NO_FLEX and not p.generic))
 
 
 def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
     """Whether requests of this route may travel on the flex tier: never where there is none (an
     API without one: Anthropic's, Mistral's, Together's; a provider without one among those that
     speak OpenAI's API: DashScope's, Groq's...): `--flex MODEL=on` for such a model is refused, `*=on`
-    passes it by. Then `--flex MODEL=on|off`; then `FLEX_MODELS` for the provider's own endpoint,
+    passes it by. Then `--flex MODEL=on|off`; then the models its API lists (`spec.FlexTier`) at the provider's own endpoint,
     as a rehearsal (`--provider simulated`) judges it too. The simulated provider's own models
-    (`served.is_simulator_name`: `sim-eval`, `gpt-sim`) always take it; a bare name is otherwise
+    (`bodies.model_names.is_simulator_name`: `sim-eval`, `gpt-sim`) always take it; a bare name is otherwise
     judged as its real run would be, at an OpenAI-compatible endpoint: only when forced."""
     if not _has_tier(route):
         if forced and forced.get(route.model):
-            where = f"the {route.api} API" if route.api not in TIER_FIELD else f"{route.provider}/"
+            where = f"the {route.api} API" if api_spec(route.api).flex is None else f"{route.provider}/"
             raise ConfigError(
                 f"--flex {route.model}=on: {route.model} is sent to {where}, which has no flex tier "
-                f"(flex goes to {', '.join(sorted(p + '/' for p in FLEX_PROVIDERS))} models, and to an endpoint of "
+                f"(flex goes to {_tiered()} models, and to an endpoint of "
                 f"your own when forced); "
                 f"leave the flag out (a workspace that remembers it from an earlier command: --flex {route.model}=off)"
             )
@@ -106,21 +96,24 @@ def takes_flex(route: Route, forced: Mapping[str, bool] | None = None) -> bool:
         return forced.get(route.model, forced.get(ANY, False))
     if route.provider is None:
         return route.backend == SIMULATED and is_simulator_name(route.model)
-    if route.api == OPENAI and not _first_party(route):
-        return False  # Azure: only when forced
+    provider = _provider(route)
+    if provider.flex == FORCED or (provider.flex == HOME and not _at_home(route)):
+        return False  # Azure's, an endpoint of your own: only when forced; OpenAI's models elsewhere too
+    tier = api_spec(route.api).flex
     sent = parse_model(route.model).sent
-    return any(api == route.api and re.fullmatch(pattern, sent) for api, pattern, _ in FLEX_MODELS)
+    return tier is not None and any(re.fullmatch(pattern, sent) for pattern, _ in tier.models)
 
 
-def _first_party(route: Route) -> bool:
-    """Whether an OpenAI-shaped route is OpenAI's own endpoint, or the rehearsal of an `openai/` model."""
+def _at_home(route: Route) -> bool:
+    """Whether a route goes to its provider's own endpoint, or is the rehearsal of one that would."""
     if route.backend == SIMULATED:
-        return route.provider == "openai"
-    return route.endpoint.base_url.rstrip("/") == DEFAULT_BASE_URL
+        return True
+    return route.endpoint.base_url.rstrip("/") == (_provider(route).base_url or "")
 
 
 def tier_fields(api: str) -> dict[str, Any]:
-    """What a flex call adds to a request line's body: its API's documented field (`TIER_FIELD`)."""
-    if api not in TIER_FIELD:
+    """What a flex call adds to a request line's body: its API's documented field (`spec.FlexTier`)."""
+    tier = api_spec(api).flex
+    if tier is None:
         raise ConfigError(f"the {api} API has no flex tier")
-    return {TIER_FIELD[api]: TIER}
+    return {tier.field: TIER}

@@ -1,5 +1,5 @@
 """The `sync` backend: a compiled batch request file run one request at a time, through its API's
-synchronous call (`providers.chat`: OpenAI's `POST /chat/completions`, Anthropic's Messages,
+synchronous call (`providers.sync.call`: OpenAI's `POST /chat/completions`, Anthropic's Messages,
 Gemini's generateContent).
 
 For providers without a Batch API (DeepSeek's, for one), and for the small groups `--tail-sync`
@@ -18,7 +18,7 @@ code as a downloaded one. For OpenAI's:
 Every string of a failure line is redacted before it is written (`redaction`): a gateway that
 echoes the request's headers in its error body would otherwise put the key in `responses/`.
 
-(Anthropic's and Gemini's lines are their batch results' own, `providers.chat`.)
+(Anthropic's and Gemini's lines are their batch results' own, `providers.sync.call`.)
 
 Requests are streamed from the file, a bounded number at a time; backoff on 429/5xx (honouring
 `retry-after`) is the SDK's, set by `max_retries`. A request still refused for the rate (429)
@@ -27,8 +27,8 @@ after those is no failure of its own: it is put back and sent again after a back
 up none of its attempts. One refused `RATE_LIMIT_ROUNDS` times in a row stops the run with a
 `ProviderUnavailable` ("nothing was lost"): the next run sends it again.
 
-The flex tier (`flex=True`, `providers.flex`): every body carries its API's tier field
-(`flex.tier_fields`: `service_tier`, generateContent's `serviceTier`), and a 429
+The flex tier (`flex=True`, `providers.routing.flex`): every body carries its API's tier field
+(`routing.flex.tier_fields`: `service_tier`, generateContent's `serviceTier`), and a 429
 means "resource unavailable" (no charge; OpenAI's advice is to back off and retry, or go
 elsewhere). It is backed off the same way, from `FLEX_WAIT`; one request refused `FLEX_ROUNDS` times
 in a row stops the run with `FlexRefused`, the lines saved until then kept, so that the engine can
@@ -58,12 +58,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderUnavailable
-from lexpilot_batch.providers.apis import OPENAI
-from lexpilot_batch.providers.backends import chat_call
-from lexpilot_batch.providers.base import retry_after
-from lexpilot_batch.providers.chat import FATAL, RATE, SUSPECT, CallResult, ChatCall
-from lexpilot_batch.providers.endpoints import Endpoint
-from lexpilot_batch.providers.flex import tier_fields
+from lexpilot_batch.providers.batch import retry_after
+from lexpilot_batch.providers.registry import BARE, chat_call
+from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.routing.flex import tier_fields
+from lexpilot_batch.providers.sync.call import FATAL, RATE, SUSPECT, CallResult, ChatCall
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.jsonbounds import loads_bounded
 from lexpilot_batch.util.redaction import redact_data
@@ -97,7 +96,7 @@ class SyncStats:
 
 
 class SyncRunner:
-    """Runs request files against one endpoint's synchronous call of one API shape (`providers.chat`)."""
+    """Runs request files against one endpoint's synchronous call of one API shape (`providers.sync.call`)."""
 
     def __init__(
         self,
@@ -105,7 +104,7 @@ class SyncRunner:
         concurrency: int = 8,
         timeout: float = 120.0,
         max_retries: int = 5,
-        api: str = OPENAI,
+        api: str = BARE.name,
         model: str = "",
         flex: bool = False,
     ) -> None:

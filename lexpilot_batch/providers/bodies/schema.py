@@ -22,6 +22,9 @@ from typing import Any
 # family) does not take, a required field missing, a model the API does not serve (`served`).
 UNKNOWN, TYPE, RANGE, UNSUPPORTED, MISSING = "unknown", "type", "range", "unsupported", "missing"
 NOT_FOUND = "not_found"
+# The text of the one user message a role's body is checked with (`bodies.contract`): a request's
+# lines differ only in their id and that text, which our prompts fill.
+PLACEHOLDER = "x"
 
 
 @dataclass(frozen=True)
@@ -199,14 +202,14 @@ def near_miss(key: str, known: frozenset[str] | set[str]) -> str | None:
     for name in known:
         if folded == name:
             return name
-        distance = _distance(folded, name)
+        distance = edit_distance(folded, name)
         if distance <= (1 if len(name) <= 5 else 2) and (best is None or distance < best[0]):
             best = (distance, name)
     return best[1] if best else None
 
 
-def _distance(a: str, b: str) -> int:
-    """Levenshtein distance, with a swap of two neighbours counting one."""
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance, with a swap of two neighbours counting one (`opneai` is one edit from `openai`)."""
     previous2: list[int] | None = None
     previous = list(range(len(b) + 1))
     for i, ca in enumerate(a, 1):
@@ -218,3 +221,9 @@ def _distance(a: str, b: str) -> int:
             row.append(cost)
         previous2, previous = previous, row
     return previous[-1]
+
+
+def chat_sample(model: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A chat body (`{"model", "messages"}`: OpenAI's, Anthropic's params, Mistral's) with a
+    placeholder message and a role's other fields, as every line of the role sends them."""
+    return {"model": model, "messages": [{"role": "user", "content": PLACEHOLDER}], **fields}

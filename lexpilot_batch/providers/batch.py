@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from lexpilot_batch.errors import ProviderError, ProviderUnavailable, transient_status
-from lexpilot_batch.providers.endpoints import Endpoint, Limits
 from lexpilot_batch.providers.errors import Failure, provider_error
+from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import write_atomic
 from lexpilot_batch.util.redaction import redact_data
@@ -88,7 +89,7 @@ class BatchInfo:
 class BatchSource:
     """What a create may need of a workspace file besides its uploaded id: a provider that takes
     the requests inline reads them from `path`; one that names the model in the create call takes
-    `model` (as registered: provider-qualified)."""
+    `model`, as the provider is sent it (the name after our prefix)."""
 
     path: Path
     model: str

@@ -1,19 +1,21 @@
 """Where one (role, model)'s requests go: backend, endpoint, key variable and limits.
 
-A provider-qualified model goes to its provider (`registry`): the endpoint in `<PROVIDER>_BASE_URL`
-or the provider's default, the key in its key variable, its default backend, its limits profile.
-A bare name goes where its role's variables say (`config.role_endpoint`), as it always did. A
+A provider-qualified model goes to its provider (`spec.Provider`, `registry`): the endpoint in
+`<PROVIDER>_BASE_URL` or the provider's default, the key in its key variable, its default backend,
+its limits profile. A bare name goes where its role's variables say (`routing.endpoints.role_endpoint`), as
+it always did. A
 model list may give one model its own base URL, key variable and backend (`ModelRoute`).
 
 The backend of a (role, model) is, first to last: the command's `--provider simulated`,
 `--<role>-backend` or `LEXPILOT_<ROLE>_BACKEND`, or what the workspace remembers of them; the
 model list's `backend`; the provider's default (`sync` for a provider without a Batch API,
 `batch` otherwise and for bare names). Choosing `batch` for a provider without a Batch API is an
-error, raised before anything is compiled; so is `manual` for a provider whose API is not OpenAI's
-(Anthropic, Google): its files are run by tools that read the OpenAI chat format. `batch` and
-`sync` speak the provider's own API (`sync` through its synchronous call, `providers.chat`); so
-does the simulated provider for the APIs it speaks natively (`apis.SIMULATED_NATIVE`: Anthropic's,
-Gemini's, Mistral's and Together's), and the OpenAI shape for every other.
+error, raised before anything is compiled; so is `manual` for a provider whose lines are not
+OpenAI's (`spec.ApiSpec.openai_lines`: Anthropic, Google...): its files are run by tools that read
+the OpenAI chat format. `batch` and `sync` speak the provider's own API (`sync` through its
+synchronous call, `sync.call`); so does the simulated provider for the APIs it speaks natively
+(`spec.ApiSpec.simulated_native`: Anthropic's, Gemini's, Mistral's and Together's), and the OpenAI
+shape for every other.
 """
 
 from __future__ import annotations
@@ -24,19 +26,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.apis import BATCH, MANUAL, OPENAI, SIMULATED, SIMULATED_NATIVE, Api, check_backend
-from lexpilot_batch.providers.endpoints import (
+from lexpilot_batch.providers.backends import BATCH, MANUAL, SIMULATED, check_backend
+from lexpilot_batch.providers.prefixes import known_prefixes, provider_of
+from lexpilot_batch.providers.registry import BARE, PROVIDERS, api_spec, guess_profile, resolve_limits
+from lexpilot_batch.providers.routing.endpoints import (
     DEFAULT_BASE_URL,
     VLLM_ENDPOINT,
     Endpoint,
-    Limits,
     endpoint_identity,
-    guess_profile,
-    resolve_limits,
     role_endpoint,
     simulated_endpoint,
 )
-from lexpilot_batch.providers.registry import PROVIDERS, Provider, known_prefixes, provider_of
+from lexpilot_batch.providers.spec import Limits, Provider
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class Route:
     provider: str | None  # `registry.ModelName.key`; None for a bare name
     endpoint: Endpoint
     limits: Limits
-    api: Api = OPENAI  # the provider's API shape (`registry.Provider.api`)
+    api: str = BARE.name  # the provider's API shape (`spec.Provider.api`)
 
     @property
     def backend(self) -> str:
@@ -118,7 +119,7 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
         raise ConfigError(f"{model} ({role} role): {spec.title} is not supported yet")
     backend = _backend(role, model, spec, own, rules.choices)
     if backend == SIMULATED:
-        if spec is not None and spec.api in SIMULATED_NATIVE:
+        if spec is not None and api_spec(spec.api).simulated_native:
             # Rehearsed on its own API's routes of the simulated provider, within its provider's
             # limits: the lines, backend, SDK and contract of its real run (`session` finds the URL).
             endpoint = simulated_endpoint(role, f"{SIMULATED}/{spec.api}", model)
@@ -146,7 +147,7 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
     key_var = own.key_var or spec.key_var_for(service)
     base_url = own.base_url or env.get(url_var) or spec.base_url
     if not base_url:
-        example = " (https://YOUR-RESOURCE.openai.azure.com/openai/v1)" if spec.prefix == "azure" else ""
+        example = f" ({spec.url_example})" if spec.url_example else ""
         raise ConfigError(
             f"{model} ({role} role): {spec.title} has no default endpoint: set {url_var} to its base URL{example}"
         )
@@ -160,7 +161,7 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
 def _bare_profile(role: str, model: str, rules: RouteRules) -> str | None:
     """The profile `--profile` gives a bare name; a native API's profile is its provider's alone."""
     profile = rules.profiles.get(role)
-    if profile in PROVIDERS and PROVIDERS[profile].api != "openai":
+    if profile in PROVIDERS and not api_spec(PROVIDERS[profile].api).openai_lines:
         raise ConfigError(
             f"--profile {role}={profile}: the {profile} profile is for {PROVIDERS[profile].title}, whose models are "
             f"named {profile}/<model>; {model} ({role} role) speaks the OpenAI API"
@@ -183,7 +184,7 @@ def _backend(role: str, model: str, spec: Provider | None, own: ModelRoute, choi
             f"{model} ({role} role): {spec.title} has no Batch API, but {source} chose the batch backend; "
             f"send it with --{role}-backend sync (the default for {spec.prefix}/) or manual"
         )
-    if backend == MANUAL and spec is not None and spec.api != OPENAI:
+    if backend == MANUAL and spec is not None and not api_spec(spec.api).openai_lines:
         raise ConfigError(
             f"{model} ({role} role): {source} chose the manual backend, whose files are OpenAI chat-format batches; "
             f"{spec.prefix}/ models go through {spec.title} (the batch backend), its synchronous calls (sync) "

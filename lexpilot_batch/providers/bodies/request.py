@@ -2,8 +2,8 @@
 
 Providers disagree on the body they accept; each API's folder holds its dialects' bodies
 (`openai.dialect`: `openai` and `max_tokens`; `anthropic.dialect`; `google.dialect`), and a
-provider names its dialect (`registry.Provider.dialect`). A bare name keeps the body it always had
-(`max_tokens` and the temperature). Per-model arguments (`--model-arg`, a model list's `body`) then
+provider names its dialect (`spec.Provider.dialect`; its API's, `spec.ApiSpec.dialect`, unless it
+declares one). A bare name keeps the body it always had (`max_tokens` and the temperature). Per-model arguments (`--model-arg`, a model list's `body`) then
 set or remove any field (Gemini's `generationConfig` is merged field by field).
 
 What a run's roles send is decided once, when the run is registered, and pinned in its manifest
@@ -21,14 +21,13 @@ from typing import Any
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers import prefixes
-from lexpilot_batch.providers.anthropic import dialect as anthropic_dialect
-from lexpilot_batch.providers.google import dialect as google_dialect
 from lexpilot_batch.providers.openai import dialect as openai_dialect
-from lexpilot_batch.providers.registry import PROVIDERS, ModelName
+from lexpilot_batch.providers.prefixes import ModelName
+from lexpilot_batch.providers.registry import BARE, PROVIDERS, api_spec
+from lexpilot_batch.providers.spec import Dialect
 
-# The dialects by name (`registry.Provider.dialect`), each from its API's folder.
-DIALECTS = (openai_dialect.OPENAI, openai_dialect.MAX_TOKENS, anthropic_dialect.ANTHROPIC, google_dialect.GOOGLE)
+# What `--reasoning-effort` takes, and whether a bare name is an OpenAI reasoning model, which OpenAI
+# refuses `max_tokens` and a temperature for (`study.lineup`): the bare API's rules (`openai.dialect`).
 REASONING_EFFORTS = openai_dialect.REASONING_EFFORTS
 is_openai_reasoning_model = openai_dialect.is_openai_reasoning_model
 
@@ -42,13 +41,14 @@ class RoleRequest:
     body: dict[str, Any]  # every other body field but `messages`, in the order they are sent
     not_applied: tuple[str, ...] = ()  # settings the body does not carry: "temperature", "max_tokens"
     model_args: dict[str, Any] = field(default_factory=dict)  # the per-model fields asked for (None: removed)
-    # How its lines lay out the prompt's shared part for the provider's cache (`prefixes.layout`);
+    # How its lines lay out the prompt's shared part for the provider's cache (`cache_layout`,
+    # `spec.Provider.cache`);
     # None, as in every run registered before it existed: as they always were.
     cache: str | None = None
 
     @cached_property
     def fields(self) -> str:
-        """The body fields as JSON text: what request lines are framed from (`request_lines`)."""
+        """The body fields as JSON text: what request lines are framed from (`providers.lines`)."""
         return json.dumps(self.body, ensure_ascii=False, separators=(",", ":"))
 
     def to_json(self) -> dict[str, Any]:
@@ -89,32 +89,36 @@ def role_request(
     or remove them with None, last.
     """
     temperature = settings.temperature_for(role)
-    dialect = name.provider.dialect if name.provider is not None else openai_dialect.MAX_TOKENS
-    body: dict[str, Any]
-    if dialect in (openai_dialect.OPENAI, openai_dialect.MAX_TOKENS):
-        body = openai_dialect.body(dialect, name.sent, temperature, settings.max_tokens, reasoning_effort, reasoning)
-        sent = openai_dialect.sent_settings
-    elif dialect == anthropic_dialect.ANTHROPIC:
-        body, sent = anthropic_dialect.body(temperature, settings.max_tokens), anthropic_dialect.sent_settings
-    elif dialect == google_dialect.GOOGLE:
-        body, sent = google_dialect.body(temperature, settings.max_tokens), google_dialect.sent_settings
-    else:
-        raise ConfigError(f"{name.name}: the {dialect} request format is unknown to this version")
+    dialect = dialect_of(name)
+    body = dialect.body(name.sent, temperature, settings.max_tokens, reasoning_effort, reasoning)
     _check_thinking(name, role, args or {})
     for key, value in (args or {}).items():
-        if dialect == google_dialect.GOOGLE and google_dialect.merge(body, key, value):
+        if dialect.merge(body, key, value):
             continue
         if value is None:
             body.pop(key, None)
         else:
             body[key] = value
-    sent_temperature, sent_limits = sent(body)
+    sent_temperature, sent_limits = dialect.sent(body)
     not_applied = []
     if sent_temperature != temperature:
         not_applied.append("temperature")
     if settings.max_tokens not in sent_limits:
         not_applied.append("max_tokens")
-    return RoleRequest(name.key, name.sent, body, tuple(not_applied), dict(args or {}), prefixes.layout(name))
+    return RoleRequest(name.key, name.sent, body, tuple(not_applied), dict(args or {}), cache_layout(name))
+
+
+def dialect_of(name: ModelName) -> Dialect:
+    """The body dialect of a model's requests: its provider's, else its API's (a bare name: OpenAI's `max_tokens`)."""
+    if name.provider is None:
+        return BARE.dialect
+    return name.provider.dialect or api_spec(name.provider.api).dialect
+
+
+def cache_layout(name: ModelName) -> str | None:
+    """The cache layout a run's requests to `name` are sent with (`cache_layout`); None: none."""
+    provider = name.provider
+    return provider.cache(name.sent) if provider is not None and provider.cache is not None else None
 
 
 def _check_thinking(name: ModelName, role: str, args: Mapping[str, Any]) -> None:

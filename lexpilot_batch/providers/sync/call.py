@@ -1,4 +1,4 @@
-"""One request line sent as its API's synchronous call, for the `sync` backend (`providers.sync`).
+"""One request line sent as its API's synchronous call, for the `sync` backend (`providers.sync.runner`).
 
 A request file holds lines in its API's batch input shape (`providers.lines`). The sync backend sends
 each as that API's synchronous call and saves the answer as a line of the same API's batch *output*
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lexpilot_batch.errors import LexpilotError, transient_status
-from lexpilot_batch.providers.endpoints import Endpoint
 from lexpilot_batch.providers.errors import Failure, provider_error
+from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.util.jsonbounds import BeyondBounds, loads_bounded
 
 try:  # the HTTP library under the SDKs: httpx2 from openai 3, httpx before
