@@ -4,7 +4,7 @@ caching rule would cache for the workspace's requests, and the cost it would sav
 The bench's models are bare names at the simulated provider, so its lines carry no provider's
 cache layout. This replays every request the workspace compiled, in compile order (wave, file,
 line), as each provider would be sent it: the line the product writes for that provider
-(`providers.lines.line_body` with the layout `providers.prefixes.layout` gives a run of that
+(`providers.lines.line_body` with the layout `bodies.request.cache_layout` gives a run of that
 provider's model: OpenAI's `prompt_cache_key`, Anthropic's `cache_control` on the shared part),
 through the simulated provider's rule for that API (`simulated.caching`). The prompt's shared part
 (the template up to and including its first slot) is found again from the default templates.
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.benchmark.prompts import DEFAULT_TEMPLATES, Prompt
-from lexpilot_batch.providers import cache_layout as prefixes
 from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
+from lexpilot_batch.providers.bodies.request import cache_layout
 from lexpilot_batch.providers.google.spec import NAME as GOOGLE
 from lexpilot_batch.providers.lines import line_body
 from lexpilot_batch.providers.openai.spec import NAME as OPENAI
@@ -75,7 +75,7 @@ def _prompt(text: str, templates: list[tuple[str, str]]) -> Prompt:
 def _request(name: str, api: str, prompt: Prompt, case: str) -> tuple[str, dict[str, Any]]:
     """(model, chat.completions body the simulated provider checks) of this provider's line."""
     model = parse_model(name)
-    layout = prefixes.layout(model)
+    layout = cache_layout(model)
     fields = json.dumps({"max_tokens": 8192}) if api != GOOGLE else "{}"
     line = json.loads(b'{"x":""' + line_body(model.sent, prompt, fields, _URL[api], None, api, layout, case))
     if api == ANTHROPIC:
