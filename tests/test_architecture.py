@@ -43,6 +43,7 @@ PROVIDER_CORE = {
     "cache_layout",
     "errors",
     "extras",
+    "file_batch",
     "ids",
     "results",
     "spec",

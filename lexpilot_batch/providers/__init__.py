@@ -15,7 +15,8 @@ provider it has (docs/adding-a-provider.md).
 | `routing/` | where a request goes: `endpoints` (URL, key), `routes` (backend, endpoint, limits), `flex` |
 | `bodies/` | what a body may hold: `request` (a role's body, pinned in the manifest), `contract` (the guard), `schema`, `families`, `model_names` |
 | `lines`, `ids`, `cache_layout` | a request's batch line byte for byte, its custom_id, its layout for a prompt cache |
-| `batch` | the file-batch template every API's backend fills (`FileBatchBackend`), batch statuses |
+| `batch` | what the engine needs of a batch backend (`BatchBackend`): batch statuses, `BatchInfo`, the exceptions that tell lost answers apart |
+| `file_batch` | the file-batch template every API's backend fills (`FileBatchBackend`), a result file streamed to disk |
 | `sync/` | one request at a time: `call` (every API's synchronous call, `ChatCall`), `runner` (a file through it) |
 | `results` | the one shape every result line is read as (an OpenAI batch output line) |
 | `errors` | the one error policy of a failed provider call |

@@ -12,7 +12,7 @@ connection), and the provider's own message. From there one table decides, for e
 | 408, 409, 429, 5xx, none | `ProviderUnavailable` ("nothing was lost") | wait: `--wait` rides it out |
 | any other 4xx | `ProviderError`: the request itself was refused | fix the request |
 
-Only failures that outlasted the SDK's own retries come here. `batch.FileBatchBackend` and
+Only failures that outlasted the SDK's own retries come here. `file_batch.FileBatchBackend` and
 `sync.call.ChatCall` raise them; creates, whose answers may be lost, have their own policy there.
 """
 

@@ -23,8 +23,9 @@ from typing import Any
 from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.anthropic.errors import failure_of
 from lexpilot_batch.providers.anthropic.spec import EXTRA, LIMITS
-from lexpilot_batch.providers.batch import BatchInfo, BatchSource, FileBatchBackend, save_streamed
+from lexpilot_batch.providers.batch import BatchInfo, BatchSource
 from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.file_batch import FileBatchBackend, save_streamed
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.util.fileio import file_sha256

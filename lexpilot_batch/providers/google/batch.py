@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lexpilot_batch.errors import transient_status
-from lexpilot_batch.providers.batch import BatchInfo, BatchSource, FileBatchBackend, retry_after
+from lexpilot_batch.providers.batch import BatchInfo, BatchSource
 from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.file_batch import FileBatchBackend, retry_after
 from lexpilot_batch.providers.google import client
 from lexpilot_batch.providers.google.errors import failure_of
 from lexpilot_batch.providers.google.spec import EXTRA

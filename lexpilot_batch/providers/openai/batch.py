@@ -1,6 +1,6 @@
 """OpenAI-compatible Files + Batches through the official `openai` SDK: OpenAI, and every provider
 that copies its API (Azure, DashScope, a generic one) and our simulated provider. It knows nothing of
-which one it is; the policy around each call is the template's (`batch.FileBatchBackend`). Where
+which one it is; the policy around each call is the template's (`file_batch.FileBatchBackend`). Where
 the profile says so (`Limits.file_expiry`: Azure's), uploads carry `expires_after` and batches
 `output_expires_after` (the SDK's `files.create` and `batches.create` parameters).
 """
@@ -16,11 +16,10 @@ from lexpilot_batch.providers.batch import (
     BatchInfo,
     BatchSource,
     BatchStatus,
-    FileBatchBackend,
     Upload,
-    save_streamed,
 )
 from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.file_batch import FileBatchBackend, save_streamed
 from lexpilot_batch.providers.openai.errors import failure_of
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.spec import Limits

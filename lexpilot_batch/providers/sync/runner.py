@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderUnavailable
-from lexpilot_batch.providers.batch import retry_after
+from lexpilot_batch.providers.file_batch import retry_after
 from lexpilot_batch.providers.registry import BARE, chat_call
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.routing.flex import tier_fields

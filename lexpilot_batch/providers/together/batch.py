@@ -48,9 +48,9 @@ from lexpilot_batch.providers.batch import (
     BatchSource,
     BatchStatus,
     CreateUncertain,
-    retry_after,
 )
 from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.file_batch import retry_after
 from lexpilot_batch.providers.openai.batch import OpenAIClientBackend
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.sync.call import http
