@@ -50,6 +50,7 @@ PAGES = [REPO / "README.md", REPO / "bench" / "README.md", *sorted((REPO / "docs
 # performance.md, providers.md): those among them that fail today, stale references theirs to mend.
 # Remove a file from this list once it passes.
 BEING_REWRITTEN = (
+    "docs/architecture.md",
     "lexpilot_batch/providers/dialects.py",
     "lexpilot_batch/providers/registry.py",
     "lexpilot_batch/providers/routes.py",

@@ -1,4 +1,5 @@
-"""What the workspace holds and how far each run has come, read from the database only."""
+"""`status --verbose` and `status --format json`: what the workspace holds and how far each run has
+come, read from the database only."""
 
 from __future__ import annotations
 

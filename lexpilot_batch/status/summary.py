@@ -1,6 +1,6 @@
 """`status` on one screen: per model, threads done / active / failed, tokens and cost so far
 against the projection; the wave and the batches in flight with their age; what blocks, if
-anything; and the one command to run next. `status --verbose` shows the full detail (`status`).
+anything; and the one command to run next. `status --verbose` shows the full detail (`detail`).
 
 Read from the database only (and, for the projection, the estimate, which sends nothing).
 """
