@@ -51,6 +51,7 @@ PAGES = [REPO / "README.md", REPO / "bench" / "README.md", *sorted((REPO / "docs
 # Remove a file from this list once it passes.
 BEING_REWRITTEN = (
     "docs/architecture.md",
+    "docs/performance.md",
     "lexpilot_batch/providers/dialects.py",
     "lexpilot_batch/providers/registry.py",
     "lexpilot_batch/providers/routes.py",

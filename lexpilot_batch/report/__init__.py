@@ -8,12 +8,9 @@ writes the figure files it is asked for.
 - `document`: the inputs (`RunResults`, `TaskRecords`) and the documented JSON shape (`Report`).
 - `build`: `build_report`, grouping comparable runs into groups and groups into families (same
   comparison key), the warnings above the tables, usage and cost.
-- `family`, `influence`, `inference`: a family's cases and their additive statistics, each case's
-  influence on each metric (clustered or jackknifed), and the pure statistics (t distribution,
-  standard errors, sign-flip, BCa, Holm).
-- `estimates`: each metric per run, its mean, SD, n, standard error and interval.
-- `compare`: paired model comparisons within a family, with `bootstrap`'s paired unstratified
-  resamples for Macro-F1 and QWK. `interaction`: rounds used, stop reasons, DCG success by round.
+- `statistics`: a family's cases and their additive statistics, each case's influence, the
+  intervals (`estimates`), paired model comparisons (`compare`, with the `bootstrap` and the
+  `swap` test), and interaction statistics: rounds used, stop reasons, DCG success by round.
 - `formats`: `FORMATS` and `render(report, fmt)`, one module per format: `terminal` (the `table`
   format), `json`, `csv`, `markdown`, `latex`, `html` (with `viewer`'s per-case data and `svg`'s
   figures).

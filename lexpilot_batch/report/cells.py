@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lexpilot_batch.report.estimates import FEW_CASES, FLAT, MIN_CASES
-from lexpilot_batch.report.influence import UNSTABLE
 from lexpilot_batch.report.layout import has_records, task_runs
+from lexpilot_batch.report.statistics.estimates import FEW_CASES, FLAT, MIN_CASES
+from lexpilot_batch.report.statistics.influence import UNSTABLE
 
 UNDEFINED_NOTE = "its denominator is zero (for QWK: zero expected disagreement)"
 NO_RECORDS_NOTE = "no records (task not run, none of its cases finished, or class not represented in it)"

@@ -13,8 +13,8 @@ bundled_sample, cases, few_cases.
 - `cases` is the number of cases of the row's class (or of the group, overall), and `few_cases`
   (`true`/`false`) says that it is below what an interval needs (`estimates.MIN_CASES`): such a
   row's value has no `se` and no interval rows, and a filtered CSV still says why.
-- Besides the metrics, the interaction statistics (`report.interaction`) are rows of task
-  `ljp_interaction` (metrics `share_<stop reason>`, `mean_responses`) and `dcg`
+- Besides the metrics, the interaction statistics (`report.statistics.interaction`) are rows of
+  task `ljp_interaction` (metrics `share_<stop reason>`, `mean_responses`) and `dcg`
   (`success_by_round_1`, `success_by_round_2`), class `overall`.
 
 Model comparisons have a shape of their own and are in the JSON and the other text formats.
@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
-from lexpilot_batch.report.estimates import MIN_CASES
+from lexpilot_batch.report.statistics.estimates import MIN_CASES
 from lexpilot_batch.util.spreadsheet import csv_text
 
 COLUMNS = (

@@ -20,8 +20,8 @@ from lexpilot_batch.report.cells import (
     Style,
     reason_notes,
 )
-from lexpilot_batch.report.interaction import DCG_ROUNDS
 from lexpilot_batch.report.layout import group_label, group_remarks, sample_remark, settings_text
+from lexpilot_batch.report.statistics.interaction import DCG_ROUNDS
 from lexpilot_batch.report.tables import p_text, report_tasks
 
 _LATEX_SPECIALS = {

@@ -14,9 +14,10 @@ from pathlib import Path
 from lexpilot_batch.benchmark.prompts import render_key_details
 from lexpilot_batch.data import stored_case
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, unused_prices
-from lexpilot_batch.report import bootstrap, results
+from lexpilot_batch.report import results
 from lexpilot_batch.report.build import build_report
 from lexpilot_batch.report.formats import check_format, render
+from lexpilot_batch.report.statistics import bootstrap
 from lexpilot_batch.report.viewer import CaseFacts, viewer_data
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.price_memory import prices_for

@@ -22,8 +22,8 @@ from __future__ import annotations
 import random
 
 from lexpilot_batch.benchmark.tasks import TASKS
-from lexpilot_batch.report.family import Family
-from lexpilot_batch.report.influence import CellInfluence, additive
+from lexpilot_batch.report.statistics.family import Family
+from lexpilot_batch.report.statistics.influence import CellInfluence, additive
 
 PERMUTATION_BELOW = 50  # below this many cases, p-values come from paired permutation tests
 EXACT_SWAPS = 12  # the swap test enumerates all 2^k patterns of up to this many differing cases

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from lexpilot_batch.benchmark.metrics import Metric
 from lexpilot_batch.benchmark.tasks import TASKS
-from lexpilot_batch.report.family import Counts, Family
+from lexpilot_batch.report.statistics.family import Counts, Family
 
 # The per-case additive metrics as (numerator, denominator) positions in a task's statistics
 # (`tasks.Task.counts`: LCA tp, fp, fn, tn; DCG successes, cases; LJP claims per gold verdict (3),

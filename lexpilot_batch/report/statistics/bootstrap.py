@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 from lexpilot_batch.benchmark.metrics import Metric
 from lexpilot_batch.benchmark.tasks import TASKS
-from lexpilot_batch.report.family import Family
-from lexpilot_batch.report.influence import READS
+from lexpilot_batch.report.statistics.family import Family
+from lexpilot_batch.report.statistics.influence import READS
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 20250101

@@ -17,7 +17,7 @@ import stat_sim
 from scipy import stats
 
 from lexpilot_batch.report import RunResults, TaskRecords, build_report, render
-from lexpilot_batch.report.estimates import FEW_CASES, FLAT
+from lexpilot_batch.report.statistics.estimates import FEW_CASES, FLAT
 
 
 def dcg_runs(model: str, rows: list[list[bool]], classes: list[str] | None = None) -> list[RunResults]:
@@ -251,7 +251,7 @@ def test_the_held_out_style_set_has_no_zero_width_interval_and_no_p_below_001_wh
     assert zero_width == 0 and low_p == 0
 
 
-# --- Simulations (seeded; `python tests/report/stat_sim.py` prints the same tables) --------------
+# --- Simulations (seeded; `python tests/report/statistics/stat_sim.py` prints the same tables) ---
 
 
 def _rate(result: dict, metrics: list | None = None) -> tuple[float, dict]:

@@ -44,9 +44,9 @@ from typing import Any
 from lexpilot_batch.benchmark.metrics import Metric
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report import inference
-from lexpilot_batch.report.bootstrap import USABLE, Need, paired_bootstrap
-from lexpilot_batch.report.estimates import (
+from lexpilot_batch.report.statistics import inference
+from lexpilot_batch.report.statistics.bootstrap import USABLE, Need, paired_bootstrap
+from lexpilot_batch.report.statistics.estimates import (
     FEW_CASES,
     FLAT,
     MIN_CASES,
@@ -55,9 +55,9 @@ from lexpilot_batch.report.estimates import (
     method_of,
     metric_range,
 )
-from lexpilot_batch.report.family import OVERALL, Family
-from lexpilot_batch.report.influence import CellInfluence, additive
-from lexpilot_batch.report.swap import PERMUTATION_BELOW, swap_tests
+from lexpilot_batch.report.statistics.family import OVERALL, Family
+from lexpilot_batch.report.statistics.influence import CellInfluence, additive
+from lexpilot_batch.report.statistics.swap import PERMUTATION_BELOW, swap_tests
 
 BOOTSTRAP_FROM = 50  # from this many cases, Macro-F1, F1_U, F1_C and QWK use the paired bootstrap
 ADJUSTMENTS = ("none", "holm")

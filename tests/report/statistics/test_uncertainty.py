@@ -11,8 +11,8 @@ from independent_uncertainty import bca, cases_of, clustered_se, jackknife, pair
 
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords, build_report
-from lexpilot_batch.report.bootstrap import DEFAULT_RESAMPLES
-from lexpilot_batch.report.influence import UNSTABLE
+from lexpilot_batch.report.statistics.bootstrap import DEFAULT_RESAMPLES
+from lexpilot_batch.report.statistics.influence import UNSTABLE
 
 VERDICTS = ("支持", "部分支持", "驳回")
 CLASSES = ("合同纠纷", "婚姻家庭", "劳动争议")

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from lexpilot_batch.benchmark import metrics
 from lexpilot_batch.benchmark.metrics import Metric
 from lexpilot_batch.benchmark.tasks import TASKS
-from lexpilot_batch.report import inference
-from lexpilot_batch.report.family import OVERALL, Family, Scope
-from lexpilot_batch.report.influence import CellInfluence, additive, cell_influence
+from lexpilot_batch.report.statistics import inference
+from lexpilot_batch.report.statistics.family import OVERALL, Family, Scope
+from lexpilot_batch.report.statistics.influence import CellInfluence, additive, cell_influence
 
 MIN_CASES = 5  # the fewest cases an interval, a standard error or a minimum detectable difference is given for
 FEW_CASES = "too few cases"

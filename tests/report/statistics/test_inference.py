@@ -1,6 +1,6 @@
-"""The pure statistics under the report (`report.inference`) against scipy and brute force: the t
-distribution (the product has no scipy; ours is the incomplete beta function's continued
-fraction), the sign-flip test against all 2^k sign patterns, the power formula."""
+"""The pure statistics under the report (`report.statistics.inference`) against scipy and brute
+force: the t distribution (the product has no scipy; ours is the incomplete beta function's
+continued fraction), the sign-flip test against all 2^k sign patterns, the power formula."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import random
 import pytest
 from scipy import stats
 
-from lexpilot_batch.report import inference
+from lexpilot_batch.report.statistics import inference
 
 
 @pytest.mark.parametrize("df", [1, 2, 4, 7, 17, 49, 431, 8639])
