@@ -11,12 +11,9 @@ writes the figure files it is asked for.
 - `statistics`: a family's cases and their additive statistics, each case's influence, the
   intervals (`estimates`), paired model comparisons (`compare`, with the `bootstrap` and the
   `swap` test), and interaction statistics: rounds used, stop reasons, DCG success by round.
-- `formats`: `FORMATS` and `render(report, fmt)`, one module per format: `terminal` (the `table`
-  format), `json`, `csv`, `markdown`, `latex`, `html` (with `viewer`'s per-case data and `svg`'s
-  figures).
-- `tables`, `cells` and `layout`: what the text formats share (the side-by-side tables, how a cell
-  reads and the notes on its marks, labels, remarks, settings and usage lines).
-- `figures`: what the three figures show; `svg` draws them inline, `plots` with matplotlib.
+- `formats`: `FORMATS` and `render(report, fmt)`, one module per format (`terminal` for the
+  `table` format, `json`, `csv`, `markdown`, `latex`, `html` with its per-case `viewer`), what the
+  text formats share, and the figures (inline SVG, and files drawn with matplotlib by `plots`).
 """
 
 from __future__ import annotations
@@ -33,8 +30,8 @@ from lexpilot_batch.report.document import (
     Usage,
 )
 from lexpilot_batch.report.formats import FORMATS, render
-from lexpilot_batch.report.latex import latex_escape
-from lexpilot_batch.report.viewer import viewer_data
+from lexpilot_batch.report.formats.latex import latex_escape
+from lexpilot_batch.report.formats.viewer import viewer_data
 
 __all__ = [
     "FORMATS",

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lexpilot_batch.report.layout import has_records, task_runs
+from lexpilot_batch.report.formats.layout import has_records, task_runs
 from lexpilot_batch.report.statistics.estimates import FEW_CASES, FLAT, MIN_CASES
 from lexpilot_batch.report.statistics.influence import UNSTABLE
 

@@ -17,10 +17,10 @@ from typing import Any
 
 from lexpilot_batch.benchmark.protocols.interaction import STOP_REASONS
 from lexpilot_batch.benchmark.tasks import METRIC_TITLES, TASKS
-from lexpilot_batch.report.layout import group_label
+from lexpilot_batch.report.formats.layout import group_label
+from lexpilot_batch.report.formats.tables import STOP_TITLES, metric_title, report_tasks
 from lexpilot_batch.report.statistics.estimates import metric_range
 from lexpilot_batch.report.statistics.interaction import DCG_ROUNDS
-from lexpilot_batch.report.tables import STOP_TITLES, metric_title, report_tasks
 
 Value = float | None
 

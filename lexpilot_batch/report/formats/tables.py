@@ -15,8 +15,8 @@ from typing import Any
 
 from lexpilot_batch.benchmark.protocols.interaction import STOP_REASONS
 from lexpilot_batch.benchmark.tasks import METRIC_TITLES, TASKS
-from lexpilot_batch.report.cells import Style, number_text
-from lexpilot_batch.report.layout import group_label, has_records, task_runs
+from lexpilot_batch.report.formats.cells import Style, number_text
+from lexpilot_batch.report.formats.layout import group_label, has_records, task_runs
 from lexpilot_batch.report.statistics.interaction import DCG_ROUNDS
 
 STOP_TITLES = {

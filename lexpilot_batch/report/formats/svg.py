@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from html import escape
 
-from lexpilot_batch.report.figures import Bars, Figure, Heatmap, Stacked, Value
+from lexpilot_batch.report.formats.figures import Bars, Figure, Heatmap, Stacked, Value
 from lexpilot_batch.util.text import display_width
 
 # Okabe-Ito: distinguishable with every common colour-vision deficiency.

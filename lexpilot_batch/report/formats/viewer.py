@@ -43,7 +43,7 @@ from lexpilot_batch.benchmark.protocols.interaction import FORCED_FINAL
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.document import RunResults
-from lexpilot_batch.report.layout import group_label
+from lexpilot_batch.report.formats.layout import group_label
 
 
 @dataclass(frozen=True)

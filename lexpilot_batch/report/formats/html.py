@@ -18,8 +18,8 @@ from html import escape
 from typing import Any
 
 from lexpilot_batch import __version__
-from lexpilot_batch.report import svg
-from lexpilot_batch.report.cells import (
+from lexpilot_batch.report.formats import svg
+from lexpilot_batch.report.formats.cells import (
     FEWER_RUNS_NOTE,
     NO_RECORDS_NOTE,
     NUMBERS_NOTE,
@@ -29,8 +29,8 @@ from lexpilot_batch.report.cells import (
     interval_note,
     reason_notes,
 )
-from lexpilot_batch.report.figures import figures
-from lexpilot_batch.report.layout import (
+from lexpilot_batch.report.formats.figures import figures
+from lexpilot_batch.report.formats.layout import (
     cost_note,
     group_label,
     group_remarks,
@@ -38,8 +38,8 @@ from lexpilot_batch.report.layout import (
     usage_rows,
     warnings_above,
 )
-from lexpilot_batch.report.tables import Table, tables
-from lexpilot_batch.report.viewer import VIEWER_CSS, VIEWER_HTML, VIEWER_SCRIPT
+from lexpilot_batch.report.formats.tables import Table, tables
+from lexpilot_batch.report.formats.viewer import VIEWER_CSS, VIEWER_HTML, VIEWER_SCRIPT
 
 CSS = """
 :root { --ink: #1d2330; --muted: #5b6577; --line: #d9dde5; --soft: #f5f7fa; --accent: #0072B2;

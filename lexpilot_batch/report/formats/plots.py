@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.figures import Bars, Figure, Heatmap, Panel, Stacked, figures
-from lexpilot_batch.report.svg import NEGATIVE, PALETTE, POSITIVE
+from lexpilot_batch.report.formats.figures import Bars, Figure, Heatmap, Panel, Stacked, figures
+from lexpilot_batch.report.formats.svg import NEGATIVE, PALETTE, POSITIVE
 from lexpilot_batch.util.fileio import write_atomic
 
 CJK_FONTS = (

@@ -12,7 +12,7 @@ from typing import Any
 from lexpilot_batch.benchmark.protocols.interaction import STOP_REASONS
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import SAMPLE_NOTE
-from lexpilot_batch.report.cells import (
+from lexpilot_batch.report.formats.cells import (
     FEWER_RUNS_NOTE,
     NO_RECORDS_NOTE,
     NUMBERS_NOTE,
@@ -20,9 +20,9 @@ from lexpilot_batch.report.cells import (
     Style,
     reason_notes,
 )
-from lexpilot_batch.report.layout import group_label, group_remarks, sample_remark, settings_text
+from lexpilot_batch.report.formats.layout import group_label, group_remarks, sample_remark, settings_text
+from lexpilot_batch.report.formats.tables import p_text, report_tasks
 from lexpilot_batch.report.statistics.interaction import DCG_ROUNDS
-from lexpilot_batch.report.tables import p_text, report_tasks
 
 _LATEX_SPECIALS = {
     "\\": r"\textbackslash{}",

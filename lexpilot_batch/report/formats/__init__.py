@@ -1,7 +1,17 @@
-"""Which report formats there are, and `render`: a format is one module with one function of the report.
+"""The report in each of its formats: which formats there are (`FORMATS`), and `render`, which
+checks the report's shape and hands it to its format's module.
 
-A new format is a module beside these (a function of the `Report`-shaped dict that returns the
-text) and one line in `RENDERERS`. HTML also takes the per-case viewer's data (`viewer`).
+A format is one module with one function of the `Report`-shaped dict that returns the text: a new
+format is a module here and one line in `RENDERERS`. HTML also takes the per-case viewer's data.
+
+- `terminal`, `json`, `csv`, `markdown`, `latex` and `html`: one module per format (`terminal`
+  writes the `table` format).
+- `tables`, `cells` and `layout`: what the text formats share: the side-by-side tables, how a cell
+  reads and the notes on its marks, and around them labels, remarks, settings and usage lines.
+- `viewer`: the HTML page's per-case viewer, its data (every finished record as the turns it
+  added, and what its judges saw) and its script.
+- `figures`: what the three figures show; `svg` draws them inline for the HTML page, `plots` as
+  SVG and PNG files with matplotlib (`report --figures DIR`).
 """
 
 from __future__ import annotations
@@ -12,13 +22,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.csv import render_csv
 from lexpilot_batch.report.document import Report
-from lexpilot_batch.report.html import render_html
-from lexpilot_batch.report.json import render_json
-from lexpilot_batch.report.latex import render_latex
-from lexpilot_batch.report.markdown import render_markdown
-from lexpilot_batch.report.terminal import render_table
+from lexpilot_batch.report.formats.csv import render_csv
+from lexpilot_batch.report.formats.html import render_html
+from lexpilot_batch.report.formats.json import render_json
+from lexpilot_batch.report.formats.latex import render_latex
+from lexpilot_batch.report.formats.markdown import render_markdown
+from lexpilot_batch.report.formats.terminal import render_table
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "table": render_table,

@@ -23,7 +23,7 @@ from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util.spreadsheet import FORMULA_START, csv_text, safe_cell
 
-DATA = Path(__file__).resolve().parents[2] / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 CASE = "=cmd|' /C calc'!A0"
 # markdown-it drops javascript: links itself, other renderers do not: the link here is one it keeps.
 MODELS = ("<script>alert(1)</script>", "=1+1 [x](https://evil.example/)", "@SUM(A1) <img src=x onerror=alert(1)>")

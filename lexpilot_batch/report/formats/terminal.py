@@ -4,7 +4,7 @@ cells used."""
 
 from __future__ import annotations
 
-from lexpilot_batch.report.cells import (
+from lexpilot_batch.report.formats.cells import (
     FEWER_RUNS_NOTE,
     NO_RECORDS_NOTE,
     NUMBERS_NOTE,
@@ -14,7 +14,7 @@ from lexpilot_batch.report.cells import (
     interval_note,
     reason_notes,
 )
-from lexpilot_batch.report.layout import (
+from lexpilot_batch.report.formats.layout import (
     cost_note,
     group_label,
     group_remarks,
@@ -22,7 +22,7 @@ from lexpilot_batch.report.layout import (
     usage_rows,
     warnings_above,
 )
-from lexpilot_batch.report.tables import Table, tables
+from lexpilot_batch.report.formats.tables import Table, tables
 from lexpilot_batch.util.text import display_width, pad
 
 

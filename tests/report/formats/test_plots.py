@@ -10,8 +10,8 @@ from test_report import CONTRACT, FAMILY, dcg, ljp, run, two_runs
 
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import build_report
-from lexpilot_batch.report.figures import figures
-from lexpilot_batch.report.plots import save_figures
+from lexpilot_batch.report.formats.figures import figures
+from lexpilot_batch.report.formats.plots import save_figures
 
 pytest.importorskip("matplotlib", reason="matplotlib comes with the test extra (pip install -e '.[test]')")
 
@@ -86,7 +86,7 @@ def negative_kappa_report() -> dict:
 def test_the_heatmap_colours_each_metric_over_its_range_a_negative_kappa_is_not_white():
     """A QWK of -1 (agreement worse than chance) was drawn like 0 (white) on a 0-1 scale; the
     panel now spans -1 to 1, vermillion below chance, white at 0, blue above."""
-    from lexpilot_batch.report.svg import heatmap
+    from lexpilot_batch.report.formats.svg import heatmap
 
     (panel,) = [f for f in figures(negative_kappa_report()) if f.name == "classes"][0].panels  # type: ignore[union-attr]
     assert (panel.low, panel.middle, panel.high) == (-1.0, 0.0, 1.0)
@@ -107,7 +107,7 @@ def test_without_a_cjk_font_the_warning_names_the_font_to_install_and_matplotlib
 
     from matplotlib import font_manager
 
-    from lexpilot_batch.report import plots
+    from lexpilot_batch.report.formats import plots
 
     monkeypatch.setattr(
         font_manager.fontManager,
@@ -130,7 +130,7 @@ def test_an_installed_cjk_font_is_found_by_any_of_its_names(monkeypatch):
     the old list of names did not know it and warned although Chinese would have drawn."""
     from matplotlib import font_manager
 
-    from lexpilot_batch.report import plots
+    from lexpilot_batch.report.formats import plots
 
     fake = font_manager.FontEntry(fname="/nonexistent/NotoSansCJK-Regular.ttc", name="Noto Sans CJK JP")
     monkeypatch.setattr(font_manager.fontManager, "ttflist", [*font_manager.fontManager.ttflist, fake])

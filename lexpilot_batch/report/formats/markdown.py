@@ -11,7 +11,7 @@ inline link or image (`[x](javascript:...)`).
 
 from __future__ import annotations
 
-from lexpilot_batch.report.cells import (
+from lexpilot_batch.report.formats.cells import (
     FEWER_RUNS_NOTE,
     NO_RECORDS_NOTE,
     NUMBERS_NOTE,
@@ -21,7 +21,7 @@ from lexpilot_batch.report.cells import (
     interval_note,
     reason_notes,
 )
-from lexpilot_batch.report.layout import (
+from lexpilot_batch.report.formats.layout import (
     cost_note,
     group_label,
     group_remarks,
@@ -29,7 +29,7 @@ from lexpilot_batch.report.layout import (
     usage_rows,
     warnings_above,
 )
-from lexpilot_batch.report.tables import Table, tables
+from lexpilot_batch.report.formats.tables import Table, tables
 
 _MD_LITERAL = str.maketrans({"\\": "\\\\", "|": "\\|", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
