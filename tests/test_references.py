@@ -67,6 +67,7 @@ BEING_REWRITTEN = (
 RETIRED = frozenset(
     {
         "anthropic_batch",
+        "case_export",
         "config",
         "costs",
         "google_batch",

@@ -229,7 +229,7 @@ def export(
     if layout == "cases":
         from lexpilot_batch.data import SAMPLE_NOTE
         from lexpilot_batch.report import results
-        from lexpilot_batch.report.case_export import export_cases
+        from lexpilot_batch.report.exports.cases import export_cases
 
         with Workspace(root, writable=False) as ws:
             runs = results.load_run_results(ws, run_id, model)
@@ -241,7 +241,7 @@ def export(
         # --partial: the rows left out are said, as the seed layout's export.json lists them.
         notes += [f"partial: no row for {line}" for line in results.incomplete(runs)]
     elif layout == "seed":
-        from lexpilot_batch.report.export import export_seed
+        from lexpilot_batch.report.exports.seed import export_seed
 
         with Workspace(root, writable=False) as ws:
             exported = export_seed(ws, out, run_id, model, partial=partial)

@@ -1,4 +1,5 @@
-"""Per-case export: one row per finished (run, model, task, case[, history variant]), as CSV and JSONL.
+"""`export --layout cases`: one row per finished (run, model, task, case[, history variant]), as
+CSV and JSONL.
 
 `export_cases` writes `cases.csv` and `cases.jsonl` under the output folder, the same rows in the
 same order (runs as registered, tasks in benchmark order, cases in dataset order, variant c before

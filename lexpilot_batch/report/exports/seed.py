@@ -1,4 +1,5 @@
-"""Export: finished records written in the original benchmark code's result-file layout.
+"""`export --layout seed`: finished records written in the original benchmark code's result-file
+layout.
 
 `export_seed` writes, for each run (run id, evaluated model), the files the seed README lists:
 

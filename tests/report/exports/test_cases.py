@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from lexpilot_batch.cli import app
 from lexpilot_batch.data import load_dataset
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.case_export import COLUMNS, export_cases
+from lexpilot_batch.report.exports.cases import COLUMNS, export_cases
 from lexpilot_batch.report.results import load_run_results
 from lexpilot_batch.util import fileio
 

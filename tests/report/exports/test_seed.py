@@ -17,7 +17,7 @@ from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import SAMPLE_NOTE, load_categories, load_dataset
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import build_report
-from lexpilot_batch.report.export import export_seed
+from lexpilot_batch.report.exports.seed import export_seed
 from lexpilot_batch.report.results import load_run_results
 from lexpilot_batch.state.workspace import Workspace, seed_name, slug
 from lexpilot_batch.util import resources
