@@ -23,8 +23,8 @@ def check_export(ws_root: Path, scratch: Path) -> dict[str, Any]:
     import sqlite3
 
     from lexpilot_batch import doctor
-    from lexpilot_batch.report.case_export import export_cases
-    from lexpilot_batch.report.export import export_seed
+    from lexpilot_batch.report.exports.cases import export_cases
+    from lexpilot_batch.report.exports.seed import export_seed
     from lexpilot_batch.report.results import load_run_results
     from lexpilot_batch.state import compaction
     from lexpilot_batch.state.workspace import Workspace

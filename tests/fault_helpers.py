@@ -22,8 +22,8 @@ from lexpilot_batch.benchmark import judges
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.result_lines import read_lines
 from lexpilot_batch.engine.session import Session
-from lexpilot_batch.report import status
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.status import detail
 
 LIMIT = 6  # cases per run: every task and every protocol branch, in about a second
 STAGE = "all"
@@ -68,7 +68,7 @@ def read_outcome(ws: Workspace) -> Outcome:
         dict(r)
         for r in db.execute("SELECT q.*, runs.run_id FROM requests q JOIN runs ON runs.pk = q.run_pk ORDER BY q.pk")
     ]
-    info = status.collect(ws)
+    info = detail.collect(ws)
     return Outcome(
         records=records(ws),
         threads=threads,
@@ -77,7 +77,7 @@ def read_outcome(ws: Workspace) -> Outcome:
         anomalies=[dict(r) for r in db.execute("SELECT * FROM anomalies ORDER BY pk")],
         other_batches=[dict(r) for r in db.execute("SELECT * FROM other_batches ORDER BY at")],
         status=info,
-        rendered=status.render(info),
+        rendered=detail.render(info),
         answered={
             (r["run_id"], r["case_idx"], r["step"]) for r in requests if r["status"] in ("answered", "discarded")
         },

@@ -1,12 +1,13 @@
 """Independent computations of the report's standard errors, intervals and paired tests, to check
-`report.influence`, `estimates`, `compare` and `bootstrap` against.
+`report.statistics.influence`, `estimates`, `compare` and `bootstrap` against.
 
 Shares nothing with `lexpilot_batch`: records are scored by `score`, from the benchmark's
 definitions record by record, and the statistics follow docs/report.md's formulas with numpy and
 scipy, the textbook way (per-case means, leave-one-out recomputation, numpy quantiles).
 
 `groups` is a list of groups, each a list of runs: {"run_id", "tasks": {task: [(case, class,
-record), ...]}} (tests/report/test_uncertainty.py builds them beside the RunResults).
+record), ...]}} (tests/report/statistics/test_uncertainty.py builds them beside the
+RunResults).
 """
 
 from __future__ import annotations

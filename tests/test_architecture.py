@@ -5,8 +5,9 @@ every state word spelled once.
 The layers, lowest first (`docs/architecture.md`): `util` and the top-level `errors` know nothing of
 the domain; `data` reads datasets; `benchmark` is what is asked and how it is scored; `providers`
 speak the APIs; `state` is the workspace on disk; `study` a study before it runs; `simulated` the
-APIs' test double; `engine` the wave loop where protocols meet providers; `report`, `estimate`,
-`doctor` read (and mend) a workspace; `cli` parses and renders.
+APIs' test double; `engine` the wave loop where protocols meet providers; `report` and `status`
+(side by side: neither needs the other), `estimate`, `doctor` read (and mend) a workspace;
+`cli` parses and renders.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ LAYERS = [
     ["study"],
     ["simulated"],
     ["engine"],
-    ["report"],
+    ["report", "status"],
     ["estimate"],
     ["doctor"],
     ["cli"],

@@ -52,9 +52,9 @@ def status(
     """
     import json
 
-    from lexpilot_batch.report import status as status_mod
-    from lexpilot_batch.report.summary import Filters, render_summary, summarize
     from lexpilot_batch.state.workspace import Workspace
+    from lexpilot_batch.status import detail
+    from lexpilot_batch.status.summary import Filters, render_summary, summarize
 
     if format_ not in ("table", "json"):
         raise LexpilotError("--format must be table or json")
@@ -64,7 +64,7 @@ def status(
 
     with Workspace(root, writable=False) as ws:
         price_table = prices_for(ws, price_table)  # given, else those kept from prepare or run
-        data = status_mod.collect(ws)
+        data = detail.collect(ws)
         projection = None
         if data["runs"]:
             try:
@@ -79,14 +79,14 @@ def status(
         )
         summary = summarize(ws, filters, price_table, expected)
         where = str(ws.given_root or ws.root)
-    data = status_mod.filtered(data, filters.keeps)
+    data = detail.filtered(data, filters.keeps)
     if format_ == "json":
         data["summary"] = summary
         if estimate and projection is not None:
             data["estimate"] = projection.to_json()
         say(json.dumps(data, ensure_ascii=False, indent=2))
         return
-    say(status_mod.render(data) if verbose else render_summary(summary, where))
+    say(detail.render(data) if verbose else render_summary(summary, where))
     if estimate and projection is not None:
         from lexpilot_batch.estimate import render
 
@@ -229,7 +229,7 @@ def export(
     if layout == "cases":
         from lexpilot_batch.data import SAMPLE_NOTE
         from lexpilot_batch.report import results
-        from lexpilot_batch.report.case_export import export_cases
+        from lexpilot_batch.report.exports.cases import export_cases
 
         with Workspace(root, writable=False) as ws:
             runs = results.load_run_results(ws, run_id, model)
@@ -241,7 +241,7 @@ def export(
         # --partial: the rows left out are said, as the seed layout's export.json lists them.
         notes += [f"partial: no row for {line}" for line in results.incomplete(runs)]
     elif layout == "seed":
-        from lexpilot_batch.report.export import export_seed
+        from lexpilot_batch.report.exports.seed import export_seed
 
         with Workspace(root, writable=False) as ws:
             exported = export_seed(ws, out, run_id, model, partial=partial)

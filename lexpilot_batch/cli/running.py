@@ -99,7 +99,7 @@ def prepare(
 
 
 def _say_prices_kept(target: Target) -> None:
-    """`prepare` and `run` keep a `--prices` for the workspace (`engine.session.remember`)."""
+    """`prepare` and `run` keep a `--prices` for the workspace (`engine.session.Session.remember`)."""
     if target.options.prices is not None:
         say(
             "--prices kept for this workspace: status, report, estimates and later commands price the study "

@@ -10,7 +10,7 @@ quoted in problem lines are escaped so that none can act on a terminal. `validat
 `validate-data` command and returns a printable `DatasetSummary`.
 
 One module per job:
-- `models`: the case models (`Case`, `Message`) and the schema's names (`VERDICTS`, `ROLES`, ...)
+- `schema`: the case models (`Case`, `Message`) and the schema's names (`VERDICTS`, `ROLES`, ...)
 - `jsonfile`: reading a JSON file whole, and the wording of every way reading one fails
 - `stream`: reading a dataset file's top-level array in chunks, with the same errors
 - `problems`: the bounded list of problem lines, and how they quote the file's values

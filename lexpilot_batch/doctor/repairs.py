@@ -132,7 +132,7 @@ def _fail_pending(ws: Workspace, rel: str) -> list[str]:
         if row is None or row["status"] != INGESTED:
             return []
         n = tx.execute(
-            # No error_kind: `threads.exhausted` counts only transport and invalid failures, and this
+            # No error_kind: `engine.due.exhausted` counts only transport and invalid failures, and this
             # one is neither, exactly as the compiler treats a request still pending when it runs.
             f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = NULL"
             f" WHERE file_pk = ? AND status = '{RequestState.PENDING}'",

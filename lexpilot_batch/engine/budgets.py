@@ -3,7 +3,7 @@
 OpenAI and Azure limit the tokens queued in batches per model (per usage tier, per deployment: from
 about 100,000 to billions). A batch that would go over is refused as a whole
 (`token_limit_exceeded`). So each model has a budget, and a file is created as a batch only while
-the tokens of that model's batches still running, plus its own, fit (`batches.submit_files`); the
+the tokens of that model's batches still running, plus its own, fit (`submit.submit_files`); the
 rest of a wave waits and goes as earlier batches finish. Files are cut by tokens as well
 (`file_cap`: half the budget, so that two can be in flight), so that every file fits alone.
 
@@ -16,7 +16,7 @@ tokens over the model's last ingested files, plus a `MARGIN`, scales every estim
 
 **The budget** of a model is, first to last: `--max-enqueued-tokens MODEL=N` (remembered by the
 workspace, and replaced by a later value: quotas change with usage tiers), the learned budget
-(after a refusal), the provider profile's documented default (`config.Limits.enqueued_tokens`;
+(after a refusal), the provider profile's documented default (`providers.spec.Limits.enqueued_tokens`;
 none documents one value today), else no budget. After a `token_limit_exceeded` refusal the
 budget is lowered (`lower_after_refusal`): to 90% of the quota the message names when it names
 one, else to 90% of what was enqueued plus the refused file; the refused file goes back to wait

@@ -11,11 +11,11 @@ a wave that was compiled but not yet submitted safe to compile again — after a
 Files are written before the transaction that records them commits; a crash in between leaves
 files that no row describes, and the next compile rewrites them from the same state.
 
-What is due for a case is decided in `threads`; a request's bytes in `request_lines`; its file in
+What is due for a case is decided in `due`; a request's bytes in `providers.lines`; its file in
 `request_files`; which wave to compile into, and the discarding of an unsent one, in `waves`.
 
 Compiling needs routes, never keys: `compile_wave` takes `route(role, model, provider)`, which a
-`providers.session.Session` provides.
+`engine.session.Session` provides.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class CompileResult:
         return self.wave is not None and self.requests > 0
 
 
-# Where a (role, registered model, provider key) goes: `providers.session.Session.route`.
+# Where a (role, registered model, provider key) goes: `engine.session.Session.route`.
 RouteFor = Callable[[str, str, str | None], Route]
 
 

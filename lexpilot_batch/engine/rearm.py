@@ -1,6 +1,6 @@
 """`lexpilot-batch retry`: failed threads become due again, with fresh attempts, in the same run.
 
-A thread fails when one of its steps used up an attempt budget (`threads.exhausted`): a provider
+A thread fails when one of its steps used up an attempt budget (`due.exhausted`): a provider
 outage, a judge that misbehaved for a day. The original benchmark reruns a stage and the case is
 tried again; here the thread becomes active again under the same run id and manifest, and its
 attempts count anew from the next wave (`threads.fresh_after`: attempts made in the waves closed

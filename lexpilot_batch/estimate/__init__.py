@@ -4,11 +4,12 @@
 nothing (`prepare --dry-run`); `estimate_workspace` says the same for the workspace as it stands
 (`status --estimate`). Both read the database only, never a provider.
 
-- `model`: the result (`Estimate` and its parts) and the default assumptions;
+- `assumptions`: the result (`Estimate` and its parts) and the default assumptions;
 - `state`: the workspace read without writing, and the runs a dry run would add to it;
 - `projection`: one (run, case) played forward to its end;
 - `calibration`: the assumptions measured from the workspace's answered requests;
 - `build`: the entry points, the next wave, the projection over every (run, case), and cost;
+- `tail`: the batch round trips with and without `--tail-sync N` or `--tail auto`, and their premium;
 - `render`: the terminal table.
 """
 

@@ -55,7 +55,7 @@ def dry_run_prepare(
     batch_discount: float = DEFAULT_BATCH_DISCOUNT,
     clarify_probability: float | None = None,
 ) -> Estimate:
-    """What `engine.prepare` of `spec` would compile, and the projection; writes nothing.
+    """What `engine.loop.prepare` of `spec` would compile, and the projection; writes nothing.
 
     Checks what `prepare` checks (model, run ids, dataset, prompts, an existing run's manifest)
     and fails the same way. `ws` None means no workspace exists yet. As in `prepare`, the dataset

@@ -3,7 +3,7 @@
 The projection (`projection.Tally.by_wave`) gives each projected wave's expected requests and prompt
 characters per (file group, role). A wave makes a batch round trip when one of its groups travels
 as a batch; with `--tail-sync N`, a group of at most N expected requests travels through chat
-completions instead (`tail_sync.wave_backend`, the compiler's rule), at the list price rather than
+completions instead (`engine.tail.wave_backend`, the compiler's rule), at the list price rather than
 the batch price: the premium. Counts are expectations (the clarification probability weighs each
 branch), so a wave whose groups the projection expects to be small is counted as the compiler would
 decide it on those counts; the real counts of each wave decide when it is compiled. The wave in

@@ -93,7 +93,7 @@ def _line_frame(model: str, url: str, fields: str, api: str = BARE_API) -> tuple
     """A request line's bytes after its id up to its prompt, and after its prompt.
 
     `fields` is the JSON object of the body's fields besides `model` and `messages`
-    (`dialects.RoleRequest.fields`), in the order they are sent.
+    (`bodies.request.RoleRequest.fields`), in the order they are sent.
     """
     line, slot = _shape(api, model, url, json.loads(fields))
     start = _id_start(api) + '""'

@@ -1,25 +1,26 @@
-"""The report: per-run metrics, their mean and sample SD over comparable runs, their intervals,
-model comparisons, interaction statistics, and its renderings.
+"""The report: records out of the workspace, per-run metrics and their mean and sample SD over
+comparable runs, intervals, model comparisons, interaction statistics, every rendering of it, and
+the exports.
 
-Everything here works on in-memory inputs (`RunResults`) and returns a dict or a string; reading
-the database and writing files belong to the caller (`results`, `cli`), except `plots`, which
-writes the figure files it is asked for.
+Only `results`, `produce` and the `exports` read the workspace, and only they and `formats.plots`
+(the figure files it is asked for) write files; the rest works on in-memory inputs (`RunResults`)
+and returns a dict or a string.
 
+- `results`: finished records out of the workspace's database, each run classed with its own
+  cause-class mapping, and the keys that group comparable runs.
 - `document`: the inputs (`RunResults`, `TaskRecords`) and the documented JSON shape (`Report`).
 - `build`: `build_report`, grouping comparable runs into groups and groups into families (same
   comparison key), the warnings above the tables, usage and cost.
-- `family`, `influence`, `inference`: a family's cases and their additive statistics, each case's
-  influence on each metric (clustered or jackknifed), and the pure statistics (t distribution,
-  standard errors, sign-flip, BCa, Holm).
-- `estimates`: each metric per run, its mean, SD, n, standard error and interval.
-- `compare`: paired model comparisons within a family, with `bootstrap`'s paired unstratified
-  resamples for Macro-F1 and QWK. `interaction`: rounds used, stop reasons, DCG success by round.
-- `formats`: `FORMATS` and `render(report, fmt)`, one module per format: `terminal` (the `table`
-  format), `json`, `csv`, `markdown`, `latex`, `html` (with `viewer`'s per-case data and `svg`'s
-  figures).
-- `tables`, `cells` and `layout`: what the text formats share (the side-by-side tables, how a cell
-  reads and the notes on its marks, labels, remarks, settings and usage lines).
-- `figures`: what the three figures show; `svg` draws them inline, `plots` with matplotlib.
+- `produce`: a report from a workspace, the one call `report` and `run` make: load, check, build,
+  figures, the viewer's data, render.
+- `statistics`: a family's cases and their additive statistics, each case's influence, the
+  intervals (`estimates`), paired model comparisons (`compare`, with the `bootstrap` and the
+  `swap` test), and interaction statistics: rounds used, stop reasons, DCG success by round.
+- `formats`: `FORMATS` and `render(report, fmt)`, one module per format (`terminal` for the
+  `table` format, `json`, `csv`, `markdown`, `latex`, `html` with its per-case `viewer`), what the
+  text formats share, and the figures (inline SVG, and files drawn with matplotlib by `plots`).
+- `exports`: `export --layout seed` (the original code's result files) and `--layout cases` (one
+  row per case).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from lexpilot_batch.report.document import (
     Usage,
 )
 from lexpilot_batch.report.formats import FORMATS, render
-from lexpilot_batch.report.latex import latex_escape
-from lexpilot_batch.report.viewer import viewer_data
+from lexpilot_batch.report.formats.latex import latex_escape
+from lexpilot_batch.report.formats.viewer import viewer_data
 
 __all__ = [
     "FORMATS",

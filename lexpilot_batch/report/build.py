@@ -27,11 +27,11 @@ from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
-from lexpilot_batch.report import bootstrap, compare, estimates, inference, swap
-from lexpilot_batch.report.compare import check_adjust, check_baseline
 from lexpilot_batch.report.document import Report, RunResults
-from lexpilot_batch.report.family import Family, cases_by_class
-from lexpilot_batch.report.interaction import interaction_stats
+from lexpilot_batch.report.statistics import bootstrap, compare, estimates, inference, swap
+from lexpilot_batch.report.statistics.compare import check_adjust, check_baseline
+from lexpilot_batch.report.statistics.family import Family, cases_by_class
+from lexpilot_batch.report.statistics.interaction import interaction_stats
 
 ROLE_ORDER = ("eval", "user", "judge")
 BENCHMARK_CASES = 432  # the LexPilot benchmark's cases (the seed README): fewer is a subset or another dataset

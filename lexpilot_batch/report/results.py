@@ -52,7 +52,7 @@ def group_key(manifest: dict) -> str:
 
 def comparison_key(manifest: dict) -> str:
     """The group key but for the evaluated model: groups that share it differ only in the model
-    and are compared case by case (`report.compare`).
+    and are compared case by case (`report.statistics.compare`).
 
     It always holds the cause-class mapping (when the manifest names one: the bootstrap resamples
     cases within classes, so two mappings are never compared) and what the user and judge requests

@@ -14,7 +14,7 @@ faults. Modules:
 - `latency`: how long a batch and a synchronous call take
 - `batches`: input validation, the simulated run, the batch lifecycle over time
 - `completions`: chat.completion bodies with usage, truncation and malformed judge output
-- `models`: the simulated roles, recognised from the prompt
+- `roles`: the simulated roles, recognised from the prompt
 - `faults`: the fault spec (`parse_faults`) and its deterministic dice
 - `store`: the persisted state folder
 

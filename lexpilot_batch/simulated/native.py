@@ -76,7 +76,7 @@ def run(
 
 def lines_sha256(requests: list[Any]) -> str:
     """The SHA-256 of inline requests as the request file they were read from: a line of compact
-    UTF-8 JSON each, as `request_lines` writes them (keys in the order they came)."""
+    UTF-8 JSON each, as `providers.lines` writes them (keys in the order they came)."""
     digest = hashlib.sha256()
     for request in requests:
         digest.update((_compact(request) + "\n").encode("utf-8"))

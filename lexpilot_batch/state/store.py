@@ -219,7 +219,7 @@ def _m0008_rescore_interaction_fields(db: sqlite3.Connection) -> None:
 def _m0009_operations(db: sqlite3.Connection) -> None:
     # What a long run against real providers needs (issue 16):
     # - threads.fresh_after: `lexpilot-batch retry` gave the thread fresh attempts; attempts made in
-    #   waves up to this one no longer count against its budgets (`threads.exhausted`).
+    #   waves up to this one no longer count against its budgets (`engine.due.exhausted`).
     # - retries: what each `retry` made due again, shown by `status`.
     # - files.url: the endpoint path its lines name, which its batch is created for.
     # - files.tokens: estimated input tokens of its requests (`budgets`), for enqueued-token budgets.

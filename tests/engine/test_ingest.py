@@ -26,10 +26,10 @@ from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.ids import id_tag
-from lexpilot_batch.report import status
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.completions import complete
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.status import detail
 from lexpilot_batch.util import resources
 from lexpilot_batch.util.jsonbounds import MAX_LINE_BYTES
 
@@ -122,7 +122,7 @@ def test_the_same_good_file_ingested_twice_is_a_quiet_no_op(ws, tmp_path):
         assert (again.answered, again.failed, again.duplicates, again.conflicts, done) == (0, 0, 6, 0, [])
         assert again.anomalies == [] and not anomalies(ws)
     assert request_rows(ws) == before
-    assert status.collect(ws)["anomalies"] == 0
+    assert detail.collect(ws)["anomalies"] == 0
     assert doctor.ANOMALIES not in {f.kind for f in doctor.diagnose(ws)}
 
 
@@ -247,7 +247,7 @@ def test_invalid_utf8_in_an_answer_is_an_anomaly_and_the_answer_unusable(ws, tmp
     ((found,),) = [[a] for a in anomalies(ws)]
     assert found["kind"] == "invalid_utf8" and found["custom_id"] == target
     assert "out.jsonl line 1" in found["detail"]
-    assert status.collect(ws)["anomalies"] == 1
+    assert detail.collect(ws)["anomalies"] == 1
 
 
 def reversed_sample(tmp_path: Path) -> Path:

@@ -12,8 +12,8 @@ from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.data import load_dataset
 from lexpilot_batch.errors import WorkspaceBusy
-from lexpilot_batch.report import status
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.status import detail
 
 
 @pytest.fixture
@@ -126,7 +126,7 @@ def test_faults_still_score_every_history_exactly_once(tmp_path):
         ).fetchall()
         assert all(r["n"] == 1 for r in answered)
         assert len(answered) == 4 * n_cases
-        info = status.collect(ws)
+        info = detail.collect(ws)
         assert info["retried_requests"] > 0
         assert sum(c["failed"] for c in info["requests"].values()) > 0
         assert wave_count(ws) > 2
@@ -144,7 +144,7 @@ def test_whole_benchmark_two_models_several_runs_within_the_wave_budget(tmp_path
             finish(ws, session)
         finally:
             session.close()
-        info = status.collect(ws)
+        info = detail.collect(ws)
         assert info["waves"] == wave_count(ws) <= max_waves
         assert all(c["in_flight"] == 0 and c["failed"] == 0 for r in info["runs"] for c in r["tasks"].values())
         assert len(info["runs"]) == 6 and all(len(r["tasks"]) == 5 for r in info["runs"])
@@ -185,7 +185,7 @@ def test_faults_change_no_record(tmp_path):
             finally:
                 session.close()
             assert set(thread_counts(ws)) == {"done"}
-            outcomes.append((records(ws), status.collect(ws)["retried_requests"]))
+            outcomes.append((records(ws), detail.collect(ws)["retried_requests"]))
     assert outcomes[1][1] > 0, "the faults must have caused retries"
     assert outcomes[0][0] == outcomes[1][0]
 

@@ -334,7 +334,7 @@ def test_tail_auto_and_tail_sync_together_are_refused_and_one_given_wins_over_th
 
 def test_a_model_flex_kept_refusing_is_named_by_status_and_a_flag_puts_it_back(tmp_path: Path) -> None:
     from lexpilot_batch.engine.tail import FLEX_REFUSED
-    from lexpilot_batch.report.summary import render_summary, summarize
+    from lexpilot_batch.status.summary import render_summary, summarize
 
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws, tail="auto")

@@ -468,8 +468,8 @@ def load_prices_of(model: str) -> dict[str, float]:
 
 
 def projected_cost(ws: Workspace, session, prices: dict) -> tuple[float, float, Estimate]:
-    """`status`'s total cost so far and projected cost (`report.summary`, over the estimate)."""
-    from lexpilot_batch.report.summary import summarize
+    """`status`'s total cost so far and projected cost (`status.summary`, over the estimate)."""
+    from lexpilot_batch.status.summary import summarize
 
     estimate = estimate_workspace(ws, session, prices)
     expected: dict[str, float | None] = {

@@ -16,9 +16,10 @@ from engine_helpers import finish, open_session, records
 
 from lexpilot_batch.data import SAMPLE_NOTE, load_categories, load_dataset
 from lexpilot_batch.engine.loop import prepare
-from lexpilot_batch.report import build_report, render, status
+from lexpilot_batch.report import build_report, render
 from lexpilot_batch.report.results import comparison_key, group_key, load_run_results
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.status import detail
 from lexpilot_batch.study.runs import RunSpec
 
 N_CASES = 6
@@ -93,9 +94,9 @@ def test_runs_of_the_bundled_sample_are_named_so_by_report_and_status(two_mappin
     for fmt in ("table", "markdown", "latex"):
         assert SAMPLE_NOTE in render(report, fmt), fmt
     assert all(row["bundled_sample"] == "true" for row in csv.DictReader(io.StringIO(render(report, "csv"))))
-    collected = status.collect(ws)
+    collected = detail.collect(ws)
     assert [r["bundled_sample"] for r in collected["runs"]] == [True, True]
-    assert status.render(collected).count(SAMPLE_NOTE) == 2
+    assert detail.render(collected).count(SAMPLE_NOTE) == 2
 
 
 # The bundled mapping before it followed the official regulation, as the previous version stored it.

@@ -48,11 +48,12 @@ from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.providers.routing.endpoints import VLLM_ENDPOINT
 from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
-from lexpilot_batch.report import results, status
+from lexpilot_batch.report import results
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.state import compaction
 from lexpilot_batch.state.waves import LOST_AFTER
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.status import detail
 
 THREADS = 6 * LIMIT
 
@@ -68,7 +69,7 @@ def healthy_after(faults: str, **options) -> object:
     def drive(ws: Workspace, session: Session) -> None:
         finish(ws, session)
         session.close()
-        assert {t["task"] for t in status.collect(ws)["failed_threads"]}, "no thread failed"
+        assert {t["task"] for t in detail.collect(ws)["failed_threads"]}, "no thread failed"
         again = open_session(ws, "", retries=8)
         try:
             retry_and_finish(ws, again)
@@ -310,7 +311,7 @@ def test_a_permanent_4xx_fails_the_thread_at_once_and_retry_mends_it(tmp_path, b
 
     def drive(ws: Workspace, session: Session) -> None:
         finish(ws, session)
-        failed = status.collect(ws)["failed_threads"]
+        failed = detail.collect(ws)["failed_threads"]
         seen["reasons"] = [t["reason"] for t in failed]
         seen["attempts"] = ws.store.conn.execute(
             "SELECT MAX(attempt) FROM requests WHERE error_kind = 'permanent'"

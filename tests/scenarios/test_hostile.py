@@ -29,7 +29,7 @@ from lexpilot_batch.engine.loop import poll_and_advance, submit
 from lexpilot_batch.engine.poll import poll_files
 from lexpilot_batch.engine.submit import TamperedFile
 from lexpilot_batch.errors import ConfigError, DataError, LexpilotError
-from lexpilot_batch.report.export import export_seed
+from lexpilot_batch.report.exports.seed import export_seed
 from lexpilot_batch.state.compaction import read_saved, saved_exists, saved_files
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.runs import RunSpec

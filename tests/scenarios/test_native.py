@@ -27,11 +27,11 @@ from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
 from lexpilot_batch.providers.google import client as google_client  # noqa: E402
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.sync import runner as sync_module
-from lexpilot_batch.report import status
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
 from lexpilot_batch.simulated.faults import ROUTES  # noqa: E402
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.status import detail
 from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util import clock as waits
 
@@ -91,7 +91,7 @@ def _outcome(ws: Workspace) -> dict:
         },
         "files": [dict(r) for r in db.execute("SELECT * FROM files ORDER BY pk")],
         "threads": Counter(r[0] for r in db.execute("SELECT status FROM threads")),
-        "status": status.render(status.collect(ws)),
+        "status": detail.render(detail.collect(ws)),
         "anomalies": db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0],
         "root": ws.root,
     }

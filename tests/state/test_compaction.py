@@ -14,8 +14,8 @@ from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 
 from lexpilot_batch import doctor
 from lexpilot_batch.engine.loop import poll_and_advance
-from lexpilot_batch.report.case_export import export_cases
-from lexpilot_batch.report.export import export_seed
+from lexpilot_batch.report.exports.cases import export_cases
+from lexpilot_batch.report.exports.seed import export_seed
 from lexpilot_batch.report.produce import ReportOptions, produce_report
 from lexpilot_batch.report.results import load_run_results
 from lexpilot_batch.state import compaction

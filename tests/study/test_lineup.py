@@ -16,9 +16,9 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare, submit
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.report import status
 from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace, slug
+from lexpilot_batch.status import detail
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunSpec
 
@@ -183,7 +183,7 @@ def test_two_models_on_two_providers_move_in_the_same_waves_as_on_one(tmp_path, 
             by_wave = defaultdict(set)
             for r in ws.store.conn.execute("SELECT wave, model, endpoint FROM files"):
                 by_wave[r["wave"]].add((r["model"], r["endpoint"]))
-            shown = status.collect(ws)["runs"][0]
+            shown = detail.collect(ws)["runs"][0]
         batches = [len(list((tmp_path / name / "batches").glob("*.json"))) for name in ("sima", "simb")]
     assert all(n > 0 for n in batches)  # both providers ran batches
     assert {("openai-api/sima/m1", sima.url), ("openai-api/simb/m2", simb.url)} <= by_wave[1]  # the same wave

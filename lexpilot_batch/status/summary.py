@@ -1,0 +1,259 @@
+"""`status` on one screen: per model, threads done / active / failed, tokens and cost so far
+against the projection; the wave and the batches in flight with their age; what blocks, if
+anything; and the one command to run next. `status --verbose` shows the full detail (`detail`).
+
+Read from the database only (and, for the projection, the estimate, which sends nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from lexpilot_batch.engine.tail import flex_refused
+from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
+from lexpilot_batch.providers.prices import total as total_cost
+from lexpilot_batch.state.queries import check_run_filters
+from lexpilot_batch.state.states import FileState, RequestState, ThreadState
+from lexpilot_batch.state.waves import OPEN, files_in, work_left
+from lexpilot_batch.state.workspace import Workspace, command_hint
+from lexpilot_batch.util.columns import aligned
+from lexpilot_batch.util.text import terminal_safe
+
+
+@dataclass(frozen=True)
+class Filters:
+    run_ids: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+
+    def keeps(self, run_id: str, model: str) -> bool:
+        return (not self.run_ids or run_id in self.run_ids) and (not self.models or model in self.models)
+
+
+def summarize(
+    ws: Workspace,
+    filters: Filters = Filters(),
+    prices: Prices | None = None,
+    projected: dict[str, float | None] | None = None,
+    discount: float = DEFAULT_BATCH_DISCOUNT,
+) -> dict[str, Any]:
+    """The summary's data (`status --format json` has it as `summary`); `projected` is each
+    model's projected cost of what is left (`Estimate.projection_cost_by_model`, expected)."""
+    db = ws.store.conn
+    check_run_filters(db, filters.run_ids, filters.models)
+    runs = [
+        (pk, run_id, model, json.loads(manifest))
+        for pk, run_id, model, manifest in db.execute("SELECT pk, run_id, model, manifest FROM runs ORDER BY pk")
+        if filters.keeps(run_id, model)
+    ]
+    kept = {pk for pk, *_ in runs}
+    models: dict[str, dict[str, Any]] = {}
+    for pk, run_id, model, _ in runs:
+        entry = models.setdefault(model, _model_entry())
+        entry["runs"].append(run_id)
+        for status, n in db.execute("SELECT status, COUNT(*) FROM threads WHERE run_pk = ? GROUP BY status", (pk,)):
+            entry["threads"][{ThreadState.DONE: "done", ThreadState.ACTIVE: "active"}.get(status, "failed")] += n
+    # Tokens and cost so far, each model over every role it serves in the kept runs.
+    role_model = {pk: {"eval": model, "user": m["user_model"], "judge": m["judge_model"]} for pk, _, model, m in runs}
+    for of_run in role_model.values():  # every model the kept runs use, in each role it serves
+        for role, model in of_run.items():
+            roles = models.setdefault(model, _model_entry())["roles"]
+            if role not in roles:
+                roles.append(role)
+    for run_pk, role, backend, prompt, completion, cached, written in _usage(db):
+        if run_pk not in kept:
+            continue
+        model = role_model[run_pk][role]
+        entry = models.setdefault(model, _model_entry())
+        entry["prompt_tokens"] += prompt
+        entry["completion_tokens"] += completion
+        price = price_for(prices, role, model)
+        entry["costs"].append(cost_usd(prompt, completion, price, backend, discount, cached, written))
+    for model, entry in models.items():
+        costs = entry.pop("costs")
+        entry["cost_usd"] = total_cost(costs) if costs else (0.0 if price_for(prices, "eval", model) else None)
+        left = None if projected is None else projected.get(model, 0.0)  # absent: nothing left for it
+        entry["projected_cost_usd"] = None if left is None or entry["cost_usd"] is None else entry["cost_usd"] + left
+    left_work = work_left(ws)
+    now = time.time()
+    in_flight = [
+        {
+            "wave": f["wave"],
+            "path": f["path"],
+            "backend": f["backend"],
+            "batch_status": f["batch_status"],
+            "age_s": round(now - f["submitted_at"]) if f["submitted_at"] else None,
+            "requests": f["n_requests"],
+            "request_counts": json.loads(f["request_counts"]) if f["request_counts"] else None,
+        }
+        for f in files_in(db, OPEN)
+        if f["status"] == FileState.SUBMITTED
+    ]
+    waves = db.execute("SELECT COUNT(*), MIN(CASE WHEN closed_at IS NULL THEN n END) FROM waves").fetchone()
+    failed = sum(e["threads"]["failed"] for e in models.values())
+    blockers = _blockers(ws, left_work, failed)
+    command, why = next_command(ws, left_work, failed, bool(runs))
+    return {
+        "models": models,
+        "waves": waves[0],
+        "open_wave": waves[1],
+        "in_flight": in_flight,
+        "work_left": left_work,
+        "blockers": blockers,
+        "next": command,
+        "next_why": why,
+        "flex_refused": flex_refused(db),
+    }
+
+
+def _model_entry() -> dict[str, Any]:
+    return {
+        "runs": [],
+        "roles": [],
+        "threads": {"done": 0, "active": 0, "failed": 0},
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "costs": [],
+    }
+
+
+def _usage(db: sqlite3.Connection) -> list[tuple[int, str, str, int, int, int, int]]:
+    return db.execute(
+        "SELECT q.run_pk, q.role, f.backend, SUM(COALESCE(q.prompt_tokens, 0)), SUM(COALESCE(q.completion_tokens, 0)),"
+        " SUM(COALESCE(q.cached_tokens, 0)), SUM(COALESCE(q.cache_write_tokens, 0))"
+        f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
+        " GROUP BY q.run_pk, q.role, f.backend"
+    ).fetchall()
+
+
+def _blockers(ws: Workspace, left: dict[str, int], failed: int) -> list[str]:
+    db = ws.store.conn
+    out = []
+    if failed:
+        top = db.execute(
+            f"SELECT reason, COUNT(*) AS n FROM threads WHERE status = '{ThreadState.FAILED}'"
+            " GROUP BY reason ORDER BY n DESC LIMIT 1"
+        ).fetchone()
+        # A reason quotes the provider: one line of it, escaped, whatever it holds.
+        why = f"; most often: {terminal_safe(str(top['reason'] or ''))[:160]}" if top is not None else ""
+        out.append(
+            f"{failed} failed thread(s), out of attempts: the run is incomplete until "
+            f"`{ws.command('retry')}` makes them due again (`{ws.command('status --verbose')}` names them){why}"
+        )
+    if left["waiting_manual"]:
+        out.append(f"{left['waiting_manual']} file(s) wait for you to run them and `{ws.command('ingest FILE')}`")
+    lost = db.execute(f"SELECT COUNT(*) FROM files WHERE status = '{FileState.LOST}'").fetchone()[0]
+    if lost:
+        out.append(f"{lost} batch(es) lost by the provider; their requests are sent again")
+    anomalies = db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0]
+    if anomalies:
+        out.append(f"{anomalies} ingest anomalies (result lines never applied): `{ws.command('doctor')}` lists them")
+    return out
+
+
+def next_command(ws: Workspace, left: dict[str, int], failed: int, has_runs: bool) -> tuple[str, str]:
+    """The one command that moves the workspace on from here, and why."""
+    wait = ws.command("poll-and-advance --submit --wait")
+    if not has_runs:
+        return command_hint("prepare --stage all --run-id run1 --model M --dataset FILE", ws.given_root), "no runs yet"
+    if left["waiting_manual"] and left["waiting_manual"] == left["in_flight"]:
+        return ws.command("ingest FILE"), "for each output of the files left to you (manual backend)"
+    if left["unsubmitted"] and not left["in_flight"]:
+        return wait, f"{left['unsubmitted']} compiled file(s) wait to be submitted (or `{ws.command('submit')}` alone)"
+    if left["in_flight"]:
+        return wait, "batches are in flight: it polls until they finish and sends the next waves"
+    if left["active_threads"]:
+        return wait, "threads have requests due"
+    if failed:
+        return ws.command("retry"), f"failed threads are out of attempts; then `{wait}`"
+    return ws.command("report --format html --out report.html"), "every thread is finished"
+
+
+def _tokens(n: int) -> str:
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _usd(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = max(0, round(seconds))
+    return f"{s}s" if s < 60 else f"{s // 60}m{s % 60:02d}s" if s < 3600 else f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def render_summary(summary: dict[str, Any], root_text: str) -> str:
+    wave = summary["open_wave"]
+    lines = [
+        f"Workspace {root_text}: {summary['waves']} wave(s) compiled"
+        + (f", wave {wave} open" if wave else ", none open")
+    ]
+    if summary["models"]:
+        rows = [["model", "runs", "done", "active", "failed", "tokens in/out", "cost so far", "projected"]]
+        totals = {"done": 0, "active": 0, "failed": 0, "p": 0, "c": 0}
+        costs, projected = [], []
+        for model, e in summary["models"].items():
+            t = e["threads"]
+            rows.append(
+                [
+                    terminal_safe(model),
+                    ",".join(e["runs"]) or "as " + "/".join(e["roles"]),
+                    *((f"{t['done']:,}", f"{t['active']:,}", f"{t['failed']:,}") if e["runs"] else ("-", "-", "-")),
+                    f"{_tokens(e['prompt_tokens'])} / {_tokens(e['completion_tokens'])}",
+                    _usd(e["cost_usd"]),
+                    _usd(e["projected_cost_usd"]),
+                ]
+            )
+            for k in ("done", "active", "failed"):
+                totals[k] += t[k]
+            totals["p"] += e["prompt_tokens"]
+            totals["c"] += e["completion_tokens"]
+            costs.append(e["cost_usd"])
+            projected.append(e["projected_cost_usd"])
+        rows.append(
+            [
+                "total",
+                "",
+                f"{totals['done']:,}",
+                f"{totals['active']:,}",
+                f"{totals['failed']:,}",
+                f"{_tokens(totals['p'])} / {_tokens(totals['c'])}",
+                _usd(total_cost(costs)),
+                _usd(total_cost(projected)),
+            ]
+        )
+        lines.append("")
+        lines += aligned(rows, "llrrrrrr")
+        lines.append("  (threads per model over its runs; tokens and cost over every role the model serves)")
+    flying = summary["in_flight"]
+    if flying:
+        oldest = max((f["age_s"] or 0 for f in flying), default=0)
+        lines.append(
+            f"\nIn flight: {len(flying)} batch file(s) of wave {flying[0]['wave']}, the oldest {_age(oldest)}:"
+        )
+        for f in flying[:6]:
+            counts = f["request_counts"] or {}
+            done = counts.get("completed", 0) + counts.get("failed", 0)
+            status = terminal_safe(f["batch_status"] or f["backend"])  # the provider's word: one line
+            lines.append(f"  {f['path']}  {status}  {done}/{counts.get('total') or f['requests']}  {_age(f['age_s'])}")
+        if len(flying) > 6:
+            lines.append(f"  ... and {len(flying) - 6} more")
+    refused = summary.get("flex_refused") or []
+    if refused:
+        names = ", ".join(terminal_safe(m) for m in refused)
+        lines.append(
+            f"\nFlex: {names} kept refusing flex calls and travel by batch from now on "
+            f"(--flex {terminal_safe(refused[0])}=on on a later command tries flex again)"
+        )
+    for blocker in summary["blockers"]:
+        lines.append(f"\nBlocked: {blocker}")
+    lines.append(f"\nNext: {summary['next']}   ({summary['next_why']})")
+    return "\n".join(lines)
