@@ -38,6 +38,7 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.backends import MANUAL, RUN_HERE, SYNC
 from lexpilot_batch.providers.batch import BatchBackend, BatchInfo, BatchNotFound, BatchStatus
 from lexpilot_batch.providers.sync.runner import FlexRefused, saved_custom_ids
+from lexpilot_batch.state.store import write_meta
 from lexpilot_batch.state.waves import (
     IN_FLIGHT,
     LOST_AFTER,
@@ -51,6 +52,7 @@ from lexpilot_batch.state.waves import (
     mark_lost,
     refused,
     set_file,
+    update_file,
 )
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util.fileio import file_sha256
@@ -166,7 +168,7 @@ def _not_found(ws: Workspace, row: dict, listed: set[str] | None, message: str) 
     listing of our batches works and does not show it, the batch is lost. Returns whether it is."""
     count = (row["not_found"] or 0) + 1
     with ws.store.transaction() as db:
-        db.execute("UPDATE files SET not_found = ? WHERE pk = ?", (count, row["pk"]))
+        update_file(db, row["pk"], not_found=count)
         if count >= LOST_AFTER and listed is not None and row["batch_id"] not in listed:
             mark_lost(db, row["pk"], lost_reason(row["batch_id"], f"HTTP 404 {count} times in a row"))
             return True
@@ -230,7 +232,7 @@ def _fall_back(ws: Workspace, row: dict, out: Path, why: str) -> None:
     counts = {"total": row["n_requests"], "completed": saved, "failed": 0}
     with ws.store.transaction() as db:
         refused = set(flex_refused(db)) | {row["model"]}
-        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (FLEX_REFUSED, json.dumps(sorted(refused))))
+        write_meta(db, FLEX_REFUSED, json.dumps(sorted(refused)))
         mark_downloaded(
             db,
             row["pk"],
