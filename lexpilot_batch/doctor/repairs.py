@@ -16,7 +16,7 @@ from lexpilot_batch.doctor.findings import (
 )
 from lexpilot_batch.engine.compiler import compile_wave
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.state.states import RequestState
+from lexpilot_batch.state.requests import fail_pending_of_file
 from lexpilot_batch.state.waves import (
     DOWNLOADED,
     INGESTED,
@@ -131,13 +131,9 @@ def _fail_pending(ws: Workspace, rel: str) -> list[str]:
         row = file_at(tx, rel)
         if row is None or row["status"] != INGESTED:
             return []
-        n = tx.execute(
-            # No error_kind: `threads.exhausted` counts only transport and invalid failures, and this
-            # one is neither, exactly as the compiler treats a request still pending when it runs.
-            f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = NULL"
-            f" WHERE file_pk = ? AND status = '{RequestState.PENDING}'",
-            (PENDING_FAILED, row["pk"]),
-        ).rowcount
+        # No error_kind: `threads.exhausted` counts only transport and invalid failures, and this
+        # one is neither, exactly as the compiler treats a request still pending when it runs.
+        n = fail_pending_of_file(tx, row["pk"], PENDING_FAILED, None)
     return [f"{rel}: failed {n} request(s) left pending"] if n else []
 
 

@@ -53,7 +53,9 @@ from lexpilot_batch.providers.ids import id_parts, id_tag
 from lexpilot_batch.providers.lines import any_our_id
 from lexpilot_batch.providers.registry import file_api, result_reader
 from lexpilot_batch.providers.results import Normalise
+from lexpilot_batch.state.anomalies import record_anomaly
 from lexpilot_batch.state.compaction import saved_exists
+from lexpilot_batch.state.requests import apply_results, fail_requests
 from lexpilot_batch.state.states import UNEXECUTED, RequestState
 from lexpilot_batch.state.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
 from lexpilot_batch.state.workspace import Workspace
@@ -150,10 +152,7 @@ def apply_result_files(
         if (kind, custom_id, detail) in recorded:
             return  # seen before (the same file again): reported then
         recorded.add((kind, custom_id, detail))
-        db.execute(
-            "INSERT INTO anomalies (file_pk, kind, custom_id, detail, at) VALUES (?, ?, ?, ?, ?)",
-            (file_pk, kind, custom_id, detail, now),
-        )
+        record_anomaly(db, file_pk, kind, custom_id, detail, now)
         stats.anomalies.append(f"{kind}: {detail}")
 
     for path in paths:
@@ -230,11 +229,7 @@ def apply_result_files(
     # In key order rather than the shuffled order of the lines, so that each page of the table is
     # visited once (every request is written at most once: the order changes nothing else).
     updates.sort(key=_last)
-    db.executemany(
-        "UPDATE requests SET status = ?, text = ?, value = ?, error = ?, error_kind = ?, prompt_tokens = ?,"
-        " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ?, cache_write_tokens = ? WHERE pk = ?",
-        updates,
-    )
+    apply_results(db, updates)
     if unanswered_reason is not None:
         leftover = [
             (unanswered_reason, unanswered_kind, r[0])
@@ -242,9 +237,7 @@ def apply_result_files(
             if cid not in seen and r[3] == RequestState.PENDING
         ]
         stats.missing = len(leftover)
-        db.executemany(
-            f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = ? WHERE pk = ?", leftover
-        )
+        fail_requests(db, leftover)
     return stats
 
 

@@ -44,6 +44,7 @@ from typing import Any
 
 from lexpilot_batch.providers.backends import RUN_HERE
 from lexpilot_batch.providers.batch import BatchStatus
+from lexpilot_batch.state.requests import delete_of_file, delete_of_wave, fail_pending_of_file
 from lexpilot_batch.state.states import UNEXECUTED, FileState, RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util.fileio import file_sha256
@@ -182,7 +183,7 @@ def forget_results(db: sqlite3.Connection, pk: int) -> None:
 def discard_unsent_file(db: sqlite3.Connection, pk: int) -> None:
     """Forget an unsent file (`unsent`) and its requests: the next compile asks them again. Batches
     the provider refused for it stay recorded (`other_batches`), no longer tied to a file."""
-    db.execute("DELETE FROM requests WHERE file_pk = ?", (pk,))
+    delete_of_file(db, pk)
     db.execute("UPDATE other_batches SET file_pk = NULL WHERE file_pk = ?", (pk,))
     db.execute("DELETE FROM files WHERE pk = ?", (pk,))
 
@@ -291,11 +292,7 @@ def mark_lost(db: sqlite3.Connection, pk: int, reason: str) -> int:
     """`submitted` -> `lost`: the provider no longer knows the file's batch. Its pending requests
     fail as never run (`unexecuted`, which does not use up --retries) and the next wave asks them
     again. Returns how many."""
-    n = db.execute(
-        f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = '{UNEXECUTED}'"
-        f" WHERE file_pk = ? AND status = '{RequestState.PENDING}'",
-        (reason, pk),
-    ).rowcount
+    n = fail_pending_of_file(db, pk, reason, UNEXECUTED)
     db.execute(
         f"UPDATE files SET status = ?, batch_status = '{FileState.LOST}', finished_at = ? WHERE pk = ? AND status = ?",
         (LOST, time.time(), pk, SUBMITTED),
@@ -360,7 +357,7 @@ def discard_unsent_wave(db: sqlite3.Connection, wave: int) -> list[str]:
     Compiling is deterministic, so compiling that wave again writes the same requests, byte for byte.
     """
     files = [r["path"] for r in db.execute("SELECT path FROM files WHERE wave = ?", (wave,))]
-    db.execute("DELETE FROM requests WHERE wave = ?", (wave,))
+    delete_of_wave(db, wave)
     db.execute(
         "UPDATE other_batches SET file_pk = NULL WHERE file_pk IN (SELECT pk FROM files WHERE wave = ?)", (wave,)
     )
