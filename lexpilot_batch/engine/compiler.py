@@ -46,6 +46,7 @@ from lexpilot_batch.providers.lines import line_fingerprint, line_head
 from lexpilot_batch.providers.routing.routes import Route
 from lexpilot_batch.state.requests import REQUEST_COLUMNS, NewRequest, RequestRow, discard_unneeded, insert_pending
 from lexpilot_batch.state.states import RequestState, ThreadState
+from lexpilot_batch.state.threads import Finished, finish_threads
 from lexpilot_batch.state.waves import discard_unsent_wave, drop_empty_wave, open_wave, target_wave
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import role_requests
@@ -194,7 +195,7 @@ def _advance_all(
     # disable=None: a bar on a terminal (large waves take a while), silence in logs and pipes.
     bar = Bar(total=n_groups, desc=f"compiling wave {writer.wave}", unit="case", disable=None, leave=False)
     new_requests: list[NewRequest] = []
-    thread_updates: list[tuple] = []
+    thread_updates: list[Finished] = []
     discards: list[tuple[int, int, str]] = []
     try:
         # Case-major order keeps each case's parsed data hot in the cache across runs.
@@ -368,10 +369,10 @@ def _request(run: RunContext, case_idx: int, step: Step, attempts: list[RequestR
     )
 
 
-def _finish_threads(db: sqlite3.Connection, rows: list[tuple]) -> None:
+def _finish_threads(db: sqlite3.Connection, rows: list[Finished]) -> None:
     # Finished records carry whole histories: written in chunks, a wave that finishes every
     # thread of a 20x dataset would otherwise hold gigabytes of them until its end.
-    db.executemany("UPDATE threads SET status = ?, record = ?, score = ?, reason = ? WHERE pk = ?", rows)
+    finish_threads(db, rows)
     rows.clear()
 
 

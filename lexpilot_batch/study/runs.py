@@ -32,7 +32,7 @@ from lexpilot_batch.data.dataset import bundled_sample_sha256
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
 from lexpilot_batch.providers.bodies.request import RoleRequest, legacy_request
 from lexpilot_batch.providers.routing.endpoints import endpoint_identity
-from lexpilot_batch.state.states import ThreadState
+from lexpilot_batch.state.threads import insert_threads
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.util.fileio import write_atomic
@@ -432,12 +432,7 @@ def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: DatasetF
     """
     rows = [(run.pk, task, i, variant) for task, i, variant in run_threads(run.manifest, tasks, dataset.variants)]
     with ws.store.transaction() as db:
-        before = db.total_changes
-        db.executemany(
-            f"INSERT OR IGNORE INTO threads (run_pk, task, case_idx, variant, status) VALUES (?, ?, ?, ?, '{ThreadState.ACTIVE}')",
-            rows,
-        )
-        return db.total_changes - before
+        return insert_threads(db, rows)
 
 
 def run_threads(
