@@ -70,6 +70,7 @@ def _declare_lost(ws: Workspace, rel: str) -> list[str]:
         row = file_at(tx, rel)
         if row is None or row["status"] != SUBMITTED or not row["not_found"]:
             return []
+        assert row["batch_id"] is not None  # a submitted file's
         n = mark_lost(tx, row["pk"], lost_reason(row["batch_id"], "HTTP 404; declared lost by `doctor --repair`"))
     return [
         f"{rel}: batch {row['batch_id']} declared lost; its {n} unanswered request(s) are sent again in the next wave"
@@ -118,9 +119,9 @@ def _forget_results(ws: Workspace, rel: str) -> list[str]:
     if row is None or row["status"] != DOWNLOADED:
         return []
     # Damaged files are set aside before the database forgets them, so a sync run never resumes from one.
-    for column in ("output_path", "error_path"):
-        if row[column] and ws.path(row[column]).exists():
-            _set_aside(ws, row[column], "damaged")
+    for saved in (row["output_path"], row["error_path"]):
+        if saved and ws.path(saved).exists():
+            _set_aside(ws, saved, "damaged")
     with ws.store.transaction() as tx:
         forget_results(tx, row["pk"])
     return [f"{rel}: forgot its saved results; the next poll-and-advance downloads them again"]
