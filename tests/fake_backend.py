@@ -246,8 +246,9 @@ def sending_to(ws: Workspace, fake: FakeBackend, monkeypatch: pytest.MonkeyPatch
     return session
 
 
-def file_rows(ws: Workspace) -> list[dict[str, Any]]:
-    """Every file of the workspace, in the order they were compiled."""
+def file_rows(ws: Workspace) -> list[Any]:
+    """Every file of the workspace, in the order they were compiled: each a `waves.FileRow`, typed
+    loosely so that a test reads any column without first ruling out NULL."""
     return [dict(r) for r in ws.store.conn.execute("SELECT * FROM files ORDER BY pk")]
 
 

@@ -209,4 +209,4 @@ def test_the_sweep_lists_back_from_the_oldest_batch_in_flight(ws, monkeypatch):
     sweep(ws, session, file_rows(ws), [])
     name, since = fake.calls[-1]
     assert name == "batches" and float(since) == 1000.0 - recovery.SWEEP_MARGIN
-    assert sweep(ws, session, [{**row, "status": FileState.SUBMITTED, "backend": "sync"}], []) == {}
+    assert sweep(ws, session, [row | {"status": FileState.SUBMITTED, "backend": "sync"}], []) == {}

@@ -419,7 +419,7 @@ def test_crash_between_batch_create_and_commit_adopts_the_batch(tmp_path, monkey
             with pytest.raises(KeyboardInterrupt):
                 submit_command(ws, session)
             monkeypatch.setattr(submit, "record_batch", real_record)
-            row = dict(ws.store.conn.execute("SELECT * FROM files").fetchone())
+            row = file_rows(ws)[0]
             assert row["status"] == "creating"
             result = submit_command(ws, session)
             assert result.adopted == [row["path"]]

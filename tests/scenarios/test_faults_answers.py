@@ -36,6 +36,7 @@ from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.providers.sync.runner import SyncRunner
 from lexpilot_batch.simulated.roles import is_question
 from lexpilot_batch.state.compaction import read_saved, saved_files
+from lexpilot_batch.state.waves import FileRow
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import resources
 from lexpilot_batch.util.jsonbounds import MAX_DEPTH
@@ -301,7 +302,7 @@ def test_a_line_nested_100000_deep_is_sent_again_and_wedges_nothing(tmp_path, ba
     real_ingest = poll.ingest_file
     crashed: set[str] = set()
 
-    def ingest_or_crash(ws: Workspace, row: dict):
+    def ingest_or_crash(ws: Workspace, row: FileRow):
         if row["path"] not in crashed:  # killed once before each file's ingest: doctor looks at it
             crashed.add(row["path"])
             raise Killed(row["path"])
