@@ -16,7 +16,8 @@ simulated eval, user and judge models and switchable faults. Modules:
 - `native`: what the native APIs' routes share: their batches are OpenAI-shaped ones
 - `chat`: a synchronous call on any API, answered as a batch line
 - `latency`: how long a batch and a synchronous call take
-- `batches`: input validation, the simulated run, the batch lifecycle over time
+- `batches`: a simulated batch: its input checked (`validation`), its requests answered when it
+  is created (`answers`, `run`), what a client sees of it over time (`lifecycle`)
 - `completions`: chat.completion bodies with usage, truncation and malformed judge output
 - `caching`: each provider's prompt-caching rule over the prefixes it has seen
 - `roles`: the simulated roles, recognised from the prompt

@@ -223,7 +223,7 @@ class AnthropicApi(Handlers):
         for line in result_lines(self.store, batch):
             cid = line["custom_id"]
             raw = line_id(cid, ANTHROPIC, native["tag"]) if "tag" in native else native["ids"].get(cid, cid)
-            out.append(batches._dumps({"custom_id": raw, "result": self._result(batch["id"], line, native)}) + "\n")
+            out.append(batches.dumps({"custom_id": raw, "result": self._result(batch["id"], line, native)}) + "\n")
         return "".join(out).encode("utf-8")
 
     def _result(self, batch_id: str, line: dict[str, Any], native: dict[str, Any]) -> dict[str, Any]:

@@ -283,7 +283,7 @@ class GeminiApi(Handlers):
             for line in result_lines(self.store, batch):
                 converted = self._line(batch["id"], line, native)
                 if converted is not None:
-                    out.append(batches._dumps(converted) + "\n")
+                    out.append(batches.dumps(converted) + "\n")
             self.store.add_file(
                 "".join(out).encode("utf-8"), f"{batch['id']}-responses.jsonl", "gemini_output", file_id
             )

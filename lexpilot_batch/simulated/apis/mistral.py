@@ -208,7 +208,7 @@ class MistralApi(Handlers):
                 converted = _line(line, problems.get(line["custom_id"]))
                 if converted is not None:
                     ok = (converted.get("response") or {}).get("status_code") == 200
-                    kept[0 if ok else 1].append(batches._dumps(converted) + "\n")
+                    kept[0 if ok else 1].append(batches.dumps(converted) + "\n")
             # The output file last: it marks both written.
             for file_id, out, name in reversed(list(zip(ids, kept, ("output", "error"), strict=True))):
                 data = "".join(out).encode("utf-8")

@@ -294,7 +294,7 @@ class TogetherApi(Handlers):
                 for line in result_lines(self.store, batch):
                     converted = _line(line)
                     if converted is not None:
-                        kept[0 if "response" in converted else 1].append(batches._dumps(converted) + "\n")
+                        kept[0 if "response" in converted else 1].append(batches.dumps(converted) + "\n")
                 # The output file last: it marks both written.
                 for file_id, out, name in reversed(list(zip(ids, kept, ("output", "error"), strict=True))):
                     self.store.add_file(
