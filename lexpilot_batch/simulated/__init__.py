@@ -7,6 +7,7 @@ simulated eval, user and judge models and switchable faults. Modules:
 
 - `server`: the loopback-only `SimulatedServer` and `serve_forever`: finds a call's route,
   applies the per-call faults, answers
+- `calls`: the calls a server answers, counted per route, and the per-call faults drawn for them
 - `routes`: what an API declares (`SimulatedApi`: its `Route`s, each a handler of one `Request`,
   its error shape, overload status, base path)
 - `apis`: one module per API, each declaring its routes (`openai`, `anthropic`, `gemini`,

@@ -25,12 +25,10 @@ import ipaddress
 import json
 import logging
 import os
-import random
 import socket
 import sys
 import threading
 import time
-from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ from urllib.parse import parse_qs
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.together.spec import NAME as TOGETHER
 from lexpilot_batch.simulated import apis, profiles
+from lexpilot_batch.simulated.calls import Calls
 from lexpilot_batch.simulated.errors import ApiError
 from lexpilot_batch.simulated.faults import Faults, parse_faults
 from lexpilot_batch.simulated.routes import Handlers, Reply, Request
@@ -171,15 +170,15 @@ class _Handler(BaseHTTPRequestHandler):
                     param=None,
                     code="missing_api_key",
                 )
-            sim._record(route.name, self.headers.get("x-stainless-retry-count", "0"), profile)
-            sim._http_fault(route.name, api.overloaded)
+            sim.calls.record(route.name, self.headers.get("x-stainless-retry-count", "0"), profile)
+            sim.calls.http_fault(route.name, api.overloaded)
             if route.creates:
-                sim._maybe_late(route.name)
+                sim.calls.late(route.name)
             request = Request(method, args, query, self.headers, body, profile)
             result = route.handler(sim.handlers[api.name], request)
         except ApiError as exc:
             if exc.code == "resource_unavailable":  # the flex tier refusing (`chat`)
-                sim._count("flex_429", route.name)
+                sim.calls.count("flex_429", route.name)
             shaped = profile.error_body(exc) if profile else api.error_body(exc)
             self._send(
                 exc.status, json.dumps(shaped, ensure_ascii=False).encode("utf-8"), "application/json", exc.headers
@@ -192,12 +191,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(500, json.dumps(shaped).encode("utf-8"), "application/json")
             return
         if route.on_flex is not None and route.on_flex(result):
-            sim._count("flex_answers", route.name)
-        sim._maybe_slow(route.name)
+            sim.calls.count("flex_answers", route.name)
+        sim.calls.slow(route.name)
         reply = result if isinstance(result, Reply) else Reply(result)
         if isinstance(reply.data, bytes):
             # The connection may break off half-way through a file's content (`cut_download`).
-            if len(reply.data) > 1 and sim._maybe_cut(route.name):
+            if len(reply.data) > 1 and sim.calls.cut(route.name):
                 self._send(
                     reply.status, reply.data, "application/octet-stream", reply.headers, cut=len(reply.data) // 2
                 )
@@ -239,15 +238,11 @@ class SimulatedServer:
         seed: int = 0,
     ) -> None:
         self.state_dir = Path(state_dir)
-        self.faults = faults if faults is not None else parse_faults(None)
+        self.calls = Calls(faults if faults is not None else parse_faults(None))
         self.host = check_loopback(host)
         self.port = port
         self.seed = seed
-        # calls, http_429, http_500, http_slow, retried calls, flex_429 refusals and flex_answers seen;
-        # each also per route ("calls:upload_file")
-        self.stats: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self._rng = random.Random(self.faults.seed)
+        self.stats = self.calls.stats  # what `calls` counted, per route too ("calls:upload_file")
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.store: Store | None = None
@@ -258,7 +253,9 @@ class SimulatedServer:
         if self._httpd is not None:
             return
         self.store = Store(self.state_dir)
-        self.handlers = {api.name: api.handlers(self.store, self.faults, self.seed, self._roll) for api in apis.APIS}
+        self.handlers = {
+            api.name: api.handlers(self.store, self.faults, self.seed, self.calls.roll) for api in apis.APIS
+        }
         cls = _HTTPServerV6 if ":" in self.host else _HTTPServer
         try:
             httpd = cls((self.host, self.port), _Handler)
@@ -291,6 +288,16 @@ class SimulatedServer:
         self._httpd.close_connections()
         self._httpd = None
         self._thread = None
+
+    @property
+    def faults(self) -> Faults:
+        """The faults of this server's calls; set anew, the per-call faults change at once (the
+        handlers keep those they started with)."""
+        return self.calls.faults
+
+    @faults.setter
+    def faults(self, faults: Faults) -> None:
+        self.calls.faults = faults
 
     @property
     def base_url(self) -> str:
@@ -327,92 +334,11 @@ class SimulatedServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # --- called by the handler ---------------------------------------------------------------
-
-    def _count(self, what: str, route: str) -> None:
-        with self._lock:
-            self.stats[what] += 1
-            self.stats[f"{what}:{route}"] += 1
-
-    def _record(self, route: str, retry_count: str, profile: profiles.Profile | None = None) -> None:
-        self._count("calls", route)
-        if retry_count not in ("", "0"):
-            self._count("retried", route)
-        if profile is not None:  # "calls:zhipu:create_batch": the platform's own calls
-            with self._lock:
-                self.stats[f"calls:{profile.name}:{route}"] += 1
-                if retry_count not in ("", "0"):
-                    self.stats[f"retried:{profile.name}:{route}"] += 1
-
-    def _roll(self) -> float:
-        """One draw of the per-call faults' seeded generator (any handler thread's, and `chat`'s)."""
-        with self._lock:
-            return self._rng.random()
-
-    def _struck(self, fault: str, route: str) -> bool:
-        """Whether a per-call fault (`http_slow`, `late_create`, `cut_download`) strikes this call:
-        drawn only while it is on, and counted when it strikes."""
-        chance = getattr(self.faults, fault)
-        if not chance:
-            return False
-        if self._roll() < chance:
-            self._count(fault, route)
-            return True
-        return False
-
-    def _maybe_slow(self, route: str) -> None:
-        """Maybe hold the answer of a call whose route has run (drawn per call)."""
-        if self.faults.applies_to(route) and self._struck("http_slow", route):
-            time.sleep(self.faults.slow_seconds)
-
-    def _maybe_cut(self, route: str) -> bool:
-        """Whether to break off this download of a file's content half-way (drawn per call)."""
-        return self._struck("cut_download", route)
-
-    def _maybe_late(self, route: str) -> None:
-        """Maybe hold a batches create *before* it runs (drawn per call): the batch appears only
-        after a client with a shorter timeout gave up on its answer."""
-        if self._struck("late_create", route):
-            time.sleep(self.faults.slow_seconds)
-
     def forget_batches(self) -> int:
         """Forget every batch, as a provider whose restart lost its queue (files stay). Returns how many."""
         if self.store is None:
             raise RuntimeError("the simulated server is not started; call start() first")
         return self.store.forget_batches()
-
-    def _http_fault(self, route: str, overloaded: int = 529) -> None:
-        """Maybe answer 429, 500 or 529 (`overloaded`: the route's API's status for it) instead of
-        running the route (drawn per call)."""
-        faults = self.faults
-        if not (faults.http_429 or faults.http_500 or faults.http_529) or not faults.applies_to(route):
-            return
-        roll = self._roll()
-        wait = {
-            "retry-after": str(max(0, round(faults.retry_after))),
-            "retry-after-ms": str(int(faults.retry_after * 1000)),
-        }
-        if roll < faults.http_429:
-            self._count("http_429", route)
-            raise ApiError(
-                429,
-                "Rate limit reached for requests (simulated). Please try again shortly.",
-                type="requests",
-                code="rate_limit_exceeded",
-                headers=wait,
-            )
-        if roll < faults.http_429 + faults.http_500:
-            self._count("http_500", route)
-            # Real 500s carry no retry-after; ours do, so that retries in tests stay fast.
-            raise ApiError(
-                500,
-                "The server had an error while processing your request. Sorry about that!",
-                type="server_error",
-                headers=wait,
-            )
-        if roll < faults.http_429 + faults.http_500 + faults.http_529:
-            self._count("http_529", route)
-            raise ApiError(overloaded, "Overloaded", type="overloaded_error", headers=wait)
 
 
 def serve_forever(
