@@ -21,7 +21,8 @@ simulated eval, user and judge models and switchable faults. Modules:
   is created (`answers`, `run`), what a client sees of it over time (`lifecycle`)
 - `completions`: chat.completion bodies with usage, truncation and malformed judge output
 - `caching`: each provider's prompt-caching rule over the prefixes it has seen
-- `roles`: the simulated roles, recognised from the prompt
+- `roles`: the simulated roles, recognised from the prompt: what they read in it (`reading`), the
+  evaluated model, the User Model and the judges (`evaluated`, `user_model`, `judges`), `respond`
 - `faults`: the fault spec (`parse_faults`) and its deterministic dice
 - `errors`: the error a route raises (`ApiError`)
 - `store`: the persisted state folder

@@ -3,12 +3,13 @@
 Used by the synchronous route and by every line of a batch. A body is checked as OpenAI checks it,
 the parameters a reasoning model refuses included (an HTTP 400, or a 400 line in a batch), and a
 model the route cannot serve is answered as OpenAI answers one, 404 `model_not_found`, saying why
-(`providers.bodies.model_names`: this route serves every lab's models, as `--provider simulated` sends them
-all here, but no name with our prefix left on and no near miss of an SDK's model list). The
-answer comes from `models`; this module adds the envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the
-per-request content faults: truncation (`finish_reason="length"`, content cut), malformed judge
-JSON, empty content, content-filtered answers and refusals. Token counts are estimates (about 1.5 characters per token, which is
-roughly right for Chinese), enough for the product's usage bookkeeping.
+(`providers.bodies.model_names`: this route serves every lab's models, as `--provider simulated`
+sends them all here, but no name with our prefix left on and no near miss of an SDK's model list).
+The answer comes from `roles`; this module adds the envelope (ids, `usage` with cached and
+reasoning tokens, `finish_reason`) and the per-request content faults: truncation
+(`finish_reason="length"`, content cut), malformed judge JSON, empty content, content-filtered
+answers and refusals. Token counts are estimates (about 1.5 characters per token, which is roughly
+right for Chinese), enough for the product's usage bookkeeping.
 """
 
 from __future__ import annotations
