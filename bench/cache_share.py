@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from lexpilot_batch.benchmark.prompts import DEFAULT_TEMPLATES, Prompt
-from lexpilot_batch.providers import cache_layout as prefixes
 from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
+from lexpilot_batch.providers.bodies.request import cache_layout
 from lexpilot_batch.providers.google.spec import NAME as GOOGLE
 from lexpilot_batch.providers.lines import line_body
 from lexpilot_batch.providers.openai.spec import NAME as OPENAI
@@ -75,7 +75,7 @@ def _prompt(text: str, templates: list[tuple[str, str]]) -> Prompt:
 def _request(name: str, api: str, prompt: Prompt, case: str) -> tuple[str, dict[str, Any]]:
     """(model, chat.completions body the simulated provider checks) of this provider's line."""
     model = parse_model(name)
-    layout = prefixes.layout(model)
+    layout = cache_layout(model)
     fields = json.dumps({"max_tokens": 8192}) if api != GOOGLE else "{}"
     line = json.loads(b'{"x":""' + line_body(model.sent, prompt, fields, _URL[api], None, api, layout, case))
     if api == ANTHROPIC:
