@@ -25,6 +25,7 @@ from lexpilot_batch.providers.sync import runner as sync
 from lexpilot_batch.providers.sync.runner import SyncRunner, saved_custom_ids
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated import roles as sim_models
+from lexpilot_batch.simulated.apis.openai import OpenAIApi
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.errors import ApiError
 
@@ -48,6 +49,13 @@ def _no_env_faults(monkeypatch: pytest.MonkeyPatch) -> None:
 def server(tmp_path: Path) -> Iterator[SimulatedServer]:
     with SimulatedServer(tmp_path / "sim") as running:
         yield running
+
+
+def openai_routes(server: SimulatedServer) -> OpenAIApi:
+    """The server's handlers of OpenAI's routes, whose chat completions a test stands in for."""
+    handlers = server.handlers["openai"]
+    assert isinstance(handlers, OpenAIApi)
+    return handlers
 
 
 def endpoint(base_url: str, key: str | None = KEY) -> Endpoint:
@@ -141,8 +149,7 @@ def test_concurrency_and_read_ahead_are_bounded(
 ) -> None:
     concurrency = 3
     requests = write_requests(tmp_path / "req.jsonl", cases(24))
-    assert server.api is not None
-    original = server.api.chat_completion
+    original = openai_routes(server).chat_completion
     lock = threading.Lock()
     state = {"active": 0, "max_active": 0, "finished": 0, "max_ahead": 0}
     pulled: list[int] = []
@@ -169,7 +176,7 @@ def test_concurrency_and_read_ahead_are_bounded(
             pulled[-1] += 1
             yield item
 
-    monkeypatch.setattr(server.api, "chat_completion", slow)
+    monkeypatch.setattr(openai_routes(server), "chat_completion", slow)
     monkeypatch.setattr(sync, "_requests", counting)
     stats = SyncRunner(endpoint(server.base_url), concurrency=concurrency).run(requests, tmp_path / "out.jsonl")
 
@@ -200,8 +207,7 @@ def test_429_beyond_the_retries_is_sent_again_and_never_written_as_a_failure(
     backoff and answered, using up none of its attempts (issue 16: a sync 429 used them up)."""
     items = cases(4)
     requests = write_requests(tmp_path / "req.jsonl", items)
-    assert server.api is not None
-    original = server.api.chat_completion
+    original = openai_routes(server).chat_completion
     unlucky = items[2][1]
     refused = [0]
 
@@ -217,7 +223,7 @@ def test_429_beyond_the_retries_is_sent_again_and_never_written_as_a_failure(
             )
         return original(body, request_id)
 
-    monkeypatch.setattr(server.api, "chat_completion", limited)
+    monkeypatch.setattr(openai_routes(server), "chat_completion", limited)
     before = server.stats["calls"]
     stats = SyncRunner(endpoint(server.base_url), concurrency=1, max_retries=2).run(requests, tmp_path / "out.jsonl")
 
@@ -234,8 +240,7 @@ def test_a_429_that_never_ends_stops_the_run_and_writes_nothing_for_it(
 ) -> None:
     items = cases(3)
     requests = write_requests(tmp_path / "req.jsonl", items)
-    assert server.api is not None
-    original = server.api.chat_completion
+    original = openai_routes(server).chat_completion
     unlucky = items[1][1]
 
     def limited(body: Any, request_id: str | None = None) -> Any:
@@ -245,7 +250,7 @@ def test_a_429_that_never_ends_stops_the_run_and_writes_nothing_for_it(
             )
         return original(body, request_id)
 
-    monkeypatch.setattr(server.api, "chat_completion", limited)
+    monkeypatch.setattr(openai_routes(server), "chat_completion", limited)
     out = tmp_path / "out.jsonl"
     with pytest.raises(ProviderError, match=r"HTTP 429, 8 times for one request.*nothing was lost"):
         SyncRunner(endpoint(server.base_url), concurrency=1, max_retries=0).run(requests, out)
@@ -328,8 +333,7 @@ def test_a_rejected_key_stops_the_run_naming_the_variable_not_the_key(
     def reject(body: Any, request_id: str | None = None) -> Any:
         raise ApiError(401, "Incorrect API key provided.", code="invalid_api_key")
 
-    assert server.api is not None
-    monkeypatch.setattr(server.api, "chat_completion", reject)
+    monkeypatch.setattr(openai_routes(server), "chat_completion", reject)
     out = tmp_path / "out.jsonl"
     with pytest.raises(ConfigError) as caught:
         SyncRunner(endpoint(server.base_url), concurrency=2).run(write_requests(tmp_path / "req.jsonl", cases(30)), out)
@@ -346,12 +350,11 @@ def test_an_endpoint_wide_404_stops_early_and_writes_nothing(
 ) -> None:
     base_url = server.base_url + "/nowhere" if broken == "route" else server.base_url
     if broken == "model":
-        assert server.api is not None
 
         def unknown_model(body: Any, request_id: str | None = None) -> Any:
             raise ApiError(404, f"The model `{body['model']}` does not exist.", code="model_not_found")
 
-        monkeypatch.setattr(server.api, "chat_completion", unknown_model)
+        monkeypatch.setattr(openai_routes(server), "chat_completion", unknown_model)
     out = tmp_path / "out.jsonl"
     requests = write_requests(tmp_path / "req.jsonl", cases(40), model="no-such-model")
 
@@ -377,8 +380,7 @@ def test_after_a_success_failures_are_lines_and_a_timeout_is_request_timeout(
     server: SimulatedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     items = cases(7)
-    assert server.api is not None
-    original = server.api.chat_completion
+    original = openai_routes(server).chat_completion
     # Sent one at a time, a success between each failure: none of them is a streak.
     slow_prompt, broken_prompt, missing_prompt = items[1][1], items[3][1], items[5][1]
 
@@ -392,7 +394,7 @@ def test_after_a_success_failures_are_lines_and_a_timeout_is_request_timeout(
             raise ApiError(404, "not here", code="model_not_found")
         return original(body, request_id)
 
-    monkeypatch.setattr(server.api, "chat_completion", mixed)
+    monkeypatch.setattr(openai_routes(server), "chat_completion", mixed)
     # The slow calls answer after the client gave up; keep the server quiet about the broken pipes.
     server._httpd.handle_error = lambda *args: None  # type: ignore[method-assign,union-attr]
     out = tmp_path / "out.jsonl"
@@ -415,8 +417,7 @@ def test_an_outage_mid_run_stops_it_and_a_later_run_finishes(
 ) -> None:
     items = cases(10)
     requests = write_requests(tmp_path / "req.jsonl", items)
-    assert server.api is not None
-    original = server.api.chat_completion
+    original = openai_routes(server).chat_completion
     answered = [0]
 
     def outage(body: Any, request_id: str | None = None) -> Any:
@@ -425,13 +426,13 @@ def test_an_outage_mid_run_stops_it_and_a_later_run_finishes(
         answered[0] += 1
         return original(body, request_id)
 
-    monkeypatch.setattr(server.api, "chat_completion", outage)
+    monkeypatch.setattr(openai_routes(server), "chat_completion", outage)
     out = tmp_path / "out.jsonl"
     with pytest.raises(ProviderError, match=r"3 requests in a row failed.*HTTP 503"):
         SyncRunner(endpoint(server.base_url), concurrency=1, max_retries=1).run(requests, out)
     assert len(output_lines(out)) == 3  # the failed streak is not saved: it is sent again
 
-    monkeypatch.setattr(server.api, "chat_completion", original)
+    monkeypatch.setattr(openai_routes(server), "chat_completion", original)
     stats = SyncRunner(endpoint(server.base_url), concurrency=2).run(requests, out)
     assert (stats.already_done, stats.sent, stats.ok) == (3, 7, 7)
     assert sorted(x["custom_id"] for x in output_lines(out)) == sorted(cid for cid, *_ in items)

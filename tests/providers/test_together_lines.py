@@ -13,6 +13,7 @@ together-python (`src/together/types/batch.py`).
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,10 @@ from lexpilot_batch.providers.spec import MB
 from lexpilot_batch.providers.together.batch import info, seconds
 from lexpilot_batch.providers.together.spec import NAME as TOGETHER
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.simulated.apis.together import TogetherApi
+from lexpilot_batch.simulated.apis.together import _line as sim_line
 from lexpilot_batch.simulated.errors import ApiError
 from lexpilot_batch.simulated.store import Store
-from lexpilot_batch.simulated.together_api import TogetherApi
-from lexpilot_batch.simulated.together_api import _line as sim_line
 
 TAG = id_tag("workspace-1")
 PROMPT = "请根据以下案情作答：原告诉称……"
@@ -164,7 +165,7 @@ def test_the_simulated_results_are_togethers_lines():
 
 @pytest.fixture
 def api(tmp_path: Path) -> TogetherApi:
-    return TogetherApi(Store(tmp_path / "sim"), parse_faults(""), 0)
+    return TogetherApi(Store(tmp_path / "sim"), parse_faults(""), 0, random.Random(0).random)
 
 
 def _uploaded(api: TogetherApi, data: bytes) -> str:

@@ -28,7 +28,7 @@ from lexpilot_batch.providers.google import client as google_client  # noqa: E40
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.sync import runner as sync_module
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
-from lexpilot_batch.simulated.faults import ROUTES  # noqa: E402
+from lexpilot_batch.simulated.apis import ROUTE_NAMES  # noqa: E402
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
@@ -214,7 +214,7 @@ def test_a_rehearsal_begun_on_the_openai_routes_goes_on_after_the_upgrade(tmp_pa
 # results, downloads and cancels), sometimes beyond the SDKs' retries. Unusable answers (truncated,
 # malformed, refused) share a budget of three attempts: kept rare here (their mapping is
 # `providers/test_native_lines.py`'s), so that no thread runs out of them.
-NATIVE_ROUTES = [r for r in ROUTES if r.startswith(("anthropic_", "gemini_"))]
+NATIVE_ROUTES = [r for r in ROUTE_NAMES if r.startswith(("anthropic_", "gemini_"))]
 FAULTS = (
     "line_error=0.1,truncate=0.02,malformed_judge=0.03,refusal=0.02,expire_batch=0.15,"
     f"http_429=0.08,http_500=0.08,http_529=0.08,http_routes={'+'.join(NATIVE_ROUTES)},latency=0.05,seed=5"

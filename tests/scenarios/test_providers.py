@@ -76,7 +76,7 @@ def point_at(monkeypatch, server: SimulatedServer) -> None:
         url = server.base_url if prefix == "mistral" else server.profile_url(prefix)
         monkeypatch.setenv(provider.url_var, url)
         monkeypatch.setenv(provider.key_var, "sk-simulated")
-    monkeypatch.setenv("TOGETHER_BASE_URL", server.together_url)  # its routes, under /together
+    monkeypatch.setenv("TOGETHER_BASE_URL", server.native_url("together"))  # its routes, under /together
     monkeypatch.setenv("TOGETHER_API_KEY", "sk-simulated")
 
 
@@ -91,8 +91,8 @@ def run_providers(root: Path, monkeypatch, faults: str = "", models=MODELS, cras
                 stopped = finish_despite(ProviderError, crash)(ws, session)
             finally:
                 session.close()
-            assert server.api is not None
-            held = Counter(r["sim"].get("profile") for r in server.api.store.batches_newest_first())
+            assert server.store is not None
+            held = Counter(r["sim"].get("profile") for r in server.store.batches_newest_first())
             return {**outcome(ws), "server": Counter(server.stats), "stopped": stopped, "held": held}
 
 

@@ -200,7 +200,9 @@ def test_a_file_uploaded_again_is_the_file_together_already_holds(tmp_path):
     path = tmp_path / "eval__together-sim__000.jsonl"
     path.write_bytes(b'{"custom_id":"a-1","body":{"model":"m","messages":[{"role":"user","content":"x"}]}}\n')
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
-        endpoint = Endpoint("eval", server.together_url, "TOGETHER_API_KEY", "sk-simulated", model="together/m")
+        endpoint = Endpoint(
+            "eval", server.native_url("together"), "TOGETHER_API_KEY", "sk-simulated", model="together/m"
+        )
         backend = TogetherBatchBackend(endpoint, PROFILES["together"], timeout=5.0)
         first, again = backend.upload(path), backend.upload(path)
         assert first == again and first.startswith("file-")
@@ -212,13 +214,15 @@ def test_an_upload_refused_for_the_moment_is_sent_again_and_a_refused_put_is_an_
     a 5xx; a signed URL that refuses the bytes is an error naming the status, never a file id."""
     from lexpilot_batch.providers.registry import PROFILES
     from lexpilot_batch.providers.routing.endpoints import Endpoint
-    from lexpilot_batch.simulated.together_api import TogetherApi
+    from lexpilot_batch.simulated.apis.together import TogetherApi
 
     path = tmp_path / "eval__together-sim__000.jsonl"
     path.write_bytes(b'{"custom_id":"a-1","body":{"model":"m","messages":[{"role":"user","content":"x"}]}}\n')
     faults = "http_500=0.6,http_routes=together_upload_start,retry_after=0.001,seed=3"
     with SimulatedServer(tmp_path / "sim", parse_faults(faults)) as server:
-        endpoint = Endpoint("eval", server.together_url, "TOGETHER_API_KEY", "sk-simulated", model="together/m")
+        endpoint = Endpoint(
+            "eval", server.native_url("together"), "TOGETHER_API_KEY", "sk-simulated", model="together/m"
+        )
         backend = TogetherBatchBackend(endpoint, PROFILES["together"], timeout=5.0)
         assert backend.upload(path).startswith("file-")
         assert server.stats["http_500:together_upload_start"] >= 1 and server.stats["calls:together_upload_put"] == 1

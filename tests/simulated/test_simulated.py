@@ -231,9 +231,9 @@ def test_invalid_input_fails_the_batch_naming_the_line(
 def test_a_file_over_the_request_limit_is_refused_unless_blank_or_not_utf8(
     client: OpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lexpilot_batch.simulated import batches
+    from lexpilot_batch.simulated.batches import validation
 
-    monkeypatch.setattr(batches, "MAX_REQUESTS", 3)
+    monkeypatch.setattr(validation, "MAX_REQUESTS", 3)
     valid = [json.dumps(request_line(f"r{i}", "你好")).encode() for i in range(4)]
 
     def first_error(data: bytes) -> str:

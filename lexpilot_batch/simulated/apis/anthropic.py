@@ -19,7 +19,6 @@ OpenAI-shaped machinery (`native`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
@@ -30,7 +29,6 @@ from lexpilot_batch.providers.ids import TAG_LENGTH
 from lexpilot_batch.providers.lines import line_id, our_id
 from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.errors import ApiError, bad_request
-from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.native import (
     counts,
     digest,
@@ -43,9 +41,9 @@ from lexpilot_batch.simulated.native import (
     text_of,
     to_chat,
 )
-from lexpilot_batch.simulated.store import Store
+from lexpilot_batch.simulated.routes import Handlers, Route, SimulatedApi
 
-API = "anthropic"
+NAME = "anthropic"  # its batches' mark in the store (`native`)
 PREFIX = "msgbatch_"
 MAX_REQUESTS = 100_000
 _STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
@@ -101,12 +99,8 @@ def _problem(params: Any) -> str | None:
     return None
 
 
-class AnthropicApi:
-    """The Message Batches routes over one simulated provider's store."""
-
-    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
-        self.store, self.faults, self.seed, self.roll = store, faults, seed, roll
-        self.root = ""  # the server's URL, for `results_url` (set once it listens)
+class AnthropicApi(Handlers):
+    """The Message Batches routes over one simulated provider's store (`root`: for `results_url`)."""
 
     def create(self, body: Any) -> dict[str, Any]:
         requests = body.get("requests") if isinstance(body, dict) else None
@@ -150,7 +144,7 @@ class AnthropicApi:
             lines.append(to_chat(cid, params["model"], *_chat_parts(params)))
         tags = {raw[:TAG_LENGTH] for raw in ids.values()}
         tag = next(iter(tags)) if len(tags) == 1 else None
-        native: dict[str, Any] = {"api": API, "n": len(requests), "problems": problems}
+        native: dict[str, Any] = {"api": NAME, "n": len(requests), "problems": problems}
         if not_found:
             native["not_found"] = not_found
         if tag is not None and all(_mapped(cid, tag) == raw for cid, raw in ids.items()):
@@ -177,7 +171,7 @@ class AnthropicApi:
         return _message("sync", cid or answer["id"], answer, "standard")
 
     def _record(self, message_batch_id: str) -> dict[str, Any]:
-        record = record_of(self.store, _internal(message_batch_id), API)
+        record = record_of(self.store, _internal(message_batch_id), NAME)
         if record is None:
             raise ApiError(404, f"No Message Batch found with id '{message_batch_id}'.")
         return record
@@ -194,7 +188,7 @@ class AnthropicApi:
         return self._view(self.store.get_batch(record["batch"]["id"]) or record)
 
     def list(self, query: dict[str, str]) -> dict[str, Any]:
-        views = [self._view(r) for r in records_of(self.store, API)]
+        views = [self._view(r) for r in records_of(self.store, NAME)]
         try:
             limit = int(query.get("limit") or 20)
         except ValueError:
@@ -229,7 +223,7 @@ class AnthropicApi:
         for line in result_lines(self.store, batch):
             cid = line["custom_id"]
             raw = line_id(cid, ANTHROPIC, native["tag"]) if "tag" in native else native["ids"].get(cid, cid)
-            out.append(batches._dumps({"custom_id": raw, "result": self._result(batch["id"], line, native)}) + "\n")
+            out.append(batches.dumps({"custom_id": raw, "result": self._result(batch["id"], line, native)}) + "\n")
         return "".join(out).encode("utf-8")
 
     def _result(self, batch_id: str, line: dict[str, Any], native: dict[str, Any]) -> dict[str, Any]:
@@ -363,3 +357,41 @@ def _message(batch_id: str, custom_id: str, body: dict[str, Any], tier: str = "b
             "service_tier": tier,
         },
     }
+
+
+# The error type of each HTTP status in Anthropic's API.
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+def error_body(error: ApiError) -> dict[str, Any]:
+    """Anthropic's error body: `{"type": "error", "error": {type, message}}`."""
+    kind = _ERROR_TYPES.get(error.status, "api_error")
+    return {"type": "error", "error": {"type": kind, "message": error.message}, "request_id": None}
+
+
+API = SimulatedApi[AnthropicApi](
+    NAME,
+    ANTHROPIC,
+    AnthropicApi,
+    (
+        Route("POST", r"/v1/messages/batches", "anthropic_create", lambda a, r: a.create(r.json()), creates=True),
+        Route("GET", r"/v1/messages/batches", "anthropic_list", lambda a, r: a.list(r.query)),
+        Route("GET", r"/v1/messages/batches/([^/]+)", "anthropic_retrieve", lambda a, r: a.retrieve(*r.args)),
+        Route("POST", r"/v1/messages/batches/([^/]+)/cancel", "anthropic_cancel", lambda a, r: a.cancel(*r.args)),
+        Route("GET", r"/v1/messages/batches/([^/]+)/results", "anthropic_results", lambda a, r: a.results(*r.args)),
+        Route("POST", r"/v1/messages", "anthropic_message", lambda a, r: a.message(r.json(), r.call_id), chat=True),
+    ),
+    prefixes=("/v1/messages",),
+    base_path="",  # the server itself (`ANTHROPIC_BASE_URL`)
+    error_body=error_body,
+    key=("x-api-key", ""),
+)

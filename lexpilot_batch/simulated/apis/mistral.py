@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.providers.bodies import model_names as served
@@ -43,9 +44,10 @@ from lexpilot_batch.simulated.native import (
     run,
     to_chat,
 )
+from lexpilot_batch.simulated.routes import Handlers, Route, SimulatedApi
 from lexpilot_batch.simulated.store import Store
 
-API = "mistral"
+NAME = "mistral"  # its batches' mark in the store (`native`)
 ENDPOINT = "/v1/chat/completions"
 _STATUSES = {
     "validating": "QUEUED",
@@ -59,11 +61,11 @@ _STATUSES = {
 }
 
 
-class MistralApi:
-    """The batch job routes over one simulated provider's store."""
+class MistralApi(Handlers):
+    """The batch job routes over one simulated provider's store (its files are OpenAI's routes')."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int) -> None:
-        self.store, self.faults, self.seed = store, faults, seed
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
+        super().__init__(store, faults, seed, roll)
         self._lock = threading.Lock()  # a job's files are written once, whichever call sees it end first
 
     def create(self, body: Any) -> dict[str, Any]:
@@ -94,7 +96,7 @@ class MistralApi:
             lines.extend(self._lines(file_id, data, model, problems))
         if not lines:
             raise bad_request("The input files hold no requests.", "input_files")
-        native = {"api": API, "n": len(lines), "model": model, "metadata": metadata, "hours": hours}
+        native = {"api": NAME, "n": len(lines), "model": model, "metadata": metadata, "hours": hours}
         if problems:
             native["problems"] = problems
         return self._job(run(self.store, lines, self.seed, self.faults, native, sent.hexdigest()))
@@ -136,7 +138,7 @@ class MistralApi:
         return out
 
     def _record(self, job: str) -> dict[str, Any]:
-        return job_record(self.store, API, job, "job_id")
+        return job_record(self.store, NAME, job, "job_id")
 
     def get(self, job: str) -> dict[str, Any]:
         return self._job(self._record(job))
@@ -150,7 +152,7 @@ class MistralApi:
             page, size = int(query.get("page") or 0), int(query.get("page_size") or 100)
         except ValueError:
             raise bad_request("page and page_size must be integers.") from None
-        records = records_of(self.store, API)  # newest first: order_by=-created, the default here
+        records = records_of(self.store, NAME)  # newest first: order_by=-created, the default here
         if query.get("order_by") == "created":
             records.reverse()
         size = max(1, min(size, 1000))
@@ -206,7 +208,7 @@ class MistralApi:
                 converted = _line(line, problems.get(line["custom_id"]))
                 if converted is not None:
                     ok = (converted.get("response") or {}).get("status_code") == 200
-                    kept[0 if ok else 1].append(batches._dumps(converted) + "\n")
+                    kept[0 if ok else 1].append(batches.dumps(converted) + "\n")
             # The output file last: it marks both written.
             for file_id, out, name in reversed(list(zip(ids, kept, ("output", "error"), strict=True))):
                 data = "".join(out).encode("utf-8")
@@ -241,3 +243,24 @@ def _chunked(choice: dict[str, Any]) -> dict[str, Any]:
     if isinstance(text, str):
         chunks.append({"type": "text", "text": text})
     return {**choice, "message": {**message, "content": chunks}}
+
+
+def error_body(error: ApiError) -> dict[str, Any]:
+    """Mistral's error body, flat: `{"object": "error", message, type, param, code}`."""
+    return {"object": "error", "message": error.message, "type": error.type, "param": error.param, "code": error.code}
+
+
+API = SimulatedApi[MistralApi](
+    NAME,
+    MISTRAL,
+    MistralApi,
+    (
+        Route("POST", r"/v1/batch/jobs", "mistral_create", lambda a, r: a.create(r.json()), creates=True),
+        Route("GET", r"/v1/batch/jobs", "mistral_list", lambda a, r: a.list(r.query)),
+        Route("GET", r"/v1/batch/jobs/([^/]+)", "mistral_get", lambda a, r: a.get(*r.args)),
+        Route("POST", r"/v1/batch/jobs/([^/]+)/cancel", "mistral_cancel", lambda a, r: a.cancel(*r.args)),
+    ),
+    prefixes=("/v1/batch/jobs",),
+    base_path="/v1",  # OpenAI's (`MISTRAL_BASE_URL`): its batch jobs beside the files routes
+    error_body=error_body,
+)

@@ -42,9 +42,10 @@ from lexpilot_batch.simulated.native import (
     text_of,
     to_chat,
 )
+from lexpilot_batch.simulated.routes import Handlers, Reply, Route, SimulatedApi
 from lexpilot_batch.simulated.store import Store
 
-API = "gemini"
+NAME = "gemini"  # its batches' mark in the store (`native`)
 VERSION = "v1beta"
 _STATES = {
     "validating": "BATCH_STATE_PENDING",
@@ -58,13 +59,6 @@ _STATES = {
 }
 _FINISH = {"stop": "STOP", "length": "MAX_TOKENS", "content_filter": "SAFETY"}
 NO_CONTENTS = "* GenerateContentRequest.contents: contents is not specified"
-
-
-class Reply:
-    """A route's answer with headers of its own (the resumable upload's)."""
-
-    def __init__(self, data: Any, headers: dict[str, str]) -> None:
-        self.data, self.headers = data, headers
 
 
 def _file_object(file: dict[str, Any], root: str) -> dict[str, Any]:
@@ -85,12 +79,12 @@ def _file_object(file: dict[str, Any], root: str) -> dict[str, Any]:
     }
 
 
-class GeminiApi:
-    """The Batch Mode and File API routes over one simulated provider's store."""
+class GeminiApi(Handlers):
+    """The Batch Mode and File API routes over one simulated provider's store (`root`: for upload
+    URLs and file URIs)."""
 
     def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
-        self.store, self.faults, self.seed, self.roll = store, faults, seed, roll
-        self.root = ""  # the server's URL, for upload URLs and file URIs (set once it listens)
+        super().__init__(store, faults, seed, roll)
         self._uploads: dict[str, dict[str, Any]] = {}  # resumable upload sessions (in memory)
         self._lock = threading.Lock()
 
@@ -176,7 +170,7 @@ class GeminiApi:
         if not lines:
             raise bad_request(f"{source} holds no requests.")
         native = {
-            "api": API,
+            "api": NAME,
             "n": len(lines),
             "model": sent,
             "display_name": str(batch.get("displayName") or ""),
@@ -212,7 +206,7 @@ class GeminiApi:
         return _response("sync", client_request_id or answer["id"], answer)
 
     def _record(self, name: str) -> dict[str, Any]:
-        record = record_of(self.store, "batch_" + name, API)
+        record = record_of(self.store, "batch_" + name, NAME)
         if record is None:
             raise ApiError(404, f"Batch batches/{name} does not exist.")
         return record
@@ -229,7 +223,7 @@ class GeminiApi:
         return {}
 
     def list(self, query: dict[str, str]) -> dict[str, Any]:
-        operations = [self._operation(r) for r in records_of(self.store, API)]
+        operations = [self._operation(r) for r in records_of(self.store, NAME)]
         try:
             size = int(query.get("pageSize") or 50)
             start = int(query.get("pageToken") or 0)
@@ -289,7 +283,7 @@ class GeminiApi:
             for line in result_lines(self.store, batch):
                 converted = self._line(batch["id"], line, native)
                 if converted is not None:
-                    out.append(batches._dumps(converted) + "\n")
+                    out.append(batches.dumps(converted) + "\n")
             self.store.add_file(
                 "".join(out).encode("utf-8"), f"{batch['id']}-responses.jsonl", "gemini_output", file_id
             )
@@ -386,3 +380,71 @@ def _response(batch_id: str, key: str, body: dict[str, Any]) -> dict[str, Any]:
         "modelVersion": body.get("model"),
         "responseId": digest("response", batch_id, key)[:24],
     }
+
+
+# The gRPC status name of each HTTP status in Google's API.
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "INVALID_ARGUMENT",
+    409: "ABORTED",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+
+
+def error_body(error: ApiError) -> dict[str, Any]:
+    """Google's error body: `{"error": {code, message, status}}`."""
+    return {"error": {"code": error.status, "message": error.message, "status": _STATUS.get(error.status, "INTERNAL")}}
+
+
+def _on_flex(answer: Any) -> bool:
+    """Whether a GenerateContentResponse ran on the flex tier (`usageMetadata.serviceTier`)."""
+    meta = answer.get("usageMetadata") if isinstance(answer, dict) else None
+    return isinstance(meta, dict) and meta.get("serviceTier") == chat.FLEX
+
+
+API = SimulatedApi[GeminiApi](
+    NAME,
+    GOOGLE,
+    GeminiApi,
+    (
+        Route("POST", r"/upload/v1beta/files", "gemini_upload_start", lambda a, r: a.upload_start(r.headers, r.body)),
+        # An upload session's URL is its own credential, as Google's is: the SDK sends no key there.
+        Route(
+            "POST",
+            r"/upload/v1beta/files/sessions/([^/]+)",
+            "gemini_upload_chunk",
+            lambda a, r: a.upload_chunk(r.headers, r.body, *r.args),
+            keyless=True,
+        ),
+        Route("GET", r"/v1beta/files/([a-z0-9]+)", "gemini_get_file", lambda a, r: a.get_file(*r.args)),
+        Route("GET", r"/v1beta/files/([a-z0-9]+):download", "gemini_download", lambda a, r: a.download(*r.args)),
+        Route(
+            "POST",
+            r"/v1beta/models/([^/:]+):batchGenerateContent",
+            "gemini_create",
+            lambda a, r: a.create(r.args[0], r.json()),
+            creates=True,
+        ),
+        Route("GET", r"/v1beta/batches", "gemini_list", lambda a, r: a.list(r.query)),
+        Route("GET", r"/v1beta/batches/([^/:]+)", "gemini_get", lambda a, r: a.get(*r.args)),
+        Route("POST", r"/v1beta/batches/([^/:]+):cancel", "gemini_cancel", lambda a, r: a.cancel(*r.args)),
+        Route(
+            "POST",
+            r"/v1beta/models/([^/:]+):generateContent",
+            "gemini_generate",
+            lambda a, r: a.generate(r.args[0], r.json(), r.call_id),
+            chat=True,
+            on_flex=_on_flex,
+        ),
+    ),
+    prefixes=("/v1beta", "/upload/"),
+    base_path="",  # the server itself (`GOOGLE_GEMINI_BASE_URL`)
+    error_body=error_body,
+    overloaded=503,  # Google's UNAVAILABLE, where Anthropic's is 529
+    key=("x-goog-api-key", ""),
+)

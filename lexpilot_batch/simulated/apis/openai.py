@@ -1,50 +1,34 @@
-"""What each simulated OpenAI route does, apart from HTTP: arguments in, JSON-able objects out.
+"""OpenAI's Files + Batches routes of the simulated provider (`/v1/files`, `/v1/batches`) and its
+chat completions, apart from HTTP: arguments in, JSON-able objects out.
 
 Failures raise `ApiError` with the status, type, param and code the real API would use (404 for
-unknown ids, 400 for bad requests); `server.py` turns them into responses. A route called under an
+unknown ids, 400 for bad requests); the server turns them into responses. A route called under an
 OpenAI-compatible platform's path is given its `profiles.Profile` (`profile=`), and runs with that
-platform's purposes, endpoints, windows and limits; without one, it is OpenAI's.
+platform's purposes, endpoints, windows and limits; without one, it is OpenAI's. The batches are
+run by `batches`; the chat completion is answered as a batch line is (`chat`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from email import policy
-from email.parser import BytesParser
 from typing import Any
 
+from lexpilot_batch.providers.openai.spec import NAME as OPENAI
 from lexpilot_batch.simulated import batches, chat
-from lexpilot_batch.simulated.anthropic_api import AnthropicApi
 from lexpilot_batch.simulated.errors import ApiError, bad_request, not_found
-from lexpilot_batch.simulated.faults import Faults
-from lexpilot_batch.simulated.gemini_api import GeminiApi
-from lexpilot_batch.simulated.mistral_api import MistralApi
 from lexpilot_batch.simulated.profiles import Profile, window_seconds
-from lexpilot_batch.simulated.store import Store
-from lexpilot_batch.simulated.together_api import TogetherApi
+from lexpilot_batch.simulated.routes import Handlers, Request, Route, SimulatedApi, parse_multipart
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
 UPLOAD_PURPOSES = ("batch",)  # the only purpose this provider simulates
 
 
-class Api:
-    """The routes of one simulated provider over one state folder."""
-
-    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
-        self.store = store
-        self.faults = faults
-        self.seed = seed
-        self.roll = roll  # the per-call faults' draws: the server's seeded generator (`server._roll`)
-        # Anthropic's Message Batches and Gemini's Batch Mode over the same store and simulated roles.
-        self.anthropic = AnthropicApi(store, faults, seed, self.roll)
-        self.gemini = GeminiApi(store, faults, seed, self.roll)
-        self.mistral = MistralApi(store, faults, seed)  # its files are this API's
-        self.together = TogetherApi(store, faults, seed)  # its own files routes, under /together
+class OpenAIApi(Handlers):
+    """OpenAI's routes over one simulated provider's state."""
 
     # --- files -------------------------------------------------------------------------------
 
     def upload_file(self, content_type: str, body: bytes, profile: Profile | None = None) -> dict[str, Any]:
-        fields, file_part = _parse_multipart(content_type, body)
+        fields, file_part = parse_multipart(content_type, body)
         purpose = fields.get("purpose")
         if not purpose:
             raise _missing("purpose")
@@ -260,50 +244,34 @@ def _page(objects: list[dict[str, Any]], query: dict[str, str], default_limit: i
     }
 
 
-def _parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[str, memoryview] | None]:
-    """The text fields and the (filename, bytes) of the `file` field of a form upload.
+def _chat(api: OpenAIApi, request: Request) -> dict[str, Any]:
+    # The client's id of the call draws what a batch draws by custom_id (`chat`).
+    return api.chat_completion(request.json(), request.call_id, **request.platform)
 
-    Each part's headers go through the stdlib email parser (the `cgi` module is gone in Python
-    3.13); its body is a view into the request, not a copy. Handing a whole 200 MB upload to the
-    email parser took seconds per file and several times the file's size in memory.
-    """
-    if not content_type.lower().startswith("multipart/form-data") or "boundary=" not in content_type:
-        raise bad_request("Uploads must be multipart/form-data.", "file", "invalid_content_type")
-    header = BytesParser(policy=policy.HTTP).parsebytes(
-        f"Content-Type: {content_type}\r\n\r\n".encode("latin-1"), headersonly=True
-    )
-    boundary = header.get_boundary()
-    if not boundary:
-        raise bad_request("Uploads must be multipart/form-data.", "file", "invalid_content_type")
-    delimiter = b"--" + boundary.encode("latin-1")
-    unreadable = bad_request("Could not parse the multipart form.", "file", "invalid_content_type")
-    fields: dict[str, str] = {}
-    file_part: tuple[str, memoryview] | None = None
-    view = memoryview(body)
-    pos = body.find(delimiter)
-    if pos < 0:
-        raise unreadable
-    while True:
-        start = pos + len(delimiter)
-        if body.startswith(b"--", start):  # the close delimiter
-            break
-        head_end = body.find(b"\r\n\r\n", start)
-        if head_end < 0:
-            raise unreadable
-        end = body.find(b"\r\n" + delimiter, head_end + 4)
-        if end < 0:
-            raise unreadable
-        part = BytesParser(policy=policy.HTTP).parsebytes(
-            body[start:head_end].lstrip(b"\r\n") + b"\r\n\r\n", headersonly=True
-        )
-        name = part.get_param("name", header="content-disposition")
-        data = view[head_end + 4 : end]
-        filename = part.get_filename()
-        if name == "file":
-            if filename is None:
-                raise bad_request("The 'file' field must carry a filename.", "file")
-            file_part = (filename, data)
-        elif isinstance(name, str):
-            fields[name] = bytes(data).decode("utf-8", errors="replace")
-        pos = end + 2
-    return fields, file_part
+
+API = SimulatedApi[OpenAIApi](
+    "openai",
+    OPENAI,
+    OpenAIApi,
+    (
+        Route("POST", r"/v1/files", "upload_file", lambda a, r: a.upload_file(r.content_type, r.body, **r.platform)),
+        Route("GET", r"/v1/files", "list_files", lambda a, r: a.list_files(r.query, **r.platform)),
+        Route("GET", r"/v1/files/([^/]+)/content", "file_content", lambda a, r: a.file_content(*r.args)),
+        Route("GET", r"/v1/files/([^/]+)", "retrieve_file", lambda a, r: a.retrieve_file(*r.args)),
+        Route("DELETE", r"/v1/files/([^/]+)", "delete_file", lambda a, r: a.delete_file(*r.args)),
+        Route(
+            "POST", r"/v1/batches", "create_batch", lambda a, r: a.create_batch(r.json(), **r.platform), creates=True
+        ),
+        Route("GET", r"/v1/batches", "list_batches", lambda a, r: a.list_batches(r.query, **r.platform)),
+        Route("GET", r"/v1/batches/([^/]+)", "retrieve_batch", lambda a, r: a.retrieve_batch(r.args[0], **r.platform)),
+        Route(
+            "POST", r"/v1/batches/([^/]+)/cancel", "cancel_batch", lambda a, r: a.cancel_batch(r.args[0], **r.platform)
+        ),
+        Route("POST", r"/v1/chat/completions", "chat_completion", _chat, chat=True, on_flex=chat.on_flex),
+        # Volcengine Ark's batch chat route (`ark/` names' base URL ends in /batch): a chat completion.
+        Route("POST", r"/v1/batch/chat/completions", "chat_completion", _chat, chat=True, on_flex=chat.on_flex),
+    ),
+    prefixes=("/",),  # every path no other API's prefix starts
+    base_path="/v1",
+    platforms=True,  # each OpenAI-compatible platform's path serves these routes, with its profile
+)

@@ -1,4 +1,4 @@
-"""Together AI's Batch API routes of the simulated provider, under `/together/v1` (`together_url`).
+"""Together AI's Batch API routes of the simulated provider, under `/together/v1` (`native_url`).
 
 Together's routes are OpenAI's paths (`/v1/files`, `/v1/batches`) with other shapes, so they are
 served under a prefix of their own: a `together/` model's base URL is `{root}/together/v1`, as the
@@ -42,10 +42,12 @@ import hashlib
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-from lexpilot_batch.simulated import batches
+from lexpilot_batch.providers.together.spec import NAME as TOGETHER
+from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.faults import Faults
 from lexpilot_batch.simulated.native import (
@@ -60,9 +62,10 @@ from lexpilot_batch.simulated.native import (
     run,
     to_chat,
 )
+from lexpilot_batch.simulated.routes import Handlers, Reply, Route, SimulatedApi, parse_multipart
 from lexpilot_batch.simulated.store import Store
 
-API = "together"
+NAME = "together"  # its batches' mark in the store (`native`)
 PREFIX = "/together"  # the routes' path prefix on the simulated server
 PURPOSE = "batch-api"
 PENDING = "batch-api-pending"  # a file whose bytes the signed URL has not received yet
@@ -84,36 +87,26 @@ _STATUSES = {
 }
 
 
-class Answer:
-    """A route's answer with a status other than 200 that is no error of ours to raise: the
-    upload's `302` (where to send the file's bytes, and the new file's id) and its `409`."""
-
-    def __init__(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
-        self.status, self.data, self.headers = status, data, headers or {}
+def redirect(location: str, file_id: str) -> Reply:
+    """The upload's `302`: where to send the file's bytes, and the new file's id."""
+    return Reply(None, {"Location": location, "X-Together-File-Id": file_id}, 302)
 
 
-def redirect(location: str, file_id: str) -> Answer:
-    return Answer(302, None, {"Location": location, "X-Together-File-Id": file_id})
+class TogetherApi(Handlers):
+    """The files and batch job routes of Together over one simulated provider's store (`root`: for
+    the signed upload URLs)."""
 
-
-class TogetherApi:
-    """The files and batch job routes of Together over one simulated provider's store."""
-
-    root = ""  # the server's URL, for the signed upload URLs (set when it starts)
-
-    def __init__(self, store: Store, faults: Faults, seed: int) -> None:
-        self.store, self.faults, self.seed = store, faults, seed
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
+        super().__init__(store, faults, seed, roll)
         self._lock = threading.Lock()  # a job's files are written once; a checksum names one file
 
     # --- files -------------------------------------------------------------------------------
 
-    def upload_start(self, headers: Any, body: bytes, query: dict[str, str]) -> Answer:
-        from lexpilot_batch.simulated.api import _parse_multipart  # api.py holds this API: imported late
-
+    def upload_start(self, headers: Any, body: bytes, query: dict[str, str]) -> Reply:
         form = dict(query)
         content_type = headers.get("Content-Type", "")
         if content_type.lower().startswith("multipart/form-data"):
-            form.update(_parse_multipart(content_type, body)[0])
+            form.update(parse_multipart(content_type, body)[0])
         elif body:
             form.update({k: v[-1] for k, v in parse_qs(body.decode("utf-8", errors="replace")).items()})
         purpose, name = form.get("purpose"), form.get("file_name")
@@ -125,7 +118,9 @@ class TogetherApi:
         with self._lock:
             same = self._by_checksum(checksum) if checksum else None
             if same is not None:  # the SDK reads the answer's `file_id` (`FileAlreadyExistsError`)
-                return Answer(409, {"message": f"File {same} with this checksum already exists.", "file_id": same})
+                return Reply(
+                    {"message": f"File {same} with this checksum already exists.", "file_id": same}, status=409
+                )
             file_id = "file-" + uuid.uuid4().hex
             self.store.add_file(b"", name, PENDING, file_id)
         token = digest("together-upload", file_id, self.seed)[:32]
@@ -173,6 +168,12 @@ class TogetherApi:
         self.get_file(file_id)
         return self.store.file_bytes(file_id)
 
+    # --- chat completions ----------------------------------------------------------------------
+
+    def chat_completion(self, body: Any, client_request_id: str | None = None) -> dict[str, Any]:
+        """One chat completion, answered as a batch line with the custom_id `client_request_id` is (`chat`)."""
+        return chat.answer(body, client_request_id, self.seed, self.faults, self.roll, self.store.prefixes)
+
     # --- jobs --------------------------------------------------------------------------------
 
     def create(self, body: Any) -> dict[str, Any]:
@@ -193,7 +194,7 @@ class TogetherApi:
             raise ApiError(404, f"File {file_id} not found.", param="input_file_id")
         data = self.store.file_bytes(file_id)
         lines, model = self._lines(file_id, data, body.get("model_id"))
-        native = {"api": API, "n": len(lines), "model": model, "input_file_id": file_id, "bytes": len(data)}
+        native = {"api": NAME, "n": len(lines), "model": model, "input_file_id": file_id, "bytes": len(data)}
         record = run(self.store, lines, self.seed, self.faults, native, hashlib.sha256(data).hexdigest())
         return {"job": self._job(record), "warning": None}
 
@@ -235,7 +236,7 @@ class TogetherApi:
         return out, model
 
     def _record(self, job: str) -> dict[str, Any]:
-        return job_record(self.store, API, job, "id")
+        return job_record(self.store, NAME, job, "id")
 
     def get(self, job: str) -> dict[str, Any]:
         return self._job(self._record(job))
@@ -245,7 +246,7 @@ class TogetherApi:
         return self._job(self._record(job))
 
     def list(self, query: dict[str, str]) -> list[dict[str, Any]]:
-        return [self._job(r) for r in records_of(self.store, API)]
+        return [self._job(r) for r in records_of(self.store, NAME)]
 
     def _job(self, record: dict[str, Any]) -> dict[str, Any]:
         """The job as a `BatchJob` now; its files are written the first time it ended."""
@@ -293,7 +294,7 @@ class TogetherApi:
                 for line in result_lines(self.store, batch):
                     converted = _line(line)
                     if converted is not None:
-                        kept[0 if "response" in converted else 1].append(batches._dumps(converted) + "\n")
+                        kept[0 if "response" in converted else 1].append(batches.dumps(converted) + "\n")
                 # The output file last: it marks both written.
                 for file_id, out, name in reversed(list(zip(ids, kept, ("output", "error"), strict=True))):
                     self.store.add_file(
@@ -327,3 +328,47 @@ def _reasoned(choice: dict[str, Any]) -> dict[str, Any]:
     if not thinking:
         return choice
     return {**choice, "message": {**message, "reasoning": thinking}}
+
+
+API = SimulatedApi[TogetherApi](
+    NAME,
+    TOGETHER,
+    TogetherApi,
+    (
+        Route(
+            "POST",
+            r"/together/v1/files",
+            "together_upload_start",
+            lambda a, r: a.upload_start(r.headers, r.body, r.query),
+        ),
+        # The signed URL is its own credential: no key is sent there.
+        Route(
+            "PUT",
+            r"/together/upload/([^/]+)/([^/]+)",
+            "together_upload_put",
+            lambda a, r: a.upload_put(r.headers, r.body, *r.args),
+            keyless=True,
+        ),
+        Route(
+            "POST", r"/together/v1/files/([^/]+)/preprocess", "together_preprocess", lambda a, r: a.preprocess(*r.args)
+        ),
+        Route("GET", r"/together/v1/files/([^/]+)", "together_get_file", lambda a, r: a.get_file(*r.args)),
+        Route(
+            "GET", r"/together/v1/files/([^/]+)/content", "together_file_content", lambda a, r: a.file_content(*r.args)
+        ),
+        Route("POST", r"/together/v1/batches", "together_create", lambda a, r: a.create(r.json()), creates=True),
+        Route("GET", r"/together/v1/batches", "together_list", lambda a, r: a.list(r.query)),
+        Route("GET", r"/together/v1/batches/([^/]+)", "together_get", lambda a, r: a.get(*r.args)),
+        Route("POST", r"/together/v1/batches/([^/]+)/cancel", "together_cancel", lambda a, r: a.cancel(*r.args)),
+        Route(
+            "POST",
+            r"/together/v1/chat/completions",
+            "chat_completion",
+            lambda a, r: a.chat_completion(r.json(), r.call_id),
+            chat=True,
+            on_flex=chat.on_flex,
+        ),
+    ),
+    prefixes=("/together/",),
+    base_path=PREFIX + "/v1",  # `TOGETHER_BASE_URL`: OpenAI's paths, under /together
+)
