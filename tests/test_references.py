@@ -59,7 +59,6 @@ BEING_REWRITTEN: tuple[str, ...] = ()
 RETIRED = frozenset(
     {
         "anthropic_batch",
-        "apis",
         "case_export",
         "config",
         "contracts",
