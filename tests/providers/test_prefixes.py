@@ -110,14 +110,13 @@ def test_the_contract_refuses_a_malformed_breakpoint():
 def _rehearse(root, runs: tuple[str, ...]) -> tuple[dict, list[dict], int]:
     """A study of a Claude and an OpenAI model rehearsed against the simulated provider: its records,
     its request bodies, and the cached tokens it was reported."""
-    from engine_helpers import finish, records
-
     from lexpilot_batch.benchmark.settings import Settings
     from lexpilot_batch.engine.loop import prepare
     from lexpilot_batch.engine.session import ProviderOptions, Session
     from lexpilot_batch.state.compaction import read_saved, saved_files
     from lexpilot_batch.state.workspace import Workspace
     from lexpilot_batch.study.runs import RunSpec
+    from tests.helpers.engine import finish, records
 
     spec = RunSpec(runs, ("anthropic/claude-sonnet-4-5",), "all", Settings(judge_model="openai/gpt-4o-mini"), limit=2)
     with Workspace(root) as ws:

@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
-from sim_helpers import jsonl, request_line
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import Message
@@ -28,6 +26,8 @@ from lexpilot_batch.simulated import roles as sim_models
 from lexpilot_batch.simulated.apis.openai import OpenAIApi
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.errors import ApiError
+from tests.helpers.interrupts import PROMPT, ctrl_c_as_on_windows, needs_sigmask
+from tests.helpers.simulated import jsonl, request_line
 
 KEY = "sk-test-secret-4242"
 HISTORY = [
@@ -517,7 +517,7 @@ def test_ctrl_c_during_a_long_call_stops_the_run_at_once_as_on_windows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Waiting for the next finished call is in steps (`util.waiting`): Ctrl-C, delivered as Windows
-    before Python 3.14 delivers it to a bare wait (`interrupt_helpers`), stops the run within a
+    before Python 3.14 delivers it to a bare wait (`helpers.interrupts`), stops the run within a
     second, not when the calls in flight end; nothing is written for them."""
     requests = write_requests(tmp_path / "req.jsonl", cases(4))
     out = tmp_path / "out.jsonl"

@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import finish, thread_counts
 from openai import OpenAI
-from sim_helpers import jsonl, request_line, wait
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
@@ -34,6 +32,8 @@ from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.engine import finish, thread_counts
+from tests.helpers.simulated import jsonl, request_line, wait
 
 THINKING = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
 MODELS = (

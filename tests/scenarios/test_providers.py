@@ -22,14 +22,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, records
-from fault_helpers import finish_despite
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError
-from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.registry import PROVIDERS, file_api
 from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
 from lexpilot_batch.providers.sync import runner as sync_module
@@ -37,7 +34,8 @@ from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
-from lexpilot_batch.util import clock as waits
+from tests.helpers.engine import finish, open_session
+from tests.helpers.native import outcome, point_at, quick, run_on_routes  # noqa: F401 - `quick` is an autouse fixture
 
 MISTRAL = "mistral/mistral-sim"
 TOGETHER = "together/llama-sim"
@@ -57,61 +55,9 @@ LIMIT = 1
 STAGE = "dcg"  # every role: the evaluated model, the User Model and the judge
 
 
-@pytest.fixture(autouse=True)
-def quick(monkeypatch):
-    monkeypatch.setattr(waits, "pause", lambda seconds: None)
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LEXPILOT_EVAL_BACKEND", "LEXPILOT_USER_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
-
-
-def point_at(monkeypatch, server: SimulatedServer) -> None:
-    """Every provider's variables at the simulated server, as a user would for `serve-simulated`:
-    Mistral at its routes beside OpenAI's, each OpenAI-compatible platform at its own path, which
-    ends as its real base URL does (`SimulatedServer.profile_url`: Ark's in /api/v3/batch, its batch
-    chat route), so that each is answered with its platform's differences (`simulated.profiles`)."""
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-simulated")
-    for prefix in ("mistral", "groq", "zhipu", "qianfan", "siliconflow", "moonshot", "ark"):
-        provider = PROVIDERS[prefix]
-        url = server.base_url if prefix == "mistral" else server.profile_url(prefix)
-        monkeypatch.setenv(provider.url_var, url)
-        monkeypatch.setenv(provider.key_var, "sk-simulated")
-    monkeypatch.setenv("TOGETHER_BASE_URL", server.native_url("together"))  # its routes, under /together
-    monkeypatch.setenv("TOGETHER_API_KEY", "sk-simulated")
-
-
 def run_providers(root: Path, monkeypatch, faults: str = "", models=MODELS, crash=ProviderError, **options) -> dict:
-    with SimulatedServer(root.parent / f"{root.name}-sim", parse_faults(faults)) as server:
-        point_at(monkeypatch, server)
-        with Workspace(root) as ws:
-            options.setdefault("create_grace", 0.3)
-            session = Session(ws, ProviderOptions(**options))
-            try:
-                prepare(ws, session, RunSpec(("r1",), tuple(models), STAGE, SETTINGS, limit=LIMIT))
-                stopped = finish_despite(ProviderError, crash)(ws, session)
-            finally:
-                session.close()
-            assert server.store is not None
-            held = Counter(r["sim"].get("profile") for r in server.store.batches_newest_first())
-            return {**outcome(ws), "server": Counter(server.stats), "stopped": stopped, "held": held}
-
-
-def outcome(ws: Workspace) -> dict:
-    db = ws.store.conn
-    return {
-        "records": records(ws),
-        "requests": {
-            id_stem(r["custom_id"]): tuple(r)[1:]
-            for r in db.execute(
-                "SELECT custom_id, wave, step, attempt, status, error_kind, value, prompt_tokens, completion_tokens,"
-                " reasoning_tokens, cached_tokens FROM requests"
-            )
-        },
-        "files": [dict(r) for r in db.execute("SELECT * FROM files ORDER BY pk")],
-        "threads": Counter(r[0] for r in db.execute("SELECT status FROM threads")),
-        "anomalies": db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0],
-        "root": ws.root,
-    }
+    spec = RunSpec(("r1",), tuple(models), STAGE, SETTINGS, limit=LIMIT)
+    return run_on_routes(root, monkeypatch, spec, faults, crash, **options)
 
 
 @pytest.fixture(scope="module")

@@ -16,14 +16,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session
-from fault_helpers import finish_despite
-from test_providers import outcome, point_at
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
-from lexpilot_batch.engine.session import ProviderOptions, Session
-from lexpilot_batch.errors import LexpilotError, ProviderError
+from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.batch import CreateUncertain
 from lexpilot_batch.providers.together.batch import TogetherBatchBackend
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
@@ -32,6 +28,8 @@ from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util import clock as waits
+from tests.helpers.engine import finish, open_session
+from tests.helpers.native import outcome, quick, run_on_routes  # noqa: F401 - `quick` is an autouse fixture
 
 EVAL = "together/meta-llama/Llama-3.3-70B-Instruct-Turbo"
 # Every role on Together (simulated models under names of the kind Together serves).
@@ -41,26 +39,8 @@ SETTINGS = Settings(
 STAGE = "dcg"  # every role
 
 
-@pytest.fixture(autouse=True)
-def quick(monkeypatch):
-    monkeypatch.setattr(waits, "pause", lambda seconds: None)
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LEXPILOT_EVAL_BACKEND", "LEXPILOT_USER_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def run_together(root: Path, monkeypatch, faults: str = "", limit: int = 1, **options) -> dict:
-    with SimulatedServer(root.parent / f"{root.name}-sim", parse_faults(faults)) as server:
-        point_at(monkeypatch, server)
-        with Workspace(root) as ws:
-            options.setdefault("create_grace", 0.3)
-            session = Session(ws, ProviderOptions(**options))
-            try:
-                prepare(ws, session, RunSpec(("r1",), (EVAL,), STAGE, SETTINGS, limit=limit))
-                stopped = finish_despite(ProviderError)(ws, session)
-            finally:
-                session.close()
-            others = [dict(r) for r in ws.store.conn.execute("SELECT * FROM other_batches")]
-            return {**outcome(ws), "server": Counter(server.stats), "stopped": stopped, "other_batches": others}
+    return run_on_routes(root, monkeypatch, RunSpec(("r1",), (EVAL,), STAGE, SETTINGS, limit=limit), faults, **options)
 
 
 def reference(root: Path, limit: int = 1) -> dict:

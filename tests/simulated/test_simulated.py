@@ -16,15 +16,15 @@ from typing import Any, cast
 
 import openai
 import pytest
-from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 from openai import OpenAI
 from openai.types.chat import ChatCompletion
-from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import Message
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from tests.helpers.interrupts import PROMPT, ctrl_c_as_on_windows, needs_sigmask
+from tests.helpers.simulated import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [
     Message(

@@ -10,7 +10,6 @@ from typing import Any
 import openai
 import pytest
 from openai import OpenAI
-from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
 from lexpilot_batch.benchmark import judges, prompts
 from lexpilot_batch.data import Message
@@ -18,6 +17,7 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.simulated import Faults, SimulatedServer, parse_faults
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.roles import identify_kind, respond
+from tests.helpers.simulated import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [
     Message(role="user", content="我2021年3月借给朋友5万元，他写了借条，约定一年后还，现在一直不还。"),

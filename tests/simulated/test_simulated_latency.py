@@ -9,7 +9,6 @@ from typing import Any, cast
 
 import pytest
 from openai import OpenAI
-from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import Message
@@ -17,6 +16,7 @@ from lexpilot_batch.simulated import FaultSpecError, SimulatedServer, parse_faul
 from lexpilot_batch.simulated import chat as sim_chat
 from lexpilot_batch.simulated.batches import current
 from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds
+from tests.helpers.simulated import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [Message(role="user", content="我2021年3月借给朋友5万元，他写了借条，约定一年后还，现在一直不还。")]
 

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from engine_helpers import open_session, prepare_runs
-from fake_backend import file_rows
 
 from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import UNEXECUTED, FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import open_session, prepare_runs
+from tests.helpers.fake_backend import file_rows
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from crash_helpers import SimServer
-from engine_helpers import finish, records, thread_counts, wave_count
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare, submit
@@ -21,6 +19,8 @@ from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.status import detail
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.crash import SimServer
+from tests.helpers.engine import finish, records, thread_counts, wave_count
 
 OPENAI, DASHSCOPE, DEEPSEEK = (
     "https://api.openai.com/v1",

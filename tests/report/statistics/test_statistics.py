@@ -1,7 +1,7 @@
 """The report's statistical behaviour, not only its arithmetic (issue 26): paired tests against
 scipy and against a sign-flip worked out by hand, no interval or p-value from a degenerate
 distribution, the warnings above the tables, and (`-m slow`) seeded simulations of type-I error
-and coverage (`stat_sim`).
+and coverage (`helpers.stat_sim`).
 
 References: Miller 2024, *Adding Error Bars to Evals*, Appendix A (case-clustered SE, paired
 differences, power); Efron 1987 (BCa); Fisher 1935 and Good 2005 ch. 3 (sign-flip); Holm 1979.
@@ -13,11 +13,11 @@ import itertools
 import math
 
 import pytest
-import stat_sim
 from scipy import stats
 
 from lexpilot_batch.report import RunResults, TaskRecords, build_report, render
 from lexpilot_batch.report.statistics.estimates import FEW_CASES, FLAT
+from tests.helpers import stat_sim
 
 
 def dcg_runs(model: str, rows: list[list[bool]], classes: list[str] | None = None) -> list[RunResults]:
@@ -169,7 +169,7 @@ def test_one_case_classes_and_a_limit_2_run_give_no_interval_but_the_reason_and_
 def test_a_p_value_the_resamples_cannot_resolve_is_written_as_below_2_over_b_plus_1():
     """60 cases, A right on every LCA history, B on none: every resample puts A - B far from 0,
     so the bootstrap's p is only known to be below 2/(B+1); it is flagged and written "<x"."""
-    from test_uncertainty import synthetic
+    from tests.helpers.synthetic_runs import synthetic
 
     runs, _ = synthetic(n_cases=60, n_runs=2)
     for r in runs:
@@ -186,7 +186,7 @@ def test_a_p_value_the_resamples_cannot_resolve_is_written_as_below_2_over_b_plu
 
 
 def test_holm_adjusts_over_each_comparisons_metrics():
-    from test_uncertainty import synthetic
+    from tests.helpers.synthetic_runs import synthetic
 
     runs, _ = synthetic(n_cases=60, n_runs=2)
     plain = build_report(runs, resamples=100)
@@ -251,7 +251,7 @@ def test_the_held_out_style_set_has_no_zero_width_interval_and_no_p_below_001_wh
     assert zero_width == 0 and low_p == 0
 
 
-# --- Simulations (seeded; `python tests/report/statistics/stat_sim.py` prints the same tables) ---
+# --- Simulations (seeded; `python tests/helpers/stat_sim.py` prints the same tables) --------------
 
 
 def _rate(result: dict, metrics: list | None = None) -> tuple[float, dict]:

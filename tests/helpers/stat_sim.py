@@ -1,7 +1,7 @@
 """Seeded simulations of the report's statistical behaviour: type-I error of model comparisons and
 coverage of intervals (tests/report/statistics/test_statistics.py asserts on them; docs/report.md
 quotes them). Runnable for the numbers:
-`python tests/report/statistics/stat_sim.py null|coverage CASES REPS`.
+`python tests/helpers/stat_sim.py null|coverage CASES REPS`.
 
 The population. Each case has a skill p drawn at random (`p = u ** 0.6`, u uniform: mean 0.625,
 spread over (0, 1)); in every run of every model, independently:

@@ -16,14 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine_helpers import finish, open_session, prepare_runs, records
+import pytest
 
 from lexpilot_batch.benchmark import judges
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.result_lines import read_lines
-from lexpilot_batch.engine.session import Session
+from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
+from lexpilot_batch.util import resources
+from tests.helpers.engine import finish, open_session, prepare_runs, records
 
 LIMIT = 6  # cases per run: every task and every protocol branch, in about a second
 STAGE = "all"
@@ -267,3 +271,43 @@ def assert_same_as(expected: Outcome, outcome: Outcome) -> None:
 
 def retried(outcome: Outcome) -> list[dict[str, Any]]:
     return [r for r in outcome.requests if r["attempt"] > 1]
+
+
+class SyncProvider:
+    """Every role on the `sync` backend, through a simulated provider named by the environment."""
+
+    def __init__(self, state: Path, faults: str, monkeypatch: pytest.MonkeyPatch, **options) -> None:
+        self.server = SimulatedServer(state, faults=parse_faults(faults))
+        self.server.start()
+        monkeypatch.setenv("OPENAI_BASE_URL", self.server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        self.options = options
+
+    def session(self, ws: Workspace) -> Session:
+        backends: dict[str, str | None] = {"eval": "sync", "user": "sync", "judge": "sync"}
+        return Session(ws, ProviderOptions(backends=backends, retries=8, **self.options))
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+# --- another workspace's answers ----------------------------------------------------------------
+
+
+def saved_output_lines(root: Path) -> dict[str, list[bytes]]:
+    """Every line of a finished workspace's saved output files, by file (`wNNNN/<name>`)."""
+    return {
+        path.relative_to(root / "responses").as_posix(): read_saved(path).splitlines(keepends=True)
+        for path in saved_files(root / "responses", "*.output.jsonl")
+    }
+
+
+def name_of(dest: Path) -> str:
+    return f"{dest.parent.name}/{dest.name}"
+
+
+def reversed_sample(tmp_path: Path) -> Path:
+    cases = json.loads(resources.sample_dataset().read_text(encoding="utf-8"))
+    path = tmp_path / "reversed.json"
+    path.write_text(json.dumps(cases[::-1], ensure_ascii=False), encoding="utf-8")
+    return path

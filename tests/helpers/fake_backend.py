@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import open_session
 
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.errors import ProviderUnavailable
@@ -35,6 +34,7 @@ from lexpilot_batch.providers.batch import (
     UploadUncertain,
 )
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import open_session
 
 
 class FakeBackend(BatchBackend):

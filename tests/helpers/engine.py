@@ -15,6 +15,10 @@ from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
 
+# The models and runs of the `study` fixture (conftest): a bare name and a provider-qualified one.
+STUDY_MODELS = ("sim-a", "openai/sim-b")
+STUDY_RUNS = ("r1", "r2")
+
 
 def open_session(ws: Workspace, faults: str | None = None, **options) -> Session:
     # A create whose answer was lost is looked for during a grace period: short in tests.

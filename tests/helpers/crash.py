@@ -7,7 +7,7 @@ recorded it" are hit on purpose rather than by luck. The package has no such hoo
 the child processes this script runs. `LEXPILOT_TEST_READY_FILE=PATH` makes it create PATH once its
 imports are done, so that a parent can time a kill from the start of the command's work.
 
-    python tests/crash_helpers.py poll-and-advance --submit --wait --root WS
+    python tests/helpers/crash.py poll-and-advance --submit --wait --root WS
 """
 
 from __future__ import annotations
@@ -372,7 +372,7 @@ def final_state(root: Path) -> dict[str, Any]:
                 " FROM threads t JOIN runs ON runs.pk = t.run_pk"
             )
         }
-        from engine_helpers import request_key  # the workspaces compared have tags of their own
+        from tests.helpers.engine import request_key  # the workspaces compared have tags of their own
 
         requests = {
             request_key(r["custom_id"]): (
@@ -396,6 +396,75 @@ def strip_batch_ids(reason: str | None) -> str | None:
     if reason is None:
         return None
     return re.sub(r"batch_[0-9a-f]+", "batch_*", reason)
+
+
+# --- where a kill landed, and what must hold after any sequence of kills -------------------------
+
+
+class KillLog:
+    """Where each kill landed, from what the killed process left behind."""
+
+    def __init__(self, root: Path, server_state: Path) -> None:
+        self.root, self.server_state = root, server_state
+        self.fingerprint: str | None = None
+        self.orphans = 0
+        self.phases: list[str] = []
+
+    def before(self) -> None:
+        _, self.fingerprint, self.orphans = kill_phase(self.root, self.server_state, None)
+
+    def landed(self, how: str) -> None:
+        phase, self.fingerprint, orphans = kill_phase(self.root, self.server_state, self.fingerprint)
+        if orphans > self.orphans:
+            phase += " +upload not recorded"
+        self.orphans = orphans
+        self.phases.append(f"{how}: {phase}")
+
+    def summary(self, title: str) -> str:
+        counts = Counter(p.split(": ", 1)[1] for p in self.phases)
+        lines = [f"{title}: {len(self.phases)} kills"] + [f"  {p}" for p in self.phases]
+        lines.append("  by state: " + "; ".join(f"{k} ×{n}" for k, n in sorted(counts.items())))
+        return "\n".join(lines)
+
+
+def check_same_as_reference(root: Path, reference: dict) -> None:
+    state = final_state(root)
+    assert set(state["threads"]) == set(reference["threads"])
+    differing = [k for k in reference["threads"] if state["threads"][k] != reference["threads"][k]]
+    assert not differing, f"{len(differing)} thread(s) differ from the uninterrupted run, e.g. {differing[:3]}"
+    missing = sorted(set(reference["requests"]) - set(state["requests"]))
+    extra = sorted(set(state["requests"]) - set(reference["requests"]))
+    assert not missing and not extra, f"requests lost: {missing[:5]}; requests added: {extra[:5]}"
+    changed = [c for c in reference["requests"] if state["requests"][c] != reference["requests"][c]]
+    assert not changed, [(c, reference["requests"][c], state["requests"][c]) for c in changed[:3]]
+
+
+def check_nothing_in_flight(client: Client) -> None:
+    argv, env = client.argv("status", "--format", "json")
+    out = subprocess.run(argv, env=env, capture_output=True, check=True, timeout=60).stdout
+    status = json.loads(out)
+    in_flight = {(r["run_id"], t): c["in_flight"] for r in status["runs"] for t, c in r["tasks"].items()}
+    assert sum(in_flight.values()) == 0, in_flight
+    assert status["open_files"] == []
+    assert sum(c["pending"] for c in status["requests"].values()) == 0, status["requests"]
+
+
+def check_compacted(root: Path) -> None:
+    """Every file of the finished workspace is compacted once, holding the bytes recorded, with no
+    plain copy or half-written one left beside it."""
+    from lexpilot_batch.state.compaction import verify
+    from lexpilot_batch.state.workspace import Workspace
+
+    with Workspace(root, writable=False) as ws:
+        assert verify(ws) == []
+        compacted = {r[0] for r in ws.store.conn.execute("SELECT path FROM compacted")}
+        kept = set()
+        for r in ws.store.conn.execute("SELECT path, output_path, error_path FROM files"):
+            kept |= {rel for rel in r if rel}
+    assert compacted == kept
+    leftovers = [p for p in root.rglob("*.jsonl") if p.parent.parent.name in ("requests", "responses")]
+    assert not leftovers, f"plain copies of compacted files left: {leftovers[:3]}"
+    assert not list(root.rglob(".*.gz.*.tmp")), "half-written compressed files left"
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """How long `build_report` takes on the 20x benchmark's shape: one family of 8,640 cases in six
 cause classes, 5 runs of 2 models, every task (the default 1,000 resamples). Not a test (timings
-on a shared machine are not assertions): `python tests/report/perf_report.py [cases] [runs]`."""
+on a shared machine are not assertions): `python bench/perf_report.py [cases] [runs]`."""
 
 from __future__ import annotations
 
