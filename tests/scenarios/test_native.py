@@ -159,7 +159,8 @@ def test_a_rehearsal_begun_on_the_openai_routes_goes_on_after_the_upgrade(tmp_pa
 # and HTTP 429, 500 and 529 on every route of both native APIs (uploads, creates, polls, listings,
 # results, downloads and cancels), sometimes beyond the SDKs' retries. Unusable answers (truncated,
 # malformed, refused) share a budget of three attempts: kept rare here (their mapping is
-# `providers/test_native_lines.py`'s), so that no thread runs out of them.
+# `providers/anthropic/test_lines.py`'s and `providers/google/test_lines.py`'s), so that no thread
+# runs out of them.
 NATIVE_ROUTES = [r for r in ROUTE_NAMES if r.startswith(("anthropic_", "gemini_"))]
 FAULTS = (
     "line_error=0.1,truncate=0.02,malformed_judge=0.03,refusal=0.02,expire_batch=0.15,"

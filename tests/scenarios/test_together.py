@@ -90,7 +90,8 @@ def test_its_lines_and_results_are_in_togethers_documented_shape(clean):
             line = json.loads(raw)
             assert sorted(line) == ["custom_id", "response"] and line["response"]["status_code"] == 200
             message = line["response"]["body"]["choices"][0]["message"]
-            assert "reasoning_content" not in message  # Together's word is `reasoning` (test_together.py in providers/)
+            # Together's word is `reasoning` (providers/together/test_lines.py)
+            assert "reasoning_content" not in message
 
 
 def test_a_job_whose_create_answer_was_lost_is_found_again_by_its_input_file(tmp_path, monkeypatch, clean):

@@ -135,7 +135,7 @@ def test_a_rehearsal_keeps_every_models_dialect_and_the_simulated_provider_accep
 def test_prepare_refuses_what_a_reasoning_model_refuses(tmp_path, clean_env):
     """The control of the rehearsal above: put max_tokens back on o4-mini and `prepare` refuses it,
     naming model and field, before anything is compiled (the simulated provider refuses it as well:
-    `providers/test_contracts.py`)."""
+    `providers/bodies/test_contract.py`)."""
     spec = RunSpec(
         ("r1",),
         ("sim-eval",),

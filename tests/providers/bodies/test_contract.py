@@ -164,7 +164,7 @@ def test_prepare_refuses_what_a_platforms_own_contract_refuses(model, args, fiel
 
 def test_mistrals_contract_without_its_sdk_keeps_the_references_fields(monkeypatch):
     """Without the optional `mistralai` SDK the guard keeps the cited field list (`_FIELDS`, the
-    same as the SDK's: test_provider_lines.py) and the ranges."""
+    same as the SDK's: providers/mistral/test_lines.py) and the ranges."""
     from lexpilot_batch.providers.mistral import contract as mistral_contract
 
     monkeypatch.setattr(mistral_contract, "_sdk", lambda: (None, mistral_contract._FIELDS))

@@ -1,4 +1,4 @@
-"""The template's listings (`base.FileBatchBackend.uploads`, `batches`) through the OpenAI backend and
+"""The template's listings (`file_batch.FileBatchBackend.uploads`, `batches`) through the OpenAI backend and
 the official SDK, against an HTTP transport that answers as a server would: `GET /files` with
 `purpose=batch&order=desc` (https://platform.openai.com/docs/api-reference/files/list), the SDK
 following the `after` cursor while `has_more` holds.
