@@ -463,7 +463,7 @@ def test_config_errors_are_lexpilot_errors() -> None:
 def test_ctrl_c_while_the_server_stops_is_acted_on_at_once_as_on_windows(tmp_path: Path) -> None:
     """`stop` waits for the serving thread in steps (`util.waiting`), not in `BaseServer.shutdown`'s
     bare `Event.wait()`: Ctrl-C, delivered as Windows before Python 3.14 delivers it to such a wait
-    (`interrupt_helpers`), is acted on within a second while the serving thread is held."""
+    (`tests.helpers.interrupts`), is acted on within a second while the serving thread is held."""
     server = SimulatedServer(tmp_path / "sim")
     server.start()
     httpd = server._httpd
