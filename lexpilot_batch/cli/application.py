@@ -19,7 +19,16 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from lexpilot_batch import __version__
-from lexpilot_batch.cli import INTERRUPTED, INTERRUPTED_EXIT, TERMINATED, TERMINATED_EXIT, reading, running, tools
+from lexpilot_batch.cli import (
+    INTERRUPTED,
+    INTERRUPTED_EXIT,
+    TERMINATED,
+    TERMINATED_EXIT,
+    cancel,
+    reading,
+    running,
+    tools,
+)
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
@@ -89,6 +98,7 @@ app.command()(running.run)
 app.command()(reading.export)
 app.command()(running.ingest)
 app.command()(running.retry)
+app.command()(cancel.cancel)
 app.command()(tools.doctor)
 app.command("serve-simulated")(tools.serve_simulated)
 

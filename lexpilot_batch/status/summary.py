@@ -55,7 +55,11 @@ def summarize(
         entry = models.setdefault(model, _model_entry())
         entry["runs"].append(run_id)
         for status, n in db.execute("SELECT status, COUNT(*) FROM threads WHERE run_pk = ? GROUP BY status", (pk,)):
-            entry["threads"][{ThreadState.DONE: "done", ThreadState.ACTIVE: "active"}.get(status, "failed")] += n
+            entry["threads"][
+                {ThreadState.DONE: "done", ThreadState.ACTIVE: "active", ThreadState.CANCELLED: "cancelled"}.get(
+                    status, "failed"
+                )
+            ] += n
     # Tokens and cost so far, each model over every role it serves in the kept runs.
     role_model = {pk: {"eval": model, "user": m["user_model"], "judge": m["judge_model"]} for pk, _, model, m in runs}
     for of_run in role_model.values():  # every model the kept runs use, in each role it serves
@@ -113,7 +117,7 @@ def _model_entry() -> dict[str, Any]:
     return {
         "runs": [],
         "roles": [],
-        "threads": {"done": 0, "active": 0, "failed": 0},
+        "threads": {"done": 0, "active": 0, "failed": 0, "cancelled": 0},
         "prompt_tokens": 0,
         "completion_tokens": 0,
         "costs": [],
@@ -169,6 +173,15 @@ def next_command(ws: Workspace, left: dict[str, int], failed: int, has_runs: boo
         return wait, "threads have requests due"
     if failed:
         return ws.command("retry"), f"failed threads are out of attempts; then `{wait}`"
+    cancelled = ws.store.conn.execute(
+        f"SELECT COUNT(*) FROM threads WHERE status = '{ThreadState.CANCELLED}'"
+    ).fetchone()[0]
+    if cancelled:
+        return (
+            ws.command("report --partial --format html --out report.html"),
+            f"every thread is finished or cancelled ({cancelled:,} cancelled: `{ws.command('retry --cancelled')}` "
+            "brings them back)",
+        )
     return ws.command("report --format html --out report.html"), "every thread is finished"
 
 
@@ -233,6 +246,9 @@ def render_summary(summary: dict[str, Any], root_text: str) -> str:
         lines.append("")
         lines += aligned(rows, "llrrrrrr")
         lines.append("  (threads per model over its runs; tokens and cost over every role the model serves)")
+        cancelled = sum(e["threads"]["cancelled"] for e in summary["models"].values())
+        if cancelled:
+            lines.append(f"  {cancelled:,} thread(s) cancelled by `cancel`: `retry --cancelled` brings them back")
     flying = summary["in_flight"]
     if flying:
         oldest = max((f["age_s"] or 0 for f in flying), default=0)
