@@ -495,4 +495,9 @@ def run_spec(values: dict[str, Any]) -> RunSpec:
         speculate=values["speculate"],
         model_options=with_model_args(listed.options, [parse_model_arg(a) for a in values["model_arg"]]),
         reasoning_effort=values["reasoning_effort"],
+        defaulted=frozenset(
+            k
+            for k, listed_value in (("user_model", listed.user), ("judge_model", listed.judge))
+            if not (values[k] or listed_value)
+        ),
     )

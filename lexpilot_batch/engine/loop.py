@@ -23,6 +23,7 @@ from lexpilot_batch.providers.backends import SIMULATED
 from lexpilot_batch.state.compaction import CompactStats
 from lexpilot_batch.state.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.choices_memory import with_categories_named, with_remembered_choices
 from lexpilot_batch.study.dataset_memory import refuse_if_changed, with_remembered_dataset
 from lexpilot_batch.study.lineup import plan_runs
 from lexpilot_batch.study.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
@@ -48,13 +49,16 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
     does not have them yet.
     """
     spec, note, remembered = with_remembered_dataset(ws.store.conn, spec)
+    spec, choices = with_remembered_choices(ws.store.conn, spec)
     tasks = spec.tasks
     plans = plan_runs(spec, session)
     run_ids = [check_run_id(raw) for raw in spec.run_ids]
-    dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
+    dataset = with_categories_named(
+        ws.store.conn, spec, lambda: open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
+    )
     refuse_if_changed(ws.store.conn, remembered, dataset)
     templates = prompts.load_templates(spec.prompts)
-    result = PrepareResult(notes=[note] if note else [])
+    result = PrepareResult(notes=([note] if note else []) + choices)
     if spec.limit is not None and spec.limit > len(dataset):
         result.notes.append(
             f"--limit {spec.limit}: the dataset has only {len(dataset)} cases, so all {len(dataset)} are used."

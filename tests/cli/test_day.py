@@ -269,3 +269,51 @@ def test_a_fault_spec_is_only_checked_where_the_simulator_is_used(monkeypatch) -
     Session(None, ProviderOptions(sim_faults="bogus")).close()
     with pytest.raises(LexpilotError, match="bogus"):
         Session(None, ProviderOptions(provider="simulated", sim_faults="bogus"))
+
+
+def _own_categories(tmp_path: Path, dataset: Path) -> Path:
+    """A categories file of the user's own, mapping a cause the bundled one lacks, which the dataset uses."""
+    categories = json.loads(resources.default_categories().read_text(encoding="utf-8"))
+    first = next(k for k in categories if not k.startswith("$"))
+    categories[first] = [*categories[first], "自拟案由"]
+    path = tmp_path / "my-categories.json"
+    path.write_text(json.dumps(categories, ensure_ascii=False), encoding="utf-8")
+    cases = json.loads(dataset.read_text(encoding="utf-8"))
+    cases[0]["cause_of_action"] = "自拟案由"
+    dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_a_later_prepare_uses_the_recorded_categories_and_role_models_and_says_so(
+    tmp_path: Path, dataset: Path
+) -> None:
+    """Issue 48, point 2: a second `prepare` without --categories failed blaming the bundled mapping,
+    and with it, the role models had silently gone back to the defaults (a settings diff)."""
+    root, categories = tmp_path / "ws", _own_categories(tmp_path, dataset)
+    roles = ["--user-model", "sim-user", "--judge-model", "sim-judge"]
+    first = invoke([*PREPARE, "--dataset", str(dataset), "--categories", str(categories), *roles], root)
+    assert first.exit_code == 0, first.output
+
+    for run_id in ("r1", "r2"):  # the same run resumed, and a new one
+        again = invoke([*PREPARE[:4], run_id, *PREPARE[5:]], root)
+        assert again.exit_code == 0, again.output
+        assert f"No --categories given: using {categories}" in again.output
+        assert "No --user-model given: using sim-user" in again.output
+        assert "No --judge-model given: using sim-judge" in again.output
+    manifest = json.loads(next((root / "runs").glob("r2-*/*/manifest.json")).read_text(encoding="utf-8"))
+    assert (manifest["user_model"], manifest["judge_model"]) == ("sim-user", "sim-judge")
+    assert manifest["categories_path"] == str(categories)
+    dry = invoke([*PREPARE[:4], "r3", *PREPARE[5:], "--dry-run"], root)
+    assert dry.exit_code == 0, dry.output
+
+    # Given, a role model wins; the bundled mapping given by name is refused naming the recorded file.
+    other = invoke([*PREPARE[:4], "r4", *PREPARE[5:], "--judge-model", "sim-judge-2"], root)
+    assert other.exit_code == 0 and "No --judge-model given" not in other.output, other.output
+    message = refusal(invoke([*PREPARE, "--categories", str(resources.default_categories())], root))
+    assert "does not cover" in message
+    assert f"registered with the categories file {categories}: pass --categories {categories}" in message
+
+    # The recorded file gone: refused, naming it.
+    categories.unlink()
+    message = refusal(invoke(PREPARE, root))
+    assert f"the categories file this workspace's runs were registered with, {categories}, is not there" in message
