@@ -317,3 +317,67 @@ def test_a_later_prepare_uses_the_recorded_categories_and_role_models_and_says_s
     categories.unlink()
     message = refusal(invoke(PREPARE, root))
     assert f"the categories file this workspace's runs were registered with, {categories}, is not there" in message
+
+
+STUDY = [
+    *("--model", "dashscope/qwen-plus", "--model", "deepseek/deepseek-chat"),
+    *("--model", "zhipu/glm-4-plus", "--model", "openai/gpt-4o-mini"),
+    *("--user-model", "deepseek/deepseek-chat", "--judge-model", "dashscope/deepseek-r1"),
+]
+
+
+def test_a_misspelt_model_in_prices_is_refused_at_prepare_and_status_before_anything_is_sent(tmp_path: Path) -> None:
+    """Issue 48, point 3: a typo in --prices was ignored by prepare --dry-run and status, and only
+    report warned, after the money was spent."""
+    root, prices = tmp_path / "ws", tmp_path / "prices.json"
+    prices.write_text(json.dumps({"openai/gpt-4o-mnii": {"input": 1, "output": 2}}), encoding="utf-8")
+    prepare = [*PREPARE[:6], "openai/gpt-4o-mini", *PREPARE[7:], "--limit", "1"]
+    for command in ([*prepare, "--prices", str(prices)], [*prepare, "--prices", str(prices), "--dry-run"]):
+        message = refusal(invoke(command, root))
+        assert "'openai/gpt-4o-mnii' prices no model of this study (did you mean 'openai/gpt-4o-mini'?)" in message
+    assert not (root / "requests").exists()
+    assert invoke(prepare, root).exit_code == 0
+    message = refusal(invoke(["status", "--prices", str(prices)], root))
+    assert "did you mean 'openai/gpt-4o-mini'?" in message and "run status again" in message
+    # A name far from every model of the study (a shared price file's other entries) is no typo.
+    prices.write_text(json.dumps({"mistral/mistral-small-latest": {"input": 1, "output": 2}}), encoding="utf-8")
+    assert invoke(["status", "--prices", str(prices)], root).exit_code == 0
+
+
+def test_a_study_of_chinese_platforms_and_openai_shows_a_total_naming_what_is_unpriced(tmp_path: Path) -> None:
+    """Issue 48, point 3: the bundled table priced only OpenAI, Anthropic and Gemini, so one
+    DashScope judge turned the whole study's total into n/a. The platforms the README names are
+    priced from dated sources; what no price covers is named beside a partial total."""
+    root = tmp_path / "ws"
+    ran = invoke(
+        ["run", *PREPARE[1:5], *STUDY, "--provider", "simulated", "--limit", "1", "--poll-interval", "0"], root
+    )
+    assert ran.exit_code == 0, ran.output
+    status = invoke(["status"], root).output
+    total = next(line for line in status.splitlines() if line.lstrip().startswith("total"))
+    assert "n/a" not in total and "$" in total and "+" in total
+    assert "the total leaves out dashscope/deepseek-r1, which no price covers" in status
+    summary = json.loads(invoke(["status", "--format", "json"], root).output)["summary"]["models"]
+    priced = {m for m, e in summary.items() if e["cost_usd"] is not None}
+    assert priced == {"dashscope/qwen-plus", "deepseek/deepseek-chat", "zhipu/glm-4-plus", "openai/gpt-4o-mini"}
+    # The price is the table's, at the batch discount: tokens x list price / 1M x 0.5.
+    qwen = summary["dashscope/qwen-plus"]
+    expected = (qwen["prompt_tokens"] * 0.4 + qwen["completion_tokens"] * 1.2) / 1e6 * 0.5
+    assert qwen["cost_usd"] == pytest.approx(expected)
+
+
+def test_status_says_how_long_the_study_has_left_from_the_measured_batch_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48, point 3: nothing said how long a study had left. Simulated batches are never
+    measured (`state.queries.measured_batch_seconds`): a measured 10 minutes stands in."""
+    import lexpilot_batch.status.summary as summary
+
+    root = tmp_path / "ws"
+    assert invoke([*PREPARE, "--limit", "2"], root).exit_code == 0
+    assert "Time left" not in invoke(["status"], root).output  # nothing measured yet: nothing claimed
+    monkeypatch.setattr(summary, "measured_batch_seconds", lambda db: 600.0)
+    data = json.loads(invoke(["status", "--format", "json"], root).output)
+    waves = data["summary"]["time_left_s"]
+    assert waves is not None and waves[0] >= 600 and waves[1] >= waves[0] and waves[0] % 600 == 0
+    assert "Time left: about" in invoke(["status"], root).output
