@@ -30,6 +30,7 @@ from lexpilot_batch.cli import (
     tools,
 )
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
+from lexpilot_batch.cli.repeats import CheckedCommand
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
 from lexpilot_batch.util import fileio
@@ -42,6 +43,7 @@ class _Typer(typer.Typer):
     """Commands here exit 130 on Ctrl-C, after saying how to resume."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        kwargs.setdefault("cls", CheckedCommand)  # a single-value option given twice is refused
         register = super().command(*args, **kwargs)
 
         def decorator(func: F) -> F:
