@@ -477,13 +477,14 @@ def run_spec(values: dict[str, Any]) -> RunSpec:
     from lexpilot_batch.study.runs import RunSpec
 
     listed = load_model_list(values["models_file"]) if values["models_file"] is not None else ModelList()
+    given = {"user_model": values["user_model"] or listed.user, "judge_model": values["judge_model"] or listed.judge}
     return RunSpec(
         stage=values["stage"],
         run_ids=tuple(values["run_id"] or ["run1"]),
         models=(*listed.eval, *values["model"]),
         settings=Settings(
-            values["user_model"] or listed.user or DEFAULT_USER_MODEL,
-            values["judge_model"] or listed.judge or DEFAULT_JUDGE_MODEL,
+            given["user_model"] or DEFAULT_USER_MODEL,
+            given["judge_model"] or DEFAULT_JUDGE_MODEL,
             values["temperature"],
             values["judge_temperature"],
             values["max_tokens"],
@@ -495,9 +496,5 @@ def run_spec(values: dict[str, Any]) -> RunSpec:
         speculate=values["speculate"],
         model_options=with_model_args(listed.options, [parse_model_arg(a) for a in values["model_arg"]]),
         reasoning_effort=values["reasoning_effort"],
-        defaulted=frozenset(
-            k
-            for k, listed_value in (("user_model", listed.user), ("judge_model", listed.judge))
-            if not (values[k] or listed_value)
-        ),
+        defaulted=frozenset(k for k, v in given.items() if not v),
     )
