@@ -86,7 +86,7 @@ def _main(
 ) -> None:
     """Run the LexPilot legal-consultation benchmark through provider Batch APIs.
 
-    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
+    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval --root demo
     """
 
 

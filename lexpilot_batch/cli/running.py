@@ -222,7 +222,7 @@ def run(
 
     Interrupt it at any moment and run it again: it resumes where it stopped.
 
-    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
+    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval --root demo
     """
     from lexpilot_batch.engine.loop import prepare as do_prepare
     from lexpilot_batch.report.formats import check_format
