@@ -27,6 +27,8 @@ from typing import Any
 REQUIREMENTS: dict[str, str] = {
     "anthropic": "anthropic>=2",
     "google": "google-genai>=3",
+    "hub": "huggingface_hub>=1",
+    "inspect": "inspect_ai>=0.3.280",
 }
 
 

@@ -37,7 +37,8 @@ def _as_version(monkeypatch, sdk: str, version: str) -> None:
 
 def test_the_requirements_checked_are_those_pyproject_states():
     stated = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
-    assert {api.extra.extra for api in APIS.values() if api.extra is not None} == set(REQUIREMENTS)
+    # every native API's SDK, and what the Hub datasets and the Inspect export need
+    assert {api.extra.extra for api in APIS.values() if api.extra is not None} | {"hub", "inspect"} == set(REQUIREMENTS)
     for extra, requirement in REQUIREMENTS.items():
         assert len(stated[extra]) == 1
         assert _same(Requirement(requirement), Requirement(stated[extra][0])), extra
@@ -48,6 +49,11 @@ def test_the_requirements_checked_are_those_pyproject_states():
 @pytest.mark.parametrize("api", sorted(name for name, api in APIS.items() if api.extra is not None))
 def test_the_installed_sdks_fit_their_extras(api):
     assert missing_sdk(api) is None
+
+
+@pytest.mark.parametrize(("module", "extra"), [("huggingface_hub", "hub"), ("inspect_ai", "inspect")])
+def test_the_installed_hub_client_and_inspect_fit_their_extras(module, extra):
+    assert requirement_problem(module, extra, "these") is None
 
 
 def test_an_sdk_older_than_its_extra_asks_is_refused_with_the_requirement_to_install(monkeypatch):
