@@ -88,8 +88,12 @@ class DevTools:
 
     def __exit__(self, *exc: object) -> None:
         self._connections.close()
-        self.proc.kill()
-        self.proc.wait(timeout=30)
+        self.proc.terminate()  # Chromium ends its own helper processes when asked to end
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
 
     def open(self, url: str) -> None:
         from websockets.sync.client import connect
