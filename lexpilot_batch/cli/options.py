@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 Option = tuple[str, object, object]
 
 DatasetOpt = Annotated[
-    Path | None,
-    typer.Option("--dataset", help="Dataset JSON file (default: the bundled sample).", dir_okay=False),
+    str | None,  # not a Path, which would fold the `//` of a hf:// URL (`data.dataset_source` reads it)
+    typer.Option("--dataset", help="Dataset JSON file or hf://datasets/OWNER/NAME[@REV] (default: bundled sample)."),
 ]
 CategoriesOpt = Annotated[
     Path | None,
@@ -473,28 +473,28 @@ def provider_options(values: dict[str, Any]) -> Target:
 
 def run_spec(values: dict[str, Any]) -> RunSpec:
     from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.data import dataset_source
     from lexpilot_batch.study.model_list import ModelList, load_model_list, parse_model_arg, with_model_args
     from lexpilot_batch.study.runs import RunSpec
 
     listed = load_model_list(values["models_file"]) if values["models_file"] is not None else ModelList()
-    given = {"user_model": values["user_model"] or listed.user, "judge_model": values["judge_model"] or listed.judge}
     return RunSpec(
         stage=values["stage"],
         run_ids=tuple(values["run_id"] or ["run1"]),
         models=(*listed.eval, *values["model"]),
         settings=Settings(
-            given["user_model"] or DEFAULT_USER_MODEL,
-            given["judge_model"] or DEFAULT_JUDGE_MODEL,
+            values["user_model"] or listed.user or DEFAULT_USER_MODEL,
+            values["judge_model"] or listed.judge or DEFAULT_JUDGE_MODEL,
             values["temperature"],
             values["judge_temperature"],
             values["max_tokens"],
         ),
-        dataset=values["dataset"],
+        dataset=dataset_source(values["dataset"]),
         categories=values["categories"],
         limit=values["limit"],
         prompts=values["prompts_file"],
         speculate=values["speculate"],
         model_options=with_model_args(listed.options, [parse_model_arg(a) for a in values["model_arg"]]),
         reasoning_effort=values["reasoning_effort"],
-        defaulted=frozenset(k for k, v in given.items() if not v),
+        defaulted=frozenset(k for k in ("user_model", "judge_model") if not (values[k] or getattr(listed, k[:-6]))),
     )
