@@ -381,3 +381,12 @@ def test_status_says_how_long_the_study_has_left_from_the_measured_batch_time(
     waves = data["summary"]["time_left_s"]
     assert waves is not None and waves[0] >= 600 and waves[1] >= waves[0] and waves[0] % 600 == 0
     assert "Time left: about" in invoke(["status"], root).output
+
+
+def test_a_report_for_a_model_not_there_lists_the_runs_and_models_there_are(tmp_path: Path) -> None:
+    """Issue 48, point 8: `report --model gpt-4o-mini` (no prefix) said "no run matching" without
+    naming the models the workspace has."""
+    root = tmp_path / "ws"
+    assert invoke([*PREPARE[:6], "openai/gpt-4o-mini", *PREPARE[7:], "--limit", "1"], root).exit_code == 0
+    message = refusal(invoke(["report", "--model", "gpt-4o-mini", "--partial"], root))
+    assert "no run matching model 'gpt-4o-mini'" in message and "it has r1 of openai/gpt-4o-mini" in message
