@@ -70,7 +70,8 @@ def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
     if compiled.in_flight:
         say("A wave is under way; new work joins the next wave (run poll-and-advance).")
     elif compiled.compiled:
-        say(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s):")
+        where = Path(root if root is not None else Path.cwd()).expanduser().resolve()
+        say(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s) under {where}:")
         for path in compiled.files:
             say(f"  {path}" + ("  (at once: --tail-sync / --tail auto)" if path in compiled.tail_sync_files else ""))
     else:

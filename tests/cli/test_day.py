@@ -390,3 +390,19 @@ def test_a_report_for_a_model_not_there_lists_the_runs_and_models_there_are(tmp_
     assert invoke([*PREPARE[:6], "openai/gpt-4o-mini", *PREPARE[7:], "--limit", "1"], root).exit_code == 0
     message = refusal(invoke(["report", "--model", "gpt-4o-mini", "--partial"], root))
     assert "no run matching model 'gpt-4o-mini'" in message and "it has r1 of openai/gpt-4o-mini" in message
+
+
+def test_a_root_given_with_a_tilde_is_the_home_folders_and_prepare_prints_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48, point 8: `--root '~/study'` (quoted, or on Windows) made a folder named `~`, and
+    `prepare` printed only paths relative to a root it did not name."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("USERPROFILE", str(home))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*PREPARE, "--limit", "1", "--root", "~/study"])
+    assert result.exit_code == 0, result.output
+    assert (home / "study" / "state").is_dir() and not (tmp_path / "~").exists()
+    assert f"file(s) under {(home / 'study').resolve()}:" in result.output
