@@ -231,7 +231,7 @@ def run(
     check_format(report_format, "--report-format")  # (before anything is sent: the report comes hours later)
 
     with _session(target, create=True) as (ws, session):
-        say_prepared(do_prepare(ws, session, spec), target.root)
+        say_prepared(do_prepare(ws, session, spec), target.root, polls=True)
         _say_prices_kept(target)
         left = _advance(ws, session, True, True, poll_interval, compact, verbose)
         where = ws.state_dir / DB_NAME

@@ -26,7 +26,7 @@ from lexpilot_batch.state.waves import check_compiled_files, close_finished_wave
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.choices_memory import with_categories_named, with_remembered_choices
 from lexpilot_batch.study.dataset_memory import refuse_if_changed, with_remembered_dataset
-from lexpilot_batch.study.lineup import plan_runs
+from lexpilot_batch.study.lineup import not_applied_notes, plan_runs
 from lexpilot_batch.study.price_memory import study_models
 from lexpilot_batch.study.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
 from lexpilot_batch.util import clock
@@ -61,7 +61,7 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
     )
     refuse_if_changed(ws.store.conn, remembered, dataset)
     templates = prompts.load_templates(spec.prompts)
-    result = PrepareResult(notes=([note] if note else []) + choices)
+    result = PrepareResult(notes=([note] if note else []) + choices + not_applied_notes(plans, spec.settings))
     if spec.limit is not None and spec.limit > len(dataset):
         result.notes.append(
             f"--limit {spec.limit}: the dataset has only {len(dataset)} cases, so all {len(dataset)} are used."

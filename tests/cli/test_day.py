@@ -406,3 +406,29 @@ def test_a_root_given_with_a_tilde_is_the_home_folders_and_prepare_prints_where(
     assert result.exit_code == 0, result.output
     assert (home / "study" / "state").is_dir() and not (tmp_path / "~").exists()
     assert f"file(s) under {(home / 'study').resolve()}:" in result.output
+
+
+def test_prepare_says_when_a_reasoning_judge_takes_no_temperature(tmp_path: Path) -> None:
+    """Issue 48, point 8: the judge temperature was dropped for a reasoning judge without a word
+    at `prepare`, though a paper must report it. OpenAI's reasoning models refuse `temperature`
+    other than 1 (https://platform.openai.com/docs/guides/reasoning)."""
+    root = tmp_path / "ws"
+    said = invoke([*PREPARE, "--limit", "1", "--judge-model", "openai/o4-mini"], root)
+    assert said.exit_code == 0, said.output
+    assert "openai/o4-mini (judge role) does not take --judge-temperature 0.1: not sent" in said.output
+    manifest = json.loads(next((root / "runs").glob("r1-*/*/manifest.json")).read_text(encoding="utf-8"))
+    assert "temperature" in manifest["requests"]["judge"]["not_applied"]
+    plain = invoke([*PREPARE[:4], "r2", *PREPARE[5:], "--limit", "1", "--judge-model", "sim-judge"], root)
+    assert plain.exit_code == 0 and "does not take" not in plain.output, plain.output
+
+
+def test_run_resumed_while_a_wave_is_in_flight_does_not_tell_you_to_poll(tmp_path: Path) -> None:
+    """Issue 48, point 8: on a rerun after an interrupt `run` said "run poll-and-advance" and then
+    polled by itself."""
+    root = tmp_path / "ws"
+    assert invoke([*PREPARE, "--limit", "1"], root).exit_code == 0
+    assert invoke(["submit", "--provider", "simulated", "--sim-faults", "latency=0.5"], root).exit_code == 0
+    ran = invoke(["run", *PREPARE[1:], "--limit", "1", "--poll-interval", "0"], root)
+    assert ran.exit_code == 0, ran.output
+    assert "A wave is under way; new work joins the next wave." in ran.output
+    assert "(run poll-and-advance)" not in ran.output
