@@ -24,6 +24,7 @@ adaptive concurrency (calls run `--concurrency` at a time), rate limits, straggl
 from __future__ import annotations
 
 import argparse
+import copy
 import heapq
 import json
 import math
@@ -35,6 +36,10 @@ from typing import Any
 
 # (name, --tail auto, --max-premium percent, flex-capable models); "batches": batches only.
 CONFIGS = (("batches", False, 0.0, False), ("auto", True, 0.0, True), ("auto-noflex", True, 10.0, False))
+# How long a cancel takes to land: OpenAI's batch reference, "The batch will be in status
+# `cancelling` for up to 10 minutes, before changing to `cancelled`, where it will have partial
+# results (if any) available in the output file." The longest, to be safe.
+CANCEL_SECONDS = 600.0
 RETRIES = 5  # round trips a stuck batch's leftover may take before the replay gives up waiting on it
 
 
@@ -148,66 +153,107 @@ def round_trip(faults: Any, sha256: str, window: float) -> tuple[float, int, boo
     return seconds, RETRIES, False
 
 
-def replay(study: Study, args: argparse.Namespace, seed: int) -> dict[str, dict[str, Any]]:
-    """Each configuration's time, round trips and cost under the draw of this seed."""
+def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[int, float]) -> dict[str, dict[str, Any]]:
+    """Each configuration's time, round trips and cost under the draw of this seed, unhedged and
+    hedged (`hedged`); `batch_usd` is each file's batch-priced cost, for a leftover sent through sync."""
+    from lexpilot_batch.engine.hedge import HEDGE_QUANTILE, MIN_MEASURED, quantile
     from lexpilot_batch.engine.tail import (
         DEFAULT_BATCH_SECONDS,
         Expected,
         Spent,
         TailPolicy,
         is_round_trip,
+        premium,
         wave_travel,
     )
-    from lexpilot_batch.providers.backends import FLEX
+    from lexpilot_batch.providers.backends import FLEX, SYNC
     from lexpilot_batch.simulated.batches.lifecycle import WINDOW_SECONDS
-    from lexpilot_batch.simulated.latency import chat_seconds
+    from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds, stuck
 
     faults = model_faults(args, seed)
     trips = {f["pk"]: round_trip(faults, f["sha256"], WINDOW_SECONDS) for f in study.files}
-    here: dict[tuple[int, bool], float] = {}
+    here: dict[tuple[int, bool, int], float] = {}
 
-    def at_once(pk: int, flex: bool) -> float:
-        if (pk, flex) not in here:
-            calls = [chat_seconds(faults, c, flex=flex) for c in study.ids.get(pk, [])]
-            here[pk, flex] = makespan(calls, args.concurrency)
-        return here[pk, flex]
+    def at_once(pk: int, flex: bool, last: int = 0) -> float:
+        """Seconds to send the file's requests (its `last` ones, if given) here, on flex or sync."""
+        if (pk, flex, last) not in here:
+            cids = study.ids.get(pk, [])
+            calls = [chat_seconds(faults, c, flex=flex) for c in (cids[-last:] if last else cids)]
+            here[pk, flex, last] = makespan(calls, args.concurrency)
+        return here[pk, flex, last]
 
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for f in study.files:
         route = study.routes[f["pk"]]
         groups[(f["wave"], route.backend, f["endpoint"], f["model"], f["provider"])].append(f)
     out = {}
-    for name, auto, premium, flex in CONFIGS:
-        spent, seconds, round_trips = Spent(), 0.0, 0
+    for (name, auto, pct, flex), hedge in ((config, hedge) for config in CONFIGS for hedge in (False, True)):
+        spent, seconds, round_trips, extra_usd = Spent(), 0.0, 0, 0.0
         measured: list[float] = []
         backend_of: dict[int, str] = {}
+
+        def policy(batch: float, pct: float = pct, flex: bool = flex) -> TailPolicy:
+            return TailPolicy(
+                auto=True,
+                max_premium=pct,
+                concurrency=args.concurrency,
+                expected=Expected(batch=batch),
+                flex={"*": flex},
+            )
+
         for wave in study.waves:
             mine = {key: group for key, group in groups.items() if key[0] == wave}
+            expect = median(measured) if measured else DEFAULT_BATCH_SECONDS
             if auto:
-                batch = median(measured) if measured else DEFAULT_BATCH_SECONDS
-                policy = TailPolicy(
-                    auto=True,
-                    max_premium=premium,
-                    concurrency=args.concurrency,
-                    expected=Expected(batch=batch),
-                    flex={"*": flex},
-                )
                 sizes = {
                     key: (study.routes[g[0]["pk"]], sum(f["n_requests"] for f in g), sum(f["tokens"] or 0 for f in g))
                     for key, g in mine.items()
                 }
-                for key, backend in wave_travel(policy, sizes, spent).items():
+                for key, backend in wave_travel(policy(expect), sizes, spent).items():
                     backend_of.update((f["pk"], backend) for f in mine[key])
             else:
                 backend_of.update((f["pk"], study.routes[f["pk"]].backend) for g in mine.values() for f in g)
+            deadline = quantile(measured, HEDGE_QUANTILE) if hedge and len(measured) >= MIN_MEASURED else None
             wave_files = [f for g in mine.values() for f in g]
             batched = [f for f in wave_files if is_round_trip(backend_of[f["pk"]])]
             sent = sum(at_once(f["pk"], backend_of[f["pk"]] == FLEX) for f in wave_files if f not in batched)
-            longest = max((trips[f["pk"]][0] for f in batched), default=0.0)
+            longest, trips_here = 0.0, 0
+            for f in batched:
+                took, n_trips, completed = trips[f["pk"]]
+                if deadline is None or took <= deadline:
+                    longest, trips_here = max(longest, took), max(trips_here, n_trips)
+                    measured += [took] if completed else []
+                    continue
+                # Hedged: cancelled at the deadline, its finished lines kept (a stuck batch stopped
+                # part-way: half, the middle of the simulator's 30-70%; a slow one progresses
+                # linearly), the rest sent again by the quickest route the policy allows.
+                done = (
+                    0.5 if stuck(faults, f["sha256"], WINDOW_SECONDS) else deadline / batch_seconds(faults, f["sha256"])
+                )
+                left = max(1, math.ceil(f["n_requests"] * (1 - done)))
+                route = study.routes[f["pk"]]
+                again = route.backend
+                tokens_left = (f["tokens"] or 0) * left / max(1, f["n_requests"])
+                if auto:
+                    size = {0: (route, float(left), tokens_left)}
+                    again = wave_travel(policy(expect), size, copy.deepcopy(spent))[0]
+                if again == SYNC:
+                    share = batch_usd.get(f["pk"], 0.0) * left / max(1, f["n_requests"])
+                    extra_usd += premium(share)
+                    spent.sync_usd = None if spent.sync_usd is None else spent.sync_usd + share
+                    spent.sync_tokens += tokens_left
+                if is_round_trip(again):
+                    retry, retry_trips, retry_completed = round_trip(faults, f"{f['sha256']}|hedge", WINDOW_SECONDS)
+                    measured += [retry] if retry_completed else []
+                    longest = max(longest, deadline + CANCEL_SECONDS + retry)
+                    trips_here = max(trips_here, 1 + retry_trips)
+                else:
+                    longest = max(longest, deadline + CANCEL_SECONDS + at_once(f["pk"], again == FLEX, left))
+                    trips_here = max(trips_here, 1)
             seconds += max(longest, sent)
-            round_trips += max((trips[f["pk"]][1] for f in batched), default=0)
-            measured += [trips[f["pk"]][0] for f in batched if trips[f["pk"]][2]]
-        out[name] = {"seconds": seconds, "round_trips": round_trips, "backend_of": backend_of}
+            round_trips += trips_here
+        label = f"{name}+hedge" if hedge else name
+        out[label] = {"seconds": seconds, "round_trips": round_trips, "backend_of": backend_of, "extra_usd": extra_usd}
     return out
 
 
@@ -228,6 +274,7 @@ def time_to_result_draws(
     """`time_to_result_draws` (one entry per configuration of `CONFIGS`) and the model it assumed;
     a role without a price in `--prices` at `default_price`."""
     from lexpilot_batch.engine.tail import DEFAULT_BATCH_SECONDS, DEFAULT_FLEX_SECONDS, DEFAULT_SYNC_SECONDS
+    from lexpilot_batch.providers.backends import BATCH
     from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, cost_usd
 
     study = load(ws_root, options)
@@ -241,13 +288,16 @@ def time_to_result_draws(
         )
 
     all_batch = cost({pk: route.backend for pk, route in study.routes.items()})
+    batch_usd: dict[int, float] = defaultdict(float)
+    for (pk, role), (p, c) in study.tokens.items():
+        batch_usd[pk] += cost_usd(p, c, price_of(role, default_price), BATCH, DEFAULT_BATCH_DISCOUNT) or 0.0
     runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for seed in range(args.draws):
-        for name, got in replay(study, args, seed).items():
-            spent = cost(got.pop("backend_of"))
+        for name, got in replay(study, args, seed, batch_usd).items():
+            spent = cost(got.pop("backend_of")) + got.pop("extra_usd")
             runs[name].append({**got, "cost": spent, "seconds": got["seconds"] + local_seconds})
     entries = []
-    for name, *_ in CONFIGS:
+    for name in (f"{config[0]}{hedged}" for config in CONFIGS for hedged in ("", "+hedge")):
         draws = runs[name]
         spent = median(d["cost"] for d in draws)
         entries.append(

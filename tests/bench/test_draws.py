@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from bench import draws
+from lexpilot_batch.engine.hedge import quantile
 from lexpilot_batch.engine.tail import DEFAULT_FLEX_SECONDS
 from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
 from lexpilot_batch.simulated.batches.lifecycle import WINDOW_SECONDS
-from lexpilot_batch.simulated.latency import batch_seconds
+from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds, stuck
 
 
 def args(**given: Any) -> argparse.Namespace:
@@ -36,13 +37,28 @@ def study(sizes: list[int]) -> draws.Study:
     return draws.Study(files, {f["pk"]: route for f in files}, ids, {})
 
 
+def replay(s: draws.Study, given: argparse.Namespace, seed: int) -> dict[str, dict[str, Any]]:
+    return draws.replay(s, given, seed, {f["pk"]: 1.0 for f in s.files})
+
+
+def a_seed(spec: argparse.Namespace, stuck_files: set[str], others: set[str]) -> int:
+    """A seed under which exactly these files' batches are drawn stuck."""
+    for seed in range(500):
+        faults = draws.model_faults(spec, seed)
+        if all(stuck(faults, f, WINDOW_SECONDS) for f in stuck_files) and not any(
+            stuck(faults, f, WINDOW_SECONDS) for f in others
+        ):
+            return seed
+    raise AssertionError("no such seed")
+
+
 def test_batches_only_waits_for_each_wave_s_drawn_batch_and_a_stuck_one_for_its_window_and_a_retry() -> None:
     s = study([5000, 100, 100])
-    got = draws.replay(s, args(), seed=4)["batches"]
+    got = replay(s, args(), seed=4)["batches"]
     faults = draws.model_faults(args(), 4)
     assert got["round_trips"] == 3
     assert got["seconds"] == pytest.approx(sum(batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)))
-    stuck = draws.replay(s, args(stuck=1.0), seed=4)["batches"]
+    stuck = replay(s, args(stuck=1.0), seed=4)["batches"]
     # Every batch stuck, its leftover too, up to RETRIES round trips a wave.
     assert stuck["round_trips"] == 3 * draws.RETRIES and stuck["seconds"] == 3 * draws.RETRIES * WINDOW_SECONDS
     seconds, trips, completed = draws.round_trip(draws.model_faults(args(stuck=0.5), 0), "file-7", WINDOW_SECONDS)
@@ -54,23 +70,23 @@ def test_batches_only_waits_for_each_wave_s_drawn_batch_and_a_stuck_one_for_its_
 
 def test_auto_sends_a_wave_on_flex_when_quicker_than_the_median_batch_measured_so_far() -> None:
     s = study([5000, 100, 100])
-    got = draws.replay(s, args(), seed=4)["auto"]
+    got = replay(s, args(), seed=4)["auto"]
     faults = draws.model_faults(args(), 4)
     # Wave 1: 5,000 calls of 60 s, 64 at a time, take 79 min: longer than the default hour, a batch.
     # Waves 2 and 3: 2 x 60 s on flex, less than the median batch measured so far.
     assert got["round_trips"] == 1
     assert got["seconds"] == pytest.approx(batch_seconds(faults, "file-1") + 2 * 2 * DEFAULT_FLEX_SECONDS)
     # Batches measured quicker than two flex calls: the waves stay batches.
-    quick = draws.replay(s, args(batch_median=30.0, batch_p90=60.0), seed=4)["auto"]
+    quick = replay(s, args(batch_median=30.0, batch_p90=60.0), seed=4)["auto"]
     assert quick["round_trips"] == 3
     # Flex over Gemini's 1 to 15 minutes: each call is drawn, the plan is the same.
-    ranged = draws.replay(s, args(flex_range="60:900"), seed=4)["auto"]
+    ranged = replay(s, args(flex_range="60:900"), seed=4)["auto"]
     assert ranged["round_trips"] == 1 and ranged["seconds"] > got["seconds"]
 
 
 def test_auto_without_flex_sends_small_waves_through_sync_within_the_premium() -> None:
     s = study([5000, 100, 100, 2000])
-    got = draws.replay(s, args(), seed=2)["auto-noflex"]
+    got = replay(s, args(), seed=2)["auto-noflex"]
     faults = draws.model_faults(args(), 2)
     # Waves 2 and 3 (2 calls of 2 s at a time each) cost +100% of 200 requests: within 10% of
     # wave 1's 5,000; wave 4's 2,000 would not be.
@@ -88,3 +104,44 @@ def test_percentiles_interpolate_as_the_standard_library_and_options_are_checked
     assert "MIN:MAX" in (draws.check_draws_args(args(flex_range="900:60")) or "")
     assert "batch_p90" in (draws.check_draws_args(args(batch_p90=100.0)) or "")
     assert "--compare" in (draws.check_draws_args(args(compare=True)) or "")
+
+
+def test_hedging_cancels_a_stuck_batch_at_the_measured_90th_percentile_and_resends_its_rest() -> None:
+    s = study([200, 200, 200, 5000])
+    spec = args(stuck=0.3)
+    seed = a_seed(spec, {"file-4"}, {"file-1", "file-2", "file-3"})
+    faults = draws.model_faults(spec, seed)
+    got = replay(s, spec, seed)
+    first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
+    retry = batch_seconds(faults, "file-4|retry-1")
+    assert not stuck(faults, "file-4|retry-1", WINDOW_SECONDS)
+    assert got["batches"]["seconds"] == pytest.approx(sum(first) + WINDOW_SECONDS + retry)
+    # Hedged: cancelled at the 90th percentile of the three measured, its rest in a new batch.
+    deadline = quantile(first, 0.9)
+    again = batch_seconds(faults, "file-4|hedge")
+    assert got["batches+hedge"]["seconds"] == pytest.approx(sum(first) + deadline + draws.CANCEL_SECONDS + again)
+    assert got["batches+hedge"]["round_trips"] == got["batches"]["round_trips"] == 5
+    # No premium: the rest travels at batch price.
+    assert got["batches+hedge"]["extra_usd"] == 0
+
+
+def test_hedging_under_auto_sends_the_rest_on_flex_when_quicker_than_a_batch() -> None:
+    # Every wave 5,000 requests: 79 min of flex calls, longer than any median batch here, so batches.
+    s = study([5000, 5000, 5000, 5000])
+    spec = args(stuck=0.3, batch_median=5000.0, batch_p90=10000.0)
+    seed = a_seed(spec, {"file-4"}, {"file-1", "file-2", "file-3"})
+    faults = draws.model_faults(spec, seed)
+    first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
+    got = replay(s, spec, seed)
+    assert got["auto"]["round_trips"] == got["batches"]["round_trips"] == 5
+    # Wave 4 stuck: cancelled at the deadline with half of it done; its 2,500 left take 40 x 60 s on
+    # flex, quicker than the median batch measured, so they go flex, at batch price.
+    rest = draws.makespan([chat_seconds(faults, f"w4-r{j}", flex=True) for j in range(2500, 5000)], 64)
+    assert rest == 40 * DEFAULT_FLEX_SECONDS
+    hedged = got["auto+hedge"]
+    assert statistics.median(first) > rest  # (this seed's three measured batches)
+    assert hedged["seconds"] == pytest.approx(sum(first) + quantile(first, 0.9) + draws.CANCEL_SECONDS + rest)
+    assert hedged["round_trips"] == 4 and hedged["extra_usd"] == 0
+    # Without flex, within --max-premium 10: 2,500 of 20,000 requests through sync is +12.5%, too much.
+    noflex = got["auto-noflex+hedge"]
+    assert noflex["extra_usd"] == 0 and noflex["round_trips"] == 5
