@@ -3,7 +3,11 @@
 result over many draws").
 
 Each draw is the model under one fault seed (0 ... N-1): every batch of the run's own waves takes
-`latency.batch_seconds` of its input file's hash; a batch drawn stuck (`latency.stuck`) ends at its
+`latency.batch_seconds` of its request file's path (`requests/w0003/eval__....jsonl`), a call
+`chat_seconds` of its request's id stem (`batches.answers.draw_key`), both the same in every
+workspace of the same study, so that a seed draws the same world whichever run is replayed (the
+simulated provider draws by the file's hash and the full custom_id, which carry the workspace's
+tag); a batch drawn stuck (`latency.stuck`) ends at its
 window's expiry (24 h) with part of its requests done, and the rest take another round trip, drawn
 by the same model (a stuck retry waits again). A flex call takes `chat_seconds(..., flex=True)`: the
 product's own default, `engine.tail.DEFAULT_FLEX_SECONDS`, unless `--flex-latency S` or
@@ -45,7 +49,7 @@ RETRIES = 5  # round trips a stuck batch's leftover may take before the replay g
 
 @dataclass
 class Study:
-    """What the replay needs of a finished workspace: its files (pk, wave, sha256, n_requests,
+    """What the replay needs of a finished workspace: its files (pk, wave, path, n_requests,
     tokens, backend), each file's route and custom_ids, and its tokens by (file, role)."""
 
     files: list[dict[str, Any]]
@@ -139,18 +143,33 @@ def makespan(durations: list[float], workers: int) -> float:
     return max(free) if durations else 0.0
 
 
-def round_trip(faults: Any, sha256: str, window: float) -> tuple[float, int, bool]:
+def round_trip(faults: Any, key: str, window: float) -> tuple[float, int, bool]:
     """Seconds from a batch's creation until all its requests are answered, the round trips that
     took, and whether its first one completed (what `measured_batch_seconds` counts)."""
     from lexpilot_batch.simulated.latency import batch_seconds, stuck
 
-    seconds, key = 0.0, sha256
+    seconds, first = 0.0, key
     for trip in range(1, RETRIES + 1):
         if not stuck(faults, key, window):
             return seconds + batch_seconds(faults, key), trip, trip == 1
         seconds += window
-        key = f"{sha256}|retry-{trip}"  # the leftover: another file, another draw
+        key = f"{first}|retry-{trip}"  # the leftover: another file, another draw
     return seconds, RETRIES, False
+
+
+def hedged_trip(faults: Any, key: str, deadline: float) -> tuple[float, int, bool]:
+    """`round_trip` of a batch hedged past `deadline`: cancelled then, its rest in a new batch (drawn
+    anew, hedged in turn), up to `RETRIES` round trips; whether its first one completed."""
+    from lexpilot_batch.simulated.batches.lifecycle import WINDOW_SECONDS
+
+    seconds = 0.0
+    for trip in range(1, RETRIES + 1):
+        took, trips, completed = round_trip(faults, key, WINDOW_SECONDS)
+        if took <= deadline or trip == RETRIES:
+            return seconds + took, trip - 1 + trips, completed and trip == 1
+        seconds += deadline + CANCEL_SECONDS
+        key = f"{key}|hedge"
+    raise AssertionError("unreachable")
 
 
 def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[int, float]) -> dict[str, dict[str, Any]]:
@@ -167,17 +186,18 @@ def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[in
         wave_travel,
     )
     from lexpilot_batch.providers.backends import FLEX, SYNC
+    from lexpilot_batch.simulated.batches.answers import draw_key
     from lexpilot_batch.simulated.batches.lifecycle import WINDOW_SECONDS
     from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds, stuck
 
     faults = model_faults(args, seed)
-    trips = {f["pk"]: round_trip(faults, f["sha256"], WINDOW_SECONDS) for f in study.files}
+    trips = {f["pk"]: round_trip(faults, f["path"], WINDOW_SECONDS) for f in study.files}
     here: dict[tuple[int, bool, int], float] = {}
 
     def at_once(pk: int, flex: bool, last: int = 0) -> float:
         """Seconds to send the file's requests (its `last` ones, if given) here, on flex or sync."""
         if (pk, flex, last) not in here:
-            cids = study.ids.get(pk, [])
+            cids = [draw_key(c) for c in study.ids.get(pk, [])]
             calls = [chat_seconds(faults, c, flex=flex) for c in (cids[-last:] if last else cids)]
             here[pk, flex, last] = makespan(calls, args.concurrency)
         return here[pk, flex, last]
@@ -227,9 +247,7 @@ def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[in
                 # Hedged: cancelled at the deadline, its finished lines kept (a stuck batch stopped
                 # part-way: half, the middle of the simulator's 30-70%; a slow one progresses
                 # linearly), the rest sent again by the quickest route the policy allows.
-                done = (
-                    0.5 if stuck(faults, f["sha256"], WINDOW_SECONDS) else deadline / batch_seconds(faults, f["sha256"])
-                )
+                done = 0.5 if stuck(faults, f["path"], WINDOW_SECONDS) else deadline / batch_seconds(faults, f["path"])
                 left = max(1, math.ceil(f["n_requests"] * (1 - done)))
                 route = study.routes[f["pk"]]
                 again = route.backend
@@ -243,7 +261,8 @@ def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[in
                     spent.sync_usd = None if spent.sync_usd is None else spent.sync_usd + share
                     spent.sync_tokens += tokens_left
                 if is_round_trip(again):
-                    retry, retry_trips, retry_completed = round_trip(faults, f"{f['sha256']}|hedge", WINDOW_SECONDS)
+                    # The rest in a new batch, which is hedged in turn past the same deadline.
+                    retry, retry_trips, retry_completed = hedged_trip(faults, f"{f['path']}|hedge", deadline)
                     measured += [retry] if retry_completed else []
                     longest = max(longest, deadline + CANCEL_SECONDS + retry)
                     trips_here = max(trips_here, 1 + retry_trips)
@@ -335,3 +354,46 @@ def time_to_result_draws(
         },
         "entries": entries,
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python bench/draws.py WORKSPACE --local-seconds S --draws N ...`: the replay alone, on a
+    workspace a bench run kept (`run_bench.py --keep`), its local seconds from that run's JSON
+    (`time_to_result_draws_model.model.local_seconds`)."""
+    import os
+    import sys
+
+    from latency_model import DEFAULT_PRICE  # (run as a script: bench/ is on the path)
+
+    from lexpilot_batch.engine.session import ProviderOptions
+
+    parser = argparse.ArgumentParser(prog="python bench/draws.py", description=main.__doc__)
+    parser.add_argument("workspace", type=Path)
+    parser.add_argument("--local-seconds", type=float, required=True)
+    parser.add_argument("--draws", type=int, default=20)
+    parser.add_argument("--batch-median", type=float, default=420.0)
+    parser.add_argument("--batch-p90", type=float, default=3600.0)
+    parser.add_argument("--stuck", type=float, default=0.01)
+    parser.add_argument("--flex-range")
+    parser.add_argument("--flex-latency", type=float)
+    parser.add_argument("--sync-latency", type=float, default=2.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--prices")
+    args = parser.parse_args(argv)
+    args.compare = False
+    problem = check_draws_args(args) if args.draws else "--draws must be at least 1"
+    if problem:
+        parser.error(problem)
+    # The bench's routes: its bare model names at an OpenAI-compatible endpoint (nothing is sent).
+    os.environ.setdefault("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    os.environ.setdefault("OPENAI_API_KEY", "bench-not-a-secret")
+    options = ProviderOptions(provider="env", concurrency=args.concurrency, flex={"*": True})
+    result = time_to_result_draws(args.workspace, options, args, args.local_seconds, DEFAULT_PRICE)
+    for entry in result["entries"]:
+        print(json.dumps(entry), file=sys.stderr)
+    print(json.dumps(result, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

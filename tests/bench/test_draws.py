@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,7 +30,7 @@ def study(sizes: list[int]) -> draws.Study:
     """One file per wave, of these many requests, for a bare model (an OpenAI batch route)."""
     route = resolve_route("eval", "bench-eval", None, RouteRules(environ={}))
     files: list[dict[str, Any]] = [
-        {"pk": i, "wave": i, "sha256": f"file-{i}", "n_requests": n, "tokens": 1000 * n, "endpoint": "/v1/chat/completions",
+        {"pk": i, "wave": i, "path": f"file-{i}", "n_requests": n, "tokens": 1000 * n, "endpoint": "/v1/chat/completions",
          "model": "bench-eval", "provider": None, "backend": "batch"}
         for i, n in enumerate(sizes, start=1)
     ]  # fmt: skip
@@ -41,12 +42,19 @@ def replay(s: draws.Study, given: argparse.Namespace, seed: int) -> dict[str, di
     return draws.replay(s, given, seed, {f["pk"]: 1.0 for f in s.files})
 
 
-def a_seed(spec: argparse.Namespace, stuck_files: set[str], others: set[str]) -> int:
-    """A seed under which exactly these files' batches are drawn stuck."""
-    for seed in range(500):
+def a_seed(spec: argparse.Namespace, extra: Callable[[list[float]], bool] = lambda first: True) -> int:
+    """A seed under which file-4's batch is drawn stuck and none of the first three, the batch a
+    hedge sends for file-4's rest ends within the deadline the first three give, and `extra` holds
+    of the first three's durations."""
+    for seed in range(5000):
         faults = draws.model_faults(spec, seed)
-        if all(stuck(faults, f, WINDOW_SECONDS) for f in stuck_files) and not any(
-            stuck(faults, f, WINDOW_SECONDS) for f in others
+        first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
+        if (
+            stuck(faults, "file-4", WINDOW_SECONDS)
+            and not any(stuck(faults, f"file-{i}", WINDOW_SECONDS) for i in (1, 2, 3))
+            and not stuck(faults, "file-4|hedge", WINDOW_SECONDS)
+            and batch_seconds(faults, "file-4|hedge") <= quantile(first, 0.9)
+            and extra(first)
         ):
             return seed
     raise AssertionError("no such seed")
@@ -109,7 +117,7 @@ def test_percentiles_interpolate_as_the_standard_library_and_options_are_checked
 def test_hedging_cancels_a_stuck_batch_at_the_measured_90th_percentile_and_resends_its_rest() -> None:
     s = study([200, 200, 200, 5000])
     spec = args(stuck=0.3)
-    seed = a_seed(spec, {"file-4"}, {"file-1", "file-2", "file-3"})
+    seed = a_seed(spec)
     faults = draws.model_faults(spec, seed)
     got = replay(s, spec, seed)
     first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
@@ -129,11 +137,15 @@ def test_hedging_under_auto_sends_the_rest_on_flex_when_quicker_than_a_batch() -
     # Every wave 5,000 requests: 79 min of flex calls, longer than any median batch here, so batches.
     s = study([5000, 5000, 5000, 5000])
     spec = args(stuck=0.3, batch_median=5000.0, batch_p90=10000.0)
-    seed = a_seed(spec, {"file-4"}, {"file-1", "file-2", "file-3"})
+    # Measured batches quicker than a wave on flex (79 min), slower than half of one (40 min).
+    seed = a_seed(
+        spec,
+        lambda first: all(statistics.median(first[:k]) < 4740 for k in (1, 2, 3)) and statistics.median(first) > 2400,
+    )
     faults = draws.model_faults(spec, seed)
     first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
     got = replay(s, spec, seed)
-    assert got["auto"]["round_trips"] == got["batches"]["round_trips"] == 5
+    assert got["auto"]["round_trips"] == got["batches"]["round_trips"] >= 5  # every wave a batch, a retry
     # Wave 4 stuck: cancelled at the deadline with half of it done; its 2,500 left take 40 x 60 s on
     # flex, quicker than the median batch measured, so they go flex, at batch price.
     rest = draws.makespan([chat_seconds(faults, f"w4-r{j}", flex=True) for j in range(2500, 5000)], 64)
@@ -145,3 +157,20 @@ def test_hedging_under_auto_sends_the_rest_on_flex_when_quicker_than_a_batch() -
     # Without flex, within --max-premium 10: 2,500 of 20,000 requests through sync is +12.5%, too much.
     noflex = got["auto-noflex+hedge"]
     assert noflex["extra_usd"] == 0 and noflex["round_trips"] == 5
+
+
+def test_a_hedged_batch_s_rest_is_hedged_in_turn_past_the_same_deadline() -> None:
+    faults = draws.model_faults(args(stuck=0.0), 0)
+    keys = ["x", "x|hedge", "x|hedge|hedge"]
+    took = [batch_seconds(faults, k) for k in keys]
+    deadline = min(took[0], took[1]) - 1  # the first two past it
+    seconds, trips, completed = draws.hedged_trip(faults, "x", deadline)
+    if took[2] <= deadline:
+        assert seconds == pytest.approx(2 * (deadline + draws.CANCEL_SECONDS) + took[2]) and trips == 3
+    else:
+        assert seconds > 2 * (deadline + draws.CANCEL_SECONDS) + deadline and trips > 3
+    assert not completed  # the first batch was cancelled: nothing measured of it
+    assert draws.hedged_trip(faults, "x", 10 * max(took)) == (took[0], 1, True)
+    # Never more than RETRIES batches, each past the deadline: the last one is waited for.
+    seconds, trips, _ = draws.hedged_trip(faults, "x", 0.0)
+    assert trips == draws.RETRIES and seconds >= (draws.RETRIES - 1) * draws.CANCEL_SECONDS
