@@ -460,6 +460,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             create_grace=values["create_grace"],
             outage_wait=values["outage_wait"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
+            hedge=values["hedge"],
             tail_sync=values["tail_sync"],
             tail=values["tail"],
             max_premium=values["max_premium"],
