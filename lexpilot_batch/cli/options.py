@@ -1,8 +1,7 @@
 """The options commands share: single ones, and the groups that become one `Target` or `RunSpec`.
 
-A group is added to a command by `with_options` and reaches it as one object, so that the
-provider options (`PROVIDER_OPTIONS` → `Target`) and the experiment's own (`RUN_OPTIONS` →
-`RunSpec`) are spelled once for every command that takes them.
+A group is added to a command by `with_options` and reaches it as one object, so that the provider options
+(`PROVIDER_OPTIONS` → `Target`) and the experiment's own (`RUN_OPTIONS` → `RunSpec`) are spelled once for each.
 """
 
 from __future__ import annotations
@@ -460,6 +459,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             create_grace=values["create_grace"],
             outage_wait=values["outage_wait"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
+            hedge=values["hedge"],
             tail_sync=values["tail_sync"],
             tail=values["tail"],
             max_premium=values["max_premium"],
