@@ -45,6 +45,7 @@ from lexpilot_batch.state.waves import (
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import load_runs, manifest_path
 from lexpilot_batch.util.fileio import file_sha256
+from lexpilot_batch.util.redaction import redact_cut
 
 
 def schema_blockers(db: sqlite3.Connection) -> list[Finding]:
@@ -168,9 +169,9 @@ def _result_damage(path: Path, expected: set[str], normalise: Normalise | None =
     """Why a saved result file cannot be what the provider sent, or None when it looks whole."""
     for number, line, raw, _flaw in result_lines(path, normalise):
         if line is None or not isinstance(line.get("custom_id"), str):
-            return f"line {number} is not a result object ({raw[:40]!r})"
+            return f"line {number} is not a result object ({redact_cut(raw, 40)!r})"
         if line["custom_id"] not in expected:
-            return f"line {number} answers {line['custom_id'][:64]!r}, which is not a request of this file"
+            return f"line {number} answers {redact_cut(line['custom_id'], 64)!r}, which is not a request of this file"
     return None
 
 

@@ -69,7 +69,7 @@ from lexpilot_batch.state.waves import (
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import collector
 from lexpilot_batch.util.fileio import file_sha256, write_atomic
-from lexpilot_batch.util.redaction import redact
+from lexpilot_batch.util.redaction import redact, redact_cut
 
 BAD_LINE = "bad_line"
 FOREIGN = "foreign"
@@ -154,6 +154,7 @@ def apply_result_files(
 
     def anomaly(kind: str, custom_id: str | None, detail: str) -> None:
         detail = redact(detail)  # it may quote a line, and so what the provider echoed
+        custom_id = redact(custom_id) if custom_id else custom_id  # a stray line's id is the provider's words too
         nonlocal recorded
         if recorded is None:
             recorded = set(cursor.execute("SELECT kind, custom_id, detail FROM anomalies"))
@@ -168,14 +169,16 @@ def apply_result_files(
             if line is None or not isinstance(line.get("custom_id"), str):
                 stats.bad_lines += 1
                 why = flaw.reason if flaw is not None else "is not a result object"
-                anomaly(BAD_LINE, None, f"{path.name} line {number}: {why}: {raw[:80]!r}")
+                anomaly(BAD_LINE, None, f"{path.name} line {number}: {why}: {redact_cut(raw, 80)!r}")
                 continue
             custom_id = line["custom_id"]
             row = rows.get(custom_id)
             if row is None:
                 stats.unknown += 1
                 kind, why = stray(db, custom_id, tag)
-                anomaly(kind, custom_id, f"{path.name} line {number}: {custom_id[:100]!r} {why}; not applied")
+                anomaly(
+                    kind, custom_id, f"{path.name} line {number}: {redact_cut(custom_id, 100)!r} {why}; not applied"
+                )
                 continue
             request_pk, parser, n_claims, status = row
             if flaw is not None:
@@ -264,7 +267,7 @@ def _stored(db: sqlite3.Connection, request_pk: int) -> tuple[bool, str | None]:
 
 def _said(result: tuple[bool, str | None]) -> str:
     ok, what = result
-    return f"answer {(what or '')[:40]!r}" if ok else f"failure {(what or '')[:80]!r}"
+    return f"answer {redact_cut(what or '', 40)!r}" if ok else f"failure {redact_cut(what or '', 80)!r}"
 
 
 def stray(db: sqlite3.Connection, custom_id: str, tag: str) -> tuple[str, str]:

@@ -21,6 +21,7 @@ from lexpilot_batch.state.states import FileState, RequestState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in, work_left
 from lexpilot_batch.state.workspace import Workspace, command_hint
 from lexpilot_batch.util.columns import aligned
+from lexpilot_batch.util.redaction import redact_cut
 from lexpilot_batch.util.text import terminal_safe
 
 
@@ -138,7 +139,7 @@ def _blockers(ws: Workspace, left: dict[str, int], failed: int) -> list[str]:
             " GROUP BY reason ORDER BY n DESC LIMIT 1"
         ).fetchone()
         # A reason quotes the provider: one line of it, escaped, whatever it holds.
-        why = f"; most often: {terminal_safe(str(top['reason'] or ''))[:160]}" if top is not None else ""
+        why = f"; most often: {redact_cut(terminal_safe(str(top['reason'] or '')), 160)}" if top is not None else ""
         out.append(
             f"{failed} failed thread(s), out of attempts: the run is incomplete until "
             f"`{ws.command('retry')}` makes them due again (`{ws.command('status --verbose')}` names them){why}"
