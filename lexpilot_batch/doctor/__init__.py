@@ -29,6 +29,7 @@ What is checked:
 | `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
 | `compacted_file_missing` — a finished wave's file, kept compressed (`compaction`) or gone before it could be, is neither compressed nor plain | warning | no: restore it |
 | `compacted_file_damaged` — (`--deep` only) a compacted file no longer holds the bytes it was packed from | warning | no: restore it |
+| `secrets_replaced` — keys a provider or gateway echoed into result files, replaced before they were saved (`files.redacted`) | info | no: explained |
 
 The database keeps no hash of a downloaded result file until it is compacted, so a "damaged" one
 (not yet ingested, hence not compacted) is one that can be seen to be damaged: a line that is not a
@@ -50,6 +51,7 @@ from lexpilot_batch.doctor.findings import (
     RESULT_DAMAGED,
     RESULT_MISSING,
     SCHEMA,
+    SECRETS_REPLACED,
     SENT_CHANGED,
     SEVERITIES,
     THREADS_WAITING,
@@ -71,6 +73,7 @@ __all__ = [
     "RESULT_DAMAGED",
     "RESULT_MISSING",
     "SCHEMA",
+    "SECRETS_REPLACED",
     "SENT_CHANGED",
     "SEVERITIES",
     "THREADS_WAITING",

@@ -17,6 +17,7 @@ from lexpilot_batch.doctor.findings import (
     RESULT_DAMAGED,
     RESULT_MISSING,
     SCHEMA,
+    SECRETS_REPLACED,
     SENT_CHANGED,
     SEVERITIES,
     THREADS_WAITING,
@@ -110,6 +111,7 @@ def diagnose(ws: Workspace, deep: bool = False) -> list[Finding]:
         *_compacted_missing(ws),
         *(_compacted_damaged(ws) if deep else ()),
         *_anomalies(ws),
+        *_secrets_replaced(ws),
     ]
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
 
@@ -394,5 +396,26 @@ def _compacted_damaged(ws: Workspace) -> list[Finding]:
             False,
             "warning",
             tuple(line.split(" ", 1)[0] for line in damaged),
+        )
+    ]
+
+
+def _secrets_replaced(ws: Workspace) -> list[Finding]:
+    """Saved result files in which keys were replaced on their way to disk (`redaction.Scrubber`)."""
+    rows = ws.store.conn.execute("SELECT path, redacted FROM files WHERE redacted > 0 ORDER BY pk").fetchall()
+    if not rows:
+        return []
+    total = sum(r["redacted"] for r in rows)
+    return [
+        Finding(
+            SECRETS_REPLACED,
+            f"{total} key(s) or key-shaped token(s) were replaced by [redacted …] in the saved results of "
+            f"{len(rows)} file(s), e.g. those of {rows[0]['path']}: the provider, or a gateway on the way, "
+            "echoed them into its answers",
+            "nothing to repair: it is the one change made to a provider's files before they are saved (every "
+            "other byte is as it came), so that no key is ever written down; check what echoes your keys",
+            False,
+            "info",
+            tuple(r["path"] for r in rows),
         )
     ]

@@ -17,6 +17,7 @@ MANIFEST = "manifest_file"
 BATCH_LOST = "batch_lost"
 COMPACTED_MISSING = "compacted_file_missing"
 COMPACTED_DAMAGED = "compacted_file_damaged"
+SECRETS_REPLACED = "secrets_replaced"
 
 # error: results are at risk or the workspace cannot move on; warning: something a user reads is
 # wrong; action: nothing is wrong, a command is due; info: worth knowing, nothing to do.

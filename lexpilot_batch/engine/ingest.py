@@ -62,6 +62,7 @@ from lexpilot_batch.state.waves import (
     INGESTED,
     FileRow,
     close_finished_waves,
+    file_row,
     file_status,
     files_of_requests,
     update_file,
@@ -69,7 +70,7 @@ from lexpilot_batch.state.waves import (
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import collector
 from lexpilot_batch.util.fileio import file_sha256, write_atomic
-from lexpilot_batch.util.redaction import redact, redact_cut
+from lexpilot_batch.util.redaction import Scrubber, redact, redact_cut, scrub
 
 BAD_LINE = "bad_line"
 FOREIGN = "foreign"
@@ -322,11 +323,12 @@ def ingest_file(ws: Workspace, row: FileRow) -> IngestStats:
 def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tuple[IngestStats, list[str]]:
     """Ingest a result file produced elsewhere (OpenAI output/error shape, or vLLM `run-batch`).
 
-    The file is first saved untouched under `responses/`, then applied in one transaction to the
-    request files its custom_ids belong to (only files of `wave` when given). A request file all
-    of whose requests are answered or failed is then done; the others stay in flight for a
-    further file. Ingesting the same file again changes nothing. The file is read a line at a
-    time (`result_lines`), and copied in chunks: a huge line costs no memory.
+    The file is first saved under `responses/` (any key in it replaced, `redaction.Scrubber`),
+    then applied in one transaction to the request files its custom_ids belong to (only files of
+    `wave` when given). A request file all of whose requests are answered or failed is then done;
+    the others stay in flight for a further file. Ingesting the same file again changes nothing.
+    The file is read a line at a time (`result_lines`), and copied in chunks: a huge line costs no
+    memory.
     """
     if not source.is_file():
         raise LexpilotError(f"{source}: no such file to ingest")
@@ -372,10 +374,14 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
         )
     first = min(f["wave"] for f in targets)
     saved = ws.wave_dir("responses", first) / f"ingested-{digest[:12]}-{source.name}"
+    scrubber = Scrubber()
     if not saved_exists(saved):
-        write_atomic(saved, _chunks(source))
+        write_atomic(saved, scrub(_chunks(source), scrubber))  # its keys replaced, as a download's
     with ws.store.transaction() as tx:
         stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None, tag=tag)
+        if scrubber.replaced:
+            first_target = file_row(tx, targets[0]["pk"])
+            update_file(tx, first_target["pk"], redacted=first_target["redacted"] + scrubber.replaced)
         done = []
         for f in targets:
             pending = tx.execute(

@@ -226,7 +226,8 @@ def _run_sync(ws: Workspace, session: Session, row: FileRow) -> None:
             return
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
     with ws.store.transaction() as db:
-        mark_downloaded(db, row["pk"], BatchStatus.COMPLETED, counts, ws.relative(out))
+        redacted = row["redacted"] + stats.redacted
+        mark_downloaded(db, row["pk"], BatchStatus.COMPLETED, counts, ws.relative(out), redacted=redacted)
 
 
 def _fall_back(ws: Workspace, row: FileRow, out: Path, why: str) -> None:
@@ -248,14 +249,16 @@ def _fall_back(ws: Workspace, row: FileRow, out: Path, why: str) -> None:
 
 
 def _download(ws: Workspace, backend: BatchBackend, row: FileRow, info: BatchInfo) -> None:
-    """Save the batch's result files untouched, then record that they are saved."""
+    """Save the batch's result files (a key in them replaced on the way, `redaction.Scrubber`), then
+    record that they are saved, and how many secrets were replaced."""
     stem = Path(row["path"]).stem
     out_dir = ws.wave_dir("responses", row["wave"])
     paths: dict[str, str | None] = {"output_path": None, "error_path": None}
+    redacted = 0
     for kind, file_id in (("output", info.output_file_id), ("error", info.error_file_id)):
         if file_id:
             dest = out_dir / f"{stem}.{kind}.jsonl"
-            backend.download(file_id, dest)
+            redacted += backend.download(file_id, dest) or 0
             paths[f"{kind}_path"] = ws.relative(dest)
     with ws.store.transaction() as db:
         mark_downloaded(
@@ -268,4 +271,5 @@ def _download(ws: Workspace, backend: BatchBackend, row: FileRow, info: BatchInf
             batch_errors=json.dumps(info.errors, ensure_ascii=False),
             output_file_id=info.output_file_id,
             error_file_id=info.error_file_id,
+            redacted=redacted,
         )

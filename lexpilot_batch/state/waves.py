@@ -108,6 +108,9 @@ class FileRow(TypedDict):
     creating_at: float | None
     not_found: int  # retrieves in a row answered 404
     uploading_at: float | None
+    held: str | None  # why its last download was not believed: held, neither ingested nor asked again
+    damaged: int  # damaged downloads of its results seen (`engine.downloads`)
+    redacted: int  # secrets replaced in its saved results (`redaction.Scrubber`)
 
 
 def _marks(states: Sequence[str]) -> str:
