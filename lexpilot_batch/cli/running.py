@@ -157,6 +157,7 @@ def _advance(
     compact: bool,
     verbose: bool = False,
 ) -> dict[str, int]:
+    from lexpilot_batch.engine.downloads import held_advice
     from lexpilot_batch.engine.loop import poll_and_advance as do_poll
 
     left = do_poll(
@@ -173,6 +174,8 @@ def _advance(
         typer.echo(
             f"{left['waiting_manual']} file(s) wait for you to run them and `{ws.command('ingest FILE')}` their output."
         )
+    elif left["held"]:
+        typer.echo(held_advice(ws, left["held"]) + ".")
     elif left["in_flight"]:
         typer.echo(
             f"{left['in_flight']} batch(es) still in flight; run `{ws.command('poll-and-advance --submit')}` again later."

@@ -21,6 +21,7 @@ What is checked:
 | `unsent_request_file_changed` — compiled, not yet sent, bytes differ or gone | error | discard: asked again |
 | `sent_request_file_changed` — already with the provider, bytes on disk differ | info | no: explained |
 | `result_file_missing` / `result_file_damaged` — downloaded, not ingested | error | download again |
+| `download_held` — a batch's results stayed damaged however often fetched (`engine.downloads`) | error | no: the next `poll-and-advance` fetches it again; `--repair --accept-damaged` ingests it as it is, its unanswered requests asked again |
 | `interrupted_submit` — uploaded or creating: a submit stopped half-way | action | no: run `submit` |
 | `batch_lost` — the provider answered 404 for a batch in flight | error | declare it lost: its requests are sent again |
 | `pending_in_ingested_file` — requests left pending in an ingested file | warning | fail them |
@@ -45,6 +46,7 @@ from lexpilot_batch.doctor.findings import (
     BATCH_LOST,
     COMPACTED_DAMAGED,
     COMPACTED_MISSING,
+    DOWNLOAD_HELD,
     INTERRUPTED_SUBMIT,
     MANIFEST,
     PENDING_IN_INGESTED,
@@ -66,6 +68,7 @@ __all__ = [
     "BATCH_LOST",
     "COMPACTED_DAMAGED",
     "COMPACTED_MISSING",
+    "DOWNLOAD_HELD",
     "INTERRUPTED_SUBMIT",
     "MANIFEST",
     "PENDING_FAILED",

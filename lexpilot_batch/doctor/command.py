@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lexpilot_batch.doctor.diagnosis import diagnose, schema_blockers
-from lexpilot_batch.doctor.findings import SEVERITIES, DoctorReport, Finding
+from lexpilot_batch.doctor.findings import DOWNLOAD_HELD, SEVERITIES, DoctorReport, Finding
 from lexpilot_batch.doctor.repairs import repair
 from lexpilot_batch.errors import LexpilotError, ReadOnlyWorkspace
 from lexpilot_batch.state.store import DB_NAME, open_for_reading
@@ -20,10 +20,15 @@ if TYPE_CHECKING:
 
 
 def check(
-    root: Path | None = None, do_repair: bool = False, options: ProviderOptions | None = None, deep: bool = False
+    root: Path | None = None,
+    do_repair: bool = False,
+    options: ProviderOptions | None = None,
+    deep: bool = False,
+    accept_damaged: bool = False,
 ) -> DoctorReport:
-    """`lexpilot-batch doctor [--repair] [--deep]`: diagnose (and repair) the workspace at `root`;
-    `deep` also reads every compacted file back (`diagnosis.diagnose`).
+    """`lexpilot-batch doctor [--repair [--accept-damaged]] [--deep]`: diagnose (and repair) the
+    workspace at `root`; `deep` also reads every compacted file back (`diagnosis.diagnose`);
+    `accept_damaged` ingests held batches' damaged results as they are (`repairs.repair`).
 
     Holds the writer lock throughout, so no other command changes the workspace under it (and a
     running one makes this refuse, clearly). A database written by a newer version is reported,
@@ -45,11 +50,12 @@ def check(
         return DoctorReport(early, [], early)
     with _opened(root, do_repair) as ws:
         found = diagnose(ws, deep)
-        if not do_repair or not any(f.repairable for f in found):
+        accepting = accept_damaged and any(f.kind == DOWNLOAD_HELD for f in found)
+        if not do_repair or not (accepting or any(f.repairable for f in found)):
             return DoctorReport(found, [], found)
         session = Session(ws, options or Options())
         try:
-            done = repair(ws, found, session)
+            done = repair(ws, found, session, accept_damaged)
         finally:
             session.close()
         return DoctorReport(found, done, diagnose(ws, deep))

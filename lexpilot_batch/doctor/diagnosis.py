@@ -11,6 +11,7 @@ from lexpilot_batch.doctor.findings import (
     BATCH_LOST,
     COMPACTED_DAMAGED,
     COMPACTED_MISSING,
+    DOWNLOAD_HELD,
     INTERRUPTED_SUBMIT,
     MANIFEST,
     PENDING_IN_INGESTED,
@@ -24,6 +25,7 @@ from lexpilot_batch.doctor.findings import (
     UNSENT_CHANGED,
     Finding,
 )
+from lexpilot_batch.engine.downloads import TRIES
 from lexpilot_batch.engine.ingest import file_normaliser
 from lexpilot_batch.engine.result_lines import result_lines
 from lexpilot_batch.providers.results import Normalise
@@ -40,6 +42,7 @@ from lexpilot_batch.state.waves import (
     UPLOADED,
     files_in,
     has_open_files,
+    held_files,
     target_wave,
     unsent,
 )
@@ -103,6 +106,7 @@ def diagnose(ws: Workspace, deep: bool = False) -> list[Finding]:
         *schema_findings(ws.store.conn),
         *_request_files(ws),
         *_result_files(ws),
+        *_held_downloads(ws),
         *_pending_in_ingested(ws),
         *_interrupted_submits(ws),
         *_lost_batches(ws),
@@ -182,6 +186,8 @@ def _result_files(ws: Workspace) -> list[Finding]:
     findings = []
     db = ws.store.conn
     for row in files_in(db, (DOWNLOADED,)):
+        if row["held"]:
+            continue  # `_held_downloads`: its damage is known
         ids = {r[0] for r in db.execute("SELECT custom_id FROM requests WHERE file_pk = ?", (row["pk"],))}
         fix = (
             f"forget the saved results (`doctor --repair`): nothing of {row['path']} was ingested yet, so the "
@@ -217,6 +223,31 @@ def _result_files(ws: Workspace) -> list[Finding]:
                         (row["path"],),
                     )
                 )
+    return findings
+
+
+def _held_downloads(ws: Workspace) -> list[Finding]:
+    """Batches whose results stayed damaged however often they were fetched (`engine.downloads`)."""
+    findings = []
+    db = ws.store.conn
+    for row in held_files(db):
+        unanswered = db.execute(
+            f"SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = '{RequestState.PENDING}'", (row["pk"],)
+        ).fetchone()[0]
+        findings.append(
+            Finding(
+                DOWNLOAD_HELD,
+                f"{row['path']}: the results of batch {row['batch_id']} came back damaged {row['damaged']} time(s) "
+                f"({row['held']}); it is held: none of its {unanswered} requests is answered or asked again",
+                f"run `{ws.command('poll-and-advance --submit')}` later: every command fetches it again, "
+                f"{TRIES} times with backoff, and ingests it once it holds what the provider reported. If the "
+                f"provider keeps sending it damaged, `{ws.command('doctor --repair --accept-damaged')}` ingests "
+                "the saved download as it is: the requests it does not answer are asked again, and paid for again",
+                False,
+                "error",
+                (row["path"],),
+            )
+        )
     return findings
 
 

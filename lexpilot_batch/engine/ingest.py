@@ -41,7 +41,7 @@ import json
 import operator
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,10 +96,24 @@ class IngestStats:
     conflicts: int = 0  # lines with another result for a request already decided: not applied
     unknown: int = 0  # lines answering no request of these files: foreign, stale, mismatched, unknown
     bad_lines: int = 0
+    # What `downloads.damage` holds a download to: the lines that are no result line (not JSON, or
+    # no id) and not a line too large or too deep either; the files' requests its lines answer.
+    unreadable: int = 0
+    present: int = 0
     anomalies: list[str] = field(default_factory=list)
 
     def add(self, other: IngestStats) -> None:
-        for name in ("answered", "failed", "missing", "duplicates", "conflicts", "unknown", "bad_lines"):
+        for name in (
+            "answered",
+            "failed",
+            "missing",
+            "duplicates",
+            "conflicts",
+            "unknown",
+            "bad_lines",
+            "unreadable",
+            "present",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.anomalies.extend(other.anomalies)
 
@@ -165,10 +179,16 @@ def apply_result_files(
         record_anomaly(db, file_pk, kind, custom_id, detail, now)
         stats.anomalies.append(f"{kind}: {detail}")
 
+    earlier: set[str] = set()  # requests decided before this call that its lines answer again
+    beyond = 0  # lines beyond a bound of `result_lines`, without an id
     for path in paths:
         for number, line, raw, flaw in result_lines(path, normalise):
             if line is None or not isinstance(line.get("custom_id"), str):
                 stats.bad_lines += 1
+                if flaw is None or flaw.kind == INVALID_UTF8:
+                    stats.unreadable += 1  # not JSON, or cut (in the middle of a character, too)
+                else:
+                    beyond += 1
                 why = flaw.reason if flaw is not None else "is not a result object"
                 anomaly(BAD_LINE, None, f"{path.name} line {number}: {why}: {redact_cut(raw, 80)!r}")
                 continue
@@ -190,6 +210,8 @@ def apply_result_files(
             ok, text, value_json, error, error_kind, usage = result
             decided = (True, text) if ok else (False, error)
             if custom_id in seen or status != RequestState.PENDING:
+                if custom_id not in seen:
+                    earlier.add(custom_id)
                 first = seen.get(custom_id) or _stored(db, request_pk)
                 if decided == first:
                     stats.duplicates += 1  # the same result again: nothing to apply, nothing to report
@@ -242,6 +264,7 @@ def apply_result_files(
     # visited once (every request is written at most once: the order changes nothing else).
     updates.sort(key=_last)
     apply_results(db, updates)
+    stats.present = len(seen) + len(earlier) + beyond
     if unanswered_reason is not None:
         leftover = [
             (unanswered_reason, unanswered_kind, r[0])
@@ -291,8 +314,16 @@ def stray(db: sqlite3.Connection, custom_id: str, tag: str) -> tuple[str, str]:
     return UNKNOWN, "is not a request of this workspace"
 
 
-def ingest_file(ws: Workspace, row: FileRow) -> IngestStats:
-    """Apply a downloaded batch's results in one transaction; the file is then `ingested`."""
+class DamagedDownload(LexpilotError):
+    """A batch's saved results fail the check of `ingest_file`: nothing of them was applied."""
+
+
+def ingest_file(ws: Workspace, row: FileRow, check: Callable[[IngestStats], str | None] | None = None) -> IngestStats:
+    """Apply a downloaded batch's results in one transaction; the file is then `ingested`.
+
+    `check` says what is wrong with results that must not be believed (`downloads.damage`), from
+    what applying them found: then the transaction is rolled back whole and `DamagedDownload`
+    raised, saying it. A file taken as it is (held, then accepted) keeps why it was held."""
     paths = [ws.path(rel) for rel in (row["output_path"], row["error_path"]) if rel]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -316,7 +347,9 @@ def ingest_file(ws: Workspace, row: FileRow) -> IngestStats:
         stats = apply_result_files(
             db, [row["pk"]], paths, reason, kind, file_normaliser(ws, row), id_tag(ws.workspace_id)
         )
-        update_file(db, row["pk"], status=INGESTED)
+        if check is not None and (why := check(stats)) is not None:
+            raise DamagedDownload(why)
+        update_file(db, row["pk"], status=INGESTED, **({"held": None} if check is not None else {}))
     return stats
 
 

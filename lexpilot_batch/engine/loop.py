@@ -212,8 +212,9 @@ def poll_and_advance(
             on_round(outcome, left_work)
         if not wait:
             return left_work
-        if left_work["in_flight"] == left_work["waiting_manual"] and (left_work["unsubmitted"] == 0 or not do_submit):
-            return left_work  # done, or only the user can move it on (manual files)
+        waiting = left_work["waiting_manual"] + left_work["held"]
+        if left_work["in_flight"] == waiting and (left_work["unsubmitted"] == 0 or not do_submit):
+            return left_work  # done, or only the user can move it on (manual files), or a later command (held)
         sent = outcome.submitted
         if outcome.poll.in_flight or (sent is not None and (sent.unresolved or sent.waiting)):
             clock.pause(poll_interval)  # a file waiting for room (a quota refusal) is not re-sent in a tight loop

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from lexpilot_batch.engine.downloads import held_advice
 from lexpilot_batch.engine.tail import flex_refused
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
@@ -146,6 +147,8 @@ def _blockers(ws: Workspace, left: dict[str, int], failed: int) -> list[str]:
         )
     if left["waiting_manual"]:
         out.append(f"{left['waiting_manual']} file(s) wait for you to run them and `{ws.command('ingest FILE')}`")
+    if left["held"]:
+        out.append(held_advice(ws, left["held"]))
     lost = db.execute(f"SELECT COUNT(*) FROM files WHERE status = '{FileState.LOST}'").fetchone()[0]
     if lost:
         out.append(f"{lost} batch(es) lost by the provider; their requests are sent again")
@@ -162,6 +165,8 @@ def next_command(ws: Workspace, left: dict[str, int], failed: int, has_runs: boo
         return command_hint("prepare --stage all --run-id run1 --model M --dataset FILE", ws.given_root), "no runs yet"
     if left["waiting_manual"] and left["waiting_manual"] == left["in_flight"]:
         return ws.command("ingest FILE"), "for each output of the files left to you (manual backend)"
+    if left["held"] and left["held"] + left["waiting_manual"] == left["in_flight"]:
+        return ws.command("doctor"), "batches are held, their results damaged: it names them and says what to do"
     if left["unsubmitted"] and not left["in_flight"]:
         return wait, f"{left['unsubmitted']} compiled file(s) wait to be submitted (or `{ws.command('submit')}` alone)"
     if left["in_flight"]:

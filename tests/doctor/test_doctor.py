@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lexpilot_batch import doctor
-from lexpilot_batch.engine import poll
+from lexpilot_batch.engine import downloads
 from lexpilot_batch.engine import submit as sending
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import submit
@@ -72,13 +72,13 @@ def finishes_like(ws: Workspace, session, untouched: dict) -> None:
 def download_without_ingest(ws: Workspace, session, monkeypatch) -> dict:
     """Submit wave 1 and poll until its first file is downloaded, its ingest 'crashing' once."""
     submit(ws, session)
-    real = poll.ingest_file
+    real = downloads.ingest_file
 
-    def crash(ws_, row):
-        monkeypatch.setattr(poll, "ingest_file", real)
+    def crash(ws_, row, check=None):
+        monkeypatch.setattr(downloads, "ingest_file", real)
         raise RuntimeError("killed before ingesting")
 
-    monkeypatch.setattr(poll, "ingest_file", crash)
+    monkeypatch.setattr(downloads, "ingest_file", crash)
     for _ in range(200):
         try:
             poll_files(ws, session)
