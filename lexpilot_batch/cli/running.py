@@ -268,6 +268,11 @@ def ingest(
         + (f", {stats.conflicts} conflicting" if stats.conflicts else "")
         + (f", {stats.unknown} not of its request files" if stats.unknown else "")
         + (f", {stats.bad_lines} unreadable lines" if stats.bad_lines else "")
+        + (
+            f", {stats.coming} not applied: their batches still run, and their answers are taken"
+            if stats.coming
+            else ""
+        )
         + "."
     )
     for anomaly in stats.anomalies[:5]:  # recorded (see status); never applied

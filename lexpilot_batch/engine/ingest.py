@@ -49,6 +49,7 @@ from typing import Any
 from lexpilot_batch.engine.answers import INVALID, TRANSPORT, judge_line, read_content
 from lexpilot_batch.engine.result_lines import INVALID_UTF8, TOO_DEEP, TOO_LARGE, Flaw, read_lines, result_lines
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.backends import MANUAL
 from lexpilot_batch.providers.batch import BatchStatus
 from lexpilot_batch.providers.ids import id_parts, id_tag
 from lexpilot_batch.providers.lines import any_our_id
@@ -59,6 +60,7 @@ from lexpilot_batch.state.compaction import saved_exists
 from lexpilot_batch.state.requests import apply_results, fail_requests
 from lexpilot_batch.state.states import UNEXECUTED, RequestState
 from lexpilot_batch.state.waves import (
+    DONE,
     INGESTED,
     FileRow,
     close_finished_waves,
@@ -100,6 +102,7 @@ class IngestStats:
     # no id) and not a line too large or too deep either; the files' requests its lines answer.
     unreadable: int = 0
     present: int = 0
+    coming: int = 0  # `ingest FILE`'s lines for requests whose answer a provider will deliver: not applied
     anomalies: list[str] = field(default_factory=list)
 
     def add(self, other: IngestStats) -> None:
@@ -113,6 +116,7 @@ class IngestStats:
             "bad_lines",
             "unreadable",
             "present",
+            "coming",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.anomalies.extend(other.anomalies)
@@ -131,13 +135,15 @@ def apply_result_files(
     unanswered_kind: str = TRANSPORT,
     normalise: Normalise | None = None,
     tag: str = "",
+    coming: frozenset[str] = frozenset(),
 ) -> IngestStats:
     """Apply result files to the requests of these request files (caller holds the transaction).
 
     `unanswered_reason`, when given, fails every request of the files that no line answered (the
     batch is over); when None (a partial manual ingest), such requests stay pending. `normalise`
     reads a native API's lines as OpenAI ones (`providers.results`). `tag` is the workspace's
-    (`ids.id_tag`), to tell another workspace's lines among those it does not apply.
+    (`ids.id_tag`), to tell another workspace's lines among those it does not apply. A line for a
+    request in `coming` (a provider will deliver its answer: `ingest_external`) is only counted.
     """
     stats = IngestStats()
     file_pk = file_pks[0] if len(file_pks) == 1 else None  # where anomalies are filed
@@ -194,6 +200,9 @@ def apply_result_files(
                 continue
             custom_id = line["custom_id"]
             row = rows.get(custom_id)
+            if row is None and custom_id in coming:
+                stats.coming += 1
+                continue
             if row is None:
                 stats.unknown += 1
                 kind, why = stray(db, custom_id, tag)
@@ -362,6 +371,12 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
     the others stay in flight for a further file. Ingesting the same file again changes nothing.
     The file is read a line at a time (`result_lines`), and copied in chunks: a huge line costs no
     memory.
+
+    A late `ingest` never takes the place of an answer a provider will deliver: lines for requests
+    of a file still with a provider (`answers_coming`: its batch running, its sync or flex file not
+    yet run) are not applied, only counted (`IngestStats.coming`), and a file of nothing else is
+    refused, naming the batches. Their answers are paid for; holding the lines until the batch ends
+    would gain nothing, since the batch's own answer wins and a request it fails is asked again.
     """
     if not source.is_file():
         raise LexpilotError(f"{source}: no such file to ingest")
@@ -392,6 +407,22 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
     found = files_of_requests(ws.store.conn, ids)
     targets = [f for f in found if wave is None or f["wave"] == wave]
     tag = id_tag(ws.workspace_id)
+    # A provider will deliver these files' answers, paid for: a line of this file must not take
+    # their place (then the paid answer would be dropped as a conflict). They are not applied.
+    coming_files = [f for f in targets if answers_coming(f)]
+    targets = [f for f in targets if not answers_coming(f)]
+    coming = frozenset(_ids_of_files(ws, coming_files, ids))
+    if coming_files and not targets:
+        named = "; ".join(
+            f"{f['path']} (batch {f['batch_id'] or 'not yet created'}, {f['status']})" for f in coming_files[:3]
+        )
+        more = f"; and {len(coming_files) - 3} more" if len(coming_files) > 3 else ""
+        raise LexpilotError(
+            f"{source}: its {len(coming)} result line(s) answer requests a provider will answer: {named}{more}. "
+            "Their answers are paid for and are taken when their batch ends "
+            f"(`{ws.command('poll-and-advance')}`), so nothing of this file was applied: `ingest` is for "
+            "the requests of files on the manual backend (or of batches already ended, whose answers it never replaces)"
+        )
     if not targets:
         where = f" of wave {wave}" if wave is not None else ""
         foreign = sum(stray(ws.store.conn, cid, tag)[0] == FOREIGN for cid in ids)
@@ -411,7 +442,7 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
     if not saved_exists(saved):
         write_atomic(saved, scrub(_chunks(source), scrubber))  # its keys replaced, as a download's
     with ws.store.transaction() as tx:
-        stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None, tag=tag)
+        stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None, tag=tag, coming=coming)
         if scrubber.replaced:
             first_target = file_row(tx, targets[0]["pk"])
             update_file(tx, first_target["pk"], redacted=first_target["redacted"] + scrubber.replaced)
@@ -432,6 +463,25 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
                 done.append(f["path"])
     close_finished_waves(ws)
     return stats, done
+
+
+def answers_coming(row: FileRow) -> bool:
+    """Whether a provider (a batch, the sync or flex backend) will deliver the answers of a file's
+    requests: one not on the manual backend, not yet ingested nor lost."""
+    return row["backend"] != MANUAL and row["status"] not in DONE
+
+
+def _ids_of_files(ws: Workspace, rows: list[FileRow], ids: set[str]) -> set[str]:
+    """Which of `ids` are requests of these files."""
+    pks = {r["pk"] for r in rows}
+    if not pks:
+        return set()
+    owners = dict(
+        ws.store.conn.execute(
+            f"SELECT custom_id, file_pk FROM requests WHERE file_pk IN ({','.join('?' * len(pks))})", tuple(pks)
+        ).fetchall()
+    )
+    return {cid for cid in ids if owners.get(cid) in pks}
 
 
 def _chunks(path: Path) -> Iterator[bytes]:
