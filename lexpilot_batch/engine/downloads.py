@@ -9,12 +9,13 @@ transaction (`ingest.ingest_file`), before anything of them is kept (`damage`):
 | check | a download fails it when |
 | --- | --- |
 | shape | a line is not a result object: not JSON (an HTML page, a gateway's text, a line cut short), or JSON without an id |
-| count | its lines answer fewer of the file's requests than the provider counted completed and failed (`request_counts`); where the API reports no counts (Together's jobs; Gemini's batches, whose counts its SDK does not read), fewer than every request of a batch that `completed` |
+| count | its lines answer fewer of the file's requests than the provider counted completed and failed (`request_counts`); where the API reports no counts (Together's jobs; Gemini's batches, whose counts its SDK does not read), fewer than every request of a batch that `completed`; a batch that `failed` (refused whole, nothing ran) is held to no count |
 
 What the content type is, is read from the bytes (an HTML page is no JSON line), not from the
 header, which gateways set either way. A line beyond a bound of `result_lines` (too large, too
-deep, not UTF-8) is what the provider sent, no sign of a broken download: its request fails and is
-sent again, as before (`ingest`); it counts as a line. A line answering another request is an
+deep, or not UTF-8 but readable) is what the provider sent, no sign of a broken download: its
+request fails and is sent again, as before (`ingest`); it counts as a line. One that cannot be read
+at all, not UTF-8 included (a cut in the middle of a character), is damage. A line answering another request is an
 anomaly, not damage, and answers none of the file's.
 
 A download that fails is rolled back whole (nothing applied, no anomaly recorded) and fetched again,
@@ -63,12 +64,20 @@ def held_advice(ws: Workspace, n: int) -> str:
     )
 
 
-def expected_lines(row: FileRow) -> int | None:
-    """How many of the file's requests its saved results must answer, by what the provider reported
-    (`request_counts`, as recorded when they were downloaded); None when it reported nothing to hold
-    them to (counts absent, or zero, for a batch that did not complete)."""
+def _reported(row: FileRow) -> int:
+    """The requests the provider counted completed and failed (`request_counts`, as recorded when
+    the results were downloaded); 0 where it counts none."""
     counts = json.loads(row["request_counts"] or "{}") or {}
-    reported = int(counts.get("completed") or 0) + int(counts.get("failed") or 0)
+    return int(counts.get("completed") or 0) + int(counts.get("failed") or 0)
+
+
+def expected_lines(row: FileRow) -> int | None:
+    """How many of the file's requests its saved results must answer, by what the provider reported;
+    None when it reported nothing to hold them to: no counts (or zeros) for a batch that did not
+    complete, or a batch that failed (refused as a whole, it ran nothing to be paid for twice)."""
+    if row["batch_status"] == BatchStatus.FAILED:
+        return None
+    reported = _reported(row)
     if reported:
         return min(reported, row["n_requests"])
     if row["batch_status"] == BatchStatus.COMPLETED:
@@ -83,7 +92,7 @@ def damage(row: FileRow, stats: IngestStats) -> str | None:
         return f"{where}: {stats.unreadable} line(s) are not result lines (not JSON lines: an error page, or cut short)"
     expected = expected_lines(row)
     if expected is not None and stats.present < expected:
-        counted = "the provider counted" if row["request_counts"] and row["request_counts"] != "{}" else "it completed:"
+        counted = "the provider counted" if _reported(row) else "it completed:"
         return (
             f"{where}: {stats.present} of its requests answered, where {counted} {expected} "
             f"(batch {row['batch_id']}, {row['batch_status']})"

@@ -58,6 +58,7 @@ def row_of(counts: dict[str, int] | None, status: str = "completed", n: int = 10
         (None, "expired", None),  # no counts, not completed: nothing to hold it to
         (None, "cancelled", None),
         ({"total": 10, "completed": 30, "failed": 0}, "completed", 10),  # never more than the file holds
+        ({"total": 10, "completed": 0, "failed": 10}, "failed", None),  # refused as a whole: it ran nothing
     ],
 )
 def test_what_a_download_is_held_to(counts, status, expected):
@@ -77,6 +78,8 @@ def test_a_download_is_damaged_by_a_line_that_is_no_result_or_by_answering_fewer
     assert "2 line(s) are not result lines" in (downloads.damage(row, stats(10, unreadable=2)) or "")
     uncounted = downloads.damage(row_of(None), stats(0))
     assert uncounted is not None and "where it completed: 10" in uncounted
+    zeros = downloads.damage(row_of({"total": 0, "completed": 0, "failed": 0}), stats(3))
+    assert zeros is not None and "3 of its requests answered, where it completed: 10" in zeros
     assert downloads.damage(row_of(None, "expired"), stats(0)) is None
 
 
