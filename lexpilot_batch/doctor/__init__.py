@@ -35,8 +35,9 @@ What is checked:
 The database keeps no hash of a downloaded result file until it is compacted, so a "damaged" one
 (not yet ingested, hence not compacted) is one that can be seen to be damaged: a line that is not a
 result object, or a custom_id that is not one of the file's requests. A file cut exactly between two
-lines looks whole; its missing requests fail at ingest and are retried, so nothing wrong is ever
-scored.
+lines looks whole here; a batch's download answering fewer requests than the provider counted is
+caught when it is ingested (`engine.downloads`: fetched again, then held), so nothing is paid for
+twice and nothing wrong is ever scored.
 """
 
 from lexpilot_batch.doctor.command import check, render, render_report
