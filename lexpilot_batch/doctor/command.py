@@ -12,6 +12,7 @@ from lexpilot_batch.doctor.diagnosis import diagnose, schema_blockers
 from lexpilot_batch.doctor.findings import SEVERITIES, DoctorReport, Finding
 from lexpilot_batch.doctor.repairs import repair
 from lexpilot_batch.errors import LexpilotError, ReadOnlyWorkspace, WorkspaceBusy
+from lexpilot_batch.state.queries import snapshot
 from lexpilot_batch.state.store import DB_NAME, open_for_reading
 from lexpilot_batch.state.workspace import Workspace, command_hint
 
@@ -27,8 +28,8 @@ def check(
 
     Holds the writer lock throughout, so no other command changes the workspace under it. While
     another command holds it, the diagnosis still runs, read-only, on one committed state (a
-    snapshot of the database) and says so (`DoctorReport.writer_running`); `do_repair` is then
-    refused, clearly, since a repair needs the workspace to itself. A database written by a newer
+    snapshot of the database, `queries.snapshot`) and says so (`DoctorReport.writer_running`);
+    `do_repair` is then refused, clearly, since a repair needs the workspace to itself. A database written by a newer
     version is reported, never opened for writing.
     """
     from lexpilot_batch.engine.session import ProviderOptions as Options
@@ -47,7 +48,7 @@ def check(
         return DoctorReport(early, [], early)
     with _opened(root, do_repair) as (ws, writer_running):
         if writer_running:
-            with ws.store.snapshot():
+            with snapshot(ws.store.conn):
                 found = diagnose(ws, deep)
             return DoctorReport(found, [], found, writer_running=True)
         found = diagnose(ws, deep)

@@ -378,17 +378,6 @@ class Store:
         self._depth = 0
 
     @contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
-        """Reads that see one committed state, whatever another process commits meanwhile (a
-        deferred transaction: in WAL mode its first read fixes what it sees); it writes nothing."""
-        self.conn.execute("BEGIN")
-        try:
-            yield self.conn
-        finally:
-            if self.conn.in_transaction:
-                self.conn.execute("ROLLBACK")
-
-    @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic unit of state change; nested uses join the outer transaction."""
         if self._depth:
