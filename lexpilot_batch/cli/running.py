@@ -23,6 +23,7 @@ from lexpilot_batch.cli.options import (
     with_options,
 )
 from lexpilot_batch.cli.output import (
+    ProviderWaitPrinter,
     progress_printer,
     say,
     say_manual,
@@ -168,6 +169,7 @@ def _advance(
         poll_interval=poll_interval,
         on_round=progress_printer(ws.given_root, verbose),
         on_outage=say_outage,
+        on_provider_wait=ProviderWaitPrinter(),
         compact=compact,
     )
     if left["waiting_manual"]:

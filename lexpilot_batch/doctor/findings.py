@@ -44,6 +44,8 @@ class DoctorReport:
     found: list[Finding]
     repaired: list[str]
     remaining: list[Finding]
+    # Another command held the writer's lock: the findings are of its last commit, read without it.
+    writer_running: bool = False
 
     @property
     def exit_code(self) -> int:

@@ -1,6 +1,8 @@
 """`status` on one screen: per model, threads done / active / failed, tokens and cost so far
 against the projection; the wave and the batches in flight with their age; what blocks, if
-anything; and the one command to run next. `status --verbose` shows the full detail (`detail`).
+anything (failed threads, files left to the user, batches held for damaged results), and what is only worth knowing (ingest
+anomalies, batches the provider lost), said as "Finished: ... with N anomalies" once every thread
+is finished; and the one command to run next. `status --verbose` shows the full detail (`detail`).
 
 Read from the database only (and, for the projection, the estimate, which sends nothing).
 """
@@ -97,7 +99,11 @@ def summarize(
     waves = db.execute("SELECT COUNT(*), MIN(CASE WHEN closed_at IS NULL THEN n END) FROM waves").fetchone()
     failed = sum(e["threads"]["failed"] for e in models.values())
     blockers = _blockers(ws, left_work, failed)
+    finished = bool(runs) and _finished(left_work, failed)
+    anomalies = db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0]
     command, why = next_command(ws, left_work, failed, bool(runs))
+    if finished and anomalies:
+        why = f"every thread is finished, with {anomalies} ingest anomalies"
     return {
         "models": models,
         "waves": waves[0],
@@ -105,6 +111,9 @@ def summarize(
         "in_flight": in_flight,
         "work_left": left_work,
         "blockers": blockers,
+        "finished": finished,
+        "anomalies": anomalies,
+        "notes": _notes(ws, anomalies, finished),
         "next": command,
         "next_why": why,
         "flex_refused": flex_refused(db),
@@ -149,13 +158,26 @@ def _blockers(ws: Workspace, left: dict[str, int], failed: int) -> list[str]:
         out.append(f"{left['waiting_manual']} file(s) wait for you to run them and `{ws.command('ingest FILE')}`")
     if left["held"]:
         out.append(held_advice(ws, left["held"]))
-    lost = db.execute(f"SELECT COUNT(*) FROM files WHERE status = '{FileState.LOST}'").fetchone()[0]
-    if lost:
-        out.append(f"{lost} batch(es) lost by the provider; their requests are sent again")
-    anomalies = db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0]
-    if anomalies:
-        out.append(f"{anomalies} ingest anomalies (result lines never applied): `{ws.command('doctor')}` lists them")
     return out
+
+
+def _notes(ws: Workspace, anomalies: int, finished: bool) -> list[str]:
+    """What is worth knowing but blocks nothing: lines never applied, batches lost and sent again."""
+    out = []
+    if anomalies:
+        out.append(
+            f"{anomalies} ingest anomalies (result lines never applied, so nothing wrong was scored): "
+            f"`{ws.command('doctor')}` lists them"
+        )
+    lost = ws.store.conn.execute(f"SELECT COUNT(*) FROM files WHERE status = '{FileState.LOST}'").fetchone()[0]
+    if lost:
+        out.append(f"{lost} batch(es) lost by the provider; their requests {'were' if finished else 'are'} sent again")
+    return out
+
+
+def _finished(left: dict[str, int], failed: int) -> bool:
+    """Every thread finished: nothing in flight, waiting, due or failed."""
+    return not (left["waiting_manual"] or left["unsubmitted"] or left["in_flight"] or left["active_threads"] or failed)
 
 
 def next_command(ws: Workspace, left: dict[str, int], failed: int, has_runs: bool) -> tuple[str, str]:
@@ -261,5 +283,10 @@ def render_summary(summary: dict[str, Any], root_text: str) -> str:
         )
     for blocker in summary["blockers"]:
         lines.append(f"\nBlocked: {blocker}")
+    notes = summary.get("notes") or []
+    if summary.get("finished") and notes:
+        lines.append(f"\nFinished: every thread is finished, with {'; '.join(notes)}")
+    else:
+        lines += [f"\nNote: {note}" for note in notes]
     lines.append(f"\nNext: {summary['next']}   ({summary['next_why']})")
     return "\n".join(lines)
