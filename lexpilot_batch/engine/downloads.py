@@ -20,7 +20,8 @@ anomaly, not damage, and answers none of the file's.
 
 A download that fails is rolled back whole (nothing applied, no anomaly recorded) and fetched again,
 the batch retrieved again first (a provider may name new file ids), up to `TRIES` times in one
-command, with backoff (`DAMAGED_BACKOFF`). One still damaged is **held** (`files.held` says why):
+command, with backoff (`DAMAGED_BACKOFF`), each wait a wait for the provider (`clock.wait_for_provider`:
+told, and within `--outage-wait`; a command stopped there leaves a saved download the next one checks). One still damaged is **held** (`files.held` says why):
 its last download stays saved, nothing of it is applied, and none of its requests is asked again;
 `status` and `doctor` name it. Every later command fetches it again, once (`Session.refetched`), so
 a provider's hiccup mends itself. `doctor --repair --accept-damaged` ingests it as it is: the one
@@ -153,7 +154,8 @@ def collect(
             update_file(db, row["pk"], damaged=row["damaged"] + 1, held=why if last else None)
         if last:
             return None
-        clock.pause(DAMAGED_BACKOFF.wait(attempt))
+        # Told (`--wait`'s lines), and within `--outage-wait`: many batches damaged are never a silent hang.
+        clock.wait_for_provider(DAMAGED_BACKOFF.wait(attempt), f"batch {batch_id}: {why}; fetching it again", attempt)
         try:
             info = backend.retrieve(batch_id)
         except BatchNotFound as exc:  # (a provider that purged it: nothing to fetch it from)

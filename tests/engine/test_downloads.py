@@ -125,6 +125,27 @@ def test_a_damaged_download_is_fetched_again_with_backoff_and_the_batch_retrieve
     assert not ws.store.conn.execute("SELECT 1 FROM anomalies").fetchone()  # the damaged tries rolled back whole
 
 
+def test_the_waits_between_fetches_are_told_and_kept_within_outage_wait(ws, monkeypatch, no_waits):
+    """Each wait before a fetch again is a wait for the provider (`clock.wait_for_provider`): told, so
+    that many damaged batches are no silent hang, and never past `--outage-wait`: a command out of
+    time stops there, its damaged download saved, and the next one checks it again."""
+    fake = FakeBackend()
+    session, row, _ = sent_file(ws, fake, monkeypatch)
+    seen = damaging(fake, monkeypatch, times=downloads.TRIES)
+    told: list[clock.ProviderWait] = []
+    with clock.provider_waits(5.0, told.append), pytest.raises(clock.OutOfTime) as stopped:
+        poll_files(ws, session)  # waits of 2 and 4 s; the next, 8 s, would end past 5 s
+    assert no_waits == [2.0, 4.0] and [w.pause for w in told] == [2.0, 4.0] and len(seen) == 3
+    assert all(row["batch_id"] in w.why and "not result lines" in w.why for w in told)
+    assert "fetching it again" in stopped.value.why
+    saved = file_rows(ws)[0]
+    assert saved["status"] == FileState.DOWNLOADED and saved["damaged"] == 3 and saved["held"] is None
+    assert {r[0] for r in ws.store.conn.execute("SELECT status FROM requests")} == {RequestState.PENDING}
+    later = sending_to(ws, fake, monkeypatch)  # the next command: the saved download checked, fetched again
+    assert poll_files(ws, later).finished == [row["path"]]
+    assert file_rows(ws)[0]["status"] == FileState.INGESTED
+
+
 def test_one_still_damaged_after_its_tries_is_held_and_fetched_again_once_a_command(ws, monkeypatch):
     fake = FakeBackend()
     session, row, _ = sent_file(ws, fake, monkeypatch)
