@@ -23,6 +23,7 @@ from lexpilot_batch.cli import (
     TERMINATED,
     TERMINATED_EXIT,
     Terminated,
+    cancel,
     end_body,
     reading,
     running,
@@ -30,6 +31,7 @@ from lexpilot_batch.cli import (
     tools,
 )
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
+from lexpilot_batch.cli.repeats import CheckedCommand
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
 from lexpilot_batch.util import fileio
@@ -43,6 +45,7 @@ class _Typer(typer.Typer):
     interrupts only their bodies (`cli.start_body`)."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        kwargs.setdefault("cls", CheckedCommand)  # a single-value option given twice is refused
         register = super().command(*args, **kwargs)
 
         def decorator(func: F) -> F:
@@ -89,7 +92,7 @@ def _main(
 ) -> None:
     """Run the LexPilot legal-consultation benchmark through provider Batch APIs.
 
-    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
+    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval --root demo
     """
 
 
@@ -103,6 +106,7 @@ app.command()(running.run)
 app.command()(reading.export)
 app.command()(running.ingest)
 app.command()(running.retry)
+app.command()(cancel.cancel)
 app.command()(tools.doctor)
 app.command("serve-simulated")(tools.serve_simulated)
 
