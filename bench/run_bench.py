@@ -170,7 +170,7 @@ class Meter:
 def instrument(meter: Meter) -> None:
     """Wrap the engine's functions where the engine calls them (module globals), timing each part."""
     from lexpilot_batch.benchmark.protocols import PROTOCOLS
-    from lexpilot_batch.engine import compiler, poll
+    from lexpilot_batch.engine import compiler, downloads, poll
     from lexpilot_batch.engine import loop as engine
 
     engine.open_dataset = meter.wrap(engine.open_dataset, "prepare.load_dataset")
@@ -205,7 +205,9 @@ def instrument(meter: Meter) -> None:
     OpenAIBatchBackend.create = meter.wrap(OpenAIBatchBackend.create, "provider.create")  # type: ignore[method-assign]
     OpenAIBatchBackend.retrieve = meter.wrap(OpenAIBatchBackend.retrieve, "provider.retrieve")  # type: ignore[method-assign]
     SyncRunner.run = meter.wrap(SyncRunner.run, "provider.sync")  # type: ignore[method-assign]
-    poll._download = meter.wrap(poll._download, "ingest.download")
+    # A batch's results: saved, then checked and applied (`downloads.collect`); a sync file's applied.
+    downloads.download = meter.wrap(downloads.download, "ingest.download")
+    downloads.ingest_file = meter.wrap(downloads.ingest_file, "ingest.apply")
     poll.ingest_file = meter.wrap(poll.ingest_file, "ingest.apply")
     compiler._request = meter.wrap_fast(compiler._request, "compile.request_lines")
     compiler._flush = meter.wrap(compiler._flush, "compile.insert_requests")

@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from lexpilot_batch.data import Verdict
+from lexpilot_batch.util.redaction import redact_cut
 
 LcaLabel = Literal["judgment", "clarification"]
 DcgDecision = Literal["是", "否"]
@@ -90,7 +91,7 @@ def _validate(model: type[BaseModel], text: str) -> BaseModel:
     answer = strip_reasoning(text)
     objects = _json_objects(answer)
     if not objects:
-        raise MalformedOutput(f"no JSON object in judge output: {answer[:120]!r}")
+        raise MalformedOutput(f"no JSON object in judge output: {redact_cut(answer, 120)!r}")
     final, end = objects[-1]
     if len(objects) > 1 and not _ENDS_OUTPUT.fullmatch(answer, end):
         readings = {reading for obj, _ in objects if (reading := _reading(model, obj)) is not None}

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
-import signal
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -24,9 +22,12 @@ from lexpilot_batch.cli import (
     INTERRUPTED_EXIT,
     TERMINATED,
     TERMINATED_EXIT,
+    Terminated,
     cancel,
+    end_body,
     reading,
     running,
+    start_body,
     tools,
 )
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
@@ -40,7 +41,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Typer(typer.Typer):
-    """Commands here exit 130 on Ctrl-C, after saying how to resume."""
+    """Commands here exit 130 on Ctrl-C and 143 on SIGTERM, after saying how to resume; SIGTERM
+    interrupts only their bodies (`cli.start_body`)."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
         kwargs.setdefault("cls", CheckedCommand)  # a single-value option given twice is refused
@@ -50,7 +52,11 @@ class _Typer(typer.Typer):
             @functools.wraps(func)
             def wrapper(*a: Any, **kw: Any) -> Any:
                 try:
-                    return func(*a, **kw)
+                    try:
+                        start_body()
+                        return func(*a, **kw)
+                    finally:
+                        end_body()
                 except KeyboardInterrupt as stop:
                     end_progress()
                     terminated = isinstance(stop, Terminated)
@@ -105,29 +111,9 @@ app.command()(tools.doctor)
 app.command("serve-simulated")(tools.serve_simulated)
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the command is, as Ctrl-C is: `kill`, a cluster's job time limit
-    (Slurm sends SIGTERM before SIGKILL) or `docker stop` ends the command through the same paths
-    as Ctrl-C (a transaction rolled back, the compaction worker stopped, progress bars closed),
-    saying how to resume, where the default action ended it at once and silently."""
-
-
-def _terminated(signum: int, frame: object) -> None:
-    raise Terminated
-
-
 def main() -> None:
+    """The application's part of `cli.main` (which handles SIGTERM from the first instruction)."""
     sys.excepthook = redacting_excepthook  # a bug's traceback may quote a provider's answer
-    handles = hasattr(signal, "SIGTERM") and threading.current_thread() is threading.main_thread()
-    before = signal.signal(signal.SIGTERM, _terminated) if handles else None
-    try:
-        _run_app()
-    finally:
-        if handles:  # (main() called in a process that goes on: a test, an embedding)
-            signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
-
-
-def _run_app() -> None:
     utf8_streams()
     try:
         # Typer runs every argument through expanduser, expandvars and glob when os.name == "nt"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from lexpilot_batch.util.text import terminal_safe
 
 if TYPE_CHECKING:
     from lexpilot_batch.engine.loop import AdvanceResult, Outage, PrepareResult
+    from lexpilot_batch.util.clock import ProviderWait
 
 
 def printable(text: str) -> str:
@@ -115,6 +117,29 @@ def say_outage(outage: Outage) -> None:
         f"{outage.pause:.0f} s ({outage.left:.0f} s of --outage-wait left after that).",
         err=True,
     )
+
+
+class ProviderWaitPrinter:
+    """A line when the command begins to wait for a provider that refused (`clock.ProviderWait`):
+    a wait of a second or more, and again for the same reason once `quiet` seconds have passed,
+    so that a long wait is never silent and short retries do not flood the screen."""
+
+    def __init__(self, quiet: float = 10.0) -> None:
+        self.quiet = quiet
+        self._last: tuple[str, float] | None = None  # the reason last told, and when
+
+    def __call__(self, wait: ProviderWait) -> None:
+        now = time.monotonic()
+        if wait.pause < 1 or (
+            self._last is not None and self._last[0] == wait.why and now - self._last[1] < self.quiet
+        ):
+            return
+        self._last = (wait.why, now)
+        say(
+            f"Waiting for the provider: {wait.why}. Trying again in {wait.pause:.0f} s "
+            f"({wait.left:.0f} s of --outage-wait left after that).",
+            err=True,
+        )
 
 
 def pace(done: int, total: int, elapsed: float) -> str:

@@ -23,6 +23,7 @@ from lexpilot_batch.cli.options import (
     with_options,
 )
 from lexpilot_batch.cli.output import (
+    ProviderWaitPrinter,
     progress_printer,
     say,
     say_manual,
@@ -157,6 +158,7 @@ def _advance(
     compact: bool,
     verbose: bool = False,
 ) -> dict[str, int]:
+    from lexpilot_batch.engine.downloads import held_advice
     from lexpilot_batch.engine.loop import poll_and_advance as do_poll
 
     left = do_poll(
@@ -167,12 +169,15 @@ def _advance(
         poll_interval=poll_interval,
         on_round=progress_printer(ws.given_root, verbose),
         on_outage=say_outage,
+        on_provider_wait=ProviderWaitPrinter(),
         compact=compact,
     )
     if left["waiting_manual"]:
         typer.echo(
             f"{left['waiting_manual']} file(s) wait for you to run them and `{ws.command('ingest FILE')}` their output."
         )
+    elif left["held"]:
+        typer.echo(held_advice(ws, left["held"]) + ".")
     elif left["in_flight"]:
         typer.echo(
             f"{left['in_flight']} batch(es) still in flight; run `{ws.command('poll-and-advance --submit')}` again later."
@@ -265,6 +270,11 @@ def ingest(
         + (f", {stats.conflicts} conflicting" if stats.conflicts else "")
         + (f", {stats.unknown} not of its request files" if stats.unknown else "")
         + (f", {stats.bad_lines} unreadable lines" if stats.bad_lines else "")
+        + (
+            f", {stats.coming} not applied: their batches still run, and their answers are taken"
+            if stats.coming
+            else ""
+        )
         + "."
     )
     for anomaly in stats.anomalies[:5]:  # recorded (see status); never applied

@@ -41,18 +41,29 @@ def doctor(
     deep: Annotated[
         bool, typer.Option("--deep", help="Also read every compacted file back against its recorded digest (slow).")
     ] = False,
+    accept_damaged: Annotated[
+        bool,
+        typer.Option(
+            "--accept-damaged",
+            help="With --repair: ingest held batches' damaged results as they are; their unanswered requests "
+            "are asked (and paid for) again.",
+        ),
+    ] = False,
 ) -> None:
     """Check the workspace: schema, changed or missing files, interrupted submits, stuck threads.
 
     Each finding says how to repair it; --repair does what is safe (recompiling an unsent wave,
-    downloading results again, re-queuing what a damaged ingest left behind).
+    downloading results again, re-queuing what a damaged ingest left behind). A batch held because
+    its results stayed damaged is taken as it is only with --repair --accept-damaged.
 
     Example: lexpilot-batch doctor --repair
     """
     from lexpilot_batch.doctor import check, render_report
 
     root, options = target
-    report = check(root, repair, options, deep)
+    if accept_damaged and not repair:
+        raise typer.BadParameter("--accept-damaged goes with --repair", param_hint="--accept-damaged")
+    report = check(root, repair, options, deep, accept_damaged)
     say(render_report(report, root))
     raise typer.Exit(report.exit_code)
 

@@ -21,6 +21,7 @@ What is checked:
 | `unsent_request_file_changed` — compiled, not yet sent, bytes differ or gone | error | discard: asked again |
 | `sent_request_file_changed` — already with the provider, bytes on disk differ | info | no: explained |
 | `result_file_missing` / `result_file_damaged` — downloaded, not ingested | error | download again |
+| `download_held` — a batch's results stayed damaged however often fetched (`engine.downloads`) | error | no: the next `poll-and-advance` fetches it again; `--repair --accept-damaged` ingests it as it is, its unanswered requests asked again |
 | `interrupted_submit` — uploaded or creating: a submit stopped half-way | action | no: run `submit` |
 | `batch_lost` — the provider answered 404 for a batch in flight | error | declare it lost: its requests are sent again |
 | `pending_in_ingested_file` — requests left pending in an ingested file | warning | fail them |
@@ -29,12 +30,14 @@ What is checked:
 | `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
 | `compacted_file_missing` — a finished wave's file, kept compressed (`compaction`) or gone before it could be, is neither compressed nor plain | warning | no: restore it |
 | `compacted_file_damaged` — (`--deep` only) a compacted file no longer holds the bytes it was packed from | warning | no: restore it |
+| `secrets_replaced` — keys a provider or gateway echoed into result files, replaced before they were saved (`files.redacted`) | info | no: explained |
 
 The database keeps no hash of a downloaded result file until it is compacted, so a "damaged" one
 (not yet ingested, hence not compacted) is one that can be seen to be damaged: a line that is not a
 result object, or a custom_id that is not one of the file's requests. A file cut exactly between two
-lines looks whole; its missing requests fail at ingest and are retried, so nothing wrong is ever
-scored.
+lines looks whole here; a batch's download answering fewer requests than the provider counted is
+caught when it is ingested (`engine.downloads`: fetched again, then held), so nothing is paid for
+twice and nothing wrong is ever scored.
 """
 
 from lexpilot_batch.doctor.command import check, render, render_report
@@ -44,12 +47,14 @@ from lexpilot_batch.doctor.findings import (
     BATCH_LOST,
     COMPACTED_DAMAGED,
     COMPACTED_MISSING,
+    DOWNLOAD_HELD,
     INTERRUPTED_SUBMIT,
     MANIFEST,
     PENDING_IN_INGESTED,
     RESULT_DAMAGED,
     RESULT_MISSING,
     SCHEMA,
+    SECRETS_REPLACED,
     SENT_CHANGED,
     SEVERITIES,
     THREADS_WAITING,
@@ -64,6 +69,7 @@ __all__ = [
     "BATCH_LOST",
     "COMPACTED_DAMAGED",
     "COMPACTED_MISSING",
+    "DOWNLOAD_HELD",
     "INTERRUPTED_SUBMIT",
     "MANIFEST",
     "PENDING_FAILED",
@@ -71,6 +77,7 @@ __all__ = [
     "RESULT_DAMAGED",
     "RESULT_MISSING",
     "SCHEMA",
+    "SECRETS_REPLACED",
     "SENT_CHANGED",
     "SEVERITIES",
     "THREADS_WAITING",

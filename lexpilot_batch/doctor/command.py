@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lexpilot_batch.doctor.diagnosis import diagnose, schema_blockers
-from lexpilot_batch.doctor.findings import SEVERITIES, DoctorReport, Finding
+from lexpilot_batch.doctor.findings import DOWNLOAD_HELD, SEVERITIES, DoctorReport, Finding
 from lexpilot_batch.doctor.repairs import repair
-from lexpilot_batch.errors import LexpilotError, ReadOnlyWorkspace
+from lexpilot_batch.errors import LexpilotError, ReadOnlyWorkspace, WorkspaceBusy
+from lexpilot_batch.state.queries import snapshot
 from lexpilot_batch.state.store import DB_NAME, open_for_reading
 from lexpilot_batch.state.workspace import Workspace, command_hint
 
@@ -20,14 +21,21 @@ if TYPE_CHECKING:
 
 
 def check(
-    root: Path | None = None, do_repair: bool = False, options: ProviderOptions | None = None, deep: bool = False
+    root: Path | None = None,
+    do_repair: bool = False,
+    options: ProviderOptions | None = None,
+    deep: bool = False,
+    accept_damaged: bool = False,
 ) -> DoctorReport:
-    """`lexpilot-batch doctor [--repair] [--deep]`: diagnose (and repair) the workspace at `root`;
-    `deep` also reads every compacted file back (`diagnosis.diagnose`).
+    """`lexpilot-batch doctor [--repair [--accept-damaged]] [--deep]`: diagnose (and repair) the
+    workspace at `root`; `deep` also reads every compacted file back (`diagnosis.diagnose`);
+    `accept_damaged` ingests held batches' damaged results as they are (`repairs.repair`).
 
-    Holds the writer lock throughout, so no other command changes the workspace under it (and a
-    running one makes this refuse, clearly). A database written by a newer version is reported,
-    never opened for writing.
+    Holds the writer lock throughout, so no other command changes the workspace under it. While
+    another command holds it, the diagnosis still runs, read-only, on one committed state (a
+    snapshot of the database, `queries.snapshot`) and says so (`DoctorReport.writer_running`);
+    `do_repair` is then refused, clearly, since a repair needs the workspace to itself. A database written by a newer
+    version is reported, never opened for writing.
     """
     from lexpilot_batch.engine.session import ProviderOptions as Options
     from lexpilot_batch.engine.session import Session
@@ -43,32 +51,54 @@ def check(
         raw.close()
     if early:
         return DoctorReport(early, [], early)
-    with _opened(root, do_repair) as ws:
+    with _opened(root, do_repair) as (ws, writer_running):
+        if writer_running:
+            with snapshot(ws.store.conn):
+                found = diagnose(ws, deep)
+            return DoctorReport(found, [], found, writer_running=True)
         found = diagnose(ws, deep)
-        if not do_repair or not any(f.repairable for f in found):
+        accepting = accept_damaged and any(f.kind == DOWNLOAD_HELD for f in found)
+        if not do_repair or not (accepting or any(f.repairable for f in found)):
             return DoctorReport(found, [], found)
         session = Session(ws, options or Options())
         try:
-            done = repair(ws, found, session)
+            done = repair(ws, found, session, accept_damaged)
         finally:
             session.close()
         return DoctorReport(found, done, diagnose(ws, deep))
 
 
 @contextlib.contextmanager
-def _opened(root: Path | None, do_repair: bool) -> Iterator[Workspace]:
-    """The workspace with its writer lock; without it when it is read-only and only checked (an
-    archive: nothing can change it under us)."""
+def _opened(root: Path | None, do_repair: bool) -> Iterator[tuple[Workspace, bool]]:
+    """The workspace with its writer lock, and False; without it when it is read-only and only
+    checked (an archive: nothing can change it under us), and False; without it while another
+    command holds it and it is only checked, and True (`check`)."""
+    writer_running = False
     try:
         ws = Workspace(root, create=False).__enter__()
     except ReadOnlyWorkspace:
         if do_repair:
             raise
         ws = Workspace(root, writable=False).__enter__()
+    except WorkspaceBusy as busy:
+        if do_repair:
+            raise WorkspaceBusy(
+                f"{busy}. `doctor --repair` needs the workspace to itself; "
+                f"`{command_hint('doctor', root)}` (without --repair) diagnoses it now, read-only"
+            ) from None
+        ws = Workspace(root, writable=False).__enter__()
+        writer_running = True
     try:
-        yield ws
+        yield ws, writer_running
     finally:
         ws.__exit__()
+
+
+WRITER_RUNNING = (
+    "Another lexpilot-batch command is writing to this workspace: this diagnosis read its last "
+    "committed state without the writer's lock, and what that command is doing now may show as a "
+    "finding. `{repair}` needs the lock: run it (or doctor again) once that command has finished."
+)
 
 
 def render(findings: list[Finding], root: Path | None = None) -> str:
@@ -87,7 +117,11 @@ def render(findings: list[Finding], root: Path | None = None) -> str:
 
 
 def render_report(report: DoctorReport, root: Path | None = None) -> str:
-    """What `doctor` prints: the findings, and after `--repair` what was done and what is left."""
+    """What `doctor` prints: the findings, and after `--repair` what was done and what is left;
+    first, when another command was writing, that this was a read-only diagnosis."""
+    if report.writer_running:
+        note = WRITER_RUNNING.format(repair=command_hint("doctor --repair", root))
+        return note + "\n\n" + render(report.found, root)
     if not report.repaired:
         return render(report.found, root)
     lines = ["Repaired:", *(f"  - {line}" for line in report.repaired), ""]

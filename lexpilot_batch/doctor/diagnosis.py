@@ -11,18 +11,21 @@ from lexpilot_batch.doctor.findings import (
     BATCH_LOST,
     COMPACTED_DAMAGED,
     COMPACTED_MISSING,
+    DOWNLOAD_HELD,
     INTERRUPTED_SUBMIT,
     MANIFEST,
     PENDING_IN_INGESTED,
     RESULT_DAMAGED,
     RESULT_MISSING,
     SCHEMA,
+    SECRETS_REPLACED,
     SENT_CHANGED,
     SEVERITIES,
     THREADS_WAITING,
     UNSENT_CHANGED,
     Finding,
 )
+from lexpilot_batch.engine.downloads import TRIES
 from lexpilot_batch.engine.ingest import file_normaliser
 from lexpilot_batch.engine.result_lines import result_lines
 from lexpilot_batch.providers.results import Normalise
@@ -39,12 +42,14 @@ from lexpilot_batch.state.waves import (
     UPLOADED,
     files_in,
     has_open_files,
+    held_files,
     target_wave,
     unsent,
 )
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import load_runs, manifest_path
 from lexpilot_batch.util.fileio import file_sha256
+from lexpilot_batch.util.redaction import redact_cut
 
 
 def schema_blockers(db: sqlite3.Connection) -> list[Finding]:
@@ -101,6 +106,7 @@ def diagnose(ws: Workspace, deep: bool = False) -> list[Finding]:
         *schema_findings(ws.store.conn),
         *_request_files(ws),
         *_result_files(ws),
+        *_held_downloads(ws),
         *_pending_in_ingested(ws),
         *_interrupted_submits(ws),
         *_lost_batches(ws),
@@ -109,6 +115,7 @@ def diagnose(ws: Workspace, deep: bool = False) -> list[Finding]:
         *_compacted_missing(ws),
         *(_compacted_damaged(ws) if deep else ()),
         *_anomalies(ws),
+        *_secrets_replaced(ws),
     ]
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
 
@@ -168,9 +175,9 @@ def _result_damage(path: Path, expected: set[str], normalise: Normalise | None =
     """Why a saved result file cannot be what the provider sent, or None when it looks whole."""
     for number, line, raw, _flaw in result_lines(path, normalise):
         if line is None or not isinstance(line.get("custom_id"), str):
-            return f"line {number} is not a result object ({raw[:40]!r})"
+            return f"line {number} is not a result object ({redact_cut(raw, 40)!r})"
         if line["custom_id"] not in expected:
-            return f"line {number} answers {line['custom_id'][:64]!r}, which is not a request of this file"
+            return f"line {number} answers {redact_cut(line['custom_id'], 64)!r}, which is not a request of this file"
     return None
 
 
@@ -179,6 +186,8 @@ def _result_files(ws: Workspace) -> list[Finding]:
     findings = []
     db = ws.store.conn
     for row in files_in(db, (DOWNLOADED,)):
+        if row["held"]:
+            continue  # `_held_downloads`: its damage is known
         ids = {r[0] for r in db.execute("SELECT custom_id FROM requests WHERE file_pk = ?", (row["pk"],))}
         fix = (
             f"forget the saved results (`doctor --repair`): nothing of {row['path']} was ingested yet, so the "
@@ -214,6 +223,31 @@ def _result_files(ws: Workspace) -> list[Finding]:
                         (row["path"],),
                     )
                 )
+    return findings
+
+
+def _held_downloads(ws: Workspace) -> list[Finding]:
+    """Batches whose results stayed damaged however often they were fetched (`engine.downloads`)."""
+    findings = []
+    db = ws.store.conn
+    for row in held_files(db):
+        unanswered = db.execute(
+            f"SELECT COUNT(*) FROM requests WHERE file_pk = ? AND status = '{RequestState.PENDING}'", (row["pk"],)
+        ).fetchone()[0]
+        findings.append(
+            Finding(
+                DOWNLOAD_HELD,
+                f"{row['path']}: the results of batch {row['batch_id']} came back damaged {row['damaged']} time(s) "
+                f"({row['held']}); it is held: none of its {unanswered} requests is answered or asked again",
+                f"run `{ws.command('poll-and-advance --submit')}` later: every command fetches it again, "
+                f"{TRIES} times with backoff, and ingests it once it holds what the provider reported. If the "
+                f"provider keeps sending it damaged, `{ws.command('doctor --repair --accept-damaged')}` ingests "
+                "the saved download as it is: the requests it does not answer are asked again, and paid for again",
+                False,
+                "error",
+                (row["path"],),
+            )
+        )
     return findings
 
 
@@ -393,5 +427,26 @@ def _compacted_damaged(ws: Workspace) -> list[Finding]:
             False,
             "warning",
             tuple(line.split(" ", 1)[0] for line in damaged),
+        )
+    ]
+
+
+def _secrets_replaced(ws: Workspace) -> list[Finding]:
+    """Saved result files in which keys were replaced on their way to disk (`redaction.Scrubber`)."""
+    rows = ws.store.conn.execute("SELECT path, redacted FROM files WHERE redacted > 0 ORDER BY pk").fetchall()
+    if not rows:
+        return []
+    total = sum(r["redacted"] for r in rows)
+    return [
+        Finding(
+            SECRETS_REPLACED,
+            f"{total} key(s) or key-shaped token(s) were replaced by [redacted …] in the saved results of "
+            f"{len(rows)} file(s), e.g. those of {rows[0]['path']}: the provider, or a gateway on the way, "
+            "echoed them into its answers",
+            "nothing to repair: it is the one change made to a provider's files before they are saved (every "
+            "other byte is as it came), so that no key is ever written down; check what echoes your keys",
+            False,
+            "info",
+            tuple(r["path"] for r in rows),
         )
     ]

@@ -9,6 +9,7 @@ UNSENT_CHANGED = "unsent_request_file_changed"
 SENT_CHANGED = "sent_request_file_changed"
 RESULT_MISSING = "result_file_missing"
 RESULT_DAMAGED = "result_file_damaged"
+DOWNLOAD_HELD = "download_held"
 INTERRUPTED_SUBMIT = "interrupted_submit"
 PENDING_IN_INGESTED = "pending_in_ingested_file"
 THREADS_WAITING = "threads_waiting"
@@ -17,6 +18,7 @@ MANIFEST = "manifest_file"
 BATCH_LOST = "batch_lost"
 COMPACTED_MISSING = "compacted_file_missing"
 COMPACTED_DAMAGED = "compacted_file_damaged"
+SECRETS_REPLACED = "secrets_replaced"
 
 # error: results are at risk or the workspace cannot move on; warning: something a user reads is
 # wrong; action: nothing is wrong, a command is due; info: worth knowing, nothing to do.
@@ -42,6 +44,8 @@ class DoctorReport:
     found: list[Finding]
     repaired: list[str]
     remaining: list[Finding]
+    # Another command held the writer's lock: the findings are of its last commit, read without it.
+    writer_running: bool = False
 
     @property
     def exit_code(self) -> int:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from lexpilot_batch.doctor.diagnosis import manifest_findings
 from lexpilot_batch.doctor.findings import (
     BATCH_LOST,
+    DOWNLOAD_HELD,
     MANIFEST,
     PENDING_IN_INGESTED,
     RESULT_DAMAGED,
@@ -15,6 +16,7 @@ from lexpilot_batch.doctor.findings import (
     Finding,
 )
 from lexpilot_batch.engine.compiler import compile_wave
+from lexpilot_batch.engine.ingest import ingest_file
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.requests import fail_pending_of_file
 from lexpilot_batch.state.waves import (
@@ -29,6 +31,7 @@ from lexpilot_batch.state.waves import (
     mark_lost,
     target_wave,
     unsent,
+    update_file,
 )
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import load_runs, manifest_path, write_manifest_file
@@ -41,11 +44,14 @@ if TYPE_CHECKING:
 PENDING_FAILED = "left pending in an ingested file; failed by `lexpilot-batch doctor --repair`"
 
 
-def repair(ws: Workspace, findings: list[Finding], session: Session | None = None) -> list[str]:
+def repair(
+    ws: Workspace, findings: list[Finding], session: Session | None = None, accept_damaged: bool = False
+) -> list[str]:
     """Mend every repairable finding that still holds; returns what was done, one line each.
 
     With a `session`, a discarded unsent wave is compiled again at once with its endpoints and
-    limits; without one, the next `poll-and-advance` compiles it.
+    limits; without one, the next `poll-and-advance` compiles it. With `accept_damaged`, a held
+    batch's damaged results are ingested as they are (`_accept_damaged`): never without it.
     """
     if not ws.writable:
         raise LexpilotError("doctor --repair needs the workspace's writer lock; open it writable")
@@ -60,6 +66,9 @@ def repair(ws: Workspace, findings: list[Finding], session: Session | None = Non
         done += _fail_pending(ws, target)
     for target in sorted({t for f in wanted if f.kind == BATCH_LOST for t in f.targets}):
         done += _declare_lost(ws, target)
+    if accept_damaged:
+        for target in sorted({t for f in findings if f.kind == DOWNLOAD_HELD for t in f.targets}):
+            done += _accept_damaged(ws, target)
     if any(f.kind == MANIFEST for f in wanted):
         done += _rewrite_manifests(ws)
     return done
@@ -74,6 +83,22 @@ def _declare_lost(ws: Workspace, rel: str) -> list[str]:
         n = mark_lost(tx, row["pk"], lost_reason(row["batch_id"], "HTTP 404; declared lost by `doctor --repair`"))
     return [
         f"{rel}: batch {row['batch_id']} declared lost; its {n} unanswered request(s) are sent again in the next wave"
+    ]
+
+
+def _accept_damaged(ws: Workspace, rel: str) -> list[str]:
+    """Ingest a held batch's saved results as they are, at the user's word: the requests they do not
+    answer fail and are asked again in the next wave (and paid for again). The file keeps why it
+    was held (`files.held`), so that its history shows it was taken damaged."""
+    row = file_at(ws.store.conn, rel)
+    if row is None or row["status"] != DOWNLOADED or not row["held"]:
+        return []
+    with ws.store.transaction() as tx:
+        update_file(tx, row["pk"], held=f"accepted as it was (`doctor --repair --accept-damaged`): {row['held']}")
+        stats = ingest_file(ws, file_at(tx, rel) or row)
+    return [
+        f"{rel}: ingested its damaged results as they are: {stats.answered} answered, {stats.failed} failed, "
+        f"{stats.missing} without a line (asked again in the next wave)"
     ]
 
 

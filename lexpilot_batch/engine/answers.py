@@ -21,7 +21,7 @@ from lexpilot_batch.benchmark import judges
 from lexpilot_batch.benchmark.judges import MalformedOutput
 from lexpilot_batch.errors import transient_status
 from lexpilot_batch.state.states import INVALID, PERMANENT, REFUSAL, TRANSPORT, UNEXECUTED
-from lexpilot_batch.util.redaction import redact
+from lexpilot_batch.util.redaction import redact, redact_cut
 
 # Error codes of requests a batch never ran: not the request's fault, so they do not use up its
 # --retries (they have a budget of their own, see threads.UNEXECUTED_ATTEMPTS). `batch_lost` is
@@ -151,10 +151,10 @@ def judge_line(
         # The provider's filter cut or withheld the answer: partial text is never scored.
         return False, None, None, "filtered by the provider (finish_reason=content_filter)", INVALID, usage
     if finish not in COMPLETE:
-        return False, None, None, f"cut off (finish_reason={str(finish)[:60]})", INVALID, usage
+        return False, None, None, f"cut off (finish_reason={redact_cut(str(finish), 60)})", INVALID, usage
     refusal = message.get("refusal")
     if isinstance(refusal, str) and refusal.strip():
-        return False, None, None, f"refusal: {refusal.strip()[:500]}", REFUSAL, usage
+        return False, None, None, f"refusal: {redact_cut(refusal.strip(), 500)}", REFUSAL, usage
     if not isinstance(content, str) or not content.strip():
         return False, None, None, "empty content", INVALID, usage
     if len(content) > MAX_ANSWER_CHARS:

@@ -38,6 +38,7 @@ from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.store import read_meta, write_meta
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util.redaction import redact_cut
 
 FRAMING = 10  # tokens of chat framing per request (role markers, message boundaries)
 MARGIN = 1.1  # over the measured ratio of reported to estimated tokens
@@ -154,7 +155,7 @@ def lower_after_refusal(
     new = max(1, new)
     budgets = stored(db)
     entry = dict(budgets.get(model) or {"flag": None})
-    entry.update(learned=new, at=time.time(), why=message[:300])
+    entry.update(learned=new, at=time.time(), why=redact_cut(message, 300))
     budgets[model] = entry
     _store(db, budgets)
     return new

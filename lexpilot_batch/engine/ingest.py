@@ -41,7 +41,7 @@ import json
 import operator
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,7 @@ from typing import Any
 from lexpilot_batch.engine.answers import INVALID, TRANSPORT, judge_line, read_content
 from lexpilot_batch.engine.result_lines import INVALID_UTF8, TOO_DEEP, TOO_LARGE, Flaw, read_lines, result_lines
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.backends import MANUAL
 from lexpilot_batch.providers.batch import BatchStatus
 from lexpilot_batch.providers.ids import id_parts, id_tag
 from lexpilot_batch.providers.lines import any_our_id
@@ -59,9 +60,11 @@ from lexpilot_batch.state.compaction import saved_exists
 from lexpilot_batch.state.requests import apply_results, fail_requests
 from lexpilot_batch.state.states import UNEXECUTED, RequestState
 from lexpilot_batch.state.waves import (
+    DONE,
     INGESTED,
     FileRow,
     close_finished_waves,
+    file_row,
     file_status,
     files_of_requests,
     update_file,
@@ -69,7 +72,7 @@ from lexpilot_batch.state.waves import (
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import collector
 from lexpilot_batch.util.fileio import file_sha256, write_atomic
-from lexpilot_batch.util.redaction import redact
+from lexpilot_batch.util.redaction import Scrubber, redact, redact_cut, scrub
 
 BAD_LINE = "bad_line"
 FOREIGN = "foreign"
@@ -95,10 +98,26 @@ class IngestStats:
     conflicts: int = 0  # lines with another result for a request already decided: not applied
     unknown: int = 0  # lines answering no request of these files: foreign, stale, mismatched, unknown
     bad_lines: int = 0
+    # What `downloads.damage` holds a download to: the lines that are no result line (not JSON, or
+    # no id) and not a line too large or too deep either; the files' requests its lines answer.
+    unreadable: int = 0
+    present: int = 0
+    coming: int = 0  # `ingest FILE`'s lines for requests whose answer a provider will deliver: not applied
     anomalies: list[str] = field(default_factory=list)
 
     def add(self, other: IngestStats) -> None:
-        for name in ("answered", "failed", "missing", "duplicates", "conflicts", "unknown", "bad_lines"):
+        for name in (
+            "answered",
+            "failed",
+            "missing",
+            "duplicates",
+            "conflicts",
+            "unknown",
+            "bad_lines",
+            "unreadable",
+            "present",
+            "coming",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.anomalies.extend(other.anomalies)
 
@@ -116,13 +135,15 @@ def apply_result_files(
     unanswered_kind: str = TRANSPORT,
     normalise: Normalise | None = None,
     tag: str = "",
+    coming: frozenset[str] = frozenset(),
 ) -> IngestStats:
     """Apply result files to the requests of these request files (caller holds the transaction).
 
     `unanswered_reason`, when given, fails every request of the files that no line answered (the
     batch is over); when None (a partial manual ingest), such requests stay pending. `normalise`
     reads a native API's lines as OpenAI ones (`providers.results`). `tag` is the workspace's
-    (`ids.id_tag`), to tell another workspace's lines among those it does not apply.
+    (`ids.id_tag`), to tell another workspace's lines among those it does not apply. A line for a
+    request in `coming` (a provider will deliver its answer: `ingest_external`) is only counted.
     """
     stats = IngestStats()
     file_pk = file_pks[0] if len(file_pks) == 1 else None  # where anomalies are filed
@@ -154,6 +175,7 @@ def apply_result_files(
 
     def anomaly(kind: str, custom_id: str | None, detail: str) -> None:
         detail = redact(detail)  # it may quote a line, and so what the provider echoed
+        custom_id = redact(custom_id) if custom_id else custom_id  # a stray line's id is the provider's words too
         nonlocal recorded
         if recorded is None:
             recorded = set(cursor.execute("SELECT kind, custom_id, detail FROM anomalies"))
@@ -163,19 +185,30 @@ def apply_result_files(
         record_anomaly(db, file_pk, kind, custom_id, detail, now)
         stats.anomalies.append(f"{kind}: {detail}")
 
+    earlier: set[str] = set()  # requests decided before this call that its lines answer again
+    beyond = 0  # lines beyond a bound of `result_lines`, without an id
     for path in paths:
         for number, line, raw, flaw in result_lines(path, normalise):
             if line is None or not isinstance(line.get("custom_id"), str):
                 stats.bad_lines += 1
+                if flaw is None or flaw.kind == INVALID_UTF8:
+                    stats.unreadable += 1  # not JSON, or cut (in the middle of a character, too)
+                else:
+                    beyond += 1
                 why = flaw.reason if flaw is not None else "is not a result object"
-                anomaly(BAD_LINE, None, f"{path.name} line {number}: {why}: {raw[:80]!r}")
+                anomaly(BAD_LINE, None, f"{path.name} line {number}: {why}: {redact_cut(raw, 80)!r}")
                 continue
             custom_id = line["custom_id"]
             row = rows.get(custom_id)
+            if row is None and custom_id in coming:
+                stats.coming += 1
+                continue
             if row is None:
                 stats.unknown += 1
                 kind, why = stray(db, custom_id, tag)
-                anomaly(kind, custom_id, f"{path.name} line {number}: {custom_id[:100]!r} {why}; not applied")
+                anomaly(
+                    kind, custom_id, f"{path.name} line {number}: {redact_cut(custom_id, 100)!r} {why}; not applied"
+                )
                 continue
             request_pk, parser, n_claims, status = row
             if flaw is not None:
@@ -186,6 +219,8 @@ def apply_result_files(
             ok, text, value_json, error, error_kind, usage = result
             decided = (True, text) if ok else (False, error)
             if custom_id in seen or status != RequestState.PENDING:
+                if custom_id not in seen:
+                    earlier.add(custom_id)
                 first = seen.get(custom_id) or _stored(db, request_pk)
                 if decided == first:
                     stats.duplicates += 1  # the same result again: nothing to apply, nothing to report
@@ -238,6 +273,7 @@ def apply_result_files(
     # visited once (every request is written at most once: the order changes nothing else).
     updates.sort(key=_last)
     apply_results(db, updates)
+    stats.present = len(seen) + len(earlier) + beyond
     if unanswered_reason is not None:
         leftover = [
             (unanswered_reason, unanswered_kind, r[0])
@@ -264,7 +300,7 @@ def _stored(db: sqlite3.Connection, request_pk: int) -> tuple[bool, str | None]:
 
 def _said(result: tuple[bool, str | None]) -> str:
     ok, what = result
-    return f"answer {(what or '')[:40]!r}" if ok else f"failure {(what or '')[:80]!r}"
+    return f"answer {redact_cut(what or '', 40)!r}" if ok else f"failure {redact_cut(what or '', 80)!r}"
 
 
 def stray(db: sqlite3.Connection, custom_id: str, tag: str) -> tuple[str, str]:
@@ -287,8 +323,16 @@ def stray(db: sqlite3.Connection, custom_id: str, tag: str) -> tuple[str, str]:
     return UNKNOWN, "is not a request of this workspace"
 
 
-def ingest_file(ws: Workspace, row: FileRow) -> IngestStats:
-    """Apply a downloaded batch's results in one transaction; the file is then `ingested`."""
+class DamagedDownload(LexpilotError):
+    """A batch's saved results fail the check of `ingest_file`: nothing of them was applied."""
+
+
+def ingest_file(ws: Workspace, row: FileRow, check: Callable[[IngestStats], str | None] | None = None) -> IngestStats:
+    """Apply a downloaded batch's results in one transaction; the file is then `ingested`.
+
+    `check` says what is wrong with results that must not be believed (`downloads.damage`), from
+    what applying them found: then the transaction is rolled back whole and `DamagedDownload`
+    raised, saying it. A file taken as it is (held, then accepted) keeps why it was held."""
     paths = [ws.path(rel) for rel in (row["output_path"], row["error_path"]) if rel]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
@@ -312,18 +356,27 @@ def ingest_file(ws: Workspace, row: FileRow) -> IngestStats:
         stats = apply_result_files(
             db, [row["pk"]], paths, reason, kind, file_normaliser(ws, row), id_tag(ws.workspace_id)
         )
-        update_file(db, row["pk"], status=INGESTED)
+        if check is not None and (why := check(stats)) is not None:
+            raise DamagedDownload(why)
+        update_file(db, row["pk"], status=INGESTED, **({"held": None} if check is not None else {}))
     return stats
 
 
 def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tuple[IngestStats, list[str]]:
     """Ingest a result file produced elsewhere (OpenAI output/error shape, or vLLM `run-batch`).
 
-    The file is first saved untouched under `responses/`, then applied in one transaction to the
-    request files its custom_ids belong to (only files of `wave` when given). A request file all
-    of whose requests are answered or failed is then done; the others stay in flight for a
-    further file. Ingesting the same file again changes nothing. The file is read a line at a
-    time (`result_lines`), and copied in chunks: a huge line costs no memory.
+    The file is first saved under `responses/` (any key in it replaced, `redaction.Scrubber`),
+    then applied in one transaction to the request files its custom_ids belong to (only files of
+    `wave` when given). A request file all of whose requests are answered or failed is then done;
+    the others stay in flight for a further file. Ingesting the same file again changes nothing.
+    The file is read a line at a time (`result_lines`), and copied in chunks: a huge line costs no
+    memory.
+
+    A late `ingest` never takes the place of an answer a provider will deliver: lines for requests
+    of a file still with a provider (`answers_coming`: its batch running, its sync or flex file not
+    yet run) are not applied, only counted (`IngestStats.coming`), and a file of nothing else is
+    refused, naming the batches. Their answers are paid for; holding the lines until the batch ends
+    would gain nothing, since the batch's own answer wins and a request it fails is asked again.
     """
     if not source.is_file():
         raise LexpilotError(f"{source}: no such file to ingest")
@@ -354,6 +407,22 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
     found = files_of_requests(ws.store.conn, ids)
     targets = [f for f in found if wave is None or f["wave"] == wave]
     tag = id_tag(ws.workspace_id)
+    # A provider will deliver these files' answers, paid for: a line of this file must not take
+    # their place (then the paid answer would be dropped as a conflict). They are not applied.
+    coming_files = [f for f in targets if answers_coming(f)]
+    targets = [f for f in targets if not answers_coming(f)]
+    coming = frozenset(_ids_of_files(ws, coming_files, ids))
+    if coming_files and not targets:
+        named = "; ".join(
+            f"{f['path']} (batch {f['batch_id'] or 'not yet created'}, {f['status']})" for f in coming_files[:3]
+        )
+        more = f"; and {len(coming_files) - 3} more" if len(coming_files) > 3 else ""
+        raise LexpilotError(
+            f"{source}: its {len(coming)} result line(s) answer requests a provider will answer: {named}{more}. "
+            "Their answers are paid for and are taken when their batch ends "
+            f"(`{ws.command('poll-and-advance')}`), so nothing of this file was applied: `ingest` is for "
+            "the requests of files on the manual backend (or of batches already ended, whose answers it never replaces)"
+        )
     if not targets:
         where = f" of wave {wave}" if wave is not None else ""
         foreign = sum(stray(ws.store.conn, cid, tag)[0] == FOREIGN for cid in ids)
@@ -369,10 +438,14 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
         )
     first = min(f["wave"] for f in targets)
     saved = ws.wave_dir("responses", first) / f"ingested-{digest[:12]}-{source.name}"
+    scrubber = Scrubber()
     if not saved_exists(saved):
-        write_atomic(saved, _chunks(source))
+        write_atomic(saved, scrub(_chunks(source), scrubber))  # its keys replaced, as a download's
     with ws.store.transaction() as tx:
-        stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None, tag=tag)
+        stats = apply_result_files(tx, [f["pk"] for f in targets], [saved], None, tag=tag, coming=coming)
+        if scrubber.replaced:
+            first_target = file_row(tx, targets[0]["pk"])
+            update_file(tx, first_target["pk"], redacted=first_target["redacted"] + scrubber.replaced)
         done = []
         for f in targets:
             pending = tx.execute(
@@ -390,6 +463,25 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
                 done.append(f["path"])
     close_finished_waves(ws)
     return stats, done
+
+
+def answers_coming(row: FileRow) -> bool:
+    """Whether a provider (a batch, the sync or flex backend) will deliver the answers of a file's
+    requests: one not on the manual backend, not yet ingested nor lost."""
+    return row["backend"] != MANUAL and row["status"] not in DONE
+
+
+def _ids_of_files(ws: Workspace, rows: list[FileRow], ids: set[str]) -> set[str]:
+    """Which of `ids` are requests of these files."""
+    pks = {r["pk"] for r in rows}
+    if not pks:
+        return set()
+    owners = dict(
+        ws.store.conn.execute(
+            f"SELECT custom_id, file_pk FROM requests WHERE file_pk IN ({','.join('?' * len(pks))})", tuple(pks)
+        ).fetchall()
+    )
+    return {cid for cid in ids if owners.get(cid) in pks}
 
 
 def _chunks(path: Path) -> Iterator[bytes]:

@@ -148,9 +148,12 @@ def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool, comp
 
 # `--wait` rides out an outage: a round that fails with `ProviderUnavailable` (unreachable, timed
 # out, 5xx or 429 after the SDK's retries) is tried again after a pause that doubles from the poll
-# interval up to `OUTAGE_PAUSE_MAX` seconds, until the failures in a row have lasted
-# `ProviderOptions.outage_wait` seconds (`--outage-wait`); then the command stops, saying that
-# nothing was lost.
+# interval up to `OUTAGE_PAUSE_MAX` seconds, until the outage has lasted
+# `ProviderOptions.outage_wait` seconds (`--outage-wait`), counted from its first refusal; then
+# the command stops, saying that nothing was lost. The waits inside a round for a provider that
+# refuses (a 429's retry-after before a create is sent again, a lost create looked for) are kept
+# within the same budget (`clock.provider_waits`), so that a provider refusing for good stops the
+# command within `--outage-wait` and one pause, with or without `--wait`.
 OUTAGE_PAUSE_MAX = 300.0
 
 
@@ -184,23 +187,51 @@ def poll_and_advance(
     poll_interval: float,
     on_round: Callable[[AdvanceResult, dict[str, int]], None] | None = None,
     on_outage: Callable[[Outage], None] | None = None,
+    on_provider_wait: Callable[[clock.ProviderWait], None] | None = None,
     compact: bool = True,
 ) -> dict[str, int]:
     """One poll round, or with `wait` rounds until nothing is in flight or due.
 
     With `compact`, the files of finished waves are compressed (`compaction`). With `wait`, a
     provider outage is waited out for `--outage-wait` seconds: every round is a resumable step, so
-    one that failed half-way is simply done again.
+    one that failed half-way is simply done again. With or without `wait`, the waits inside a
+    round for a refusing provider end within that budget (`on_provider_wait` is told of each).
     """
-    poll_interval = poll_interval_for(session, poll_interval)
-    failures, since = 0, 0.0
+    with clock.provider_waits(session.options.outage_wait, on_provider_wait) as waits:
+        return _rounds(
+            ws, session, waits, do_submit, wait, poll_interval_for(session, poll_interval), on_round, on_outage, compact
+        )
+
+
+def _rounds(
+    ws: Workspace,
+    session: Session,
+    waits: clock.ProviderWaits,
+    do_submit: bool,
+    wait: bool,
+    poll_interval: float,
+    on_round: Callable[[AdvanceResult, dict[str, int]], None] | None,
+    on_outage: Callable[[Outage], None] | None,
+    compact: bool,
+) -> dict[str, int]:
+    failures = 0
+    refused: ProviderUnavailable | None = None  # what the last failed round was refused
     while True:
+        waits.round_begins()
         try:
             outcome = poll_and_advance_once(ws, session, do_submit, compact)
+        except clock.OutOfTime as exc:
+            # What was refused: the round before's error (this round's wait may only be a
+            # consequence of it: a refused create's batch looked for), else what this one waited on.
+            raise ProviderUnavailable(
+                f"{refused or exc.why} (the provider has refused for {exc.waited:.0f} s, all that "
+                f"--outage-wait allows ({exc.budget:.0f} s); a larger --outage-wait keeps trying longer)"
+            ) from None
         except ProviderUnavailable as exc:
+            refused = exc
             failures += 1
             now = time.monotonic()
-            since = since if failures > 1 else now
+            since = waits.began(now)
             left = session.options.outage_wait - (now - since)
             if not wait or left <= 0:
                 if failures > 1:
@@ -214,14 +245,16 @@ def poll_and_advance(
                 on_outage(Outage(exc, failures, wait_s, left - wait_s))
             clock.pause(wait_s)
             continue
-        failures = 0
+        failures, refused = 0, None
+        waits.clear()
         left_work = work_left(ws)
         if on_round:
             on_round(outcome, left_work)
         if not wait:
             return left_work
-        if left_work["in_flight"] == left_work["waiting_manual"] and (left_work["unsubmitted"] == 0 or not do_submit):
-            return left_work  # done, or only the user can move it on (manual files)
+        waiting = left_work["waiting_manual"] + left_work["held"]
+        if left_work["in_flight"] == waiting and (left_work["unsubmitted"] == 0 or not do_submit):
+            return left_work  # done, or only the user can move it on (manual files), or a later command (held)
         sent = outcome.submitted
         if outcome.poll.in_flight or (sent is not None and (sent.unresolved or sent.waiting)):
             clock.pause(poll_interval)  # a file waiting for room (a quota refusal) is not re-sent in a tight loop

@@ -1,7 +1,8 @@
-"""Polling the batches in flight: their results saved untouched, then ingested; sync files run.
+"""Polling the batches in flight: their results saved, checked and ingested; sync files run.
 
-A terminal batch's result files are saved under `responses/` before anything is applied
-(`_download`), and a downloaded file is ingested in one transaction (`ingest`). A batch the
+A terminal batch's result files are saved under `responses/` before anything is applied, checked
+against what the provider reported, fetched again or held when damaged (`downloads`), and ingested
+in one transaction (`ingest`). A batch the
 provider answers 404 for, `waves.LOST_AFTER` polls in a row, and that its listing does not show,
 is lost (`waves.mark_lost`): its requests go back to due without using up `--retries`. A batch
 refused for the enqueued-token quota lowers the model's budget and its file waits to be created
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lexpilot_batch.engine import budgets
+from lexpilot_batch.engine.downloads import checked, collect
 from lexpilot_batch.engine.ingest import IngestStats, ingest_file
 from lexpilot_batch.engine.recovery import sweep
 from lexpilot_batch.engine.submit import TamperedFile
@@ -40,6 +42,7 @@ from lexpilot_batch.providers.batch import BatchBackend, BatchInfo, BatchNotFoun
 from lexpilot_batch.providers.sync.runner import FlexRefused, saved_custom_ids
 from lexpilot_batch.state.store import write_meta
 from lexpilot_batch.state.waves import (
+    DOWNLOADED,
     IN_FLIGHT,
     LOST_AFTER,
     SUBMITTED,
@@ -79,6 +82,7 @@ class PollResult:
     batches: list[dict] = field(default_factory=list)  # for progress displays
     duplicates: list[str] = field(default_factory=list)  # batch ids cancelled: not their file's own
     refused: list[str] = field(default_factory=list)  # files whose batch the quota refused: waiting again
+    held: list[str] = field(default_factory=list)  # files whose results stayed damaged (`downloads`): held
     lost: list[str] = field(default_factory=list)  # files whose batch the provider lost
     deleted: int = 0  # files deleted at the provider after their results were ingested
 
@@ -98,9 +102,21 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             result.in_flight += 1
             result.manual.append(row["path"])
             continue
+        stats: IngestStats | None
         if row["status"] == SUBMITTED and row["backend"] in RUN_HERE:
             _run_sync(ws, session, row)
             row = file_row(ws.store.conn, row["pk"])
+            stats = ingest_file(ws, row)
+        elif row["status"] == DOWNLOADED and checked(row):
+            # Saved by an earlier round or command: checked before it is believed. One held is
+            # fetched again, once a command (`downloads`).
+            stats = None
+            if not (row["held"] and row["pk"] in session.refetched):
+                stats = _collect_saved(ws, session, row)
+            if stats is None:
+                result.in_flight += 1
+                result.held.append(row["path"])
+                continue
         elif row["status"] == SUBMITTED:
             backend: BatchBackend = session.batch_backend(row)
             batch_id = row["batch_id"]
@@ -141,10 +157,16 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
                 result.refused.append(row["path"])
                 result.in_flight += 1
                 continue
-            _download(ws, backend, row, info)
-            row = file_row(ws.store.conn, row["pk"])
-        result.stats.add(ingest_file(ws, row))
+            stats = collect(ws, session, backend, row, info)
+            if stats is None:
+                result.in_flight += 1
+                result.held.append(row["path"])
+                continue
+        else:
+            stats = ingest_file(ws, row)
+        result.stats.add(stats)
         result.finished.append(row["path"])
+        row = file_row(ws.store.conn, row["pk"])  # as ingested: its result files' ids
         if row["backend"] not in (SYNC, MANUAL):
             result.deleted += _delete_provider_files(session, row)
     close_finished_waves(ws)
@@ -228,7 +250,8 @@ def _run_sync(ws: Workspace, session: Session, row: FileRow) -> None:
             return
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
     with ws.store.transaction() as db:
-        mark_downloaded(db, row["pk"], BatchStatus.COMPLETED, counts, ws.relative(out))
+        redacted = row["redacted"] + stats.redacted
+        mark_downloaded(db, row["pk"], BatchStatus.COMPLETED, counts, ws.relative(out), redacted=redacted)
 
 
 def _fall_back(ws: Workspace, row: FileRow, out: Path, why: str) -> None:
@@ -249,25 +272,17 @@ def _fall_back(ws: Workspace, row: FileRow, out: Path, why: str) -> None:
         )
 
 
-def _download(ws: Workspace, backend: BatchBackend, row: FileRow, info: BatchInfo) -> None:
-    """Save the batch's result files untouched, then record that they are saved."""
-    stem = Path(row["path"]).stem
-    out_dir = ws.wave_dir("responses", row["wave"])
-    paths: dict[str, str | None] = {"output_path": None, "error_path": None}
-    for kind, file_id in (("output", info.output_file_id), ("error", info.error_file_id)):
-        if file_id:
-            dest = out_dir / f"{stem}.{kind}.jsonl"
-            backend.download(file_id, dest)
-            paths[f"{kind}_path"] = ws.relative(dest)
-    with ws.store.transaction() as db:
-        mark_downloaded(
-            db,
-            row["pk"],
-            info.status,
-            info.request_counts,
-            paths["output_path"],
-            paths["error_path"],
-            batch_errors=json.dumps(info.errors, ensure_ascii=False),
-            output_file_id=info.output_file_id,
-            error_file_id=info.error_file_id,
-        )
+def _collect_saved(ws: Workspace, session: Session, row: FileRow) -> IngestStats | None:
+    """A batch's results saved by an earlier command: checked and ingested, or fetched again when
+    damaged (`downloads.collect`); one held is fetched again at once, its batch retrieved first.
+    None while it is held."""
+    backend: BatchBackend = session.batch_backend(row)
+    info = None
+    if row["held"]:
+        assert row["batch_id"] is not None  # a batch file's
+        try:
+            info = backend.retrieve(row["batch_id"])
+        except BatchNotFound:
+            session.refetched.add(row["pk"])
+            return None  # still held: `doctor` says what it can do
+    return collect(ws, session, backend, row, info)

@@ -208,9 +208,10 @@ class Lookup:
         return _untagged(self, sent)
 
 
-def _rate_wait(exc: RateLimited, attempt: int) -> float:
-    """Seconds before the next call refused for the rate: the provider's word, else backoff to 8 s."""
-    return clock.RETRY.wait(attempt, exc.retry_after)
+def _rate_wait(exc: RateLimited, attempt: int) -> None:
+    """Wait before the next call refused for the rate: the provider's word, else backoff to 8 s;
+    within `--outage-wait` (`clock.wait_for_provider`)."""
+    clock.wait_for_provider(clock.RETRY.wait(attempt, exc.retry_after), str(exc), attempt)
 
 
 def upload_name(ws: Workspace, row: FileRow) -> str:
@@ -240,7 +241,7 @@ def upload_once(ws: Workspace, backend: BatchBackend, row: FileRow) -> str:
             return backend.upload(ws.path(row["path"]), upload_name(ws, row))
         except RateLimited as exc:  # refused before anything was stored
             last = exc
-            clock.pause(_rate_wait(exc, attempt))
+            _rate_wait(exc, attempt)
         except UploadUncertain as exc:
             last = exc
             for wait in UPLOAD_LOOKS:
@@ -278,7 +279,7 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
             return look.create()
         except RateLimited as exc:  # refused before anything was created
             last = exc
-            clock.pause(_rate_wait(exc, attempt))
+            _rate_wait(exc, attempt)
         except CreateUncertain as exc:
             last = exc
             found = await_batch(look, sent + grace, sent)
@@ -288,6 +289,9 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
     raise last
 
 
+LOOKING = "looking for the batch of a create whose answer was lost, before creating it again"
+
+
 def await_batch(look: Lookup, until: float, sent: float | None) -> BatchInfo | None:
     """The file's batch, looked for with backoff until `until` (at least once)."""
     schedule = clock.Backoff(min(0.25, max(0.0, until - time.time()) / 8), 5.0)
@@ -295,7 +299,7 @@ def await_batch(look: Lookup, until: float, sent: float | None) -> BatchInfo | N
         found = look.find(sent)
         if found is not None or time.time() >= until:
             return found
-        clock.pause(min(schedule.wait(attempt), max(0.0, until - time.time())))
+        clock.wait_for_provider(min(schedule.wait(attempt), max(0.0, until - time.time())), LOOKING, attempt)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

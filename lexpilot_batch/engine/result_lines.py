@@ -30,6 +30,7 @@ from typing import NamedTuple
 from lexpilot_batch.providers.results import Normalise
 from lexpilot_batch.state.compaction import open_saved
 from lexpilot_batch.util.jsonbounds import MAX_DEPTH, MAX_LINE_BYTES, parse, too_deep
+from lexpilot_batch.util.redaction import redact_cut
 
 _EDGE = 4096  # bytes at each end of a line too large, where its id is looked for
 _CHUNK = 1 << 20  # what the rest of a line too large is read by
@@ -86,7 +87,7 @@ def read_lines(path: Path) -> Iterator[Line]:
                 continue
             if too_deep(text):
                 stub = _stub(text[:_EDGE], text[-_EDGE:])
-                yield number, stub, text[:200], Flaw(TOO_DEEP, f"nested deeper than {MAX_DEPTH} levels")
+                yield number, stub, redact_cut(text, 200), Flaw(TOO_DEEP, f"nested deeper than {MAX_DEPTH} levels")
                 continue
             try:
                 obj = parse(text)
@@ -107,7 +108,7 @@ def _too_large(number: int, start: bytearray, readline: Callable[[int], bytes]) 
         tail = (tail + chunk)[-_EDGE:]
     first, last = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
     reason = f"a line of {size:,} bytes, over the {MAX_LINE_BYTES >> 20} MiB a result line may hold"
-    return number, _stub(first, last), first[:200], Flaw(TOO_LARGE, reason)
+    return number, _stub(first, last), redact_cut(first, 200), Flaw(TOO_LARGE, reason)
 
 
 def result_lines(path: Path, normalise: Normalise | None = None) -> Iterator[Line]:

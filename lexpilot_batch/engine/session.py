@@ -162,6 +162,8 @@ class Session:
         self._compactor: Compactor | None = None
         # What this command's compiles read of the workspace's settled requests (`engine.settled`).
         self.settled = Settled()
+        # Files whose batch results this command fetched (again): a held one is fetched once a command (`downloads`).
+        self.refetched: set[int] = set()
 
     @property
     def provider(self) -> str:

@@ -202,8 +202,9 @@ class BatchBackend(ABC):
         """The batch's current state; `BatchNotFound` when the provider does not know it."""
 
     @abstractmethod
-    def download(self, file_id: str, dest: Path) -> None:
-        """Save a result file's bytes, untouched, at `dest` (atomically)."""
+    def download(self, file_id: str, dest: Path) -> int:
+        """Save a result file's bytes at `dest` (atomically), untouched but for the secrets a
+        `redaction.Scrubber` replaces on the way; returns how many it replaced."""
 
     @abstractmethod
     def cancel(self, batch_id: str) -> BatchInfo:

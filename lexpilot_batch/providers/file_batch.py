@@ -30,6 +30,7 @@ from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import write_atomic
+from lexpilot_batch.util.redaction import Scrubber, scrub
 
 T = TypeVar("T")
 
@@ -84,7 +85,8 @@ class FileBatchBackend(BatchBackend):
     def _retrieve(self, batch_id: str) -> BatchInfo: ...
 
     @abstractmethod
-    def _download(self, file_id: str, dest: Path) -> None: ...
+    def _download(self, file_id: str, dest: Path) -> int:
+        """Save a result file at `dest`, its secrets replaced (`redaction.Scrubber`); how many were."""
 
     @abstractmethod
     def _cancel(self, batch_id: str) -> BatchInfo: ...
@@ -179,8 +181,8 @@ class FileBatchBackend(BatchBackend):
                 raise BatchNotFound(str(provider_error(failure, what, self.endpoint))) from None
             raise self.error(what, exc) from None
 
-    def download(self, file_id: str, dest: Path) -> None:
-        self.call(self.download_what(file_id), lambda: self._download(file_id, dest))
+    def download(self, file_id: str, dest: Path) -> int:
+        return self.call(self.download_what(file_id), lambda: self._download(file_id, dest))
 
     def download_what(self, file_id: str) -> str:
         """What messages say a download of `file_id` is."""
@@ -256,10 +258,14 @@ class _BrokeOff(Exception):
 
 def save_streamed(
     dest: Path, open_stream: Callable[[], Any], connection_error: Callable[..., Exception], tries: int
-) -> None:
-    """Write a streamed answer's body into `dest`, a megabyte at a time, whole or not at all.
-    `open_stream()` is an SDK's `with_streaming_response` call (a context manager giving
-    `iter_bytes` and `http_request`, as the `openai` and `anthropic` SDKs do).
+) -> int:
+    """Write a streamed answer's body into `dest`, a megabyte at a time, whole or not at all, and
+    return how many secrets were replaced in it. `open_stream()` is an SDK's `with_streaming_response`
+    call (a context manager giving `iter_bytes` and `http_request`, as the `openai` and `anthropic`
+    SDKs do).
+
+    The body passes through a `redaction.Scrubber` on its way to disk: a key a gateway echoed into a
+    result file is never written down; every other byte is the provider's.
 
     A result file can be hundreds of megabytes (OpenAI's batch input files go up to 200 MB, and
     its output files hold every answer); read whole (`files.content(id).read()`) it was held in
@@ -283,13 +289,15 @@ def save_streamed(
             yield chunk
 
     for attempt in range(tries):
+        scrubber = Scrubber()
         try:
             with open_stream() as response:
-                write_atomic(dest, chunks(response))
-            return
+                write_atomic(dest, scrub(chunks(response), scrubber))
+            return scrubber.replaced
         except _BrokeOff as broke:
             if attempt + 1 >= tries:
                 raise connection_error(
                     message=f"the download broke off {tries} times: {broke.cause}", request=broke.request
                 ) from None  # (what the SDK's error reads as says it: `could not connect: {message}`)
             clock.pause(clock.RETRY.wait(attempt))
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -1,5 +1,5 @@
 """The calls a simulated server answers: counted per route (`stats`), and the per-call faults drawn
-for them (HTTP 429, 500 and 529, slow answers, late creates, cut downloads) from one generator
+for them (HTTP 429, 500 and 529, slow answers, late creates, cut and damaged downloads) from one generator
 seeded by the fault seed, the server's own, never the `random` module's shared one (which a seeded
 test, or Hypothesis, in the same process owns). Serial calls meet the same faults run after run.
 """
@@ -12,7 +12,7 @@ import time
 from collections import Counter
 
 from lexpilot_batch.simulated.errors import ApiError
-from lexpilot_batch.simulated.faults import Faults
+from lexpilot_batch.simulated.faults import DAMAGES, Faults
 from lexpilot_batch.simulated.profiles import Profile
 
 
@@ -26,6 +26,7 @@ class Calls:
         self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._rng = random.Random(faults.seed)
+        self._damaged: Counter[str] = Counter()  # damaged downloads by file (its path): `damaged_times`
 
     def count(self, what: str, route: str) -> None:
         with self._lock:
@@ -67,6 +68,25 @@ class Calls:
         """Whether to break off this download of a file's content half-way (drawn per call)."""
         return self._struck("cut_download", route)
 
+    def damage(self, route: str, path: str) -> str | None:
+        """The damage (`faults.DAMAGES`) to do to this download of a file's content, at `path`, or
+        None (drawn per call; at most `damaged_times` per file when that is set)."""
+        faults = self.faults
+        if not faults.damaged_download:
+            return None
+        with self._lock:
+            if faults.damaged_times and self._damaged[path] >= faults.damaged_times:
+                return None
+        if self.roll() >= faults.damaged_download:
+            return None
+        kinds = faults.damage.split("+") if faults.damage else DAMAGES
+        kind = kinds[min(int(self.roll() * len(kinds)), len(kinds) - 1)]
+        with self._lock:
+            self._damaged[path] += 1
+        self.count("damaged_download", route)
+        self.count(f"damaged_download:{kind}", route)
+        return kind
+
     def late(self, route: str) -> None:
         """Maybe hold a batches create *before* it runs (drawn per call): the batch appears only
         after a client with a shorter timeout gave up on its answer."""
@@ -105,3 +125,26 @@ class Calls:
         if roll < faults.http_429 + faults.http_500 + faults.http_529:
             self.count("http_529", route)
             raise ApiError(overloaded, "Overloaded", type="overloaded_error", headers=wait)
+
+
+_HTML = (
+    b"<!DOCTYPE html>\n<html><head><title>502 Bad Gateway</title></head>\n"
+    b"<body><center><h1>502 Bad Gateway</h1></center><hr><center>nginx</center></body></html>\n"
+)
+_TEXT = b"upstream connect error or disconnect/reset before headers. reset reason: connection termination"
+
+
+def damaged(kind: str, data: bytes) -> tuple[bytes, str]:
+    """A file's content as a damaged download of it answers it (`faults.DAMAGES`), and its content type."""
+    if kind == "empty":
+        return b"", "application/octet-stream"
+    if kind == "html":
+        return _HTML, "text/html; charset=utf-8"
+    if kind == "text":
+        return _TEXT, "text/plain"
+    lines = data.splitlines(keepends=True)
+    if kind == "missing_line":
+        return b"".join(lines[: len(lines) // 2] + lines[len(lines) // 2 + 1 :]), "application/octet-stream"
+    # truncated: cut in the middle of its last line (a cut that fell between two lines looks like `missing_line`)
+    last = lines[-1] if lines else b""
+    return data[: len(data) - len(last) + len(last) // 2], "application/octet-stream"

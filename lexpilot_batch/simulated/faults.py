@@ -4,7 +4,8 @@ A spec looks like `"line_error=0.05,truncate=0.02,malformed_judge=0.1,expire_bat
 fail_batch=0.05,http_429=0.05,http_500=0.05,latency=2,seed=7"`; every key is optional and every
 fault is off by default. `LEXPILOT_SIM_FAULTS` supplies the spec when none is given.
 `http_routes=create_batch+file_content` confines the per-call HTTP faults (429, 500, slow answers)
-to the named routes (`route_names`).
+to the named routes (`route_names`); `damage=empty+html` confines damaged downloads to those kinds
+(`DAMAGES`).
 
 Per-request and per-batch faults are drawn from a hash of (fault seed, kind, custom_id or batch
 input content), never from counters kept in memory: a restarted server, or a client that resubmits
@@ -42,6 +43,7 @@ PROBABILITIES = (
     "http_529",
     "flex_429",
     "cut_download",
+    "damaged_download",
     "stuck_batch",
 )
 SECONDS = (
@@ -56,7 +58,11 @@ SECONDS = (
     "flex_max",
 )
 FRACTIONS = ("latency_spread",)
-COUNTS = ("token_limit", "refuse_at_create", "file_cap")
+COUNTS = ("token_limit", "refuse_at_create", "file_cap", "damaged_times")
+# What a damaged download of a file's content (`damaged_download`) answers, with HTTP 200: nothing,
+# a gateway's HTML error page, its plain-text error, the file cut in the middle of a line, or the
+# file without one of its lines.
+DAMAGES = ("empty", "html", "text", "truncated", "missing_line")
 
 
 def route_names() -> tuple[str, ...]:
@@ -105,6 +111,13 @@ class Faults:
     - `cut_download`: a download of a file's content (an output or error file, Anthropic's
       results, Gemini's responses file) breaks off half-way: the answer's `Content-Length` is the
       whole file's, and the connection closes after half of it (drawn per call).
+    - `damaged_download`: a download of a file's content is answered HTTP 200 with a damaged body,
+      whole as far as HTTP can tell (its `Content-Length` its own): one of `DAMAGES`, drawn per
+      call among those `damage` names (every kind when empty), as a proxy or gateway having a bad
+      moment answers.
+    - `damage`: `+`-separated kinds of damage (`DAMAGES`) `damaged_download` draws from.
+    - `damaged_times`: the most times one file's downloads are damaged (0: no bound): with
+      `damaged_download=1`, `damaged_times=1` damages every file's first download and no other.
     - `refuse_at_create`: 1 to refuse a batch over the enqueued-token quota (`token_limit`,
       `fail_batch`) at create, with HTTP 400 `token_limit_exceeded` and no batch, as Azure does
       (Azure OpenAI batch docs); 0 (OpenAI's way): a batch that fails with that code.
@@ -159,6 +172,9 @@ class Faults:
     flex_429: float = 0.0
     flex_latency: float = 0.0
     cut_download: float = 0.0
+    damaged_download: float = 0.0
+    damage: str = ""
+    damaged_times: int = 0
     batch_median: float = 0.0
     batch_p90: float = 0.0
     stuck_batch: float = 0.0
@@ -221,6 +237,13 @@ def parse_faults(spec: str | None) -> Faults:
 
 
 def _parse_value(key: str, raw: str) -> float | int | str:
+    if key == "damage":
+        kinds = [kind.strip() for kind in raw.split("+") if kind.strip()]
+        if not kinds or any(kind not in DAMAGES for kind in kinds):
+            raise FaultSpecError(
+                f"faults spec: damage={raw!r} must name kinds joined by '+' (known kinds: {', '.join(DAMAGES)})"
+            )
+        return "+".join(kinds)
     if key == "http_routes":
         names = [name.strip() for name in raw.split("+") if name.strip()]
         known = route_names()

@@ -37,7 +37,7 @@ from urllib.parse import parse_qs
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.together.spec import NAME as TOGETHER
 from lexpilot_batch.simulated import apis, profiles
-from lexpilot_batch.simulated.calls import Calls
+from lexpilot_batch.simulated.calls import Calls, damaged
 from lexpilot_batch.simulated.errors import ApiError
 from lexpilot_batch.simulated.faults import Faults, parse_faults
 from lexpilot_batch.simulated.routes import Handlers, Reply, Request
@@ -195,7 +195,13 @@ class _Handler(BaseHTTPRequestHandler):
         sim.calls.slow(route.name)
         reply = result if isinstance(result, Reply) else Reply(result)
         if isinstance(reply.data, bytes):
-            # The connection may break off half-way through a file's content (`cut_download`).
+            # A file's content may come back damaged, though whole as far as HTTP can tell
+            # (`damaged_download`), or break off half-way (`cut_download`).
+            kind = sim.calls.damage(route.name, path) if reply.data else None
+            if kind is not None:
+                data, content_type = damaged(kind, reply.data)
+                self._send(reply.status, data, content_type, reply.headers)
+                return
             if len(reply.data) > 1 and sim.calls.cut(route.name):
                 self._send(
                     reply.status, reply.data, "application/octet-stream", reply.headers, cut=len(reply.data) // 2

@@ -8,6 +8,8 @@ others, the CLI above all (which holds no SQL), is asked here.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.backends import BATCH
@@ -62,3 +64,16 @@ def check_run_filters(
         raise ConfigError(
             f"no run is --run-id {' or '.join(run_ids)} of --model {' or '.join(models)}: this workspace has {pairs}"
         )
+
+
+@contextmanager
+def snapshot(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Reads that see one committed state, whatever another process commits meanwhile (a deferred
+    transaction on a connection of its own: in WAL mode its first read fixes what it sees); it
+    writes nothing."""
+    db.execute("BEGIN")
+    try:
+        yield db
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")

@@ -293,6 +293,11 @@ def _m0012_uploading(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE files ADD COLUMN uploading_at REAL")
 
 
+def _m0013_download_checks(db: sqlite3.Connection) -> None:
+    for column in ("held TEXT", "damaged INTEGER NOT NULL DEFAULT 0", "redacted INTEGER NOT NULL DEFAULT 0"):
+        db.execute(f"ALTER TABLE files ADD COLUMN {column}")  # why each: `waves.FileRow`, `engine.downloads`
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -306,6 +311,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0010_compacted_files", _m0010_compacted_files),
     ("0011_usage_cached", _m0011_usage_cached),
     ("0012_uploading", _m0012_uploading),
+    ("0013_download_checks", _m0013_download_checks),
 ]
 
 

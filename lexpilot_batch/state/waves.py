@@ -14,7 +14,9 @@ ingested, and only then is the next wave compiled. A file's states (`files.statu
                      metadata tag finds, looking for it for a grace period after a lost answer)
                      and records the batch id (`submitted`): one transaction per step. Sync and
                      manual files only get marked `submitted`.
-    poll             saves a terminal batch's results, or runs a sync file (`downloaded`); a batch
+    poll             saves a terminal batch's results, or runs a sync file (`downloaded`); results
+                     that do not hold what the provider reported stay `downloaded`, held
+                     (`files.held`), until fetched whole (`engine.downloads`); a batch
                      the provider refused for its enqueued-token quota goes back to `uploaded`
                      (`refused`: created again later, no request failed); a batch the provider no
                      longer knows (404 on `LOST_AFTER` polls in a row, absent from its listing)
@@ -108,6 +110,9 @@ class FileRow(TypedDict):
     creating_at: float | None
     not_found: int  # retrieves in a row answered 404
     uploading_at: float | None
+    held: str | None  # why its last download was not believed: held, neither ingested nor asked again
+    damaged: int  # damaged downloads of its results seen (`engine.downloads`)
+    redacted: int  # secrets replaced in its saved results (`redaction.Scrubber`)
 
 
 def _marks(states: Sequence[str]) -> str:
@@ -134,6 +139,12 @@ def file_of_upload(db: sqlite3.Connection, provider_file_id: str) -> FileRow | N
     """The file uploaded as `provider_file_id` at its provider, or None."""
     row = db.execute("SELECT * FROM files WHERE provider_file_id = ?", (provider_file_id,)).fetchone()
     return cast("FileRow", dict(row)) if row is not None else None
+
+
+def held_files(db: sqlite3.Connection) -> list[FileRow]:
+    """Files whose batch results stayed damaged (`engine.downloads`): saved, neither ingested nor asked again."""
+    rows = db.execute("SELECT * FROM files WHERE status = ? AND held IS NOT NULL ORDER BY pk", (DOWNLOADED,))
+    return cast("list[FileRow]", [dict(r) for r in rows])
 
 
 def file_status(db: sqlite3.Connection, pk: int) -> str:
@@ -420,7 +431,8 @@ def close_finished_waves(ws: Workspace) -> None:
 
 
 def work_left(ws: Workspace) -> dict[str, int]:
-    """Files to submit, files in flight (of them, waiting for the user: manual), active threads."""
+    """Files to submit, files in flight (of them, waiting for the user: manual; held: their
+    download stayed damaged, `engine.downloads`), active threads."""
     db = ws.store.conn
 
     def count(sql: str, *params: object) -> int:
@@ -430,5 +442,6 @@ def work_left(ws: Workspace) -> dict[str, int]:
         "unsubmitted": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_marks(TO_SUBMIT)})", *TO_SUBMIT),
         "in_flight": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_marks(IN_FLIGHT)})", *IN_FLIGHT),
         "waiting_manual": count("SELECT COUNT(*) FROM files WHERE status = ? AND backend = 'manual'", SUBMITTED),
+        "held": count("SELECT COUNT(*) FROM files WHERE status = ? AND held IS NOT NULL", DOWNLOADED),
         "active_threads": count(f"SELECT COUNT(*) FROM threads WHERE status = '{ThreadState.ACTIVE}'"),
     }

@@ -1,6 +1,9 @@
 """`status` on one screen: per model, threads done / active / failed, tokens and cost so far
 against the projection; the wave and the batches in flight with their age; what blocks, if
-anything; and the one command to run next. `status --verbose` shows the full detail (`detail`).
+anything (failed threads, files left to the user, batches held for damaged results), and what is
+only worth knowing (ingest anomalies, batches the provider lost), said as "Finished: ... with N
+anomalies" once every thread is finished; and the one command to run next. `status --verbose`
+shows the full detail (`detail`).
 
 Read from the database only (and, for the projection, the estimate, which sends nothing).
 """
@@ -13,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from lexpilot_batch.engine.downloads import held_advice
 from lexpilot_batch.engine.tail import flex_refused
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
@@ -21,6 +25,7 @@ from lexpilot_batch.state.states import FileState, RequestState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in, work_left
 from lexpilot_batch.state.workspace import Workspace, command_hint
 from lexpilot_batch.util.columns import aligned
+from lexpilot_batch.util.redaction import redact_cut
 from lexpilot_batch.util.text import terminal_safe
 
 
@@ -100,7 +105,11 @@ def summarize(
     waves = db.execute("SELECT COUNT(*), MIN(CASE WHEN closed_at IS NULL THEN n END) FROM waves").fetchone()
     failed = sum(e["threads"]["failed"] for e in models.values())
     blockers = _blockers(ws, left_work, failed)
+    finished = bool(runs) and _finished(left_work, failed)
+    anomalies = db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0]
     command, why = next_command(ws, left_work, failed, bool(runs))
+    if finished and anomalies:
+        why = f"every thread is finished, with {anomalies} ingest anomalies"
     return {
         "models": models,
         "waves": waves[0],
@@ -108,6 +117,9 @@ def summarize(
         "in_flight": in_flight,
         "work_left": left_work,
         "blockers": blockers,
+        "finished": finished,
+        "anomalies": anomalies,
+        "notes": _notes(ws, anomalies, finished),
         "next": command,
         "next_why": why,
         "flex_refused": flex_refused(db),
@@ -159,20 +171,35 @@ def _blockers(ws: Workspace, left: dict[str, int], failed: int) -> list[str]:
             " GROUP BY reason ORDER BY n DESC LIMIT 1"
         ).fetchone()
         # A reason quotes the provider: one line of it, escaped, whatever it holds.
-        why = f"; most often: {terminal_safe(str(top['reason'] or ''))[:160]}" if top is not None else ""
+        why = f"; most often: {redact_cut(terminal_safe(str(top['reason'] or '')), 160)}" if top is not None else ""
         out.append(
             f"{failed} failed thread(s), out of attempts: the run is incomplete until "
             f"`{ws.command('retry')}` makes them due again (`{ws.command('status --verbose')}` names them){why}"
         )
     if left["waiting_manual"]:
         out.append(f"{left['waiting_manual']} file(s) wait for you to run them and `{ws.command('ingest FILE')}`")
-    lost = db.execute(f"SELECT COUNT(*) FROM files WHERE status = '{FileState.LOST}'").fetchone()[0]
-    if lost:
-        out.append(f"{lost} batch(es) lost by the provider; their requests are sent again")
-    anomalies = db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0]
-    if anomalies:
-        out.append(f"{anomalies} ingest anomalies (result lines never applied): `{ws.command('doctor')}` lists them")
+    if left["held"]:
+        out.append(held_advice(ws, left["held"]))
     return out
+
+
+def _notes(ws: Workspace, anomalies: int, finished: bool) -> list[str]:
+    """What is worth knowing but blocks nothing: lines never applied, batches lost and sent again."""
+    out = []
+    if anomalies:
+        out.append(
+            f"{anomalies} ingest anomalies (result lines never applied, so nothing wrong was scored): "
+            f"`{ws.command('doctor')}` lists them"
+        )
+    lost = ws.store.conn.execute(f"SELECT COUNT(*) FROM files WHERE status = '{FileState.LOST}'").fetchone()[0]
+    if lost:
+        out.append(f"{lost} batch(es) lost by the provider; their requests {'were' if finished else 'are'} sent again")
+    return out
+
+
+def _finished(left: dict[str, int], failed: int) -> bool:
+    """Every thread finished: nothing in flight, waiting, due or failed."""
+    return not (left["waiting_manual"] or left["unsubmitted"] or left["in_flight"] or left["active_threads"] or failed)
 
 
 def next_command(ws: Workspace, left: dict[str, int], failed: int, has_runs: bool) -> tuple[str, str]:
@@ -182,6 +209,8 @@ def next_command(ws: Workspace, left: dict[str, int], failed: int, has_runs: boo
         return command_hint("prepare --stage all --run-id run1 --model M --dataset FILE", ws.given_root), "no runs yet"
     if left["waiting_manual"] and left["waiting_manual"] == left["in_flight"]:
         return ws.command("ingest FILE"), "for each output of the files left to you (manual backend)"
+    if left["held"] and left["held"] + left["waiting_manual"] == left["in_flight"]:
+        return ws.command("doctor"), "batches are held, their results damaged: it names them and says what to do"
     if left["unsubmitted"] and not left["in_flight"]:
         return wait, f"{left['unsubmitted']} compiled file(s) wait to be submitted (or `{ws.command('submit')}` alone)"
     if left["in_flight"]:
@@ -302,6 +331,11 @@ def render_summary(summary: dict[str, Any], root_text: str) -> str:
         )
     for blocker in summary["blockers"]:
         lines.append(f"\nBlocked: {blocker}")
+    notes = summary.get("notes") or []
+    if summary.get("finished") and notes:
+        lines.append(f"\nFinished: every thread is finished, with {'; '.join(notes)}")
+    else:
+        lines += [f"\nNote: {note}" for note in notes]
     left = summary.get("time_left_s")
     if left is not None and (left[1] > 0 or flying):
         span = _age(left[0]) if round(left[0]) == round(left[1]) else f"{_age(left[0])} to {_age(left[1])}"

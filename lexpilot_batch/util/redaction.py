@@ -17,7 +17,17 @@ gateways and proxies put the request's headers, and so the key, into their 400/4
 - and, whether or not we know the secret, the userinfo of any URL (`http://[redacted]@host/v1`),
   the value of any key-like query parameter (`KEY_QUERY_PARAMETERS`: `?api-key=[redacted]`), the
   credentials of `Bearer` and `Basic` authorization values and of key headers
-  (`x-api-key`, `x-goog-api-key`, `api-key`) echoed as `name: value` or `"name": "value"`.
+  (`x-api-key`, `x-goog-api-key`, `api-key`) echoed as `name: value` or `"name": "value"`, and
+  every **key-shaped token** in free text (`KEY_SHAPES`: OpenAI's and DeepSeek's `sk-…`, Anthropic's
+  `sk-ant-…`, Groq's `gsk_…`, Google's `AIza…`), by `[redacted]`.
+
+Text is redacted *before* it is cut: a key straddling the cut would otherwise lose the characters
+that make it match, and the rest of it would be kept. `redact_cut(text, n)` is the one way the
+product shortens text that may hold provider words (an error body, an unreadable line, a reason).
+
+A provider's result file is saved with its secrets replaced too (`Scrubber`: the configured values
+and the key-shaped tokens, streamed a chunk at a time, a secret straddling two chunks caught whole),
+its bytes otherwise as the provider sent them; callers count and record what it replaced.
 
 A value shorter than `MIN_SECRET_LENGTH` characters is never taken for a secret (an empty or
 placeholder key such as vLLM's `EMPTY` would otherwise blank out ordinary words). The values are
@@ -34,7 +44,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlsplit
 
@@ -87,6 +97,16 @@ _SCHEME = re.compile(r"(?i)\b(Bearer|Basic)(\s+)([A-Za-z0-9+/=_.~-]{8,})")
 _HEADER = re.compile(
     rf"(?i)\b({'|'.join(re.escape(h) for h in _KEY_HEADERS)})([\"']?\s*[:=]\s*[\"']?)[^{_STOP},;&}}]{{{MIN_SECRET_LENGTH},}}"
 )
+# Key-shaped tokens, known or not: the shapes providers give their keys, not preceded by a token
+# character (so "risk-free" or an id ending in "-sk-" is no key). OpenAI's `sk-` (`sk-proj-…`),
+# DeepSeek's, DashScope's and Moonshot's `sk-` too, Anthropic's `sk-ant-api03-…`: at least 20
+# characters after the prefix; Groq's `gsk_` and 20 or more; Google's API keys, `AIza` and 35.
+KEY_SHAPES = (r"sk-[A-Za-z0-9_-]{20,}", r"gsk_[A-Za-z0-9]{20,}", r"AIza[0-9A-Za-z_-]{35,}")
+_SHAPE_BEFORE = r"(?<![A-Za-z0-9_-])"
+_KEY_SHAPE = re.compile(_SHAPE_BEFORE + "(?:" + "|".join(KEY_SHAPES) + ")")
+# How far past a cut `redact_cut` reads, besides the longest known secret: a credential that
+# starts before the cut needs this much after it to be recognised (a URL's userinfo up to its `@`).
+_CUT_MARGIN = 1024
 
 _lock = threading.Lock()
 _registered: dict[str, str] = {}  # value -> the variable it came from (`register_secret`)
@@ -121,7 +141,19 @@ def redact(text: str) -> str:
     if "=" in text:
         text = _QUERY.sub(lambda m: f"{m.group(1)}={MARK}", text)
     text = _SCHEME.sub(_scheme, text)
-    return _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
+    text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MARK}", text)
+    return _KEY_SHAPE.sub(MARK, text)
+
+
+def redact_cut(text: str, n: int) -> str:
+    """At most the first `n` characters of `text` redacted: redacted first, then cut, so that a
+    secret straddling the cut is replaced whole, never half-kept. Only a window past the cut is
+    read (`_CUT_MARGIN` and the longest known secret), so a huge body costs no more than a short one."""
+    if not text:
+        return text
+    _, labels = _secret_pattern()
+    window = n + _CUT_MARGIN + max((len(form) for form in labels), default=0)
+    return redact(text[:window])[:n]
 
 
 def redact_url(url: str) -> str:
@@ -217,3 +249,120 @@ def _secret_pattern() -> tuple[re.Pattern[str] | None, dict[str, str]]:
     pattern = re.compile("|".join(re.escape(f) for f in sorted(labels, key=len, reverse=True))) if labels else None
     _compiled = (state, pattern, labels)
     return pattern, labels
+
+
+# --- saved files ----------------------------------------------------------------------------------
+
+# The bytes of a token, after a key shape's prefix or a bearer scheme.
+_TOKEN_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+# What a `Scrubber` looks for where the literal before it is found: each key shape (its prefix is
+# the literal; not preceded by a token byte) and bearer tokens ("earer", then "Bearer" or "bearer"
+# and a token with a byte that is not a letter: "Bearer authentication" is prose, as `_scheme` reads it).
+_SHAPES_AT = tuple((shape.split("[", 1)[0].encode(), re.compile(shape.encode())) for shape in KEY_SHAPES)
+_BEARER_AT = re.compile(rb"[Bb]earer[ \t]{1,8}([A-Za-z0-9+/=_.~-]{8,})")
+# The bytes a `Scrubber` holds back at the end of a chunk, besides the longest known secret: enough
+# for the longest prefix a key-shaped token needs before it matches (Google's, 39 characters) and a
+# bearer scheme's 8-character token.
+_SCRUB_MARGIN = 64
+
+
+class Scrubber:
+    """Replaces secrets in a stream of bytes, a chunk at a time: the value of every key this module
+    knows (`[redacted NAME]`), key-shaped tokens (`KEY_SHAPES`) and bearer tokens (`[redacted]`);
+    every other byte is passed on as it came. What might be the start of a secret at the end of a
+    chunk is held back until the next one (or `close`), so a secret straddling two chunks is
+    replaced whole. `replaced` counts the replacements.
+
+    For a provider's result file, saved under `responses/` (`providers.file_batch.save_streamed`
+    and each backend's download, the sync backend's lines, `ingest FILE`'s copy): a key a gateway
+    echoed into it must not be stored whole. Answers are JSON strings, and a mark holds no quote or
+    backslash, so every line stays the JSON it was.
+
+    Every byte of a result file passes through it, so it is kept cheap: each literal (a known
+    secret's form, a shape's prefix, a bearer scheme) is looked for with `bytes.find`, at the speed
+    of memory, and a pattern is tried only where one is found: a file with no secret costs a few
+    passes of `find` (about 1 µs for a 1.5 KB result line), not a regular expression over every byte.
+    """
+
+    def __init__(self) -> None:
+        _, labels = _secret_pattern()
+        known = {form.encode("utf-8"): f"[redacted {label}]".encode() for form, label in labels.items()}
+        # A known secret of a key's shape (most are) is found where its shape is: no pass of its own.
+        self._shaped = {f: m for f, m in known.items() if any(p.match(f) for _, p in _SHAPES_AT)}
+        self._known = {f: m for f, m in known.items() if f not in self._shaped}
+        self._hold = max((len(form) for form in known), default=0) + _SCRUB_MARGIN
+        self._before = b""  # the last byte passed on: what a key shape must not follow
+        self._carry = b""  # bytes held back
+        self.replaced = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        """What of the stream so far can be passed on, secrets replaced."""
+        return self._scan(chunk, final=False)
+
+    def close(self) -> bytes:
+        """The rest of the stream, secrets replaced."""
+        return self._scan(b"", final=True)
+
+    def _found(self, buf: bytes, start: int) -> list[tuple[int, int, int, bytes]]:
+        """Every secret in `buf` from `start`: (start, rank, end, what replaces it), a known secret
+        ranked before a shape at the same place (its mark names its variable)."""
+        found = []
+        for form, mark in self._known.items():
+            at = buf.find(form, start)
+            while at != -1:
+                found.append((at, 0, at + len(form), mark))
+                at = buf.find(form, at + 1)
+        for literal, pattern in _SHAPES_AT:
+            at = buf.find(literal, start)
+            while at != -1:
+                for form, mark in self._shaped.items():
+                    if buf.startswith(form, at):
+                        found.append((at, 0, at + len(form), mark))
+                if (at == 0 or buf[at - 1] not in _TOKEN_BYTES) and (match := pattern.match(buf, at)):
+                    found.append((at, 1, match.end(), MARK.encode()))
+                at = buf.find(literal, at + 1)
+        at = buf.find(b"earer", start)
+        while at != -1:
+            if at >= 1 and (match := _BEARER_AT.match(buf, at - 1)) and not match.group(1).isalpha():
+                found.append((at - 1, 1, match.end(), buf[at - 1 : match.start(1)] + MARK.encode()))
+            at = buf.find(b"earer", at + 1)
+        found.sort()
+        return found
+
+    def _scan(self, data: bytes, final: bool) -> bytes:
+        buf = self._before + self._carry + data
+        start = len(self._before)
+        size = len(buf)
+        # Past `limit` a secret may begin whose end is not read yet: held back, unless the stream ends.
+        limit = size if final else size - self._hold
+        out: list[bytes] = []
+        pos = start
+        stop = None
+        for at, _, end, mark in self._found(buf, start):
+            if at < pos:
+                continue  # inside a secret already replaced
+            if not final and (at >= limit or end >= size):
+                # Not decided yet: a secret that may begin later or go on in the next chunk.
+                stop = max(pos, min(limit, at))
+                break
+            out += (buf[pos:at], mark)
+            self.replaced += 1
+            pos = end
+        if stop is None:
+            stop = max(pos, limit)
+        out.append(buf[pos:stop])
+        if stop > 0:
+            self._before = buf[stop - 1 : stop]
+        self._carry = buf[stop:]
+        return b"".join(out)
+
+
+def scrub(chunks: Iterable[bytes], scrubber: Scrubber) -> Iterator[bytes]:
+    """`chunks` passed through `scrubber` (which counts what it replaced)."""
+    for chunk in chunks:
+        out = scrubber.feed(chunk)
+        if out:
+            yield out
+    rest = scrubber.close()
+    if rest:
+        yield rest

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lexpilot_batch import doctor
-from lexpilot_batch.engine import poll
+from lexpilot_batch.engine import downloads
 from lexpilot_batch.engine import submit as sending
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import submit
@@ -72,13 +72,13 @@ def finishes_like(ws: Workspace, session, untouched: dict) -> None:
 def download_without_ingest(ws: Workspace, session, monkeypatch) -> dict:
     """Submit wave 1 and poll until its first file is downloaded, its ingest 'crashing' once."""
     submit(ws, session)
-    real = poll.ingest_file
+    real = downloads.ingest_file
 
-    def crash(ws_, row):
-        monkeypatch.setattr(poll, "ingest_file", real)
+    def crash(ws_, row, check=None):
+        monkeypatch.setattr(downloads, "ingest_file", real)
         raise RuntimeError("killed before ingesting")
 
-    monkeypatch.setattr(poll, "ingest_file", crash)
+    monkeypatch.setattr(downloads, "ingest_file", crash)
     for _ in range(200):
         try:
             poll_files(ws, session)
@@ -439,12 +439,33 @@ def test_check_repairs_and_reports_what_is_left(tmp_path, untouched):
         finishes_like(ws, open_session(ws), untouched)
 
 
-def test_check_needs_a_workspace_and_the_writer_lock(tmp_path, ws):
+def test_check_needs_a_workspace_and_repair_the_writer_lock(tmp_path, ws):
     with pytest.raises(LexpilotError, match="no lexpilot-batch workspace"):
         doctor.check(tmp_path / "nowhere")
     assert not (tmp_path / "nowhere").exists()
-    with pytest.raises(WorkspaceBusy):
-        doctor.check(ws.root)  # `ws` holds the lock, as a running command would
+    with pytest.raises(
+        WorkspaceBusy,
+        match=r"`doctor --repair` needs the workspace to itself; `lexpilot-batch doctor --root .+` \(without --repair\)",
+    ):
+        doctor.check(ws.root, do_repair=True)  # `ws` holds the lock, as a running command would
+
+
+def test_a_diagnosis_runs_read_only_while_another_command_writes(ws):
+    """`doctor` was refused while a command held the writer's lock (a `poll-and-advance --wait` of
+    a day): the diagnosis only reads, so it runs, on the last committed state, and says that a
+    writer runs and that `--repair` must wait for it."""
+    session = start(ws)
+    session.close()
+    ws.path(files(ws)[0]["path"]).unlink()  # `ws` holds the lock, as a running command would
+    looked = doctor.check(ws.root)
+    assert looked.writer_running and kinds(looked.found) == [doctor.UNSENT_CHANGED] and looked.exit_code == 1
+    text = doctor.render_report(looked, ws.root)
+    assert text.startswith("Another lexpilot-batch command is writing to this workspace: this diagnosis read")
+    assert f"`lexpilot-batch doctor --repair --root {ws.root}` needs the lock" in text
+    assert "[error] unsent_request_file_changed: requests/w0001/" in text
+    assert ws.store.conn.execute("SELECT COUNT(*) FROM files").fetchone()[0] == len(files(ws))  # the writer goes on
+    with ws.store.transaction() as db:  # and can still write
+        db.execute("UPDATE meta SET value = value WHERE key = 'workspace_id'")
 
 
 def test_render_names_kind_detail_fix_and_repair(ws):

@@ -204,10 +204,11 @@ class FakeBackend(BatchBackend):
             raise BatchNotFound(f"polling batch {batch_id}: HTTP 404")
         return self.held[batch_id]
 
-    def download(self, file_id: str, dest: Path) -> None:
+    def download(self, file_id: str, dest: Path) -> int:
         self._call("download", file_id)
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(self.contents[file_id])
+        return 0
 
     def cancel(self, batch_id: str) -> BatchInfo:
         self._call("cancel", batch_id)

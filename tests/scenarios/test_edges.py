@@ -31,8 +31,8 @@ import pytest
 from typer.testing import CliRunner
 
 from lexpilot_batch.cli import app
+from lexpilot_batch.engine import downloads, request_files, submit
 from lexpilot_batch.engine import loop as engine
-from lexpilot_batch.engine import poll, request_files, submit
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.errors import LexpilotError, ProviderUnavailable
@@ -108,7 +108,7 @@ STEPS = [
     (engine, "add_threads", 1),  # the run committed, its threads not
     (request_files.WaveWriter, "close", 1),  # wave 1's files written, the transaction recording them open
     (submit, "Lookup", 1),  # the file uploaded, its batch about to be created
-    (poll, "ingest_file", 2),  # the first batch saved and ingested, the second saved, not ingested
+    (downloads, "ingest_file", 2),  # the first batch saved and ingested, the second saved, not ingested
     (engine, "compile_wave", 3),  # wave 2 in, wave 3 about to be compiled
     (engine, "poll_and_advance_once", 3),  # between two rounds of polling
 ]

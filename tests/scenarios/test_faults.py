@@ -56,6 +56,7 @@ from pathlib import Path
 import pytest
 
 import lexpilot_batch.engine.submit as submit_module
+from lexpilot_batch import doctor
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import Session
@@ -559,15 +560,20 @@ def test_a_batch_that_never_finishes_is_cancelled_and_its_rest_requeued(tmp_path
 
 
 def test_duplicated_unknown_and_cut_lines_are_recorded_and_never_double_answer(tmp_path, baseline, monkeypatch):
+    """The provider serves one output file of wave 1 with a repeated line, a conflicting one, one of
+    no request and its last line cut, every time it is downloaded; one of wave 2 with a line of
+    wave 1. The cut line makes wave 1's file a damaged download: fetched again, then held
+    (`engine.downloads`), never taken until the user says so (`doctor --repair --accept-damaged`)."""
+    monkeypatch.setattr(clock, "pause", lambda seconds: None)  # the waits between the tries
     real = OpenAIBatchBackend.download
     injected: dict[str, str] = {}  # what was done -> custom_id
     earlier: list[str] = []  # custom_ids answered in wave 1
 
-    def download(self, file_id: str, dest: Path) -> None:
-        real(self, file_id, dest)
+    def download(self, file_id: str, dest: Path) -> int:
+        replaced = real(self, file_id, dest)
         wave = int(dest.parent.name[1:])
-        if not dest.name.endswith(".output.jsonl") or wave > 2 or f"w{wave}" in injected:
-            return
+        if not dest.name.endswith(".output.jsonl") or wave > 2 or injected.get(f"w{wave}", dest.name) != dest.name:
+            return replaced
         injected[f"w{wave}"] = dest.name
         lines = dest.read_bytes().splitlines(keepends=True)
         assert len(lines) >= 4
@@ -582,16 +588,34 @@ def test_duplicated_unknown_and_cut_lines_are_recorded_and_never_double_answer(t
                 (json.dumps({**first, "custom_id": "zz-not-ours-1"}, ensure_ascii=False) + "\n").encode(),
             ]
             injected.update(same=first["custom_id"], conflicting=second["custom_id"], cut=json.loads(last)["custom_id"])
-            earlier.extend(json.loads(x)["custom_id"] for x in lines[:-1])
+            earlier[:] = (json.loads(x)["custom_id"] for x in lines[:-1])
         else:  # an answer for a request of wave 1, already ingested: not this file's to apply
             extra = [(json.dumps({**first, "custom_id": earlier[2]}, ensure_ascii=False) + "\n").encode()]
         # The file ends in the middle of its last line.
         data = b"".join([*lines[:-1], *extra, last[: len(last) // 2]]) if wave == 1 else b"".join([*lines, *extra])
         dest.write_bytes(data)
+        return replaced
+
+    held: list[str] = []
+
+    def drive(ws: Workspace, session: Session) -> None:
+        for _ in range(400):
+            left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
+            if left["held"]:
+                findings = doctor.diagnose(ws)
+                held.extend(f.detail for f in findings if f.kind == doctor.DOWNLOAD_HELD)
+                doctor.repair(ws, findings, session, accept_damaged=True)  # the user's word
+            elif left["in_flight"] == 0 and left["unsubmitted"] == 0:
+                return
+        raise AssertionError("the workspace did not finish")
 
     monkeypatch.setattr(OpenAIBatchBackend, "download", download)
-    outcome = run_benchmark(tmp_path / "ws", "")
+    outcome = run_benchmark(tmp_path / "ws", "", drive=drive)
     assert_same_as(baseline, outcome)
+    # Held, naming the file and the damage, until the user took it as it was.
+    assert len(held) == 1 and injected["w1"].removesuffix(".output.jsonl") in held[0] and "not result lines" in held[0]
+    [taken] = [f for f in outcome.files if f["output_path"] == f"responses/w0001/{injected['w1']}"]
+    assert taken["damaged"] == 4 and taken["held"].startswith("accepted as it was")
 
     # The same line twice is no anomaly (the same result again); the other answer is a conflict.
     kinds = Counter(a["kind"] for a in outcome.anomalies)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from lexpilot_batch import doctor
-from lexpilot_batch.engine import poll
+from lexpilot_batch.engine import downloads
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.errors import LexpilotError
@@ -287,14 +287,14 @@ def test_a_line_nested_100000_deep_is_sent_again_and_wedges_nothing(tmp_path, ba
     class Killed(Exception):
         pass
 
-    real_ingest = poll.ingest_file
+    real_ingest = downloads.ingest_file
     crashed: set[str] = set()
 
-    def ingest_or_crash(ws: Workspace, row: FileRow):
+    def ingest_or_crash(ws: Workspace, row: FileRow, check=None):
         if row["path"] not in crashed:  # killed once before each file's ingest: doctor looks at it
             crashed.add(row["path"])
             raise Killed(row["path"])
-        return real_ingest(ws, row)
+        return real_ingest(ws, row, check=check)
 
     checked: list[list[str]] = []
 
@@ -311,7 +311,7 @@ def test_a_line_nested_100000_deep_is_sent_again_and_wedges_nothing(tmp_path, ba
                 return
 
     monkeypatch.setattr(OpenAIBatchBackend, "download", download)
-    monkeypatch.setattr(poll, "ingest_file", ingest_or_crash)
+    monkeypatch.setattr(downloads, "ingest_file", ingest_or_crash)
     outcome = run_benchmark(tmp_path / "ws", drive=drive)
     assert_same_as(baseline, outcome)
     assert set(hit) == {1, 2} and checked
@@ -349,12 +349,12 @@ def test_doctor_and_doctor_repair_read_a_downloaded_file_with_a_deep_line(tmp_pa
     class Killed(Exception):
         pass
 
-    def killed(ws: Workspace, row: dict):
+    def killed(ws: Workspace, row: dict, check=None):
         raise Killed(row["path"])
 
-    real_ingest = poll.ingest_file
+    real_ingest = downloads.ingest_file
     monkeypatch.setattr(OpenAIBatchBackend, "download", download)
-    monkeypatch.setattr(poll, "ingest_file", killed)
+    monkeypatch.setattr(downloads, "ingest_file", killed)
 
     def drive(ws: Workspace, session) -> None:
         with pytest.raises(Killed):
@@ -363,7 +363,7 @@ def test_doctor_and_doctor_repair_read_a_downloaded_file_with_a_deep_line(tmp_pa
 
     run_benchmark(root, drive=drive, check=False)
     monkeypatch.setattr(OpenAIBatchBackend, "download", real)
-    monkeypatch.setattr(poll, "ingest_file", real_ingest)
+    monkeypatch.setattr(downloads, "ingest_file", real_ingest)
     report = doctor.check(root)  # `lexpilot-batch doctor`
     assert [f.kind for f in report.found] == [doctor.RESULT_DAMAGED]
     assert "line 1 is not a result object" in report.found[0].detail

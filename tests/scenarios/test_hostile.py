@@ -21,8 +21,8 @@ from lexpilot_batch import doctor
 from lexpilot_batch.benchmark.prompts import DEFAULT_TEMPLATES, FORCE_ASK, LEXAWN
 from lexpilot_batch.benchmark.settings import ROLES, Settings
 from lexpilot_batch.data import load_dataset
+from lexpilot_batch.engine import downloads
 from lexpilot_batch.engine import loop as engine
-from lexpilot_batch.engine import poll
 from lexpilot_batch.engine.loop import poll_and_advance, submit
 from lexpilot_batch.engine.poll import poll_files
 from lexpilot_batch.engine.submit import TamperedFile
@@ -531,13 +531,13 @@ def file_rows(ws: Workspace, status: str) -> list[dict]:
 def test_a_saved_result_file_removed_before_ingest_is_named_and_doctor_downloads_it_again(ws, untouched, monkeypatch):
     session = start(ws)
     submit(ws, session)
-    real = poll.ingest_file
+    real = downloads.ingest_file
 
-    def killed(ws_, row):
-        monkeypatch.setattr(poll, "ingest_file", real)
+    def killed(ws_, row, check=None):
+        monkeypatch.setattr(downloads, "ingest_file", real)
         raise KeyboardInterrupt  # the command stops after saving the results, before ingesting them
 
-    monkeypatch.setattr(poll, "ingest_file", killed)
+    monkeypatch.setattr(downloads, "ingest_file", killed)
     with pytest.raises(KeyboardInterrupt):
         for _ in range(200):
             poll_files(ws, session)

@@ -33,7 +33,7 @@ pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
 
 from lexpilot_batch.benchmark.settings import Settings
-from lexpilot_batch.engine import poll, submit
+from lexpilot_batch.engine import downloads, poll, submit
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
@@ -429,7 +429,7 @@ def test_doctor_reads_saved_native_results_in_their_own_shape(tmp_path, monkeypa
     from lexpilot_batch import doctor
     from lexpilot_batch.engine.ingest import IngestStats
 
-    monkeypatch.setattr(poll, "ingest_file", lambda ws, row: IngestStats())  # saved, never applied
+    monkeypatch.setattr(downloads, "ingest_file", lambda ws, row, check=None: IngestStats())  # saved, never applied
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
         point_at(monkeypatch, server)
         with Workspace(tmp_path / "ws") as ws:

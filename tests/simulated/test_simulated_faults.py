@@ -396,3 +396,43 @@ def test_per_call_faults_follow_the_seed_and_leave_the_random_module_alone(tmp_p
     assert first == flex_refusals(tmp_path / "c", seed=7)  # a seed's refusals, call for call
     assert True in first and False in first
     assert flex_refusals(tmp_path / "d", seed=8) != first
+
+
+# --- damaged downloads (issue 44: a download is checked before it is believed) --------------------------
+
+
+def test_parse_damaged_downloads() -> None:
+    from lexpilot_batch.simulated.faults import DAMAGES
+
+    faults = parse_faults("damaged_download=0.5,damage=html+missing_line,damaged_times=2")
+    assert faults == Faults(damaged_download=0.5, damage="html+missing_line", damaged_times=2)
+    assert parse_faults(faults.describe()) == faults
+    assert DAMAGES == ("empty", "html", "text", "truncated", "missing_line")
+    with pytest.raises(ValueError, match="damage='gzip'.*known kinds: empty, html"):
+        parse_faults("damage=gzip")
+    with pytest.raises(ValueError, match="damaged_times"):
+        parse_faults("damaged_times=-1")
+
+
+@pytest.mark.parametrize("kind", ["empty", "html", "text", "truncated", "missing_line"])
+def test_a_damaged_download_answers_200_with_a_body_whole_as_far_as_http_can_tell(tmp_path: Path, kind: str) -> None:
+    spec = f"damaged_download=1,damage={kind},damaged_times=1"
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults(spec)) as server:
+        client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        batch = wait(client, submit(client, jsonl(mixed_lines(6))), interval=0.0)
+        damaged = client.files.content(batch.output_file_id)  # 200: no error, no broken connection
+        whole = client.files.content(batch.output_file_id)  # damaged once (`damaged_times=1`)
+        stats = server.stats
+    assert damaged.response.status_code == whole.response.status_code == 200
+    body, good = damaged.read(), whole.read()
+    lines = good.splitlines(keepends=True)
+    assert len(lines) == 6 and body != good
+    expected = {
+        "empty": lambda: body == b"",
+        "html": lambda: body.startswith(b"<!DOCTYPE html>") and "text/html" in damaged.response.headers["content-type"],
+        "text": lambda: not body.startswith(b"{") and b"\n" not in body,
+        "truncated": lambda: good.startswith(body) and not body.endswith(b"\n") and body.count(b"\n") == 5,
+        "missing_line": lambda: body == b"".join(lines[:3] + lines[4:]),
+    }
+    assert expected[kind](), body[-200:]
+    assert stats["damaged_download"] == stats[f"damaged_download:{kind}:file_content"] == 1

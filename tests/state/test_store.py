@@ -72,6 +72,9 @@ TABLES = {
         ("creating_at", "REAL", 0, 0),
         ("not_found", "INTEGER", 1, 0),
         ("uploading_at", "REAL", 0, 0),
+        ("held", "TEXT", 0, 0),
+        ("damaged", "INTEGER", 1, 0),
+        ("redacted", "INTEGER", 1, 0),
     ],
     "meta": [("key", "TEXT", 0, 1), ("value", "TEXT", 1, 0)],
     "other_batches": [
@@ -207,6 +210,7 @@ MIGRATION_NAMES = [
     "0010_compacted_files",
     "0011_usage_cached",
     "0012_uploading",
+    "0013_download_checks",
 ]
 
 

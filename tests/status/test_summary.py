@@ -74,3 +74,39 @@ def test_failed_threads_block_and_the_next_command_is_retry(tmp_path: Path) -> N
     text = status(tmp_path / "ws")
     assert "Blocked: 4 failed thread(s)" in text
     assert "Next: lexpilot-batch retry" in text
+
+
+def test_a_finished_workspace_with_anomalies_says_finished_not_blocked(tmp_path: Path) -> None:
+    """Ingest anomalies (result lines never applied) block nothing: with every thread finished,
+    `status` said "Blocked: 2 ingest anomalies" above "Next: report (every thread is finished)"."""
+    import time
+
+    from lexpilot_batch.state.anomalies import record_anomaly
+    from lexpilot_batch.state.workspace import Workspace
+
+    root = str(tmp_path / "ws")
+    cli("prepare", "--stage", "lca", "--run-id", "r1", "--model", "sim-eval", *SIM, "--limit", "1", "--root", root)
+    cli("poll-and-advance", "--submit", "--wait", *SIM, "--root", root)
+    with Workspace(tmp_path / "ws") as ws, ws.store.transaction() as db:
+        for kind in ("foreign", "conflict"):
+            record_anomaly(db, None, kind, None, "a line of another workspace", time.time())
+
+    text = status(tmp_path / "ws")
+    assert "Blocked" not in text, text
+    assert (
+        "Finished: every thread is finished, with 2 ingest anomalies (result lines never applied, so nothing "
+        f"wrong was scored): `lexpilot-batch doctor --root {root}` lists them"
+    ) in text
+    assert text.rstrip().endswith(
+        f"Next: lexpilot-batch report --format html --out report.html --root {root}   "
+        "(every thread is finished, with 2 ingest anomalies)"
+    )
+    summary = json.loads(status(tmp_path / "ws", "--format", "json"))["summary"]
+    assert (summary["blockers"], summary["finished"], summary["anomalies"]) == ([], True, 2)
+
+    # Not finished: the anomalies are a note beside what the workspace waits for, never a blocker.
+    cli("prepare", "--stage", "lca", "--run-id", "r2", "--model", "sim-eval", *SIM, "--limit", "1", "--root", root)
+    text = status(tmp_path / "ws")
+    assert "Blocked" not in text and "Finished" not in text
+    assert "\nNote: 2 ingest anomalies (result lines never applied" in text
+    assert "Next: lexpilot-batch poll-and-advance --submit --wait" in text

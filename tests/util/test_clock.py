@@ -29,3 +29,34 @@ def test_pause_of_nothing_returns_at_once(monkeypatch: pytest.MonkeyPatch):
     clock.pause(-1)
     clock.pause(0.25)
     assert slept == [0.25]
+
+
+def test_a_wait_for_the_provider_never_ends_past_the_budget(monkeypatch: pytest.MonkeyPatch):
+    """Within `provider_waits`, the waits of one run of retries are dated from its first refusal; a
+    wait that would end past the budget is not begun (`OutOfTime`), and each is told first."""
+    now = [100.0]
+    slept: list[float] = []
+    monkeypatch.setattr(clock.time, "monotonic", lambda: now[0])
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(clock, "pause", sleep)
+    told: list[clock.ProviderWait] = []
+    with clock.provider_waits(10.0, told.append) as waits:
+        clock.wait_for_provider(4.0, "refused", 0)
+        clock.wait_for_provider(4.0, "refused", 1)
+        with pytest.raises(clock.OutOfTime) as out:
+            clock.wait_for_provider(4.0, "refused", 2)  # would end at 12 s of 10
+        assert (out.value.why, out.value.waited, out.value.budget) == ("refused", 8.0, 10.0)
+        assert slept == [4.0, 4.0] and [(t.pause, t.left) for t in told] == [(4.0, 6.0), (4.0, 2.0)]
+        # A round that failed dates the outage from that run's first refusal until a round succeeds.
+        assert waits.began(now[0]) == 100.0
+        waits.round_begins()
+        with pytest.raises(clock.OutOfTime):
+            clock.wait_for_provider(3.0, "refused again", 0)  # a new run of retries, the same outage
+        waits.clear()
+        clock.wait_for_provider(3.0, "refused after a success", 0)
+    clock.wait_for_provider(60.0, "outside any budget", 0)
+    assert slept == [4.0, 4.0, 3.0, 60.0]

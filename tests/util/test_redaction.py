@@ -25,6 +25,8 @@ from lexpilot_batch.util.redaction import (
 )
 
 KEY = "sk-test-0123456789abcdef"
+# A key of no known shape (Mistral's and Together's keys have none): only known, it is redacted.
+SHAPELESS = "Zq7tRw2mXv9kLp4sNc8d"
 
 
 @pytest.fixture(autouse=True)
@@ -60,18 +62,18 @@ def test_one_key_in_two_variables_names_both(monkeypatch):
 
 
 def test_a_key_set_after_an_earlier_call_is_redacted_too(monkeypatch):
-    assert redact(KEY) == KEY
-    monkeypatch.setenv("DEEPSEEK_API_KEY", KEY)
-    assert redact(KEY) == "[redacted DEEPSEEK_API_KEY]"
+    assert redact(SHAPELESS) == SHAPELESS
+    monkeypatch.setenv("DEEPSEEK_API_KEY", SHAPELESS)
+    assert redact(SHAPELESS) == "[redacted DEEPSEEK_API_KEY]"
 
 
 def test_a_key_handed_to_a_client_is_registered_whatever_its_variable(monkeypatch):
     """A model list names any variable (`key_var = "LOCAL_SECRET"`): the key is registered when a
     client takes it, so that its echo is redacted although the name says nothing."""
-    monkeypatch.setenv("LOCAL_SECRET", KEY)
-    assert redact(KEY) == KEY  # not a key variable's name
-    Endpoint("eval", "http://h/v1", "LOCAL_SECRET", KEY).require_key()
-    assert redact(f"echo {KEY}") == "echo [redacted LOCAL_SECRET]"
+    monkeypatch.setenv("LOCAL_SECRET", SHAPELESS)
+    assert redact(SHAPELESS) == SHAPELESS  # not a key variable's name
+    Endpoint("eval", "http://h/v1", "LOCAL_SECRET", SHAPELESS).require_key()
+    assert redact(f"echo {SHAPELESS}") == "echo [redacted LOCAL_SECRET]"
     assert Endpoint("eval", "sim", "simulated", "simulated-key", "simulated").require_key() == "simulated-key"
     assert "simulated-key" not in redaction._registered  # the simulated provider's is no secret
 
@@ -164,3 +166,80 @@ def test_has_credentials():
     assert has_credentials("https://h/v1?API-KEY=1") and has_credentials("https://h/v1?x=1&sig=abc")
     assert not has_credentials("https://h.openai.azure.com/openai/v1?api-version=2024-10-21")
     assert not has_credentials("http://127.0.0.1:8000/v1")
+
+
+# --- key shapes, redacting before cutting, and saved files (issue 44) ---------------------------------
+
+SHAPED = {
+    "openai": "sk-proj-Cw8TqL2vN6xR9zK4mB7yP3dF",
+    "anthropic": "sk-ant-api03-Zr4X7q2LmN9pT6vW1yB8cD3f",
+    "groq": "gsk_Aa1Bb2Cc3Dd4Ee5Ff6Gg7Hh8",
+    "google": "AIza" + "SyD4f7Gh2Jk9Lm3Np6Qr8St1Uv5Wx0Yz2Ab",
+}
+
+
+@pytest.mark.parametrize("key", SHAPED.values(), ids=SHAPED.keys())
+def test_a_key_of_a_known_shape_is_redacted_though_nobody_set_it(key):
+    assert redact(f"echo: {key}.") == "echo: [redacted]."
+    assert redact(f'{{"k": "{key}"}}') == '{"k": "[redacted]"}'
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["risk-free and task-based work", "sk-short", "ask-0123456789abcdefghijklmnop", "id-sk-0123456789abcdefghijklm"],
+)
+def test_words_and_ids_that_only_look_like_a_prefix_stay(text):
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("kept", range(1, len(KEY)))
+def test_redact_cut_redacts_before_it_cuts(monkeypatch, kept):
+    """A key straddling the cut, by every number of its characters, leaves none of them."""
+    monkeypatch.setenv("OPENAI_API_KEY", SHAPELESS)
+    for key in (SHAPELESS, SHAPED["openai"]):
+        text = "x" * (79 - min(kept, len(key) - 1)) + " " + key + " and the rest"
+        cut = redaction.redact_cut(text, 80)
+        assert len(cut) <= 80 and cut.startswith("x")
+        assert not any(key[i : i + 4] in cut for i in range(len(key) - 3)), cut
+    assert redaction.redact_cut("short", 80) == "short" and redaction.redact_cut("", 5) == ""
+    # A huge body costs no more than its window: nothing past it is read.
+    assert redaction.redact_cut("y" * 50_000_000 + SHAPELESS, 10) == "y" * 10
+
+
+def scrubbed(chunks: list[bytes]) -> tuple[bytes, int]:
+    scrubber = redaction.Scrubber()
+    return b"".join(redaction.scrub(chunks, scrubber)), scrubber.replaced
+
+
+def test_a_scrubber_replaces_keys_and_nothing_else(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SHAPELESS)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SHAPED["anthropic"])
+    line = {
+        "custom_id": "r-1",
+        "echo": f"key {SHAPELESS}, {SHAPED['anthropic']}, {SHAPED['openai']}, x-{SHAPED['anthropic']}",
+        "auth": "Authorization: Bearer tok.en-123456 and Bearer authentication",
+        "answer": "根据您提供的信息，risk-free 与 task-based 都不是密钥。",
+    }
+    data = (json.dumps(line, ensure_ascii=False) + "\n").encode()
+    out, replaced = scrubbed([data])
+    assert replaced == 5
+    clean = json.loads(out)
+    assert clean["echo"] == (
+        "key [redacted OPENAI_API_KEY], [redacted ANTHROPIC_API_KEY], [redacted], x-[redacted ANTHROPIC_API_KEY]"
+    )
+    assert clean["auth"] == "Authorization: Bearer [redacted] and Bearer authentication"
+    assert clean["answer"] == line["answer"] and clean["custom_id"] == "r-1"  # the rest as it came
+    plain = (json.dumps({"custom_id": "r-2", "answer": line["answer"]}, ensure_ascii=False) + "\n").encode()
+    assert scrubbed([plain]) == (plain, 0)
+
+
+def test_a_key_straddling_any_chunk_boundary_is_caught_whole(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SHAPELESS)
+    data = (
+        f'{{"a": "{SHAPELESS}", "b": "see {SHAPED["google"]}", "c": "Bearer ab.cd-1234", "d": "{SHAPED["groq"]}"}}\n'
+    ).encode() * 3
+    whole, replaced = scrubbed([data])
+    assert replaced == 12 and b"redacted" in whole
+    for size in range(1, len(data) + 1):
+        pieces = [data[i : i + size] for i in range(0, len(data), size)]
+        assert scrubbed(pieces) == (whole, 12), size

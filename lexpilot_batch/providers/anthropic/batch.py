@@ -6,7 +6,7 @@ API's limits (100,000 requests, 256 MB) and noting its hash; the create call sen
 lines, already `{"custom_id", "params"}` requests (`providers.lines`), as they are. A batch's
 `processing_status` (`in_progress`, `canceling`, `ended`) reads as ours: an ended batch whose
 cancel was asked is `cancelled`, one with expired requests `expired`, any other `completed`
-(errored requests are lines of its results). Its results are streamed into `responses/` untouched
+(errored requests are lines of its results). Its results are streamed into `responses/` (keys replaced)
 and read by `anthropic.results`.
 
 Message Batches carry no metadata (`tags_batches = False`): how a batch whose create answer was
@@ -119,10 +119,10 @@ class AnthropicBatchBackend(FileBatchBackend):
     def download_what(self, file_id: str) -> str:
         return f"downloading the results of Message Batch {file_id}"
 
-    def _download(self, file_id: str, dest: Path) -> None:
-        """Stream the batch's results (`file_id` is the batch id) into `dest`, untouched."""
+    def _download(self, file_id: str, dest: Path) -> int:
+        """Stream the batch's results (`file_id` is the batch id) into `dest` (`file_batch.save_streamed`)."""
         stream = self.client.messages.batches.with_streaming_response.results
-        save_streamed(dest, lambda: stream(file_id), self.sdk.APIConnectionError, self.client.max_retries + 1)
+        return save_streamed(dest, lambda: stream(file_id), self.sdk.APIConnectionError, self.client.max_retries + 1)
 
     def _cancel(self, batch_id: str) -> BatchInfo:
         return _info(self.client.messages.batches.cancel(batch_id))

@@ -3,7 +3,7 @@
 
 A file of `{"key", "request"}` lines (`providers.lines`) is uploaded through the File API, a batch is
 created for it with `batches.create(model, src=file)` (API version `v1beta`, where Batch Mode
-lives), and its responses file is downloaded into `responses/` untouched, to be read by
+lives), and its responses file is downloaded into `responses/` (keys replaced: `redaction.Scrubber`), to be read by
 `google.results`. Gemini batches carry no metadata but a `display_name`: the workspace's tag
 is written there (`lexpilot ws=… file=… sha=… create=…`) and read back as metadata, so a batch is
 found again after a lost create answer exactly as an OpenAI one is. Job states read as ours:
@@ -18,7 +18,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from lexpilot_batch.errors import transient_status
 from lexpilot_batch.providers.batch import BatchInfo, BatchSource
@@ -31,6 +31,7 @@ from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.util import clock, fileio
 from lexpilot_batch.util.fileio import TMP_SUFFIX, write_atomic
+from lexpilot_batch.util.redaction import Scrubber, scrub
 
 T = TypeVar("T")
 
@@ -152,22 +153,33 @@ class GoogleBatchBackend(FileBatchBackend):
     def _retrieve(self, batch_id: str) -> BatchInfo:
         return _info(self.client.batches.get(name=batch_id))
 
-    def _download(self, file_id: str, dest: Path) -> None:
-        """Save the responses file, untouched, at `dest`: streamed into a temporary file beside it,
-        which then replaces it whole."""
+    def _download(self, file_id: str, dest: Path) -> int:
+        """Save the responses file at `dest`: streamed into a temporary file beside it, which then
+        replaces it whole, through a `redaction.Scrubber` (the SDK writes each chunk to `_Scrubbed`),
+        so that no key it may hold reaches the disk. Returns how many secrets were replaced."""
         part = dest.with_name(f".{dest.name}.{uuid.uuid4().hex[:8]}{TMP_SUFFIX}")
         dest.parent.mkdir(parents=True, exist_ok=True)
         if file_id.startswith(INLINED):
             job = self._again(lambda: self.client.batches.get(name=file_id[len(INLINED) :]))
-            write_atomic(dest, inlined_lines(job))
-            return
-        try:
-            self._again(lambda: self.client.files.download(file=file_id, destination=str(part)))
-            with open(part, "rb+") as fh:
+            scrubber = Scrubber()
+            write_atomic(dest, scrub([inlined_lines(job)], scrubber))
+            return scrubber.replaced
+
+        def fetch() -> int:
+            scrubber = Scrubber()
+            with open(part, "wb") as fh:  # each try from the start
+                self.client.files.download(file=file_id, destination=_Scrubbed(fh, scrubber))
+                fh.write(scrubber.close())
+                fh.flush()
                 os.fsync(fh.fileno())
+            return scrubber.replaced
+
+        try:
+            replaced = self._again(fetch)
             fileio.replace(part, dest)
         finally:
             part.unlink(missing_ok=True)
+        return replaced
 
     def _again(self, fn: Callable[[], T]) -> T:
         """`fn`, tried again after a 408, 429 or 5xx answer or a dropped connection: the SDK retries
@@ -186,3 +198,14 @@ class GoogleBatchBackend(FileBatchBackend):
     def _cancel(self, batch_id: str) -> BatchInfo:
         self.client.batches.cancel(name=batch_id)
         return self._retrieve(batch_id)
+
+
+class _Scrubbed:
+    """A writable stream the SDK writes a download's chunks to: each passes through the scrubber first."""
+
+    def __init__(self, fh: BinaryIO, scrubber: Scrubber) -> None:
+        self.fh, self.scrubber = fh, scrubber
+
+    def write(self, chunk: bytes) -> int:
+        self.fh.write(self.scrubber.feed(chunk))
+        return len(chunk)

@@ -77,9 +77,9 @@ class OpenAIClientBackend(FileBatchBackend):
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(exc)
 
-    def _download(self, file_id: str, dest: Path) -> None:
+    def _download(self, file_id: str, dest: Path) -> int:
         stream = self.client.files.with_streaming_response.content
-        save_streamed(dest, lambda: stream(file_id), openai.APIConnectionError, self.client.max_retries + 1)
+        return save_streamed(dest, lambda: stream(file_id), openai.APIConnectionError, self.client.max_retries + 1)
 
 
 class OpenAIBatchBackend(OpenAIClientBackend):

@@ -15,6 +15,7 @@ from lexpilot_batch.providers.errors import Failure, unversioned_base_url
 from lexpilot_batch.providers.openai.errors import failure_of
 from lexpilot_batch.providers.sync.call import CLIENT_REQUEST_ID, Answer, CallResult, ChatCall, Response
 from lexpilot_batch.util.jsonbounds import loads_bounded
+from lexpilot_batch.util.redaction import redact_cut
 
 
 class OpenAIChat(ChatCall):
@@ -116,5 +117,5 @@ def _error_body(exc: openai.APIStatusError) -> dict[str, Any]:
     message = None
     if isinstance(data, dict):
         message = data.get("error") if isinstance(data.get("error"), str) else data.get("message")
-    text = message or exc.response.text[:1000] or exc.message
+    text = message or redact_cut(exc.response.text, 1000) or exc.message
     return {"error": {"message": str(text), "type": None, "param": None, "code": None}}

@@ -2,7 +2,7 @@
 
 A request file holds lines in its API's batch input shape (`providers.lines`). The sync backend sends
 each as that API's synchronous call and saves the answer as a line of the same API's batch *output*
-shape, holding what the provider answered untouched (but for the secrets `sync` redacts from
+shape, holding what the provider answered untouched (but for the secrets `sync` replaces in
 failure lines), so that a sync file is read by ingest and by `doctor` exactly as a downloaded
 batch's results are (`providers.results`):
 

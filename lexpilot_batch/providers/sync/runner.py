@@ -16,7 +16,9 @@ code as a downloaded one. For OpenAI's:
   engine retries such a request as a new attempt.
 
 Every string of a failure line is redacted before it is written (`redaction`): a gateway that
-echoes the request's headers in its error body would otherwise put the key in `responses/`.
+echoes the request's headers in its error body would otherwise put the key in `responses/`. Every
+line, answers too, then passes a `redaction.Scrubber` (keys, key-shaped and bearer tokens), as a
+downloaded batch's results do: the one change made to what the provider sent.
 
 (Anthropic's and Gemini's lines are their batch results' own, `providers.sync.call`.)
 
@@ -65,7 +67,7 @@ from lexpilot_batch.providers.routing.flex import tier_fields
 from lexpilot_batch.providers.sync.call import FATAL, RATE, SUSPECT, CallResult, ChatCall
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.jsonbounds import loads_bounded
-from lexpilot_batch.util.redaction import redact_data
+from lexpilot_batch.util.redaction import Scrubber, redact_data
 from lexpilot_batch.util.waiting import wait_first
 
 PROBE = 3  # failures in a row, before any success, that stop a run
@@ -93,6 +95,7 @@ class SyncStats:
     ok: int = 0
     failed: int = 0
     rate_limited: int = 0  # 429s after the SDK's retries, each sent again
+    redacted: int = 0  # secrets replaced in the lines written (`redaction.Scrubber`)
 
 
 class SyncRunner:
@@ -236,6 +239,7 @@ class _Run:
         self.held: list[CallResult] = []
         self.fatal: LexpilotError | None = None
         self.unsynced = 0
+        self.scrubber = Scrubber()
 
     def take(self, result: CallResult) -> None:
         self.stats.sent += 1
@@ -274,9 +278,13 @@ class _Run:
         assert result.line is not None
         answered = self.runner.call.answered(result.line)
         # A failure line quotes what the provider or the SDK said, which may echo the request's
-        # headers (the key) or the URL's credentials; an answer is data and is kept as it came.
+        # headers (the key) or the URL's credentials; an answer is data and is kept as it came,
+        # but for a key in it, replaced as in a downloaded batch's results (`redaction.Scrubber`).
         line = result.line if answered else redact_data(result.line)
         data = (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+        before = self.scrubber.replaced
+        data = self.scrubber.feed(data) + self.scrubber.close()
+        self.stats.redacted += self.scrubber.replaced - before
         self.out.write(data)  # one whole line, from this one thread
         self.out.flush()
         self.unsynced += 1

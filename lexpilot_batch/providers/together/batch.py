@@ -57,6 +57,7 @@ from lexpilot_batch.providers.sync.call import http
 from lexpilot_batch.providers.together.errors import UploadRefused, failure_of
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import file_sha256
+from lexpilot_batch.util.redaction import redact_cut
 
 PURPOSE = "batch-api"  # the Files API purpose of a batch input file
 BATCHES = "/batches"  # under the base URL, https://api.together.ai/v1
@@ -157,7 +158,9 @@ class TogetherBatchBackend(OpenAIClientBackend):
                     raise
                 clock.pause(clock.RETRY.wait(attempt))
             else:
-                raise UploadRefused(200, f"the upload was answered without a signed URL: {str(answer)[:200]}")
+                raise UploadRefused(
+                    200, f"the upload was answered without a signed URL: {redact_cut(str(answer), 200)}"
+                )
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _create(
@@ -176,7 +179,7 @@ class TogetherBatchBackend(OpenAIClientBackend):
         job = answer.get("job") if isinstance(answer, dict) else None
         if not isinstance(job, dict) or not job.get("id"):
             # Answered, but without the job: it may exist, and is looked for by its input file.
-            raise CreateUncertain(f"creating a {self.noun}: the answer holds no job ({str(answer)[:200]})")
+            raise CreateUncertain(f"creating a {self.noun}: the answer holds no job ({redact_cut(str(answer), 200)})")
         return info(job)
 
     def _list(self) -> Iterator[BatchInfo]:

@@ -20,8 +20,8 @@ In the CSV, lists are joined with `|` and booleans are `true`/`false`; a field a
 have is an empty cell; a text cell that would start a formula in a spreadsheet (a case number such
 as `=cmd|' /C calc'!A0`, a model or run name beginning with `=`, `+`, `-` or `@`) is written with a
 `'` before it (`spreadsheet`). In the JSONL they are JSON values, absent fields are left out, and each
-LJP row also has `verdicts`: [{"claim", "gold", "predicted"}, ...]. Files are UTF-8, written
-atomically; exporting twice gives the same bytes.
+LJP row also has `verdicts`: [{"claim", "gold", "predicted"}, ...]. Files are UTF-8 and reach the
+output folder together or not at all (`output.export_folder`); exporting twice gives the same bytes.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.document import RunResults
-from lexpilot_batch.util.fileio import cannot_write, write_atomic
+from lexpilot_batch.report.exports.output import export_folder
 from lexpilot_batch.util.spreadsheet import CSV_FILE_ENCODING, csv_text
 
 COLUMNS = (
@@ -106,11 +106,9 @@ def export_cases(runs: list[RunResults], out_dir: Path) -> list[Path]:
     table = csv_text(COLUMNS, ([_csv_cell(row.get(column)) for column in COLUMNS] for row in rows))
     jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     written = []
-    for name, data in (("cases.csv", table), ("cases.jsonl", jsonl)):
-        path = Path(out_dir) / name
-        try:
-            write_atomic(path, data.encode(CSV_FILE_ENCODING if name.endswith(".csv") else "utf-8"))
-        except OSError as exc:
-            raise LexpilotError(cannot_write(path, exc, f"check that --out {out_dir} is a writable folder")) from None
-        written.append(path)
+    with export_folder(out_dir) as staged:
+        for name, data in (("cases.csv", table), ("cases.jsonl", jsonl)):
+            path = Path(out_dir) / name
+            staged.write(path, data.encode(CSV_FILE_ENCODING if name.endswith(".csv") else "utf-8"))
+            written.append(path)
     return written

@@ -25,8 +25,10 @@ Only finished threads are exported, in dataset order (case, then variant c befor
 files are written only when the run has that task. Unfinished or failed tasks are refused as
 `report` refuses them, unless `partial`: then each file of a task that is not complete is named
 `<name>.partial.jsonl` (a partial file never passes for a whole one) and `export.json` lists its
-missing and failed cases. Every file is UTF-8 JSON or JSONL, written atomically, and the output
-is a pure function of the database: exporting twice gives the same bytes.
+missing and failed cases. Every file is UTF-8 JSON or JSONL, and the output is a pure function of
+the database: exporting twice gives the same bytes. The files reach `--out` together or not at all
+(`output.export_folder`); each run's `export.json`, which says whether it is complete, is moved in
+after its files and never stands beside files it does not describe.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import SAMPLE_NOTE
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords
+from lexpilot_batch.report.exports.output import export_folder
 from lexpilot_batch.report.results import check_complete, load_run_results, stored_mapping
 from lexpilot_batch.state.workspace import Workspace, seed_name
-from lexpilot_batch.util.fileio import cannot_write, write_atomic
+from lexpilot_batch.util.staging import Staged
 
 Record = dict[str, Any]
 PARTIAL_SUFFIX = ".partial.jsonl"
@@ -97,19 +100,15 @@ def _jsonl(records: list[Record]) -> bytes:
 
 
 class _Writer:
-    """Writes the files of one export under `out_dir`, naming what it cannot write."""
+    """Writes the files of one export under `out_dir` (staged: `output.export_folder`)."""
 
-    def __init__(self, out_dir: Path) -> None:
+    def __init__(self, out_dir: Path, staged: Staged) -> None:
         self.out_dir = out_dir
+        self.staged = staged
         self.files: list[Path] = []
 
-    def write(self, path: Path, data: bytes) -> None:
-        try:
-            write_atomic(path, data)
-        except OSError as exc:
-            raise LexpilotError(
-                cannot_write(path, exc, f"check that --out {self.out_dir} is a writable folder")
-            ) from None
+    def write(self, path: Path, data: bytes, *, last: bool = False) -> None:
+        self.staged.write(path, data, last=last)  # an error names `path` (`output.export_folder`)
         self.files.append(path)
 
     def write_records(self, path: Path, records: list[Record], partial: bool) -> None:
@@ -118,10 +117,7 @@ class _Writer:
         partial_path = path.with_name(path.name.removesuffix(".jsonl") + PARTIAL_SUFFIX)
         target, other = (partial_path, path) if partial else (path, partial_path)
         self.write(target, _jsonl(records))
-        try:
-            other.unlink(missing_ok=True)
-        except OSError as exc:
-            raise LexpilotError(f"cannot remove {other} ({exc.strerror or exc}), left by an earlier export") from None
+        self.staged.remove(other)
 
 
 def export_seed(
@@ -140,8 +136,14 @@ def export_seed(
             runs, "export what is finished (each file of an unfinished task named *.partial.jsonl)", ws.given_root
         )
     folders = _folders(runs)
+    with export_folder(out_dir) as staged:
+        return _export(ws, out_dir, runs, folders, _Writer(out_dir, staged))
+
+
+def _export(
+    ws: Workspace, out_dir: Path, runs: list[RunResults], folders: dict[tuple[str, str], Path], writer: _Writer
+) -> Exported:
     db = ws.store.conn
-    writer = _Writer(out_dir)
     exported = Exported(writer.files)
     causes: dict[str, dict[str, str]] = {}
     for run in runs:
@@ -156,8 +158,8 @@ def export_seed(
         text = json.dumps(manifest, ensure_ascii=False, indent=2) + "\n"
         writer.write(out_dir / "runs" / where / "manifest.json", text.encode("utf-8"))
         about = _about(db, run, manifest)
-        writer.write(out_dir / "runs" / where / "export.json", _json(about))
         _write_tasks(writer, out_dir, where, run, causes[row["dataset"]])
+        writer.write(out_dir / "runs" / where / "export.json", _json(about), last=True)
         label = f"{run.run_id} / {run.model}"
         if run.bundled_sample:
             exported.notes.append(f"{label}: {SAMPLE_NOTE}")

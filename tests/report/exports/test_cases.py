@@ -149,5 +149,30 @@ def test_a_file_a_spreadsheet_holds_open_is_said_to_be_open_not_unwritable(tmp_p
         export_cases([], tmp_path / "out")
     assert str(refused.value) == (
         f"cannot write {tmp_path / 'out' / 'cases.csv'}: it is open in another program; "
-        "close it there and run the same command again"
+        f"close it there and run the same command again; the export changed nothing under {tmp_path / 'out'}"
     )
+
+
+def test_an_export_over_a_file_held_open_changes_nothing(tmp_path, monkeypatch):
+    """Windows refuses to rename a file another program holds open (Excel showing the `cases.csv`
+    of an earlier export), and so to replace it: the export is refused naming it, and neither
+    file of the earlier export is replaced, so that the two never disagree."""
+    out = tmp_path / "out"
+    export_cases([], out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real_replace = os.replace
+
+    def held(src, dst):
+        if Path(src) == out / "cases.csv":
+            exc = PermissionError(13, "The process cannot access the file", os.fspath(src), 32, os.fspath(dst))
+            setattr(exc, "winerror", 32)  # noqa: B010 - the constructor sets it on Windows only, where typeshed declares it
+            raise exc
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", held)
+    monkeypatch.setattr(fileio, "_REPLACE_PAUSE", 0)
+    monkeypatch.setattr("lexpilot_batch.report.exports.cases.case_rows", lambda runs: iter([{"run_id": "r9"}]))
+    with pytest.raises(LexpilotError, match="it is open in another program") as refused:
+        export_cases([], out)
+    assert f"the export changed nothing under {out}" in str(refused.value)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -7,6 +7,7 @@ files with scikit-learn and shares no code with `lexpilot_batch.benchmark.metric
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -527,3 +528,67 @@ def test_a_finished_export_replaces_the_partial_files_of_an_earlier_one(tmp_path
             db.execute("UPDATE threads SET status = 'done' WHERE variant = 'c'")
         export_seed(ws, tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out").rglob("*.jsonl")) == ["LCA_results.jsonl", "a1.jsonl"]
+
+
+# --- an export is complete or absent (issue 44, item 5) -------------------------------------------
+
+
+def _full_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
+    """The device fills up after `writes` files of the export are written (each file written whole
+    is flushed to the disk with `os.fsync` before it replaces its target)."""
+    count = 0
+
+    def fsync(fd: int) -> None:
+        nonlocal count
+        count += 1
+        if count > writes:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def _claims(out: Path) -> list[str]:
+    """Every run folder whose export.json says complete while a file of its tasks is missing."""
+    wrong = []
+    for about_path in out.glob("runs/*/*/export.json"):
+        about = json.loads(about_path.read_text(encoding="utf-8"))
+        where = about_path.parent.relative_to(out / "runs")
+        files = [f for f in out.rglob("*.jsonl") if f.parent.relative_to(out).parts[1:] == where.parts]
+        if about["complete"] and len(files) < 2 * len(about["tasks"]):
+            wrong.append(where.as_posix())
+    return wrong
+
+
+@pytest.mark.parametrize("writes", [0, 1, 2, 5, 9])
+def test_a_full_disk_leaves_no_export_folder_at_all(finished, tmp_path, monkeypatch, writes):
+    """The export wrote manifest.json, then export.json ("complete": true), then the task files
+    one by one: a full disk after any of them left a folder claiming a complete run."""
+    out = tmp_path / "out"
+    _full_after(monkeypatch, writes)
+    with pytest.raises(LexpilotError, match="No space left on device") as refused:
+        export_seed(finished, out)
+    assert _claims(out) == []
+    assert not out.exists() and list(tmp_path.iterdir()) == []  # no staging folder left either
+    assert f"the export changed nothing under {out}" in str(refused.value)
+
+
+def test_a_full_disk_leaves_an_earlier_export_as_it_was(finished, exported, tmp_path, monkeypatch):
+    """Into a folder that holds an earlier export (and a file of the user's), a failed export
+    changes nothing: neither new files beside old ones nor old ones removed."""
+    earlier, _ = exported
+    out = tmp_path / "out"
+    for name, data in tree(earlier).items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    about = out / "runs" / "r1" / MODEL / "export.json"
+    about.write_text(about.read_text(encoding="utf-8").replace('"records": ', '"records": 1'), encoding="utf-8")
+    before = tree(out)
+    _full_after(monkeypatch, 7)
+    with pytest.raises(LexpilotError, match="No space left on device"):
+        export_seed(finished, out)
+    assert tree(out) == before
+    assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []
+    monkeypatch.undo()
+    export_seed(finished, out)  # with room again: the export replaces the earlier one, mine kept
+    assert tree(out) == {**tree(earlier), "notes.txt": b"mine"}
