@@ -24,7 +24,6 @@ fails is left to the file's expiration (`expires_after`): nothing depends on it.
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -56,6 +55,7 @@ from lexpilot_batch.state.waves import (
     update_file,
 )
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import file_sha256
 from lexpilot_batch.util.progress import Bar
 
@@ -118,10 +118,10 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
                     "status": info.status,
                     "counts": info.request_counts,
                     "requests": row["n_requests"],
-                    "elapsed": time.time() - (row["submitted_at"] or time.time()),
+                    "elapsed": clock.now() - (row["submitted_at"] or clock.now()),
                 }
             )
-            age = time.time() - (row["submitted_at"] or time.time())
+            age = clock.now() - (row["submitted_at"] or clock.now())
             if not info.terminal and max_age is not None and age > max_age and info.status != BatchStatus.CANCELLING:
                 # Too old: cancel it. Its finished requests are kept when it lands as `cancelled`;
                 # the rest go back to due and are retried in the next wave. One that ended in the

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -178,7 +177,7 @@ def adopt(ws: Workspace, row: FileRow, earlier: list[BatchInfo]) -> None:
     info = earlier[0]
     with ws.store.transaction() as db:
         creates = max(row["creates"] or 0, *(_create_number(b) for b in earlier))
-        record_batch(db, row["pk"], info, info.created_at or time.time(), creates=creates)
+        record_batch(db, row["pk"], info, info.created_at or clock.now(), creates=creates)
         for other in earlier[1:]:
             if other.terminal:
                 keep_aside(
@@ -232,7 +231,7 @@ def upload_once(ws: Workspace, backend: BatchBackend, row: FileRow) -> str:
         if found is not None:
             return found
     else:  # the first upload's time: every copy of it is newer
-        row["uploading_at"] = time.time()
+        row["uploading_at"] = clock.now()
         set_file(ws, row["pk"], uploading_at=row["uploading_at"])
     last: LexpilotError | None = None
     for attempt in range(UPLOAD_ATTEMPTS):
@@ -273,7 +272,7 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
     for during the grace period before another create is sent."""
     last: LexpilotError | None = None
     for attempt in range(CREATE_ATTEMPTS):
-        sent = time.time()
+        sent = clock.now()
         try:
             return look.create()
         except RateLimited as exc:  # refused before anything was created
@@ -290,12 +289,12 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
 
 def await_batch(look: Lookup, until: float, sent: float | None) -> BatchInfo | None:
     """The file's batch, looked for with backoff until `until` (at least once)."""
-    schedule = clock.Backoff(min(0.25, max(0.0, until - time.time()) / 8), 5.0)
+    schedule = clock.Backoff(min(0.25, max(0.0, until - clock.now()) / 8), 5.0)
     for attempt in itertools.count():
         found = look.find(sent)
-        if found is not None or time.time() >= until:
+        if found is not None or clock.now() >= until:
             return found
-        clock.pause(min(schedule.wait(attempt), max(0.0, until - time.time())))
+        clock.pause(min(schedule.wait(attempt), max(0.0, until - clock.now())))
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -382,7 +381,7 @@ def sweep(ws: Workspace, session: Session, rows: list[FileRow], duplicates: list
         if row["status"] != SUBMITTED or row["backend"] in (*RUN_HERE, MANUAL):
             continue
         backend = session.batch_backend(row)
-        started = min(t for t in (row["creating_at"], row["submitted_at"], time.time()) if t is not None)
+        started = min(t for t in (row["creating_at"], row["submitted_at"], clock.now()) if t is not None)
         known = by_backend.get(id(backend))
         by_backend[id(backend)] = (backend, min(started, known[1]) if known else started)
     db = ws.store.conn

@@ -13,7 +13,6 @@ Sync and manual files only get marked as sent.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -47,6 +46,7 @@ from lexpilot_batch.state.waves import (
     mark_uploaded,
 )
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import unlink_quietly
 
 if TYPE_CHECKING:
@@ -115,14 +115,14 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
                 # We may have created it and died before recording its id: find it, never duplicate it.
                 # A provider may commit a create a moment after answering: look for the grace period.
                 sent = row["creating_at"]
-                until = sent + session.options.create_grace if sent is not None else time.time()
+                until = sent + session.options.create_grace if sent is not None else clock.now()
                 batch = await_batch(Lookup(ws, backend, row, batch_tag(ws, row)), until, sent)
                 if batch is not None:
                     result.adopted.append(row["path"])
             if batch is None:
                 row["creates"] = (row["creates"] or 0) + 1
                 look = Lookup(ws, backend, row, batch_tag(ws, row))
-                row["creating_at"] = at = time.time()
+                row["creating_at"] = at = clock.now()
                 with ws.store.transaction() as db:
                     mark_creating(db, row["pk"], row["creates"], at)
                 batch = create_once(look, session.options.create_grace)
@@ -137,7 +137,7 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
             result.waiting.append(row["path"])
             continue
         with ws.store.transaction() as db:
-            record_batch(db, row["pk"], batch, time.time())
+            record_batch(db, row["pk"], batch, clock.now())
         result.submitted.append(row["path"])
         if on_file:
             on_file(row["path"])

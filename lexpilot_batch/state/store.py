@@ -11,12 +11,12 @@ import json
 import os
 import secrets
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePath, PureWindowsPath
 
 from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import unlink_quietly
 
 DB_NAME = "lexpilot.sqlite3"
@@ -327,7 +327,7 @@ def migrate(db: sqlite3.Connection) -> list[str]:
         db.execute("BEGIN IMMEDIATE")
         try:
             step(db)
-            db.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+            db.execute("INSERT INTO migrations VALUES (?, ?)", (name, clock.now()))
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:  # not rolled back by SQLite itself (SQLITE_FULL)

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final, TypedDict, cast
 
@@ -47,6 +46,7 @@ from lexpilot_batch.providers.batch import BatchStatus
 from lexpilot_batch.state.requests import delete_of_file, delete_of_wave, fail_pending_of_file
 from lexpilot_batch.state.states import UNEXECUTED, FileState, FileStatus, RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import file_sha256
 from lexpilot_batch.util.redaction import redact_url
 
@@ -254,7 +254,7 @@ def mark_sent_locally(db: sqlite3.Connection, pk: int, backend: str) -> None:
     """`compiled` -> `submitted` for a file nothing is uploaded for: a sync file runs when polled,
     a manual one is the user's to run. Its `batch_id` is the backend's name (no provider batch)."""
     update_file(
-        db, pk, status=SUBMITTED, batch_id=backend, batch_status=BatchStatus.IN_PROGRESS, submitted_at=time.time()
+        db, pk, status=SUBMITTED, batch_id=backend, batch_status=BatchStatus.IN_PROGRESS, submitted_at=clock.now()
     )
 
 
@@ -310,7 +310,7 @@ def mark_downloaded(
         request_counts=json.dumps(dict(counts)),
         output_path=output_path,
         error_path=error_path,
-        finished_at=time.time(),
+        finished_at=clock.now(),
         **more,
     )
 
@@ -321,7 +321,7 @@ def keep_aside(db: sqlite3.Connection, batch_id: str, file_pk: int, path: str, w
     db.execute(
         "INSERT INTO other_batches (batch_id, file_pk, path, why, status, at) VALUES (?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (batch_id) DO UPDATE SET status = excluded.status",
-        (batch_id, file_pk, path, why, status, time.time()),
+        (batch_id, file_pk, path, why, status, clock.now()),
     )
 
 
@@ -337,7 +337,7 @@ def mark_lost(db: sqlite3.Connection, pk: int, reason: str) -> int:
     n = fail_pending_of_file(db, pk, reason, UNEXECUTED)
     db.execute(
         f"UPDATE files SET status = ?, batch_status = '{FileState.LOST}', finished_at = ? WHERE pk = ? AND status = ?",
-        (LOST, time.time(), pk, SUBMITTED),
+        (LOST, clock.now(), pk, SUBMITTED),
     )
     return n
 
@@ -383,7 +383,7 @@ def target_wave(db: sqlite3.Connection) -> tuple[int | None, bool]:
 
 
 def open_wave(db: sqlite3.Connection, wave: int) -> None:
-    db.execute("INSERT INTO waves (n, compiled_at) VALUES (?, ?)", (wave, time.time()))
+    db.execute("INSERT INTO waves (n, compiled_at) VALUES (?, ?)", (wave, clock.now()))
 
 
 def drop_empty_wave(db: sqlite3.Connection, wave: int) -> None:
@@ -415,7 +415,7 @@ def close_finished_waves(ws: Workspace) -> None:
             "UPDATE waves SET closed_at = ? WHERE closed_at IS NULL AND NOT EXISTS"
             " (SELECT 1 FROM files WHERE files.wave = waves.n AND files.status NOT IN (?, ?))"
             " AND EXISTS (SELECT 1 FROM files WHERE files.wave = waves.n)",
-            (time.time(), *DONE),
+            (clock.now(), *DONE),
         )
 
 

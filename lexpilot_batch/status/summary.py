@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ from lexpilot_batch.state.queries import check_run_filters
 from lexpilot_batch.state.states import FileState, RequestState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in, work_left
 from lexpilot_batch.state.workspace import Workspace, command_hint
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.columns import aligned
 from lexpilot_batch.util.text import terminal_safe
 
@@ -78,7 +78,7 @@ def summarize(
         left = None if projected is None else projected.get(model, 0.0)  # absent: nothing left for it
         entry["projected_cost_usd"] = None if left is None or entry["cost_usd"] is None else entry["cost_usd"] + left
     left_work = work_left(ws)
-    now = time.time()
+    now = clock.now()
     in_flight = [
         {
             "wave": f["wave"],
