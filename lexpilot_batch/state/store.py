@@ -8,16 +8,15 @@ named version. Never edit a released migration: append a new one.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path, PurePath, PureWindowsPath
+from pathlib import Path
 
 from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
+from lexpilot_batch.state.readonly import open_for_reading as open_for_reading  # where readers took it from
+from lexpilot_batch.state.readonly import open_read_only, writable
 from lexpilot_batch.util import clock
-from lexpilot_batch.util.fileio import unlink_quietly
 
 DB_NAME = "lexpilot.sqlite3"
 
@@ -349,10 +348,10 @@ class Store:
 
     def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = path
-        self.readonly = readonly and not _writable(path)
+        self.readonly = readonly and not writable(path)
         try:
             if self.readonly:
-                self.conn = _open_read_only(path)
+                self.conn = open_read_only(path)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction means one thing.
@@ -423,62 +422,6 @@ def read_meta(db: sqlite3.Connection, key: str) -> str | None:
 def write_meta(db: sqlite3.Connection, key: str, value: str) -> None:
     """Set one key of `meta`, inside the caller's transaction."""
     db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
-
-
-def _writable(path: Path) -> bool:
-    """Whether the database and its folder can be written to (SQLite writes its log beside it)."""
-    folder = _can_create_in(path.parent) if os.name == "nt" else os.access(path.parent, os.W_OK)
-    return folder and (not path.exists() or os.access(path, os.W_OK))
-
-
-def _can_create_in(folder: Path) -> bool:
-    """Whether a file can be created in `folder`, tried with a file of a name of its own.
-
-    On Windows `os.access(folder, os.W_OK)` is always true: it only reads the read-only attribute,
-    which Windows ignores for a folder (CPython's `os_access_impl`, Modules/posixmodule.c), and says
-    nothing of the permissions (ACLs) or of a read-only share. `O_EXCL` never opens a file that is
-    there already; `O_TEMPORARY` (Windows' FILE_FLAG_DELETE_ON_CLOSE) has the file removed when it
-    is closed, even if the process is killed first, so nothing is left behind.
-    """
-    probe = folder / f".lexpilot-write-probe-{secrets.token_hex(8)}"
-    temporary = getattr(os, "O_TEMPORARY", 0)
-    try:
-        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY | temporary, 0o600)
-    except OSError:
-        return False
-    os.close(fd)
-    if not temporary:
-        unlink_quietly(probe)
-    return True
-
-
-def open_for_reading(path: Path) -> sqlite3.Connection:
-    """A plain connection to read a workspace database, read-only where it cannot be written to."""
-    return _open_read_only(path) if not _writable(path) else sqlite3.connect(path)
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    wal = path.with_name(path.name + "-wal")
-    # Without a log the file holds every commit: `immutable` then needs no `-shm` beside it, which a
-    # read-only folder could not hold. With one, SQLite reads the commits it holds (its `-shm` too).
-    flags = "mode=ro&immutable=1" if not wal.exists() else "mode=ro"
-    return sqlite3.connect(f"{sqlite_uri(path.resolve())}?{flags}", uri=True, isolation_level=None, timeout=30.0)
-
-
-def sqlite_uri(path: PurePath) -> str:
-    """The `file:` URI SQLite opens `path` (absolute) by, on POSIX and Windows alike.
-
-    Not `Path.as_uri()`: for a UNC path (`\\\\server\\share\\ws`) that is `file://server/share/ws`,
-    whose authority SQLite refuses ("invalid uri authority"): it must be empty or `localhost`
-    (https://www.sqlite.org/uri.html). Here the authority is always empty, and the path follows:
-    `file:///home/me/ws`, `file:///C:/Users/me/ws` (SQLite drops the `/` before a drive letter),
-    `file:////server/share/ws` (the path `//server/share/ws`, which Windows reads as the UNC path).
-    `%`, `?` and `#` are percent-encoded: SQLite decodes `%HH` in the path, and `?` and `#` would end it.
-    """
-    text = path.as_posix()
-    if isinstance(path, PureWindowsPath) and path.drive.endswith(":"):
-        text = "/" + text  # C:/Users/... -> /C:/Users/...
-    return "file://" + text.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
 
 
 def _check_current(db: sqlite3.Connection, path: Path) -> None:

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.state import store as store_module
-from lexpilot_batch.state.store import MIGRATIONS, Store, _open_read_only, sqlite_uri
+from lexpilot_batch.state import readonly as readonly_module
+from lexpilot_batch.state.readonly import open_read_only, sqlite_uri
+from lexpilot_batch.state.store import MIGRATIONS, Store
 
 # table -> [(column, type, NOT NULL, primary-key position)], in column order
 TABLES = {
@@ -290,7 +291,7 @@ def test_a_folder_windows_will_not_write_opens_the_workspace_read_only(tmp_path,
     path = tmp_path / "state" / "lexpilot.sqlite3"
     Store(path).close()  # no write-ahead log left: opened as immutable
     windows = WindowsOs(read_only=path.parent)
-    monkeypatch.setattr(store_module, "os", windows)
+    monkeypatch.setattr(readonly_module, "os", windows)
     store = Store(path, readonly=True)
     try:
         assert store.readonly  # not a connection that fails at its first write, or makes a -wal
@@ -306,7 +307,7 @@ def test_a_folder_windows_will_write_is_probed_without_a_file_left_behind(tmp_pa
     Store(path).close()
     before = sorted(p.name for p in path.parent.iterdir())
     windows = WindowsOs(read_only=None)
-    monkeypatch.setattr(store_module, "os", windows)
+    monkeypatch.setattr(readonly_module, "os", windows)
     store = Store(path, readonly=True)
     try:
         assert not store.readonly
@@ -345,7 +346,7 @@ def test_sqlite_refuses_pathlibs_uri_of_a_unc_path_and_takes_ours(tmp_path):
 def test_a_read_only_workspace_opens_under_a_folder_named_with_uri_characters(tmp_path):
     path = tmp_path / "50% #1?" / "state" / "lexpilot.sqlite3"
     Store(path).close()
-    db = _open_read_only(path)
+    db = open_read_only(path)
     try:
         assert db.execute("SELECT COUNT(*) FROM migrations").fetchone()[0] == len(MIGRATIONS)
     finally:
