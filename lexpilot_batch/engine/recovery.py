@@ -16,12 +16,19 @@ create, the same for every backend that can create (a backend only makes single 
   created the batch, or may create it a moment later: its tag (`batch_tag`) is looked up with
   backoff for a grace period (`ProviderOptions.create_grace`, counted from when the create was
   sent, also after a crash) before the file is created again (`create_once`, `await_batch`).
+- **No decision compares our clock with the provider's**: it may run hours ahead (WSL2, a VM after
+  sleep) or be set back in between. Every listing that looks for what an upload or a create made,
+  or sweeps for duplicates, starts at a time by the provider's own clock (`ProviderTimes`: the
+  newest batch it listed just before the file was sent, `files.sent_after`), less a margin; the
+  grace period is waited out in this process's monotonic time, and after a crash never longer than
+  the whole period (`grace_left`), whatever our clock did meanwhile.
 - **Duplicates.** On every poll the workspace's tagged batches are listed (`sweep`), and a live
   batch that is not its file's recorded batch is cancelled and kept aside (`other_batches`); its
   results are never downloaded, so never applied.
 - **Without a tag** (Anthropic's Message Batches and Together's batch jobs carry no metadata), a
   lost create is looked for by what the listing does show (`_untagged`): a batch created since the
-  create was sent (less `CLOCK_SKEW`), whose id the workspace does not know, made from the file's
+  provider's time read before the create was sent (less `PROVIDER_SKEW`), whose id the workspace
+  does not know, made from the file's
   own upload where the listing names a batch's input file (Together's: only this workspace knows
   that id, so every such batch is this file's; the oldest is adopted, later ones are cancelled and
   kept aside), else holding as many requests as the file (Anthropic's). One such batch is adopted.
@@ -87,10 +94,36 @@ CREATE_ATTEMPTS = 6  # create calls for one file in one command, rate-limit refu
 # down for longer stops the command as any other call does ("nothing was lost").
 UPLOAD_ATTEMPTS = 3
 UPLOAD_LOOKS = (0.5, 1.0)
-SWEEP_MARGIN = 3600.0  # seconds before the oldest batch in flight that the listing goes back to
-# Seconds a provider's clock may run behind ours: an untagged batch created that long before its
-# create was sent may still be the one it created.
-CLOCK_SKEW = 120.0
+# Seconds, by the provider's clock, that a listing of tagged batches goes back before the time read
+# before the oldest file it looks for was sent (`files.sent_after`): listing more only costs pages.
+SWEEP_MARGIN = 3600.0
+# Seconds a provider's own times may disagree (its servers, its files and batches services): an
+# untagged batch or an upload stamped that much before the time read before it was sent may still
+# be the one looked for.
+PROVIDER_SKEW = 120.0
+
+
+class ProviderTimes:
+    """The provider's own clock, read before an upload or a create is sent: the time of the newest
+    batch it lists (`BatchBackend.latest_created_at`), once per backend in a pass of `submit`.
+    Whatever that upload or create made is stamped later by the same clock, so the time, recorded
+    with the file (`files.sent_after`), starts every listing that looks for it; our clock, which may
+    run hours ahead of the provider's or be set back meanwhile, is never compared with it."""
+
+    def __init__(self) -> None:
+        self._read: dict[int, float | None] = {}
+
+    def before_sending(self, backend: BatchBackend) -> float | None:
+        """A time the provider's clock has passed (None: it lists no batch yet)."""
+        if id(backend) not in self._read:
+            self._read[id(backend)] = backend.latest_created_at()
+        return self._read[id(backend)]
+
+
+def listed_since(sent_after: float | None, margin: float) -> float | None:
+    """Where a listing for what was sent after `sent_after` (the provider's time) starts: None, the
+    whole listing, where no time was read (a file sent before times were recorded)."""
+    return sent_after - margin if sent_after is not None else None
 
 
 def batch_tag(ws: Workspace, row: Mapping[str, Any]) -> dict[str, str]:
@@ -134,8 +167,10 @@ class Earlier:
             return None
         db = self.ws.store.conn
         if id(backend) not in self._listed:
-            start = db.execute("SELECT MIN(created_at) FROM runs").fetchone()[0]
-            since = start - SWEEP_MARGIN - CLOCK_SKEW if start is not None else None
+            # Back to the first file the database sent to this endpoint, by the provider's clock; a
+            # database that never sent one there lists it all, once per command.
+            first = db.execute("SELECT MIN(sent_after) FROM files WHERE endpoint = ?", (row["endpoint"],)).fetchone()[0]
+            since = listed_since(first, SWEEP_MARGIN)
             ours = {"lexpilot_workspace": self.ws.workspace_id}
             self._listed[id(backend)] = [b for b in backend.batches(since) if tagged_by(b, ours)]
         mine = {"lexpilot_file": row["path"], "lexpilot_sha256": row["sha256"][:32]}
@@ -156,9 +191,9 @@ def known_batches(db: sqlite3.Connection) -> set[str]:
     return {r[0] for r in db.execute(query)}
 
 
-def record_batch(db: sqlite3.Connection, pk: int, info: BatchInfo, at: float, **more: object) -> None:
-    """The file's batch is `info`, sent at `at` (`submitted`), inside the caller's transaction."""
-    mark_submitted(db, pk, info.id, info.status, info.request_counts, at, **more)
+def record_batch(db: sqlite3.Connection, pk: int, info: BatchInfo, **more: object) -> None:
+    """The file's batch is `info` (`submitted`, recorded now by our clock), inside the caller's transaction."""
+    mark_submitted(db, pk, info.id, info.status, info.request_counts, clock.now(), info.created_at, **more)
 
 
 def _create_number(info: BatchInfo) -> int:
@@ -177,7 +212,7 @@ def adopt(ws: Workspace, row: FileRow, earlier: list[BatchInfo]) -> None:
     info = earlier[0]
     with ws.store.transaction() as db:
         creates = max(row["creates"] or 0, *(_create_number(b) for b in earlier))
-        record_batch(db, row["pk"], info, info.created_at or clock.now(), creates=creates)
+        record_batch(db, row["pk"], info, creates=creates)
         for other in earlier[1:]:
             if other.terminal:
                 keep_aside(
@@ -200,11 +235,12 @@ class Lookup:
         assert file_id is not None  # a file is uploaded before its batch is created
         return self.backend.create(file_id, self.tag, self.row.get("url"), source)
 
-    def find(self, sent: float | None) -> BatchInfo | None:
-        """The batch this file's create (sent at `sent`) made, if the provider shows it."""
+    def find(self) -> BatchInfo | None:
+        """The batch this file's create made, if the provider shows it: listed back from the
+        provider's time read before it was sent (`ProviderTimes`)."""
         if self.backend.tags_batches:
-            return self.backend.find(self.tag, sent - SWEEP_MARGIN if sent is not None else None)
-        return _untagged(self, sent)
+            return self.backend.find(self.tag, listed_since(self.row["sent_after"], SWEEP_MARGIN))
+        return _untagged(self)
 
 
 def _rate_wait(exc: RateLimited, attempt: int) -> float:
@@ -219,20 +255,22 @@ def upload_name(ws: Workspace, row: FileRow) -> str:
     return f"lexpilot-{id_tag(ws.workspace_id)}-{row['sha256'][:12]}-{PurePosixPath(row['path']).name}"
 
 
-def upload_once(ws: Workspace, backend: BatchBackend, row: FileRow) -> str:
+def upload_once(ws: Workspace, backend: BatchBackend, row: FileRow, times: ProviderTimes) -> str:
     """Upload the file once, returning its id at the provider: where an earlier upload may have
     reached it (its answer lost, or the command died before recording the id), the provider's
     listing is looked in first, and an upload found there is the file's; after a lost answer it is
     looked for a moment (`UPLOAD_LOOKS`: a listing may show a stored file a moment late).
-    The first upload's time is recorded before it is sent (`files.uploading_at`), also across a
-    crash. A backend that does not list its uploads uploads again (its SDK retrying as it does)."""
+    That an upload is sent is recorded before it is sent (`files.uploading_at`), with the provider's
+    time read just before (`files.sent_after`), from which its listing is looked through, also
+    across a crash. A backend that does not list its uploads uploads again (its SDK retrying as it does)."""
     if row.get("uploading_at") is not None:
         found = _uploaded(ws, backend, row)
         if found is not None:
             return found
-    else:  # the first upload's time: every copy of it is newer
+    else:  # the first upload: every copy of it is newer than the provider's time read now
         row["uploading_at"] = clock.now()
-        set_file(ws, row["pk"], uploading_at=row["uploading_at"])
+        row["sent_after"] = times.before_sending(backend) if backend.lists_uploads else None
+        set_file(ws, row["pk"], uploading_at=row["uploading_at"], sent_after=row["sent_after"])
     last: LexpilotError | None = None
     for attempt in range(UPLOAD_ATTEMPTS):
         try:
@@ -255,9 +293,7 @@ def _uploaded(ws: Workspace, backend: BatchBackend, row: FileRow) -> str | None:
     """The id of the file's earlier upload, if the provider holds one; of several (more than one
     answer lost), the newest is the file's and the others are deleted where the backend deletes."""
     name = upload_name(ws, row)
-    uploading_at = row["uploading_at"]
-    assert uploading_at is not None  # recorded before the first upload is sent (`upload_once`)
-    since = uploading_at - CLOCK_SKEW
+    since = listed_since(row["sent_after"], PROVIDER_SKEW)
     found = [u for u in backend.uploads(since) if u.name == name and u.bytes in (None, row["bytes"])]
     if not found:
         return None
@@ -272,7 +308,6 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
     for during the grace period before another create is sent."""
     last: LexpilotError | None = None
     for attempt in range(CREATE_ATTEMPTS):
-        sent = clock.now()
         try:
             return look.create()
         except RateLimited as exc:  # refused before anything was created
@@ -280,34 +315,45 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
             clock.pause(_rate_wait(exc, attempt))
         except CreateUncertain as exc:
             last = exc
-            found = await_batch(look, sent + grace, sent)
+            found = await_batch(look, grace)
             if found is not None:
                 return found
     assert last is not None
     raise last
 
 
-def await_batch(look: Lookup, until: float, sent: float | None) -> BatchInfo | None:
-    """The file's batch, looked for with backoff until `until` (at least once)."""
-    schedule = clock.Backoff(min(0.25, max(0.0, until - clock.now()) / 8), 5.0)
+def await_batch(look: Lookup, grace: float) -> BatchInfo | None:
+    """The file's batch, looked for with backoff for `grace` seconds of this process (at least once)."""
+    until = clock.monotonic() + max(0.0, grace)
+    schedule = clock.Backoff(min(0.25, max(0.0, grace) / 8), 5.0)
     for attempt in itertools.count():
-        found = look.find(sent)
-        if found is not None or clock.now() >= until:
+        found = look.find()
+        left = until - clock.monotonic()
+        if found is not None or left <= 0:
             return found
-        clock.pause(min(schedule.wait(attempt), max(0.0, until - clock.now())))
+        clock.pause(min(schedule.wait(attempt), left))
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _untagged(look: Lookup, sent: float | None) -> BatchInfo | None:
-    """The batch a lost create of a backend without tags made: created since it was sent (less
-    `CLOCK_SKEW`), an id the workspace does not know, and made from the file's own upload where the
+def grace_left(creating_at: float | None, grace: float) -> float:
+    """What is left of the grace period of a create an earlier command sent at `creating_at` (by our
+    clock, then): never more than the whole period, whatever our clock did since (set back by two
+    hours, it would otherwise say the period ends two hours from now), none once it has passed."""
+    if creating_at is None:
+        return 0.0
+    return min(grace, max(0.0, creating_at + grace - clock.now()))
+
+
+def _untagged(look: Lookup) -> BatchInfo | None:
+    """The batch a lost create of a backend without tags made: created since the provider's time
+    read before it was sent (less `PROVIDER_SKEW`), an id the workspace does not know, and made from the file's own upload where the
     listing names a batch's input file (Together's), else holding as many requests as the file.
     Several of the first kind are all this file's: the oldest is adopted, the others cancelled and
     kept aside as duplicates. Several of the second are told apart by their results once they end;
     `UnresolvedCreate` until then."""
     db = look.ws.store.conn
     known = known_batches(db)
-    since = sent - CLOCK_SKEW if sent is not None else None
+    since = listed_since(look.row["sent_after"], PROVIDER_SKEW)
     size, upload = look.row["n_requests"], look.row["provider_file_id"]
     listed = [b for b in look.backend.batches(since) if b.id not in known]
     mine = [b for b in listed if b.input_file_id is not None and b.input_file_id == upload]
@@ -375,18 +421,19 @@ def sweep(ws: Workspace, session: Session, rows: list[FileRow], duplicates: list
     answer was lost, and created again), and keep it aside; the ids cancelled are added to
     `duplicates`. Returns the ids listed, per backend."""
     listed: dict[int, set[str]] = {}
-    by_backend: dict[int, tuple[BatchBackend, float]] = {}
+    by_backend: dict[int, tuple[BatchBackend, list[float | None]]] = {}
     ours = {"lexpilot_workspace": ws.workspace_id}
     for row in rows:
         if row["status"] != SUBMITTED or row["backend"] in (*RUN_HERE, MANUAL):
             continue
         backend = session.batch_backend(row)
-        started = min(t for t in (row["creating_at"], row["submitted_at"], clock.now()) if t is not None)
-        known = by_backend.get(id(backend))
-        by_backend[id(backend)] = (backend, min(started, known[1]) if known else started)
+        by_backend.setdefault(id(backend), (backend, []))[1].append(row["sent_after"])
     db = ws.store.conn
-    for key, (backend, oldest) in by_backend.items():
-        every = list(backend.batches(oldest - SWEEP_MARGIN))
+    for key, (backend, sent_after) in by_backend.items():
+        # Back from the oldest file in flight, by the provider's clock (all, for one sent before
+        # its times were recorded).
+        oldest = None if None in sent_after else min(t for t in sent_after if t is not None)
+        every = list(backend.batches(listed_since(oldest, SWEEP_MARGIN)))
         listed[key] = {b.id for b in every}
         # An untagged backend's batches are no one's here, unless they name the upload they were
         # made from (Together's): otherwise its duplicates cannot be told while they run.

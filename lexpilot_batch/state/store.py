@@ -292,6 +292,15 @@ def _m0012_uploading(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE files ADD COLUMN uploading_at REAL")
 
 
+def _m0013_provider_times(db: sqlite3.Connection) -> None:
+    # files.sent_after: a time by the provider's own clock before which nothing of the file's last
+    # upload or create exists there (the newest batch the provider listed just before it was sent,
+    # or its batch's own `created_at`). Listings that look for a lost upload or create, or sweep
+    # for duplicates, start there: no decision compares our clock with the provider's
+    # (`recovery.ProviderTimes`). NULL for a file sent before this migration: listed without a cut.
+    db.execute("ALTER TABLE files ADD COLUMN sent_after REAL")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -305,6 +314,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0010_compacted_files", _m0010_compacted_files),
     ("0011_usage_cached", _m0011_usage_cached),
     ("0012_uploading", _m0012_uploading),
+    ("0013_provider_times", _m0013_provider_times),
 ]
 
 

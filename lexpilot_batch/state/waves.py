@@ -108,6 +108,7 @@ class FileRow(TypedDict):
     creating_at: float | None
     not_found: int  # retrieves in a row answered 404
     uploading_at: float | None
+    sent_after: float | None  # by the provider's clock: nothing of its last upload or create is older
 
 
 def _marks(states: Sequence[str]) -> str:
@@ -263,10 +264,11 @@ def mark_uploaded(db: sqlite3.Connection, pk: int, provider_file_id: str) -> Non
     update_file(db, pk, status=UPLOADED, provider_file_id=provider_file_id)
 
 
-def mark_creating(db: sqlite3.Connection, pk: int, creates: int, at: float) -> None:
-    """-> `creating`: the file's `creates`-th batch create is sent at `at`; a batch may exist from
-    now on that the database does not know (`engine.recovery`)."""
-    update_file(db, pk, status=CREATING, creates=creates, creating_at=at)
+def mark_creating(db: sqlite3.Connection, pk: int, creates: int, at: float, sent_after: float | None) -> None:
+    """-> `creating`: the file's `creates`-th batch create is sent at `at` (our clock), after
+    `sent_after` (the provider's); a batch may exist from now on that the database does not know
+    (`engine.recovery`)."""
+    update_file(db, pk, status=CREATING, creates=creates, creating_at=at, sent_after=sent_after)
 
 
 def mark_submitted(
@@ -276,9 +278,12 @@ def mark_submitted(
     batch_status: str,
     counts: Mapping[str, int],
     at: float,
+    created_at: float | None = None,
     **more: object,
 ) -> None:
-    """-> `submitted`: the file's batch is `batch_id`, sent at `at`."""
+    """-> `submitted`: the file's batch is `batch_id`, recorded at `at` (our clock). `created_at`, the
+    batch's time by the provider's clock, is the file's `sent_after` where it has none (sent before
+    it was recorded, or a batch adopted)."""
     update_file(
         db,
         pk,
@@ -290,6 +295,8 @@ def mark_submitted(
         not_found=0,
         **more,
     )
+    if created_at is not None:
+        db.execute("UPDATE files SET sent_after = COALESCE(sent_after, ?) WHERE pk = ?", (created_at, pk))
 
 
 def mark_downloaded(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from lexpilot_batch.engine import recovery
-from lexpilot_batch.engine.recovery import CLOCK_SKEW, CREATE_ATTEMPTS, batch_tag, sweep
+from lexpilot_batch.engine.recovery import CREATE_ATTEMPTS, PROVIDER_SKEW, batch_tag, sweep
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import submit_files
 from lexpilot_batch.errors import ProviderError
@@ -26,6 +26,7 @@ from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock
+from tests.helpers.clocks import ClientClock
 from tests.helpers.engine import prepare_runs
 from tests.helpers.fake_backend import FakeBackend, answer, file_rows, request_ids, sending_to
 
@@ -116,6 +117,61 @@ def test_creates_refused_for_the_rate_limit_wait_as_told_then_give_up(ws, monkey
     assert file_rows(ws)[0]["status"] == FileState.CREATING  # the next command looks, then creates
 
 
+# --- our clock is not the provider's --------------------------------------------------------------
+
+HOURS_2 = 7200.0
+
+
+@pytest.mark.parametrize("tags_batches", [True, False], ids=["tagged", "untagged"])
+def test_a_lost_create_is_found_with_our_clock_hours_ahead_of_the_providers(ws, monkeypatch, tags_batches):
+    client = ClientClock(monkeypatch, ahead=HOURS_2)
+    fake = FakeBackend(tags_batches=tags_batches)  # stamps batches by the real clock
+    session = one_file(ws, fake, monkeypatch, create_grace=60.0)
+    fake.lose_answers(1)
+    result = submit_files(ws, session)
+    (row,) = file_rows(ws)
+    assert result.submitted == [row["path"]] and fake.count("create") == 1 and row["batch_id"] in fake.held
+    assert client.waited == 0  # found at the first look
+
+
+def test_a_create_left_by_a_command_that_died_is_looked_for_no_longer_than_the_grace_after_the_clock_is_set_back(
+    ws, monkeypatch
+):
+    client = ClientClock(monkeypatch, ahead=HOURS_2)
+    fake = FakeBackend()
+    session = one_file(ws, fake, monkeypatch, create_grace=60.0)
+    fake.fail("create", KeyboardInterrupt())  # the command stops as the create is sent: nothing made
+    with pytest.raises(KeyboardInterrupt):
+        submit_files(ws, session)
+    assert file_rows(ws)[0]["status"] == FileState.CREATING
+    client.ahead = 0.0  # set right: the create now seems to have been sent two hours from now
+    submit_files(ws, session)
+    assert 0 < client.waited <= 60.0 and fake.count("create") == 2  # looked for within the grace, then created
+    assert file_rows(ws)[0]["status"] == FileState.SUBMITTED
+
+
+def test_a_lost_upload_is_found_with_our_clock_ahead_of_the_providers(ws, monkeypatch):
+    ClientClock(monkeypatch, ahead=HOURS_2)
+    fake = FakeBackend()
+    session = one_file(ws, fake, monkeypatch)
+    fake.add(created_at=fake.now() - 10)  # the account's newest batch: the provider's time before the upload
+    fake.lose_uploads(1)
+    submit_files(ws, session)
+    (row,) = file_rows(ws)
+    assert fake.count("upload") == 1 and row["provider_file_id"] in fake.stored and row["status"] == "submitted"
+    assert ("uploads", str(row["sent_after"] - PROVIDER_SKEW)) in fake.calls
+
+
+def test_what_is_left_of_the_grace_is_never_more_than_the_grace(monkeypatch):
+    client = ClientClock(monkeypatch)
+    now = clock.now()
+    assert recovery.grace_left(now - 10, 60.0) == pytest.approx(50.0, abs=1)
+    assert recovery.grace_left(now - 3600, 60.0) == 0.0
+    client.ahead = -HOURS_2  # the clock set back after the create was sent
+    assert recovery.grace_left(now, 60.0) == 60.0
+    assert recovery.grace_left(None, 60.0) == 0.0
+
+
 # --- batches without tags -----------------------------------------------------------------------
 
 
@@ -123,7 +179,7 @@ def test_an_untagged_lost_create_is_adopted_by_its_size_when_only_one_batch_fits
     fake = FakeBackend(tags_batches=False)
     session = one_file(ws, fake, monkeypatch)
     fake.add(request_counts={"total": 3})  # another size: not this file's
-    fake.add(request_counts={"total": 2}, created_at=fake.now() - CLOCK_SKEW - 60)  # before the create was sent
+    fake.add(request_counts={"total": 2}, created_at=fake.now() - PROVIDER_SKEW - 60)  # before the create was sent
     fake.lose_answers(1)
     result = submit_files(ws, session)
     (row,) = file_rows(ws)
@@ -200,13 +256,18 @@ def test_the_sweep_leaves_batches_that_are_not_duplicates_of_a_sent_file(ws, mon
     assert {for_creating.id, foreign.id, unknown_file.id} <= next(iter(listed.values()))
 
 
-def test_the_sweep_lists_back_from_the_oldest_batch_in_flight(ws, monkeypatch):
+def test_the_sweep_lists_back_from_the_oldest_batch_in_flight_by_the_providers_clock(ws, monkeypatch):
     fake = FakeBackend()
     session = one_file(ws, fake, monkeypatch)
     submit_files(ws, session)
     (row,) = file_rows(ws)
-    waves.set_file(ws, row["pk"], creating_at=1000.0, submitted_at=2000.0)
+    assert row["sent_after"] == fake.held[row["batch_id"]].created_at  # none read before: its batch's own
+    # Our clock's times say nothing of where to start: only the provider's time read before it was sent.
+    waves.set_file(ws, row["pk"], creating_at=9e9, submitted_at=9e9, sent_after=1000.0)
     sweep(ws, session, file_rows(ws), [])
     name, since = fake.calls[-1]
     assert name == "batches" and float(since) == 1000.0 - recovery.SWEEP_MARGIN
+    waves.set_file(ws, row["pk"], sent_after=None)  # sent before those times were recorded: all listed
+    sweep(ws, session, file_rows(ws), [])
+    assert fake.calls[-1] == ("batches", "")
     assert sweep(ws, session, [row | {"status": FileState.SUBMITTED, "backend": "sync"}], []) == {}

@@ -355,11 +355,11 @@ def lose_every_create_answer_once(monkeypatch: pytest.MonkeyPatch) -> set[int]:
     real = submit_module.record_batch
     lost: set[int] = set()
 
-    def record(db, pk, info, at, **more):
+    def record(db, pk, info, **more):
         if pk not in lost:  # the batch is created, its record never made: the answer was lost
             lost.add(pk)
             raise LostAnswer
-        real(db, pk, info, at, **more)
+        real(db, pk, info, **more)
 
     monkeypatch.setattr(submit_module, "record_batch", record)
     return lost

@@ -73,6 +73,7 @@ TABLES = {
         ("creating_at", "REAL", 0, 0),
         ("not_found", "INTEGER", 1, 0),
         ("uploading_at", "REAL", 0, 0),
+        ("sent_after", "REAL", 0, 0),
     ],
     "meta": [("key", "TEXT", 0, 1), ("value", "TEXT", 1, 0)],
     "other_batches": [
@@ -208,6 +209,7 @@ MIGRATION_NAMES = [
     "0010_compacted_files",
     "0011_usage_cached",
     "0012_uploading",
+    "0013_provider_times",
 ]
 
 
