@@ -40,6 +40,14 @@ def doctor(
     deep: Annotated[
         bool, typer.Option("--deep", help="Also read every compacted file back against its recorded digest (slow).")
     ] = False,
+    claim_copy: Annotated[
+        bool,
+        typer.Option(
+            "--claim-copy",
+            help="This folder is a copy of the workspace that the tool cannot tell (a cloned machine): give it "
+            "an instance of its own, so that it leaves the other copy's batches alone.",
+        ),
+    ] = False,
 ) -> None:
     """Check the workspace: schema, changed or missing files, interrupted submits, stuck threads.
 
@@ -51,7 +59,7 @@ def doctor(
     from lexpilot_batch.doctor import check, render_report
 
     root, options = target
-    report = check(root, repair, options, deep)
+    report = check(root, repair, options, deep, claim_copy)
     say(render_report(report, root))
     raise typer.Exit(report.exit_code)
 

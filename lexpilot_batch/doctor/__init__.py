@@ -29,6 +29,10 @@ What is checked:
 | `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
 | `compacted_file_missing` — a finished wave's file, kept compressed (`compaction`) or gone before it could be, is neither compressed nor plain | warning | no: restore it |
 | `compacted_file_damaged` — (`--deep` only) a compacted file no longer holds the bytes it was packed from | warning | no: restore it |
+| `other_copy_batches` — batches another copy of the workspace made for its files (`state.instances`), left alone | info | no: explained |
+
+`--claim-copy` makes the folder a copy of its own first (`state.instances.claim_copy`), for a copy
+that cannot be told from the original (a cloned machine).
 
 The database keeps no hash of a downloaded result file until it is compacted, so a "damaged" one
 (not yet ingested, hence not compacted) is one that can be seen to be damaged: a line that is not a
@@ -46,6 +50,7 @@ from lexpilot_batch.doctor.findings import (
     COMPACTED_MISSING,
     INTERRUPTED_SUBMIT,
     MANIFEST,
+    OTHER_COPY_BATCHES,
     PENDING_IN_INGESTED,
     RESULT_DAMAGED,
     RESULT_MISSING,
@@ -66,6 +71,7 @@ __all__ = [
     "COMPACTED_MISSING",
     "INTERRUPTED_SUBMIT",
     "MANIFEST",
+    "OTHER_COPY_BATCHES",
     "PENDING_FAILED",
     "PENDING_IN_INGESTED",
     "RESULT_DAMAGED",

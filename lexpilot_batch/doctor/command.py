@@ -20,10 +20,15 @@ if TYPE_CHECKING:
 
 
 def check(
-    root: Path | None = None, do_repair: bool = False, options: ProviderOptions | None = None, deep: bool = False
+    root: Path | None = None,
+    do_repair: bool = False,
+    options: ProviderOptions | None = None,
+    deep: bool = False,
+    claim_copy: bool = False,
 ) -> DoctorReport:
-    """`lexpilot-batch doctor [--repair] [--deep]`: diagnose (and repair) the workspace at `root`;
-    `deep` also reads every compacted file back (`diagnosis.diagnose`).
+    """`lexpilot-batch doctor [--repair] [--deep] [--claim-copy]`: diagnose (and repair) the
+    workspace at `root`; `deep` also reads every compacted file back (`diagnosis.diagnose`);
+    `claim_copy` first makes this folder a copy of its own (`state.instances.claim_copy`).
 
     Holds the writer lock throughout, so no other command changes the workspace under it (and a
     running one makes this refuse, clearly). A database written by a newer version is reported,
@@ -43,16 +48,27 @@ def check(
         raw.close()
     if early:
         return DoctorReport(early, [], early)
-    with _opened(root, do_repair) as ws:
+    with _opened(root, do_repair or claim_copy) as ws:
+        claimed = _claim_copy(ws) if claim_copy else None
         found = diagnose(ws, deep)
         if not do_repair or not any(f.repairable for f in found):
-            return DoctorReport(found, [], found)
+            return DoctorReport(found, [], found, claimed)
         session = Session(ws, options or Options())
         try:
             done = repair(ws, found, session)
         finally:
             session.close()
-        return DoctorReport(found, done, diagnose(ws, deep))
+        return DoctorReport(found, done, diagnose(ws, deep), claimed)
+
+
+def _claim_copy(ws: Workspace) -> str:
+    """This folder is a copy the workspace could not tell (a clone of a whole machine, a copy put in
+    the original's place while the original runs elsewhere): an instance of its own, said in words."""
+    was, now = ws.claim_copy()
+    return (
+        f"This folder is now a copy of its own (instance {now}, was {was or 'none'}): the batches it creates from "
+        "now on carry it, and the other copy's are left alone here, never cancelled or adopted"
+    )
 
 
 @contextlib.contextmanager
@@ -88,8 +104,9 @@ def render(findings: list[Finding], root: Path | None = None) -> str:
 
 def render_report(report: DoctorReport, root: Path | None = None) -> str:
     """What `doctor` prints: the findings, and after `--repair` what was done and what is left."""
+    head = [report.claimed, ""] if report.claimed else []
     if not report.repaired:
-        return render(report.found, root)
-    lines = ["Repaired:", *(f"  - {line}" for line in report.repaired), ""]
+        return "\n".join([*head, render(report.found, root)])
+    lines = [*head, "Repaired:", *(f"  - {line}" for line in report.repaired), ""]
     lines.append("After repair: " + render(report.remaining, root))
     return "\n".join(lines)

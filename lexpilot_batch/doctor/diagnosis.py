@@ -13,6 +13,7 @@ from lexpilot_batch.doctor.findings import (
     COMPACTED_MISSING,
     INTERRUPTED_SUBMIT,
     MANIFEST,
+    OTHER_COPY_BATCHES,
     PENDING_IN_INGESTED,
     RESULT_DAMAGED,
     RESULT_MISSING,
@@ -35,6 +36,7 @@ from lexpilot_batch.state.waves import (
     INGESTED,
     LOST_AFTER,
     OPEN,
+    OTHER_COPY,
     SUBMITTED,
     UPLOADED,
     files_in,
@@ -104,6 +106,7 @@ def diagnose(ws: Workspace, deep: bool = False) -> list[Finding]:
         *_pending_in_ingested(ws),
         *_interrupted_submits(ws),
         *_lost_batches(ws),
+        *_other_copies(ws),
         *_waiting_threads(ws),
         *manifest_findings(ws),
         *_compacted_missing(ws),
@@ -281,6 +284,26 @@ def _lost_batches(ws: Workspace) -> list[Finding]:
             )
         )
     return findings
+
+
+def _other_copies(ws: Workspace) -> list[Finding]:
+    """Batches another copy of this workspace made for its files (`state.instances`), left alone."""
+    rows = ws.store.conn.execute("SELECT path FROM other_batches WHERE why = ? ORDER BY at", (OTHER_COPY,)).fetchall()
+    if not rows:
+        return []
+    return [
+        Finding(
+            OTHER_COPY_BATCHES,
+            f"{len(rows)} batch(es) at the provider were made for this workspace's files by another copy of it "
+            f"(a copied folder, a backup restored beside it, running too), e.g. for {rows[0]['path']}: left alone, "
+            "neither cancelled nor applied here",
+            "nothing to repair: each copy pays for its own batches. To pay once, run one copy only; a backup "
+            "belongs in the original's folder, where it is the same copy and adopts what the original sent",
+            False,
+            "info",
+            tuple(sorted({r["path"] for r in rows})),
+        )
+    ]
 
 
 def _waiting_threads(ws: Workspace) -> list[Finding]:

@@ -17,6 +17,7 @@ MANIFEST = "manifest_file"
 BATCH_LOST = "batch_lost"
 COMPACTED_MISSING = "compacted_file_missing"
 COMPACTED_DAMAGED = "compacted_file_damaged"
+OTHER_COPY_BATCHES = "other_copy_batches"
 
 # error: results are at risk or the workspace cannot move on; warning: something a user reads is
 # wrong; action: nothing is wrong, a command is due; info: worth knowing, nothing to do.
@@ -42,6 +43,7 @@ class DoctorReport:
     found: list[Finding]
     repaired: list[str]
     remaining: list[Finding]
+    claimed: str | None = None  # `--claim-copy`: what this folder became
 
     @property
     def exit_code(self) -> int:

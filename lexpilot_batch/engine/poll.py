@@ -17,8 +17,10 @@ no saved line, so no request is sent twice.
 Once a batch's result files are saved and ingested, the files of it the workspace knows (its input
 file, which the workspace uploaded, and the output and error files it saved) are deleted at the
 provider where the profile says so (`Limits.delete_files`: Azure, whose resource holds at most 500
-files without an expiration), unless `--keep-provider-files`. Never any other file. A delete that
-fails is left to the file's expiration (`expires_after`): nothing depends on it.
+files without an expiration), unless `--keep-provider-files`. Never any other file, nor, in a copy
+of the workspace, those of a batch sent before the copy was made, which the other copy may still
+download (`state.instances`). A delete that fails is left to the file's expiration
+(`expires_after`): nothing depends on it.
 """
 
 from __future__ import annotations
@@ -144,15 +146,17 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
         result.stats.add(ingest_file(ws, row))
         result.finished.append(row["path"])
         if row["backend"] not in (SYNC, MANUAL):
-            result.deleted += _delete_provider_files(session, row)
+            result.deleted += _delete_provider_files(ws, session, row)
     close_finished_waves(ws)
     return result
 
 
-def _delete_provider_files(session: Session, row: FileRow) -> int:
+def _delete_provider_files(ws: Workspace, session: Session, row: FileRow) -> int:
     """Delete at the provider the files of an ingested batch file (module docstring); how many."""
     if session.options.keep_provider_files or not session.file_route(row).limits.delete_files:
         return 0
+    if row["instance"] not in (None, ws.instance_id):
+        return 0  # sent before this folder was copied: the other copy may still need them (`state.instances`)
     backend: BatchBackend = session.batch_backend(row)
     deleted = 0
     for file_id in (row.get("provider_file_id"), row.get("output_file_id"), row.get("error_file_id")):

@@ -23,8 +23,17 @@ create, the same for every backend that can create (a backend only makes single 
   grace period is waited out in this process's monotonic time, and after a crash never longer than
   the whole period (`grace_left`), whatever our clock did meanwhile.
 - **Duplicates.** On every poll the workspace's tagged batches are listed (`sweep`), and a live
-  batch that is not its file's recorded batch is cancelled and kept aside (`other_batches`); its
-  results are never downloaded, so never applied.
+  batch that is provably a duplicate of a file's own (`_provably_own`) is cancelled and kept aside
+  (`other_batches`); its results are never downloaded, so never applied.
+- **Copies** (`state.instances`). A copy of the workspace (`cp -r`, a backup restored beside the
+  original) asks the same requests under the same ids: each copy is an instance of its own, and a
+  batch carries the instance that created it (`batch_tag`; an upload its name, `upload_name`). Only
+  a batch of this instance and of the file's very content is its duplicate; another copy's batch
+  of the same file is left alone, kept aside as `other_copy` so that `status` and `doctor` say so,
+  and never adopted. Where batches carry no tag but name their upload (Together's), a copy may
+  share the upload (the provider keeps one file per content): there a batch of the upload that the
+  workspace does not know is its own only after one of its creates lost its answer
+  (`files.lost_answers`), and made since.
 - **Without a tag** (Anthropic's Message Batches and Together's batch jobs carry no metadata), a
   lost create is looked for by what the listing does show (`_untagged`): a batch created since the
   provider's time read before the create was sent (less `PROVIDER_SKEW`), whose id the workspace
@@ -40,8 +49,11 @@ create, the same for every backend that can create (a backend only makes single 
   that names no input file while it runs, so it cancels none: a create that commits later than the
   grace period is the one case left, which a longer `--create-grace` covers. One that names its
   input file (Together's) is swept as a tagged one is: owned by the file uploaded as that id.
-- **A restored backup** (`Earlier`): before a file's first create, a batch tagged for it that the
-  database does not know is adopted instead of created again.
+- **A restored backup** (`Earlier`): before a file's first create, a batch of this instance (or of
+  a version that tagged no instance) tagged for it that the database does not know is adopted
+  instead of created again. A backup restored in the original's place is the same instance and
+  adopts what the original made since; a copy elsewhere is another instance and adopts nothing of
+  the original's.
 """
 
 from __future__ import annotations
@@ -72,6 +84,7 @@ from lexpilot_batch.providers.registry import file_api, result_reader
 from lexpilot_batch.state.waves import (
     DUPLICATE,
     LOST,
+    OTHER_COPY,
     SUBMITTED,
     TO_SUBMIT,
     TOKEN_LIMIT,
@@ -79,6 +92,7 @@ from lexpilot_batch.state.waves import (
     file_at,
     file_of_upload,
     keep_aside,
+    lost_answer,
     mark_submitted,
     set_file,
 )
@@ -127,13 +141,13 @@ def listed_since(sent_after: float | None, margin: float) -> float | None:
 
 
 def batch_tag(ws: Workspace, row: Mapping[str, Any]) -> dict[str, str]:
-    """Metadata naming the workspace file and which of its creates this is: how a batch is found
-    again after a crash, and how a duplicate is told from its file's own batch."""
-    tag = {
-        "lexpilot_workspace": ws.workspace_id,
-        "lexpilot_file": row["path"],
-        "lexpilot_sha256": row["sha256"][:32],
-    }
+    """Metadata naming the workspace, the copy of it that sends the create (`files.instance`), the
+    file and which of its creates this is: how a batch is found again after a crash, and how a
+    duplicate is told from its file's own batch and from another copy's."""
+    tag = {"lexpilot_workspace": ws.workspace_id}
+    if row.get("instance"):  # absent from batches created before copies were told apart
+        tag["lexpilot_instance"] = str(row["instance"])
+    tag |= {"lexpilot_file": row["path"], "lexpilot_sha256": row["sha256"][:32]}
     if row.get("creates"):  # absent from batches of files created before this was counted
         tag["lexpilot_create"] = str(row["creates"])
     return tag
@@ -148,13 +162,14 @@ class Earlier:
     backup taken before they were created (or whose record of them was lost), whose batches run, or
     ran, at the provider.
 
-    Before a file's first create, the workspace's tagged batches since its first run was registered
-    are listed, once per backend and command; a batch tagged for this very file (its path and
-    content hash) that the database does not know is adopted, as its create would have been: its
-    results are paid for, and one that failed or was refused is handled as it was the first time.
-    Several: the latest create. A backend whose batches carry no tag cannot be asked
-    (Anthropic's Message Batches): there a restored workspace creates its files again, and what the
-    earlier batches answered is paid twice, never applied twice.
+    Before a file's first create, the workspace's tagged batches since it first sent a file are
+    listed, once per backend and command; a batch of this instance (or of a version that tagged
+    none) tagged for this very file (its path and content hash) that the database does not know is
+    adopted, as its create would have been: its results are paid for, and one that failed or was
+    refused is handled as it was the first time. Several: the latest create. Another copy's batch
+    (`state.instances`) is never adopted: that copy applies it. A backend whose batches carry no
+    tag cannot be asked (Anthropic's Message Batches): there a restored workspace creates its files
+    again, and what the earlier batches answered is paid twice, never applied twice.
     """
 
     def __init__(self, ws: Workspace) -> None:
@@ -174,7 +189,12 @@ class Earlier:
             ours = {"lexpilot_workspace": self.ws.workspace_id}
             self._listed[id(backend)] = [b for b in backend.batches(since) if tagged_by(b, ours)]
         mine = {"lexpilot_file": row["path"], "lexpilot_sha256": row["sha256"][:32]}
-        found = [b for b in self._listed[id(backend)] if tagged_by(b, mine)]
+        instance = self.ws.instance_id
+        found = [
+            b
+            for b in self._listed[id(backend)]
+            if tagged_by(b, mine) and b.metadata.get("lexpilot_instance") in (None, instance)
+        ]
         if not found:
             return None
         known = known_batches(db)
@@ -249,10 +269,13 @@ def _rate_wait(exc: RateLimited, attempt: int) -> float:
 
 
 def upload_name(ws: Workspace, row: FileRow) -> str:
-    """The name a workspace file is uploaded under: the workspace's tag, the start of its content's
-    hash and its own name, so that an upload in the provider's listing under this name holds these
-    very bytes (`upload_once`), whichever workspace of the account looks."""
-    return f"lexpilot-{id_tag(ws.workspace_id)}-{row['sha256'][:12]}-{PurePosixPath(row['path']).name}"
+    """The name a workspace file is uploaded under: the workspace's tag, the instance that uploads
+    it (`files.instance`: the same file of another copy is another upload), the start of its
+    content's hash and its own name, so that an upload in the provider's listing under this name
+    holds these very bytes (`upload_once`) and is this copy's, whichever workspace of the account looks."""
+    instance = row.get("instance")
+    copy = f"{instance[:8]}-" if instance else ""
+    return f"lexpilot-{id_tag(ws.workspace_id)}-{copy}{row['sha256'][:12]}-{PurePosixPath(row['path']).name}"
 
 
 def upload_once(ws: Workspace, backend: BatchBackend, row: FileRow, times: ProviderTimes) -> str:
@@ -270,7 +293,10 @@ def upload_once(ws: Workspace, backend: BatchBackend, row: FileRow, times: Provi
     else:  # the first upload: every copy of it is newer than the provider's time read now
         row["uploading_at"] = clock.now()
         row["sent_after"] = times.before_sending(backend) if backend.lists_uploads else None
-        set_file(ws, row["pk"], uploading_at=row["uploading_at"], sent_after=row["sent_after"])
+        row["instance"] = ws.instance_id or None
+        set_file(
+            ws, row["pk"], uploading_at=row["uploading_at"], sent_after=row["sent_after"], instance=row["instance"]
+        )
     last: LexpilotError | None = None
     for attempt in range(UPLOAD_ATTEMPTS):
         try:
@@ -315,6 +341,8 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
             clock.pause(_rate_wait(exc, attempt))
         except CreateUncertain as exc:
             last = exc
+            with look.ws.store.transaction() as db:
+                lost_answer(db, look.row["pk"])
             found = await_batch(look, grace)
             if found is not None:
                 return found
@@ -405,6 +433,18 @@ def _results_are_ours(look: Lookup, info: BatchInfo) -> bool:
         aside.unlink(missing_ok=True)
 
 
+def _provably_own(info: BatchInfo, owner: FileRow, instance: str) -> bool:
+    """Whether a batch of a file's that is not its recorded batch is provably this copy's own
+    duplicate: tagged with this instance and the file's content; untagged, made from the file's
+    upload since one of its creates lost its answer (a copy may share the upload). Anything else,
+    another copy's batch or one made before copies were told apart, is left alone."""
+    if "lexpilot_workspace" in info.metadata:
+        mine = {"lexpilot_instance": instance, "lexpilot_sha256": owner["sha256"][:32]}
+        return bool(instance) and tagged_by(info, mine)
+    since = listed_since(owner["sent_after"], PROVIDER_SKEW)
+    return owner["lost_answers"] > 0 and (since is None or info.created_at is None or info.created_at >= since)
+
+
 def _owner(db: sqlite3.Connection, info: BatchInfo, ours: dict[str, str]) -> FileRow | None:
     """The workspace file a listed batch is of: by its tag, or, untagged, by the upload it was made
     from (an id only this workspace holds); None for a batch of no file of ours."""
@@ -417,9 +457,10 @@ def _owner(db: sqlite3.Connection, info: BatchInfo, ours: dict[str, str]) -> Fil
 
 def sweep(ws: Workspace, session: Session, rows: list[FileRow], duplicates: list[str]) -> dict[int, set[str]]:
     """List the workspace's tagged batches at each provider that holds a batch of ours in flight;
-    cancel every live one that is not its file's recorded batch (a create committed after its
-    answer was lost, and created again), and keep it aside; the ids cancelled are added to
-    `duplicates`. Returns the ids listed, per backend."""
+    cancel every live one that is provably a duplicate of its file's recorded batch (a create
+    committed after its answer was lost, and created again) and keep it aside; keep aside, and
+    leave alone, another copy's (`OTHER_COPY`). The ids cancelled are added to `duplicates`.
+    Returns the ids listed, per backend."""
     listed: dict[int, set[str]] = {}
     by_backend: dict[int, tuple[BatchBackend, list[float | None]]] = {}
     ours = {"lexpilot_workspace": ws.workspace_id}
@@ -443,12 +484,16 @@ def sweep(ws: Workspace, session: Session, rows: list[FileRow], duplicates: list
                 continue  # not ours to judge; or a file being created, whose batch `submit` adopts
             if owner["batch_id"] == info.id and (owner["status"] != LOST or info.terminal):
                 continue  # its file's own (a lost one that came back is not: its requests went again)
-            seen = db.execute("SELECT status FROM other_batches WHERE batch_id = ?", (info.id,)).fetchone()
+            seen = db.execute("SELECT why, status FROM other_batches WHERE batch_id = ?", (info.id,)).fetchone()
             if seen is not None and seen["status"] == info.status:
                 continue
-            if not info.terminal and info.status != BatchStatus.CANCELLING:
+            # Another copy's once, another copy's for good: its status is followed, nothing more.
+            mine = (seen is None or seen["why"] != OTHER_COPY) and (
+                owner["batch_id"] == info.id or _provably_own(info, owner, ws.instance_id)
+            )
+            if mine and not info.terminal and info.status != BatchStatus.CANCELLING:
                 info = backend.cancel_live(info.id)
                 duplicates.append(info.id)
             with ws.store.transaction() as tx:
-                keep_aside(tx, info.id, owner["pk"], owner["path"], DUPLICATE, info.status)
+                keep_aside(tx, info.id, owner["pk"], owner["path"], DUPLICATE if mine else OTHER_COPY, info.status)
     return listed

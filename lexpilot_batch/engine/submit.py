@@ -43,6 +43,7 @@ from lexpilot_batch.state.waves import (
     create_refused,
     discard_unsent_file,
     files_in,
+    lost_answer,
     mark_creating,
     mark_sent_locally,
     mark_uploaded,
@@ -118,6 +119,8 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
                 # We may have created it and died before recording its id: find it, never duplicate it.
                 # A provider may commit a create a moment after answering: look for what is left
                 # of the grace period.
+                with ws.store.transaction() as db:
+                    lost_answer(db, row["pk"])
                 left = grace_left(row["creating_at"], session.options.create_grace)
                 batch = await_batch(Lookup(ws, backend, row, batch_tag(ws, row)), left)
                 if batch is not None:
@@ -125,10 +128,11 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
             if batch is None:
                 row["creates"] = (row["creates"] or 0) + 1
                 row["sent_after"] = times.before_sending(backend)
+                row["instance"] = ws.instance_id or None  # this copy's: its tag tells it from another copy's
                 look = Lookup(ws, backend, row, batch_tag(ws, row))
                 row["creating_at"] = at = clock.now()
                 with ws.store.transaction() as db:
-                    mark_creating(db, row["pk"], row["creates"], at, row["sent_after"])
+                    mark_creating(db, row["pk"], row["creates"], at, row["sent_after"], row["instance"])
                 batch = create_once(look, session.options.create_grace)
         except UnresolvedCreate as exc:
             result.unresolved.append(f"{row['path']}: {exc}")

@@ -301,6 +301,28 @@ def _m0013_provider_times(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE files ADD COLUMN sent_after REAL")
 
 
+def _m0014_instances(db: sqlite3.Connection) -> None:
+    # Which copy of the workspace a folder is (`instances`): each instance made (the first, or a
+    # copy found or claimed), and, per file, the instance whose tag its last upload and create
+    # carried (`files.instance`, NULL before this migration) and how many of its creates lost their
+    # answer (`files.lost_answers`): only then can a batch of its upload the workspace does not know
+    # be its own where batches carry no tag (Together's; a copy shares the upload there).
+    _run_script(
+        db,
+        """
+        CREATE TABLE instances (
+            id TEXT PRIMARY KEY,            -- 16 hex digits: the `lexpilot_instance` of its batches
+            parent TEXT,                    -- the instance it is a copy of (NULL: the first)
+            why TEXT NOT NULL,              -- first | copy (found) | claimed (doctor --claim-copy)
+            place TEXT NOT NULL,            -- JSON: machine, folder, database file where it was made
+            at REAL NOT NULL
+        );
+        ALTER TABLE files ADD COLUMN instance TEXT;
+        ALTER TABLE files ADD COLUMN lost_answers INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -315,6 +337,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0011_usage_cached", _m0011_usage_cached),
     ("0012_uploading", _m0012_uploading),
     ("0013_provider_times", _m0013_provider_times),
+    ("0014_instances", _m0014_instances),
 ]
 
 

@@ -66,6 +66,9 @@ DONE = (INGESTED, LOST)  # the ends
 # Why a batch is kept aside (`other_batches.why`).
 DUPLICATE = "duplicate"  # found besides the file's own and cancelled
 TOKEN_LIMIT = "token_limit"  # refused for the enqueued-token quota: it ran nothing
+# Made for the file by another copy of the workspace (`state.instances`), or one this copy cannot
+# prove its own: left alone, neither cancelled nor applied.
+OTHER_COPY = "other_copy"
 
 # Retrieves in a row answered 404 (and the batch absent from the provider's listing) before a
 # batch is declared lost: one 404 may be a provider's hiccup.
@@ -109,6 +112,8 @@ class FileRow(TypedDict):
     not_found: int  # retrieves in a row answered 404
     uploading_at: float | None
     sent_after: float | None  # by the provider's clock: nothing of its last upload or create is older
+    instance: str | None  # the instance (`state.instances`) whose tag its last upload and create carried
+    lost_answers: int  # creates of it whose answer was lost
 
 
 def _marks(states: Sequence[str]) -> str:
@@ -264,11 +269,19 @@ def mark_uploaded(db: sqlite3.Connection, pk: int, provider_file_id: str) -> Non
     update_file(db, pk, status=UPLOADED, provider_file_id=provider_file_id)
 
 
-def mark_creating(db: sqlite3.Connection, pk: int, creates: int, at: float, sent_after: float | None) -> None:
-    """-> `creating`: the file's `creates`-th batch create is sent at `at` (our clock), after
-    `sent_after` (the provider's); a batch may exist from now on that the database does not know
-    (`engine.recovery`)."""
-    update_file(db, pk, status=CREATING, creates=creates, creating_at=at, sent_after=sent_after)
+def mark_creating(
+    db: sqlite3.Connection, pk: int, creates: int, at: float, sent_after: float | None, instance: str | None = None
+) -> None:
+    """-> `creating`: the file's `creates`-th batch create, tagged with `instance`, is sent at `at`
+    (our clock), after `sent_after` (the provider's); a batch may exist from now on that the
+    database does not know (`engine.recovery`)."""
+    update_file(db, pk, status=CREATING, creates=creates, creating_at=at, sent_after=sent_after, instance=instance)
+
+
+def lost_answer(db: sqlite3.Connection, pk: int) -> None:
+    """A create of the file lost its answer (a timeout, a 5xx, a command that died): a batch the
+    workspace does not know may be its own from now on."""
+    db.execute("UPDATE files SET lost_answers = lost_answers + 1 WHERE pk = ?", (pk,))
 
 
 def mark_submitted(
@@ -324,7 +337,8 @@ def mark_downloaded(
 
 def keep_aside(db: sqlite3.Connection, batch_id: str, file_pk: int, path: str, why: str, status: str) -> None:
     """Record a batch of a file besides its own (`other_batches`): a duplicate found (`DUPLICATE`),
-    or a batch the provider refused for its quota (`TOKEN_LIMIT`); its results are never applied."""
+    a batch the provider refused for its quota (`TOKEN_LIMIT`), another copy's (`OTHER_COPY`); its
+    results are never applied."""
     db.execute(
         "INSERT INTO other_batches (batch_id, file_pk, path, why, status, at) VALUES (?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (batch_id) DO UPDATE SET status = excluded.status",

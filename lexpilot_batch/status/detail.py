@@ -195,5 +195,9 @@ def render(status: dict[str, Any]) -> str:
             parts.append(f"{aside['duplicate']} duplicate(s) cancelled, never applied")
         if aside.get("token_limit"):
             parts.append(f"{aside['token_limit']} refused for the enqueued-token quota (created again)")
+        if aside.get("other_copy"):
+            parts.append(
+                f"{aside['other_copy']} of another copy of this workspace, left alone (not cancelled, not applied)"
+            )
         lines.append("\nBatches: " + "; ".join(parts))
     return "\n".join(lines)

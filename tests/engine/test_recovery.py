@@ -234,6 +234,85 @@ def test_a_restored_file_whose_only_batch_was_refused_adopts_it_as_the_first_tim
     assert file_rows(ws)[0]["batch_id"] == refused.id  # the next poll handles the refusal as it did
 
 
+# --- copies of the workspace -------------------------------------------------------------------
+
+ANOTHER_COPY = "0123456789abcdef"  # another instance of this workspace (`state.instances`)
+
+
+def test_the_sweep_cancels_only_its_own_duplicates_and_leaves_another_copys_batches_alone(ws, monkeypatch):
+    fake = FakeBackend()
+    session = one_file(ws, fake, monkeypatch)
+    submit_files(ws, session)
+    (row,) = file_rows(ws)
+    assert (
+        row["instance"] == ws.instance_id
+        and fake.held[row["batch_id"]].metadata["lexpilot_instance"] == row["instance"]
+    )
+    theirs = fake.add(batch_tag(ws, {**row, "instance": ANOTHER_COPY}))  # the same file, sent by a copy
+    older = fake.add(batch_tag(ws, {**row, "instance": None}))  # an earlier version's: whose, it cannot say
+    other_bytes = fake.add(batch_tag(ws, {**row, "sha256": "f" * 64}))  # this copy's tag, other content
+    mine = fake.add(batch_tag(ws, row))  # a duplicate of its own
+
+    duplicates: list[str] = []
+    sweep(ws, session, file_rows(ws), duplicates)
+    assert duplicates == [mine.id] and fake.count("cancel") == 1
+    assert other_batches(ws) == {
+        theirs.id: ("other_copy", "in_progress"),
+        older.id: ("other_copy", "in_progress"),
+        other_bytes.id: ("other_copy", "in_progress"),
+        mine.id: ("duplicate", "cancelling"),
+    }
+    fake.finish(theirs.id)
+    sweep(ws, session, file_rows(ws), duplicates)
+    assert other_batches(ws)[theirs.id] == ("other_copy", "completed") and fake.count("cancel") == 1
+
+
+def test_a_file_never_adopts_another_copys_batch(ws, monkeypatch):
+    fake = FakeBackend()
+    session = one_file(ws, fake, monkeypatch)
+    (row,) = file_rows(ws)
+    fake.add(batch_tag(ws, {**row, "instance": ANOTHER_COPY, "creates": 1}), status="completed")
+    assert submit_files(ws, session).adopted == [] and fake.count("create") == 1  # a batch of its own
+
+
+def test_a_restored_file_adopts_its_own_copys_batch_over_a_later_one_of_another_copy(ws, monkeypatch):
+    fake = FakeBackend()
+    session = one_file(ws, fake, monkeypatch)
+    (row,) = file_rows(ws)
+    ours = fake.add(batch_tag(ws, {**row, "instance": ws.instance_id, "creates": 1}), status="completed")
+    fake.add(batch_tag(ws, {**row, "instance": ANOTHER_COPY, "creates": 2}), status="completed")
+    assert submit_files(ws, session).adopted == [row["path"]] and file_rows(ws)[0]["batch_id"] == ours.id
+    assert fake.count("create") == 0
+
+
+def test_an_untagged_batch_of_its_upload_is_its_own_only_after_a_lost_answer(ws, monkeypatch):
+    """Together's jobs carry no tag but their input file, which a copy of the workspace shares (the
+    provider keeps one file per content): a job of the upload that this copy does not know is its
+    duplicate only once one of its creates lost its answer."""
+    fake = FakeBackend(tags_batches=False)
+    session = one_file(ws, fake, monkeypatch)
+    submit_files(ws, session)
+    (row,) = file_rows(ws)
+    theirs = fake.add(input_file_id=row["provider_file_id"])
+    sweep(ws, session, file_rows(ws), [])
+    assert other_batches(ws) == {theirs.id: ("other_copy", "in_progress")} and fake.count("cancel") == 0
+
+    with ws.store.transaction() as db:
+        waves.lost_answer(db, row["pk"])
+    late = fake.add(input_file_id=row["provider_file_id"])
+    duplicates: list[str] = []
+    sweep(ws, session, file_rows(ws), duplicates)
+    assert duplicates == [late.id] and other_batches(ws)[late.id] == ("duplicate", "cancelling")
+
+
+def test_a_lost_answer_is_counted_for_its_file(ws, monkeypatch):
+    fake = FakeBackend()
+    session = one_file(ws, fake, monkeypatch)
+    fake.lose_answers(1)
+    submit_files(ws, session)
+    assert file_rows(ws)[0]["lost_answers"] == 1 and fake.count("create") == 1
+
+
 # --- the sweep ----------------------------------------------------------------------------------
 
 

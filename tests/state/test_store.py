@@ -74,6 +74,15 @@ TABLES = {
         ("not_found", "INTEGER", 1, 0),
         ("uploading_at", "REAL", 0, 0),
         ("sent_after", "REAL", 0, 0),
+        ("instance", "TEXT", 0, 0),
+        ("lost_answers", "INTEGER", 1, 0),
+    ],
+    "instances": [
+        ("id", "TEXT", 0, 1),
+        ("parent", "TEXT", 0, 0),
+        ("why", "TEXT", 1, 0),
+        ("place", "TEXT", 1, 0),
+        ("at", "REAL", 1, 0),
     ],
     "meta": [("key", "TEXT", 0, 1), ("value", "TEXT", 1, 0)],
     "other_batches": [
@@ -210,6 +219,7 @@ MIGRATION_NAMES = [
     "0011_usage_cached",
     "0012_uploading",
     "0013_provider_times",
+    "0014_instances",
 ]
 
 
