@@ -2,11 +2,12 @@
 
 A workspace copied while its second wave is in flight (`cp -r`, a backup restored beside the
 original, a colleague's copy), then both copies run at once on one provider, each in its own
-thread, each file's batch created by both at the same moment.
-The copy is another instance of the workspace: its batches carry its own tag, and neither copy takes
-the other's batches for duplicates of its own. Each copy ends with the records of the fault-free
-run, asks nothing twice and takes no more waves; at the provider each copy holds one batch per file
-(those sent before the copy was made are both copies' one batch), and nothing is cancelled; each copy's `status` and `doctor` say that another copy's batches were left alone.
+thread, each file's batch created by both at the same moment: on OpenAI's shape, whose batches
+carry the copy's tag, and on Together's, whose jobs carry no tag and whose upload the copies share.
+Neither copy takes the other's batches for duplicates of its own. Each copy ends with the records
+of the fault-free run, asks nothing twice and takes no more waves; at the provider each copy holds
+one batch per file (those sent before the copy was made are both copies' one batch), and nothing is
+cancelled; each copy's `status` and `doctor` say that another copy's batches were left alone.
 """
 
 from __future__ import annotations
@@ -15,18 +16,25 @@ import shutil
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lexpilot_batch import doctor
-from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine.loop import poll_and_advance, prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.providers.batch import BatchBackend
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
+from lexpilot_batch.providers.together.batch import TogetherBatchBackend
 from lexpilot_batch.simulated import SimulatedServer
+from lexpilot_batch.simulated.native import job_id
 from lexpilot_batch.state.workspace import Workspace
-from tests.helpers.engine import prepare_runs
+from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.engine import finish, open_session, prepare_runs
 from tests.helpers.faults import (
     LIMIT,
     STAGE,
@@ -34,9 +42,9 @@ from tests.helpers.faults import (
     assert_same_as,
     check_invariants,
     read_outcome,
-    simulated_batches,
     simulated_uploads,
 )
+from tests.helpers.native import point_at
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
@@ -46,28 +54,49 @@ def session_of(ws: Workspace) -> Session:
 
 
 class AtOnce:
-    """Both copies create a file's batch at the same moment, as two processes running the same
-    waves do: the first to reach a file's create waits (a moment at most) for the other to reach
-    it too, so that neither has seen the other's batch of that file when it sends its own."""
+    """Both copies send a file at the same moment, as two processes running the same waves do: the
+    first to reach a file's create waits (a moment at most) for the other to reach it too, so that
+    neither has seen the other's batch of that file when it sends its own. Their uploads of it go
+    one after the other, so that a provider that keeps one file per content (Together) gives the
+    second copy the first one's upload."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.arrived: dict[str, threading.Event] = {}
+        self.uploaded: dict[str, threading.Event] = {}
+
+    def _meet(self, key: str) -> None:
+        with self.lock:
+            other = self.arrived.pop(key, None)
+            if other is None:
+                mine = self.arrived[key] = threading.Event()
+        if other is not None:
+            other.set()
+        else:
+            mine.wait(2.0)
 
     def create(self, real: Any) -> Any:
         def create(backend, input_file_id, metadata, endpoint=None, source=None):
-            key = f"{metadata.get('lexpilot_file')}#{metadata.get('lexpilot_create')}"
-            with self.lock:
-                other = self.arrived.pop(key, None)
-                if other is None:
-                    mine = self.arrived[key] = threading.Event()
-            if other is not None:
-                other.set()
-            else:
-                mine.wait(2.0)
+            self._meet(f"{metadata.get('lexpilot_file')}#{metadata.get('lexpilot_create')}")
             return real(backend, input_file_id, metadata, endpoint, source)
 
         return create
+
+    def upload(self, real: Any) -> Any:
+        def upload(backend, path, name=None):
+            with self.lock:
+                first = self.uploaded.get(path.name)
+                if first is None:
+                    self.uploaded[path.name] = done = threading.Event()
+            if first is not None:
+                first.wait(2.0)
+                return real(backend, path, name)
+            try:
+                return real(backend, path, name)
+            finally:
+                done.set()
+
+        return upload
 
 
 def run_copy(root: Path, done: dict[str, Outcome], failed: list[BaseException]) -> None:
@@ -90,20 +119,41 @@ def run_copy(root: Path, done: dict[str, Outcome], failed: list[BaseException]) 
         failed.append(exc)
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How a study travels: what `prepare` is given, the backend whose creates both copies send at
+    once, and a batch's id as the backend names it, from the simulated provider's record."""
+
+    name: str
+    start: Callable[[Workspace, Session], object]
+    backend: type[BatchBackend]
+    batch_id: Callable[[str], str]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+TOGETHER = "together/together-sim"
+TOGETHER_STUDY = RunSpec(("r1",), (TOGETHER,), "dcg", Settings(user_model=TOGETHER, judge_model=TOGETHER), limit=3)
+OPENAI = Shape("openai", lambda ws, s: prepare_runs(ws, s, stage=STAGE, limit=LIMIT), OpenAIBatchBackend, str)
+# Together's jobs carry no tag but their upload, which both copies share: Together keeps one file
+# per content (a second upload of the same checksum is answered 409 with the first's id).
+TOGETHER_SHAPE = Shape("together", lambda ws, s: prepare(ws, s, TOGETHER_STUDY), TogetherBatchBackend, job_id)
+
+
 def run_copies(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> tuple[dict[str, Outcome], list[dict[str, Any]], set[str]]:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shape: Shape
+) -> tuple[dict[str, Outcome], dict[str, dict[str, Any]], set[str]]:
     """Copy a workspace whose second wave is in flight, then run both copies to the end at once
-    against one simulated provider; what each copy holds, the batches the provider holds, and the
-    batches sent before the copy was made."""
+    against one simulated provider: what each copy holds, the batches the provider holds (by the
+    backend's id), and the batches sent before the copy was made."""
     with SimulatedServer(tmp_path / "provider") as server:
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-simulated")
+        point_at(monkeypatch, server)
         original, copy = tmp_path / "original", tmp_path / "copy"
         with Workspace(original) as ws:
             session = session_of(ws)
             try:
-                prepare_runs(ws, session, stage=STAGE, limit=LIMIT)
+                shape.start(ws, session)
                 while not ws.store.conn.execute(
                     "SELECT 1 FROM files WHERE wave = 2 AND batch_id IS NOT NULL"
                 ).fetchone():
@@ -113,7 +163,9 @@ def run_copies(
                 session.close()
             sent = {r[0] for r in ws.store.conn.execute("SELECT batch_id FROM files WHERE batch_id IS NOT NULL")}
         shutil.copytree(original, copy)
-        monkeypatch.setattr(OpenAIBatchBackend, "create", AtOnce().create(OpenAIBatchBackend.create))
+        at_once = AtOnce()
+        monkeypatch.setattr(shape.backend, "create", at_once.create(shape.backend.create))
+        monkeypatch.setattr(shape.backend, "upload", at_once.upload(shape.backend.upload))
         done: dict[str, Outcome] = {}
         failed: list[BaseException] = []
         threads = [threading.Thread(target=run_copy, args=(root, done, failed)) for root in (original, copy)]
@@ -125,30 +177,53 @@ def run_copies(
             raise failed[0]
         for root in (original, copy):
             check_invariants(root, done[root.name])
+        assert server.store is not None
+        held = {shape.batch_id(r["batch"]["id"]): r["batch"] for r in server.store.batches_newest_first()}
     uploads = Counter(u["filename"] for u in simulated_uploads(tmp_path / "provider"))
-    assert set(uploads.values()) == {1}, f"a file uploaded twice: {uploads}"  # each copy's its own
-    return done, simulated_batches(tmp_path / "provider"), sent
+    assert set(uploads.values()) <= {1}, f"a file uploaded twice: {uploads}"  # each copy's its own
+    return done, held, sent
 
 
-def test_two_copies_running_at_once_leave_each_others_batches_alone(tmp_path, monkeypatch, baseline):
-    outcomes, held, before = run_copies(tmp_path, monkeypatch)
-    waves = max(r["wave"] for r in baseline.requests)
+@pytest.fixture(scope="module")
+def together_clean(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    """The Together study, rehearsed in-process without a fault."""
+    with Workspace(tmp_path_factory.mktemp("together-clean") / "ws") as ws:
+        session = open_session(ws)
+        try:
+            prepare(ws, session, TOGETHER_STUDY)
+            finish(ws, session)
+        finally:
+            session.close()
+        return read_outcome(ws)
+
+
+@pytest.mark.parametrize("shape", [OPENAI, TOGETHER_SHAPE], ids=str)
+def test_two_copies_running_at_once_leave_each_others_batches_alone(
+    tmp_path, monkeypatch, shape, baseline, together_clean
+):
+    clean = baseline if shape is OPENAI else together_clean
+    outcomes, held, before = run_copies(tmp_path, monkeypatch, shape)
+    waves = max(r["wave"] for r in clean.requests)
     for name, outcome in outcomes.items():
-        assert_same_as(baseline, outcome)  # its records, and nothing asked that the fault-free run did not ask
+        assert_same_as(clean, outcome)  # its records, and nothing asked that the fault-free run did not ask
         assert max(r["wave"] for r in outcome.requests) == waves, f"{name} took more waves"
-        assert len(outcome.requests) == len(baseline.requests), f"{name} asked something twice"
+        assert len(outcome.requests) == len(clean.requests), f"{name} asked something twice"
         assert {b["why"] for b in outcome.other_batches} <= {"other_copy"}, f"{name} set aside a batch of its own"
 
     # Nothing cancelled at the provider; one batch per file of each copy (those sent before the
-    # copy was made, both copies' one batch).
-    assert not [b for b in held if b["status"] in ("cancelling", "cancelled")]
-    per_file = Counter((b["metadata"].get("lexpilot_instance"), b["metadata"]["lexpilot_file"]) for b in held)
-    assert set(per_file.values()) == {1}, per_file
+    # copy was made, both copies' one batch), every batch some copy's own.
+    assert not [i for i, b in held.items() if b["status"] in ("cancelling", "cancelled")]
     own = {name: {f["batch_id"] for f in o.files} for name, o in outcomes.items()}
+    assert all(len(own[name]) == len(o.files) for name, o in outcomes.items())
     assert own["original"] & own["copy"] == before and {f["wave"] for f in outcomes["copy"].files} > {1, 2}
-    assert own["original"] | own["copy"] == {b["id"] for b in held}  # each batch some copy's own
-    instances = {name: {b["metadata"].get("lexpilot_instance") for b in held if b["id"] in own[name]} for name in own}
-    assert len(instances["original"]) == 1 and len(instances["copy"]) == 2  # its own, and the original's before
+    assert own["original"] | own["copy"] == set(held)
+    if shape is OPENAI:  # tagged: each copy's batches carry its instance
+        per_file = Counter(
+            (b["metadata"].get("lexpilot_instance"), b["metadata"]["lexpilot_file"]) for b in held.values()
+        )
+        assert set(per_file.values()) == {1}, per_file
+        tags = {name: {held[i]["metadata"].get("lexpilot_instance") for i in own[name]} for name in own}
+        assert len(tags["original"]) == 1 and len(tags["copy"]) == 2  # its own, and the original's before
 
     # Each copy saw the other's batches, left them alone, and says so.
     for name, outcome in outcomes.items():
