@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.ingest import IngestStats, ingest_file
-from lexpilot_batch.engine.recovery import sweep
 from lexpilot_batch.engine.submit import TamperedFile
+from lexpilot_batch.engine.sweep import sweep
 from lexpilot_batch.engine.tail import FLEX_REFUSED, flex_refused
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.backends import MANUAL, RUN_HERE, SYNC

@@ -22,18 +22,10 @@ create, the same for every backend that can create (a backend only makes single 
   newest batch it listed just before the file was sent, `files.sent_after`), less a margin; the
   grace period is waited out in this process's monotonic time, and after a crash never longer than
   the whole period (`grace_left`), whatever our clock did meanwhile.
-- **Duplicates.** On every poll the workspace's tagged batches are listed (`sweep`), and a live
-  batch that is provably a duplicate of a file's own (`_provably_own`) is cancelled and kept aside
-  (`other_batches`); its results are never downloaded, so never applied.
-- **Copies** (`state.instances`). A copy of the workspace (`cp -r`, a backup restored beside the
-  original) asks the same requests under the same ids: each copy is an instance of its own, and a
-  batch carries the instance that created it (`batch_tag`; an upload its name, `upload_name`). Only
-  a batch of this instance and of the file's very content is its duplicate; another copy's batch
-  of the same file is left alone, kept aside as `other_copy` so that `status` and `doctor` say so,
-  and never adopted. Where batches carry no tag but name their upload (Together's), a copy may
-  share the upload (the provider keeps one file per content): there a batch of the upload that the
-  workspace does not know is its own only after one of its creates lost its answer
-  (`files.lost_answers`), and made since.
+- **Duplicates and copies.** On every poll the workspace's batches are listed and a live one that
+  is provably a duplicate of a file's own is cancelled; another copy's is left alone
+  (`engine.sweep`). A batch carries the copy of the workspace (`state.instances`) that created it
+  (`batch_tag`; an upload its name, `upload_name`). Another copy's batch is never adopted.
 - **Without a tag** (Anthropic's Message Batches and Together's batch jobs carry no metadata), a
   lost create is looked for by what the listing does show (`_untagged`): a batch created since the
   provider's time read before the create was sent (less `PROVIDER_SKEW`), whose id the workspace
@@ -63,11 +55,10 @@ import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lexpilot_batch.engine.result_lines import read_lines
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.backends import MANUAL, RUN_HERE
 from lexpilot_batch.providers.batch import (
     BatchBackend,
     BatchInfo,
@@ -83,14 +74,8 @@ from lexpilot_batch.providers.prefixes import parse_model
 from lexpilot_batch.providers.registry import file_api, result_reader
 from lexpilot_batch.state.waves import (
     DUPLICATE,
-    LOST,
-    OTHER_COPY,
-    SUBMITTED,
-    TO_SUBMIT,
     TOKEN_LIMIT,
     FileRow,
-    file_at,
-    file_of_upload,
     keep_aside,
     lost_answer,
     mark_submitted,
@@ -98,9 +83,6 @@ from lexpilot_batch.state.waves import (
 )
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock
-
-if TYPE_CHECKING:
-    from lexpilot_batch.engine.session import Session
 
 CREATE_ATTEMPTS = 6  # create calls for one file in one command, rate-limit refusals included
 # Uploads of one file in one command where a lost answer is looked for (`upload_once`), and the
@@ -431,69 +413,3 @@ def _results_are_ours(look: Lookup, info: BatchInfo) -> bool:
         return False
     finally:
         aside.unlink(missing_ok=True)
-
-
-def _provably_own(info: BatchInfo, owner: FileRow, instance: str) -> bool:
-    """Whether a batch of a file's that is not its recorded batch is provably this copy's own
-    duplicate: tagged with this instance and the file's content; untagged, made from the file's
-    upload since one of its creates lost its answer (a copy may share the upload). Anything else,
-    another copy's batch or one made before copies were told apart, is left alone."""
-    if "lexpilot_workspace" in info.metadata:
-        mine = {"lexpilot_instance": instance, "lexpilot_sha256": owner["sha256"][:32]}
-        return bool(instance) and tagged_by(info, mine)
-    since = listed_since(owner["sent_after"], PROVIDER_SKEW)
-    return owner["lost_answers"] > 0 and (since is None or info.created_at is None or info.created_at >= since)
-
-
-def _owner(db: sqlite3.Connection, info: BatchInfo, ours: dict[str, str]) -> FileRow | None:
-    """The workspace file a listed batch is of: by its tag, or, untagged, by the upload it was made
-    from (an id only this workspace holds); None for a batch of no file of ours."""
-    if tagged_by(info, ours):
-        return file_at(db, info.metadata.get("lexpilot_file", ""))
-    if info.input_file_id is None:
-        return None
-    return file_of_upload(db, info.input_file_id)
-
-
-def sweep(ws: Workspace, session: Session, rows: list[FileRow], duplicates: list[str]) -> dict[int, set[str]]:
-    """List the workspace's tagged batches at each provider that holds a batch of ours in flight;
-    cancel every live one that is provably a duplicate of its file's recorded batch (a create
-    committed after its answer was lost, and created again) and keep it aside; keep aside, and
-    leave alone, another copy's (`OTHER_COPY`). The ids cancelled are added to `duplicates`.
-    Returns the ids listed, per backend."""
-    listed: dict[int, set[str]] = {}
-    by_backend: dict[int, tuple[BatchBackend, list[float | None]]] = {}
-    ours = {"lexpilot_workspace": ws.workspace_id}
-    for row in rows:
-        if row["status"] != SUBMITTED or row["backend"] in (*RUN_HERE, MANUAL):
-            continue
-        backend = session.batch_backend(row)
-        by_backend.setdefault(id(backend), (backend, []))[1].append(row["sent_after"])
-    db = ws.store.conn
-    for key, (backend, sent_after) in by_backend.items():
-        # Back from the oldest file in flight, by the provider's clock (all, for one sent before
-        # its times were recorded).
-        oldest = None if None in sent_after else min(t for t in sent_after if t is not None)
-        every = list(backend.batches(listed_since(oldest, SWEEP_MARGIN)))
-        listed[key] = {b.id for b in every}
-        # An untagged backend's batches are no one's here, unless they name the upload they were
-        # made from (Together's): otherwise its duplicates cannot be told while they run.
-        for info in every:
-            owner = _owner(db, info, ours)
-            if owner is None or owner["status"] in TO_SUBMIT:
-                continue  # not ours to judge; or a file being created, whose batch `submit` adopts
-            if owner["batch_id"] == info.id and (owner["status"] != LOST or info.terminal):
-                continue  # its file's own (a lost one that came back is not: its requests went again)
-            seen = db.execute("SELECT why, status FROM other_batches WHERE batch_id = ?", (info.id,)).fetchone()
-            if seen is not None and seen["status"] == info.status:
-                continue
-            # Another copy's once, another copy's for good: its status is followed, nothing more.
-            mine = (seen is None or seen["why"] != OTHER_COPY) and (
-                owner["batch_id"] == info.id or _provably_own(info, owner, ws.instance_id)
-            )
-            if mine and not info.terminal and info.status != BatchStatus.CANCELLING:
-                info = backend.cancel_live(info.id)
-                duplicates.append(info.id)
-            with ws.store.transaction() as tx:
-                keep_aside(tx, info.id, owner["pk"], owner["path"], DUPLICATE if mine else OTHER_COPY, info.status)
-    return listed

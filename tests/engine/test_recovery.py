@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from lexpilot_batch.engine import recovery
-from lexpilot_batch.engine.recovery import CREATE_ATTEMPTS, PROVIDER_SKEW, batch_tag, sweep
+from lexpilot_batch.engine.recovery import CREATE_ATTEMPTS, PROVIDER_SKEW, batch_tag
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import submit_files
+from lexpilot_batch.engine.sweep import sweep
 from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.batch import TOKEN_LIMIT, RateLimited
 from lexpilot_batch.state import waves
