@@ -29,6 +29,8 @@ What is checked:
 | `manifest_file` — `runs/.../manifest.json` gone or not what the database holds | warning | rewrite it |
 | `compacted_file_missing` — a finished wave's file, kept compressed (`compaction`) or gone before it could be, is neither compressed nor plain | warning | no: restore it |
 | `compacted_file_damaged` — (`--deep` only) a compacted file no longer holds the bytes it was packed from | warning | no: restore it |
+| `batches_cancelled_elsewhere` — the workspace's own batches cancelled at the provider, not by it (`state.waves.cancelled_unasked`): another copy, the console | warning | no: stop the other copy, or `--claim-copy` |
+| `untold_copy_batches` — batches carrying this folder's own instance that are not its own: a copy it cannot be told from (`engine.sweep`) | warning | no: `--claim-copy` in the copy |
 | `other_copy_batches` — batches another copy of the workspace made for its files (`state.instances`), left alone | info | no: explained |
 
 `--claim-copy` makes the folder a copy of its own first (`state.instances.claim_copy`), for a copy
@@ -46,6 +48,7 @@ from lexpilot_batch.doctor.diagnosis import diagnose, schema_findings
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
     BATCH_LOST,
+    CANCELLED_ELSEWHERE,
     COMPACTED_DAMAGED,
     COMPACTED_MISSING,
     INTERRUPTED_SUBMIT,
@@ -59,6 +62,7 @@ from lexpilot_batch.doctor.findings import (
     SEVERITIES,
     THREADS_WAITING,
     UNSENT_CHANGED,
+    UNTOLD_COPY_BATCHES,
     DoctorReport,
     Finding,
 )
@@ -71,7 +75,9 @@ __all__ = [
     "COMPACTED_MISSING",
     "INTERRUPTED_SUBMIT",
     "MANIFEST",
+    "CANCELLED_ELSEWHERE",
     "OTHER_COPY_BATCHES",
+    "UNTOLD_COPY_BATCHES",
     "PENDING_FAILED",
     "PENDING_IN_INGESTED",
     "RESULT_DAMAGED",

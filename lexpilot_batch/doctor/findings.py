@@ -18,6 +18,8 @@ BATCH_LOST = "batch_lost"
 COMPACTED_MISSING = "compacted_file_missing"
 COMPACTED_DAMAGED = "compacted_file_damaged"
 OTHER_COPY_BATCHES = "other_copy_batches"
+UNTOLD_COPY_BATCHES = "untold_copy_batches"
+CANCELLED_ELSEWHERE = "batches_cancelled_elsewhere"
 
 # error: results are at risk or the workspace cannot move on; warning: something a user reads is
 # wrong; action: nothing is wrong, a command is due; info: worth knowing, nothing to do.

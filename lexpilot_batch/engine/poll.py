@@ -128,6 +128,8 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
                 # Too old: cancel it. Its finished requests are kept when it lands as `cancelled`;
                 # the rest go back to due and are retried in the next wave. One that ended in the
                 # meantime (its cancel refused) is taken as it ended, below, and was not cancelled.
+                # Recorded first: a batch that ends cancelled unasked was cancelled by someone else.
+                set_file(ws, row["pk"], cancel_asked=clock.now())
                 info = backend.cancel_live(batch_id)
                 if info.status in (BatchStatus.CANCELLING, BatchStatus.CANCELLED):
                     result.cancelled.append(row["path"])

@@ -25,7 +25,9 @@ create, the same for every backend that can create (a backend only makes single 
 - **Duplicates and copies.** On every poll the workspace's batches are listed and a live one that
   is provably a duplicate of a file's own is cancelled; another copy's is left alone
   (`engine.sweep`). A batch carries the copy of the workspace (`state.instances`) that created it
-  (`batch_tag`; an upload its name, `upload_name`). Another copy's batch is never adopted.
+  (`batch_tag`; an upload its name, `upload_name`), and a lost create counts in its file
+  (`files.lost_answers`), which is what makes a duplicate provable. Another copy's batch is never
+  adopted.
 - **Without a tag** (Anthropic's Message Batches and Together's batch jobs carry no metadata), a
   lost create is looked for by what the listing does show (`_untagged`): a batch created since the
   provider's time read before the create was sent (less `PROVIDER_SKEW`), whose id the workspace
@@ -209,8 +211,9 @@ def _create_number(info: BatchInfo) -> int:
 def adopt(ws: Workspace, row: FileRow, earlier: list[BatchInfo]) -> None:
     """Record the first of a file's earlier batches as its own, as its create would have been; the
     ended others are kept aside as they were the first time (refused for the quota, or duplicates),
-    and one still running is left to the next poll's sweep, which cancels it. The file's next
-    create (after a quota refusal) takes a number after theirs."""
+    and one still running is left to the next poll's sweep, which cancels it: two batches of one
+    file and instance mean a create of it lost its answer (`files.lost_answers`).
+    The file's next create (after a quota refusal) takes a number after theirs."""
     info = earlier[0]
     with ws.store.transaction() as db:
         creates = max(row["creates"] or 0, *(_create_number(b) for b in earlier))
@@ -220,6 +223,8 @@ def adopt(ws: Workspace, row: FileRow, earlier: list[BatchInfo]) -> None:
                 keep_aside(
                     db, other.id, row["pk"], row["path"], TOKEN_LIMIT if other.token_limit else DUPLICATE, other.status
                 )
+        if not all(other.terminal for other in earlier[1:]):
+            lost_answer(db, row["pk"])
 
 
 @dataclass

@@ -323,6 +323,19 @@ def _m0014_instances(db: sqlite3.Connection) -> None:
     )
 
 
+def _m0015_cancel_asked(db: sqlite3.Connection) -> None:
+    # files.cancel_asked: when this workspace asked the provider to cancel the file's own batch (our
+    # clock; `--max-wave-age`, the only cancel of a file's own batch it sends). A batch that ends
+    # cancelled without it was cancelled by someone else (another copy of the workspace, the
+    # provider's console), which `doctor` names (`batches_cancelled_elsewhere`). A batch cancelled
+    # before this migration is taken as asked for: who cancelled it, the database cannot say.
+    db.execute("ALTER TABLE files ADD COLUMN cancel_asked REAL")
+    db.execute(
+        "UPDATE files SET cancel_asked = COALESCE(finished_at, submitted_at, 0)"
+        " WHERE batch_status IN ('cancelling', 'cancelled')"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -338,6 +351,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0012_uploading", _m0012_uploading),
     ("0013_provider_times", _m0013_provider_times),
     ("0014_instances", _m0014_instances),
+    ("0015_cancel_asked", _m0015_cancel_asked),
 ]
 
 

@@ -41,7 +41,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final, TypedDict, cast
 
-from lexpilot_batch.providers.backends import RUN_HERE
+from lexpilot_batch.providers.backends import MANUAL, RUN_HERE
 from lexpilot_batch.providers.batch import BatchStatus
 from lexpilot_batch.state.requests import delete_of_file, delete_of_wave, fail_pending_of_file
 from lexpilot_batch.state.states import UNEXECUTED, FileState, FileStatus, RequestState, ThreadState
@@ -69,6 +69,11 @@ TOKEN_LIMIT = "token_limit"  # refused for the enqueued-token quota: it ran noth
 # Made for the file by another copy of the workspace (`state.instances`), or one this copy cannot
 # prove its own: left alone, neither cancelled nor applied.
 OTHER_COPY = "other_copy"
+# The same, but tagged with this folder's own instance while none of its creates of the file lost an
+# answer: a copy that could not be told from this one (a cloned machine; `doctor --claim-copy`).
+UNTOLD_COPY = "untold_copy"
+COPIES = (OTHER_COPY, UNTOLD_COPY)
+NO_BATCH = (*sorted(RUN_HERE), MANUAL)  # backends whose files no provider batch carries
 
 # Retrieves in a row answered 404 (and the batch absent from the provider's listing) before a
 # batch is declared lost: one 404 may be a provider's hiccup.
@@ -114,6 +119,7 @@ class FileRow(TypedDict):
     sent_after: float | None  # by the provider's clock: nothing of its last upload or create is older
     instance: str | None  # the instance (`state.instances`) whose tag its last upload and create carried
     lost_answers: int  # creates of it whose answer was lost
+    cancel_asked: float | None  # when this workspace asked to cancel its batch (`--max-wave-age`)
 
 
 def _marks(states: Sequence[str]) -> str:
@@ -128,6 +134,18 @@ def files_in(db: sqlite3.Connection, states: Sequence[str]) -> list[FileRow]:
 
 def file_row(db: sqlite3.Connection, pk: int) -> FileRow:
     return cast("FileRow", dict(db.execute("SELECT * FROM files WHERE pk = ?", (pk,)).fetchone()))
+
+
+def cancelled_unasked(db: sqlite3.Connection) -> list[str]:
+    """Files whose own batch was cancelled at the provider (or is being) without this workspace
+    asking (`files.cancel_asked`): by someone else, another copy of the workspace or the provider's
+    console. Files no provider batch carries (sync, flex, manual) are none of them."""
+    rows = db.execute(
+        f"SELECT path FROM files WHERE batch_status IN (?, ?) AND cancel_asked IS NULL"
+        f" AND backend NOT IN ({_marks(NO_BATCH)}) ORDER BY pk",
+        (BatchStatus.CANCELLING, BatchStatus.CANCELLED, *NO_BATCH),
+    )
+    return [r[0] for r in rows]
 
 
 def file_at(db: sqlite3.Connection, rel: str) -> FileRow | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from lexpilot_batch import doctor
 from lexpilot_batch.engine import recovery
 from lexpilot_batch.engine.recovery import CREATE_ATTEMPTS, PROVIDER_SKEW, batch_tag
 from lexpilot_batch.engine.session import Session
@@ -26,6 +27,7 @@ from lexpilot_batch.providers.batch import TOKEN_LIMIT, RateLimited
 from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.status import detail
 from lexpilot_batch.util import clock
 from tests.helpers.clocks import ClientClock
 from tests.helpers.engine import prepare_runs
@@ -252,6 +254,8 @@ def test_the_sweep_cancels_only_its_own_duplicates_and_leaves_another_copys_batc
     theirs = fake.add(batch_tag(ws, {**row, "instance": ANOTHER_COPY}))  # the same file, sent by a copy
     older = fake.add(batch_tag(ws, {**row, "instance": None}))  # an earlier version's: whose, it cannot say
     other_bytes = fake.add(batch_tag(ws, {**row, "sha256": "f" * 64}))  # this copy's tag, other content
+    with ws.store.transaction() as db:
+        waves.lost_answer(db, row["pk"])  # a create's answer lost: a batch of its own may be unknown
     mine = fake.add(batch_tag(ws, row))  # a duplicate of its own
 
     duplicates: list[str] = []
@@ -266,6 +270,45 @@ def test_the_sweep_cancels_only_its_own_duplicates_and_leaves_another_copys_batc
     fake.finish(theirs.id)
     sweep(ws, session, file_rows(ws), duplicates)
     assert other_batches(ws)[theirs.id] == ("other_copy", "completed") and fake.count("cancel") == 1
+
+
+def test_a_batch_of_this_very_instance_is_no_duplicate_unless_a_create_of_its_file_lost_its_answer(ws, monkeypatch):
+    """Every create of the file was answered, so no batch of it can be this copy's and unknown: one
+    tagged with this folder's instance and content is a copy's that could not be told from this one
+    (a cloned machine), left alone; `status` and `doctor` say so, and what to do."""
+    fake = FakeBackend()
+    session = one_file(ws, fake, monkeypatch)
+    submit_files(ws, session)
+    (row,) = file_rows(ws)
+    assert row["lost_answers"] == 0
+    twin = fake.add(batch_tag(ws, row))  # the same tag in every pair: workspace, instance, file, content, create
+    duplicates: list[str] = []
+    sweep(ws, session, file_rows(ws), duplicates)
+    assert duplicates == [] and fake.count("cancel") == 0 and fake.held[twin.id].status == "in_progress"
+    assert other_batches(ws) == {twin.id: ("untold_copy", "in_progress")}
+    with ws.store.transaction() as db:
+        waves.lost_answer(db, row["pk"])
+    sweep(ws, session, file_rows(ws), duplicates)  # a copy's once, a copy's for good
+    assert duplicates == [] and fake.count("cancel") == 0
+    assert "carrying this folder's own instance" in detail.render(detail.collect(ws))
+    (found,) = [f for f in doctor.diagnose(ws) if f.kind == doctor.UNTOLD_COPY_BATCHES]
+    assert found.severity == "warning" and "doctor --claim-copy" in found.fix and found.targets == (row["path"],)
+
+
+def test_a_restored_file_leaves_its_running_extra_batch_to_the_sweep_which_cancels_it(ws, monkeypatch):
+    """The workspace it was restored from made two batches of the file (a create's answer lost, sent
+    again): the latest is adopted, and the other, still running, is a provable duplicate."""
+    fake = FakeBackend()
+    session = one_file(ws, fake, monkeypatch)
+    (row,) = file_rows(ws)
+    late = fake.add(batch_tag(ws, {**row, "instance": ws.instance_id, "creates": 1}))
+    latest = fake.add(batch_tag(ws, {**row, "instance": ws.instance_id, "creates": 2}))
+    assert submit_files(ws, session).adopted == [row["path"]]
+    adopted = file_rows(ws)[0]
+    assert adopted["batch_id"] == latest.id and adopted["lost_answers"] == 1
+    duplicates: list[str] = []
+    sweep(ws, session, file_rows(ws), duplicates)
+    assert duplicates == [late.id] and other_batches(ws) == {late.id: ("duplicate", "cancelling")}
 
 
 def test_a_file_never_adopts_another_copys_batch(ws, monkeypatch):
@@ -327,6 +370,8 @@ def test_the_sweep_leaves_batches_that_are_not_duplicates_of_a_sent_file(ws, mon
     for_creating = fake.add(batch_tag(ws, {**second, "creates": 1}))
     foreign = fake.add({"lexpilot_workspace": "another", "lexpilot_file": first["path"]})
     unknown_file = fake.add({"lexpilot_workspace": ws.workspace_id, "lexpilot_file": "requests/none.jsonl"})
+    with ws.store.transaction() as db:
+        waves.lost_answer(db, first["pk"])
     ended_duplicate = fake.add(batch_tag(ws, first), status="completed")
 
     duplicates: list[str] = []

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -96,3 +98,20 @@ def test_doctor_claim_copy_gives_the_folder_an_instance_of_its_own(tmp_path):
     assert claimed != original and (record["why"], record["parent"]) == ("claimed", original)
     assert report.claimed is not None and claimed in report.claimed
     assert doctor.render_report(report).startswith("This folder is now a copy of its own")
+
+
+def test_the_command_line_claims_a_copy(tmp_path):
+    _, original, _ = instance_of(tmp_path / "ws")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "LEXPILOT_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "lexpilot_batch", "doctor", "--claim-copy"],
+        cwd=tmp_path / "ws",
+        env=env | {"PYTHONIOENCODING": "utf-8"},
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+    _, claimed, _ = instance_of(tmp_path / "ws")
+    assert done.returncode == 0 and claimed != original, done
+    assert done.stdout.startswith(f"This folder is now a copy of its own (instance {claimed}, was {original})")

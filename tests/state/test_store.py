@@ -76,6 +76,7 @@ TABLES = {
         ("sent_after", "REAL", 0, 0),
         ("instance", "TEXT", 0, 0),
         ("lost_answers", "INTEGER", 1, 0),
+        ("cancel_asked", "REAL", 0, 0),
     ],
     "instances": [
         ("id", "TEXT", 0, 1),
@@ -220,6 +221,7 @@ MIGRATION_NAMES = [
     "0012_uploading",
     "0013_provider_times",
     "0014_instances",
+    "0015_cancel_asked",
 ]
 
 
@@ -261,6 +263,33 @@ def test_a_database_of_every_earlier_version_upgrades_to_the_same_schema(tmp_pat
         assert again.conn.execute("SELECT COUNT(*) FROM migrations").fetchone()[0] == len(MIGRATIONS)
     finally:
         again.close()
+
+
+def test_batches_cancelled_before_cancels_were_recorded_are_taken_as_asked_for(tmp_path):
+    """0015_cancel_asked: who cancelled a batch before then, the database cannot say; `doctor`
+    (`batches_cancelled_elsewhere`) names only those cancelled unasked since."""
+    path = tmp_path / "db.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    before = [name for name, _ in MIGRATIONS].index("0015_cancel_asked")
+    for name, step in MIGRATIONS[:before]:
+        db.execute("BEGIN")
+        step(db)
+        db.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+        db.execute("COMMIT")
+    required = [r[1] for r in db.execute("PRAGMA table_info(files)") if r[3] and r[4] is None and not r[5]]
+    for pk, status in enumerate(("cancelled", "cancelling", "completed", None), 1):
+        values = {c: 0 for c in required} | {"pk": pk, "path": f"f{pk}", "batch_status": status, "finished_at": 5.0}
+        db.execute(
+            f"INSERT INTO files ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", tuple(values.values())
+        )
+    db.close()
+    store = Store(path)
+    try:
+        asked = dict(store.conn.execute("SELECT pk, cancel_asked FROM files").fetchall())
+        assert asked == {1: 5.0, 2: 5.0, 3: None, 4: None}
+    finally:
+        store.close()
 
 
 def test_a_database_from_a_newer_version_is_refused(tmp_path):
