@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 Option = tuple[str, object, object]
 
 DatasetOpt = Annotated[
-    Path | None,
-    typer.Option("--dataset", help="Dataset JSON file (default: the bundled sample).", dir_okay=False),
+    str | None,  # not a Path, which would fold the `//` of a hf:// URL (`data.dataset_source` reads it)
+    typer.Option("--dataset", help="Dataset JSON file or hf://datasets/OWNER/NAME[@REV] (default: bundled sample)."),
 ]
 CategoriesOpt = Annotated[
     Path | None,
@@ -460,6 +460,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             create_grace=values["create_grace"],
             outage_wait=values["outage_wait"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
+            hedge=values["hedge"],
             tail_sync=values["tail_sync"],
             tail=values["tail"],
             max_premium=values["max_premium"],
@@ -473,6 +474,7 @@ def provider_options(values: dict[str, Any]) -> Target:
 
 def run_spec(values: dict[str, Any]) -> RunSpec:
     from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.data import dataset_source
     from lexpilot_batch.study.model_list import ModelList, load_model_list, parse_model_arg, with_model_args
     from lexpilot_batch.study.runs import RunSpec
 
@@ -488,7 +490,7 @@ def run_spec(values: dict[str, Any]) -> RunSpec:
             values["judge_temperature"],
             values["max_tokens"],
         ),
-        dataset=values["dataset"],
+        dataset=dataset_source(values["dataset"]),
         categories=values["categories"],
         limit=values["limit"],
         prompts=values["prompts_file"],

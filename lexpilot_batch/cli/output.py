@@ -213,7 +213,9 @@ def progress_printer(
                 f"{packed.stored_bytes / 2**20:,.1f} MB (gzip)."
             )
         for path in poll.cancelled:
-            note(f"Cancelled {path}: older than --max-wave-age; its unfinished requests go to the next wave.")
+            note(
+                f"Cancelled {path}: older than --max-wave-age or the --hedge deadline; its unfinished requests go to the next wave."
+            )
         for why in outcome.submitted.unresolved if outcome.submitted is not None else ():
             if why not in state["unresolved"]:  # said once: the wait may take a while
                 state["unresolved"].add(why)

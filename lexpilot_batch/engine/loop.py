@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.engine.compiler import CompileResult, compile_wave
+from lexpilot_batch.engine.hedge import max_age
 from lexpilot_batch.engine.poll import PollResult, poll_files
 from lexpilot_batch.engine.rearm import RetryResult, RetrySelection, retry_failed
 from lexpilot_batch.engine.session import Session
@@ -123,7 +124,7 @@ class AdvanceResult:
 
 def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool, compact: bool = True) -> AdvanceResult:
     submitted = submit(ws, session) if do_submit else None
-    poll = poll_files(ws, session, session.options.max_wave_age)
+    poll = poll_files(ws, session, max_age(ws.store.conn, session.options.hedge, session.options.max_wave_age))
     compiled = None
     if poll.in_flight == 0:
         compiled = _compile(ws, session)

@@ -81,6 +81,8 @@ def shown_settings(manifest: dict) -> dict[str, Any]:
     }
     if "categories_sha256" in manifest:
         shown["categories_sha256"] = manifest["categories_sha256"][:12]
+    if "dataset_commit" in manifest:  # a Hugging Face dataset's file: the commit it was read at
+        shown["dataset_commit"] = manifest["dataset_commit"][:12]
     return shown
 
 
