@@ -1,8 +1,7 @@
 """The options commands share: single ones, and the groups that become one `Target` or `RunSpec`.
 
-A group is added to a command by `with_options` and reaches it as one object, so that the
-provider options (`PROVIDER_OPTIONS` → `Target`) and the experiment's own (`RUN_OPTIONS` →
-`RunSpec`) are spelled once for every command that takes them.
+A group is added to a command by `with_options` and reaches it as one object, so that the provider options
+(`PROVIDER_OPTIONS` → `Target`) and the experiment's own (`RUN_OPTIONS` → `RunSpec`) are spelled once for each.
 """
 
 from __future__ import annotations
@@ -497,4 +496,5 @@ def run_spec(values: dict[str, Any]) -> RunSpec:
         speculate=values["speculate"],
         model_options=with_model_args(listed.options, [parse_model_arg(a) for a in values["model_arg"]]),
         reasoning_effort=values["reasoning_effort"],
+        defaulted=frozenset(k for k in ("user_model", "judge_model") if not (values[k] or getattr(listed, k[:-6]))),
     )

@@ -60,9 +60,11 @@ def status(
         raise LexpilotError("--format must be table or json")
     price_table = load_prices(prices)
     filters = Filters(tuple(run_id), tuple(model))
-    from lexpilot_batch.study.price_memory import prices_for
+    from lexpilot_batch.providers.prices import refuse_misspelt_prices
+    from lexpilot_batch.study.price_memory import prices_for, study_models
 
     with Workspace(root, writable=False) as ws:
+        refuse_misspelt_prices(price_table, study_models(ws), "status")
         price_table = prices_for(ws, price_table)  # given, else those kept from prepare or run
         data = detail.collect(ws)
         projection = None
@@ -77,7 +79,10 @@ def status(
             if projection is None
             else {m: (c.expected if c else None) for m, c in projection.projection_cost_by_model.items()}
         )
-        summary = summarize(ws, filters, price_table, expected)
+        waves = None if projection is None else projection.waves_remaining
+        summary = summarize(
+            ws, filters, price_table, expected, waves_left=None if waves is None else (waves.min, waves.max)
+        )
         where = str(ws.given_root or ws.root)
     data = detail.filtered(data, filters.keeps)
     if format_ == "json":

@@ -138,6 +138,9 @@ class RunSpec:
     speculate: bool = False
     model_options: Mapping[str, ModelOptions] = field(default_factory=dict)  # by registered name
     reasoning_effort: str | None = None  # for OpenAI reasoning models
+    # Settings the command line left to their defaults (`user_model`, `judge_model`): a workspace's
+    # recorded ones are used instead (`study.choices_memory`).
+    defaulted: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # One name given as a string is one model (and one run id), not a tuple of its characters.

@@ -37,7 +37,8 @@ PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 SHELL = {"", "bash", "sh", "shell"}
 # The README's two set-up commands, byte for byte (.ci/run runs the second).
 SETUP = (
-    "python -m pip install -e . && lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval",
+    "python -m pip install -e . && lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval"
+    " --root demo",
     'python -m pip install -e ".[test]" && python -m pytest -q',
 )
 # Stands in, in every session's folder, for the dataset the user supplies.
