@@ -305,7 +305,7 @@ def _other_copies(ws: Workspace) -> list[Finding]:
             Finding(
                 CANCELLED_ELSEWHERE,
                 f"{len(cancelled)} of this workspace's own batches were cancelled at the provider, not by this "
-                f"workspace (it cancels its own only past --max-wave-age or the --hedge deadline), e.g. that of {cancelled[0]}: by another "
+                f"workspace (it cancels its own only past --max-wave-age or the --hedge deadline, or by `cancel`), e.g. that of {cancelled[0]}: by another "
                 "copy of the workspace (one running an earlier version, or one it cannot be told from), or in the "
                 "provider's console. What they finished was kept; the rest is asked again in a later wave",
                 "if another copy of this folder runs, stop it, or run this version in both and "

@@ -325,8 +325,8 @@ def _m0014_instances(db: sqlite3.Connection) -> None:
 
 def _m0015_cancel_asked(db: sqlite3.Connection) -> None:
     # files.cancel_asked: when this workspace asked the provider to cancel the file's own batch (our
-    # clock; past `--max-wave-age` or the `--hedge` deadline, the only cancel of a file's own batch
-    # it sends). A batch that ends cancelled without it was cancelled by someone else (another copy
+    # clock; past `--max-wave-age` or the `--hedge` deadline, or by `lexpilot-batch cancel`: the only
+    # cancels of a file's own batch it sends). A batch that ends cancelled without it was cancelled by someone else (another copy
     # of the workspace, the provider's console), which `doctor` names (`batches_cancelled_elsewhere`).
     # A batch cancelled before this migration is taken as asked for: the database cannot say who.
     db.execute("ALTER TABLE files ADD COLUMN cancel_asked REAL")

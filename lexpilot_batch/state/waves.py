@@ -119,7 +119,7 @@ class FileRow(TypedDict):
     sent_after: float | None  # by the provider's clock: nothing of its last upload or create is older
     instance: str | None  # the instance (`state.instances`) whose tag its last upload and create carried
     lost_answers: int  # creates of it whose answer was lost
-    cancel_asked: float | None  # when this workspace asked to cancel its batch (`--max-wave-age`, `--hedge`)
+    cancel_asked: float | None  # when this workspace asked to cancel its batch (`--max-wave-age`, `--hedge`, `cancel`)
 
 
 def _marks(states: Sequence[str]) -> str:
