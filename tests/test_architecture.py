@@ -316,6 +316,48 @@ def test_the_sleep_finder_sees_both_spellings(tmp_path: Path):
     assert sleeps(planted) == [4, 5]
 
 
+def wall_clock_reads(path: Path) -> list[int]:
+    """The lines of a module that read the wall clock (`time.time()`, or a `time` imported from `time`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "time"
+        for alias in node.names
+        if alias.name == "time"
+    }
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr == "time" and isinstance(func.value, ast.Name):
+            if func.value.id == "time":
+                out.append(node.lineno)
+        elif isinstance(func, ast.Name) and func.id in imported:
+            out.append(node.lineno)
+    return out
+
+
+def test_every_reading_of_the_clock_goes_through_the_one_clock():
+    """`clock.now` is what a test shifts to play a client clock hours ahead of the provider's
+    (`scenarios/test_clocks.py`): a `time.time()` beside it would read the real one. The simulated
+    provider stands for another machine and keeps its own clock."""
+    stray = [
+        f"{name}:{line}"
+        for name, path in modules().items()
+        if name != "util.clock" and layer_of(name) != "simulated"
+        for line in wall_clock_reads(path)
+    ]
+    assert not stray, "time.time() outside util.clock (use clock.now):\n" + "\n".join(stray)
+
+
+def test_the_clock_finder_sees_both_spellings(tmp_path: Path):
+    planted = tmp_path / "m.py"
+    planted.write_text("import time\nfrom time import time as wall\n\ntime.time()\nwall()\n", encoding="utf-8")
+    assert wall_clock_reads(planted) == [4, 5]
+
+
 BACKOFF = re.compile(r"\*\s*2\s*\*\*")  # `first * 2 ** attempt`, not `2**20` bytes
 
 

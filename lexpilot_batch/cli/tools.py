@@ -49,6 +49,14 @@ def doctor(
             "are asked (and paid for) again.",
         ),
     ] = False,
+    claim_copy: Annotated[
+        bool,
+        typer.Option(
+            "--claim-copy",
+            help="This folder is a copy of the workspace that the tool cannot tell (a cloned machine): give it "
+            "an instance of its own, so that it leaves the other copy's batches alone.",
+        ),
+    ] = False,
 ) -> None:
     """Check the workspace: schema, changed or missing files, interrupted submits, stuck threads.
 
@@ -63,7 +71,7 @@ def doctor(
     root, options = target
     if accept_damaged and not repair:
         raise typer.BadParameter("--accept-damaged goes with --repair", param_hint="--accept-damaged")
-    report = check(root, repair, options, deep, accept_damaged)
+    report = check(root, repair, options, deep, accept_damaged, claim_copy)
     say(render_report(report, root))
     raise typer.Exit(report.exit_code)
 

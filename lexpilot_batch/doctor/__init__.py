@@ -4,8 +4,9 @@
 mended without guessing, each repair in one transaction, and says what it did; everything else is
 reported with what to do in words. `check` is the whole `lexpilot-batch doctor` command.
 
-The kinds and the `Finding` live in `findings`, the checks in `diagnosis`, the mending in `repairs`,
-the command and its rendering in `command`; every name is re-exported here.
+The kinds and the `Finding` live in `findings`, the checks in `diagnosis` (what it says of other
+copies of the workspace in `copies`), the mending in `repairs`, the command and its rendering in
+`command`; every name is re-exported here.
 
 Repairs never need a provider. A changed request file nobody has received yet is discarded from
 the database, and the next command that compiles (`poll-and-advance`) asks for its requests again,
@@ -31,6 +32,12 @@ What is checked:
 | `compacted_file_missing` — a finished wave's file, kept compressed (`compaction`) or gone before it could be, is neither compressed nor plain | warning | no: restore it |
 | `compacted_file_damaged` — (`--deep` only) a compacted file no longer holds the bytes it was packed from | warning | no: restore it |
 | `secrets_replaced` — keys a provider or gateway echoed into result files, replaced before they were saved (`files.redacted`) | info | no: explained |
+| `batches_cancelled_elsewhere` — the workspace's own batches cancelled at the provider, not by it (`state.waves.cancelled_unasked`): another copy, the console | warning | no: stop the other copy, or `--claim-copy` |
+| `untold_copy_batches` — batches carrying this folder's own instance that are not its own: a copy it cannot be told from (`engine.sweep`) | warning | no: `--claim-copy` in the copy |
+| `other_copy_batches` — batches another copy of the workspace made for its files (`state.instances`), left alone | info | no: explained |
+
+`--claim-copy` makes the folder a copy of its own first (`state.instances.claim_copy`), for a copy
+that cannot be told from the original (a cloned machine).
 
 The database keeps no hash of a downloaded result file until it is compacted, so a "damaged" one
 (not yet ingested, hence not compacted) is one that can be seen to be damaged: a line that is not a
@@ -45,11 +52,13 @@ from lexpilot_batch.doctor.diagnosis import diagnose, schema_findings
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
     BATCH_LOST,
+    CANCELLED_ELSEWHERE,
     COMPACTED_DAMAGED,
     COMPACTED_MISSING,
     DOWNLOAD_HELD,
     INTERRUPTED_SUBMIT,
     MANIFEST,
+    OTHER_COPY_BATCHES,
     PENDING_IN_INGESTED,
     RESULT_DAMAGED,
     RESULT_MISSING,
@@ -59,6 +68,7 @@ from lexpilot_batch.doctor.findings import (
     SEVERITIES,
     THREADS_WAITING,
     UNSENT_CHANGED,
+    UNTOLD_COPY_BATCHES,
     DoctorReport,
     Finding,
 )
@@ -72,6 +82,9 @@ __all__ = [
     "DOWNLOAD_HELD",
     "INTERRUPTED_SUBMIT",
     "MANIFEST",
+    "CANCELLED_ELSEWHERE",
+    "OTHER_COPY_BATCHES",
+    "UNTOLD_COPY_BATCHES",
     "PENDING_FAILED",
     "PENDING_IN_INGESTED",
     "RESULT_DAMAGED",

@@ -26,10 +26,13 @@ def check(
     options: ProviderOptions | None = None,
     deep: bool = False,
     accept_damaged: bool = False,
+    claim_copy: bool = False,
 ) -> DoctorReport:
-    """`lexpilot-batch doctor [--repair [--accept-damaged]] [--deep]`: diagnose (and repair) the
-    workspace at `root`; `deep` also reads every compacted file back (`diagnosis.diagnose`);
-    `accept_damaged` ingests held batches' damaged results as they are (`repairs.repair`).
+    """`lexpilot-batch doctor [--repair [--accept-damaged]] [--deep] [--claim-copy]`: diagnose (and
+    repair) the workspace at `root`; `deep` also reads every compacted file back
+    (`diagnosis.diagnose`); `accept_damaged` ingests held batches' damaged results as they are
+    (`repairs.repair`); `claim_copy` first makes this folder a copy of its own
+    (`state.instances.claim_copy`).
 
     Holds the writer lock throughout, so no other command changes the workspace under it. While
     another command holds it, the diagnosis still runs, read-only, on one committed state (a
@@ -51,21 +54,32 @@ def check(
         raw.close()
     if early:
         return DoctorReport(early, [], early)
-    with _opened(root, do_repair) as (ws, writer_running):
+    with _opened(root, do_repair or claim_copy) as (ws, writer_running):
         if writer_running:
             with snapshot(ws.store.conn):
                 found = diagnose(ws, deep)
             return DoctorReport(found, [], found, writer_running=True)
+        claimed = _claim_copy(ws) if claim_copy else None
         found = diagnose(ws, deep)
         accepting = accept_damaged and any(f.kind == DOWNLOAD_HELD for f in found)
         if not do_repair or not (accepting or any(f.repairable for f in found)):
-            return DoctorReport(found, [], found)
+            return DoctorReport(found, [], found, claimed=claimed)
         session = Session(ws, options or Options())
         try:
             done = repair(ws, found, session, accept_damaged)
         finally:
             session.close()
-        return DoctorReport(found, done, diagnose(ws, deep))
+        return DoctorReport(found, done, diagnose(ws, deep), claimed=claimed)
+
+
+def _claim_copy(ws: Workspace) -> str:
+    """This folder is a copy the workspace could not tell (a clone of a whole machine, a copy put in
+    the original's place while the original runs elsewhere): an instance of its own, said in words."""
+    was, now = ws.claim_copy()
+    return (
+        f"This folder is now a copy of its own (instance {now}, was {was or 'none'}): the batches it creates from "
+        "now on carry it, and the other copy's are left alone here, never cancelled or adopted"
+    )
 
 
 @contextlib.contextmanager
@@ -118,12 +132,14 @@ def render(findings: list[Finding], root: Path | None = None) -> str:
 
 def render_report(report: DoctorReport, root: Path | None = None) -> str:
     """What `doctor` prints: the findings, and after `--repair` what was done and what is left;
-    first, when another command was writing, that this was a read-only diagnosis."""
+    first, when another command was writing, that this was a read-only diagnosis, or what
+    `--claim-copy` made of the folder."""
     if report.writer_running:
         note = WRITER_RUNNING.format(repair=command_hint("doctor --repair", root))
         return note + "\n\n" + render(report.found, root)
+    head = [report.claimed, ""] if report.claimed else []
     if not report.repaired:
-        return render(report.found, root)
-    lines = ["Repaired:", *(f"  - {line}" for line in report.repaired), ""]
+        return "\n".join([*head, render(report.found, root)])
+    lines = [*head, "Repaired:", *(f"  - {line}" for line in report.repaired), ""]
     lines.append("After repair: " + render(report.remaining, root))
     return "\n".join(lines)

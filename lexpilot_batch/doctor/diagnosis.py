@@ -6,6 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from lexpilot_batch.doctor.copies import other_copies
 from lexpilot_batch.doctor.findings import (
     ANOMALIES,
     BATCH_LOST,
@@ -110,6 +111,7 @@ def diagnose(ws: Workspace, deep: bool = False) -> list[Finding]:
         *_pending_in_ingested(ws),
         *_interrupted_submits(ws),
         *_lost_batches(ws),
+        *other_copies(ws),
         *_waiting_threads(ws),
         *manifest_findings(ws),
         *_compacted_missing(ws),

@@ -19,6 +19,9 @@ BATCH_LOST = "batch_lost"
 COMPACTED_MISSING = "compacted_file_missing"
 COMPACTED_DAMAGED = "compacted_file_damaged"
 SECRETS_REPLACED = "secrets_replaced"
+OTHER_COPY_BATCHES = "other_copy_batches"
+UNTOLD_COPY_BATCHES = "untold_copy_batches"
+CANCELLED_ELSEWHERE = "batches_cancelled_elsewhere"
 
 # error: results are at risk or the workspace cannot move on; warning: something a user reads is
 # wrong; action: nothing is wrong, a command is due; info: worth knowing, nothing to do.
@@ -46,6 +49,7 @@ class DoctorReport:
     remaining: list[Finding]
     # Another command held the writer's lock: the findings are of its last commit, read without it.
     writer_running: bool = False
+    claimed: str | None = None  # `--claim-copy`: what this folder became
 
     @property
     def exit_code(self) -> int:

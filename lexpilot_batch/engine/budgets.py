@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -38,6 +37,7 @@ from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.store import read_meta, write_meta
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.redaction import redact_cut
 
 FRAMING = 10  # tokens of chat framing per request (role markers, message boundaries)
@@ -91,7 +91,7 @@ def remember_flags(ws: Workspace, flags: Mapping[str, int]) -> list[str]:
             old = budgets.get(model)
             if old is not None and old.get("flag") == tokens:
                 continue
-            budgets[model] = {"flag": tokens, "learned": None, "at": time.time()}
+            budgets[model] = {"flag": tokens, "learned": None, "at": clock.now()}
             changed.append(model)
         _store(db, budgets)
     return changed
@@ -155,7 +155,7 @@ def lower_after_refusal(
     new = max(1, new)
     budgets = stored(db)
     entry = dict(budgets.get(model) or {"flag": None})
-    entry.update(learned=new, at=time.time(), why=redact_cut(message, 300))
+    entry.update(learned=new, at=clock.now(), why=redact_cut(message, 300))
     budgets[model] = entry
     _store(db, budgets)
     return new

@@ -50,7 +50,7 @@ from lexpilot_batch.state.waves import (
     unsent,
 )
 from lexpilot_batch.state.workspace import Workspace
-from lexpilot_batch.util import fileio
+from lexpilot_batch.util import clock, fileio
 
 REASON = "cancelled by `lexpilot-batch cancel`"
 
@@ -175,6 +175,8 @@ def _files(ws: Workspace, session: Session, result: CancelResult) -> None:
         elif row["status"] == SUBMITTED:
             batch_id = row["batch_id"]
             assert batch_id is not None  # recorded with `submitted`
+            # Recorded first: a batch that ends cancelled unasked was cancelled by someone else (doctor).
+            set_file(ws, row["pk"], cancel_asked=clock.now())
             info = session.batch_backend(row).cancel_live(batch_id)
             set_file(ws, row["pk"], batch_status=info.status, request_counts=json.dumps(info.request_counts))
             if info.status in (BatchStatus.CANCELLING, BatchStatus.CANCELLED):

@@ -40,7 +40,6 @@ import codecs
 import json
 import operator
 import sqlite3
-import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +69,7 @@ from lexpilot_batch.state.waves import (
     update_file,
 )
 from lexpilot_batch.state.workspace import Workspace
-from lexpilot_batch.util import collector
+from lexpilot_batch.util import clock, collector
 from lexpilot_batch.util.fileio import file_sha256, write_atomic
 from lexpilot_batch.util.redaction import Scrubber, redact, redact_cut, scrub
 
@@ -159,7 +158,7 @@ def apply_result_files(
     # custom_id -> what decided it in this call: (True, text) for an answer, (False, error) for a failure
     seen: dict[str, tuple[bool, str | None]] = {}
     updates: list[tuple] = []
-    now = time.time()
+    now = clock.now()
     # Judges answer the same few ways thousands of times: each distinct content is parsed, and its
     # value encoded as stored, once per call. (Pure functions of the key; nothing outlives the call.)
     answers: dict[tuple[str, str, int], tuple[bool, str | None, str | None, str | None]] = {}
@@ -458,7 +457,7 @@ def ingest_external(ws: Workspace, source: Path, wave: int | None = None) -> tup
                     status=INGESTED,
                     batch_status=BatchStatus.COMPLETED,
                     output_path=ws.relative(saved),
-                    finished_at=time.time(),
+                    finished_at=clock.now(),
                 )
                 done.append(f["path"])
     close_finished_waves(ws)

@@ -18,14 +18,15 @@ no saved line, so no request is sent twice.
 Once a batch's result files are saved and ingested, the files of it the workspace knows (its input
 file, which the workspace uploaded, and the output and error files it saved) are deleted at the
 provider where the profile says so (`Limits.delete_files`: Azure, whose resource holds at most 500
-files without an expiration), unless `--keep-provider-files`. Never any other file. A delete that
-fails is left to the file's expiration (`expires_after`): nothing depends on it.
+files without an expiration), unless `--keep-provider-files`. Never any other file, nor, in a copy
+of the workspace, those of a batch sent before the copy was made, which the other copy may still
+download (`state.instances`). A delete that fails is left to the file's expiration
+(`expires_after`): nothing depends on it.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,8 +34,8 @@ from typing import TYPE_CHECKING
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.downloads import checked, collect
 from lexpilot_batch.engine.ingest import IngestStats, ingest_file
-from lexpilot_batch.engine.recovery import sweep
 from lexpilot_batch.engine.submit import TamperedFile
+from lexpilot_batch.engine.sweep import sweep
 from lexpilot_batch.engine.tail import FLEX_REFUSED, flex_refused
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.backends import MANUAL, RUN_HERE, SYNC
@@ -59,6 +60,7 @@ from lexpilot_batch.state.waves import (
     update_file,
 )
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import file_sha256
 from lexpilot_batch.util.progress import Bar
 
@@ -136,14 +138,16 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
                     "status": info.status,
                     "counts": info.request_counts,
                     "requests": row["n_requests"],
-                    "elapsed": time.time() - (row["submitted_at"] or time.time()),
+                    "elapsed": clock.now() - (row["submitted_at"] or clock.now()),
                 }
             )
-            age = time.time() - (row["submitted_at"] or time.time())
+            age = clock.now() - (row["submitted_at"] or clock.now())
             if not info.terminal and max_age is not None and age > max_age and info.status != BatchStatus.CANCELLING:
                 # Too old: cancel it. Its finished requests are kept when it lands as `cancelled`;
                 # the rest go back to due and are retried in the next wave. One that ended in the
                 # meantime (its cancel refused) is taken as it ended, below, and was not cancelled.
+                # Recorded first: a batch that ends cancelled unasked was cancelled by someone else.
+                set_file(ws, row["pk"], cancel_asked=clock.now())
                 info = backend.cancel_live(batch_id)
                 if info.status in (BatchStatus.CANCELLING, BatchStatus.CANCELLED):
                     result.cancelled.append(row["path"])
@@ -168,15 +172,17 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
         result.finished.append(row["path"])
         row = file_row(ws.store.conn, row["pk"])  # as ingested: its result files' ids
         if row["backend"] not in (SYNC, MANUAL):
-            result.deleted += _delete_provider_files(session, row)
+            result.deleted += _delete_provider_files(ws, session, row)
     close_finished_waves(ws)
     return result
 
 
-def _delete_provider_files(session: Session, row: FileRow) -> int:
+def _delete_provider_files(ws: Workspace, session: Session, row: FileRow) -> int:
     """Delete at the provider the files of an ingested batch file (module docstring); how many."""
     if session.options.keep_provider_files or not session.file_route(row).limits.delete_files:
         return 0
+    if row["instance"] not in (None, ws.instance_id):
+        return 0  # sent before this folder was copied: the other copy may still need them (`state.instances`)
     backend: BatchBackend = session.batch_backend(row)
     deleted = 0
     for file_id in (row.get("provider_file_id"), row.get("output_file_id"), row.get("error_file_id")):

@@ -16,12 +16,22 @@ create, the same for every backend that can create (a backend only makes single 
   created the batch, or may create it a moment later: its tag (`batch_tag`) is looked up with
   backoff for a grace period (`ProviderOptions.create_grace`, counted from when the create was
   sent, also after a crash) before the file is created again (`create_once`, `await_batch`).
-- **Duplicates.** On every poll the workspace's tagged batches are listed (`sweep`), and a live
-  batch that is not its file's recorded batch is cancelled and kept aside (`other_batches`); its
-  results are never downloaded, so never applied.
+- **No decision compares our clock with the provider's**: it may run hours ahead (WSL2, a VM after
+  sleep) or be set back in between. Every listing that looks for what an upload or a create made,
+  or sweeps for duplicates, starts at a time by the provider's own clock (`ProviderTimes`: the
+  newest batch it listed just before the file was sent, `files.sent_after`), less a margin; the
+  grace period is waited out in this process's monotonic time, and after a crash never longer than
+  the whole period (`grace_left`), whatever our clock did meanwhile.
+- **Duplicates and copies.** On every poll the workspace's batches are listed and a live one that
+  is provably a duplicate of a file's own is cancelled; another copy's is left alone
+  (`engine.sweep`). A batch carries the copy of the workspace (`state.instances`) that created it
+  (`batch_tag`; an upload its name, `upload_name`), and a lost create counts in its file
+  (`files.lost_answers`), which is what makes a duplicate provable. Another copy's batch is never
+  adopted.
 - **Without a tag** (Anthropic's Message Batches and Together's batch jobs carry no metadata), a
   lost create is looked for by what the listing does show (`_untagged`): a batch created since the
-  create was sent (less `CLOCK_SKEW`), whose id the workspace does not know, made from the file's
+  provider's time read before the create was sent (less `PROVIDER_SKEW`), whose id the workspace
+  does not know, made from the file's
   own upload where the listing names a batch's input file (Together's: only this workspace knows
   that id, so every such batch is this file's; the oldest is adopted, later ones are cancelled and
   kept aside), else holding as many requests as the file (Anthropic's). One such batch is adopted.
@@ -33,23 +43,24 @@ create, the same for every backend that can create (a backend only makes single 
   that names no input file while it runs, so it cancels none: a create that commits later than the
   grace period is the one case left, which a longer `--create-grace` covers. One that names its
   input file (Together's) is swept as a tagged one is: owned by the file uploaded as that id.
-- **A restored backup** (`Earlier`): before a file's first create, a batch tagged for it that the
-  database does not know is adopted instead of created again.
+- **A restored backup** (`Earlier`): before a file's first create, a batch of this instance (or of
+  a version that tagged no instance) tagged for it that the database does not know is adopted
+  instead of created again. A backup restored in the original's place is the same instance and
+  adopts what the original made since; a copy elsewhere is another instance and adopts nothing of
+  the original's.
 """
 
 from __future__ import annotations
 
 import itertools
 import sqlite3
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lexpilot_batch.engine.result_lines import read_lines
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.backends import MANUAL, RUN_HERE
 from lexpilot_batch.providers.batch import (
     BatchBackend,
     BatchInfo,
@@ -65,22 +76,15 @@ from lexpilot_batch.providers.prefixes import parse_model
 from lexpilot_batch.providers.registry import file_api, result_reader
 from lexpilot_batch.state.waves import (
     DUPLICATE,
-    LOST,
-    SUBMITTED,
-    TO_SUBMIT,
     TOKEN_LIMIT,
     FileRow,
-    file_at,
-    file_of_upload,
     keep_aside,
+    lost_answer,
     mark_submitted,
     set_file,
 )
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock
-
-if TYPE_CHECKING:
-    from lexpilot_batch.engine.session import Session
 
 CREATE_ATTEMPTS = 6  # create calls for one file in one command, rate-limit refusals included
 # Uploads of one file in one command where a lost answer is looked for (`upload_once`), and the
@@ -88,20 +92,46 @@ CREATE_ATTEMPTS = 6  # create calls for one file in one command, rate-limit refu
 # down for longer stops the command as any other call does ("nothing was lost").
 UPLOAD_ATTEMPTS = 3
 UPLOAD_LOOKS = (0.5, 1.0)
-SWEEP_MARGIN = 3600.0  # seconds before the oldest batch in flight that the listing goes back to
-# Seconds a provider's clock may run behind ours: an untagged batch created that long before its
-# create was sent may still be the one it created.
-CLOCK_SKEW = 120.0
+# Seconds, by the provider's clock, that a listing of tagged batches goes back before the time read
+# before the oldest file it looks for was sent (`files.sent_after`): listing more only costs pages.
+SWEEP_MARGIN = 3600.0
+# Seconds a provider's own times may disagree (its servers, its files and batches services): an
+# untagged batch or an upload stamped that much before the time read before it was sent may still
+# be the one looked for.
+PROVIDER_SKEW = 120.0
+
+
+class ProviderTimes:
+    """The provider's own clock, read before an upload or a create is sent: the time of the newest
+    batch it lists (`BatchBackend.latest_created_at`), once per backend in a pass of `submit`.
+    Whatever that upload or create made is stamped later by the same clock, so the time, recorded
+    with the file (`files.sent_after`), starts every listing that looks for it; our clock, which may
+    run hours ahead of the provider's or be set back meanwhile, is never compared with it."""
+
+    def __init__(self) -> None:
+        self._read: dict[int, float | None] = {}
+
+    def before_sending(self, backend: BatchBackend) -> float | None:
+        """A time the provider's clock has passed (None: it lists no batch yet)."""
+        if id(backend) not in self._read:
+            self._read[id(backend)] = backend.latest_created_at()
+        return self._read[id(backend)]
+
+
+def listed_since(sent_after: float | None, margin: float) -> float | None:
+    """Where a listing for what was sent after `sent_after` (the provider's time) starts: None, the
+    whole listing, where no time was read (a file sent before times were recorded)."""
+    return sent_after - margin if sent_after is not None else None
 
 
 def batch_tag(ws: Workspace, row: Mapping[str, Any]) -> dict[str, str]:
-    """Metadata naming the workspace file and which of its creates this is: how a batch is found
-    again after a crash, and how a duplicate is told from its file's own batch."""
-    tag = {
-        "lexpilot_workspace": ws.workspace_id,
-        "lexpilot_file": row["path"],
-        "lexpilot_sha256": row["sha256"][:32],
-    }
+    """Metadata naming the workspace, the copy of it that sends the create (`files.instance`), the
+    file and which of its creates this is: how a batch is found again after a crash, and how a
+    duplicate is told from its file's own batch and from another copy's."""
+    tag = {"lexpilot_workspace": ws.workspace_id}
+    if row.get("instance"):  # absent from batches created before copies were told apart
+        tag["lexpilot_instance"] = str(row["instance"])
+    tag |= {"lexpilot_file": row["path"], "lexpilot_sha256": row["sha256"][:32]}
     if row.get("creates"):  # absent from batches of files created before this was counted
         tag["lexpilot_create"] = str(row["creates"])
     return tag
@@ -116,13 +146,14 @@ class Earlier:
     backup taken before they were created (or whose record of them was lost), whose batches run, or
     ran, at the provider.
 
-    Before a file's first create, the workspace's tagged batches since its first run was registered
-    are listed, once per backend and command; a batch tagged for this very file (its path and
-    content hash) that the database does not know is adopted, as its create would have been: its
-    results are paid for, and one that failed or was refused is handled as it was the first time.
-    Several: the latest create. A backend whose batches carry no tag cannot be asked
-    (Anthropic's Message Batches): there a restored workspace creates its files again, and what the
-    earlier batches answered is paid twice, never applied twice.
+    Before a file's first create, the workspace's tagged batches since it first sent a file are
+    listed, once per backend and command; a batch of this instance (or of a version that tagged
+    none) tagged for this very file (its path and content hash) that the database does not know is
+    adopted, as its create would have been: its results are paid for, and one that failed or was
+    refused is handled as it was the first time. Several: the latest create. Another copy's batch
+    (`state.instances`) is never adopted: that copy applies it. A backend whose batches carry no
+    tag cannot be asked (Anthropic's Message Batches): there a restored workspace creates its files
+    again, and what the earlier batches answered is paid twice, never applied twice.
     """
 
     def __init__(self, ws: Workspace) -> None:
@@ -135,12 +166,19 @@ class Earlier:
             return None
         db = self.ws.store.conn
         if id(backend) not in self._listed:
-            start = db.execute("SELECT MIN(created_at) FROM runs").fetchone()[0]
-            since = start - SWEEP_MARGIN - CLOCK_SKEW if start is not None else None
+            # Back to the first file the database sent to this endpoint, by the provider's clock; a
+            # database that never sent one there lists it all, once per command.
+            first = db.execute("SELECT MIN(sent_after) FROM files WHERE endpoint = ?", (row["endpoint"],)).fetchone()[0]
+            since = listed_since(first, SWEEP_MARGIN)
             ours = {"lexpilot_workspace": self.ws.workspace_id}
             self._listed[id(backend)] = [b for b in backend.batches(since) if tagged_by(b, ours)]
         mine = {"lexpilot_file": row["path"], "lexpilot_sha256": row["sha256"][:32]}
-        found = [b for b in self._listed[id(backend)] if tagged_by(b, mine)]
+        instance = self.ws.instance_id
+        found = [
+            b
+            for b in self._listed[id(backend)]
+            if tagged_by(b, mine) and b.metadata.get("lexpilot_instance") in (None, instance)
+        ]
         if not found:
             return None
         known = known_batches(db)
@@ -157,9 +195,9 @@ def known_batches(db: sqlite3.Connection) -> set[str]:
     return {r[0] for r in db.execute(query)}
 
 
-def record_batch(db: sqlite3.Connection, pk: int, info: BatchInfo, at: float, **more: object) -> None:
-    """The file's batch is `info`, sent at `at` (`submitted`), inside the caller's transaction."""
-    mark_submitted(db, pk, info.id, info.status, info.request_counts, at, **more)
+def record_batch(db: sqlite3.Connection, pk: int, info: BatchInfo, **more: object) -> None:
+    """The file's batch is `info` (`submitted`, recorded now by our clock), inside the caller's transaction."""
+    mark_submitted(db, pk, info.id, info.status, info.request_counts, clock.now(), info.created_at, **more)
 
 
 def _create_number(info: BatchInfo) -> int:
@@ -173,17 +211,20 @@ def _create_number(info: BatchInfo) -> int:
 def adopt(ws: Workspace, row: FileRow, earlier: list[BatchInfo]) -> None:
     """Record the first of a file's earlier batches as its own, as its create would have been; the
     ended others are kept aside as they were the first time (refused for the quota, or duplicates),
-    and one still running is left to the next poll's sweep, which cancels it. The file's next
-    create (after a quota refusal) takes a number after theirs."""
+    and one still running is left to the next poll's sweep, which cancels it: two batches of one
+    file and instance mean a create of it lost its answer (`files.lost_answers`).
+    The file's next create (after a quota refusal) takes a number after theirs."""
     info = earlier[0]
     with ws.store.transaction() as db:
         creates = max(row["creates"] or 0, *(_create_number(b) for b in earlier))
-        record_batch(db, row["pk"], info, info.created_at or time.time(), creates=creates)
+        record_batch(db, row["pk"], info, creates=creates)
         for other in earlier[1:]:
             if other.terminal:
                 keep_aside(
                     db, other.id, row["pk"], row["path"], TOKEN_LIMIT if other.token_limit else DUPLICATE, other.status
                 )
+        if not all(other.terminal for other in earlier[1:]):
+            lost_answer(db, row["pk"])
 
 
 @dataclass
@@ -201,11 +242,12 @@ class Lookup:
         assert file_id is not None  # a file is uploaded before its batch is created
         return self.backend.create(file_id, self.tag, self.row.get("url"), source)
 
-    def find(self, sent: float | None) -> BatchInfo | None:
-        """The batch this file's create (sent at `sent`) made, if the provider shows it."""
+    def find(self) -> BatchInfo | None:
+        """The batch this file's create made, if the provider shows it: listed back from the
+        provider's time read before it was sent (`ProviderTimes`)."""
         if self.backend.tags_batches:
-            return self.backend.find(self.tag, sent - SWEEP_MARGIN if sent is not None else None)
-        return _untagged(self, sent)
+            return self.backend.find(self.tag, listed_since(self.row["sent_after"], SWEEP_MARGIN))
+        return _untagged(self)
 
 
 def _rate_wait(exc: RateLimited, attempt: int) -> None:
@@ -215,26 +257,34 @@ def _rate_wait(exc: RateLimited, attempt: int) -> None:
 
 
 def upload_name(ws: Workspace, row: FileRow) -> str:
-    """The name a workspace file is uploaded under: the workspace's tag, the start of its content's
-    hash and its own name, so that an upload in the provider's listing under this name holds these
-    very bytes (`upload_once`), whichever workspace of the account looks."""
-    return f"lexpilot-{id_tag(ws.workspace_id)}-{row['sha256'][:12]}-{PurePosixPath(row['path']).name}"
+    """The name a workspace file is uploaded under: the workspace's tag, the instance that uploads
+    it (`files.instance`: the same file of another copy is another upload), the start of its
+    content's hash and its own name, so that an upload in the provider's listing under this name
+    holds these very bytes (`upload_once`) and is this copy's, whichever workspace of the account looks."""
+    instance = row.get("instance")
+    copy = f"{instance[:8]}-" if instance else ""
+    return f"lexpilot-{id_tag(ws.workspace_id)}-{copy}{row['sha256'][:12]}-{PurePosixPath(row['path']).name}"
 
 
-def upload_once(ws: Workspace, backend: BatchBackend, row: FileRow) -> str:
+def upload_once(ws: Workspace, backend: BatchBackend, row: FileRow, times: ProviderTimes) -> str:
     """Upload the file once, returning its id at the provider: where an earlier upload may have
     reached it (its answer lost, or the command died before recording the id), the provider's
     listing is looked in first, and an upload found there is the file's; after a lost answer it is
     looked for a moment (`UPLOAD_LOOKS`: a listing may show a stored file a moment late).
-    The first upload's time is recorded before it is sent (`files.uploading_at`), also across a
-    crash. A backend that does not list its uploads uploads again (its SDK retrying as it does)."""
+    That an upload is sent is recorded before it is sent (`files.uploading_at`), with the provider's
+    time read just before (`files.sent_after`), from which its listing is looked through, also
+    across a crash. A backend that does not list its uploads uploads again (its SDK retrying as it does)."""
     if row.get("uploading_at") is not None:
         found = _uploaded(ws, backend, row)
         if found is not None:
             return found
-    else:  # the first upload's time: every copy of it is newer
-        row["uploading_at"] = time.time()
-        set_file(ws, row["pk"], uploading_at=row["uploading_at"])
+    else:  # the first upload: every copy of it is newer than the provider's time read now
+        row["uploading_at"] = clock.now()
+        row["sent_after"] = times.before_sending(backend) if backend.lists_uploads else None
+        row["instance"] = ws.instance_id or None
+        set_file(
+            ws, row["pk"], uploading_at=row["uploading_at"], sent_after=row["sent_after"], instance=row["instance"]
+        )
     last: LexpilotError | None = None
     for attempt in range(UPLOAD_ATTEMPTS):
         try:
@@ -257,9 +307,7 @@ def _uploaded(ws: Workspace, backend: BatchBackend, row: FileRow) -> str | None:
     """The id of the file's earlier upload, if the provider holds one; of several (more than one
     answer lost), the newest is the file's and the others are deleted where the backend deletes."""
     name = upload_name(ws, row)
-    uploading_at = row["uploading_at"]
-    assert uploading_at is not None  # recorded before the first upload is sent (`upload_once`)
-    since = uploading_at - CLOCK_SKEW
+    since = listed_since(row["sent_after"], PROVIDER_SKEW)
     found = [u for u in backend.uploads(since) if u.name == name and u.bytes in (None, row["bytes"])]
     if not found:
         return None
@@ -274,7 +322,6 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
     for during the grace period before another create is sent."""
     last: LexpilotError | None = None
     for attempt in range(CREATE_ATTEMPTS):
-        sent = time.time()
         try:
             return look.create()
         except RateLimited as exc:  # refused before anything was created
@@ -282,7 +329,9 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
             _rate_wait(exc, attempt)
         except CreateUncertain as exc:
             last = exc
-            found = await_batch(look, sent + grace, sent)
+            with look.ws.store.transaction() as db:
+                lost_answer(db, look.row["pk"])
+            found = await_batch(look, grace)
             if found is not None:
                 return found
     assert last is not None
@@ -292,27 +341,38 @@ def create_once(look: Lookup, grace: float) -> BatchInfo:
 LOOKING = "looking for the batch of a create whose answer was lost, before creating it again"
 
 
-def await_batch(look: Lookup, until: float, sent: float | None) -> BatchInfo | None:
-    """The file's batch, looked for with backoff until `until` (at least once)."""
-    schedule = clock.Backoff(min(0.25, max(0.0, until - time.time()) / 8), 5.0)
+def await_batch(look: Lookup, grace: float) -> BatchInfo | None:
+    """The file's batch, looked for with backoff for `grace` seconds of this process (at least once)."""
+    until = clock.monotonic() + max(0.0, grace)
+    schedule = clock.Backoff(min(0.25, max(0.0, grace) / 8), 5.0)
     for attempt in itertools.count():
-        found = look.find(sent)
-        if found is not None or time.time() >= until:
+        found = look.find()
+        left = until - clock.monotonic()
+        if found is not None or left <= 0:
             return found
-        clock.wait_for_provider(min(schedule.wait(attempt), max(0.0, until - time.time())), LOOKING, attempt)
+        clock.wait_for_provider(min(schedule.wait(attempt), left), LOOKING, attempt)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _untagged(look: Lookup, sent: float | None) -> BatchInfo | None:
-    """The batch a lost create of a backend without tags made: created since it was sent (less
-    `CLOCK_SKEW`), an id the workspace does not know, and made from the file's own upload where the
+def grace_left(creating_at: float | None, grace: float) -> float:
+    """What is left of the grace period of a create an earlier command sent at `creating_at` (by our
+    clock, then): never more than the whole period, whatever our clock did since (set back by two
+    hours, it would otherwise say the period ends two hours from now), none once it has passed."""
+    if creating_at is None:
+        return 0.0
+    return min(grace, max(0.0, creating_at + grace - clock.now()))
+
+
+def _untagged(look: Lookup) -> BatchInfo | None:
+    """The batch a lost create of a backend without tags made: created since the provider's time
+    read before it was sent (less `PROVIDER_SKEW`), an id the workspace does not know, and made from the file's own upload where the
     listing names a batch's input file (Together's), else holding as many requests as the file.
     Several of the first kind are all this file's: the oldest is adopted, the others cancelled and
     kept aside as duplicates. Several of the second are told apart by their results once they end;
     `UnresolvedCreate` until then."""
     db = look.ws.store.conn
     known = known_batches(db)
-    since = sent - CLOCK_SKEW if sent is not None else None
+    since = listed_since(look.row["sent_after"], PROVIDER_SKEW)
     size, upload = look.row["n_requests"], look.row["provider_file_id"]
     listed = [b for b in look.backend.batches(since) if b.id not in known]
     mine = [b for b in listed if b.input_file_id is not None and b.input_file_id == upload]
@@ -362,51 +422,3 @@ def _results_are_ours(look: Lookup, info: BatchInfo) -> bool:
         return False
     finally:
         aside.unlink(missing_ok=True)
-
-
-def _owner(db: sqlite3.Connection, info: BatchInfo, ours: dict[str, str]) -> FileRow | None:
-    """The workspace file a listed batch is of: by its tag, or, untagged, by the upload it was made
-    from (an id only this workspace holds); None for a batch of no file of ours."""
-    if tagged_by(info, ours):
-        return file_at(db, info.metadata.get("lexpilot_file", ""))
-    if info.input_file_id is None:
-        return None
-    return file_of_upload(db, info.input_file_id)
-
-
-def sweep(ws: Workspace, session: Session, rows: list[FileRow], duplicates: list[str]) -> dict[int, set[str]]:
-    """List the workspace's tagged batches at each provider that holds a batch of ours in flight;
-    cancel every live one that is not its file's recorded batch (a create committed after its
-    answer was lost, and created again), and keep it aside; the ids cancelled are added to
-    `duplicates`. Returns the ids listed, per backend."""
-    listed: dict[int, set[str]] = {}
-    by_backend: dict[int, tuple[BatchBackend, float]] = {}
-    ours = {"lexpilot_workspace": ws.workspace_id}
-    for row in rows:
-        if row["status"] != SUBMITTED or row["backend"] in (*RUN_HERE, MANUAL):
-            continue
-        backend = session.batch_backend(row)
-        started = min(t for t in (row["creating_at"], row["submitted_at"], time.time()) if t is not None)
-        known = by_backend.get(id(backend))
-        by_backend[id(backend)] = (backend, min(started, known[1]) if known else started)
-    db = ws.store.conn
-    for key, (backend, oldest) in by_backend.items():
-        every = list(backend.batches(oldest - SWEEP_MARGIN))
-        listed[key] = {b.id for b in every}
-        # An untagged backend's batches are no one's here, unless they name the upload they were
-        # made from (Together's): otherwise its duplicates cannot be told while they run.
-        for info in every:
-            owner = _owner(db, info, ours)
-            if owner is None or owner["status"] in TO_SUBMIT:
-                continue  # not ours to judge; or a file being created, whose batch `submit` adopts
-            if owner["batch_id"] == info.id and (owner["status"] != LOST or info.terminal):
-                continue  # its file's own (a lost one that came back is not: its requests went again)
-            seen = db.execute("SELECT status FROM other_batches WHERE batch_id = ?", (info.id,)).fetchone()
-            if seen is not None and seen["status"] == info.status:
-                continue
-            if not info.terminal and info.status != BatchStatus.CANCELLING:
-                info = backend.cancel_live(info.id)
-                duplicates.append(info.id)
-            with ws.store.transaction() as tx:
-                keep_aside(tx, info.id, owner["pk"], owner["path"], DUPLICATE, info.status)
-    return listed

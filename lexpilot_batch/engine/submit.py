@@ -13,7 +13,6 @@ Sync and manual files only get marked as sent.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -22,11 +21,13 @@ from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.recovery import (
     Earlier,
     Lookup,
+    ProviderTimes,
     UnresolvedCreate,
     adopt,
     await_batch,
     batch_tag,
     create_once,
+    grace_left,
     record_batch,
     upload_once,
 )
@@ -42,11 +43,13 @@ from lexpilot_batch.state.waves import (
     create_refused,
     discard_unsent_file,
     files_in,
+    lost_answer,
     mark_creating,
     mark_sent_locally,
     mark_uploaded,
 )
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import unlink_quietly
 
 if TYPE_CHECKING:
@@ -74,6 +77,7 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
     rows = files_in(ws.store.conn, TO_SUBMIT)
     full: set[str] = set()  # models with no room left: their later files wait too, in order
     restored = Earlier(ws)
+    times = ProviderTimes()
     for row in rows:
         if row["backend"] in (*RUN_HERE, MANUAL):
             # Nothing to upload: a sync file is executed when polled, a manual one by the user.
@@ -104,7 +108,7 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
                     on_file(row["path"])
                 continue
         if row["status"] == COMPILED:
-            file_id = upload_once(ws, backend, row)
+            file_id = upload_once(ws, backend, row, times)
             with ws.store.transaction() as db:
                 mark_uploaded(db, row["pk"], file_id)
             row["status"] = UPLOADED
@@ -113,18 +117,22 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
         try:
             if row["status"] == CREATING:
                 # We may have created it and died before recording its id: find it, never duplicate it.
-                # A provider may commit a create a moment after answering: look for the grace period.
-                sent = row["creating_at"]
-                until = sent + session.options.create_grace if sent is not None else time.time()
-                batch = await_batch(Lookup(ws, backend, row, batch_tag(ws, row)), until, sent)
+                # A provider may commit a create a moment after answering: look for what is left
+                # of the grace period.
+                with ws.store.transaction() as db:
+                    lost_answer(db, row["pk"])
+                left = grace_left(row["creating_at"], session.options.create_grace)
+                batch = await_batch(Lookup(ws, backend, row, batch_tag(ws, row)), left)
                 if batch is not None:
                     result.adopted.append(row["path"])
             if batch is None:
                 row["creates"] = (row["creates"] or 0) + 1
+                row["sent_after"] = times.before_sending(backend)
+                row["instance"] = ws.instance_id or None  # this copy's: its tag tells it from another copy's
                 look = Lookup(ws, backend, row, batch_tag(ws, row))
-                row["creating_at"] = at = time.time()
+                row["creating_at"] = at = clock.now()
                 with ws.store.transaction() as db:
-                    mark_creating(db, row["pk"], row["creates"], at)
+                    mark_creating(db, row["pk"], row["creates"], at, row["sent_after"], row["instance"])
                 batch = create_once(look, session.options.create_grace)
         except UnresolvedCreate as exc:
             result.unresolved.append(f"{row['path']}: {exc}")
@@ -137,7 +145,7 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
             result.waiting.append(row["path"])
             continue
         with ws.store.transaction() as db:
-            record_batch(db, row["pk"], batch, time.time())
+            record_batch(db, row["pk"], batch)
         result.submitted.append(row["path"])
         if on_file:
             on_file(row["path"])

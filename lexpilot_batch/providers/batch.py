@@ -193,6 +193,13 @@ class BatchBackend(ABC):
     def batches(self, since: float | None = None) -> Iterator[BatchInfo]:
         """The provider's batches, newest first, down to those created at `since` (all: None)."""
 
+    def latest_created_at(self) -> float | None:
+        """The `created_at` of the newest batch the provider lists, by its own clock (None: it lists
+        none, or no times): a moment the provider's clock has passed, so every batch created after
+        this call is stamped later. What bounds a listing looked through for a lost upload or create
+        without comparing our clock with the provider's (`engine.recovery`)."""
+        return max((b.created_at for b in self.batches() if b.created_at is not None), default=None)
+
     def find(self, metadata: dict[str, str], since: float | None = None) -> BatchInfo | None:
         """The newest batch whose metadata holds every given pair, if one exists (crash recovery)."""
         return next((b for b in self.batches(since) if tagged_by(b, metadata)), None)

@@ -166,8 +166,18 @@ class FileBatchBackend(BatchBackend):
             raise self.error(what, exc) from None
 
     def batches(self, since: float | None = None) -> Iterator[BatchInfo]:
-        what = f"listing {self.noun}es" if self.noun.endswith("ch") else f"listing {self.noun}s"
-        yield from self.call(what, lambda: _since(self._list(), since, self.newest_first))
+        yield from self.call(self._listing_what(), lambda: _since(self._list(), since, self.newest_first))
+
+    def _listing_what(self) -> str:
+        return f"listing {self.noun}es" if self.noun.endswith("ch") else f"listing {self.noun}s"
+
+    def latest_created_at(self) -> float | None:
+        # Listed newest first, the first batch's time (one page read); else every batch's newest.
+        def newest() -> float | None:
+            stamps = (b.created_at for b in self._list() if b.created_at is not None)
+            return next(stamps, None) if self.newest_first else max(stamps, default=None)
+
+        return self.call(self._listing_what(), newest)
 
     def retrieve(self, batch_id: str) -> BatchInfo:
         what = f"polling {self.noun} {batch_id}"

@@ -41,6 +41,7 @@ from typing import BinaryIO
 
 from lexpilot_batch.state.waves import DONE
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import atomic_file, file_sha256, unlink_quietly
 from lexpilot_batch.util.waiting import result
 
@@ -187,7 +188,7 @@ def _record(ws: Workspace, packed: list[Packed]) -> None:
     with ws.store.transaction() as db:
         db.executemany(
             "INSERT OR REPLACE INTO compacted (path, sha256, bytes, stored_bytes, at) VALUES (?, ?, ?, ?, ?)",
-            [(*p, time.time()) for p in packed],
+            [(*p, clock.now()) for p in packed],
         )
 
 

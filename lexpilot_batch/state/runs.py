@@ -8,8 +8,9 @@ What a run is, its manifest and when one may be registered are `study.runs`'; a 
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Iterable
+
+from lexpilot_batch.util import clock
 
 
 def insert_run(
@@ -26,7 +27,7 @@ def insert_run(
     cur = db.execute(
         "INSERT INTO runs (run_id, model, key, dataset, manifest, templates, speculate, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (run_id, model, key, dataset, manifest, templates, int(speculate), time.time()),
+        (run_id, model, key, dataset, manifest, templates, int(speculate), clock.now()),
     )
     assert cur.lastrowid is not None  # set by every INSERT that succeeds
     return cur.lastrowid

@@ -8,16 +8,15 @@ named version. Never edit a released migration: append a new one.
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path, PurePath, PureWindowsPath
+from pathlib import Path
 
 from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
-from lexpilot_batch.util.fileio import unlink_quietly
+from lexpilot_batch.state.readonly import open_for_reading as open_for_reading  # where readers took it from
+from lexpilot_batch.state.readonly import open_read_only, writable
+from lexpilot_batch.util import clock
 
 DB_NAME = "lexpilot.sqlite3"
 
@@ -298,6 +297,50 @@ def _m0013_download_checks(db: sqlite3.Connection) -> None:
         db.execute(f"ALTER TABLE files ADD COLUMN {column}")  # why each: `waves.FileRow`, `engine.downloads`
 
 
+def _m0014_provider_times(db: sqlite3.Connection) -> None:
+    # files.sent_after: a time by the provider's own clock before which nothing of the file's last
+    # upload or create exists there (the newest batch the provider listed just before it was sent,
+    # or its batch's own `created_at`). Listings that look for a lost upload or create, or sweep
+    # for duplicates, start there: no decision compares our clock with the provider's
+    # (`recovery.ProviderTimes`). NULL for a file sent before this migration: listed without a cut.
+    db.execute("ALTER TABLE files ADD COLUMN sent_after REAL")
+
+
+def _m0015_instances(db: sqlite3.Connection) -> None:
+    # Which copy of the workspace a folder is (`instances`): each instance made (the first, or a
+    # copy found or claimed), and, per file, the instance whose tag its last upload and create
+    # carried (`files.instance`, NULL before this migration) and how many of its creates lost their
+    # answer (`files.lost_answers`): only then can a batch of its upload the workspace does not know
+    # be its own where batches carry no tag (Together's; a copy shares the upload there).
+    _run_script(
+        db,
+        """
+        CREATE TABLE instances (
+            id TEXT PRIMARY KEY,            -- 16 hex digits: the `lexpilot_instance` of its batches
+            parent TEXT,                    -- the instance it is a copy of (NULL: the first)
+            why TEXT NOT NULL,              -- first | copy (found) | claimed (doctor --claim-copy)
+            place TEXT NOT NULL,            -- JSON: machine, folder, database file where it was made
+            at REAL NOT NULL
+        );
+        ALTER TABLE files ADD COLUMN instance TEXT;
+        ALTER TABLE files ADD COLUMN lost_answers INTEGER NOT NULL DEFAULT 0;
+        """,
+    )
+
+
+def _m0016_cancel_asked(db: sqlite3.Connection) -> None:
+    # files.cancel_asked: when this workspace asked the provider to cancel the file's own batch (our
+    # clock; past `--max-wave-age` or the `--hedge` deadline, or by `lexpilot-batch cancel`: the only
+    # cancels of a file's own batch it sends). A batch that ends cancelled without it was cancelled by someone else (another copy
+    # of the workspace, the provider's console), which `doctor` names (`batches_cancelled_elsewhere`).
+    # A batch cancelled before this migration is taken as asked for: the database cannot say who.
+    db.execute("ALTER TABLE files ADD COLUMN cancel_asked REAL")
+    db.execute(
+        "UPDATE files SET cancel_asked = COALESCE(finished_at, submitted_at, 0)"
+        " WHERE batch_status IN ('cancelling', 'cancelled')"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0001_initial", _m0001_initial),
     ("0002_file_backend", _m0002_file_backend),
@@ -312,6 +355,9 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0011_usage_cached", _m0011_usage_cached),
     ("0012_uploading", _m0012_uploading),
     ("0013_download_checks", _m0013_download_checks),
+    ("0014_provider_times", _m0014_provider_times),
+    ("0015_instances", _m0015_instances),
+    ("0016_cancel_asked", _m0016_cancel_asked),
 ]
 
 
@@ -333,7 +379,7 @@ def migrate(db: sqlite3.Connection) -> list[str]:
         db.execute("BEGIN IMMEDIATE")
         try:
             step(db)
-            db.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+            db.execute("INSERT INTO migrations VALUES (?, ?)", (name, clock.now()))
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:  # not rolled back by SQLite itself (SQLITE_FULL)
@@ -355,10 +401,10 @@ class Store:
 
     def __init__(self, path: Path, readonly: bool = False) -> None:
         self.path = path
-        self.readonly = readonly and not _writable(path)
+        self.readonly = readonly and not writable(path)
         try:
             if self.readonly:
-                self.conn = _open_read_only(path)
+                self.conn = open_read_only(path)
             else:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction means one thing.
@@ -429,62 +475,6 @@ def read_meta(db: sqlite3.Connection, key: str) -> str | None:
 def write_meta(db: sqlite3.Connection, key: str, value: str) -> None:
     """Set one key of `meta`, inside the caller's transaction."""
     db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
-
-
-def _writable(path: Path) -> bool:
-    """Whether the database and its folder can be written to (SQLite writes its log beside it)."""
-    folder = _can_create_in(path.parent) if os.name == "nt" else os.access(path.parent, os.W_OK)
-    return folder and (not path.exists() or os.access(path, os.W_OK))
-
-
-def _can_create_in(folder: Path) -> bool:
-    """Whether a file can be created in `folder`, tried with a file of a name of its own.
-
-    On Windows `os.access(folder, os.W_OK)` is always true: it only reads the read-only attribute,
-    which Windows ignores for a folder (CPython's `os_access_impl`, Modules/posixmodule.c), and says
-    nothing of the permissions (ACLs) or of a read-only share. `O_EXCL` never opens a file that is
-    there already; `O_TEMPORARY` (Windows' FILE_FLAG_DELETE_ON_CLOSE) has the file removed when it
-    is closed, even if the process is killed first, so nothing is left behind.
-    """
-    probe = folder / f".lexpilot-write-probe-{secrets.token_hex(8)}"
-    temporary = getattr(os, "O_TEMPORARY", 0)
-    try:
-        fd = os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY | temporary, 0o600)
-    except OSError:
-        return False
-    os.close(fd)
-    if not temporary:
-        unlink_quietly(probe)
-    return True
-
-
-def open_for_reading(path: Path) -> sqlite3.Connection:
-    """A plain connection to read a workspace database, read-only where it cannot be written to."""
-    return _open_read_only(path) if not _writable(path) else sqlite3.connect(path)
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    wal = path.with_name(path.name + "-wal")
-    # Without a log the file holds every commit: `immutable` then needs no `-shm` beside it, which a
-    # read-only folder could not hold. With one, SQLite reads the commits it holds (its `-shm` too).
-    flags = "mode=ro&immutable=1" if not wal.exists() else "mode=ro"
-    return sqlite3.connect(f"{sqlite_uri(path.resolve())}?{flags}", uri=True, isolation_level=None, timeout=30.0)
-
-
-def sqlite_uri(path: PurePath) -> str:
-    """The `file:` URI SQLite opens `path` (absolute) by, on POSIX and Windows alike.
-
-    Not `Path.as_uri()`: for a UNC path (`\\\\server\\share\\ws`) that is `file://server/share/ws`,
-    whose authority SQLite refuses ("invalid uri authority"): it must be empty or `localhost`
-    (https://www.sqlite.org/uri.html). Here the authority is always empty, and the path follows:
-    `file:///home/me/ws`, `file:///C:/Users/me/ws` (SQLite drops the `/` before a drive letter),
-    `file:////server/share/ws` (the path `//server/share/ws`, which Windows reads as the UNC path).
-    `%`, `?` and `#` are percent-encoded: SQLite decodes `%HH` in the path, and `?` and `#` would end it.
-    """
-    text = path.as_posix()
-    if isinstance(path, PureWindowsPath) and path.drive.endswith(":"):
-        text = "/" + text  # C:/Users/... -> /C:/Users/...
-    return "file://" + text.replace("%", "%25").replace("?", "%3F").replace("#", "%23")
 
 
 def _check_current(db: sqlite3.Connection, path: Path) -> None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lexpilot_batch.state.states import ThreadState, ThreadStatus
 from lexpilot_batch.state.store import read_meta, write_meta
+from lexpilot_batch.util import clock
 
 # A thread finished, as `finish_threads` takes it: (status, record, score, reason, pk).
 Finished = tuple[ThreadStatus, str | None, str | None, str | None, int]
@@ -64,7 +64,7 @@ CANCELS_KEY = "cancels"  # (meta) every `cancel`, a JSON list, oldest first
 def record_cancel(db: sqlite3.Connection, selection: Mapping[str, Any], threads: int) -> None:
     """Record one `cancel` (meta `cancels`): its filters and the threads it stopped."""
     history = cancel_history(db)
-    history.append({"at": time.time(), "selection": dict(selection), "threads": threads})
+    history.append({"at": clock.now(), "selection": dict(selection), "threads": threads})
     write_meta(db, CANCELS_KEY, json.dumps(history, ensure_ascii=False))
 
 
@@ -78,5 +78,5 @@ def record_retry(db: sqlite3.Connection, selection: Mapping[str, Any], threads: 
     """Record one `retry` (`retries`): its filters, the threads it made due again, from which wave."""
     db.execute(
         "INSERT INTO retries (at, selection, threads, after_wave) VALUES (?, ?, ?, ?)",
-        (time.time(), json.dumps(selection, ensure_ascii=False), threads, after_wave),
+        (clock.now(), json.dumps(selection, ensure_ascii=False), threads, after_wave),
     )

@@ -40,15 +40,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final, TypedDict, cast
 
-from lexpilot_batch.providers.backends import RUN_HERE
+from lexpilot_batch.providers.backends import MANUAL, RUN_HERE
 from lexpilot_batch.providers.batch import BatchStatus
 from lexpilot_batch.state.requests import delete_of_file, delete_of_wave, fail_pending_of_file
 from lexpilot_batch.state.states import UNEXECUTED, FileState, FileStatus, RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import file_sha256
 from lexpilot_batch.util.redaction import redact_url
 
@@ -68,6 +68,14 @@ DONE = (INGESTED, LOST)  # the ends
 # Why a batch is kept aside (`other_batches.why`).
 DUPLICATE = "duplicate"  # found besides the file's own and cancelled
 TOKEN_LIMIT = "token_limit"  # refused for the enqueued-token quota: it ran nothing
+# Made for the file by another copy of the workspace (`state.instances`), or one this copy cannot
+# prove its own: left alone, neither cancelled nor applied.
+OTHER_COPY = "other_copy"
+# The same, but tagged with this folder's own instance while none of its creates of the file lost an
+# answer: a copy that could not be told from this one (a cloned machine; `doctor --claim-copy`).
+UNTOLD_COPY = "untold_copy"
+COPIES = (OTHER_COPY, UNTOLD_COPY)
+NO_BATCH = (*sorted(RUN_HERE), MANUAL)  # backends whose files no provider batch carries
 
 # Retrieves in a row answered 404 (and the batch absent from the provider's listing) before a
 # batch is declared lost: one 404 may be a provider's hiccup.
@@ -113,6 +121,10 @@ class FileRow(TypedDict):
     held: str | None  # why its last download was not believed: held, neither ingested nor asked again
     damaged: int  # damaged downloads of its results seen (`engine.downloads`)
     redacted: int  # secrets replaced in its saved results (`redaction.Scrubber`)
+    sent_after: float | None  # by the provider's clock: nothing of its last upload or create is older
+    instance: str | None  # the instance (`state.instances`) whose tag its last upload and create carried
+    lost_answers: int  # creates of it whose answer was lost
+    cancel_asked: float | None  # when this workspace asked to cancel its batch (`--max-wave-age`, `--hedge`, `cancel`)
 
 
 def _marks(states: Sequence[str]) -> str:
@@ -127,6 +139,18 @@ def files_in(db: sqlite3.Connection, states: Sequence[str]) -> list[FileRow]:
 
 def file_row(db: sqlite3.Connection, pk: int) -> FileRow:
     return cast("FileRow", dict(db.execute("SELECT * FROM files WHERE pk = ?", (pk,)).fetchone()))
+
+
+def cancelled_unasked(db: sqlite3.Connection) -> list[str]:
+    """Files whose own batch was cancelled at the provider (or is being) without this workspace
+    asking (`files.cancel_asked`): by someone else, another copy of the workspace or the provider's
+    console. Files no provider batch carries (sync, flex, manual) are none of them."""
+    rows = db.execute(
+        f"SELECT path FROM files WHERE batch_status IN (?, ?) AND cancel_asked IS NULL"
+        f" AND backend NOT IN ({_marks(NO_BATCH)}) ORDER BY pk",
+        (BatchStatus.CANCELLING, BatchStatus.CANCELLED, *NO_BATCH),
+    )
+    return [r[0] for r in rows]
 
 
 def file_at(db: sqlite3.Connection, rel: str) -> FileRow | None:
@@ -265,7 +289,7 @@ def mark_sent_locally(db: sqlite3.Connection, pk: int, backend: str) -> None:
     """`compiled` -> `submitted` for a file nothing is uploaded for: a sync file runs when polled,
     a manual one is the user's to run. Its `batch_id` is the backend's name (no provider batch)."""
     update_file(
-        db, pk, status=SUBMITTED, batch_id=backend, batch_status=BatchStatus.IN_PROGRESS, submitted_at=time.time()
+        db, pk, status=SUBMITTED, batch_id=backend, batch_status=BatchStatus.IN_PROGRESS, submitted_at=clock.now()
     )
 
 
@@ -274,10 +298,19 @@ def mark_uploaded(db: sqlite3.Connection, pk: int, provider_file_id: str) -> Non
     update_file(db, pk, status=UPLOADED, provider_file_id=provider_file_id)
 
 
-def mark_creating(db: sqlite3.Connection, pk: int, creates: int, at: float) -> None:
-    """-> `creating`: the file's `creates`-th batch create is sent at `at`; a batch may exist from
-    now on that the database does not know (`engine.recovery`)."""
-    update_file(db, pk, status=CREATING, creates=creates, creating_at=at)
+def mark_creating(
+    db: sqlite3.Connection, pk: int, creates: int, at: float, sent_after: float | None, instance: str | None = None
+) -> None:
+    """-> `creating`: the file's `creates`-th batch create, tagged with `instance`, is sent at `at`
+    (our clock), after `sent_after` (the provider's); a batch may exist from now on that the
+    database does not know (`engine.recovery`)."""
+    update_file(db, pk, status=CREATING, creates=creates, creating_at=at, sent_after=sent_after, instance=instance)
+
+
+def lost_answer(db: sqlite3.Connection, pk: int) -> None:
+    """A create of the file lost its answer (a timeout, a 5xx, a command that died): a batch the
+    workspace does not know may be its own from now on."""
+    db.execute("UPDATE files SET lost_answers = lost_answers + 1 WHERE pk = ?", (pk,))
 
 
 def mark_submitted(
@@ -287,9 +320,12 @@ def mark_submitted(
     batch_status: str,
     counts: Mapping[str, int],
     at: float,
+    created_at: float | None = None,
     **more: object,
 ) -> None:
-    """-> `submitted`: the file's batch is `batch_id`, sent at `at`."""
+    """-> `submitted`: the file's batch is `batch_id`, recorded at `at` (our clock). `created_at`, the
+    batch's time by the provider's clock, is the file's `sent_after` where it has none (sent before
+    it was recorded, or a batch adopted)."""
     update_file(
         db,
         pk,
@@ -301,6 +337,8 @@ def mark_submitted(
         not_found=0,
         **more,
     )
+    if created_at is not None:
+        db.execute("UPDATE files SET sent_after = COALESCE(sent_after, ?) WHERE pk = ?", (created_at, pk))
 
 
 def mark_downloaded(
@@ -321,18 +359,19 @@ def mark_downloaded(
         request_counts=json.dumps(dict(counts)),
         output_path=output_path,
         error_path=error_path,
-        finished_at=time.time(),
+        finished_at=clock.now(),
         **more,
     )
 
 
 def keep_aside(db: sqlite3.Connection, batch_id: str, file_pk: int, path: str, why: str, status: str) -> None:
     """Record a batch of a file besides its own (`other_batches`): a duplicate found (`DUPLICATE`),
-    or a batch the provider refused for its quota (`TOKEN_LIMIT`); its results are never applied."""
+    a batch the provider refused for its quota (`TOKEN_LIMIT`), another copy's (`OTHER_COPY`); its
+    results are never applied."""
     db.execute(
         "INSERT INTO other_batches (batch_id, file_pk, path, why, status, at) VALUES (?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (batch_id) DO UPDATE SET status = excluded.status",
-        (batch_id, file_pk, path, why, status, time.time()),
+        (batch_id, file_pk, path, why, status, clock.now()),
     )
 
 
@@ -348,7 +387,7 @@ def mark_lost(db: sqlite3.Connection, pk: int, reason: str) -> int:
     n = fail_pending_of_file(db, pk, reason, UNEXECUTED)
     db.execute(
         f"UPDATE files SET status = ?, batch_status = '{FileState.LOST}', finished_at = ? WHERE pk = ? AND status = ?",
-        (LOST, time.time(), pk, SUBMITTED),
+        (LOST, clock.now(), pk, SUBMITTED),
     )
     return n
 
@@ -394,7 +433,7 @@ def target_wave(db: sqlite3.Connection) -> tuple[int | None, bool]:
 
 
 def open_wave(db: sqlite3.Connection, wave: int) -> None:
-    db.execute("INSERT INTO waves (n, compiled_at) VALUES (?, ?)", (wave, time.time()))
+    db.execute("INSERT INTO waves (n, compiled_at) VALUES (?, ?)", (wave, clock.now()))
 
 
 def drop_empty_wave(db: sqlite3.Connection, wave: int) -> None:
@@ -426,7 +465,7 @@ def close_finished_waves(ws: Workspace) -> None:
             "UPDATE waves SET closed_at = ? WHERE closed_at IS NULL AND NOT EXISTS"
             " (SELECT 1 FROM files WHERE files.wave = waves.n AND files.status NOT IN (?, ?))"
             " AND EXISTS (SELECT 1 FROM files WHERE files.wave = waves.n)",
-            (time.time(), *DONE),
+            (clock.now(), *DONE),
         )
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from lexpilot_batch.errors import LexpilotError, NoSpace, ReadOnlyWorkspace, WorkspaceBusy
+from lexpilot_batch.state import instances
 from lexpilot_batch.state.store import DB_NAME, Store
 from lexpilot_batch.util.fileio import TMP_SUFFIX, unlink_quietly
 
@@ -178,6 +179,8 @@ class Workspace:
         if self.writable:
             if self._store.meta("workspace_id") is None:
                 self._store.set_meta("workspace_id", uuid.uuid4().hex)
+            # Which copy of the workspace this folder is: a new instance when it is found to be a copy.
+            instances.settle(self._store, self.root, self.state_dir / DB_NAME)
             remove_leftovers(self.root)
 
     def __exit__(self, exc_type: object = None, exc: BaseException | None = None, tb: object = None) -> None:
@@ -264,6 +267,16 @@ class Workspace:
     @property
     def workspace_id(self) -> str:
         return self.store.meta("workspace_id") or ""
+
+    @property
+    def instance_id(self) -> str:
+        """Which copy of the workspace this folder is (`state.instances`); "" before it was first
+        opened for writing by a version that knows."""
+        return self.store.meta(instances.INSTANCE) or ""
+
+    def claim_copy(self) -> tuple[str | None, str]:
+        """This folder is a copy of the workspace it was copied from: a new instance (`doctor --claim-copy`)."""
+        return instances.claim_copy(self.store, self.root, self.state_dir / DB_NAME)
 
     def wave_dir(self, kind: str, wave: int) -> Path:
         base = self.requests_dir if kind == "requests" else self.responses_dir

@@ -13,7 +13,7 @@ from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.rearm import retry_history
 from lexpilot_batch.providers.backends import MANUAL, RUN_HERE
 from lexpilot_batch.state.states import FileState, ThreadState
-from lexpilot_batch.state.waves import OPEN, files_in
+from lexpilot_batch.state.waves import OPEN, cancelled_unasked, files_in
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import used_bundled_sample
 from lexpilot_batch.util.text import terminal_safe
@@ -116,6 +116,8 @@ def collect(ws: Workspace) -> dict[str, Any]:
             r["why"]: r["n"] for r in db.execute("SELECT why, COUNT(*) AS n FROM other_batches GROUP BY why")
         },
         "lost_batches": db.execute(f"SELECT COUNT(*) FROM files WHERE status = '{FileState.LOST}'").fetchone()[0],
+        # The workspace's own batches someone else cancelled (another copy, the provider's console).
+        "cancelled_elsewhere": len(cancelled_unasked(db)),
     }
 
 
@@ -190,15 +192,27 @@ def render(status: dict[str, Any]) -> str:
             shown = ", ".join(f"{k} {' '.join(v)}" for k, v in r["selection"].items()) or "every failed thread"
             lines.append(f"  {r['threads']} thread(s) after wave {r['after_wave']}: {shown}")
     aside = status["batches_aside"]
-    if aside or status["lost_batches"]:
+    if aside or status["lost_batches"] or status["cancelled_elsewhere"]:
         parts = (
             [f"{status['lost_batches']} lost by the provider (their requests sent again)"]
             if status["lost_batches"]
             else []
         )
+        if status["cancelled_elsewhere"]:
+            parts.append(
+                f"{status['cancelled_elsewhere']} of its own cancelled by someone else (another copy? see doctor)"
+            )
         if aside.get("duplicate"):
             parts.append(f"{aside['duplicate']} duplicate(s) cancelled, never applied")
         if aside.get("token_limit"):
             parts.append(f"{aside['token_limit']} refused for the enqueued-token quota (created again)")
+        if aside.get("other_copy"):
+            parts.append(
+                f"{aside['other_copy']} of another copy of this workspace, left alone (not cancelled, not applied)"
+            )
+        if aside.get("untold_copy"):
+            parts.append(
+                f"{aside['untold_copy']} of a copy carrying this folder's own instance, left alone (see doctor)"
+            )
         lines.append("\nBatches: " + "; ".join(parts))
     return "\n".join(lines)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from lexpilot_batch.state.queries import check_run_filters, measured_batch_secon
 from lexpilot_batch.state.states import FileState, RequestState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in, work_left
 from lexpilot_batch.state.workspace import Workspace, command_hint
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.columns import aligned
 from lexpilot_batch.util.redaction import redact_cut
 from lexpilot_batch.util.text import terminal_safe
@@ -88,7 +88,7 @@ def summarize(
         left = None if projected is None else projected.get(model, 0.0)  # absent: nothing left for it
         entry["projected_cost_usd"] = None if left is None or entry["cost_usd"] is None else entry["cost_usd"] + left
     left_work = work_left(ws)
-    now = time.time()
+    now = clock.now()
     in_flight = [
         {
             "wave": f["wave"],

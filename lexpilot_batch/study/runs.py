@@ -36,6 +36,7 @@ from lexpilot_batch.state.runs import copy_cases, insert_run, keep_categories, s
 from lexpilot_batch.state.threads import insert_threads
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.model_list import ModelOptions
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import write_atomic
 from lexpilot_batch.util.text import has_unsafe_characters
 
@@ -214,7 +215,7 @@ def build_manifest(
     if not plan.legacy:
         manifest["requests"] = {role: plan.requests[role].to_json() for role in ROLES}
     manifest["version"] = __version__
-    manifest["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    manifest["created_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock.now()))
     return manifest
 
 

@@ -1,11 +1,16 @@
-"""Every wait of the product, and the one retry schedule, in one place.
+"""Every wait of the product, the one retry schedule and the one clock it reads, in one place.
 
 `pause` is the only sleep of the package (the simulated server's latency aside): a test makes every
 wait zero at once with `monkeypatch.setattr(clock, "pause", ...)`, and `tests/test_architecture.py`
-fails on a `time.sleep` anywhere else. `Backoff` is the one schedule of a call tried again: the
-provider's `retry-after` when it sent one, else a wait doubling from `first` up to `cap`. Every
-provider call, the sync runner and the engine's recovery and outage waits use it with their own
-first wait and cap.
+fails on a `time.sleep` anywhere else. `now` is the only reading of this machine's clock (the
+simulated provider, which stands for another machine, keeps its own): a test shifts the client's
+clock with `monkeypatch.setattr(clock, "now", ...)`, and the same test fails on a `time.time()`
+anywhere else. What `now` gives is recorded and compared with what it gave before, never with a
+provider's times: the two clocks may disagree by hours (`engine.recovery`).
+
+`Backoff` is the one schedule of a call tried again: the provider's `retry-after` when it sent one,
+else a wait doubling from `first` up to `cap`. Every provider call, the sync runner and the
+engine's recovery and outage waits use it with their own first wait and cap.
 
 `wait_for_provider` is a wait for a provider that refused (a 429's retry-after, a lost create
 looked for): inside `provider_waits` (`--outage-wait`) none ends past the budget, counted from
@@ -18,6 +23,17 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+
+def now() -> float:
+    """This machine's clock, in seconds since the epoch: when a file was sent, a wave closed, an
+    anomaly seen. Compared only with times it gave itself; it may jump (a clock set right)."""
+    return time.time()
+
+
+def monotonic() -> float:
+    """Seconds on a clock that never jumps, meaningful only within this process: what bounds a wait."""
+    return time.monotonic()
 
 
 def pause(seconds: float) -> None:

@@ -83,6 +83,8 @@ def test_cancel_mid_wave_keeps_the_answers_reports_what_finished_and_retry_bring
         ).fetchone()[0]
     assert set(kinds) == {"unexecuted"} and waves == 4  # no wave 5: the cancelled threads ask nothing
     assert answered == kept
+    # Cancelled by this workspace: doctor does not take it for another copy's doing.
+    assert "batches_cancelled_elsewhere" not in ok(["doctor"], root)
     status = ok(["status"], root)
     assert "cancelled by `cancel`" in status and "report --partial" in status
 
@@ -142,6 +144,7 @@ def test_an_interrupted_cancel_run_again_ends_as_one_that_was_not(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     ends = {}
+    recorded = cancel_module.set_file
     for name in ("whole", "interrupted"):
         root = tmp_path / name
         in_flight_second_wave(root)
@@ -154,7 +157,13 @@ def test_an_interrupted_cancel_run_again_ends_as_one_that_was_not(
 
                     m.setattr(cancel_module, "_files", stop)
                 else:  # the provider cancelled the batch; its answer not recorded
-                    m.setattr(cancel_module, "set_file", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+                    def unrecorded(ws: Workspace, pk: int, **values: object) -> None:
+                        if "batch_status" in values:  # the cancel's answer (its asking is recorded before)
+                            raise KeyboardInterrupt
+                        recorded(ws, pk, **values)
+
+                    m.setattr(cancel_module, "set_file", unrecorded)
                 assert invoke(["cancel", "--all", *SIM, *SLOW], root).exit_code == 130
             said = ok(["cancel", "--all", *SIM, *SLOW], root)
             assert "had been cancelled before" in said and "cancelled at its provider" in said

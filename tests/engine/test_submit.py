@@ -55,11 +55,13 @@ def test_a_compiled_file_is_uploaded_then_created_once_each_step_recorded_before
     result = submit_files(ws, session, on_file=sent.append)
 
     assert result.submitted == sent == [row["path"]] and not result.adopted and not result.waiting
-    assert [name for name, _ in fake.calls] == ["batches", "upload", "create"]
+    # Earlier batches looked for; the provider's time read once, then the upload and the create.
+    assert [name for name, _ in fake.calls] == ["batches", "latest", "upload", "create"]
     (batch,) = fake.held.values()
     # Before the create: the upload recorded, the create counted and timed.
     assert seen["status"] == "creating" and seen["provider_file_id"] in fake.inputs
     assert seen["creates"] == 1 and seen["creating_at"] is not None and seen["batch_id"] is None
+    assert seen["sent_after"] is None  # the provider listed no batch yet: its next listing is read whole
     after = file_row(ws.store.conn, row["pk"])
     assert after["status"] == "submitted" and after["batch_id"] == batch.id
     assert after["provider_file_id"] == seen["provider_file_id"] and after["submitted_at"] is not None

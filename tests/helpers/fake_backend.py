@@ -64,7 +64,7 @@ class FakeBackend(BatchBackend):
     # --- what a test tells it -----------------------------------------------------------------
 
     def fail(self, call: str, *errors: BaseException) -> None:
-        """The next calls of `call` (`upload`, `create`, `batches`, `retrieve`, `download`, `cancel`)
+        """The next calls of `call` (`upload`, `create`, `batches`, `latest`, `retrieve`, `download`, `cancel`)
         raise these, one each, before doing anything."""
         self.failures.setdefault(call, []).extend(errors)
 
@@ -197,6 +197,12 @@ class FakeBackend(BatchBackend):
         self.late = still
         newest = sorted(self.held.values(), key=lambda b: b.created_at or 0.0, reverse=True)
         return iter([b for b in newest if since is None or (b.created_at or 0.0) >= since])
+
+    def latest_created_at(self) -> float | None:
+        # A look at the listing's first page, which makes no late batch show (`commit_late` counts
+        # the listings the engine searches).
+        self._call("latest", "")
+        return max((b.created_at for b in self.held.values() if b.created_at is not None), default=None)
 
     def retrieve(self, batch_id: str) -> BatchInfo:
         self._call("retrieve", batch_id)

@@ -138,3 +138,31 @@ def test_the_batches_listing_of_such_a_server_is_read_once_too():
     }
     backend, seen = backend_answering(lambda request: httpx.Response(200, json={"object": "list", "data": [batch]}))
     assert [b.id for b in backend.batches()] == ["batch-1"] and len(seen) == 2
+
+
+def batch_object(n: int, created_at: int) -> dict:
+    return {
+        "id": f"batch-{n}",
+        "object": "batch",
+        "endpoint": "/v1/chat/completions",
+        "input_file_id": f"file-{n}",
+        "completion_window": "24h",
+        "status": "completed",
+        "created_at": created_at,
+    }
+
+
+def test_the_providers_time_is_its_newest_batchs_read_from_the_first_page_only():
+    """`latest_created_at`: the provider's own clock before a file is sent (`engine.recovery`), one page
+    of its newest-first listing (`GET /batches`, https://platform.openai.com/docs/api-reference/batch/list),
+    however long the account's history."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/v1/batches" and not request.url.params.get("after"), "a second page read"
+        page = [batch_object(9, 900), batch_object(8, 800)]
+        return httpx.Response(200, json={"object": "list", "data": page, "has_more": True})
+
+    backend, seen = backend_answering(answer)
+    assert backend.latest_created_at() == 900 and len(seen) == 1
+    empty, _ = backend_answering(lambda request: httpx.Response(200, json={"object": "list", "data": []}))
+    assert empty.latest_created_at() is None  # no batch yet: whatever is listed later is newer

@@ -27,14 +27,14 @@ same (run, case, step) set answered, and no step requested that the fault-free r
 | failed batches: `token_limit_exceeded` | = fault-free; the refused batch is kept aside and its file created again (a new tag); no request failed or was sent twice |
 | failed batches: input validation (`duplicate_custom_id`), once | = fault-free; the batch error reaches the requests and they are re-sent |
 | failed batches: input validation every time, `--retries 2` | exact failed threads, reason naming the batch's `duplicate_custom_id` error |
-| batches cancelled by someone else mid-run | = fault-free; finished requests kept, the rest re-sent once |
+| batches cancelled by someone else mid-run | = fault-free; finished requests kept, the rest re-sent once; `doctor` names them (`batches_cancelled_elsewhere`, warning) and `status` counts them |
 | `completed` batch with `output_file_id` null and only an error file (met in the `line_error` run and in every batch of the next-but-one row) | = fault-free; such batches are ingested from their error file alone |
 | HTTP 429 and 500 on files upload, batches create / retrieve / cancel, file content, batches list (adoption after a lost create answer), chat completions (sync backend) | = fault-free (sync: = the fault-free sync run); both faults hit that route only, and the SDK retried them |
 | HTTP 500 outlasting the SDK's retries on upload / create / retrieve / content | the command stops with a `ProviderError` saying nothing was lost; running again finishes = fault-free, no second batch |
 | timeouts (answer later than `--timeout`, after the provider did the work) on upload, retrieve, file content, chat completions | = fault-free; the SDK timed out and retried |
 | result downloads that break off half-way (`cut_download`); every one of them, beyond the retries | = fault-free; nothing partial saved or ingested, each broken download fetched again; beyond the retries the command stops saying nothing was lost, and the next finishes = fault-free |
 | timeouts on batches create | results = fault-free, and no second batch for one file (FAILS today: the SDK's retry creates a second batch; see the test's docstring) |
-| a batch that never finishes (`stall_batch`) + `--max-wave-age`, its cancel calls meeting 429/500 | = fault-free; it is cancelled, what it finished is kept, the rest re-queued once |
+| a batch that never finishes (`stall_batch`) + `--max-wave-age`, its cancel calls meeting 429/500 | = fault-free; it is cancelled, what it finished is kept, the rest re-queued once; `doctor` says nothing of it (its own cancel) |
 | output file: duplicated custom_ids (same and conflicting content), unknown custom_ids (made up, and one of an earlier wave), cut mid-line | = fault-free; the repeated line changes nothing and is no anomaly; the others recorded in `anomalies` by kind (`conflict`, `unknown_custom_id`, `stale`, `bad_line`) and counted by `status`; the first line decides, a duplicate never answers twice; the cut line's request re-sent |
 | a second writer: `Workspace(root)` in-process, and a second `poll-and-advance` CLI while one waits on a slow batch | refused: `WorkspaceBusy` / exit code 1 with "another lexpilot-batch command is writing"; the first goes on, exits 130 on Ctrl-C, lock released |
 | a reader (`status`) during an open write transaction | exit code 0 at once, shows the last committed state |
@@ -341,6 +341,12 @@ def test_batches_cancelled_by_someone_else_keep_what_they_finished(tmp_path, bas
     assert cancelled and {f["batch_id"] for f in outcome.files if f["batch_status"] == "cancelled"} == set(cancelled)
     kept, resent = kept_and_resent(outcome, "cancelled")
     assert kept > 0 and resent > 0
+    # Not by this workspace: doctor says so (it said "No problems found"), and status counts them.
+    report = doctor.check(tmp_path / "ws")
+    (found,) = [f for f in report.found if f.kind == doctor.CANCELLED_ELSEWHERE]
+    assert found.severity == "warning" and report.exit_code == 1
+    assert set(found.targets) == {f["path"] for f in outcome.files if f["batch_id"] in cancelled}
+    assert f"{len(cancelled)} of its own cancelled by someone else" in outcome.rendered
 
 
 # --- 3. HTTP 429 / 500 on every route -----------------------------------------------------------
@@ -356,11 +362,11 @@ def lose_every_create_answer_once(monkeypatch: pytest.MonkeyPatch) -> set[int]:
     real = submit_module.record_batch
     lost: set[int] = set()
 
-    def record(db, pk, info, at, **more):
+    def record(db, pk, info, **more):
         if pk not in lost:  # the batch is created, its record never made: the answer was lost
             lost.add(pk)
             raise LostAnswer
-        real(db, pk, info, at, **more)
+        real(db, pk, info, **more)
 
     monkeypatch.setattr(submit_module, "record_batch", record)
     return lost
@@ -554,6 +560,8 @@ def test_a_batch_that_never_finishes_is_cancelled_and_its_rest_requeued(tmp_path
     assert kept > 0 and resent > 0
     mine = [r for f in cancelled for r in outcome.requests if r["file_pk"] == f["pk"] and r["status"] == "failed"]
     assert all(r["error"].startswith("batch_cancelled") for r in mine)
+    assert all(f["cancel_asked"] is not None for f in cancelled)  # its own cancels: nothing for doctor to say
+    assert not [f for f in doctor.check(tmp_path / "ws").found if f.kind == doctor.CANCELLED_ELSEWHERE]
 
 
 # --- 6. output files that break the rules ------------------------------------------------------

@@ -12,9 +12,11 @@ held against the fault-free run (`helpers.faults.assert_same_as`, the invariants
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from lexpilot_batch import doctor
 from lexpilot_batch.engine import poll as poll_module
 from lexpilot_batch.engine.hedge import hedge_deadline, max_age
 from lexpilot_batch.engine.loop import poll_and_advance
@@ -47,6 +49,14 @@ def once_each(outcome: Outcome) -> None:
     assert answered and max(answered.values()) == 1
 
 
+def own_cancels_only(root: Path, outcome: Outcome) -> None:
+    """Every cancelled batch was cancelled by the workspace itself: `doctor` says nothing of one
+    cancelled by someone else (`batches_cancelled_elsewhere`)."""
+    cancelled = [f for f in outcome.files if f["batch_status"] == "cancelled"]
+    assert cancelled and all(f["cancel_asked"] is not None for f in cancelled)
+    assert not [f for f in doctor.check(root).found if f.kind == doctor.CANCELLED_ELSEWHERE]
+
+
 @pytest.mark.slow  # a whole (small) benchmark with real, if short, batch durations
 def test_a_stuck_batch_is_hedged_at_the_measured_deadline_and_the_study_ends_as_fault_free(tmp_path, baseline):
     outcome = run_benchmark(tmp_path / "ws", HEAVY, hedge=True, max_wave_age=BOUND)
@@ -56,6 +66,7 @@ def test_a_stuck_batch_is_hedged_at_the_measured_deadline_and_the_study_ends_as_
     finished = [r for f in hedged(outcome) for r in outcome.requests if r["file_pk"] == f["pk"]]
     assert any(r["status"] == "answered" for r in finished) and any(r["status"] == "failed" for r in finished)
     assert all(r["error"].startswith("batch_cancelled") for r in finished if r["status"] == "failed")
+    own_cancels_only(tmp_path / "ws", outcome)
 
 
 @pytest.mark.slow
@@ -86,6 +97,7 @@ def test_a_stop_between_the_hedge_s_cancel_and_its_record_ends_as_fault_free(tmp
     assert stopped, "no cancel was interrupted"
     assert_same_as(baseline, outcome)
     once_each(outcome)
+    own_cancels_only(tmp_path / "ws", outcome)  # recorded as asked before it was sent
 
 
 def test_the_deadline_is_the_90th_percentile_of_completed_batches_once_three_are_measured(tmp_path):

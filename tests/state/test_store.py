@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.state import store as store_module
-from lexpilot_batch.state.store import MIGRATIONS, Store, _open_read_only, sqlite_uri
+from lexpilot_batch.state import readonly as readonly_module
+from lexpilot_batch.state.readonly import open_read_only, sqlite_uri
+from lexpilot_batch.state.store import MIGRATIONS, Store
 
 # table -> [(column, type, NOT NULL, primary-key position)], in column order
 TABLES = {
@@ -75,6 +76,17 @@ TABLES = {
         ("held", "TEXT", 0, 0),
         ("damaged", "INTEGER", 1, 0),
         ("redacted", "INTEGER", 1, 0),
+        ("sent_after", "REAL", 0, 0),
+        ("instance", "TEXT", 0, 0),
+        ("lost_answers", "INTEGER", 1, 0),
+        ("cancel_asked", "REAL", 0, 0),
+    ],
+    "instances": [
+        ("id", "TEXT", 0, 1),
+        ("parent", "TEXT", 0, 0),
+        ("why", "TEXT", 1, 0),
+        ("place", "TEXT", 1, 0),
+        ("at", "REAL", 1, 0),
     ],
     "meta": [("key", "TEXT", 0, 1), ("value", "TEXT", 1, 0)],
     "other_batches": [
@@ -211,6 +223,9 @@ MIGRATION_NAMES = [
     "0011_usage_cached",
     "0012_uploading",
     "0013_download_checks",
+    "0014_provider_times",
+    "0015_instances",
+    "0016_cancel_asked",
 ]
 
 
@@ -254,6 +269,33 @@ def test_a_database_of_every_earlier_version_upgrades_to_the_same_schema(tmp_pat
         again.close()
 
 
+def test_batches_cancelled_before_cancels_were_recorded_are_taken_as_asked_for(tmp_path):
+    """0016_cancel_asked: who cancelled a batch before then, the database cannot say; `doctor`
+    (`batches_cancelled_elsewhere`) names only those cancelled unasked since."""
+    path = tmp_path / "db.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+    before = [name for name, _ in MIGRATIONS].index("0016_cancel_asked")
+    for name, step in MIGRATIONS[:before]:
+        db.execute("BEGIN")
+        step(db)
+        db.execute("INSERT INTO migrations VALUES (?, ?)", (name, time.time()))
+        db.execute("COMMIT")
+    required = [r[1] for r in db.execute("PRAGMA table_info(files)") if r[3] and r[4] is None and not r[5]]
+    for pk, status in enumerate(("cancelled", "cancelling", "completed", None), 1):
+        values = {c: 0 for c in required} | {"pk": pk, "path": f"f{pk}", "batch_status": status, "finished_at": 5.0}
+        db.execute(
+            f"INSERT INTO files ({', '.join(values)}) VALUES ({', '.join('?' * len(values))})", tuple(values.values())
+        )
+    db.close()
+    store = Store(path)
+    try:
+        asked = dict(store.conn.execute("SELECT pk, cancel_asked FROM files").fetchall())
+        assert asked == {1: 5.0, 2: 5.0, 3: None, 4: None}
+    finally:
+        store.close()
+
+
 def test_a_database_from_a_newer_version_is_refused(tmp_path):
     path = tmp_path / "db.sqlite3"
     Store(path).close()
@@ -294,7 +336,7 @@ def test_a_folder_windows_will_not_write_opens_the_workspace_read_only(tmp_path,
     path = tmp_path / "state" / "lexpilot.sqlite3"
     Store(path).close()  # no write-ahead log left: opened as immutable
     windows = WindowsOs(read_only=path.parent)
-    monkeypatch.setattr(store_module, "os", windows)
+    monkeypatch.setattr(readonly_module, "os", windows)
     store = Store(path, readonly=True)
     try:
         assert store.readonly  # not a connection that fails at its first write, or makes a -wal
@@ -310,7 +352,7 @@ def test_a_folder_windows_will_write_is_probed_without_a_file_left_behind(tmp_pa
     Store(path).close()
     before = sorted(p.name for p in path.parent.iterdir())
     windows = WindowsOs(read_only=None)
-    monkeypatch.setattr(store_module, "os", windows)
+    monkeypatch.setattr(readonly_module, "os", windows)
     store = Store(path, readonly=True)
     try:
         assert not store.readonly
@@ -349,7 +391,7 @@ def test_sqlite_refuses_pathlibs_uri_of_a_unc_path_and_takes_ours(tmp_path):
 def test_a_read_only_workspace_opens_under_a_folder_named_with_uri_characters(tmp_path):
     path = tmp_path / "50% #1?" / "state" / "lexpilot.sqlite3"
     Store(path).close()
-    db = _open_read_only(path)
+    db = open_read_only(path)
     try:
         assert db.execute("SELECT COUNT(*) FROM migrations").fetchone()[0] == len(MIGRATIONS)
     finally:

@@ -40,7 +40,7 @@ def requests_of(ws: Workspace, pk: int) -> list[dict[str, Any]]:
 def submitted(ws: Workspace, pk: int, batch_id: str = "batch_1") -> None:
     with ws.store.transaction() as db:
         waves.mark_uploaded(db, pk, "file-1")
-        waves.mark_creating(db, pk, 1, 5.0)
+        waves.mark_creating(db, pk, 1, 5.0, None)
         waves.mark_submitted(db, pk, batch_id, "in_progress", {"total": 1}, 6.0)
 
 
@@ -56,16 +56,22 @@ def test_a_batch_file_goes_compiled_uploaded_creating_submitted_downloaded(ws: W
     row = waves.file_row(ws.store.conn, pk)
     assert (row["status"], row["provider_file_id"]) == (FileState.UPLOADED, "file-abc") and waves.unsent(row)
     with ws.store.transaction() as db:
-        waves.mark_creating(db, pk, 2, 123.5)
+        waves.mark_creating(db, pk, 2, 123.5, 4000.0)
     row = waves.file_row(ws.store.conn, pk)
-    assert (row["status"], row["creates"], row["creating_at"]) == (FileState.CREATING, 2, 123.5)
+    assert (row["status"], row["creates"], row["creating_at"], row["sent_after"]) == (
+        FileState.CREATING,
+        2,
+        123.5,
+        4000.0,
+    )
     assert not waves.unsent(row)  # a batch may exist: nobody may discard it now
     with ws.store.transaction() as db:
-        waves.mark_submitted(db, pk, "batch_9", "validating", {"total": 1}, 124.0)
+        waves.mark_submitted(db, pk, "batch_9", "validating", {"total": 1}, 124.0, 4001.0)
     row = waves.file_row(ws.store.conn, pk)
     assert (row["status"], row["batch_id"], row["batch_status"]) == (FileState.SUBMITTED, "batch_9", "validating")
     assert row["request_counts"] is not None and json.loads(row["request_counts"]) == {"total": 1}
     assert row["submitted_at"] == 124.0
+    assert row["sent_after"] == 4000.0  # the time read before the create is kept: the batch is newer
     with ws.store.transaction() as db:
         waves.mark_downloaded(db, pk, "completed", {"total": 1, "completed": 1}, "responses/x.jsonl")
     row = waves.file_row(ws.store.conn, pk)
