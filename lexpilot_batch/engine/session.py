@@ -33,7 +33,15 @@ from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.backends import BATCH, FLEX, SIMULATED, SYNC, check_backend
 from lexpilot_batch.providers.batch import BatchBackend
 from lexpilot_batch.providers.prefixes import parse_model
-from lexpilot_batch.providers.registry import BARE, PROVIDERS, api_spec, batch_backend, file_api, native_simulated
+from lexpilot_batch.providers.registry import (
+    BARE,
+    PROVIDERS,
+    api_spec,
+    batch_backend,
+    chat_policy,
+    file_api,
+    native_simulated,
+)
 from lexpilot_batch.providers.routing.endpoints import Endpoint, simulated_endpoint, simulated_target
 from lexpilot_batch.providers.routing.flex import ANY as FLEX_ANY
 from lexpilot_batch.providers.routing.flex import TIMEOUT as FLEX_TIMEOUT
@@ -308,7 +316,7 @@ class Session:
 
     def sync_runner(self, row: Mapping[str, Any]) -> SyncRunner:
         """The synchronous runner for a compiled file of the `sync` or `flex` backend."""
-        from lexpilot_batch.providers.sync.runner import SyncRunner
+        from lexpilot_batch.providers.sync.runner import SYNC_RETRIES, SyncRunner
 
         endpoint = self._live(self.file_route(row), _recorded(row))
         # The API shape of the file's lines: a `--tail-sync` group of a native batch route is sent
@@ -318,10 +326,18 @@ class Session:
         flex = row["backend"] == FLEX
         key = (endpoint.role, endpoint.base_url, endpoint.key_var, api, model, flex)
         if key not in self._sync:
-            # A flex call takes the provider's recommended timeout (`providers.routing.flex.TIMEOUT`) if longer.
+            # A flex call takes the provider's recommended timeout (`providers.routing.flex.TIMEOUT`) if
+            # longer, and a provider whose SDK waits longer than `--timeout` its own (`chat_policy`: Ark's).
             timeout = max(self.options.timeout, FLEX_TIMEOUT) if flex else self.options.timeout
+            timeout, retries = chat_policy(row["provider"], timeout, SYNC_RETRIES)
             self._sync[key] = SyncRunner(
-                endpoint, concurrency=self.options.concurrency, timeout=timeout, api=api, model=model, flex=flex
+                endpoint,
+                concurrency=self.options.concurrency,
+                timeout=timeout,
+                max_retries=retries,
+                api=api,
+                model=model,
+                flex=flex,
             )
         return self._sync[key]
 

@@ -206,6 +206,11 @@ class Provider:
     thinking: str = ""
     thinking_example: str = ""
     url_example: str = ""  # a base URL's shape, for a provider without a default endpoint
+    # How long one synchronous request may wait, and how often it is sent again, where the
+    # provider's own SDK keeps a longer policy than the command's `--timeout` (Ark's batch chat
+    # route queues a request until its deadline): None, the command's (`registry.chat_policy`).
+    chat_timeout: float | None = None
+    chat_retries: int | None = None
     generic: bool = False  # openai-api/<service>/<model>: the service names its variables
     ready: bool = True  # False: reserved for a later version
 

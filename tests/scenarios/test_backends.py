@@ -174,7 +174,8 @@ def test_unrelated_file_is_refused(server, tmp_path):
 def test_profiles_set_limits_and_can_be_overridden():
     assert resolve_limits(None, "https://api.openai.com/v1").max_requests == 50_000
     azure = resolve_limits(None, "https://x.openai.azure.com/openai/v1")
-    assert azure.max_requests == 100_000 and azure.endpoint == "/chat/completions"
+    # Azure's REST reference (batches create): "up to 50,000 requests"; the how-to's 100,000 is not kept.
+    assert azure.max_requests == 50_000 and azure.endpoint == "/chat/completions"
     assert resolve_limits(None, "https://dashscope.aliyuncs.com/compatible-mode/v1").max_bytes > 200 * 2**20
     assert resolve_limits("openai", "http://localhost:8000/v1", max_requests=10).max_requests == 10
     with pytest.raises(ConfigError, match="unknown provider profile"):

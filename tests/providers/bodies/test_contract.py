@@ -149,6 +149,7 @@ def test_documented_fields_pass_the_guard(model, args, monkeypatch):
         ("siliconflow/Qwen/Qwen3-8B", {"min_p": 2}, "min_p: must be a number of at most 1"),
         # Moonshot (platform.kimi.com models overview: n at most 5; Kimi K2.6 fixes its sampling)
         ("moonshot/kimi-k2-0905-preview", {"n": 6}, "n: Moonshot (Kimi) takes 1 to 5"),
+        ("moonshot/kimi-k2-0905-preview", {"temperature": 1.3}, "temperature: Moonshot (Kimi) takes 0 to 1"),
         ("moonshot/kimi-k2.6", None, "temperature: Kimi K2.5 and K2.6 take no temperature"),
         # Ark (the Ark SDK: thinking {"type": enabled|disabled|auto}; temperature 0-2)
         ("ark/ep-bi-20250101-abc", {"thinking": {"type": "on"}}, "thinking: must be"),
