@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -86,11 +87,42 @@ def run_key(run_id: str, model: str) -> str:
     return hashlib.sha256(f"{run_id}\0{model}".encode()).hexdigest()[:8]
 
 
+# Options that take one value each time they are given (`--model`, `--run-id`) or one value at all
+# (`--user-model`, `--judge-model`): several joined by commas or spaces (a shell variable quoted
+# whole, a copied list) would be registered as one name, sent as one model and answered by nobody.
+_REPEATABLE = frozenset({"--model", "--run-id"})
+_JOINED = re.compile(r"[,\s]")
+
+
+_WHAT = {
+    "--model": "evaluated model",
+    "--run-id": "run id",
+    "--user-model": "User Model role",
+    "--judge-model": "judge role",
+}
+
+
+def check_one_value(value: str, option: str) -> None:
+    """Refuse a value holding a comma or whitespace: several values given as one."""
+    if not _JOINED.search(value):
+        return
+    parts = [p for p in re.split(r"[,\s]+", value) if p]
+    joined = "joined by a comma" if "," in value else "joined by whitespace"
+    if option in _REPEATABLE:
+        example = " ".join(f"{option} {p}" for p in parts) if len(parts) > 1 else f"{option} VALUE"
+        how = f"pass the option once per value: {example}"
+    else:
+        how = f"the {_WHAT[option]} takes one model: pass the option once per value, e.g. {option} {parts[0]}"
+    what = _WHAT.get(option, "value")
+    raise ConfigError(f"{option} {value!r} ({what}) holds {len(parts)} values {joined}, read as one name; {how}")
+
+
 def check_run_id(run_id: str) -> str:
     run_id = run_id.strip()
     # Run ids and models are printed by status and report: nothing in them may drive a terminal.
     if not run_id or len(run_id) > 100 or has_unsafe_characters(run_id):
         raise ConfigError("--run-id must be 1-100 printable characters")
+    check_one_value(run_id, "--run-id")
     return run_id
 
 
@@ -99,6 +131,7 @@ def check_model(model: str | None, option: str = "--model") -> str:
         raise ConfigError(f"no evaluated model: pass {option} or set LEXPILOT_MODEL (none is chosen for you)")
     if len(model) > 200 or has_unsafe_characters(model):
         raise ConfigError(f"{option} must be 1-200 printable characters")
+    check_one_value(model.strip(), option)
     return model.strip()
 
 
