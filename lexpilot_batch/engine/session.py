@@ -451,13 +451,14 @@ def _rehearsed(route: Route, rules: RouteRules) -> Route:
     platform's path where it has one) and at list price; a model of an OpenAI-compatible platform
     the simulated provider rehearses on its own path (`simulated.profiles`: Groq, Zhipu, Qianfan,
     SiliconFlow, Moonshot) routed there with the platform's limits (its line url, requests per file,
-    window), so that `--provider simulated` refuses what the platform would; every other route is
-    the OpenAI routes' as before."""
+    window), so that `--provider simulated` refuses what the platform would (a bare name given such
+    a platform's `--profile` too: Azure's, whose `/chat/completions` OpenAI's routes refuse); every
+    other route is the OpenAI routes' as before."""
     from lexpilot_batch.simulated.profiles import PROFILES
 
     spec = PROVIDERS.get(route.provider or "")
-    platform = PROFILES.get(route.provider or "")
-    own_path = spec is not None and platform is not None and spec.profile == platform.name
+    platform = PROFILES.get(route.provider or "" if spec is not None else rules.profiles.get(route.role) or "")
+    own_path = platform is not None and (spec is None or spec.profile == platform.name)
     if spec is not None and not spec.batch_api:
         where = f"{SIMULATED}/{platform.name}" if own_path and platform is not None else SIMULATED
         return replace(route, endpoint=replace(route.endpoint, base_url=where, backend=SYNC))

@@ -11,7 +11,7 @@ from lexpilot_batch.providers.prefixes import parse_model
 from lexpilot_batch.providers.registry import PROVIDERS, chat_policy
 from lexpilot_batch.providers.routing.endpoints import endpoint_identity
 from lexpilot_batch.providers.routing.routes import ModelRoute, RouteRules, resolve_route
-from lexpilot_batch.simulated.completions import check_body
+from lexpilot_batch.simulated.completions import check_openai
 from lexpilot_batch.simulated.errors import ApiError
 
 
@@ -190,14 +190,14 @@ def test_the_client_and_the_simulated_provider_agree_on_reasoning_models(model):
     builds for a model is one the provider accepts."""
     assert is_openai_reasoning_model(model) == (model in REASONING)
     body = role_request("judge", parse_model(f"openai/{model}"), Settings()).body
-    check_body({"model": model, "messages": [{"role": "user", "content": "x"}], **body})  # accepted
+    check_openai({"model": model, "messages": [{"role": "user", "content": "x"}], **body})  # accepted
     legacy = {"model": model, "messages": [{"role": "user", "content": "x"}], "temperature": 0.1, "max_tokens": 8}
     if model in REASONING:
         with pytest.raises(ApiError) as refused:
-            check_body(legacy)
+            check_openai(legacy)
         assert refused.value.status == 400 and refused.value.code == "unsupported_parameter"
     else:
-        check_body(legacy)
+        check_openai(legacy)
 
 
 def test_each_dialect_sends_its_fields_in_order():

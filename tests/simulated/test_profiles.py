@@ -169,7 +169,8 @@ def assert_shape(platform: str, body: dict[str, Any], status: int) -> None:
 @pytest.mark.parametrize("platform", sorted(BATCH_PLATFORMS))
 def test_each_platform_refuses_another_endpoint_another_purpose_and_an_unknown_batch_in_its_shape(server, platform):
     api, url = client(server, platform), BATCH_PLATFORMS[platform]
-    wrong = "/v4/chat/completions" if url != "/v4/chat/completions" else "/v1/chat/completions"
+    # (Zhipu takes `/v1/...` too: its SDK's `BatchCreateParams.endpoint` spelling.)
+    wrong = "/v4/chat/completions" if url != "/v4/chat/completions" else "/v2/chat/completions"
     file_id = upload(api, lines(wrong, 1))
     status, body = error_of(
         lambda: api.batches.create(input_file_id=file_id, endpoint=wrong, completion_window="24h")  # type: ignore[arg-type]
