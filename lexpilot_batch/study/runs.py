@@ -169,6 +169,9 @@ class RunSpec:
     speculate: bool = False
     model_options: Mapping[str, ModelOptions] = field(default_factory=dict)  # by registered name
     reasoning_effort: str | None = None  # for OpenAI reasoning models
+    # Model names (as registered) taken though their provider's catalogue does not list them
+    # (`--allow-model`: a model newer than the catalogue); checked, never part of a manifest.
+    allowed_models: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # One name given as a string is one model (and one run id), not a tuple of its characters.
@@ -203,6 +206,9 @@ class RunPlan:
     settings: Settings  # as applied: a setting no request carries is None (`bodies.request.applied_settings`)
     requests: dict[str, RoleRequest]  # what each role's requests carry
     endpoints: dict[str, str]  # where each role's requests go (`routes.Route.label`)
+    # Where each role's requests go, as `prepare` says it (a rehearsal's, and where a real run's
+    # would go): not part of the manifest.
+    destinations: dict[str, str] = field(default_factory=dict)
 
     @property
     def legacy(self) -> bool:

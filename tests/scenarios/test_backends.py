@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import ProviderOptions, Session
@@ -187,7 +188,8 @@ def test_missing_key_names_the_variable(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with Workspace(tmp_path / "ws") as ws:
         session = Session(ws, ProviderOptions(provider="env"))
-        prepare_runs(ws, session, stage="lca", limit=1)  # compiling needs no key
+        # compiling needs no key (the User Model and judge OpenAI's: bare, they go to api.openai.com)
+        prepare_runs(ws, session, stage="lca", limit=1, settings=Settings("gpt-4o-mini", "gpt-4.1-mini"))
         with pytest.raises(ConfigError, match="LEXPILOT_EVAL_API_KEY or OPENAI_API_KEY"):
             poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
 
