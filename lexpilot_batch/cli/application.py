@@ -19,7 +19,16 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from lexpilot_batch import __version__
-from lexpilot_batch.cli import INTERRUPTED, INTERRUPTED_EXIT, TERMINATED, TERMINATED_EXIT, reading, running, tools
+from lexpilot_batch.cli import (
+    INTERRUPTED,
+    INTERRUPTED_EXIT,
+    TERMINATED,
+    TERMINATED_EXIT,
+    preflight,
+    reading,
+    running,
+    tools,
+)
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
@@ -81,6 +90,7 @@ def _main(
 
 app.command("validate-data")(tools.validate_data)
 app.command()(running.prepare)
+app.command()(preflight.preflight)
 app.command()(running.submit)
 app.command("poll-and-advance")(running.poll_and_advance)
 app.command()(reading.status)

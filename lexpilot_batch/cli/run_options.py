@@ -106,7 +106,7 @@ RUN_OPTIONS: list[Option] = [
                 "--allow-model",
                 help="A model (as you name it, e.g. anthropic/claude-sonnet-9) to send though its provider's bundled "
                 "catalogue does not list it yet: a model newer than the catalogue; repeatable. Check it first "
-                "against the provider's live model listing.",
+                "against the provider's live model listing with lexpilot-batch preflight.",
             ),
         ],
         [],

@@ -84,7 +84,8 @@ def prepare(
     Running it again with the same settings compiles nothing new; different settings for the same
     run id are refused, naming every difference.
 
-    Example: lexpilot-batch prepare --stage lca --run-id run1 --model gpt-4o-mini
+    Example: lexpilot-batch prepare --stage lca --run-id run1 --model openai/gpt-4o-mini \
+        --user-model openai/gpt-4o-mini --judge-model openai/o4-mini
     """
     from lexpilot_batch.engine.loop import prepare as do_prepare
 

@@ -130,7 +130,7 @@ def check_role_body(
         raise ConfigError(
             f"{name.name} ({role} role): the model {name.sent!r} is refused: {unlisted}. Nothing was compiled; "
             f"check the model's name, or, for a model newer than the catalogue, pass --allow-model {name.name} "
-            "(after checking it against the provider's live model listing)"
+            "(after checking it against the provider's live model listing: lexpilot-batch preflight)"
         )
     found = body_problems(api, name.sent, sample_body(api, name.sent, fields), prefix=prefix, reasoning=reasoning)
     if not found:

@@ -24,7 +24,7 @@ Which names those are:
    named ("did you mean ...?"). A family pattern alone no longer makes a name known:
    `claude-sonet-4-5` matched a Claude row and passed, and the API answered 404. A model newer than
    the catalogue is named with `--allow-model NAME`, after a check against the provider's live
-   listing. A provider without a catalogue (an Azure deployment, an
+   listing (`lexpilot-batch preflight`, `engine.preflight`). A provider without a catalogue (an Azure deployment, an
    Ark endpoint id, an `openai-api/` service, an aggregator's hundreds of models) keeps rule 1.
 
 **Simulator names**: a name whose last part is `sim` (`gpt-sim`, `claude-sim`, `glm-sim`) or whose

@@ -215,6 +215,12 @@ class AnthropicApi(Handlers):
             raise bad_request(f"Message Batch {message_batch_id} has ended and cannot be canceled.") from None
         return self._view(self.store.get_batch(record["batch"]["id"]) or record)
 
+    def models(self) -> dict[str, Any]:
+        """`GET /v1/models`: the Claude ids it serves by name (`sources.names`), and `claude-sim`."""
+        ids = sorted(names.anthropic() | {m for m in names.SIMULATED if names.CLAUDE.fullmatch(m)})
+        data = [{"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"} for m in ids]
+        return {"data": data, "has_more": False, "first_id": ids[0], "last_id": ids[-1]}
+
     def list(self, query: dict[str, str]) -> dict[str, Any]:
         views = [self._view(r) for r in records_of(self.store, NAME)]
         try:
@@ -416,6 +422,7 @@ API = SimulatedApi[AnthropicApi](
         Route("GET", r"/v1/messages/batches/([^/]+)", "anthropic_retrieve", lambda a, r: a.retrieve(*r.args)),
         Route("POST", r"/v1/messages/batches/([^/]+)/cancel", "anthropic_cancel", lambda a, r: a.cancel(*r.args)),
         Route("GET", r"/v1/messages/batches/([^/]+)/results", "anthropic_results", lambda a, r: a.results(*r.args)),
+        Route("GET", r"/v1/models", "anthropic_models", lambda a, r: a.models(), header="anthropic-version"),
         Route("POST", r"/v1/messages", "anthropic_message", lambda a, r: a.message(r.json(), r.call_id), chat=True),
     ),
     prefixes=("/v1/messages",),

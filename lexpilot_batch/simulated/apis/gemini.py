@@ -244,6 +244,14 @@ class GeminiApi(Handlers):
             raise ApiError(400, f"Batch batches/{name} has ended and cannot be cancelled.") from None
         return {}
 
+    def models(self) -> dict[str, Any]:
+        """`GET /v1beta/models`: the Gemini models it serves by name (`sources.names`), and `gemini-sim`."""
+        listed = sorted(names.gemini() | {m for m in names.SIMULATED if names.GOOGLE.fullmatch(m)})
+        methods = ["generateContent", "batchGenerateContent"]
+        return {
+            "models": [{"name": f"models/{m}", "displayName": m, "supportedGenerationMethods": methods} for m in listed]
+        }
+
     def list(self, query: dict[str, str]) -> dict[str, Any]:
         operations = [self._operation(r) for r in records_of(self.store, NAME)]
         try:
@@ -496,6 +504,7 @@ API = SimulatedApi[GeminiApi](
             creates=True,
         ),
         Route("GET", r"/v1beta/batches", "gemini_list", lambda a, r: a.list(r.query)),
+        Route("GET", r"/v1beta/models", "gemini_models", lambda a, r: a.models()),
         Route("GET", r"/v1beta/batches/([^/:]+)", "gemini_get", lambda a, r: a.get(*r.args)),
         Route("POST", r"/v1beta/batches/([^/:]+):cancel", "gemini_cancel", lambda a, r: a.cancel(*r.args)),
         Route(

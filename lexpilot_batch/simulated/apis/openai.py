@@ -17,7 +17,7 @@ from lexpilot_batch.simulated import batches, chat, completions
 from lexpilot_batch.simulated.errors import ApiError, bad_request, not_found
 from lexpilot_batch.simulated.profiles import Profile, window_seconds
 from lexpilot_batch.simulated.routes import Handlers, Request, Route, SimulatedApi, parse_multipart
-from lexpilot_batch.simulated.sources import requests, typed
+from lexpilot_batch.simulated.sources import names, requests, typed
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
 UPLOAD_PURPOSES = ("batch",)  # the only purpose this provider simulates
@@ -166,6 +166,18 @@ class OpenAIApi(Handlers):
         objects = [_shown(batches.current(self.store, r), profile) for r in records]
         return _page(objects, query, default_limit=20, max_limit=100)
 
+    def list_models(self, profile: Profile | None = None) -> dict[str, Any]:
+        """`GET /v1/models`: the names the route serves by name (`completions.model_problem`): a
+        platform's published list, or OpenAI's and Mistral's (both APIs are served on this root),
+        and the simulator's own; an OpenAI-compatible server's other names are answered unlisted."""
+        if profile is not None:
+            listed = profile.models() if profile.models is not None else frozenset()
+        else:
+            listed = names.openai() | names.mistral()
+        own = {m for m in names.SIMULATED if completions.model_problem(m, profile) is None}
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "simulated"} for m in sorted(listed | own)]
+        return {"object": "list", "data": data}
+
     # --- synchronous chat --------------------------------------------------------------------
 
     def chat_completion(
@@ -293,6 +305,7 @@ API = SimulatedApi[OpenAIApi](
             "POST", r"/v1/batches/([^/]+)/cancel", "cancel_batch", lambda a, r: a.cancel_batch(r.args[0], **r.platform)
         ),
         Route("POST", r"/v1/chat/completions", "chat_completion", _chat, chat=True, on_flex=chat.on_flex),
+        Route("GET", r"/v1/models", "list_models", lambda a, r: a.list_models(**r.platform)),
         # Volcengine Ark's batch chat route (`ark/` names' base URL ends in /batch): a chat completion.
         Route("POST", r"/v1/batch/chat/completions", "chat_completion", _chat, chat=True, on_flex=chat.on_flex),
     ),

@@ -30,6 +30,24 @@ CLAUDE = re.compile(r"claude-.+", re.IGNORECASE)
 GOOGLE = re.compile(r"(?:gemini|gemma|learnlm)-.+", re.IGNORECASE)
 
 
+# The simulator's own models its listings name (it answers any `*-sim` or `sim-*` name alike): those
+# the docs and tests use, each route listing those it serves.
+SIMULATED = (
+    "sim-eval",
+    "sim-a",
+    "sim-b",
+    "gpt-sim",
+    "claude-sim",
+    "gemini-sim",
+    "mistral-sim",
+    "magistral-sim",
+    "glm-sim",
+    "llama-sim",
+    "ernie-sim",
+    "kimi-sim",
+)
+
+
 def is_sim(model: str) -> bool:
     """A model of the simulated provider itself."""
     return _SIM.fullmatch(model) is not None
