@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 Option = tuple[str, object, object]
 
 DatasetOpt = Annotated[
-    Path | None,
-    typer.Option("--dataset", help="Dataset JSON file (default: the bundled sample).", dir_okay=False),
+    str | None,  # not a Path, which would fold the `//` of a hf:// URL (`data.dataset_source` reads it)
+    typer.Option("--dataset", help="Dataset JSON file or hf://datasets/OWNER/NAME[@REV] (default: bundled sample)."),
 ]
 CategoriesOpt = Annotated[
     Path | None,
@@ -322,6 +322,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             create_grace=values["create_grace"],
             outage_wait=values["outage_wait"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
+            hedge=values["hedge"],
             tail_sync=values["tail_sync"],
             tail=values["tail"],
             max_premium=values["max_premium"],

@@ -168,6 +168,7 @@ RUN_OPTIONS: list[Option] = [
 
 def run_spec(values: dict[str, Any]) -> RunSpec:
     from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.data import dataset_source
     from lexpilot_batch.study.model_list import ModelList, load_model_list, parse_model_arg, with_model_args
     from lexpilot_batch.study.runs import RunSpec
 
@@ -183,7 +184,7 @@ def run_spec(values: dict[str, Any]) -> RunSpec:
             values["judge_temperature"],
             values["max_tokens"],
         ),
-        dataset=values["dataset"],
+        dataset=dataset_source(values["dataset"]),
         categories=values["categories"],
         limit=values["limit"],
         prompts=values["prompts_file"],
@@ -191,4 +192,5 @@ def run_spec(values: dict[str, Any]) -> RunSpec:
         model_options=with_model_args(listed.options, [parse_model_arg(a) for a in values["model_arg"]]),
         reasoning_effort=values["reasoning_effort"],
         allowed_models=frozenset(values["allow_model"]),
+        defaulted=frozenset(k for k in ("user_model", "judge_model") if not (values[k] or getattr(listed, k[:-6]))),
     )
