@@ -127,6 +127,10 @@ def model_problem(model: str, profile: Profile | None = None) -> str | None:
     model, a near miss of one."""
     if not model.strip():
         return "no model name"
+    listed = profile.models() if profile is not None and profile.models is not None else None
+    several = names.joined(model, listed if listed is not None else names.openai() | names.mistral())
+    if several is not None:
+        return several
     if names.is_sim(model):
         return None
     if profile is not None:

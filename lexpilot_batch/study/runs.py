@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -37,6 +36,7 @@ from lexpilot_batch.state.runs import copy_cases, insert_run, keep_categories, s
 from lexpilot_batch.state.threads import insert_threads
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.model_list import ModelOptions
+from lexpilot_batch.study.values import check_one_value
 from lexpilot_batch.util.fileio import write_atomic
 from lexpilot_batch.util.text import has_unsafe_characters
 
@@ -86,36 +86,6 @@ def _without_own_imports(source: bytes) -> bytes:
 def run_key(run_id: str, model: str) -> str:
     """Eight hex digits that start every custom_id of the run: short, ASCII, deterministic."""
     return hashlib.sha256(f"{run_id}\0{model}".encode()).hexdigest()[:8]
-
-
-# Options that take one value each time they are given (`--model`, `--run-id`) or one value at all
-# (`--user-model`, `--judge-model`): several joined by commas or spaces (a shell variable quoted
-# whole, a copied list) would be registered as one name, sent as one model and answered by nobody.
-_REPEATABLE = frozenset({"--model", "--run-id"})
-_JOINED = re.compile(r"[,\s]")
-
-
-_WHAT = {
-    "--model": "evaluated model",
-    "--run-id": "run id",
-    "--user-model": "User Model role",
-    "--judge-model": "judge role",
-}
-
-
-def check_one_value(value: str, option: str) -> None:
-    """Refuse a value holding a comma or whitespace: several values given as one."""
-    if not _JOINED.search(value):
-        return
-    parts = [p for p in re.split(r"[,\s]+", value) if p]
-    joined = "joined by a comma" if "," in value else "joined by whitespace"
-    if option in _REPEATABLE:
-        example = " ".join(f"{option} {p}" for p in parts) if len(parts) > 1 else f"{option} VALUE"
-        how = f"pass the option once per value: {example}"
-    else:
-        how = f"the {_WHAT[option]} takes one model: pass the option once per value, e.g. {option} {parts[0]}"
-    what = _WHAT.get(option, "value")
-    raise ConfigError(f"{option} {value!r} ({what}) holds {len(parts)} values {joined}, read as one name; {how}")
 
 
 def check_run_id(run_id: str) -> str:

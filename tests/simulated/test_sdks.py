@@ -235,3 +235,23 @@ def test_the_ark_sdk_sends_its_nulls_and_is_answered(server: SimulatedServer) ->
         model="ep-bi-20250101000000-abcde", messages=[{"role": "user", "content": PROMPT}]
     )
     assert answer.choices[0].message.content and answer.usage is not None and answer.usage.completion_tokens > 0
+
+
+@pytest.mark.parametrize("joined", ["gpt-4o-mini,gpt-4.1-mini", "gpt-4o-mini gpt-4.1-mini", "sim-eval,gpt-sim"])
+def test_several_names_given_as_one_are_nobodys_model_on_every_route(server: SimulatedServer, joined: str) -> None:
+    """`--model a,b` and a quoted `"a b"` (a PowerShell variable) compiled as one model, and the
+    simulated provider answered it: every route now answers it as its API answers a model it does
+    not serve (`prepare` refuses it first: `tests/study/test_runs.py`). A name holding a space
+    whose parts are nobody's listed model is a compatible server's own, and answered."""
+    openai = pytest.importorskip("openai")
+    client = openai.OpenAI(base_url=server.base_url, api_key="sk-any", max_retries=0)
+    with pytest.raises(openai.NotFoundError, match="several names were given as one"):
+        client.chat.completions.create(model=joined, messages=[{"role": "user", "content": PROMPT}])
+    answered = client.chat.completions.create(model="my served model", messages=[{"role": "user", "content": PROMPT}])
+    assert answered.choices[0].message.content
+    anthropic = pytest.importorskip("anthropic")
+    claude = anthropic.Anthropic(base_url=server.root_url, api_key="sk-ant-any", max_retries=0)
+    with pytest.raises(anthropic.NotFoundError, match="several names were given as one"):
+        claude.messages.create(
+            model="claude-sonnet-4-5,claude-haiku-4-5", max_tokens=64, messages=[{"role": "user", "content": PROMPT}]
+        )

@@ -73,6 +73,9 @@ def _missing_model(params: Any) -> str | None:
     model = params.get("model") if isinstance(params, dict) else None
     if not isinstance(model, str) or not model:
         return None  # a 400: `_problem`
+    several = names.joined(model, names.anthropic())
+    if several is not None:
+        return f"model: {model} ({several})"
     if not names.CLAUDE.fullmatch(model):
         bare = names.prefix_left_on(model, names.anthropic())
         if bare is not None:

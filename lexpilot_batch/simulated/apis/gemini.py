@@ -356,10 +356,10 @@ class GeminiApi(Handlers):
 def _check_model(model: str, method: str) -> None:
     """Gemini's 404 `NOT_FOUND` for a model it does not serve (`sources.names`), with why: the
     model is in the call's path, so a batch for it is refused at create, never run."""
-    why = None
-    if not names.GOOGLE.fullmatch(model):
+    why = names.joined(model, names.gemini())
+    if why is None and not names.GOOGLE.fullmatch(model):
         why = "the Gemini API serves Gemini, Gemma and LearnLM models"
-    elif not names.is_sim(model) and model not in names.gemini():
+    elif why is None and not names.is_sim(model) and model not in names.gemini():
         near = names.near_miss(model, names.gemini())
         why = f"did you mean {near}?" if near else None
     if why is not None:

@@ -235,6 +235,9 @@ class MistralApi(Handlers):
 
 def _model_problem(model: str) -> str | None:
     """Why Mistral's API does not serve `model` (`sources.names`), or None."""
+    several = names.joined(model, names.mistral())
+    if several is not None:
+        return several
     known = names.mistral()
     if model in known or names.is_sim(model):
         return None

@@ -48,6 +48,17 @@ SIMULATED = (
 )
 
 
+def joined(model: str, known: frozenset[str]) -> str | None:
+    """Why a name is several names given as one (`--model a,b`, a quoted shell variable): parts
+    split at commas or whitespace, one of them a listed name (`known`, after a provider prefix
+    too) or the simulator's own; None for any other name (a compatible server's own may hold a
+    space)."""
+    parts = [p for p in re.split(r"[,\s]+", model.strip()) if p]
+    if len(parts) > 1 and any(p in known or p.rpartition("/")[2] in known or is_sim(p) for p in parts):
+        return "several names were given as one, split at a comma or whitespace"
+    return None
+
+
 def is_sim(model: str) -> bool:
     """A model of the simulated provider itself."""
     return _SIM.fullmatch(model) is not None

@@ -408,7 +408,7 @@ def test_no_hidden_facts_or_gold_where_they_do_not_belong(exported, dataset):
     assert any(h in reply for reply in replies for h in hidden), "control: User Model replies reveal facts"
 
 
-# (no whitespace: `prepare` refuses a run id holding some, `study.runs.check_one_value`)
+# (no whitespace: `prepare` refuses a run id holding some, `study.values.check_one_value`)
 HOSTILE = ("../x", "a/b", "运行1", "..", "/abs", "C:\\evil")
 
 

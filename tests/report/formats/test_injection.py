@@ -77,7 +77,7 @@ def hostile_study(tmp_path_factory) -> Path:
     categories = base / "categories.json"
     categories.write_text(json.dumps(renamed, ensure_ascii=False), encoding="utf-8")
     # Names holding whitespace, which `prepare` now refuses as several values given as one
-    # (`study.runs.check_one_value`), are still in workspaces an earlier version registered: the
+    # (`study.values.check_one_value`), are still in workspaces an earlier version registered: the
     # report must neutralise them all the same.
     with Workspace(base / "ws") as ws, pytest.MonkeyPatch.context() as patch:
         patch.setattr(runs, "check_one_value", lambda value, option: None)
