@@ -108,7 +108,9 @@ def test_wave_one_of_every_task_for_every_kind_of_model_validates_against_the_in
     monkeypatch.setenv("AZURE_OPENAI_BASE_URL", "https://example.openai.azure.com/openai/v1")
     with Workspace(tmp_path / "ws") as ws:
         session = Session(ws, ProviderOptions())
-        prepare(ws, session, _spec())
+        # The User Model and the judge named with their provider: bare, with no OPENAI_BASE_URL, the
+        # defaults would go to api.openai.com, which serves neither (refused before anything is compiled).
+        prepare(ws, session, _spec(Settings("deepseek/deepseek-chat", "deepseek/deepseek-reasoner")))
         rows = [dict(r) for r in ws.store.conn.execute("SELECT * FROM files ORDER BY pk")]
         lines = [
             (row, json.loads(raw))
@@ -118,14 +120,12 @@ def test_wave_one_of_every_task_for_every_kind_of_model_validates_against_the_in
     assert set(validate_lines(lines)) == set(MODELS)
 
 
-def _spec() -> RunSpec:
-    # The User Model and the judge named with their provider: bare, they would go to OpenAI, which
-    # does not serve the defaults (`lineup`: refused before anything is compiled).
+def _spec(settings: Settings | None = None) -> RunSpec:
     return RunSpec(
         ("r1",),
         MODELS,
         "all",
-        Settings("deepseek/deepseek-chat", "deepseek/deepseek-reasoner"),
+        settings or Settings(),
         limit=1,
         model_options={
             "anthropic/claude-opus-4-1": ModelOptions(THINKING),
@@ -157,12 +157,14 @@ def test_every_line_of_every_task_for_every_kind_of_model_validates_against_the_
     tmp_path: Path, clean_env: None, quick: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each provider's own routes (Claude's Message Batches, Gemini's Batch Mode, Azure's
-    `/chat/completions`) on the simulated server, as a user points them at `serve-simulated`."""
+    `/chat/completions` on its own path) on the simulated server, as a user points them at
+    `serve-simulated` (the bare defaults of the User Model and judge go to OPENAI_BASE_URL's)."""
 
     spec = _spec()
     with SimulatedServer(tmp_path / "sim") as server:
-        for var in ("OPENAI_BASE_URL", "AZURE_OPENAI_BASE_URL", "DASHSCOPE_BASE_URL"):
+        for var in ("OPENAI_BASE_URL", "DASHSCOPE_BASE_URL"):
             monkeypatch.setenv(var, server.base_url)
+        monkeypatch.setenv("AZURE_OPENAI_BASE_URL", server.profile_url("azure"))
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.root_url)
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.root_url)
         for var in (
