@@ -20,7 +20,7 @@ from lexpilot_batch.engine.hedge import hedge_deadline, max_age
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.state.workspace import Workspace
-from tests.helpers.engine import finish
+from tests.helpers.engine import finish, rounds
 from tests.helpers.faults import Outcome, assert_same_as, run_benchmark
 
 # Batches of a median of 0.2 s, 90% within 0.5 s (the published shape, in seconds), 30% stuck.
@@ -73,7 +73,7 @@ def test_a_stop_between_the_hedge_s_cancel_and_its_record_ends_as_fault_free(tmp
     monkeypatch.setattr(poll_module, "set_file", set_file)
 
     def drive(ws: Workspace, session: Session) -> None:
-        for _ in range(2000):
+        for _ in rounds():
             try:
                 left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
             except Stop:
