@@ -106,7 +106,8 @@ def check_openai(body: Any, profile: Profile | None = None) -> None:
         found = typed.problems(body, request_type, closed=closed)
     else:
         found = []
-    for name, (low, high) in requests.OPENAI_DOCUMENTED.items():
+    ranges = profile.ranges if profile is not None and profile.ranges is not None else requests.OPENAI_DOCUMENTED
+    for name, (low, high) in ranges.items():
         value = body.get(name)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not low <= value <= high:
             found.append((name, f"must be between {low:g} and {high:g}, not {value!r}"))

@@ -60,6 +60,8 @@ class Profile:
     # The fields its chat completions take, each null when not given, where its SDK says so
     # (Ark's batch chat); None: OpenAI's request type, any other field the platform's own.
     chat_fields: Callable[[], frozenset[str] | None] | None = None
+    # The ranges its documentation gives the sampling fields (`sources.requests`); None: OpenAI's.
+    ranges: dict[str, tuple[float, float]] | None = None
 
 
 # HTTP status -> (code, type) of each platform's error body; statuses not listed take the row of
@@ -221,7 +223,8 @@ PROFILES: dict[str, Profile] = {
         # /v1/chat/completions only; a window of 12h to 7d, as `12h`, `1d`, `3d`) and
         # https://platform.kimi.com/docs/guide/use-batch-api. Files of at most 100 MB
         # (https://platform.kimi.com/docs/api/errors: "max file size is 100MB"); no request count
-        # is documented: OpenAI's 50,000. Errors: `{"error": {"type", "message"}}` (the same page).
+        # is documented: OpenAI's 50,000. Errors: `{"error": {"type", "message"}}` (the same page). A
+        # temperature above 1 is refused (https://platform.moonshot.cn/docs/api/chat: 0 to 1).
         Profile(
             "moonshot",
             "/v1",
@@ -233,6 +236,7 @@ PROFILES: dict[str, Profile] = {
             50_000,
             100 * MB,
             _moonshot,
+            ranges=requests.MOONSHOT_DOCUMENTED,  # temperature 0 to 1 (its chat reference)
         ),
         # Volcengine Ark: no Files + Batches, only `POST /api/v3/batch/chat/completions`
         # (https://www.volcengine.com/docs/82379/1449576: the fields of ChatCompletions, but "stream"

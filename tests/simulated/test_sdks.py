@@ -4,8 +4,8 @@ key-less inline requests) and its defaults (Ark's and Zhipu's SDKs send unset fi
 the product's readers take what comes back. Before, the simulated routes refused what the SDKs send
 unless lexpilot-batch had made it: a custom_id it had not mapped, a Message Batch of two Claude
 models, Gemini's and Mistral's inline batches, every Ark request (`service_tier: null`). Each test
-is skipped without its SDK (the `test` extra installs them all). Together's SDK is driven in
-`tests/providers/together/test_lines.py`.
+is skipped without its SDK (the `test` extra installs them all). Together's SDK also drives its
+routes with the product's own lines in `tests/providers/together/test_lines.py`.
 """
 
 from __future__ import annotations
@@ -255,3 +255,28 @@ def test_several_names_given_as_one_are_nobodys_model_on_every_route(server: Sim
         claude.messages.create(
             model="claude-sonnet-4-5,claude-haiku-4-5", max_tokens=64, messages=[{"role": "user", "content": PROMPT}]
         )
+
+
+def test_the_together_sdk_with_its_own_ids(server: SimulatedServer, slow: SimulatedServer, tmp_path) -> None:
+    """Together's batch guide (docs.together.ai/docs/batch-inference): lines `{"custom_id":
+    "request-1", "body": {...}}`, uploaded with purpose `batch-api`, a job created, polled, its output
+    downloaded; a running job cancelled. `tests/providers/together/test_lines.py` drives the same
+    routes with the product's own lines."""
+    together = pytest.importorskip("together")
+    body = {"model": "deepseek-ai/DeepSeek-V3", "max_tokens": 200, "messages": [{"role": "user", "content": PROMPT}]}
+    path = tmp_path / "batch_input.jsonl"
+    path.write_bytes(_jsonl([{"custom_id": f"request-{i}", "body": body} for i in (1, 2)]))
+    client = together.Together(base_url=server.root_url + "/together", api_key="sk-any", max_retries=0)
+    uploaded = client.files.upload(file=path, purpose="batch-api", check=False)
+    job = client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions").job
+    assert job is not None
+    job = _until(lambda: client.batches.retrieve(job.id), lambda j: j.status == "COMPLETED")
+    lines = [json.loads(x) for x in client.files.content(job.output_file_id).read().decode("utf-8").splitlines()]
+    assert sorted(x["custom_id"] for x in lines) == ["request-1", "request-2"] and all(map(_answered, lines))
+    running = together.Together(base_url=slow.root_url + "/together", api_key="sk-any", max_retries=0)
+    path.write_bytes(_jsonl([{"custom_id": "request-3", "body": body}]))
+    uploaded = running.files.upload(file=path, purpose="batch-api", check=False)
+    job = running.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions").job
+    assert job is not None
+    # together-python's status word while a cancel is under way (`simulated.apis.together`)
+    assert running.batches.cancel(job.id).status in ("CANCELING", "CANCELLED")

@@ -37,6 +37,7 @@ from __future__ import annotations
 import importlib
 import re
 import typing
+from difflib import SequenceMatcher
 from functools import cache
 
 from lexpilot_batch.providers.bodies.families import first_family
@@ -129,7 +130,7 @@ def catalogue_problem(provider: Provider, model: str) -> str | None:
     if model in known or not known:  # (none: its SDK, the list's only source, is not installed)
         return None
     near = near_miss(model, known)
-    guess = f"; did you mean {near}?" if near else ""
+    guess = f" (did you mean {near}?)" if near else ""
     return f"not in the model catalogue of {provider.title} ({catalogue.source}; {catalogue.taken}){guess}"
 
 
@@ -176,7 +177,7 @@ def near_miss(model: str, names: frozenset[str]) -> str | None:
 def providers_serving(model: str, limit: int = 3) -> list[str]:
     """How `model`, a bare name, could be named with a provider whose catalogue lists it or a name
     of the same maker (`DeepSeek-R1`: `deepseek/deepseek-reasoner`, ...): `prefix/name` each, the
-    exact names first."""
+    exact names first, then the closest."""
     lowered = model.lower()
     maker = re.split(r"[-_.:/]", lowered)[0]
     exact, alike = [], []
@@ -188,4 +189,5 @@ def providers_serving(model: str, limit: int = 3) -> list[str]:
                 exact.append(f"{provider.prefix}/{name}")
             elif maker and name.lower().startswith(maker):
                 alike.append(f"{provider.prefix}/{name}")
+    alike.sort(key=lambda named: -SequenceMatcher(None, lowered, named.partition("/")[2].lower()).ratio())
     return (exact + alike)[:limit]
