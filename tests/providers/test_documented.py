@@ -43,7 +43,7 @@ EXAMPLES = [
 
 def test_every_fixture_file_names_its_sources_and_each_example_where_and_when() -> None:
     files = sorted(FIXTURES.glob("*.json"))
-    assert {p.stem for p in files} >= {"openai", "azure", "anthropic", "google", "mistral", "together", "zhipu"}
+    assert {p.stem for p in files} >= {"openai", "azure", "anthropic", "google", "mistral", "together", "zhipu", "groq"}
     for path in files:
         doc = json.loads(path.read_text(encoding="utf-8"))
         assert doc["provider"] == path.stem and doc["sources"] and doc["examples"], path.name
@@ -83,7 +83,7 @@ def _check_line(line: dict[str, Any], expect: dict[str, Any]) -> None:
         assert list(usage[:4]) == expect["usage"]
 
 
-def _read_openai(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+def _read_openai(kind: str, payload: Any, expect: dict[str, Any], provider: str = "openai") -> None:
     from lexpilot_batch.providers.openai.batch import info
 
     if kind == "batch":
@@ -100,6 +100,12 @@ def _read_openai(kind: str, payload: Any, expect: dict[str, Any]) -> None:
         assert found == expect
     elif kind == "result_line":
         _check_line(payload, expect)
+    elif kind == "input_lines":
+        # A platform's documented input lines, held to the product's contract for that platform.
+        from lexpilot_batch.providers.bodies.contract import line_problems
+
+        for line in payload:
+            assert not line_problems("openai", line, model=line["body"]["model"], prefix=provider), line
     elif kind == "chat_completion":
         from lexpilot_batch.providers.openai.chat import OpenAIChat
         from lexpilot_batch.providers.routing.endpoints import Endpoint
@@ -180,6 +186,8 @@ def test_each_documented_example_is_read_as_published(provider: str, api: str, e
         _read_limits(provider, payload, expect)
     elif api == "together":
         _read_together(kind, payload, expect)
+    elif api == "openai":
+        _read_openai(kind, payload, expect, provider)
     else:
         READERS[api](kind, payload, expect)
 
