@@ -25,6 +25,7 @@ from lexpilot_batch.cli import (
     Terminated,
     cancel,
     end_body,
+    preflight,
     reading,
     running,
     start_body,
@@ -98,6 +99,7 @@ def _main(
 
 app.command("validate-data")(tools.validate_data)
 app.command()(running.prepare)
+app.command()(preflight.preflight)
 app.command()(running.submit)
 app.command("poll-and-advance")(running.poll_and_advance)
 app.command()(reading.status)

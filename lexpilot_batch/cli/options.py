@@ -1,7 +1,8 @@
 """The options commands share: single ones, and the groups that become one `Target` or `RunSpec`.
 
-A group is added to a command by `with_options` and reaches it as one object, so that the provider options
-(`PROVIDER_OPTIONS` → `Target`) and the experiment's own (`RUN_OPTIONS` → `RunSpec`) are spelled once for each.
+A group is added to a command by `with_options` and reaches it as one object, so that the
+provider options (`PROVIDER_OPTIONS` → `Target`) and the experiment's own (`run_options.RUN_OPTIONS` →
+`RunSpec`) are spelled once for every command that takes them.
 """
 
 from __future__ import annotations
@@ -13,14 +14,11 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
-from lexpilot_batch.benchmark.protocols import STAGES
-from lexpilot_batch.benchmark.settings import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL
 from lexpilot_batch.cli.tail_options import TAIL_OPTIONS, TailSyncOpt
 from lexpilot_batch.errors import LexpilotError
 
 if TYPE_CHECKING:
     from lexpilot_batch.engine.session import ProviderOptions
-    from lexpilot_batch.study.runs import RunSpec
 
 # (parameter name, annotated type, default) of one option in a group.
 Option = tuple[str, object, object]
@@ -250,141 +248,6 @@ PROVIDER_OPTIONS: list[Option] = [
 ]
 
 # Options of the experiment itself: they go into the run manifest.
-RUN_OPTIONS: list[Option] = [
-    (
-        "stage",
-        Annotated[
-            str,
-            typer.Option("--stage", help=f"{', '.join(STAGES)} (ljp: the three LJP setups; all: every task)."),
-        ],
-        "all",
-    ),
-    (
-        "run_id",
-        Annotated[
-            list[str],
-            typer.Option(
-                "--run-id", help="Run id; repeat for several independent runs (run1 ... run5). Default: run1."
-            ),
-        ],
-        [],
-    ),
-    (
-        "model",
-        Annotated[
-            list[str],
-            typer.Option(
-                "--model",
-                envvar="LEXPILOT_MODEL",
-                help="An evaluated model, bare (gpt-4o-mini: the role's variables decide where it goes) or with "
-                "its provider (openai/gpt-4o-mini, azure/DEPLOYMENT, dashscope/qwen-plus, deepseek/deepseek-chat, "
-                "openai-api/SERVICE/MODEL); repeat for several, each its own runs (no default).",
-            ),
-        ],
-        [],
-    ),
-    (
-        "user_model",
-        Annotated[
-            str | None,
-            typer.Option(
-                "--user-model",
-                envvar="LEXPILOT_USER_MODEL",
-                help=f"The User Model simulating the client, bare or with its provider (default {DEFAULT_USER_MODEL}).",
-            ),
-        ],
-        None,
-    ),
-    (
-        "judge_model",
-        Annotated[
-            str | None,
-            typer.Option(
-                "--judge-model",
-                envvar="LEXPILOT_JUDGE_MODEL",
-                help=f"The judge model, bare or with its provider (default {DEFAULT_JUDGE_MODEL}).",
-            ),
-        ],
-        None,
-    ),
-    (
-        "models_file",
-        Annotated[
-            Path | None,
-            typer.Option(
-                "--models",
-                help="A model list, TOML or JSON: evaluated models, User Model and judge, each with its provider, "
-                "base URL, key variable, backend and body fields (see README).",
-                dir_okay=False,
-            ),
-        ],
-        None,
-    ),
-    (
-        "model_arg",
-        Annotated[
-            list[str],
-            typer.Option(
-                "--model-arg",
-                help="MODEL:KEY=VALUE sets a request body field for one model (VALUE is JSON or text; KEY=null "
-                "removes the field), e.g. openai/o4-mini:reasoning_effort=high; repeatable.",
-            ),
-        ],
-        [],
-    ),
-    (
-        "reasoning_effort",
-        Annotated[
-            str | None,
-            typer.Option(
-                "--reasoning-effort",
-                help="reasoning_effort of OpenAI reasoning models (o1, o3, o4-mini, gpt-5...): none, minimal, low, "
-                "medium or high (default: the provider's).",
-            ),
-        ],
-        None,
-    ),
-    ("dataset", DatasetOpt, None),
-    ("categories", CategoriesOpt, None),
-    (
-        "limit",
-        Annotated[int | None, typer.Option("--limit", help="Use only the first N cases (smoke runs).", min=1)],
-        None,
-    ),
-    ("temperature", Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")], 0.7),
-    ("judge_temperature", Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")], 0.1),
-    (
-        "max_tokens",
-        Annotated[
-            int,
-            typer.Option(
-                "--max-tokens", help="Output token limit of every request (max_tokens or max_completion_tokens).", min=1
-            ),
-        ],
-        8192,
-    ),
-    (
-        "prompts_file",
-        Annotated[
-            Path | None,
-            typer.Option(
-                "--prompts", help="JSON object replacing prompt templates by name (see README).", dir_okay=False
-            ),
-        ],
-        None,
-    ),
-    (
-        "speculate",
-        Annotated[
-            bool,
-            typer.Option(
-                "--speculate/--no-speculate",
-                help="Request User Model replies alongside the classification they depend on (8 waves instead of 11).",
-            ),
-        ],
-        False,
-    ),
-]
 
 
 def with_options(
@@ -468,33 +331,4 @@ def provider_options(values: dict[str, Any]) -> Target:
             prices=load_prices(values["prices"]),
             keep_provider_files=values["keep_provider_files"],
         ),
-    )
-
-
-def run_spec(values: dict[str, Any]) -> RunSpec:
-    from lexpilot_batch.benchmark.settings import Settings
-    from lexpilot_batch.data import dataset_source
-    from lexpilot_batch.study.model_list import ModelList, load_model_list, parse_model_arg, with_model_args
-    from lexpilot_batch.study.runs import RunSpec
-
-    listed = load_model_list(values["models_file"]) if values["models_file"] is not None else ModelList()
-    return RunSpec(
-        stage=values["stage"],
-        run_ids=tuple(values["run_id"] or ["run1"]),
-        models=(*listed.eval, *values["model"]),
-        settings=Settings(
-            values["user_model"] or listed.user or DEFAULT_USER_MODEL,
-            values["judge_model"] or listed.judge or DEFAULT_JUDGE_MODEL,
-            values["temperature"],
-            values["judge_temperature"],
-            values["max_tokens"],
-        ),
-        dataset=dataset_source(values["dataset"]),
-        categories=values["categories"],
-        limit=values["limit"],
-        prompts=values["prompts_file"],
-        speculate=values["speculate"],
-        model_options=with_model_args(listed.options, [parse_model_arg(a) for a in values["model_arg"]]),
-        reasoning_effort=values["reasoning_effort"],
-        defaulted=frozenset(k for k in ("user_model", "judge_model") if not (values[k] or getattr(listed, k[:-6]))),
     )

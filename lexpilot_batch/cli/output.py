@@ -69,6 +69,11 @@ def say_prepared(result: PrepareResult, root: Path | None = None, polls: bool = 
     compiled = result.compiled
     for note in result.notes:
         say(f"Note: {note}")
+    if result.lineup:
+        say("Models and where their requests go:")
+        width = max(len(model) for _, model, _ in result.lineup)
+        for role, model, destination in result.lineup:
+            say(f"  {role:<5}  {model:<{width}}  {destination}")
     models = f" of {', '.join(result.models)}" if len(result.models) > 1 else ""
     say(f"Runs: {', '.join(result.runs)}{models}; new threads: {result.new_threads}.")
     if compiled.in_flight:

@@ -12,14 +12,12 @@ import typer
 from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.cli.options import (
     PROVIDER_OPTIONS,
-    RUN_OPTIONS,
     CompactOpt,
     PollIntervalOpt,
     RootOpt,
     Target,
     VerboseOpt,
     provider_options,
-    run_spec,
     with_options,
 )
 from lexpilot_batch.cli.output import (
@@ -32,6 +30,7 @@ from lexpilot_batch.cli.output import (
     say_results_kept,
 )
 from lexpilot_batch.cli.reading import print_report
+from lexpilot_batch.cli.run_options import RUN_OPTIONS, run_spec
 from lexpilot_batch.state.queries import failed_threads
 from lexpilot_batch.state.store import DB_NAME
 from lexpilot_batch.state.workspace import command_hint
@@ -86,7 +85,8 @@ def prepare(
     Running it again with the same settings compiles nothing new; different settings for the same
     run id are refused, naming every difference.
 
-    Example: lexpilot-batch prepare --stage lca --run-id run1 --model gpt-4o-mini
+    Example: lexpilot-batch prepare --stage lca --run-id run1 --model openai/gpt-4o-mini \
+        --user-model openai/gpt-4o-mini --judge-model openai/o4-mini
     """
     from lexpilot_batch.engine.loop import prepare as do_prepare
 

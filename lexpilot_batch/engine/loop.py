@@ -40,6 +40,8 @@ class PrepareResult:
     new_threads: int = 0
     compiled: CompileResult = field(default_factory=CompileResult)
     notes: list[str] = field(default_factory=list)  # what the user should know of how it was read
+    # (role, model, where its requests go) of every role of every evaluated model, each once
+    lineup: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
@@ -69,6 +71,10 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
         )
     for plan in plans:
         result.models.append(plan.model)
+        for role in plan.requests:
+            line = (role, plan.settings.model_for(role, plan.model), plan.destinations.get(role, plan.endpoints[role]))
+            if line not in result.lineup:
+                result.lineup.append(line)
         for run_id in run_ids:
             run = register_run(ws, run_id, plan, dataset, spec.limit, templates, spec.speculate)
             result.new_threads += add_threads(ws, run, tasks, dataset)

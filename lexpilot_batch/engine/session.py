@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.benchmark.settings import ROLES
+from lexpilot_batch.engine.rehearsal import compiled_route, rehearsed
 from lexpilot_batch.engine.settled import Settled
 from lexpilot_batch.engine.tail import (
     AUTO,
@@ -30,10 +33,16 @@ from lexpilot_batch.engine.tail import (
     measure,
 )
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.backends import BATCH, FLEX, SIMULATED, SYNC, check_backend
+from lexpilot_batch.providers.backends import BATCH, FLEX, SIMULATED, check_backend
 from lexpilot_batch.providers.batch import BatchBackend
 from lexpilot_batch.providers.prefixes import parse_model
-from lexpilot_batch.providers.registry import BARE, PROVIDERS, api_spec, batch_backend, file_api, native_simulated
+from lexpilot_batch.providers.registry import (
+    api_spec,
+    batch_backend,
+    chat_policy,
+    file_api,
+    native_simulated,
+)
 from lexpilot_batch.providers.routing.endpoints import Endpoint, simulated_endpoint, simulated_target
 from lexpilot_batch.providers.routing.flex import ANY as FLEX_ANY
 from lexpilot_batch.providers.routing.flex import TIMEOUT as FLEX_TIMEOUT
@@ -157,6 +166,7 @@ class Session:
             budgets.remember_flags(ws, options.max_enqueued_tokens)
         self._routes: dict[tuple[str, str, str | None], Route] = {}
         self._server: SimulatedServer | None = None
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self._batch: dict[tuple[Any, ...], BatchBackend] = {}
         self._sync: dict[tuple[Any, ...], SyncRunner] = {}
         self._compactor: Compactor | None = None
@@ -206,18 +216,18 @@ class Session:
         if key not in self._routes:
             rules = self._rules()
             route = resolve_route(role, model, provider, rules)
-            self._routes[key] = _rehearsed(route, rules) if route.backend == SIMULATED else route
+            self._routes[key] = rehearsed(route, rules) if route.backend == SIMULATED else route
         return self._routes[key]
 
     def file_route(self, row: Mapping[str, Any]) -> Route:
         """The route a compiled file's requests were written for: its (role, model)'s, unless the
         file names another endpoint of the simulated provider than that route does now — compiled
         by an earlier version, which sent every simulated model through the OpenAI routes (or a
-        platform's path) — whose lines, batches and limits it keeps (`_compiled_route`)."""
+        platform's path) — whose lines, batches and limits it keeps (`rehearsal.compiled_route`)."""
         route = self.route(row["roles"].split("+")[0], row["model"], row["provider"])
         recorded = _recorded(row)
         if route.backend == SIMULATED and recorded is not None and recorded != route.endpoint.base_url:
-            return _compiled_route(route, recorded, self._rules())
+            return compiled_route(route, recorded, self._rules())
         return route
 
     def _live(self, route: Route, recorded: str | None = None) -> Endpoint:
@@ -225,24 +235,30 @@ class Session:
         (a simulated file compiled before platforms were rehearsed on their own paths names
         `simulated`, and stays on the OpenAI routes where its batches are)."""
         if route.backend != SIMULATED and simulated_target(route.endpoint.base_url) is None:
-            return route.endpoint  # (a rehearsed sync route names the simulated provider: `_rehearsed`)
+            return route.endpoint  # (a rehearsed sync route names the simulated provider: `rehearsal.rehearsed`)
         if self._server is None:
             from lexpilot_batch.simulated import SimulatedServer, parse_faults
 
-            assert self.ws is not None, "no workspace: nothing is sent"
-            self._server = SimulatedServer(
-                self.ws.state_dir / "simulated", parse_faults(self.options.sim_faults), seed=self.options.sim_seed
-            )
+            if self.ws is not None:
+                state = self.ws.state_dir / "simulated"
+            else:  # a command that keeps nothing (`preflight`): the provider's state goes when it ends
+                self._scratch = tempfile.TemporaryDirectory(prefix="lexpilot-simulated-")
+                state = Path(self._scratch.name)
+            self._server = SimulatedServer(state, parse_faults(self.options.sim_faults), seed=self.options.sim_seed)
             self._server.start()
         where = route.endpoint.base_url if recorded is None else recorded
         # `simulated/<api>`: a native API's own routes; `simulated/<platform>`: an OpenAI-compatible
-        # platform's path; `simulated`: the OpenAI routes (`routes`, `_rehearsed`).
+        # platform's path; `simulated`: the OpenAI routes (`routes`, `rehearsal.rehearsed`).
         platform = simulated_target(where) or ""
         if platform in native_simulated():
             base_url = self._server.native_url(platform)
         else:
             base_url = self._server.profile_url(platform) if platform else self._server.base_url
         return simulated_endpoint(route.role, base_url, route.endpoint.model)
+
+    def endpoint(self, route: Route) -> Endpoint:
+        """Where a route's requests are sent now (a rehearsal's: the simulated provider's URL)."""
+        return self._live(route)
 
     def batch_backend(self, row: Mapping[str, Any]) -> BatchBackend:
         """The Files + Batches client for a compiled file (`batch` and `simulated` backends)."""
@@ -311,7 +327,7 @@ class Session:
 
     def sync_runner(self, row: Mapping[str, Any]) -> SyncRunner:
         """The synchronous runner for a compiled file of the `sync` or `flex` backend."""
-        from lexpilot_batch.providers.sync.runner import SyncRunner
+        from lexpilot_batch.providers.sync.runner import SYNC_RETRIES, SyncRunner
 
         endpoint = self._live(self.file_route(row), _recorded(row))
         # The API shape of the file's lines: a `--tail-sync` group of a native batch route is sent
@@ -321,10 +337,18 @@ class Session:
         flex = row["backend"] == FLEX
         key = (endpoint.role, endpoint.base_url, endpoint.key_var, api, model, flex)
         if key not in self._sync:
-            # A flex call takes the provider's recommended timeout (`providers.routing.flex.TIMEOUT`) if longer.
+            # A flex call takes the provider's recommended timeout (`providers.routing.flex.TIMEOUT`) if
+            # longer, and a provider whose SDK waits longer than `--timeout` its own (`chat_policy`: Ark's).
             timeout = max(self.options.timeout, FLEX_TIMEOUT) if flex else self.options.timeout
+            timeout, retries = chat_policy(row["provider"], timeout, SYNC_RETRIES)
             self._sync[key] = SyncRunner(
-                endpoint, concurrency=self.options.concurrency, timeout=timeout, api=api, model=model, flex=flex
+                endpoint,
+                concurrency=self.options.concurrency,
+                timeout=timeout,
+                max_retries=retries,
+                api=api,
+                model=model,
+                flex=flex,
             )
         return self._sync[key]
 
@@ -365,6 +389,9 @@ class Session:
         if self._server is not None:
             self._server.stop()
             self._server = None
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
 
 
 _SETTINGS_KEY = "workspace_settings"
@@ -430,50 +457,6 @@ def _remembered_choices(ws: Workspace | None) -> dict[str, str]:
     if stored is not None:
         return dict(json.loads(stored))
     return {r: b for r, b in json.loads(ws.store.meta("backends") or "{}").items() if b != BATCH}
-
-
-def _rehearsed(route: Route, rules: RouteRules) -> Route:
-    """A route of the simulated provider as its real run sends it: a provider with no Batch API
-    (DeepSeek's, Ark's) through the sync backend, on the simulated provider's chat route (its
-    platform's path where it has one) and at list price; a model of an OpenAI-compatible platform
-    the simulated provider rehearses on its own path (`simulated.profiles`: Groq, Zhipu, Qianfan,
-    SiliconFlow, Moonshot) routed there with the platform's limits (its line url, requests per file,
-    window), so that `--provider simulated` refuses what the platform would; every other route is
-    the OpenAI routes' as before."""
-    from lexpilot_batch.simulated.profiles import PROFILES
-
-    spec = PROVIDERS.get(route.provider or "")
-    platform = PROFILES.get(route.provider or "")
-    own_path = spec is not None and platform is not None and spec.profile == platform.name
-    if spec is not None and not spec.batch_api:
-        where = f"{SIMULATED}/{platform.name}" if own_path and platform is not None else SIMULATED
-        return replace(route, endpoint=replace(route.endpoint, base_url=where, backend=SYNC))
-    openai_shaped = (
-        spec is not None and api_spec(spec.api).openai_lines and simulated_target(route.endpoint.base_url) == ""
-    )
-    if (not own_path or platform is None or not platform.batches) and openai_shaped and spec and spec.profile:
-        # On the OpenAI routes, with the path its lines and batches name in its real run (Azure's
-        # `/chat/completions`) and its files' expiry: the same lines, hence the same custom_ids.
-        real = rules.limits(spec.profile, SIMULATED)
-        limits = replace(
-            route.limits, endpoint=real.endpoint, file_expiry=real.file_expiry, delete_files=real.delete_files
-        )
-        return replace(route, limits=limits)
-    if not own_path or platform is None or not platform.batches:
-        return route
-    endpoint = replace(route.endpoint, base_url=f"{SIMULATED}/{platform.name}")
-    return replace(route, endpoint=endpoint, limits=rules.limits(platform.name, SIMULATED))
-
-
-def _compiled_route(route: Route, recorded: str, rules: RouteRules) -> Route:
-    """A simulated route as a file naming the endpoint `recorded` was compiled for: on the OpenAI
-    routes (`simulated`) or a platform's path (`simulated/<platform>`), OpenAI's API and the limits
-    of the one or the other, or on a native API's routes (`simulated/<api>`)."""
-    platform = simulated_target(recorded) or None
-    endpoint = replace(route.endpoint, base_url=recorded)
-    if platform in native_simulated():
-        return replace(route, endpoint=endpoint, api=platform)
-    return replace(route, endpoint=endpoint, limits=rules.limits(platform, SIMULATED), api=BARE.name)
 
 
 def _recorded(row: Mapping[str, Any]) -> str | None:

@@ -134,6 +134,15 @@ def chat_call(api: str, endpoint: Any, timeout: float, max_retries: int, model: 
     return call_class(endpoint, timeout, max_retries, model)
 
 
+def chat_policy(provider: str | None, timeout: float, retries: int) -> tuple[float, int]:
+    """The timeout and retries of one synchronous request to `provider` (a manifest's key; None: a
+    bare name): the command's, or the longer ones its declaration keeps (`Provider.chat_timeout`)."""
+    declared = PROVIDERS.get((provider or "").partition("/")[0])
+    if declared is None:
+        return timeout, retries
+    return max(timeout, declared.chat_timeout or 0.0), max(retries, declared.chat_retries or 0)
+
+
 def file_api(row: Mapping[str, Any]) -> str:
     """The API shape of a compiled file's lines and results: its provider's on the `batch` backend,
     on `sync` (a provider's chat-completions-only models, and the groups of a batch route that

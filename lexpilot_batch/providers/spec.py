@@ -105,7 +105,21 @@ class ModelNames:
     sim_hint: str = ""  # a simulator name no family of its own matches is refused, saying this
     resource_prefix: str = ""  # a prefix its API takes before a name (Gemini's `models/`)
     also: str | None = None  # a pattern of names its lab serves that no family row names (Gemma)
-    sdk_list: tuple[str, str] | None = None  # (module, Literal type) of its SDK listing its models
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """The model names a provider's endpoint serves, as far as an offline check can know them
+    (`bodies.model_names`): the installed SDK's own list, where its types carry one (`sdk`: module,
+    attribute and, for a request type, its field: a `Literal` beside `str`), and names bundled
+    from a published list (`names`), each list with where it was read (`source`) and when
+    (`taken`, ISO). A name in neither is refused unless the command allows it (`--allow-model`):
+    a model newer than both, to be checked against the provider's live listing first."""
+
+    source: str
+    taken: str
+    names: frozenset[str] = frozenset()
+    sdk: tuple[str, str, str | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +221,15 @@ class Provider:
     thinking: str = ""
     thinking_example: str = ""
     url_example: str = ""  # a base URL's shape, for a provider without a default endpoint
+    # How long one synchronous request may wait, and how often it is sent again, where the
+    # provider's own SDK keeps a longer policy than the command's `--timeout` (Ark's batch chat
+    # route queues a request until its deadline): None, the command's (`registry.chat_policy`).
+    chat_timeout: float | None = None
+    chat_retries: int | None = None
+    # The model names it serves (`Catalogue`); None: names of the user's own (an Azure deployment,
+    # an Ark endpoint id, an `openai-api/` service) or a catalogue no offline list can keep (an
+    # aggregator's hundreds of models): its names are checked by the provider alone.
+    catalogue: Catalogue | None = None
     generic: bool = False  # openai-api/<service>/<model>: the service names its variables
     ready: bool = True  # False: reserved for a later version
 

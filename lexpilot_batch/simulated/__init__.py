@@ -24,6 +24,8 @@ simulated eval, user and judge models and switchable faults. Modules:
 - `roles`: the simulated roles, recognised from the prompt: what they read in it (`reading`), the
   evaluated model, the User Model and the judges (`evaluated`, `user_model`, `judges`), `respond`
 - `faults`: the fault spec (`parse_faults`) and its deterministic dice
+- `sources`: what the providers publish, as the routes check requests by it: the official SDKs'
+  request types, documented limits and model lists (never `lexpilot_batch.providers`' rules)
 - `errors`: the error a route raises (`ApiError`)
 - `store`: the persisted state folder
 

@@ -61,9 +61,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
-from lexpilot_batch.providers.google.spec import NAME as GOOGLE
-
 OPENAI_RULE = "openai"
 ANTHROPIC_RULE = "anthropic"
 GEMINI_RULE = "gemini"
@@ -310,16 +307,20 @@ def _total(prompt: _Prompt) -> int:
     return total
 
 
-# The rule of each lab whose models cache by their own API's rule (`bodies.model_names.lab_of`), and
-# of the models other labs serve under their own names (DeepSeek's, Qwen's), by a name's start.
-_LAB_RULES = {ANTHROPIC: ANTHROPIC_RULE, GOOGLE: GEMINI_RULE}
+# The rule of each lab whose models cache by their own API's rule, by its makers' naming
+# (`sources.names`: Claude's `claude-`, Gemini's `gemini-`), and of the models other labs serve
+# under their own names (DeepSeek's, Qwen's), by a name's start.
+_LAB_RULES = (
+    (re.compile(r"claude-", re.IGNORECASE), ANTHROPIC_RULE),
+    (re.compile(r"gemini-", re.IGNORECASE), GEMINI_RULE),
+)
 _NAMED_RULES = ((("deepseek",), DEEPSEEK_RULE), (("qwen", "qwq"), DASHSCOPE_RULE))
 
 
-def rule_for(api: str | None, model: str) -> str | None:
-    """The caching rule of a model the simulated provider answers: by its lab's API
-    (`bodies.model_names.lab_of`), DeepSeek's and Qwen's models by their names, any other model
-    the OpenAI routes answer by OpenAI's."""
-    return _LAB_RULES.get(api or "") or next(
+def rule_for(model: str) -> str | None:
+    """The caching rule of a model the simulated provider answers: Claude's and Gemini's by their
+    APIs' rules, DeepSeek's and Qwen's models by their names, any other model the OpenAI routes
+    answer by OpenAI's."""
+    return next((rule for pattern, rule in _LAB_RULES if pattern.match(model)), None) or next(
         (rule for starts, rule in _NAMED_RULES if model.startswith(starts)), OPENAI_RULE
     )

@@ -56,7 +56,7 @@ def answer(
     flex = isinstance(body, dict) and "service_tier" in body
     if flex:
         tier = body["service_tier"]
-        if tier not in TIERS:
+        if tier is not None and tier not in TIERS:  # null: none given (Ark's SDK sends every field)
             raise bad_request(f"Invalid value for 'service_tier': {tier!r}.", param="service_tier")
         flex = tier == FLEX
         body = {k: v for k, v in body.items() if k != "service_tier"}  # the tier never changes the answer

@@ -1,15 +1,15 @@
 """`/v1/chat/completions` bodies: a simulated answer wrapped as a realistic chat.completion.
 
-Used by the synchronous route and by every line of a batch. A body is checked as OpenAI checks it,
-the parameters a reasoning model refuses included (an HTTP 400, or a 400 line in a batch), and a
-model the route cannot serve is answered as OpenAI answers one, 404 `model_not_found`, saying why
-(`providers.bodies.model_names`: this route serves every lab's models, as `--provider simulated`
-sends them all here, but no name with our prefix left on and no near miss of an SDK's model list).
-The answer comes from `roles`; this module adds the envelope (ids, `usage` with cached and
-reasoning tokens, `finish_reason`) and the per-request content faults: truncation
-(`finish_reason="length"`, content cut), malformed judge JSON, empty content, content-filtered
-answers and refusals. Token counts are estimates (about 1.5 characters per token, which is roughly
-right for Chinese), enough for the product's usage bookkeeping.
+Used by the synchronous routes and by every line of a batch, on every API (the native APIs convert
+their requests into chat.completions bodies first). `check_body` keeps what answering needs (a
+model, messages with roles); what OpenAI's API and each OpenAI-compatible platform refuse is
+`check_openai`'s, which their routes call on every request they are sent (`apis.openai`), by what
+the providers publish (`sources`): the official SDK's request type, the model names the SDK lists,
+and each platform's own (`profiles.Profile`). The answer comes from `roles`; this module adds the
+envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the per-request
+content faults: truncation (`finish_reason="length"`, content cut), malformed judge JSON, empty
+content, content-filtered answers and refusals. Token counts are estimates (about 1.5 characters
+per token, which is roughly right for Chinese), enough for the product's usage bookkeeping.
 """
 
 from __future__ import annotations
@@ -17,19 +17,14 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lexpilot_batch.providers.anthropic import contract as anthropic_contract
-from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
-from lexpilot_batch.providers.bodies import model_names as served
-from lexpilot_batch.providers.bodies.schema import MISSING, RANGE, TYPE, UNKNOWN, UNSUPPORTED, Problem
-from lexpilot_batch.providers.google import contract as google_contract
-from lexpilot_batch.providers.google.spec import NAME as GOOGLE
-from lexpilot_batch.providers.openai import contract as openai_contract
-from lexpilot_batch.providers.openai.spec import NAME as OPENAI
 from lexpilot_batch.simulated import caching, roles
 from lexpilot_batch.simulated.errors import ApiError, bad_request
+from lexpilot_batch.simulated.sources import names, requests, typed
+
+if TYPE_CHECKING:
+    from lexpilot_batch.simulated.profiles import Profile
 
 CHARS_PER_TOKEN = 1.5
 
@@ -56,7 +51,7 @@ def _text_of(content: Any) -> str:
 
 
 def check_body(body: Any) -> tuple[str, str]:
-    """The (model, prompt) of a chat.completions body; `ApiError` 400 when it is unusable.
+    """The (model, prompt) of a chat.completions body; `ApiError` 400 when it cannot be answered.
 
     The prompt is the last user message: the benchmark sends each filled template as one.
     """
@@ -65,13 +60,6 @@ def check_body(body: Any) -> tuple[str, str]:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise bad_request("you must provide a model parameter", "model", "missing_required_parameter")
-    missing = served.model_problem(served.ANY, model)
-    if missing is not None:  # OpenAI's answer to a model it does not serve, and why (`providers.bodies.model_names`)
-        raise ApiError(
-            404,
-            f"The model `{model}` does not exist or you do not have access to it ({missing}).",
-            code="model_not_found",
-        )
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty array", param="messages", code="missing_required_parameter")
@@ -80,11 +68,88 @@ def check_body(body: Any) -> tuple[str, str]:
             raise bad_request(f"Invalid message at messages[{i}]: a role is required.", f"messages[{i}]")
     if body.get("stream"):
         raise bad_request("stream=true is not supported by the simulated provider.", param="stream")
-    _check_parameters(model, body)
-    _check_contract(model, body)
     users = [_text_of(m.get("content")) for m in messages if m.get("role") == "user"]
     prompt = users[-1] if users else "\n".join(_text_of(m.get("content")) for m in messages)
     return model, prompt
+
+
+def check_openai(body: Any, profile: Profile | None = None) -> None:
+    """Refuse what OpenAI's API (`profile` None) or an OpenAI-compatible platform refuses in a chat
+    completion, as it answers: a model it does not serve (404 `model_not_found`), a field its request
+    type does not take or a value of the wrong type (400, OpenAI's wording), the parameters a
+    reasoning model refuses. On OpenAI's own routes an OpenAI model's request is held to the
+    `openai` SDK's type whole (OpenAI refuses an unknown field); any other name stands for an
+    OpenAI-compatible server of its own make, whose extra fields are its own."""
+    model, _ = check_body(body)
+    missing = model_problem(model, profile)
+    if missing is not None:
+        raise ApiError(
+            404,
+            f"The model `{model}` does not exist or you do not have access to it ({missing}).",
+            code="model_not_found",
+        )
+    _check_parameters(model, body)
+    fields = profile.chat_fields() if profile is not None and profile.chat_fields is not None else None
+    request_type = requests.openai_chat()
+    if fields is not None:  # a platform whose SDK sends its own fields, null when not given (Ark's)
+        extra = sorted(set(body) - fields)
+        found = [(k, "is not a field of this request") for k in extra]
+        known = {k: v for k, v in body.items() if k in fields}
+        found += typed.problems(known, request_type, closed=False, nulls=True) if request_type else []
+    elif request_type is not None:
+        # OpenAI's own models, and the simulator's own but its Claude and Gemini names, on OpenAI's
+        # routes: OpenAI refuses a field it does not know. Any other name stands for a compatible
+        # server of its own make (`claude-sim` or `gemini-sim` there: a lab's compatibility layer, a
+        # rehearsal an earlier version sent through these routes), whose extra fields are its own.
+        own = names.is_sim(model) and not (names.CLAUDE.fullmatch(model) or names.GOOGLE.fullmatch(model))
+        closed = profile is None and (model in names.openai() or own)
+        found = typed.problems(body, request_type, closed=closed)
+    else:
+        found = []
+    ranges = profile.ranges if profile is not None and profile.ranges is not None else requests.OPENAI_DOCUMENTED
+    for name, (low, high) in ranges.items():
+        value = body.get(name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not low <= value <= high:
+            found.append((name, f"must be between {low:g} and {high:g}, not {value!r}"))
+    if found:
+        field, what = found[0]
+        if what == "is not a field of this request":
+            raise bad_request(f"Unrecognized request argument supplied: {field}", field, "unknown_parameter")
+        raise bad_request(f"Invalid '{field}': {what}.", field, "invalid_value")
+
+
+def model_problem(model: str, profile: Profile | None = None) -> str | None:
+    """Why OpenAI's API (`profile` None), or a platform, does not serve `model`; None when it does.
+
+    A platform that lists its models (`Profile.models`) serves those and the simulator's own. On
+    OpenAI's routes, which also stand for the OpenAI-compatible server a bare name's role may point
+    at, a name is refused only when it cannot be an OpenAI model and is recognisably another's or a
+    slip (`sources.names`): Anthropic's and Google's models, a provider prefix left before an OpenAI
+    model, a near miss of one."""
+    if not model.strip():
+        return "no model name"
+    listed = profile.models() if profile is not None and profile.models is not None else None
+    several = names.joined(model, listed if listed is not None else names.openai() | names.mistral())
+    if several is not None:
+        return several
+    if names.is_sim(model):
+        return None
+    if profile is not None:
+        listed = profile.models() if profile.models is not None else None
+        if listed is None or model in listed:
+            return None
+        near = names.near_miss(model, listed)
+        return f"{profile.name} serves no such model" + (f"; did you mean {near}?" if near else "")
+    known = names.openai()
+    if model in known:
+        return None
+    if names.CLAUDE.fullmatch(model) or names.GOOGLE.fullmatch(model):
+        return "OpenAI's API serves no Anthropic or Google model"
+    bare = names.prefix_left_on(model, known)
+    if bare is not None:
+        return f"a prefix is left on: send {bare}"
+    near = names.near_miss(model, known, same_start=True)
+    return f"did you mean {near}?" if near else None
 
 
 def _check_parameters(model: str, body: dict[str, Any]) -> None:
@@ -112,59 +177,6 @@ def _check_parameters(model: str, body: dict[str, Any]) -> None:
             "reasoning_effort",
             "unsupported_parameter",
         )
-
-
-# How OpenAI words each kind of refusal (its 400 answers: `invalid_request_error`, the field as
-# `param`): "Unrecognized request argument supplied", "Invalid 'temperature': ...", ...
-_WORDING = {
-    UNKNOWN: ("Unrecognized request argument supplied: {field}", "unknown_parameter"),
-    RANGE: ("Invalid '{field}': {reason}", "invalid_value"),
-    UNSUPPORTED: ("Unsupported value: '{field}': {reason}", "unsupported_value"),
-    MISSING: ("Missing required parameter: '{field}'.", "missing_required_parameter"),
-    TYPE: ("Invalid type for '{field}': {reason}", "invalid_type"),
-}
-
-
-def _claude(model: str, body: dict[str, Any]) -> list[Problem]:
-    return anthropic_contract.problems(body)
-
-
-def _gemini(model: str, body: dict[str, Any]) -> list[Problem]:
-    if "generationConfig" not in body:
-        return []  # a line the Gemini routes made of a request they checked (`apis.gemini`)
-    # A Gemini body rehearsed over the OpenAI routes: its fields beside one text content.
-    rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
-    return google_contract.problems({"contents": [{"role": "user", "parts": [{"text": "x"}]}], **rest}, model)
-
-
-def _openai(model: str, body: dict[str, Any]) -> list[Problem]:
-    return openai_contract.problems(body, first_party=True, known_extensions=True)
-
-
-def _compatible(model: str, body: dict[str, Any]) -> list[Problem]:
-    return openai_contract.problems(body, first_party=False, known_extensions=True)
-
-
-# The contract a body on the OpenAI routes is held to, by its model's lab (`served.lab_of`): a Claude
-# or Gemini body (rehearsed here with `--provider simulated`) to its own API's, an OpenAI model's
-# to OpenAI's own API, any other (a deployment, a compatible server's model) to an
-# OpenAI-compatible endpoint's rules, as `prepare` holds it.
-_CONTRACTS: dict[str | None, Callable[[str, dict[str, Any]], list[Problem]]] = {
-    ANTHROPIC: _claude,
-    GOOGLE: _gemini,
-    OPENAI: _openai,
-}
-
-
-def _check_contract(model: str, body: dict[str, Any]) -> None:
-    """Refuse what the contract the client keeps refuses (the installed SDK's types, and the model
-    family's rules: `_CONTRACTS`), so a clean rehearsal means a clean first wave. A compatible
-    endpoint's own fields are those it takes of the documented extensions (vLLM's, DashScope's)."""
-    found = _CONTRACTS.get(served.lab_of(model, also=False), _compatible)(model, body)
-    if found:
-        first = found[0]
-        message, code = _WORDING.get(first.kind, _WORDING[TYPE])
-        raise bad_request(message.format(field=first.field, reason=first.reason), first.field, code)
 
 
 def count_prompt_tokens(body: dict[str, Any]) -> int:
@@ -227,7 +239,7 @@ def complete(
     rng.random()
     cache = caching.Usage()
     if prefixes is not None:
-        cache = prefixes.usage(caching.rule_for(served.lab_of(model, also=False), model), model, body, new_prefixes)
+        cache = prefixes.usage(caching.rule_for(model), model, body, new_prefixes)
     cached = min(cache.read, prompt_tokens)
 
     finish_reason = "stop"

@@ -56,10 +56,17 @@ def to_chat(custom_id: str, model: str, messages: list[dict[str, Any]], fields: 
 
 
 def run(
-    store: Store, lines: list[bytes], seed: int, faults: Faults, native: dict[str, Any], sent_sha256: str
+    store: Store,
+    lines: list[bytes],
+    seed: int,
+    faults: Faults,
+    native: dict[str, Any],
+    sent_sha256: str,
+    one_model: bool = True,
 ) -> dict[str, Any]:
     """Create the OpenAI-shaped batch that runs a native batch's requests; its record. `sent_sha256`,
-    the hash of the request file the client sent, draws its latency (`latency.batch_seconds`)."""
+    the hash of the request file the client sent, draws its latency (`latency.batch_seconds`);
+    `one_model`: its requests name one model (a Message Batch's may name several)."""
     source = store.add_file(b"".join(lines), "native-batch-input.jsonl", "internal")
     quiet = dataclasses.replace(faults, fail_batch=0.0, token_limit=0)
     return batches.create(
@@ -71,6 +78,7 @@ def run(
         faults=quiet,
         native=native,
         sent_sha256=sent_sha256,
+        one_model=one_model,
     )
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lexpilot_batch.simulated.errors import ApiError
+from lexpilot_batch.simulated.sources import names, requests
 
 MB = 1024 * 1024
 
@@ -49,6 +50,18 @@ class Profile:
     counts_while_new: bool = True  # False: `request_counts` is null while the batch is new
     batches: bool = True  # False: no Files + Batches routes, only the chat completions route
     stream: bool = True  # False: a chat completion with "stream": true is refused
+    # Its batch create's request type (an official SDK's, `sources.requests`); None: OpenAI's. A
+    # create may send null for a field it leaves out (`create_nulls`: the zhipuai SDK's window).
+    create_type: Callable[[], Any] | None = None
+    create_nulls: bool = False
+    # The model names it serves (`sources.names`); None: any, as a platform of many labs' models
+    # or of names its users make (deployments, endpoint ids) does.
+    models: Callable[[], frozenset[str]] | None = None
+    # The fields its chat completions take, each null when not given, where its SDK says so
+    # (Ark's batch chat); None: OpenAI's request type, any other field the platform's own.
+    chat_fields: Callable[[], frozenset[str] | None] | None = None
+    # The ranges its documentation gives the sampling fields (`sources.requests`); None: OpenAI's.
+    ranges: dict[str, tuple[float, float]] | None = None
 
 
 # HTTP status -> (code, type) of each platform's error body; statuses not listed take the row of
@@ -109,6 +122,23 @@ def _ark(error: ApiError) -> dict[str, Any]:
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
+        # Azure OpenAI's v1 API: https://learn.microsoft.com/azure/foundry/reference/rest/batches-create-batch
+        # ("up to 50,000 requests, and can be up to 200 MB"; endpoints spelt `/v1/chat/completions`)
+        # and the batch how-to (lines and batches name `/chat/completions`): both spellings are
+        # taken. Its `model` is a deployment's name, any the user made; its create takes OpenAI's
+        # fields (`expires_after`, `output_expires_after`), its errors are OpenAI's.
+        Profile(
+            "azure",
+            "/openai/v1",
+            frozenset({"/chat/completions", "/v1/chat/completions"}),
+            ("batch",),
+            (24, 24),
+            "h",
+            True,
+            50_000,
+            200 * MB,
+            ApiError.body,
+        ),
         # Groq: the `groq` SDK (`resources/batches.py`: endpoint `/v1/chat/completions`, a window of
         # `24h` to `7d`; `resources/files.py`: purpose `batch`) and https://console.groq.com/docs/batch
         # (lines name /v1/chat/completions; files of at most 100 MB, as the SDK's docstring says).
@@ -124,6 +154,8 @@ PROFILES: dict[str, Profile] = {
             50_000,
             100 * MB,
             ApiError.body,  # OpenAI's
+            create_type=requests.groq_batch_create,
+            models=names.groq,
         ),
         # Zhipu BigModel: https://docs.bigmodel.cn/cn/guide/tools/batch (lines name
         # /v4/chat/completions, at most 50,000 requests and 100 MB per file) and `POST /paas/v4/batches`
@@ -132,10 +164,13 @@ PROFILES: dict[str, Profile] = {
         # OpenAI's `24h`). Errors: `{"error": {"code": "<business code>", "message"}}`, the codes of
         # https://docs.z.ai/api-reference/api-code (1210 bad parameters, 1302 too many concurrent
         # requests, 500 internal error, 1000 authentication).
+        # Its SDK (`zhipuai` 2.1: `BatchCreateParams`, `batches.create`) names `/v1/chat/completions`,
+        # sends `auto_delete_input_file` and a `completion_window` of null when none is given: both
+        # spellings of the endpoint are taken, the guide's and the SDK's.
         Profile(
             "zhipu",
             "/api/paas/v4",
-            frozenset({"/v4/chat/completions"}),
+            frozenset({"/v4/chat/completions", "/v1/chat/completions"}),
             ("batch",),
             (24, 24),
             "h",
@@ -143,6 +178,9 @@ PROFILES: dict[str, Profile] = {
             50_000,
             100 * MB,
             _zhipu,
+            create_type=requests.zhipu_batch_create,
+            create_nulls=True,
+            models=names.zhipu,
         ),
         # Baidu Qianfan: `POST /v2/batches` (https://cloud.baidu.com/doc/qianfan-api/s/xmk297s1a: a
         # window of 1-672 h written as a number and `h`; endpoint /v2/chat/completions; the input
@@ -185,7 +223,8 @@ PROFILES: dict[str, Profile] = {
         # /v1/chat/completions only; a window of 12h to 7d, as `12h`, `1d`, `3d`) and
         # https://platform.kimi.com/docs/guide/use-batch-api. Files of at most 100 MB
         # (https://platform.kimi.com/docs/api/errors: "max file size is 100MB"); no request count
-        # is documented: OpenAI's 50,000. Errors: `{"error": {"type", "message"}}` (the same page).
+        # is documented: OpenAI's 50,000. Errors: `{"error": {"type", "message"}}` (the same page). A
+        # temperature above 1 is refused (https://platform.moonshot.cn/docs/api/chat: 0 to 1).
         Profile(
             "moonshot",
             "/v1",
@@ -197,6 +236,7 @@ PROFILES: dict[str, Profile] = {
             50_000,
             100 * MB,
             _moonshot,
+            ranges=requests.MOONSHOT_DOCUMENTED,  # temperature 0 to 1 (its chat reference)
         ),
         # Volcengine Ark: no Files + Batches, only `POST /api/v3/batch/chat/completions`
         # (https://www.volcengine.com/docs/82379/1449576: the fields of ChatCompletions, but "stream"
@@ -217,6 +257,7 @@ PROFILES: dict[str, Profile] = {
             _ark,
             batches=False,
             stream=False,
+            chat_fields=requests.ark_batch_chat_fields,
         ),
     )
 }

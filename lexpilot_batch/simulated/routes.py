@@ -99,6 +99,9 @@ class Route(Generic[H]):
     keyless: bool = False  # its URL is its own credential (an upload session's): no key is asked
     chat: bool = False  # a synchronous chat route: the only one a platform without batches serves
     on_flex: Callable[[Any], bool] | None = None  # whether an answer says it ran on the flex tier
+    # A header its API's SDK sends on every call (Anthropic's `anthropic-version`): the route is
+    # that API's where two APIs share a path (`GET /v1/models`); None: any call of the path.
+    header: str | None = None
     pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -162,7 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
             path = profiled[1]
         api = apis.owner(path)  # whose error shape answers a path no route has
         try:
-            api, route, args = apis.find(method, path, profile)
+            api, route, args = apis.find(method, path, profile, self.headers)
             if not route.keyless and not _authorised(self.headers):
                 raise ApiError(
                     401,

@@ -14,8 +14,9 @@ from typing import Protocol
 
 from lexpilot_batch.benchmark.settings import ROLES, Settings
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.backends import MANUAL, SIMULATED
+from lexpilot_batch.providers.backends import BATCH, MANUAL, SIMULATED, SYNC
 from lexpilot_batch.providers.bodies.contract import check_role_body
+from lexpilot_batch.providers.bodies.model_names import catalogue_problem, providers_serving
 from lexpilot_batch.providers.bodies.request import (
     REASONING_EFFORTS,
     applied_settings,
@@ -24,7 +25,8 @@ from lexpilot_batch.providers.bodies.request import (
 )
 from lexpilot_batch.providers.prefixes import ModelName, parse_model
 from lexpilot_batch.providers.registry import PROVIDERS, guess_profile, missing_sdk
-from lexpilot_batch.providers.routing.routes import ModelRoute, Route
+from lexpilot_batch.providers.routing.endpoints import DEFAULT_BASE_URL, endpoint_identity
+from lexpilot_batch.providers.routing.routes import ModelRoute, Route, real_endpoint
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunPlan, RunSpec, check_model
 
@@ -62,6 +64,11 @@ def plan_runs(spec: RunSpec, session: Routing, *, sends: bool = True) -> list[Ru
             f"options for {unused[0]} (--model-arg or a model list) name no model of this command; "
             f"its models are {', '.join(sorted(names))}"
         )
+    stray = sorted(spec.allowed_models - set(names))
+    if stray:
+        raise ConfigError(
+            f"--allow-model {stray[0]} names no model of this command; its models are {', '.join(sorted(names))}"
+        )
     effort = spec.reasoning_effort
     if effort is not None and effort not in REASONING_EFFORTS:
         raise ConfigError(f"--reasoning-effort must be one of {', '.join(REASONING_EFFORTS)}, not {effort!r}")
@@ -69,7 +76,7 @@ def plan_runs(spec: RunSpec, session: Routing, *, sends: bool = True) -> list[Ru
     plans = []
     routes: list[Route] = []
     for model in evals:
-        requests, endpoints = {}, {}
+        requests, endpoints, destinations = {}, {}, {}
         for role in ROLES:
             registered = settings.model_for(role, model)
             name = names[registered]
@@ -82,9 +89,11 @@ def plan_runs(spec: RunSpec, session: Routing, *, sends: bool = True) -> list[Ru
             if sends:
                 _check_sdk(role, registered, route)
             _check_bare_reasoning(role, name, request.body, route)
-            check_role_body(role, name, request.body, reasoning=options.reasoning)
+            _check_bare_destination(role, name, route, spec.allowed_models)
+            check_role_body(role, name, request.body, reasoning=options.reasoning, allowed=spec.allowed_models)
             requests[role], endpoints[role] = request, route.label
-        plans.append(RunPlan(model, applied_settings(settings, requests), requests, endpoints))
+            destinations[role] = destination(route)
+        plans.append(RunPlan(model, applied_settings(settings, requests), requests, endpoints, destinations))
     session.check_flex(routes, set(names))
     if effort is not None and not any(
         r.body.get("reasoning_effort") == effort for p in plans for r in p.requests.values()
@@ -95,6 +104,41 @@ def plan_runs(spec: RunSpec, session: Routing, *, sends: bool = True) -> list[Ru
             "MODEL:reasoning_effort=..."
         )
     return plans
+
+
+def destination(route: Route) -> str:
+    """Where a route's requests go, as `prepare` says it: its endpoint and backend; for a rehearsal,
+    where a real run would send them (`routing.routes.real_endpoint`)."""
+    if route.backend != SIMULATED:
+        return f"{endpoint_identity(route.endpoint.base_url)} ({route.backend})"
+    return f"the simulated provider (a rehearsal; a real run sends it to {real_endpoint(route)})"
+
+
+def _check_bare_destination(role: str, name: ModelName, route: Route, allowed: frozenset[str]) -> None:
+    """A bare name goes to its role's endpoint, OpenAI's when no variable names another: refuse one
+    OpenAI does not serve (its catalogue: `DeepSeek-R1`, `claude-sonnet-4-5`) before anything is
+    sent, saying which role, which endpoint and how to name it instead. A rehearsal
+    (`--provider simulated`) sends it nowhere, and the `manual` backend's files are run elsewhere."""
+    if name.provider is not None or route.backend not in (BATCH, SYNC) or name.name in allowed:
+        return
+    if route.endpoint.base_url != DEFAULT_BASE_URL:
+        return
+    home = PROVIDERS.get(guess_profile(DEFAULT_BASE_URL))
+    if home is None or home.catalogue is None:
+        return
+    unlisted = catalogue_problem(home, name.sent)  # (a simulator name is its own: `sim-eval` passes)
+    if unlisted is None:
+        return
+    why = f"{home.title} does not serve it: {unlisted}"
+    named = providers_serving(name.sent)
+    instead = f"name its provider, e.g. {' or '.join(named)}" if named else "name its provider (docs/providers.md)"
+    variable = f"LEXPILOT_{role.upper()}_BASE_URL"
+    raise ConfigError(
+        f"{_OPTION[role]} {name.name} ({role} role): a name without a provider prefix goes to the {role} role's "
+        f"endpoint, {DEFAULT_BASE_URL}, since neither {variable} nor OPENAI_BASE_URL is set; {why}. Instead, "
+        f"{instead}; or set {variable} to the endpoint that serves {name.name}; or rehearse offline with "
+        "--provider simulated. Nothing was compiled"
+    )
 
 
 def _check_sdk(role: str, model: str, route: Route) -> None:

@@ -37,6 +37,7 @@ from lexpilot_batch.state.threads import insert_threads
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.util import clock
+from lexpilot_batch.study.values import check_one_value
 from lexpilot_batch.util.fileio import write_atomic
 from lexpilot_batch.util.text import has_unsafe_characters
 
@@ -93,6 +94,7 @@ def check_run_id(run_id: str) -> str:
     # Run ids and models are printed by status and report: nothing in them may drive a terminal.
     if not run_id or len(run_id) > 100 or has_unsafe_characters(run_id):
         raise ConfigError("--run-id must be 1-100 printable characters")
+    check_one_value(run_id, "--run-id")
     return run_id
 
 
@@ -101,6 +103,7 @@ def check_model(model: str | None, option: str = "--model") -> str:
         raise ConfigError(f"no evaluated model: pass {option} or set LEXPILOT_MODEL (none is chosen for you)")
     if len(model) > 200 or has_unsafe_characters(model):
         raise ConfigError(f"{option} must be 1-200 printable characters")
+    check_one_value(model.strip(), option)
     return model.strip()
 
 
@@ -138,6 +141,9 @@ class RunSpec:
     speculate: bool = False
     model_options: Mapping[str, ModelOptions] = field(default_factory=dict)  # by registered name
     reasoning_effort: str | None = None  # for OpenAI reasoning models
+    # Model names (as registered) taken though their provider's catalogue does not list them
+    # (`--allow-model`: a model newer than the catalogue); checked, never part of a manifest.
+    allowed_models: frozenset[str] = frozenset()
     # Settings the command line left to their defaults (`user_model`, `judge_model`): a workspace's
     # recorded ones are used instead (`study.choices_memory`).
     defaulted: frozenset[str] = frozenset()
@@ -175,6 +181,9 @@ class RunPlan:
     settings: Settings  # as applied: a setting no request carries is None (`bodies.request.applied_settings`)
     requests: dict[str, RoleRequest]  # what each role's requests carry
     endpoints: dict[str, str]  # where each role's requests go (`routes.Route.label`)
+    # Where each role's requests go, as `prepare` says it (a rehearsal's, and where a real run's
+    # would go): not part of the manifest.
+    destinations: dict[str, str] = field(default_factory=dict)
 
     @property
     def legacy(self) -> bool:

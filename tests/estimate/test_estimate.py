@@ -235,14 +235,19 @@ def test_estimate_workspace_mid_run_brackets_what_remains(tmp_path, waves, momen
         assert estimate_workspace(ws, open_session(ws)).projection == {}
 
 
-def test_cost_by_hand_on_one_case(tmp_path):
+def test_cost_by_hand_on_one_case(tmp_path, monkeypatch):
     case = load_dataset(None).cases[0]
     gen_chars = len(prompts.force_judge_prompt(case.underspecified_history))
     ext_chars = len(prompts.extract_verdicts_prompt(case.claims, "某" * RESPONSE_CHARS["eval"]))
     prices = {"eval": {"input": 2.0, "output": 8.0}, "judge": {"input": 1.0, "output": 4.0}}
     options = ProviderOptions(backends={"eval": "sync", "user": "batch", "judge": "batch"})
 
-    e = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=options, prices=prices)
+    # The default User Model and judge, bare, served by the user's own endpoint (at api.openai.com,
+    # which serves neither, they are refused): no bundled price of theirs.
+    for role in ("USER", "JUDGE"):
+        monkeypatch.setenv(f"LEXPILOT_{role}_BASE_URL", "http://127.0.0.1:8000/v1")
+    settings = Settings()
+    e = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=options, prices=prices, settings=settings)
     gen_tokens, ext_tokens = round(gen_chars / CHARS_PER_TOKEN), round(ext_chars / CHARS_PER_TOKEN)
     assert list(e.next_wave) == ["eval"]
     w = e.next_wave["eval"]
@@ -264,17 +269,21 @@ def test_cost_by_hand_on_one_case(tmp_path):
     assert "cost USD" in render(e)
 
     manual = ProviderOptions(backends={"eval": "batch", "user": "batch", "judge": "manual"})
-    e = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=manual, prices=prices, batch_discount=0.25)
+    e = dry_run(
+        tmp_path / "none", "ljp-direct", limit=1, options=manual, prices=prices, batch_discount=0.25, settings=settings
+    )
     assert e.next_wave["eval"].cost_usd == pytest.approx(
         (gen_tokens * 2.0 + COMPLETION_TOKENS["eval"] * 8.0) / 1e6 * 0.75
     )
     assert e.projection["judge"].cost_usd is None and e.projection_cost_usd is None
 
-    unpriced = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=options, prices={"eval": prices["eval"]})
+    unpriced = dry_run(
+        tmp_path / "none", "ljp-direct", limit=1, options=options, prices={"eval": prices["eval"]}, settings=settings
+    )
     assert unpriced.projection["judge"].cost_usd is None and unpriced.projection_cost_usd is None
     assert unpriced.next_wave_cost_usd == pytest.approx(eval_cost)  # the next wave has no judge request
 
-    free = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=options)
+    free = dry_run(tmp_path / "none", "ljp-direct", limit=1, options=options, settings=settings)
     assert free.next_wave_cost_usd is None and free.projection_cost_usd is None and not free.prices_given
     assert not (tmp_path / "none").exists()
 
@@ -420,7 +429,9 @@ def test_a_role_split_over_backends_is_mixed_and_has_no_single_cost(tmp_path, mo
     backend, and no price factor fits the eval role as a whole."""
     for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    spec = RunSpec(("r1",), ("openai/gpt-4o-mini", "deepseek/deepseek-chat"), "lca", Settings(judge_model="openai/o3"))
+    spec = RunSpec(
+        ("r1",), ("openai/gpt-4o-mini", "deepseek/deepseek-chat"), "lca", Settings("openai/gpt-4o-mini", "openai/o3")
+    )
     prices = {role: {"input": 1.0, "output": 2.0} for role in ROLES}
     with open_readonly(tmp_path / "ws", ProviderOptions()) as (ws, session):
         estimate = dry_run_prepare(ws, session, spec, prices=prices)

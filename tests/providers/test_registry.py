@@ -8,9 +8,10 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.bodies.request import applied_settings, is_openai_reasoning_model, role_request
 from lexpilot_batch.providers.prefixes import parse_model
+from lexpilot_batch.providers.registry import PROVIDERS, chat_policy
 from lexpilot_batch.providers.routing.endpoints import endpoint_identity
 from lexpilot_batch.providers.routing.routes import ModelRoute, RouteRules, resolve_route
-from lexpilot_batch.simulated.completions import check_body
+from lexpilot_batch.simulated.completions import check_openai
 from lexpilot_batch.simulated.errors import ApiError
 
 
@@ -113,7 +114,7 @@ def test_each_prefix_has_its_endpoint_key_variable_backend_and_limits():
     )
     azure = route("eval", "azure/dep", {"AZURE_OPENAI_BASE_URL": "https://r.openai.azure.com/openai/v1/"})
     assert azure.endpoint.base_url == "https://r.openai.azure.com/openai/v1"
-    assert (azure.limits.max_requests, azure.limits.endpoint) == (100_000, "/chat/completions")
+    assert (azure.limits.max_requests, azure.limits.endpoint) == (50_000, "/chat/completions")  # the REST reference's
 
 
 def test_environment_variables_override_url_and_key_per_provider_and_never_per_role():
@@ -189,14 +190,14 @@ def test_the_client_and_the_simulated_provider_agree_on_reasoning_models(model):
     builds for a model is one the provider accepts."""
     assert is_openai_reasoning_model(model) == (model in REASONING)
     body = role_request("judge", parse_model(f"openai/{model}"), Settings()).body
-    check_body({"model": model, "messages": [{"role": "user", "content": "x"}], **body})  # accepted
+    check_openai({"model": model, "messages": [{"role": "user", "content": "x"}], **body})  # accepted
     legacy = {"model": model, "messages": [{"role": "user", "content": "x"}], "temperature": 0.1, "max_tokens": 8}
     if model in REASONING:
         with pytest.raises(ApiError) as refused:
-            check_body(legacy)
+            check_openai(legacy)
         assert refused.value.status == 400 and refused.value.code == "unsupported_parameter"
     else:
-        check_body(legacy)
+        check_openai(legacy)
 
 
 def test_each_dialect_sends_its_fields_in_order():
@@ -268,3 +269,14 @@ def test_a_bare_name_with_a_slash_needs_the_endpoint_that_serves_it():
     served = route("eval", "Qwen/Qwen2.5-7B-Instruct", {"OPENAI_BASE_URL": "http://127.0.0.1:8000/v1"})
     assert served.endpoint.base_url == "http://127.0.0.1:8000/v1"
     assert route("eval", "gpt-4o-mini", {}).endpoint.base_url == "https://api.openai.com/v1"
+
+
+def test_an_ark_request_waits_as_long_as_arks_own_sdk_lets_it():
+    """Ark's batch chat route queues a request: its SDK waits up to its client timeout and retries
+    408, 409, 429 and 5xx with waits capped at 8 s until then (`batch_chat.completions.create`)."""
+    assert chat_policy("ark", 120.0, 5) == (600.0, 75)
+    assert chat_policy("ark", 900.0, 5) == (900.0, 75)  # a longer --timeout wins
+    assert chat_policy("openai", 120.0, 5) == chat_policy(None, 120.0, 5) == (120.0, 5)
+    sdk = pytest.importorskip("volcenginesdkarkruntime._constants")
+    assert PROVIDERS["ark"].chat_timeout == sdk.DEFAULT_TIMEOUT_SECONDS
+    assert PROVIDERS["ark"].chat_retries == int(sdk.DEFAULT_TIMEOUT_SECONDS // sdk.MAX_RETRY_DELAY)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import ProviderOptions, Session
@@ -174,7 +175,8 @@ def test_unrelated_file_is_refused(server, tmp_path):
 def test_profiles_set_limits_and_can_be_overridden():
     assert resolve_limits(None, "https://api.openai.com/v1").max_requests == 50_000
     azure = resolve_limits(None, "https://x.openai.azure.com/openai/v1")
-    assert azure.max_requests == 100_000 and azure.endpoint == "/chat/completions"
+    # Azure's REST reference (batches create): "up to 50,000 requests"; the how-to's 100,000 is not kept.
+    assert azure.max_requests == 50_000 and azure.endpoint == "/chat/completions"
     assert resolve_limits(None, "https://dashscope.aliyuncs.com/compatible-mode/v1").max_bytes > 200 * 2**20
     assert resolve_limits("openai", "http://localhost:8000/v1", max_requests=10).max_requests == 10
     with pytest.raises(ConfigError, match="unknown provider profile"):
@@ -186,7 +188,8 @@ def test_missing_key_names_the_variable(tmp_path, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with Workspace(tmp_path / "ws") as ws:
         session = Session(ws, ProviderOptions(provider="env"))
-        prepare_runs(ws, session, stage="lca", limit=1)  # compiling needs no key
+        # compiling needs no key (the User Model and judge OpenAI's: bare, they go to api.openai.com)
+        prepare_runs(ws, session, stage="lca", limit=1, settings=Settings("gpt-4o-mini", "gpt-4.1-mini"))
         with pytest.raises(ConfigError, match="LEXPILOT_EVAL_API_KEY or OPENAI_API_KEY"):
             poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
 

@@ -19,6 +19,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from openai import OpenAI
 
@@ -107,7 +108,9 @@ def test_wave_one_of_every_task_for_every_kind_of_model_validates_against_the_in
     monkeypatch.setenv("AZURE_OPENAI_BASE_URL", "https://example.openai.azure.com/openai/v1")
     with Workspace(tmp_path / "ws") as ws:
         session = Session(ws, ProviderOptions())
-        prepare(ws, session, _spec())
+        # The User Model and the judge named with their provider: bare, with no OPENAI_BASE_URL, the
+        # defaults would go to api.openai.com, which serves neither (refused before anything is compiled).
+        prepare(ws, session, _spec(Settings("deepseek/deepseek-chat", "deepseek/deepseek-reasoner")))
         rows = [dict(r) for r in ws.store.conn.execute("SELECT * FROM files ORDER BY pk")]
         lines = [
             (row, json.loads(raw))
@@ -117,12 +120,12 @@ def test_wave_one_of_every_task_for_every_kind_of_model_validates_against_the_in
     assert set(validate_lines(lines)) == set(MODELS)
 
 
-def _spec() -> RunSpec:
+def _spec(settings: Settings | None = None) -> RunSpec:
     return RunSpec(
         ("r1",),
         MODELS,
         "all",
-        Settings(),
+        settings or Settings(),
         limit=1,
         model_options={
             "anthropic/claude-opus-4-1": ModelOptions(THINKING),
@@ -154,12 +157,14 @@ def test_every_line_of_every_task_for_every_kind_of_model_validates_against_the_
     tmp_path: Path, clean_env: None, quick: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each provider's own routes (Claude's Message Batches, Gemini's Batch Mode, Azure's
-    `/chat/completions`) on the simulated server, as a user points them at `serve-simulated`."""
+    `/chat/completions` on its own path) on the simulated server, as a user points them at
+    `serve-simulated` (the bare defaults of the User Model and judge go to OPENAI_BASE_URL's)."""
 
     spec = _spec()
     with SimulatedServer(tmp_path / "sim") as server:
-        for var in ("OPENAI_BASE_URL", "AZURE_OPENAI_BASE_URL", "DASHSCOPE_BASE_URL"):
+        for var in ("OPENAI_BASE_URL", "DASHSCOPE_BASE_URL"):
             monkeypatch.setenv(var, server.base_url)
+        monkeypatch.setenv("AZURE_OPENAI_BASE_URL", server.profile_url("azure"))
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.root_url)
         monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.root_url)
         for var in (
@@ -207,15 +212,18 @@ PROMPT = "请问合同纠纷如何处理？"
     [
         ("sim-eval", {"bogus": 1}, "bogus"),  # an unknown body field
         ("sim-eval", {"temprature": 0.5}, "temprature"),  # a mistyped --model-arg
-        ("gpt-4o-mini", {"temperature": 3}, "temperature"),
-        ("o4-mini", {"reasoning_effort": "none"}, "reasoning_effort"),  # item 3
+        ("gpt-4o-mini", {"temperature": 3}, "temperature"),  # openai-openapi: 0 to 2
+        ("gpt-4o-mini", {"top_p": 1.5}, "top_p"),
+        ("gpt-4o-mini", {"n": "2"}, "n"),  # the SDK's type: an integer
     ],
 )
 def test_the_openai_routes_refuse_what_openai_refuses(
     server: SimulatedServer, model: str, fields: dict, param: str
 ) -> None:
     """Before, each of these was answered 200. Now: a 400 in OpenAI's error shape on the sync route,
-    and a 400 line in the batch's error file."""
+    and a 400 line in the batch's error file, by the `openai` SDK's request type (closed for OpenAI's
+    models and the simulator's own) and the ranges of OpenAI's reference (`simulated.sources`).
+    (A model's own values, o-series' `reasoning_effort`, are `prepare`'s: the types do not say them.)"""
     client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
     body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], **fields}
     answer = http.post(
@@ -235,10 +243,22 @@ def test_the_openai_routes_refuse_what_openai_refuses(
     assert line["response"]["status_code"] == 400 and line["response"]["body"]["error"]["param"] == param
 
 
-def test_azures_documented_url_and_endpoint_are_accepted(server: SimulatedServer) -> None:
+def test_azures_documented_url_and_endpoint_are_accepted_on_its_path_only(server: SimulatedServer) -> None:
     """Azure OpenAI's batch how-to: lines with `"url": "/chat/completions"`, created with
-    `endpoint="/chat/completions"`. Before, the simulated provider refused both."""
-    client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    `endpoint="/chat/completions"`, on Azure's own path (its profile); OpenAI's routes, whose SDK's
+    `BatchCreateParams.endpoint` names `/v1/...` only, refuse the spelling (issue 45: they took it)."""
+    refused = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+    line = {**request_line("c-1", PROMPT, "gpt-sim"), "url": "/chat/completions"}
+    file = refused.files.create(file=("in.jsonl", jsonl([line])), purpose="batch")
+    with pytest.raises(openai.BadRequestError, match="Unsupported endpoint '/chat/completions'"):
+        refused.batches.create(input_file_id=file.id, endpoint="/chat/completions", completion_window="24h")  # type: ignore[arg-type]
+    with pytest.raises(openai.BadRequestError, match="Unsupported endpoint '/v4/chat/completions'"):
+        refused.batches.create(input_file_id=file.id, endpoint="/v4/chat/completions", completion_window="24h")  # type: ignore[arg-type]
+    with pytest.raises(openai.BadRequestError, match="Unrecognized request argument supplied: priority"):
+        refused.batches.create(
+            input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h", extra_body={"priority": 1}
+        )
+    client = OpenAI(base_url=server.profile_url("azure"), api_key="k", max_retries=0)
     line = {**request_line("c-1", PROMPT, "my-deployment"), "url": "/chat/completions"}
     file = client.files.create(
         file=("in.jsonl", jsonl([line])), purpose="batch", expires_after={"anchor": "created_at", "seconds": 1_209_600}
@@ -262,7 +282,7 @@ ANTHROPIC_HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
         ({"n": 1}, "params.n"),
         ({"max_completion_tokens": 64}, "params.max_completion_tokens"),
         ({"messages": [{"role": "system", "content": "你是律师"}, {"role": "user", "content": PROMPT}]}, "role"),
-        ({"max_tokens": 200_000}, "max_tokens"),
+        ({"max_tokens": "1024"}, "max_tokens"),
         ({"temperature": 3}, "temperature"),
     ],
 )
@@ -283,16 +303,31 @@ def test_the_anthropic_routes_refuse_what_messages_refuses(server: SimulatedServ
     assert needle in shape["error"]["message"]
 
 
-def test_a_foreign_anthropic_custom_id_is_a_4xx_never_a_500(server: SimulatedServer) -> None:
-    request = {
-        "custom_id": "foo",
-        "params": {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": PROMPT}]},
-    }
+def test_any_valid_anthropic_custom_id_is_answered_under_its_own_id(server: SimulatedServer) -> None:
+    """Issue 45: an id lexpilot-batch did not make (`req_001`, an SDK user's) was refused, so the
+    official SDK could not drive the standalone server. Any id of `^[a-zA-Z0-9_-]{1,64}$` is taken;
+    an id outside it is a 400, never a 500."""
+    params = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [{"role": "user", "content": PROMPT}]}
+    ids = ["req_001", "foo", "my-custom-id-1"]
+    results = _anthropic_results(server, [{"custom_id": cid, "params": params} for cid in ids])
+    assert [r["type"] for r in results] == ["succeeded"] * 3
+    bad = {"custom_id": "no spaces allowed", "params": params}
     answer = http.post(
-        f"{server.root_url}/v1/messages/batches", json={"requests": [request]}, headers=ANTHROPIC_HEADERS, timeout=120
+        f"{server.root_url}/v1/messages/batches", json={"requests": [bad]}, headers=ANTHROPIC_HEADERS, timeout=120
     )
     assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error"
     assert "custom_id" in answer.json()["error"]["message"]
+
+
+def test_a_message_batch_may_mix_claude_models(server: SimulatedServer) -> None:
+    """Issue 45: a Message Batch naming two Claude models came back `errored`, the simulated batch
+    holding one model as OpenAI's do; Anthropic's batches take any mix (each request is a Messages
+    request of its own)."""
+    requests = [
+        _anthropic_request(0, {"model": "claude-sonnet-4-5"}),
+        _anthropic_request(1, {"model": "claude-haiku-4-5"}),
+    ]
+    assert [r["type"] for r in _anthropic_results(server, requests)] == ["succeeded", "succeeded"]
 
 
 @pytest.mark.parametrize(
@@ -300,14 +335,16 @@ def test_a_foreign_anthropic_custom_id_is_a_4xx_never_a_500(server: SimulatedSer
     [
         ({"max_tokens": 64}, "generationConfig.max_tokens"),
         ({"temperature": 5}, "generationConfig.temperature"),
-        ({"thinkingConfig": {"thinkingBudget": 100_000}}, "thinkingBudget"),
+        ({"thinkingConfig": {"thinkingBudget": "many"}}, "thinkingBudget"),
     ],
 )
 def test_the_gemini_routes_refuse_what_generate_content_refuses(
     server: SimulatedServer, config: dict, needle: str
 ) -> None:
-    """Before, unknown `generationConfig` fields, `temperature: 5` and `thinkingBudget: 100000`
-    were answered. Now: a 400 in Google's error shape (`INVALID_ARGUMENT`)."""
+    """Before, unknown `generationConfig` fields, `temperature: 5` and a budget that is no number
+    were answered. Now: a 400 in Google's error shape (`INVALID_ARGUMENT`), by google-genai's own
+    `types.GenerationConfig` and the reference's temperature range (a model's own budget range is
+    `prepare`'s: the types do not say it)."""
     body = {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}], "generationConfig": config}
     answer = http.post(
         f"{server.root_url}/v1beta/models/gemini-2.5-flash:generateContent",
@@ -333,7 +370,7 @@ def test_the_openai_routes_refuse_a_model_they_cannot_serve(server: SimulatedSer
     """Before, any name was answered 200. OpenAI answers a model it does not serve with 404
     `invalid_request_error`, code `model_not_found` ("The model `x` does not exist or you do not
     have access to it"; the `openai` SDK raises `NotFoundError`); in a batch the line lands in the
-    error file with that status. The rule: `providers.served`."""
+    error file with that status. The rule: `simulated.completions.model_problem`."""
     body = {"model": model, "messages": [{"role": "user", "content": PROMPT}]}
     answer = http.post(
         f"{server.base_url}/chat/completions", json=body, headers={"Authorization": "Bearer k"}, timeout=120
@@ -360,14 +397,38 @@ def test_simulator_names_and_compatible_servers_models_are_served(server: Simula
     `providers/bodies/test_contract.py`) are answered."""
     for model in (
         "gpt-sim", "claude-sim", "mistral-sim", "glm-sim", "sim-eval", "qwen-plus", "deepseek-r1",
-        "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "claude-sonnet-4-7", "m1", "gpt-4o-mnii",
-        "openai/gpt-4o", "google/gemma-3-27b-it",  # OpenRouter's, Together's and Vertex's own ids
+        "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "m1", "DeepSeek-R1", "bench-eval",
+        "google/gemma-3-27b-it",  # Together's and Vertex's own id: no name the openai SDK lists after the slash
     ):  # fmt: skip
         body = {"model": model, "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 1024}
         answer = http.post(
             f"{server.base_url}/chat/completions", json=body, headers={"Authorization": "Bearer k"}, timeout=120
         )
         assert answer.status_code == 200, (model, answer.text)
+
+
+@pytest.mark.parametrize(
+    ("model", "needle"),
+    [
+        ("openai/gpt-4o", "a prefix is left on: send gpt-4o"),
+        ("gpt-4o-mnii", "did you mean gpt-4o-mini"),
+        ("claude-sonnet-4-5", "no Anthropic or Google model"),  # before: a missing-max_tokens 400
+        ("gemini-2.5-flash", "no Anthropic or Google model"),
+    ],
+)
+def test_the_openai_routes_refuse_a_prefixed_misspelt_or_other_labs_model(
+    server: SimulatedServer, model: str, needle: str
+) -> None:
+    """Issue 45: OpenAI's routes took a prefixed or misspelt name, and answered a Claude model with a
+    missing-`max_tokens` error. Now each is OpenAI's 404 `model_not_found`, by the names the `openai`
+    SDK lists (`simulated.sources.names`)."""
+    body = {"model": model, "messages": [{"role": "user", "content": PROMPT}]}
+    answer = http.post(
+        f"{server.base_url}/chat/completions", json=body, headers={"Authorization": "Bearer k"}, timeout=120
+    )
+    assert answer.status_code == 404, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "model_not_found" and needle in error["message"]
 
 
 def _anthropic_request(i: int, params: dict) -> dict[str, Any]:
@@ -402,7 +463,7 @@ ANTHROPIC_REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"n": 1}, "params.n"),
     ({"max_completion_tokens": 64}, "params.max_completion_tokens"),
     ({"messages": [{"role": "system", "content": "你是律师"}, {"role": "user", "content": PROMPT}]}, "role"),
-    ({"max_tokens": 200_000}, "max_tokens"),
+    ({"max_tokens": "1024"}, "max_tokens"),
     ({"temperature": 3}, "temperature"),
 ]
 
@@ -449,7 +510,7 @@ def test_the_anthropic_routes_refuse_a_model_they_cannot_serve(
 GEMINI_REFUSED = [
     ({"max_tokens": 64}, "generationConfig.max_tokens"),
     ({"temperature": 5}, "generationConfig.temperature"),
-    ({"thinkingConfig": {"thinkingBudget": 100_000}}, "thinkingBudget"),
+    ({"thinkingConfig": {"thinkingBudget": "many"}}, "thinkingBudget"),
 ]
 
 
@@ -526,7 +587,11 @@ def test_the_gemini_and_mistral_routes_refuse_a_model_they_cannot_serve(server: 
     model: x", "type": "invalid_model", "code": "1500"}` (as its API answers, e.g. mistralai/mistral-vibe
     issue 617), at the job's create."""
     body = {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]}
-    for model, needle in (("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"), ("gpt-sim", "Gemini and Gemma")):
+    for model, needle in (
+        ("claude-sonnet-4-5", "Gemini, Gemma and LearnLM"),
+        ("gpt-sim", "Gemini, Gemma and LearnLM"),
+        ("gemini-2.5-flsh", "did you mean gemini-2.5-flash"),
+    ):
         answer = http.post(
             f"{server.root_url}/v1beta/models/{model}:generateContent",
             json=body,
@@ -544,7 +609,7 @@ def test_the_gemini_and_mistral_routes_refuse_a_model_they_cannot_serve(server: 
     assert answer.status_code == 400
     assert answer.json() == {
         "object": "error",
-        "message": "Invalid model: gpt-4o (Mistral's API serves no OpenAI model; gpt-4o is OpenAI's: send it as openai/gpt-4o)",
+        "message": "Invalid model: gpt-4o (not a model Mistral's documentation lists)",
         "type": "invalid_model",
         "param": None,
         "code": "1500",
@@ -572,4 +637,4 @@ def test_a_mistral_batch_line_its_chat_completions_refuse_is_a_failed_request(se
     assert created["status"] == "SUCCESS" and created["succeeded_requests"] == 1 and created["failed_requests"] == 1
     (error,) = [json.loads(x) for x in client.files.content(created["error_file"]).text.splitlines()]
     assert error["custom_id"] == "bad" and error["response"]["status_code"] == 400
-    assert "max_completion_tokens: not a field of Mistral's chat completions" in error["response"]["body"]["message"]
+    assert "max_completion_tokens: Extra inputs are not permitted" in error["response"]["body"]["message"]

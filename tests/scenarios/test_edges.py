@@ -139,7 +139,8 @@ def test_a_first_prepare_refused_or_interrupted_before_recording_anything_leaves
     assert code == 1 and not root.exists(), output
     with monkeypatch.context() as mp:
         interrupt_on(mp, engine, "register_run")  # before the first run is recorded
-        code, output = cli("prepare", "--stage", "lca", "--model", "sim-eval", "--limit", "1", root=root)
+        roles = ("--user-model", "gpt-4o-mini", "--judge-model", "gpt-4.1-mini")  # bare: OpenAI's models
+        code, output = cli("prepare", "--stage", "lca", "--model", "sim-eval", "--limit", "1", *roles, root=root)
     assert code == 130 and not root.exists(), output
     # In an existing folder of the user's, only what the command made goes.
     root.mkdir()

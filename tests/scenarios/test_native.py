@@ -343,7 +343,8 @@ def test_a_missing_sdk_is_named_before_anything_is_compiled_a_rehearsal_too(
         monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.1.0" if name == sdk else real(name))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-x")
     monkeypatch.setenv("GOOGLE_API_KEY", "sk-x")
-    spec = RunSpec(("r1",), (model,), "all", Settings(), limit=LIMIT)
+    # (the User Model and judge OpenAI's: the bare defaults are refused where they go to api.openai.com)
+    spec = RunSpec(("r1",), (model,), "all", Settings("gpt-4o-mini", "gpt-4.1-mini"), limit=LIMIT)
     with Workspace(tmp_path / "ws") as ws:
         for rehearsal in (True, False):
             session = open_session(ws) if rehearsal else Session(ws, ProviderOptions())

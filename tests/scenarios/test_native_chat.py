@@ -66,7 +66,8 @@ def test_small_groups_go_through_messages_and_generate_content_with_the_records_
 
 def test_the_estimate_counts_native_groups_as_sent_at_once():
     """With every group small enough, no wave of a Claude and Gemini study waits for a batch."""
-    spec = RunSpec(("r1",), (CLAUDE, GEMINI), "all", Settings(), limit=LIMIT)
+    # (the User Model and judge OpenAI's: bare, they go to api.openai.com, which serves no DeepSeek default)
+    spec = RunSpec(("r1",), (CLAUDE, GEMINI), "all", Settings("gpt-4o-mini", "gpt-4.1-mini"), limit=LIMIT)
     estimate = dry_run_prepare(None, Session(None, ProviderOptions(tail_sync=10**6)), spec)
     assert estimate.tail_sync.batch_round_trips_without > 0
     assert estimate.tail_sync.batch_round_trips == 0 and estimate.tail_sync.sync_requests > 0

@@ -316,9 +316,9 @@ PROVIDER_KINDS = {
         "m",
         {"LEXPILOT_EVAL_BASE_URL": "{url}/v1", "LEXPILOT_EVAL_API_KEY": SENTINEL, "OPENAI_API_KEY": JUDGE_SENTINEL},
     ),
-    "openai/": ("openai/gpt-x", {"OPENAI_BASE_URL": "{url}/v1", "OPENAI_API_KEY": SENTINEL}),
-    "anthropic/": ("anthropic/claude-x", {"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": SENTINEL}),
-    "google/": ("google/gemini-x", {"GOOGLE_GEMINI_BASE_URL": "{url}", "GOOGLE_API_KEY": SENTINEL}),
+    "openai/": ("openai/gpt-4o-mini", {"OPENAI_BASE_URL": "{url}/v1", "OPENAI_API_KEY": SENTINEL}),
+    "anthropic/": ("anthropic/claude-sonnet-4-5", {"ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": SENTINEL}),
+    "google/": ("google/gemini-2.5-flash", {"GOOGLE_GEMINI_BASE_URL": "{url}", "GOOGLE_API_KEY": SENTINEL}),
     "azure/": ("azure/dep", {"AZURE_OPENAI_BASE_URL": "{url}/openai/v1", "AZURE_OPENAI_API_KEY": SENTINEL}),
     "dashscope/": (
         "dashscope/qwen-x",
@@ -348,7 +348,12 @@ def echo_workflow(run, root: Path, model: str, backend: str, handler: type[_Echo
     status --format json and doctor: every command's arguments and output."""
     target = ["--eval-backend", backend, "--create-grace", "0", "--root", str(root)]
     outputs = []
-    code, out = run(["prepare", "--stage", "lca", "--model", model, "--limit", "1", "--provider", "env", *target])
+    # The User Model and judge named (bare, as the defaults are, to go where they go), each an OpenAI
+    # model: the bare defaults are refused where they would go to api.openai.com, which serves neither.
+    roles = ["--user-model", "gpt-4o-mini", "--judge-model", "gpt-4.1-mini"]
+    code, out = run(
+        ["prepare", "--stage", "lca", "--model", model, "--limit", "1", "--provider", "env", *roles, *target]
+    )
     assert code == 0, out.decode("utf-8", "replace")
     outputs.append((["prepare"], out))
     for status in (500, 404, 400):

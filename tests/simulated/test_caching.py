@@ -80,7 +80,7 @@ def test_gemini_implicit_caching_has_a_minimum_per_model():
 
 def test_dashscope_implicit_cache_starts_at_256_tokens():
     cache = PrefixCache()
-    assert caching.rule_for(None, "qwen-plus") == caching.DASHSCOPE_RULE
+    assert caching.rule_for("qwen-plus") == caching.DASHSCOPE_RULE
     for _ in range(2):
         short = cache.usage(caching.DASHSCOPE_RULE, "qwen-plus", body(text(200), "qwen-plus")).read
         hit = cache.usage(caching.DASHSCOPE_RULE, "qwen-plus", body(text(700), "qwen-plus")).read

@@ -169,7 +169,8 @@ def assert_shape(platform: str, body: dict[str, Any], status: int) -> None:
 @pytest.mark.parametrize("platform", sorted(BATCH_PLATFORMS))
 def test_each_platform_refuses_another_endpoint_another_purpose_and_an_unknown_batch_in_its_shape(server, platform):
     api, url = client(server, platform), BATCH_PLATFORMS[platform]
-    wrong = "/v4/chat/completions" if url != "/v4/chat/completions" else "/v1/chat/completions"
+    # (Zhipu takes `/v1/...` too: its SDK's `BatchCreateParams.endpoint` spelling.)
+    wrong = "/v4/chat/completions" if url != "/v4/chat/completions" else "/v2/chat/completions"
     file_id = upload(api, lines(wrong, 1))
     status, body = error_of(
         lambda: api.batches.create(input_file_id=file_id, endpoint=wrong, completion_window="24h")  # type: ignore[arg-type]
@@ -267,3 +268,39 @@ def test_openai_routes_keep_openai_behaviour(server):
     assert status == 400 and set(body["error"]) == {"message", "type", "param", "code"}
     batch = api.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")
     assert batch.status == "validating"
+
+
+def test_moonshot_refuses_a_temperature_above_one_in_its_shape_where_openai_takes_it(server):
+    """Moonshot's chat reference gives temperature 0 to 1 (issue 45: the simulator took 1.5 on
+    Moonshot's path, so a rehearsal never showed the product's range wrong). Refused there in its
+    error shape, by the chat route and in a batch's error file; OpenAI's routes take 1.5 (0 to 2)."""
+    messages = [{"role": "user", "content": "你好"}]
+    kimi = client(server, "moonshot")
+    assert kimi.chat.completions.create(model="kimi-k2-0905-preview", messages=messages, temperature=1).choices  # type: ignore[arg-type]
+    status, body = error_of(
+        lambda: kimi.chat.completions.create(model="kimi-k2-0905-preview", messages=messages, temperature=1.5)  # type: ignore[arg-type]
+    )
+    assert status == 400 and "temperature" in body["error"]["message"] and "1.5" in body["error"]["message"]
+    assert_shape("moonshot", body, 400)
+    line = {**request_line("r0", "问题", "kimi-k2-0905-preview"), "url": "/v1/chat/completions"}
+    line["body"]["temperature"] = 1.5
+    batch = kimi.batches.create(
+        input_file_id=upload(kimi, jsonl([line])), endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    done = finished(kimi, batch.id)
+    assert done.error_file_id and not done.output_file_id
+    (error,) = read_lines(kimi, done.error_file_id)
+    assert error["response"]["status_code"] == 400 and "temperature" in json.dumps(error, ensure_ascii=False)
+    assert client(server).chat.completions.create(model="gpt-4o-mini", messages=messages, temperature=1.5).choices  # type: ignore[arg-type]
+
+
+def test_azure_takes_50000_requests_per_file_and_fails_one_more_as_its_reference_says(server):
+    """Azure's REST reference (batches create): "up to 50,000 requests"; the product sent up to
+    100,000 (issue 45). A file of 50,001 fails validation with `too_many_requests` on Azure's path."""
+    api = client(server, "azure")
+    url = "/chat/completions"
+    data = jsonl([{**request_line(f"r{i}", "问", "my-deployment"), "url": url} for i in range(50_001)])
+    batch = api.batches.create(input_file_id=upload(api, data), endpoint=url, completion_window="24h")  # type: ignore[arg-type]
+    done = finished(api, batch.id)
+    assert done.status == "failed" and done.errors and done.errors.data
+    assert done.errors.data[0].code == "too_many_requests" and "50000" in str(done.errors.data[0].message)

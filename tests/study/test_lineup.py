@@ -280,25 +280,30 @@ def test_bare_names_compile_the_request_files_they_always_did(tmp_path, clean_en
     [
         (RunSpec(("r1",), ("sim-eval",), "lca", Settings(judge_model="o4-mini")), "write openai/o4-mini"),
         (
-            RunSpec(("r1",), ("sim-eval",), "lca", Settings(judge_model="deepseek/deepseek-chat")),
+            RunSpec(
+                ("r1",),
+                ("sim-eval",),
+                "lca",
+                Settings(user_model="openai/gpt-4o-mini", judge_model="deepseek/deepseek-chat"),
+            ),
             "DeepSeek has no Batch API",
         ),
         (
             RunSpec(
                 ("r1",),
-                ("sim-eval", "anthropic/claude-sonnet-4"),
+                ("sim-eval", "anthropic/claude-sonnet-4-5"),
                 "lca",
-                model_options={"anthropic/claude-sonnet-4": ModelOptions({"temperature": 1.3})},
+                model_options={"anthropic/claude-sonnet-4-5": ModelOptions({"temperature": 1.3})},
             ),
             "temperature: must be between 0 and 1, not 1.3",
         ),
         (
             RunSpec(
                 ("r1",),
-                ("anthropic/claude-sonnet-4",),
+                ("anthropic/claude-sonnet-4-5",),
                 "lca",
                 model_options={
-                    "anthropic/claude-sonnet-4": ModelOptions(
+                    "anthropic/claude-sonnet-4-5": ModelOptions(
                         {"thinking": {"type": "enabled", "budget_tokens": 2048}, "temperature": 0.7}
                     )
                 },
@@ -358,7 +363,9 @@ def test_a_model_lists_endpoint_key_variable_and_backend_hold_for_later_commands
     model = "openai-api/local/m"  # no LOCAL_BASE_URL: the list's base_url is the only endpoint
     with SimulatedServer(tmp_path / "sim") as server, Workspace(tmp_path / "ws") as ws:
         own = ModelOptions(route=ModelRoute(server.base_url, "MY_LOCAL_KEY", "sync"))
-        spec = RunSpec(("r1",), (model,), "lca", Settings(judge_model=model), limit=1, model_options={model: own})
+        spec = RunSpec(
+            ("r1",), (model,), "lca", Settings(user_model=model, judge_model=model), limit=1, model_options={model: own}
+        )
         session = Session(ws, ProviderOptions())
         prepare(ws, session, spec)
         later = Session(ws, ProviderOptions())  # poll-and-advance, without the list

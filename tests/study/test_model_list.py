@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from lexpilot_batch.cli.options import run_spec
+from lexpilot_batch.cli.run_options import run_spec
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.routing.routes import ModelRoute
 from lexpilot_batch.study.model_list import ModelOptions, load_model_list, parse_model_arg
@@ -65,6 +65,7 @@ def values(**given: Any) -> dict[str, Any]:
         "judge_model": None,
         "models_file": None,
         "model_arg": [],
+        "allow_model": [],
         "reasoning_effort": None,
         "dataset": None,
         "categories": None,

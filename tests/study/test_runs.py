@@ -160,3 +160,26 @@ def test_manifest_file_written_without_keys(ws, session, monkeypatch):
 def test_a_run_spec_given_one_name_as_a_string_has_one_model_and_one_run():
     spec = RunSpec("r1", "sim-eval", "dcg")  # type: ignore[arg-type]  # strings on purpose
     assert spec.run_ids == ("r1",) and spec.models == ("sim-eval",)
+
+
+@pytest.mark.parametrize(
+    ("value", "option", "needle"),
+    [
+        # comma-joined, and space-joined as a quoted shell variable gives it
+        ("openai/gpt-4o-mini,openai/gpt-4.1-mini", "--model", "--model openai/gpt-4o-mini --model openai/gpt-4.1-mini"),
+        ("openai/gpt-4o-mini openai/gpt-4.1-mini", "--model", "--model openai/gpt-4o-mini --model openai/gpt-4.1-mini"),
+        ("deepseek/deepseek-chat,deepseek/deepseek-reasoner", "--user-model", "User Model role takes one model"),
+        ("openai/o4-mini openai/gpt-4.1", "--judge-model", "judge role takes one model"),
+    ],
+)
+def test_several_models_given_as_one_value_are_refused_naming_the_value_and_the_role(value, option, needle):
+    with pytest.raises(ConfigError) as caught:
+        runs.check_model(value, option)
+    message = str(caught.value)
+    assert repr(value) in message and needle in message and "pass the option once per value" in message
+
+
+@pytest.mark.parametrize("run_id", ["run1,run2", "run1 run2", "r1, r2"])
+def test_several_run_ids_given_as_one_value_are_refused(run_id):
+    with pytest.raises(ConfigError, match="pass the option once per value: --run-id r"):
+        runs.check_run_id(run_id)

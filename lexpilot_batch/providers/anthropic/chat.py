@@ -33,6 +33,10 @@ class AnthropicChat(ChatCall):
             max_retries=self.max_retries,
         )
 
+    def models(self) -> list[str] | None:
+        """`GET /v1/models`, every page (the SDK's iterator)."""
+        return [m.id for m in self.client.models.list(limit=1000)]
+
     def payload(self, line: dict[str, Any], where: str) -> dict[str, Any]:
         params = line.get("params")
         if not isinstance(params, dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lexpilot_batch.providers.anthropic import cache, contract, dialect, families, ids, lines, results
+from lexpilot_batch.providers.anthropic import cache, catalogue, contract, dialect, families, ids, lines, results
 from lexpilot_batch.providers.bodies.schema import chat_sample
 from lexpilot_batch.providers.spec import MB, OWN_ONLY, ApiSpec, Extra, Limits, ModelNames, Provider
 
@@ -43,7 +43,6 @@ API = ApiSpec(
         serves=OWN_ONLY,
         lab="Anthropic",
         own="Claude models only (claude-...)",
-        sdk_list=("anthropic.types", "Model"),
     ),
     extra=EXTRA,
     simulated_native=True,
@@ -60,5 +59,6 @@ PROVIDERS = (
         limits=LIMITS,
         names=NAME,
         cache=cache.layout,
+        catalogue=catalogue.CATALOGUE,
     ),
 )

@@ -105,10 +105,17 @@ def model_route(api: str, prefix: str | None) -> str:
 
 
 def check_role_body(
-    role: str, name: ModelName, fields: Mapping[str, Any], *, reasoning: bool | None = None, option: str = "--model-arg"
+    role: str,
+    name: ModelName,
+    fields: Mapping[str, Any],
+    *,
+    reasoning: bool | None = None,
+    option: str = "--model-arg",
+    allowed: frozenset[str] = frozenset(),
 ) -> None:
-    """Refuse, before anything is registered or compiled, a model its API does not serve
-    (`bodies.model_names`) or a role's body its API's contract refuses: one `ConfigError` naming the
+    """Refuse, before anything is registered or compiled, a model its provider does not serve
+    (`bodies.model_names`: its API's rules, then its catalogue, unless `allowed` names it:
+    `--allow-model`) or a role's body its API's contract refuses: one `ConfigError` naming the
     model, the role, each field and why."""
     api = name.provider.api if name.provider is not None else BARE.name
     prefix = name.provider.prefix if name.provider is not None else None
@@ -117,6 +124,13 @@ def check_role_body(
         raise ConfigError(
             f"{name.name} ({role} role): the model {name.sent!r} is refused: {missing}. Nothing was compiled; "
             "check the model's name (--model, --user-model, --judge-model or the model list)"
+        )
+    unlisted = model_names.catalogue_problem(name.provider, name.sent) if name.provider is not None else None
+    if unlisted is not None and name.name not in allowed:
+        raise ConfigError(
+            f"{name.name} ({role} role): the model {name.sent!r} is refused: {unlisted}. Nothing was compiled; "
+            f"check the model's name, or, for a model newer than the catalogue, pass --allow-model {name.name} "
+            "(after checking it against the provider's live model listing: lexpilot-batch preflight)"
         )
     found = body_problems(api, name.sent, sample_body(api, name.sent, fields), prefix=prefix, reasoning=reasoning)
     if not found:

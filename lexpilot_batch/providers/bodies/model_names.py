@@ -1,58 +1,50 @@
-"""Which model names an API can serve: one rule, kept by `prepare` (`bodies.contract`) and by the
-simulated provider on every route, so that a rehearsal with a mistyped model fails the way the
-real API would, with one line saying why.
+"""Which model names a provider serves: the rules `prepare` keeps before anything is compiled, so
+that a mistyped model fails at once, with one line saying why and what to pass instead. (The
+simulated provider keeps its own reading of the providers' lists, `simulated.sources.names`: a mistake
+here is not repeated there.)
 
 The real APIs answer a model they do not serve with their own error: OpenAI 404
 `invalid_request_error` / `model_not_found` ("The model `x` does not exist or you do not have
 access to it"); Anthropic 404 `not_found_error` ("model: x"; in a Message Batch, that request's
 result is `errored`); Gemini 404 `NOT_FOUND` ("models/x is not found for API version v1beta, or is
 not supported for generateContent"); Mistral 400 `invalid_model` ("Invalid model: x", code 1500).
-Which names those are, from sources nobody on this project wrote:
+Which names those are:
 
 1. **No name**: an empty or blank `model`.
 2. **Our prefix left on**, on a lab's own API: a name that still starts with one of our provider
-   prefixes (`registry.PROVIDERS`) followed by a name the model families know (`bodies.families`), such as
-   `openai/gpt-4o` sent to OpenAI or `anthropic/claude-sonnet-4-5` to Anthropic: the prefix is ours,
-   the provider is sent the name after it. On an OpenAI-compatible endpoint such a name is often the
-   service's own id (OpenRouter's `openai/gpt-4o`, Together's and Vertex's `google/gemma-3-27b-it`,
-   Groq's `openai/gpt-oss-20b`, a Hugging Face id on vLLM), and is served.
+   prefixes (`registry.PROVIDERS`) followed by a name that provider knows, such as `openai/gpt-4o`
+   sent to OpenAI: the prefix is ours, the provider is sent the name after it. On an
+   OpenAI-compatible endpoint such a name is often the service's own id (OpenRouter's
+   `openai/gpt-4o`, Together's `google/gemma-3-27b-it`, Groq's `openai/gpt-oss-20b`), and is served.
 3. **Another lab's model on a native API**: Anthropic's routes serve Claude (`claude-`) models only,
-   Gemini's no other lab's model (Gemini, Gemma, LearnLM..., also as `models/<name>`), OpenAI's own API and
-   Mistral's serve no Claude or Gemini model and Mistral's no OpenAI model (`families` names each
-   lab's; each API declares which it serves, `spec.ModelNames`). An OpenAI-compatible endpoint (vLLM, DashScope, a LiteLLM proxy, Anthropic's and
-   Google's own OpenAI compatibility layers) may serve any name, and so does the simulated
-   provider's OpenAI route, which `--provider simulated` sends every model through.
-4. **A near miss of a known model**: a name no family row (but a catch-all) matches, one or two
-   letters from a model the installed SDK lists (`openai.types.ChatModel`, `anthropic.types.Model`:
-   Literal lists beside `str`) with the same version numbers: `gpt-4o-mnii`, `claude-sonet-4-6`. A
-   name with other numbers is a version the list does not know yet (`claude-sonnet-4-7`), not a
-   slip, and is served.
+   Gemini's no other lab's model, OpenAI's own API and Mistral's no Claude or Gemini model
+   (`families` names each lab's; each API declares which it serves, `spec.ModelNames`).
+4. **Not in the provider's catalogue** (`spec.Catalogue`: its installed SDK's own list and a
+   bundled list with its source and date): any other name is refused, a near miss of a listed one
+   named ("did you mean ...?"). A family pattern alone no longer makes a name known:
+   `claude-sonet-4-5` matched a Claude row and passed, and the API answered 404. A model newer than
+   the catalogue is named with `--allow-model NAME`, after a check against the provider's live
+   listing (`lexpilot-batch preflight`, `engine.preflight`). A provider without a catalogue (an Azure deployment, an
+   Ark endpoint id, an `openai-api/` service, an aggregator's hundreds of models) keeps rule 1.
 
-**Simulator names**: a name whose last part is `sim` (`gpt-sim`, `claude-sim`, `mistral-sim`,
-`glm-sim`) or whose first part is (`sim-eval`) is a model of the simulated provider: never a near
-miss, served on every OpenAI-compatible route and on its lab's own routes (`claude-sim` is a
-`claude-` name, `gemini-sim` a Gemini one); like any name, not with our prefix left on
-(`openai/gpt-sim`) and not on another lab's routes (`gpt-sim` on Anthropic's).
+**Simulator names**: a name whose last part is `sim` (`gpt-sim`, `claude-sim`, `glm-sim`) or whose
+first part is (`sim-eval`) is a model of the simulated provider, never a real one: rule 4 lets it
+through, rules 2 and 3 do not (`openai/gpt-sim`, `gpt-sim` on Anthropic's routes).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import typing
-from functools import lru_cache
+from difflib import SequenceMatcher
+from functools import cache
 
 from lexpilot_batch.providers.bodies.families import first_family
 from lexpilot_batch.providers.bodies.schema import edit_distance
 from lexpilot_batch.providers.registry import APIS, PROVIDERS, api_spec
-from lexpilot_batch.providers.spec import COMPATIBLE, OWN_ONLY
+from lexpilot_batch.providers.spec import COMPATIBLE, OWN_ONLY, Catalogue, Provider
 
-# Kinds of route a name is checked for, besides an API's own (its name): an OpenAI-compatible
-# endpoint of unknown make (`spec.COMPATIBLE`), and the simulated provider's OpenAI route, which
-# stands for every such endpoint (`--provider simulated` sends every model there). Both keep rule 1
-# only: their model lists are their own, and `openai/...` or `google/...` may be their ids. A slip
-# of an `openai/` or `anthropic/` model is refused by `prepare`, which knows where it goes, before
-# anything is sent.
-ANY = "any"
 _SIM = re.compile(r"(?:.*-)?sim|sim-.*", re.IGNORECASE)
 _NUMBERS = re.compile(r"\d+")
 
@@ -75,39 +67,39 @@ def lab_of(model: str, *, also: bool = True) -> str | None:
     return None
 
 
-@lru_cache(maxsize=1)
-def sdk_models() -> dict[str, frozenset[str]]:
-    """The model names the installed SDKs list, per API (their `Literal` members)."""
-    out: dict[str, frozenset[str]] = {}
-    for api in APIS.values():
-        if api.names is None or api.names.sdk_list is None:
-            continue
-        module, name = api.names.sdk_list
-        try:
-            tp = getattr(__import__(module, fromlist=[name]), name)
-        except (ImportError, AttributeError):
-            continue
-        out[api.name] = frozenset(_literals(tp))
-    return out
-
-
 def _literals(tp: object) -> list[str]:
     if typing.get_origin(tp) is typing.Literal:
         return [a for a in typing.get_args(tp) if isinstance(a, str)]
     return [x for arg in typing.get_args(tp) for x in _literals(arg)]
 
 
+@cache
+def sdk_names(module: str, attribute: str, field: str | None) -> frozenset[str]:
+    """The names an installed SDK lists (a `Literal` beside `str`, or a request type's field of
+    one); none when the SDK is not installed or no longer has the type."""
+    try:
+        found = getattr(importlib.import_module(module), attribute)
+        if field is not None:
+            found = typing.get_type_hints(found)[field]
+    except (ImportError, AttributeError, KeyError, NameError, TypeError):
+        return frozenset()
+    return frozenset(_literals(found))
+
+
+def catalogue_names(catalogue: Catalogue) -> frozenset[str]:
+    """Every name a catalogue holds: its bundled names and its installed SDK's."""
+    return catalogue.names | (sdk_names(*catalogue.sdk) if catalogue.sdk else frozenset())
+
+
 def model_problem(route: str, model: object) -> str | None:
-    """Why a route of kind `route` (an API's name, `COMPATIBLE` or `ANY`) cannot serve `model`, or
-    None when it can (module docstring)."""
+    """Why a route of kind `route` (an API's name, or `COMPATIBLE`) cannot serve `model` by rules
+    1 to 3, or None (module docstring)."""
     if not isinstance(model, str) or not model.strip():
         return "no model name"
-    if route in (COMPATIBLE, ANY):
-        # Rule 1 only: on a compatible endpoint `google/gemma-3-27b-it` (Together, Vertex, a Hugging
-        # Face id on vLLM) or `openai/gpt-4o` (OpenRouter) is the service's own id, not our prefix.
+    if route == COMPATIBLE:
         return None
     head, sep, rest = model.partition("/")
-    if sep and head in PROVIDERS and _known(rest):
+    if sep and head in PROVIDERS and _known(PROVIDERS[head], rest):
         return f"{head}/ is lexpilot-batch's provider prefix, not part of the model's name: send {rest}"
     names = api_spec(route).names
     if names is None:
@@ -121,10 +113,25 @@ def model_problem(route: str, model: object) -> str | None:
         return f"{names.where} serves no {_lab_title(lab)} model{_elsewhere(lab, model)}"
     if names.sim_hint and lab is None and is_simulator_name(model):
         return f"{names.where} serves {names.sim_hint}"
-    if is_simulator_name(model):
+    return None
+
+
+def catalogue_problem(provider: Provider, model: str) -> str | None:
+    """Why `provider` does not serve `model` by rule 4 (its catalogue), or None: listed, a
+    simulator name, or a provider without a catalogue (or whose catalogue is its SDK's list alone,
+    and that SDK is not installed: Groq's)."""
+    catalogue = provider.catalogue
+    if catalogue is None or is_simulator_name(model):
         return None
-    near = near_miss(model, route)
-    return f"no such model; did you mean {near}?" if near else None
+    names = api_spec(provider.api).names
+    if names is not None and names.resource_prefix and model.startswith(names.resource_prefix):
+        model = model[len(names.resource_prefix) :]
+    known = catalogue_names(catalogue)
+    if model in known or not known:  # (none: its SDK, the list's only source, is not installed)
+        return None
+    near = near_miss(model, known)
+    guess = f" (did you mean {near}?)" if near else ""
+    return f"not in the model catalogue of {provider.title} ({catalogue.source}; {catalogue.taken}){guess}"
 
 
 def _lab_title(api: str) -> str:
@@ -143,27 +150,44 @@ def _elsewhere(lab: str | None, model: str) -> str:
     return f"; {model} is {_lab_title(lab)}'s: send it as {home}/{model}"
 
 
-def _known(name: str) -> bool:
-    return lab_of(name) is not None or is_simulator_name(name) or any(name in names for names in sdk_models().values())
+def _known(provider: Provider, name: str) -> bool:
+    """Whether `name` is a model `provider` knows: in its catalogue, or of a family its API names."""
+    if provider.catalogue is not None and name in catalogue_names(provider.catalogue):
+        return True
+    return first_family(api_spec(provider.api).families, name) is not None or is_simulator_name(name)
 
 
-def near_miss(model: str, api: str) -> str | None:
-    """The model of `api`'s SDK list that `model` is a slip of (rule 4), or None."""
-    names = sdk_models().get(api, frozenset())
-    if model in names or _specific(api, model):
-        return None
+def near_miss(model: str, names: frozenset[str]) -> str | None:
+    """The name of `names` that `model` is a slip of: one or two letters off (one in a short name),
+    with the same version numbers (`claude-sonet-4-5`, `gemini-2.5-flsh`), or the same name in
+    another case; None when none is."""
     numbers = _NUMBERS.findall(model)
     best: tuple[int, str] | None = None
     for name in names:
+        if name.lower() == model.lower():
+            return name
         if _NUMBERS.findall(name) != numbers or abs(len(name) - len(model)) > 2:
             continue
-        distance = edit_distance(model.lower(), name)
+        distance = edit_distance(model.lower(), name.lower())
         if 0 < distance <= (1 if len(name) <= 5 else 2) and (best is None or (distance, name) < best):
             best = (distance, name)
     return best[1] if best else None
 
 
-def _specific(api: str, model: str) -> bool:
-    """Whether a family row of `api` other than its catch-all (`other Claude models`) names `model`."""
-    family = first_family(APIS[api].families, model)
-    return family is not None and not family.catch_all
+def providers_serving(model: str, limit: int = 3) -> list[str]:
+    """How `model`, a bare name, could be named with a provider whose catalogue lists it or a name
+    of the same maker (`DeepSeek-R1`: `deepseek/deepseek-reasoner`, ...): `prefix/name` each, the
+    exact names first, then the closest."""
+    lowered = model.lower()
+    maker = re.split(r"[-_.:/]", lowered)[0]
+    exact, alike = [], []
+    for provider in PROVIDERS.values():
+        if provider.catalogue is None:
+            continue
+        for name in sorted(catalogue_names(provider.catalogue)):
+            if name.lower() == lowered:
+                exact.append(f"{provider.prefix}/{name}")
+            elif maker and name.lower().startswith(maker):
+                alike.append(f"{provider.prefix}/{name}")
+    alike.sort(key=lambda named: -SequenceMatcher(None, lowered, named.partition("/")[2].lower()).ratio())
+    return (exact + alike)[:limit]

@@ -44,6 +44,10 @@ class GeminiChat(ChatCall):
         self._request: Any = request
         return sdk_client
 
+    def models(self) -> list[str] | None:
+        """`GET models` (the SDK's `models.list`, every page), each name without `models/`."""
+        return [str(m.name or "").removeprefix("models/") for m in self.client.models.list()]
+
     def payload(self, line: dict[str, Any], where: str) -> dict[str, Any]:
         request = line.get("request")
         if not isinstance(request, dict):

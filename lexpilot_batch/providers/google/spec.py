@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lexpilot_batch.providers.google import contract, dialect, families, lines, results
+from lexpilot_batch.providers.google import catalogue, contract, dialect, families, lines, results
 from lexpilot_batch.providers.spec import LISTED, MB, ApiSpec, Extra, FlexTier, Limits, ModelNames, Provider
 
 NAME = "google"
@@ -63,5 +63,6 @@ PROVIDERS = (
         limits=LIMITS,
         names=NAME,
         flex=LISTED,
+        catalogue=catalogue.CATALOGUE,
     ),
 )

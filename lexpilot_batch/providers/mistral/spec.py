@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lexpilot_batch.providers.bodies.schema import chat_sample
-from lexpilot_batch.providers.mistral import contract, lines, results
+from lexpilot_batch.providers.mistral import catalogue, contract, lines, results
 from lexpilot_batch.providers.openai.dialect import MAX_TOKENS
 from lexpilot_batch.providers.spec import MB, ApiSpec, Limits, ModelNames, Provider
 
@@ -53,5 +53,6 @@ PROVIDERS = (
         limits=LIMITS,
         hosts=("api.mistral.ai",),
         names=NAME,
+        catalogue=catalogue.CATALOGUE,
     ),
 )

@@ -36,17 +36,34 @@ def status_of(word: object) -> str:
     return _ALIASES.get(text, text)
 
 
-def _info(batch: object) -> BatchInfo:
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def request_counts(batch: object) -> dict[str, int]:
+    """A Batch object's request counts, in either shape its publishers show: OpenAI's nested object
+    (`request_counts: {total, completed, failed}`: openai-openapi `Batch`, the `openai` and `zhipuai`
+    SDKs' `BatchRequestCounts`), or Zhipu BigModel's REST reference's, where `request_counts` is an
+    integer and `total`, `completed` and `failed` stand beside it at the top level
+    (docs.bigmodel.cn, 批处理 API, 获取批处理任务详情). {} when the object holds neither."""
     counts = getattr(batch, "request_counts", None)
+    if counts is not None and not isinstance(counts, (int, float, str)):
+        return {k: _count(getattr(counts, k, None)) for k in ("total", "completed", "failed")}
+    flat = {k: getattr(batch, k, None) for k in ("total", "completed", "failed")}
+    if any(isinstance(v, int) and not isinstance(v, bool) for v in flat.values()):
+        return {k: _count(v) for k, v in flat.items()}
+    return {}
+
+
+def info(batch: object) -> BatchInfo:
+    """A Batch object of the `openai` SDK (any OpenAI-shaped API's) as a `BatchInfo`."""
     errors = getattr(batch, "errors", None)
     return BatchInfo(
         id=batch.id,  # type: ignore[attr-defined]
         status=status_of(batch.status),  # type: ignore[attr-defined]
-        output_file_id=getattr(batch, "output_file_id", None),
-        error_file_id=getattr(batch, "error_file_id", None),
-        request_counts=(
-            {"total": counts.total, "completed": counts.completed, "failed": counts.failed} if counts else {}
-        ),
+        output_file_id=getattr(batch, "output_file_id", None) or None,
+        error_file_id=getattr(batch, "error_file_id", None) or None,
+        request_counts=request_counts(batch),
         errors=[e.model_dump() for e in (getattr(errors, "data", None) or [])] if errors else [],
         metadata=dict(getattr(batch, "metadata", None) or {}),
         created_at=getattr(batch, "created_at", None),
@@ -112,16 +129,16 @@ class OpenAIBatchBackend(OpenAIClientBackend):
             metadata=metadata,
             **more,
         )
-        return _info(batch)
+        return info(batch)
 
     def _list(self) -> Iterator[BatchInfo]:
-        return (_info(b) for b in self.client.batches.list(limit=100))  # newest first; the SDK follows pages
+        return (info(b) for b in self.client.batches.list(limit=100))  # newest first; the SDK follows pages
 
     def _retrieve(self, batch_id: str) -> BatchInfo:
-        return _info(self.client.batches.retrieve(batch_id))
+        return info(self.client.batches.retrieve(batch_id))
 
     def _cancel(self, batch_id: str) -> BatchInfo:
-        return _info(self.client.batches.cancel(batch_id))
+        return info(self.client.batches.cancel(batch_id))
 
     def _delete_file(self, file_id: str) -> bool:
         return bool(self.client.files.delete(file_id).deleted)

@@ -31,6 +31,10 @@ class OpenAIChat(ChatCall):
             max_retries=self.max_retries,
         )
 
+    def models(self) -> list[str] | None:
+        """`GET /models`: OpenAI's, and every OpenAI-compatible server's that has one."""
+        return [m.id for m in self.client.models.list()]
+
     def payload(self, line: dict[str, Any], where: str) -> dict[str, Any]:
         body = line.get("body")
         if not isinstance(body, dict):

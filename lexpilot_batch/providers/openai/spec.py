@@ -12,7 +12,7 @@ from lexpilot_batch.providers.bodies.schema import chat_sample
 from lexpilot_batch.providers.cache_layout import KEY
 from lexpilot_batch.providers.openai import contract, dialect, families, lines
 from lexpilot_batch.providers.routing.endpoints import DEFAULT_BASE_URL
-from lexpilot_batch.providers.spec import FORCED, HOME, MB, ApiSpec, FlexTier, Limits, ModelNames, Provider
+from lexpilot_batch.providers.spec import FORCED, HOME, MB, ApiSpec, Catalogue, FlexTier, Limits, ModelNames, Provider
 
 NAME = "openai"
 
@@ -36,7 +36,7 @@ API = ApiSpec(
     load=_load,
     dialect=dialect.MAX_TOKENS,
     families=families.FAMILIES,
-    names=ModelNames("OpenAI's API", lab="OpenAI", sdk_list=("openai.types", "ChatModel")),
+    names=ModelNames("OpenAI's API", lab="OpenAI"),
     # OpenAI's Flex processing: `service_tier: "flex"` on Chat Completions, "priced at Batch API
     # rates"; the models its pricing page lists under Flex (`routing.flex`).
     flex=FlexTier(
@@ -69,6 +69,11 @@ PROVIDERS = (
         names=NAME,
         flex=HOME,
         cache=lambda model: KEY,
+        catalogue=Catalogue(
+            "the openai SDK's ChatModel literal (openai.types.ChatModel)",
+            "installed",
+            sdk=("openai.types", "ChatModel", None),
+        ),
     ),
     # openai-api/<service>/<model>: any OpenAI-compatible service (vLLM, a proxy), its URL and key in
     # <SERVICE>_BASE_URL and <SERVICE>_API_KEY; its limits guessed from the URL. Flex only when

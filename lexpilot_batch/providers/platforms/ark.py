@@ -5,6 +5,12 @@ in /batch so that its chat completions are that route. The model is the batch in
 id (`ep-bi-...`). Its chat completions switch thinking with `thinking: {"type": "enabled",
 "disabled" or "auto"}` (the Volcengine Ark SDK's batch chat `Completions.create` and
 `completion_create_params`, `volcengine-ark-runtime`).
+
+A request there may wait as long as Ark's own SDK lets it: its batch chat `Completions.create`
+keeps one deadline, the client's timeout (`_constants.DEFAULT_TIMEOUT_SECONDS`, 600 s), and sends
+a request again on 408, 409, 429 and 5xx with waits doubling from 0.5 s up to 8 s
+(`INITIAL_RETRY_DELAY`, `MAX_RETRY_DELAY`) until that deadline: 600 s a request, and as many
+retries as 8-second waits fit in it (`registry.chat_policy`; the command's `--timeout` if longer).
 """
 
 from __future__ import annotations
@@ -32,4 +38,6 @@ PROVIDER = Provider(
     contract=RULES.check,
     thinking="thinking",
     thinking_example='thinking={"type": "disabled"}',
+    chat_timeout=600.0,
+    chat_retries=75,  # 600 s / 8 s
 )

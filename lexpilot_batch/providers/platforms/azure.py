@@ -13,11 +13,15 @@ PROVIDER = Provider(
     None,  # the resource is yours
     "AZURE_OPENAI_BASE_URL",
     "AZURE_OPENAI_API_KEY",
-    # Lines name `/chat/completions` (the v1 API's). A resource holds at most 500 batch files
+    # Lines name `/chat/completions` (the v1 API's; its REST reference spells it `/v1/chat/completions`,
+    # and the simulated provider takes both). At most 50,000 requests and 200 MB per file: the REST
+    # reference's "Create a batch" (learn.microsoft.com/azure/foundry/reference/rest/batches-create-batch,
+    # `input_file_id`); the how-to's 100,000 is not kept until a source of the API says more. A
+    # resource holds at most 500 batch files
     # without an expiration, output files included, and 10,000 with one (14 to 30 days: 1,209,600
     # to 2,592,000 s; Azure OpenAI batch how-to, "Batch limits"): files expire after 14 days and
     # are deleted once ingested. Its enqueued-token quota is what each deployment is configured with.
-    limits=Limits(100_000, 200 * MB, "24h", "/chat/completions", file_expiry=14 * 24 * 3600, delete_files=True),
+    limits=Limits(50_000, 200 * MB, "24h", "/chat/completions", file_expiry=14 * 24 * 3600, delete_files=True),
     hosts=(".openai.azure.com", "/openai/v1"),
     dialect=OPENAI,
     first_party=True,

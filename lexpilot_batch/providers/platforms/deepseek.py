@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from lexpilot_batch.providers.spec import Provider
+from lexpilot_batch.providers.spec import Catalogue, Provider
 
 PROVIDER = Provider(
     "deepseek",
@@ -14,4 +14,11 @@ PROVIDER = Provider(
     "DEEPSEEK_API_KEY",
     backend="sync",
     batch_api=False,
+    # The `model` its chat completions take: `deepseek-chat` or `deepseek-reasoner`
+    # (https://api-docs.deepseek.com/api/create-chat-completion).
+    catalogue=Catalogue(
+        "api-docs.deepseek.com/api/create-chat-completion",
+        "2026-12-05",
+        frozenset({"deepseek-chat", "deepseek-reasoner"}),
+    ),
 )

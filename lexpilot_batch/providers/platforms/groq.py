@@ -9,7 +9,7 @@ Groq answers 400 "property ... is unsupported"), `n` 1, and its own `reasoning_e
 from __future__ import annotations
 
 from lexpilot_batch.providers.openai.platforms import Platform
-from lexpilot_batch.providers.spec import MB, Limits, Provider
+from lexpilot_batch.providers.spec import MB, Catalogue, Limits, Provider
 
 SOURCE = "the groq SDK's CompletionCreateParams"
 # The fields of the `groq` SDK's `CompletionCreateParams` (1.7.0), the only ones Groq takes.
@@ -75,4 +75,10 @@ PROVIDER = Provider(
     limits=Limits(50_000, 100 * MB, "24h", "/v1/chat/completions"),
     hosts=("api.groq.com",),
     contract=RULES.check,
+    # Its chat completions' model ids: the `groq` SDK's `CompletionCreateParams.model` literal.
+    catalogue=Catalogue(
+        "the groq SDK's CompletionCreateParams.model literal",
+        "installed",
+        sdk=("groq.types.chat.completion_create_params", "CompletionCreateParams", "model"),
+    ),
 )

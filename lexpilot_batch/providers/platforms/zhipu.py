@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from lexpilot_batch.providers.openai.platforms import Platform
-from lexpilot_batch.providers.spec import MB, Limits, Provider
+from lexpilot_batch.providers.spec import MB, Catalogue, Limits, Provider
 
 RULES = Platform(
     "Zhipu BigModel",
@@ -32,4 +32,26 @@ PROVIDER = Provider(
     contract=RULES.check,
     thinking="thinking",
     thinking_example='thinking={"type": "disabled"}',
+    # The model codes of BigModel's model pages for its GLM-4 and GLM-4.5 series
+    # (docs.bigmodel.cn/cn/guide/models/text/glm-4 and /glm-4.5); a later series (GLM-4.6 on) is
+    # not in a page read here: --allow-model zhipu/NAME.
+    catalogue=Catalogue(
+        "docs.bigmodel.cn/cn/guide/models/text/glm-4 and glm-4.5",
+        "2026-12-05",
+        frozenset(
+            {
+                "glm-4-plus",
+                "glm-4-air-250414",
+                "glm-4-airx",
+                "glm-4-flashx-250414",
+                "glm-4-flash-250414",
+                "glm-4-flash",
+                "glm-4.5",
+                "glm-4.5-air",
+                "glm-4.5-x",
+                "glm-4.5-airx",
+                "glm-4.5-flash",
+            }
+        ),
+    ),
 )

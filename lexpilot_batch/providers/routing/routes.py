@@ -158,6 +158,16 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
     )
 
 
+def real_endpoint(route: Route, environ: Mapping[str, str] | None = None) -> str:
+    """Where a rehearsed route's requests would go in a real run: the endpoint (its identity) its
+    model's provider or role's variables name, or what has to be set first."""
+    try:
+        real = _resolve_route(route.role, route.model, route.provider, RouteRules(environ=environ))
+    except ConfigError:
+        return "its provider's endpoint, once its variables are set"
+    return endpoint_identity(real.endpoint.base_url)
+
+
 def _bare_profile(role: str, model: str, rules: RouteRules) -> str | None:
     """The profile `--profile` gives a bare name; a native API's profile is its provider's alone."""
     profile = rules.profiles.get(role)

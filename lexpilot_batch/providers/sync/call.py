@@ -116,6 +116,11 @@ class ChatCall(ABC):
         status when it has one, None for no answer), in the API's own transport-failure shape:
         ingest fails it as a transport failure, and the engine sends it again."""
 
+    def models(self) -> list[str] | None:
+        """The model names the endpoint lists now (its live catalogue, as `preflight` reads it), or
+        None for an API with no listing; raises its SDK's exceptions."""
+        return None
+
     def model_of(self, payload: dict[str, Any]) -> str:
         """The model a request names, for messages."""
         return str(payload.get("model", "")) or self.model

@@ -71,6 +71,7 @@ from lexpilot_batch.util.redaction import Scrubber, redact_data
 from lexpilot_batch.util.waiting import wait_first
 
 PROBE = 3  # failures in a row, before any success, that stop a run
+SYNC_RETRIES = 5  # the SDK's retries of one request (timeouts, connection errors, 429, 5xx)
 RATE_LIMIT_ROUNDS = 8  # 429s after the SDK's retries, for one request, that stop a run
 RATE_LIMIT_WAIT = 1.0  # seconds before a 429'd request is sent again (doubling, capped at 60 s)
 FLEX_ROUNDS = 6  # 429s in a row for one request on the flex tier: the file's rest goes to a batch
@@ -106,7 +107,7 @@ class SyncRunner:
         endpoint: Endpoint,
         concurrency: int = 8,
         timeout: float = 120.0,
-        max_retries: int = 5,
+        max_retries: int = SYNC_RETRIES,
         api: str = BARE.name,
         model: str = "",
         flex: bool = False,

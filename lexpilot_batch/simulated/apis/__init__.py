@@ -38,12 +38,17 @@ ROUTES: tuple[tuple[SimulatedApi[Any], Route[Any]], ...] = tuple((api, route) fo
 ROUTE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(route.name for _, route in ROUTES))
 
 
-def find(method: str, path: str, profile: Profile | None) -> tuple[SimulatedApi[Any], Route[Any], tuple[str, ...]]:
+def find(
+    method: str, path: str, profile: Profile | None, headers: Any = None
+) -> tuple[SimulatedApi[Any], Route[Any], tuple[str, ...]]:
     """The API and route a call is for, and its path's arguments; 405 for a path of another
     method, 404 for one no route has. Under a platform's path (`profile`) only the routes of the
-    APIs it serves count, and only the chat routes of a platform without batches (Ark)."""
+    APIs it serves count, and only the chat routes of a platform without batches (Ark). A route
+    marked with a header (`Route.header`) is the call's first when the call carries it, and not
+    the call's otherwise."""
     allowed = False
-    for api, route in ROUTES:
+    marked = [(a, r) for a, r in ROUTES if r.header is not None and headers is not None and r.header in headers]
+    for api, route in [*marked, *((a, r) for a, r in ROUTES if r.header is None)]:
         if profile is not None and not (api.platforms and (profile.batches or route.chat)):
             continue
         match = route.pattern.fullmatch(path)

@@ -1,17 +1,26 @@
 """Anthropic's Message Batches routes of the simulated provider (`/v1/messages/batches`).
 
 A create takes the requests inline and checks them as the API does: the whole batch is refused
-(HTTP 400) for a bad or duplicate `custom_id` or more than 100,000 requests; a request whose
-`params` the Messages API would refuse (no `max_tokens`, a temperature outside [0, 1], thinking
-with another temperature or a budget under 1,024 or not under `max_tokens`) ends `errored` with an
-`invalid_request_error`. A batch is `in_progress` until it ends (`canceling` after a cancel), its
+(HTTP 400) for a bad or duplicate `custom_id` (`^[a-zA-Z0-9_-]{1,64}$`, any the client makes) or
+more than 100,000 requests; its requests may name different models; a request whose `params` the
+Messages API would refuse ends `errored` with an `invalid_request_error`: a field the `anthropic`
+SDK's `MessageCreateParamsNonStreaming` does not take (beside the sampling fields the Messages
+reference documents, `sources.requests`) or of the wrong type, no `max_tokens`, a temperature
+outside [0, 1], thinking with another temperature or a budget under 1,024 or not under
+`max_tokens`. A batch is `in_progress` until it ends (`canceling` after a cancel), its
 `request_counts` are all `processing` until then, and its results (`results_url`) hold one line per
 request: `succeeded` (a Message: a thinking block before the text when the simulated model
 thought), `errored` (`api_error`, `overloaded_error`, `invalid_request_error`), `canceled` or
-`expired`, in a shuffled order. A request naming a model Anthropic does not serve (`providers.bodies.model_names`:
-Claude models only, no near miss of the SDK's `Model` list) ends `errored` with `not_found_error`
-("model: NAME"), and the Messages call is a 404 of that type. Everything is run by the
-OpenAI-shaped machinery (`native`).
+`expired`, in a shuffled order. A request naming a model Anthropic does not serve
+(`sources.names`: Claude models only, no near miss of the ids the `anthropic` SDK lists) ends
+`errored` with `not_found_error` ("model: NAME"), and the Messages call is a 404 of that type.
+Everything is run by the OpenAI-shaped machinery (`native`).
+
+A request draws its answer by its custom_id. An id lexpilot-batch's mapping made
+(`providers.lines.our_id`, the workspace's tag and its request's id) is read back to the
+workspace's own, so that the request draws on this route what it draws on every other; that
+mapping is shared with the product as an id, never as a rule (nothing is refused by it): any other
+id, an SDK user's `req_001`, draws by itself.
 
 `POST /v1/messages` answers one request at once with the Message the same request gets in a batch
 (`chat`), or the 400 its params would get.
@@ -19,12 +28,10 @@ OpenAI-shaped machinery (`native`).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from lexpilot_batch.providers.anthropic import contract as anthropic_contract
-from lexpilot_batch.providers.anthropic.ids import ANTHROPIC_ID
 from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
-from lexpilot_batch.providers.bodies import model_names as served
 from lexpilot_batch.providers.ids import TAG_LENGTH
 from lexpilot_batch.providers.lines import line_id, our_id
 from lexpilot_batch.simulated import batches, chat
@@ -42,8 +49,11 @@ from lexpilot_batch.simulated.native import (
     to_chat,
 )
 from lexpilot_batch.simulated.routes import Handlers, Route, SimulatedApi
+from lexpilot_batch.simulated.sources import names, requests, typed
 
 NAME = "anthropic"  # its batches' mark in the store (`native`)
+# A Message Batches request's custom_id (the Message Batches API reference).
+CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 PREFIX = "msgbatch_"
 MAX_REQUESTS = 100_000
 _STOP = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal"}
@@ -59,12 +69,23 @@ def _internal(message_batch_id: str) -> str:
 
 def _missing_model(params: Any) -> str | None:
     """Anthropic's 404 `not_found_error` message ("model: NAME") for a model it does not serve
-    (`providers.bodies.model_names`), with why; None when it serves it."""
+    (`sources.names`: a Claude model, none a slip of a listed id), with why; None when it serves it."""
     model = params.get("model") if isinstance(params, dict) else None
     if not isinstance(model, str) or not model:
         return None  # a 400: `_problem`
-    why = served.model_problem(ANTHROPIC, model)
-    return f"model: {model} ({why})" if why else None
+    several = names.joined(model, names.anthropic())
+    if several is not None:
+        return f"model: {model} ({several})"
+    if not names.CLAUDE.fullmatch(model):
+        bare = names.prefix_left_on(model, names.anthropic())
+        if bare is not None:
+            return f"model: {model} (a prefix is left on: send {bare})"
+        return f"model: {model} (Anthropic's API serves Claude models only, claude-...)"
+    known = names.anthropic()
+    if model in known or names.is_sim(model):
+        return None
+    near = names.near_miss(model, known)
+    return f"model: {model} (did you mean {near}?)" if near else None
 
 
 def _problem(params: Any) -> str | None:
@@ -91,11 +112,25 @@ def _problem(params: Any) -> str | None:
             return "`max_tokens` must be greater than `thinking.budget_tokens`"
         if temperature is not None and temperature != 1:
             return "`temperature` may only be set to 1 when thinking is enabled"
-    # Then everything else the real API refuses, by the same contract the client keeps
-    # (`providers.anthropic.contract`: the installed SDK's types and the model family's rules).
-    found = anthropic_contract.problems(params)
-    if found:
-        return f"params.{found[0].field}: {found[0].reason}"
+    for i, message in enumerate(messages):
+        if message.get("role") not in requests.ANTHROPIC_ROLES:
+            return f"params.messages.{i}.role: Input should be 'user' or 'assistant' (a system prompt is `system`)"
+    for name, (low, high) in requests.ANTHROPIC_DOCUMENTED.items():
+        value = params.get(name)
+        if value is not None and not (
+            isinstance(value, (int, float)) and low <= value and (high is None or value <= high)
+        ):
+            return f"params.{name}: Input should be between {low} and {high}"
+    # Then what the SDK's request type does not take (`sources.requests`): another field, a value
+    # of another type.
+    request_type = requests.anthropic_messages()
+    if request_type is not None:
+        rest = {k: v for k, v in params.items() if k not in requests.ANTHROPIC_DOCUMENTED}
+        found = typed.problems(rest, request_type)
+        if found:
+            field, what = found[0]
+            what = "Extra inputs are not permitted" if what == "is not a field of this request" else what
+            return f"params.{field}: {what}"
     return None
 
 
@@ -103,32 +138,28 @@ class AnthropicApi(Handlers):
     """The Message Batches routes over one simulated provider's store (`root`: for `results_url`)."""
 
     def create(self, body: Any) -> dict[str, Any]:
-        requests = body.get("requests") if isinstance(body, dict) else None
-        if not isinstance(requests, list) or not requests:
+        batch_requests = body.get("requests") if isinstance(body, dict) else None
+        if not isinstance(batch_requests, list) or not batch_requests:
             raise bad_request("requests: at least one request is required")
-        if len(requests) > MAX_REQUESTS:
-            raise bad_request(f"requests: a batch holds at most {MAX_REQUESTS:,} requests, not {len(requests):,}")
+        if len(batch_requests) > MAX_REQUESTS:
+            raise bad_request(f"requests: a batch holds at most {MAX_REQUESTS:,} requests, not {len(batch_requests):,}")
         seen: set[str] = set()
         lines: list[bytes] = []
         problems: dict[str, str] = {}
         not_found: list[str] = []  # requests naming a model Anthropic does not serve: `not_found_error`
         ids: dict[str, str] = {}
-        for i, request in enumerate(requests):
+        for i, request in enumerate(batch_requests):
             raw = request.get("custom_id") if isinstance(request, dict) else None
-            if not isinstance(raw, str) or not ANTHROPIC_ID.fullmatch(raw):
+            if not isinstance(raw, str) or not CUSTOM_ID.fullmatch(raw):
                 raise bad_request(f"requests.{i}.custom_id: String should match pattern '^[a-zA-Z0-9_-]{{1,64}}$'")
             if raw in seen:
                 raise bad_request(f"requests.{i}.custom_id: duplicate custom_id {raw!r}; each must be unique")
             seen.add(raw)
-            # The workspace's own id, so that the request draws what it draws on every route; an id
-            # no workspace's mapping made is refused (a 4xx, never a 500: its answer cannot be drawn).
-            mapped = our_id(raw, ANTHROPIC)
-            if mapped is None:
-                raise bad_request(
-                    f"requests.{i}.custom_id: {raw!r} is no id lexpilot-batch's mapping made (a workspace tag and a "
-                    "mapped custom_id); the simulated provider answers only those"
-                )
-            cid = mapped
+            # The workspace's own id, so that the request draws what it draws on every route (module
+            # docstring); any other id draws by itself.
+            cid = our_id(raw, ANTHROPIC) or raw
+            if cid in ids:  # two ids mapping onto one: keep them apart
+                cid = raw
             ids[cid] = raw
             params = request.get("params")
             missing = _missing_model(params)
@@ -144,14 +175,14 @@ class AnthropicApi(Handlers):
             lines.append(to_chat(cid, params["model"], *_chat_parts(params)))
         tags = {raw[:TAG_LENGTH] for raw in ids.values()}
         tag = next(iter(tags)) if len(tags) == 1 else None
-        native: dict[str, Any] = {"api": NAME, "n": len(requests), "problems": problems}
+        native: dict[str, Any] = {"api": NAME, "n": len(batch_requests), "problems": problems}
         if not_found:
             native["not_found"] = not_found
         if tag is not None and all(_mapped(cid, tag) == raw for cid, raw in ids.items()):
             native["tag"] = tag  # every id is the map of the workspace's own: keep the map, not the ids
         else:
             native["ids"] = ids
-        record = run(self.store, lines, self.seed, self.faults, native, lines_sha256(requests))
+        record = run(self.store, lines, self.seed, self.faults, native, lines_sha256(batch_requests), one_model=False)
         return self._view(record)
 
     def message(self, params: Any, client_request_id: str | None = None) -> dict[str, Any]:
@@ -186,6 +217,12 @@ class AnthropicApi(Handlers):
         except ApiError:
             raise bad_request(f"Message Batch {message_batch_id} has ended and cannot be canceled.") from None
         return self._view(self.store.get_batch(record["batch"]["id"]) or record)
+
+    def models(self) -> dict[str, Any]:
+        """`GET /v1/models`: the Claude ids it serves by name (`sources.names`), and `claude-sim`."""
+        ids = sorted(names.anthropic() | {m for m in names.SIMULATED if names.CLAUDE.fullmatch(m)})
+        data = [{"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"} for m in ids]
+        return {"data": data, "has_more": False, "first_id": ids[0], "last_id": ids[-1]}
 
     def list(self, query: dict[str, str]) -> dict[str, Any]:
         views = [self._view(r) for r in records_of(self.store, NAME)]
@@ -388,6 +425,7 @@ API = SimulatedApi[AnthropicApi](
         Route("GET", r"/v1/messages/batches/([^/]+)", "anthropic_retrieve", lambda a, r: a.retrieve(*r.args)),
         Route("POST", r"/v1/messages/batches/([^/]+)/cancel", "anthropic_cancel", lambda a, r: a.cancel(*r.args)),
         Route("GET", r"/v1/messages/batches/([^/]+)/results", "anthropic_results", lambda a, r: a.results(*r.args)),
+        Route("GET", r"/v1/models", "anthropic_models", lambda a, r: a.models(), header="anthropic-version"),
         Route("POST", r"/v1/messages", "anthropic_message", lambda a, r: a.message(r.json(), r.call_id), chat=True),
     ),
     prefixes=("/v1/messages",),

@@ -2,15 +2,22 @@
 
 Files arrive through the File API's resumable upload (a start call answered with an upload URL,
 then the bytes in chunks, the last one `upload, finalize`) and a batch is created for one with
-`models/{model}:batchGenerateContent`, its `displayName` kept. A batch reads as an Operation whose
+`models/{model}:batchGenerateContent`, its `displayName` kept; or its requests come inline
+(`inputConfig.requests.requests`: `{request, metadata}` each, as google-genai's `src=[...]` sends
+them), and its answers go back inline too (`output.inlinedResponses.inlinedResponses`, in the
+requests' order, each with its request's metadata). A batch reads as an Operation whose
 metadata carries the state (`BATCH_STATE_PENDING`, `RUNNING`, `SUCCEEDED`, `FAILED`, `CANCELLED`,
 `EXPIRED`), `batchStats` and, once it ended, `output.responsesFile`: a JSONL file, downloaded with
 `files/{name}:download?alt=media`, holding a line per request that ran: `{"key", "response":
 GenerateContentResponse}` (a `thought` part before the text when the simulated model thought) or
 `{"key", "error": {code, message, status}}`. A cancelled or expired batch's file holds what ran. A
-model the Gemini API does not serve (`providers.bodies.model_names`: Gemini and Gemma models only) is in the
-call's path: the create (and a generateContent) is refused 404 `NOT_FOUND`, no batch made.
-Everything is run by the OpenAI-shaped machinery (`native`).
+model the Gemini API does not serve (`sources.names`: Gemini, Gemma and LearnLM models, none a slip
+of a listed one) is in the call's path: the create (and a generateContent) is refused 404
+`NOT_FOUND`, no batch made. A request is checked by google-genai's own types (`sources.requests`):
+its fields those the SDK writes into a GenerateContentRequest, each content a `types.Content` whose
+role is "user" or "model" (a `system` role there is refused: the system prompt is
+`systemInstruction`), `generationConfig` a `types.GenerationConfig`. Everything is run by the
+OpenAI-shaped machinery (`native`).
 
 `models/{model}:generateContent` answers one request at once with the GenerateContentResponse the
 same request gets in a batch (`chat`), or the 400 it would get.
@@ -25,8 +32,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from lexpilot_batch.providers.bodies import model_names as served
-from lexpilot_batch.providers.google import contract as google_contract
 from lexpilot_batch.providers.google.spec import NAME as GOOGLE
 from lexpilot_batch.simulated import batches, chat
 from lexpilot_batch.simulated.errors import ApiError, bad_request
@@ -43,6 +48,7 @@ from lexpilot_batch.simulated.native import (
     to_chat,
 )
 from lexpilot_batch.simulated.routes import Handlers, Reply, Route, SimulatedApi
+from lexpilot_batch.simulated.sources import names, requests, typed
 from lexpilot_batch.simulated.store import Store
 
 NAME = "gemini"  # its batches' mark in the store (`native`)
@@ -141,25 +147,30 @@ class GeminiApi(Handlers):
         batch = body.get("batch") if isinstance(body, dict) else None
         if not isinstance(batch, dict):
             raise bad_request("batch is required.")
-        source = (batch.get("inputConfig") or {}).get("fileName")
-        if not isinstance(source, str) or not source.startswith("files/"):
-            raise bad_request("batch.inputConfig.fileName is required: the simulated provider takes input files only.")
+        config = batch.get("inputConfig") or {}
+        source = config.get("fileName")
+        inline = (config.get("requests") or {}).get("requests") if isinstance(config.get("requests"), dict) else None
+        if inline is None and (not isinstance(source, str) or not source.startswith("files/")):
+            raise bad_request("batch.inputConfig: a fileName (files/...) or inline requests.requests is required.")
         sent = model.removeprefix("models/")
         _check_model(sent, "batchGenerateContent")
-        data = self.download(source.removeprefix("files/"))
-        lines: list[bytes] = []
         problems: dict[str, str] = {}
-        for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                obj = None
-            key = obj.get("key") if isinstance(obj, dict) else None
-            request = obj.get("request") if isinstance(obj, dict) else None
-            if not isinstance(key, str) or not key:
-                raise bad_request(f"{source} line {number}: each line needs a string 'key'.")
+        native: dict[str, Any] = {"api": NAME, "model": sent, "display_name": str(batch.get("displayName") or "")}
+        if inline is not None:
+            if not isinstance(inline, list) or not inline:
+                raise bad_request("batch.inputConfig.requests.requests: at least one request is required.")
+            items = [(i, r) for i, r in enumerate(inline)]
+            keyed = [(str(i), r.get("request") if isinstance(r, dict) else None) for i, r in items]
+            native["inline"] = [r.get("metadata") if isinstance(r, dict) else None for _, r in items]
+            data = json.dumps(inline, ensure_ascii=False, sort_keys=True).encode("utf-8")
+            where = "batch.inputConfig.requests.requests"
+        else:
+            assert isinstance(source, str)
+            data = self.download(source.removeprefix("files/"))
+            keyed = self._keyed(source, data)
+            where = source
+        lines: list[bytes] = []
+        for key, request in keyed:
             parts = _chat_parts(request)
             problem = NO_CONTENTS if parts is None else _problem(request, sent)
             if parts is None or problem is not None:
@@ -168,16 +179,27 @@ class GeminiApi(Handlers):
                 continue
             lines.append(to_chat(key, sent, *parts))
         if not lines:
-            raise bad_request(f"{source} holds no requests.")
-        native = {
-            "api": NAME,
-            "n": len(lines),
-            "model": sent,
-            "display_name": str(batch.get("displayName") or ""),
-            "problems": problems,
-        }
+            raise bad_request(f"{where} holds no requests.")
+        native.update(n=len(lines), problems=problems)
         record = run(self.store, lines, self.seed, self.faults, native, hashlib.sha256(data).hexdigest())
         return self._operation(record)
+
+    @staticmethod
+    def _keyed(source: str, data: bytes) -> list[tuple[str, Any]]:
+        """The (key, request) of each line of an input file."""
+        out = []
+        for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                obj = None
+            key = obj.get("key") if isinstance(obj, dict) else None
+            if not isinstance(key, str) or not key:
+                raise bad_request(f"{source} line {number}: each line needs a string 'key'.")
+            out.append((key, obj.get("request")))
+        return out
 
     def generate(self, model: str, request: Any, client_request_id: str | None = None) -> dict[str, Any]:
         """`POST models/{model}:generateContent`: one request answered at once, as the same request
@@ -191,7 +213,7 @@ class GeminiApi(Handlers):
         if problem is not None:
             raise bad_request(problem)  # as the same request errors in a batch
         messages, fields = parts
-        # Gemini's Flex inference field (the contract checked its value), spoken as chat's (`chat`);
+        # Gemini's Flex inference field (`_problem` took its value), spoken as chat's (`chat`);
         # its other tiers answer as the standard one.
         if str(request.get("serviceTier", "")).lower() == "flex":
             fields["service_tier"] = "flex"
@@ -221,6 +243,14 @@ class GeminiApi(Handlers):
         except ApiError:
             raise ApiError(400, f"Batch batches/{name} has ended and cannot be cancelled.") from None
         return {}
+
+    def models(self) -> dict[str, Any]:
+        """`GET /v1beta/models`: the Gemini models it serves by name (`sources.names`), and `gemini-sim`."""
+        listed = sorted(names.gemini() | {m for m in names.SIMULATED if names.GOOGLE.fullmatch(m)})
+        methods = ["generateContent", "batchGenerateContent"]
+        return {
+            "models": [{"name": f"models/{m}", "displayName": m, "supportedGenerationMethods": methods} for m in listed]
+        }
 
     def list(self, query: dict[str, str]) -> dict[str, Any]:
         operations = [self._operation(r) for r in records_of(self.store, NAME)]
@@ -263,7 +293,10 @@ class GeminiApi(Handlers):
                 successfulRequestCount=str(succeeded), failedRequestCount=str(errored), pendingRequestCount="0"
             )
             metadata["endTime"] = rfc3339(end or sim["created"])
-            metadata["output"] = {"responsesFile": "files/" + self._responses(batch, native)}
+            if "inline" in native:
+                metadata["output"] = {"inlinedResponses": {"inlinedResponses": self._inlined(batch, native)}}
+            else:
+                metadata["output"] = {"responsesFile": "files/" + self._responses(batch, native)}
         operation: dict[str, Any] = {"name": name, "metadata": metadata, "done": ended}
         if status == "failed":
             operation["error"] = {
@@ -274,6 +307,21 @@ class GeminiApi(Handlers):
         elif ended:
             operation["response"] = {**metadata, "@type": metadata["@type"]}
         return operation
+
+    def _inlined(self, batch: dict[str, Any], native: dict[str, Any]) -> Any:
+        """An ended inline batch's answers, in its requests' order, each with its metadata; a
+        request that never ran (expired, cancelled) has none."""
+        by_key = {line["custom_id"]: self._line(batch["id"], line, native) for line in result_lines(self.store, batch)}
+        out = []
+        for i, metadata in enumerate(native["inline"]):
+            answer = by_key.get(str(i))
+            if answer is None:
+                continue
+            item = {k: v for k, v in answer.items() if k != "key"}
+            if metadata is not None:
+                item["metadata"] = metadata
+            out.append(item)
+        return out
 
     def _responses(self, batch: dict[str, Any], native: dict[str, Any]) -> str:
         """The ended batch's responses file (written once; its id follows from the batch's)."""
@@ -306,9 +354,14 @@ class GeminiApi(Handlers):
 
 
 def _check_model(model: str, method: str) -> None:
-    """Gemini's 404 `NOT_FOUND` for a model it does not serve (`providers.bodies.model_names`), with why: the
+    """Gemini's 404 `NOT_FOUND` for a model it does not serve (`sources.names`), with why: the
     model is in the call's path, so a batch for it is refused at create, never run."""
-    why = served.model_problem(GOOGLE, model)
+    why = names.joined(model, names.gemini())
+    if why is None and not names.GOOGLE.fullmatch(model):
+        why = "the Gemini API serves Gemini, Gemma and LearnLM models"
+    elif why is None and not names.is_sim(model) and model not in names.gemini():
+        near = names.near_miss(model, names.gemini())
+        why = f"did you mean {near}?" if near else None
     if why is not None:
         raise ApiError(
             404,
@@ -318,14 +371,34 @@ def _check_model(model: str, method: str) -> None:
 
 
 def _problem(request: Any, model: str) -> str | None:
-    """What Gemini refuses in a request, by the contract the client keeps
-    (`providers.google.contract`: the SDK's types and the model family's rules), as its
-    INVALID_ARGUMENT message names a field; None when it takes it."""
-    found = google_contract.problems(request, model)
-    if not found:
-        return None
-    first = found[0]
-    return f"Invalid value at '{first.field}': {first.reason}"
+    """What Gemini refuses in a request (module docstring), as its INVALID_ARGUMENT message words
+    it; None when it takes it."""
+    if not isinstance(request, dict):
+        return "Invalid JSON payload received: the request must be an object."
+    for key in request:
+        if key not in requests.GEMINI_REQUEST_FIELDS and key != "model":
+            return f'Invalid JSON payload received. Unknown name "{key}": Cannot find field.'
+    content, config = requests.gemini_content(), requests.gemini_generation_config()
+    contents = request.get("contents")
+    items = list(enumerate(contents)) if isinstance(contents, list) else []
+    for i, item in items:
+        if isinstance(item, dict) and item.get("role") not in (None, *requests.GEMINI_ROLES):
+            return f"Please use a valid role: {', '.join(requests.GEMINI_ROLES)}. (contents[{i}].role: {item.get('role')!r})"
+    checks = [(f"contents[{i}]", item, content) for i, item in items]
+    if "systemInstruction" in request:
+        checks.append(("systemInstruction", request["systemInstruction"], content))
+    if "generationConfig" in request:
+        checks.append(("generationConfig", request["generationConfig"], config))
+    for where, value, model_type in checks:
+        if model_type is None:
+            continue
+        found = typed.problems(value, model_type, where)
+        if found:
+            return f"Invalid value at '{found[0][0]}': {found[0][1]}"
+    temperature = (request.get("generationConfig") or {}).get("temperature")
+    if isinstance(temperature, (int, float)) and not 0 <= temperature <= 2:
+        return "Invalid value at 'generationConfig.temperature': must be within [0.0, 2.0]"
+    return None
 
 
 def _chat_parts(request: Any) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
@@ -431,6 +504,7 @@ API = SimulatedApi[GeminiApi](
             creates=True,
         ),
         Route("GET", r"/v1beta/batches", "gemini_list", lambda a, r: a.list(r.query)),
+        Route("GET", r"/v1beta/models", "gemini_models", lambda a, r: a.models()),
         Route("GET", r"/v1beta/batches/([^/:]+)", "gemini_get", lambda a, r: a.get(*r.args)),
         Route("POST", r"/v1beta/batches/([^/:]+):cancel", "gemini_cancel", lambda a, r: a.cancel(*r.args)),
         Route(

@@ -3,20 +3,23 @@
 Built from Mistral's documentation (https://docs.mistral.ai/capabilities/batch) and the `mistralai`
 SDK's types (`BatchJob`, `ListBatchJobsResponse`, `CreateBatchJobRequest`): request files are
 uploaded through the OpenAI files route (`purpose=batch`, the same form), a job is created with
-`{"input_files", "model", "endpoint", "metadata", "timeout_hours"}` and reads as a `BatchJob`
+`{"input_files", "model", "endpoint", "metadata", "timeout_hours"}`, or with its requests inline
+(`"requests"`: `{custom_id, body}` each, "for batches of fewer than 10,000 requests", the batch
+guide's "Inline-Batching"), and reads as a `BatchJob` (its `input_files` as created)
 (`QUEUED`, `RUNNING`, `SUCCESS`, `FAILED`, `TIMEOUT_EXCEEDED`, `CANCELLATION_REQUESTED`,
 `CANCELLED`; `total_requests`, `succeeded_requests`, `failed_requests`; `output_file` and
 `error_file` once it ended). Its lines are `{"custom_id", "body"}`: a line with another shape (an
 OpenAI line's `method` and `url`) or without messages is refused at create, as a 400 naming the
-line; a body Mistral's chat completions would refuse (the guard's contract, `providers.mistral.contract`)
-is a failed request, in the error file with status 400 and Mistral's flat error body naming the field.
+line; a body Mistral's chat completions would refuse (a field or a value the `mistralai` SDK's
+`ChatCompletionRequestTypedDict` does not take, `sources.requests`) is a failed request, in the error
+file with status 400 and Mistral's flat error body naming the field.
 The output file holds `{"id", "custom_id", "response": {"status_code": 200, "body"}}` lines
 whose messages carry a reasoning model's thinking as content chunks (`{"type": "thinking"}` before
 `{"type": "text"}`, as Magistral answers); failed requests go to the error file as OpenAI-shaped
 error lines (their format is not documented beyond the custom_id); requests an expired or
-cancelled job never ran are in neither. A job for a model Mistral does not serve (`providers.bodies.model_names`:
-another lab's, our prefix left on) is refused at create with Mistral's 400 `invalid_model`
-("Invalid model: NAME", code 1500). Everything is run by the OpenAI-shaped machinery (`native`).
+cancelled job never ran are in neither. A job for a model Mistral does not serve (`sources.names`:
+not among the API names its documentation publishes, a slip of one named) is refused at create with
+Mistral's 400 `invalid_model` ("Invalid model: NAME", code 1500). Everything is run by the OpenAI-shaped machinery (`native`).
 """
 
 from __future__ import annotations
@@ -27,8 +30,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from lexpilot_batch.providers.bodies import model_names as served
-from lexpilot_batch.providers.mistral import contract as mistral_contract
 from lexpilot_batch.providers.mistral.spec import NAME as MISTRAL
 from lexpilot_batch.simulated import batches
 from lexpilot_batch.simulated.errors import ApiError, bad_request
@@ -45,6 +46,7 @@ from lexpilot_batch.simulated.native import (
     to_chat,
 )
 from lexpilot_batch.simulated.routes import Handlers, Route, SimulatedApi
+from lexpilot_batch.simulated.sources import names, requests, typed
 from lexpilot_batch.simulated.store import Store
 
 NAME = "mistral"  # its batches' mark in the store (`native`)
@@ -71,13 +73,17 @@ class MistralApi(Handlers):
     def create(self, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise bad_request("The request body must be a JSON object.")
-        files, model = body.get("input_files"), body.get("model")
-        if not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files):
-            raise bad_request("input_files: a list of uploaded file ids is required.", "input_files")
+        files, model, inline = body.get("input_files"), body.get("model"), body.get("requests")
+        if inline is None and (not isinstance(files, list) or not files or not all(isinstance(f, str) for f in files)):
+            raise bad_request(
+                "input_files: a list of uploaded file ids (or inline requests) is required.", "input_files"
+            )
+        if inline is not None and (not isinstance(inline, list) or not inline or files):
+            raise bad_request("requests: a non-empty list of {custom_id, body}, without input_files.", "requests")
         if not isinstance(model, str) or not model:
             raise bad_request("model: a model (or agent_id) is required.", "model")
-        why = served.model_problem(MISTRAL, model)
-        if why is not None:  # Mistral's answer to a model it does not serve (`providers.bodies.model_names`)
+        why = _model_problem(model)
+        if why is not None:  # Mistral's answer to a model it does not serve
             raise ApiError(400, f"Invalid model: {model} ({why})", type="invalid_model", code="1500")
         if body.get("endpoint") != ENDPOINT:
             raise bad_request(f"endpoint: the simulated provider runs {ENDPOINT} only.", "endpoint")
@@ -90,13 +96,25 @@ class MistralApi(Handlers):
         lines: list[bytes] = []
         problems: dict[str, str] = {}
         sent = hashlib.sha256()
-        for file_id in files:
+        if inline is not None:
+            data = b"".join((json.dumps(r, ensure_ascii=False) + "\n").encode("utf-8") for r in inline)
+            sent.update(data)
+            lines.extend(self._lines("requests", data, model, problems))
+            files = []
+        for file_id in files or []:
             data = self._input(file_id)
             sent.update(data)
             lines.extend(self._lines(file_id, data, model, problems))
         if not lines:
             raise bad_request("The input files hold no requests.", "input_files")
-        native = {"api": NAME, "n": len(lines), "model": model, "metadata": metadata, "hours": hours}
+        native = {
+            "api": NAME,
+            "n": len(lines),
+            "model": model,
+            "metadata": metadata,
+            "hours": hours,
+            "input_files": files,
+        }
         if problems:
             native["problems"] = problems
         return self._job(run(self.store, lines, self.seed, self.faults, native, sent.hexdigest()))
@@ -109,7 +127,7 @@ class MistralApi(Handlers):
 
     def _lines(self, file_id: str, data: bytes, model: str, problems: dict[str, str]) -> list[bytes]:
         """The requests of an input file as OpenAI lines; a body Mistral's chat completions would
-        refuse (`providers.mistral.contract`, the guard's) runs as a refused request, its reason
+        refuse (`_body_problems`) runs as a refused request, its reason
         kept in `problems`, so that it lands in the error file."""
         out = []
         for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
@@ -128,9 +146,9 @@ class MistralApi(Handlers):
             request = obj.get("body")
             if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
                 raise bad_request(f"{where}: 'body' must be a chat completion request with messages.")
-            found = mistral_contract.problems(model, {"model": model, **request})
+            found = _body_problems({"model": model, **request})
             if found:
-                problems[obj["custom_id"]] = "; ".join(str(p) for p in found)
+                problems[obj["custom_id"]] = "; ".join(found)
                 out.append(to_chat(obj["custom_id"], model, [], {}))  # refused by the simulated endpoint
                 continue
             fields = {k: v for k, v in request.items() if k not in ("model", "messages")}
@@ -171,7 +189,7 @@ class MistralApi(Handlers):
         job: dict[str, Any] = {
             "id": job_id(batch["id"]),
             "object": "batch",
-            "input_files": [],
+            "input_files": list(native.get("input_files") or []),
             "metadata": native["metadata"],
             "endpoint": ENDPOINT,
             "model": native["model"],
@@ -213,6 +231,30 @@ class MistralApi(Handlers):
             for file_id, out, name in reversed(list(zip(ids, kept, ("output", "error"), strict=True))):
                 data = "".join(out).encode("utf-8")
                 self.store.add_file(data, f"{batch['id']}-{name}.jsonl", "mistral_output", file_id)
+
+
+def _model_problem(model: str) -> str | None:
+    """Why Mistral's API does not serve `model` (`sources.names`), or None."""
+    several = names.joined(model, names.mistral())
+    if several is not None:
+        return several
+    known = names.mistral()
+    if model in known or names.is_sim(model):
+        return None
+    near = names.near_miss(model, known) or names.prefix_left_on(model, known)
+    return f"did you mean {near}?" if near else "not a model Mistral's documentation lists"
+
+
+def _body_problems(body: dict[str, Any]) -> list[str]:
+    """What Mistral's chat completions refuse in a body: the `mistralai` SDK's request type's (closed:
+    Mistral answers an unknown field 422 `extra_forbidden`), as `field: what`."""
+    request_type = requests.mistral_chat()
+    if request_type is None:
+        return []
+    found = typed.problems(body, request_type)
+    return [
+        f"{f}: {'Extra inputs are not permitted' if w == 'is not a field of this request' else w}" for f, w in found
+    ]
 
 
 def _line(line: dict[str, Any], problem: str | None = None) -> dict[str, Any] | None:

@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from lexpilot_batch.providers.openai.spec import NAME as OPENAI
-from lexpilot_batch.simulated import batches, chat
+from lexpilot_batch.simulated import batches, chat, completions
 from lexpilot_batch.simulated.errors import ApiError, bad_request, not_found
 from lexpilot_batch.simulated.profiles import Profile, window_seconds
 from lexpilot_batch.simulated.routes import Handlers, Request, Route, SimulatedApi, parse_multipart
+from lexpilot_batch.simulated.sources import names, requests, typed
 
 MAX_FILE_BYTES = 200 * 1024 * 1024
 UPLOAD_PURPOSES = ("batch",)  # the only purpose this provider simulates
@@ -102,6 +103,7 @@ class OpenAIApi(Handlers):
     def create_batch(self, body: Any, profile: Profile | None = None) -> dict[str, Any]:
         if not isinstance(body, dict):
             raise bad_request("The request body must be a JSON object.")
+        _check_create(body, profile)
         required = ["input_file_id", "endpoint"]
         if profile is None or profile.window_required:
             required.append("completion_window")
@@ -110,9 +112,9 @@ class OpenAIApi(Handlers):
                 raise _missing(name)
         endpoints = profile.endpoints if profile else batches.ENDPOINTS
         if body["endpoint"] not in endpoints:
-            where = profile.name if profile else "the simulated provider"
+            where = profile.name if profile else "OpenAI's routes of the simulated provider"
             raise bad_request(
-                f"Unsupported endpoint '{body['endpoint']}': {where} runs {' and '.join(sorted(endpoints))} only.",
+                f"Unsupported endpoint '{body['endpoint']}': {where} run {' and '.join(sorted(endpoints))} only.",
                 "endpoint",
             )
         expiry = _expiry(body.get("output_expires_after"), "output_expires_after")
@@ -140,6 +142,7 @@ class OpenAIApi(Handlers):
             seed=self.seed,
             faults=self.faults,
             output_expiry=expiry,
+            check=lambda request: completions.check_openai(request, profile),
             **(_profiled(profile, window, seconds) if profile else {}),
         )
         return _shown(dict(record["batch"]), profile)
@@ -163,6 +166,18 @@ class OpenAIApi(Handlers):
         objects = [_shown(batches.current(self.store, r), profile) for r in records]
         return _page(objects, query, default_limit=20, max_limit=100)
 
+    def list_models(self, profile: Profile | None = None) -> dict[str, Any]:
+        """`GET /v1/models`: the names the route serves by name (`completions.model_problem`): a
+        platform's published list, or OpenAI's and Mistral's (both APIs are served on this root),
+        and the simulator's own; an OpenAI-compatible server's other names are answered unlisted."""
+        if profile is not None:
+            listed = profile.models() if profile.models is not None else frozenset()
+        else:
+            listed = names.openai() | names.mistral()
+        own = {m for m in names.SIMULATED if completions.model_problem(m, profile) is None}
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "simulated"} for m in sorted(listed | own)]
+        return {"object": "list", "data": data}
+
     # --- synchronous chat --------------------------------------------------------------------
 
     def chat_completion(
@@ -171,7 +186,29 @@ class OpenAIApi(Handlers):
         """One chat completion, answered as a batch line with the custom_id `client_request_id` is (`chat`)."""
         if profile is not None and not profile.stream and isinstance(body, dict) and body.get("stream"):
             raise bad_request(f"stream must be false on {profile.name}'s batch chat route.", "stream")
+        completions.check_openai(body, profile)
         return chat.answer(body, client_request_id, self.seed, self.faults, self.roll, self.store.prefixes)
+
+
+def _check_create(body: dict[str, Any], profile: Profile | None) -> None:
+    """Refuse a batch create whose fields its API's request type does not take (`sources.requests`:
+    OpenAI's `BatchCreateParams`, a platform's own SDK's), in OpenAI's words. The endpoint, and a
+    platform's completion window, are checked apart against what the route runs
+    (`Profile.endpoints`, Azure's own spelling; `Profile.windows`)."""
+    create_type = (
+        profile.create_type() if profile is not None and profile.create_type else requests.openai_batch_create()
+    )
+    if create_type is None:
+        return
+    nulls = profile is not None and profile.create_nulls
+    apart = ("endpoint", "completion_window") if profile is not None else ("endpoint",)
+    rest = {k: v for k, v in body.items() if k not in apart}
+    for field, what in typed.problems(rest, create_type, nulls=nulls):
+        if what == "is required":
+            continue  # said below, with the route's own list of what it requires
+        if what == "is not a field of this request":
+            raise bad_request(f"Unrecognized request argument supplied: {field}", field, "unknown_parameter")
+        raise bad_request(f"Invalid value for '{field}': {what}.", field, "invalid_value")
 
 
 def _profiled(profile: Profile, window: str, seconds: int) -> dict[str, Any]:
@@ -268,6 +305,7 @@ API = SimulatedApi[OpenAIApi](
             "POST", r"/v1/batches/([^/]+)/cancel", "cancel_batch", lambda a, r: a.cancel_batch(r.args[0], **r.platform)
         ),
         Route("POST", r"/v1/chat/completions", "chat_completion", _chat, chat=True, on_flex=chat.on_flex),
+        Route("GET", r"/v1/models", "list_models", lambda a, r: a.list_models(**r.platform)),
         # Volcengine Ark's batch chat route (`ark/` names' base URL ends in /batch): a chat completion.
         Route("POST", r"/v1/batch/chat/completions", "chat_completion", _chat, chat=True, on_flex=chat.on_flex),
     ),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.providers.ids import id_stem
@@ -39,9 +40,12 @@ def run_request(
     created: int,
     prefixes: PrefixCache | None = None,
     new_prefixes: list[bytes] | None = None,
+    check: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
     """One output/error-file line for one input request; faults drawn per custom_id. Its cached
-    tokens are what `prefixes` holds of it (`completions.complete`)."""
+    tokens are what `prefixes` holds of it (`completions.complete`). `check` refuses what the API
+    the batch was created on refuses in a request (`completions.check_openai`, by its route's
+    platform): a 4xx line in the error file."""
     custom_id = request["custom_id"]
     line: dict[str, Any] = {"id": "batch_req_" + hex_of("req", batch_id, custom_id)[:32]}
     line["custom_id"] = custom_id
@@ -69,6 +73,8 @@ def run_request(
         line.update(response={"status_code": 400, "request_id": request_id, "body": {"error": error}}, error=None)
         return line
     try:
+        if check is not None:
+            check(request["body"])
         body = completions.complete(
             request["body"],
             seed,

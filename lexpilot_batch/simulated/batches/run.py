@@ -13,6 +13,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.simulated import completions
@@ -49,6 +50,8 @@ def create(
     completion_window: str = COMPLETION_WINDOW,
     window_seconds: int = WINDOW_SECONDS,
     profile: str | None = None,
+    check: Callable[[Any], None] | None = None,
+    one_model: bool = True,
 ) -> dict[str, Any]:
     """Validate and run a new batch (its output files to expire after `output_expiry` seconds, its
     `output_expires_after`); returns its record (already persisted). A batch of a platform's
@@ -56,7 +59,9 @@ def create(
     its `completion_window` (`window_seconds`). `native` marks a batch
     created through Anthropic's or Gemini's routes (`sim.native`), which the OpenAI routes do not show;
     `sent_sha256` is then the hash of the request file the client sent, which draws its latency as
-    an OpenAI batch's input file draws its own."""
+    an OpenAI batch's input file draws its own. `check` refuses what the route's API refuses in
+    each request (`answers.run_request`); `one_model`: every line must name the first one's model
+    (OpenAI's batches; a Message Batch may mix them)."""
     data = store.file_bytes(input_file_id)
     digest = hashlib.sha256(data).hexdigest()
     drawn = draw_digest(data)
@@ -79,7 +84,7 @@ def create(
         if crash or refused:
             return
         try:
-            line = run_request(request, batch_id, seed, faults, int(now), store.prefixes, new_prefixes)
+            line = run_request(request, batch_id, seed, faults, int(now), store.prefixes, new_prefixes, check)
         except Exception as exc:  # raised below if the file is valid (a bad line fails it first)
             crash.append(exc)
             return
@@ -89,7 +94,7 @@ def create(
             usages.append(line["response"]["body"].get("usage") or {})
 
     valid, model, errors = validate_input(
-        data, endpoint, answer if faults.token_limit or not refused else None, max_requests
+        data, endpoint, answer if faults.token_limit or not refused else None, max_requests, one_model
     )
     del data
     quota = faults.token_limit

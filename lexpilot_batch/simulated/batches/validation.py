@@ -9,14 +9,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from lexpilot_batch.providers.openai.lines import CHAT_URLS
 from lexpilot_batch.simulated.errors import bad_request
 
 ENDPOINT = "/v1/chat/completions"
-# The batch endpoints (and line urls) it runs: OpenAI's, Azure's v1 API's (Azure OpenAI batch
-# how-to: `"url": "/chat/completions"`, `endpoint="/chat/completions"`), Zhipu BigModel's and Baidu
-# Qianfan's (their lines and batches name /v4/... and /v2/...): `openai.lines.CHAT_URLS`.
-ENDPOINTS = CHAT_URLS
+# The batch endpoints OpenAI's own routes run: of the `openai` SDK's `BatchCreateParams.endpoint`
+# values, its chat completions only (the simulated models answer nothing else). Each platform's
+# are its profile's (`profiles.Profile.endpoints`: Azure's `/chat/completions`, Zhipu's `/v4/...`).
+ENDPOINTS = frozenset({ENDPOINT})
 MAX_REQUESTS = 50_000
 
 
@@ -34,13 +33,15 @@ def validate_input(
     endpoint: str,
     each: Callable[[dict[str, Any]], None] | None = None,
     max_requests: int | None = None,
+    one_model: bool = True,
 ) -> tuple[int, str | None, list[dict[str, Any]]]:
     """How many requests are valid, their one model, and the errors (each naming its 1-based line).
 
     A file that is not UTF-8, or empty, or longer than `max_requests` (a platform's limit:
     `profiles`; `MAX_REQUESTS` when None) has that one error. Each valid request is
     handed to `each` as it is read, as long as no error has been found: a valid file is answered
-    in the same pass, and never held decoded or parsed whole.
+    in the same pass, and never held decoded or parsed whole. `one_model`: every line names the
+    first line's model (OpenAI's rule: "one model per file"); the model returned is the first.
     """
     # Lines end at "\n" only; the newline that ends the last line does not start another. A "\n"
     # byte is never part of a longer UTF-8 sequence, so the file is UTF-8 if and only if each of
@@ -97,7 +98,7 @@ def validate_input(
                 )
             )
             continue
-        problem = _line_problem(obj, endpoint, seen, model, number)
+        problem = _line_problem(obj, endpoint, seen, model if one_model else None, number)
         if problem:
             errors.append(problem)
             continue

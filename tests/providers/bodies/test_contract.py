@@ -149,6 +149,7 @@ def test_documented_fields_pass_the_guard(model, args, monkeypatch):
         ("siliconflow/Qwen/Qwen3-8B", {"min_p": 2}, "min_p: must be a number of at most 1"),
         # Moonshot (platform.kimi.com models overview: n at most 5; Kimi K2.6 fixes its sampling)
         ("moonshot/kimi-k2-0905-preview", {"n": 6}, "n: Moonshot (Kimi) takes 1 to 5"),
+        ("moonshot/kimi-k2-0905-preview", {"temperature": 1.3}, "temperature: Moonshot (Kimi) takes 0 to 1"),
         ("moonshot/kimi-k2.6", None, "temperature: Kimi K2.5 and K2.6 take no temperature"),
         # Ark (the Ark SDK: thinking {"type": enabled|disabled|auto}; temperature 0-2)
         ("ark/ep-bi-20250101-abc", {"thinking": {"type": "on"}}, "thinking: must be"),
@@ -218,12 +219,9 @@ def test_prepare_refuses_a_model_its_api_does_not_serve(model, needle):
         "anthropic/claude-sim",
         "google/gemini-sim",
         "mistral/mistral-sim",
-        "anthropic/claude-sonnet-4-7",  # a version the SDK's list does not know yet: no slip
         "azure/gpt-4o-mnii",  # an Azure deployment is named by its owner
         "openai-api/groq/openai/gpt-oss-20b",  # Groq's own model id
-        "google/gemma-3-27b-it",
         "google/models/gemini-2.5-flash",  # the resource name's form, which the Gemini API takes
-        "google/learnlm-2.0-flash-experimental",
         # On a compatible endpoint a name that starts with one of our prefixes is the service's own id:
         "together/google/gemma-3n-E4B-it",  # Together's model list
         "openai-api/openrouter/openai/gpt-4o",  # OpenRouter's
@@ -238,6 +236,33 @@ def test_prepare_takes_simulator_names_new_versions_and_other_endpoints_names(mo
         "VERTEX_BASE_URL", "https://aiplatform.googleapis.com/v1/projects/p/locations/global/endpoints/openapi"
     )
     _check(model)
+
+
+@pytest.mark.parametrize(
+    ("model", "near"),
+    [
+        ("anthropic/claude-sonnet-4-7", None),  # a version no catalogue lists: maybe newer, maybe a slip
+        ("google/gemma-3-27b-it", None),  # a family the Gemini API names, but no catalogue lists it
+        ("google/learnlm-2.0-flash-experimental", None),
+        ("anthropic/claude-sonet-4-5", "claude-sonnet-4-5"),  # issue 45: a family row matched, the API said 404
+        ("google/gemini-2.5-flsh", "gemini-2.5-flash"),
+        ("mistral/mistral-medum-latest", "mistral-medium-latest"),
+        ("zhipu/glm-4-pluss", "glm-4-plus"),
+        ("deepseek/deepseek-resoner", "deepseek-reasoner"),
+    ],
+)
+def test_a_name_no_catalogue_lists_is_refused_unless_allowed(model, near):
+    """Issue 45: a family pattern alone no longer makes a name known. A name neither the installed
+    SDK's list nor the provider's bundled, dated catalogue holds is refused, naming the value, its
+    role, the catalogue's source and what to pass instead (`--allow-model`, for a model newer than
+    the catalogue); allowed, it is taken."""
+    with pytest.raises(ConfigError) as caught:
+        _check(model)
+    said = str(caught.value)
+    assert model in said and "(eval role)" in said and f"--allow-model {model}" in said and "2026-12-05" in said
+    assert (f"did you mean {near}?" in said) if near else ("did you mean" not in said)
+    name = parse_model(model)
+    check_role_body("eval", name, role_request("eval", name, Settings()).body, allowed=frozenset({model}))
 
 
 def test_claude_follows_the_installed_sdk_no_temperature_unless_asked_for():

@@ -35,6 +35,6 @@ def test_each_dialect_carries_the_settings_where_its_api_reads_them():
     )
     with pytest.raises(ConfigError, match="temperature=null"):
         check_role_body("eval", parse_model("anthropic/claude-sonnet-4-5"), hot.body)
-    bare = role_request("eval", parse_model("anthropic/claude-x"), Settings(), args={"max_tokens": None})
+    bare = role_request("eval", parse_model("anthropic/claude-sonnet-4-5"), Settings(), args={"max_tokens": None})
     with pytest.raises(ConfigError, match="max_tokens"):
-        check_role_body("eval", parse_model("anthropic/claude-x"), bare.body)
+        check_role_body("eval", parse_model("anthropic/claude-sonnet-4-5"), bare.body)

@@ -121,7 +121,7 @@ def test_the_mistralai_sdk_runs_a_job_on_the_simulated_batch_routes(tmp_path):
             up = client.files.upload(
                 file={"file_name": "bad.jsonl", "content": json.dumps(bad).encode()}, purpose="batch"
             )
-            client.batch.jobs.create(input_files=[up.id], model="m", endpoint="/v1/chat/completions")
+            client.batch.jobs.create(input_files=[up.id], model="mistral-small-latest", endpoint="/v1/chat/completions")
         assert "unexpected field(s) method, url" in str(refused.value)
         # The openai SDK reads Mistral's flat error body through `mistral.errors`.
         raw = openai.OpenAI(base_url=server.base_url, api_key="k", max_retries=0)

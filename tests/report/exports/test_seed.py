@@ -409,7 +409,8 @@ def test_no_hidden_facts_or_gold_where_they_do_not_belong(exported, dataset):
     assert any(h in reply for reply in replies for h in hidden), "control: User Model replies reveal facts"
 
 
-HOSTILE = ("../x", "a/b", "运行 1", "..", "/abs", "C:\\evil")
+# (no whitespace: `prepare` refuses a run id holding some, `study.values.check_one_value`)
+HOSTILE = ("../x", "a/b", "运行1", "..", "/abs", "C:\\evil")
 
 
 def test_hostile_run_ids_stay_inside_out(tmp_path):

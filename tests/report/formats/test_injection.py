@@ -18,6 +18,7 @@ from markdown_it import MarkdownIt
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine import loop as engine
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study import runs
 from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util.spreadsheet import FORMULA_START, csv_text, safe_cell
 from tests.helpers.browser import FLAGS, chromium
@@ -75,7 +76,11 @@ def hostile_study(tmp_path_factory) -> Path:
     renamed = {CLASSES.get(k, k): v for k, v in mapping.items() if not k.startswith("$")}
     categories = base / "categories.json"
     categories.write_text(json.dumps(renamed, ensure_ascii=False), encoding="utf-8")
-    with Workspace(base / "ws") as ws:
+    # Names holding whitespace, which `prepare` now refuses as several values given as one
+    # (`study.values.check_one_value`), are still in workspaces an earlier version registered: the
+    # report must neutralise them all the same.
+    with Workspace(base / "ws") as ws, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runs, "check_one_value", lambda value, option: None)
         session = open_session(ws)
         try:
             spec = RunSpec(RUNS, MODELS, "all", Settings(), dataset=dataset, categories=categories)

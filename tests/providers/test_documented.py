@@ -1,0 +1,213 @@
+"""The providers' own documented examples, read by the product's readers (issue 45).
+
+`tests/providers/documented/<provider>.json` holds, per provider, the example payloads its official
+documentation and SDK sources publish (a batch object as create, retrieve, cancel and list answer
+it, an output line, a chat completion with its usage, a file object, a job, the batch states),
+each with where it was taken from (a URL, or a repository, path and commit) and when, copied as
+published (a published trailing comma removed is said in its `note`), and what the product must
+read in it (`expect`). What a provider does not publish is listed under `unpublished`. Where two
+official sources disagree (Zhipu's integer `request_counts` beside OpenAI's nested object, its
+guide's `/v4/...` and its SDK's `/v1/...`; Azure's reference and how-to), both are kept and both
+must be read. Each example is parsed as the product receives it: through the official SDK's
+response types where the product reads SDK objects, as raw JSON where it reads raw lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from lexpilot_batch.engine.answers import judge_line
+from lexpilot_batch.providers.batch import TERMINAL
+
+FIXTURES = Path(__file__).parent / "documented"
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _load(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+EXAMPLES = [
+    pytest.param(doc["provider"], doc["api"], example, id=f"{doc['provider']}:{i}:{example['kind']}")
+    for path in sorted(FIXTURES.glob("*.json"))
+    for doc in [json.loads(path.read_text(encoding="utf-8"))]
+    for i, example in enumerate(doc["examples"])
+]
+
+
+def test_every_fixture_file_names_its_sources_and_each_example_where_and_when() -> None:
+    files = sorted(FIXTURES.glob("*.json"))
+    assert {p.stem for p in files} >= {"openai", "azure", "anthropic", "google", "mistral", "together", "zhipu", "groq"}
+    for path in files:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        assert doc["provider"] == path.stem and doc["sources"] and doc["examples"], path.name
+        assert all(isinstance(v, str) and v for v in doc["sources"].values()), path.name
+        for example in doc["examples"]:
+            assert example["source"] and _DATE.fullmatch(example["taken"]), (path.name, example["name"])
+
+
+def _openai_batch(payload: dict[str, Any]) -> Any:
+    """A Batch object as the `openai` SDK hands it to the product (its response parsing: loose,
+    a field of another shape kept as sent)."""
+    from openai._models import construct_type
+    from openai.types import Batch
+
+    return construct_type(type_=Batch, value=payload)
+
+
+def _check_info(info: Any, expect: dict[str, Any]) -> None:
+    for key, value in expect.items():
+        if key == "terminal":
+            assert (info.status in TERMINAL) is value
+        elif key == "request_counts":
+            assert info.request_counts == value
+        else:
+            assert getattr(info, key) == value, key
+
+
+def _check_line(line: dict[str, Any], expect: dict[str, Any]) -> None:
+    """A result line as OpenAI's, judged as ingest judges it (`engine.answers.judge_line`)."""
+    ok, text, _, error, kind, usage = judge_line(line, "text", 0)
+    assert ok is expect["ok"], error
+    if "text" in expect:
+        assert text == expect["text"]
+    if "kind" in expect:
+        assert kind == expect["kind"]
+    if "usage" in expect:
+        assert list(usage[:4]) == expect["usage"]
+
+
+def _read_openai(kind: str, payload: Any, expect: dict[str, Any], provider: str = "openai") -> None:
+    from lexpilot_batch.providers.openai.batch import info
+
+    if kind == "batch":
+        _check_info(info(_openai_batch(payload)), expect)
+    elif kind == "batch_list":
+        read = [info(_openai_batch(item)) for item in payload["data"]]
+        assert [i.id for i in read] == expect["ids"] and [i.status for i in read] == expect["statuses"]
+    elif kind == "file":
+        from openai._models import construct_type
+        from openai.types import FileObject
+
+        file: Any = construct_type(type_=FileObject, value=payload)
+        found = {"id": file.id, "name": file.filename, "bytes": file.bytes, "created_at": file.created_at}
+        assert found == expect
+    elif kind == "result_line":
+        _check_line(payload, expect)
+    elif kind == "input_lines":
+        # A platform's documented input lines, held to the product's contract for that platform.
+        from lexpilot_batch.providers.bodies.contract import line_problems
+
+        for line in payload:
+            assert not line_problems("openai", line, model=line["body"]["model"], prefix=provider), line
+    elif kind == "chat_completion":
+        from lexpilot_batch.providers.openai.chat import OpenAIChat
+        from lexpilot_batch.providers.routing.endpoints import Endpoint
+        from lexpilot_batch.providers.sync.call import Answer
+
+        call = OpenAIChat(Endpoint("eval", "http://127.0.0.1:9/v1", "KEY", "sk-x"), 1.0, 0)
+        raw = json.dumps(payload).encode("utf-8")
+        _check_line(call.answer_line("request-1", Answer(200, raw), payload), expect)
+    else:
+        raise AssertionError(f"no reader for an OpenAI {kind}")
+
+
+def _read_anthropic(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    from lexpilot_batch.providers.anthropic import results
+    from lexpilot_batch.providers.anthropic.batch import _info
+
+    if kind == "batch":
+        _check_info(_info(anthropic.types.messages.MessageBatch.model_validate(payload)), expect)
+    elif kind == "result_line":
+        _check_line(results.result(payload, "00000000"), expect)
+    else:
+        raise AssertionError(f"no reader for an Anthropic {kind}")
+
+
+def _read_google(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    pytest.importorskip("google.genai")
+    from lexpilot_batch.providers.google.batch import _state
+    from lexpilot_batch.providers.google.contract import problems
+
+    if kind == "state":
+        # The REST state as google-genai hands it over (its own JobState name; an unknown one as sent).
+        assert _state(SimpleNamespace(state=payload["sdk"])) == expect["status"]
+    elif kind == "inline_requests":
+        model = payload["model"].removeprefix("models/")
+        assert all(not problems(request, model) for request in payload["src"])
+    else:
+        raise AssertionError(f"no reader for a Gemini {kind}")
+
+
+def _read_mistral(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    from lexpilot_batch.providers.mistral import results
+    from lexpilot_batch.providers.mistral.contract import problems
+
+    if kind == "result_line":
+        _check_line(results.result(payload), expect)
+    elif kind in ("input_lines", "job_create"):
+        lines = payload if kind == "input_lines" else payload["requests"]
+        model = "mistral-small-latest" if kind == "input_lines" else payload["model"]
+        assert all(not problems(model, {"model": model, **line["body"]}) for line in lines)
+    else:
+        raise AssertionError(f"no reader for a Mistral {kind}")
+
+
+def _read_together(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    from lexpilot_batch.providers.together.batch import info
+
+    assert kind == "batch", kind
+    _check_info(info(payload), expect)
+
+
+def _read_limits(provider: str, payload: Any, expect: dict[str, Any]) -> None:
+    from lexpilot_batch.providers.registry import PROVIDERS, resolve_limits
+
+    spec = PROVIDERS[provider]
+    limits = resolve_limits(spec.profile, spec.url_example or "https://x.openai.azure.com/openai/v1")
+    assert (limits.max_requests, limits.max_bytes) == (expect["max_requests"], expect["max_bytes"])
+    assert limits.endpoint in payload["endpoints"]
+
+
+READERS = {"openai": _read_openai, "anthropic": _read_anthropic, "google": _read_google, "mistral": _read_mistral}
+
+
+@pytest.mark.parametrize(("provider", "api", "example"), EXAMPLES)
+def test_each_documented_example_is_read_as_published(provider: str, api: str, example: dict[str, Any]) -> None:
+    kind, payload, expect = example["kind"], example["payload"], example.get("expect") or {}
+    if kind == "limits":
+        _read_limits(provider, payload, expect)
+    elif api == "together":
+        _read_together(kind, payload, expect)
+    elif api == "openai":
+        _read_openai(kind, payload, expect, provider)
+    else:
+        READERS[api](kind, payload, expect)
+
+
+def test_zhipus_integer_request_counts_end_in_a_batch_state_not_a_crash() -> None:
+    """BigModel's REST reference shows `request_counts: 123` with `total`, `completed`, `failed`
+    beside it; the `zhipuai` SDK types OpenAI's nested object. Both are read, and the batch's state
+    is its status whichever shape its counts take."""
+    from lexpilot_batch.providers.openai.batch import info
+
+    flat, nested = _load("zhipu")["examples"][1]["payload"], _load("openai")["examples"][2]["payload"]
+    read = info(_openai_batch(flat))
+    assert (
+        read.status == "completed"
+        and read.terminal
+        and read.request_counts
+        == {
+            "total": 123,
+            "completed": 123,
+            "failed": 123,
+        }
+    )
+    assert info(_openai_batch(nested)).request_counts == {"total": 100, "completed": 95, "failed": 5}
