@@ -36,8 +36,8 @@ from lexpilot_batch.state.runs import copy_cases, insert_run, keep_categories, s
 from lexpilot_batch.state.threads import insert_threads
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.model_list import ModelOptions
-from lexpilot_batch.util import clock
 from lexpilot_batch.study.values import check_one_value
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import write_atomic
 from lexpilot_batch.util.text import has_unsafe_characters
 

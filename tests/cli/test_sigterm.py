@@ -145,19 +145,35 @@ def _seconds(command: list[str], times: int = 5) -> float:
     return statistics.median(took)
 
 
-def _terminated_at(command: list[str], delay: float) -> tuple[float, int, str, str]:
+def _catches_sigterm(pid: int) -> bool | None:
+    """Whether process `pid` has a handler for SIGTERM now (Linux: the SigCgt mask of
+    /proc/PID/status); None where the system does not say (no /proc, the process gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return None
+
+
+def _terminated_at(command: list[str], delay: float) -> tuple[float, int, str, str, bool | None]:
+    """Start `command`, SIGTERM it `delay` seconds later; (delay, exit code, stdout, stderr, whether
+    it had a SIGTERM handler just before the signal was sent)."""
     child = subprocess.Popen(
         command, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8"
     )
     try:
         time.sleep(delay)
+        caught = _catches_sigterm(child.pid)
         child.send_signal(signal.SIGTERM)
         out, err = child.communicate(timeout=120)
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
-    return delay, child.returncode, out, err
+    return delay, child.returncode, out, err, caught
 
 
 @pytest.mark.slow
@@ -168,9 +184,11 @@ def test_sigterms_at_random_instants_of_start_up_exit_143_with_one_line(tmp_path
     with exit 143 and the one line, never a traceback, never an exit 0, 1 or 130.
 
     The one exception is the interpreter's own start-up, before the first line of the package runs
-    (a few tens of milliseconds): there the system's default action ends the process, which a
-    shell reports as 143 and `subprocess` as -15, printing nothing. Such an end is accepted only
-    that early: within a few times the time a bare interpreter takes to start."""
+    (a few tens of milliseconds, more on a loaded machine): there the system's default action ends
+    the process, which a shell reports as 143 and `subprocess` as -15, printing nothing. Such an end
+    is accepted only where the process had no SIGTERM handler yet when the signal was sent (Linux's
+    /proc/PID/status, read just before; elsewhere, within a few times the time a bare interpreter
+    takes to start): a default end after the handler was in place is a handler lost."""
     entries = _entry_points()
     roots = [_prepared(tmp_path / f"ws{i}") for i in range(2)]  # two at a time, a workspace each
     waiting = ["poll-and-advance", "--submit", "--wait", "--poll-interval", "0.1", "--provider", "simulated"]
@@ -180,7 +198,7 @@ def test_sigterms_at_random_instants_of_start_up_exit_143_with_one_line(tmp_path
     rng = random.Random(44)
     plan = [(rng.choice(entries), rng.uniform(0, 1.5 * start_up)) for _ in range(SIGTERMS)]
 
-    def half(worker: int) -> list[tuple[float, int, str, str]]:  # one workspace each, one at a time
+    def half(worker: int) -> list[tuple[float, int, str, str, bool | None]]:  # one workspace each, one at a time
         return [
             _terminated_at([*entry, *waiting, "--root", str(roots[worker])], delay) for entry, delay in plan[worker::2]
         ]
@@ -191,12 +209,10 @@ def test_sigterms_at_random_instants_of_start_up_exit_143_with_one_line(tmp_path
     stopped = [e for e in ends if e[1] == TERMINATED_EXIT and e[3].splitlines()[-1:] == [TERMINATED]]
     before_main = [e for e in ends if (e[1], e[2], e[3]) == (-signal.SIGTERM, "", "")]
     others = [e for e in ends if e not in stopped and e not in before_main]
-    assert not others, [(round(d, 3), rc, err[-400:]) for d, rc, _, err in others[:5]]
+    assert not others, [(round(d, 3), rc, err[-400:]) for d, rc, _, err, _ in others[:5]]
     assert not any("Traceback" in e[3] or "Error" in e[3] or e[3].count(TERMINATED) != 1 for e in stopped)
-    late = [round(e[0], 3) for e in before_main if e[0] > 4 * bare + 0.05]
-    assert not late, (
-        f"ended by the default action after the package's first line could run: {late} (bare start {bare:.3f} s)"
-    )
+    late = [round(e[0], 3) for e in before_main if e[4] is True or (e[4] is None and e[0] > 4 * bare + 0.05)]
+    assert not late, f"ended by the default action with a SIGTERM handler in place: {late} (bare start {bare:.3f} s)"
     assert len(stopped) >= SIGTERMS * 3 // 4, (len(stopped), len(before_main))
     print(
         f"{SIGTERMS} SIGTERMs over 0-{1.5 * start_up:.2f} s: {len(stopped)} exit 143 with the line, "
