@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path, PurePath, PureWindowsPath
 
 from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
+from lexpilot_batch.state import judge_words
 from lexpilot_batch.util.fileio import unlink_quietly
 
 DB_NAME = "lexpilot.sqlite3"
@@ -306,6 +307,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0010_compacted_files", _m0010_compacted_files),
     ("0011_usage_cached", _m0011_usage_cached),
     ("0012_uploading", _m0012_uploading),
+    ("0013_judge_words", judge_words.create_table),
 ]
 
 

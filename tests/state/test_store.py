@@ -41,6 +41,7 @@ TABLES = {
         ("stored_bytes", "INTEGER", 1, 0),
         ("at", "REAL", 1, 0),
     ],
+    "judge_words": [("request_pk", "INTEGER", 0, 1), ("raw", "TEXT", 0, 0), ("reasoning", "TEXT", 0, 0)],
     "files": [
         ("pk", "INTEGER", 0, 1),
         ("wave", "INTEGER", 1, 0),
@@ -174,6 +175,7 @@ FOREIGN_KEYS = {
     ("requests", "run_pk", "runs", "pk"),
     ("requests", "file_pk", "files", "pk"),
     ("other_batches", "file_pk", "files", "pk"),
+    ("judge_words", "request_pk", "requests", "pk"),
 }
 
 
@@ -207,6 +209,7 @@ MIGRATION_NAMES = [
     "0010_compacted_files",
     "0011_usage_cached",
     "0012_uploading",
+    "0013_judge_words",
 ]
 
 
