@@ -34,8 +34,8 @@ extractor's under the verdicts.
 
 The page (`VIEWER_HTML`, `VIEWER_SCRIPT`, `VIEWER_CSS`, embedded by `html`): pick a model, run and
 task, filter by class, stop reason and result, search by case number or any text of the case, and
-read one case; the address bar keeps the link of the case on screen (`#case=...`), and
-`#search=<text>` opens the viewer on a search.
+read one case; the address bar keeps the link of the case on screen (`#case=...`; with `&words`
+after it, its judges' words open), and `#search=<text>` opens the viewer on a search.
 """
 
 from __future__ import annotations
@@ -364,10 +364,12 @@ VIEWER_SCRIPT = r"""
     }
     return box;
   }
+  var openWords = false;
   function words(calls) {
     // A judge step's attempts, collapsed: each one's whole output, and why a rejected one was not used.
     var rejected = calls.filter(function (c) { return c[3] !== "answered"; }).length;
     var box = make("details", "judge-words");
+    box.open = openWords;
     box.appendChild(make("summary", "", "Judge's own words: " + calls.length + " attempt" +
       (calls.length > 1 ? "s" : "") + (rejected ? " (" + rejected + " rejected)" : "")));
     calls.forEach(function (c) {
@@ -470,8 +472,9 @@ VIEWER_SCRIPT = r"""
       refresh(0);
       return true;
     }
-    var m = /^#case=(.*)$/.exec(location.hash);
+    var m = /^#case=(.*?)(&words)?$/.exec(location.hash);
     if (!m) return false;
+    openWords = !!m[2];  // "#case=...&words": the case with its judges' words open
     var p = m[1].split("/").map(decodeURIComponent);
     var g = D.groups.findIndex(function (x) { return x.label === p[0]; });
     if (g < 0) return false;
