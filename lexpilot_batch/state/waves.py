@@ -420,7 +420,8 @@ def close_finished_waves(ws: Workspace) -> None:
 
 
 def work_left(ws: Workspace) -> dict[str, int]:
-    """Files to submit, files in flight (of them, waiting for the user: manual), active threads."""
+    """Files to submit, files in flight (of them, waiting for the user: manual), active threads, and
+    all threads (the study's size: its progress is how many are no longer active)."""
     db = ws.store.conn
 
     def count(sql: str, *params: object) -> int:
@@ -431,4 +432,5 @@ def work_left(ws: Workspace) -> dict[str, int]:
         "in_flight": count(f"SELECT COUNT(*) FROM files WHERE status IN ({_marks(IN_FLIGHT)})", *IN_FLIGHT),
         "waiting_manual": count("SELECT COUNT(*) FROM files WHERE status = ? AND backend = 'manual'", SUBMITTED),
         "active_threads": count(f"SELECT COUNT(*) FROM threads WHERE status = '{ThreadState.ACTIVE}'"),
+        "threads": count("SELECT COUNT(*) FROM threads"),
     }

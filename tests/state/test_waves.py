@@ -173,13 +173,25 @@ def test_a_compiled_file_changed_on_disk_is_named(ws: Workspace) -> None:
 
 def test_work_left_counts_files_to_send_files_in_flight_and_active_threads(ws: Workspace) -> None:
     first, second = file_rows(ws)
-    assert waves.work_left(ws) == {"unsubmitted": 2, "in_flight": 0, "waiting_manual": 0, "active_threads": 2}
+    assert waves.work_left(ws) == {
+        "unsubmitted": 2,
+        "in_flight": 0,
+        "waiting_manual": 0,
+        "active_threads": 2,
+        "threads": 2,
+    }
     assert waves.has_open_files(ws.store.conn)
     submitted(ws, first["pk"])
     with ws.store.transaction() as db:
         waves.update_file(db, second["pk"], backend="manual")
         waves.mark_sent_locally(db, second["pk"], "manual")
-    assert waves.work_left(ws) == {"unsubmitted": 0, "in_flight": 2, "waiting_manual": 1, "active_threads": 2}
+    assert waves.work_left(ws) == {
+        "unsubmitted": 0,
+        "in_flight": 2,
+        "waiting_manual": 1,
+        "active_threads": 2,
+        "threads": 2,
+    }
     waves.set_file(ws, first["pk"], status=FileState.INGESTED)
     waves.set_file(ws, second["pk"], status=FileState.LOST)
     assert waves.work_left(ws)["in_flight"] == 0 and not waves.has_open_files(ws.store.conn)
