@@ -88,7 +88,8 @@ def case_rows(runs: list[RunResults], judges: JudgeCalls | None = None) -> Itera
                     "group_key": run.group_key,
                     "bundled_sample": run.bundled_sample,
                     "task": task,
-                    "case_number": case,
+                    # As the dataset has it: a number stays a number in the JSONL (the record keeps its type).
+                    "case_number": record.get("case_number", case),
                     "variant": str(outcome.get("history_type", ""))[:1],
                     "cause_class": cls,
                     **outcome,
