@@ -31,6 +31,7 @@ from lexpilot_batch.study.lineup import not_applied_notes, plan_runs
 from lexpilot_batch.study.price_memory import study_models
 from lexpilot_batch.study.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
 from lexpilot_batch.util import clock
+from lexpilot_batch.util.text import counted
 
 
 @dataclass
@@ -65,7 +66,7 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
     result = PrepareResult(notes=([note] if note else []) + choices + not_applied_notes(plans, spec.settings))
     if spec.limit is not None and spec.limit > len(dataset):
         result.notes.append(
-            f"--limit {spec.limit}: the dataset has only {len(dataset)} cases, so all {len(dataset)} are used."
+            f"--limit {spec.limit}: the dataset has only {counted(len(dataset), 'case')}, so all are used."
         )
     for plan in plans:
         result.models.append(plan.model)
