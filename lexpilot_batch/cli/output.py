@@ -141,6 +141,16 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def say_rebuilt(paths: list[str]) -> None:
+    """What `submit` did with request files edited by hand: they were compiled again, the edits not sent."""
+    if paths:
+        say(
+            f"Request file(s) changed on disk since compiling: {', '.join(paths)}. Nothing of their wave had been "
+            "sent, so it was compiled again from the workspace's records and sent as compiled; the edits were not "
+            "sent. To change what is asked, change the run's settings or prompts and `prepare` again."
+        )
+
+
 def progress_printer(
     root: Path | None = None, verbose: bool = False
 ) -> Callable[[AdvanceResult, dict[str, int]], None]:
@@ -225,6 +235,9 @@ def progress_printer(
             note(
                 f"Cancelled {path}: older than --max-wave-age or the --hedge deadline; its unfinished requests go to the next wave."
             )
+        if outcome.submitted is not None and outcome.submitted.rebuilt:
+            close_bar()
+            say_rebuilt(outcome.submitted.rebuilt)
         for why in outcome.submitted.unresolved if outcome.submitted is not None else ():
             if why not in state["unresolved"]:  # said once: the wait may take a while
                 state["unresolved"].add(why)

@@ -95,8 +95,9 @@ def retry(ws: Workspace, session: Session, selection: RetrySelection) -> tuple[R
 
 
 def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
-    _ensure_intact(ws, session)
+    rebuilt = _ensure_intact(ws, session)
     result = submit_files(ws, session, on_file)
+    result.rebuilt = rebuilt
     if result.discarded:
         # Files larger than a lowered enqueued-token budget were discarded: their requests are
         # compiled again, cut to the budget, as soon as their wave allows (at once when nothing
@@ -109,17 +110,19 @@ def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | Non
     return result
 
 
-def _ensure_intact(ws: Workspace, session: Session) -> None:
-    """Compiled files must be what the database says; a wave not yet sent is simply recompiled."""
+def _ensure_intact(ws: Workspace, session: Session) -> list[str]:
+    """Compiled files must be what the database says; a wave not yet sent is simply recompiled.
+    Returns the files that were changed on disk (and so compiled again)."""
     bad = check_compiled_files(ws)
     if not bad:
-        return
+        return []
     if latest_wave_started(ws.store.conn):
         raise TamperedFile(
             f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
             f"submitted or answered, so they cannot be rebuilt safely — restore them or run `{ws.command('doctor')}`"
         )
     _compile(ws, session)
+    return bad
 
 
 @dataclass
