@@ -67,7 +67,7 @@ def _close(a: float | None, b: float | None) -> bool:
 
 def test_every_samples_score_is_the_per_case_exports_row(study, logs):
     rows = {
-        (r["run_id"], r["model"], r["task"], r["case_number"], r["variant"]): r
+        (r["run_id"], r["model"], r["task"], str(r["case_number"]), r["variant"]): r
         for r in case_rows(load_run_results(study))
     }
     compared, mismatches = 0, []
