@@ -240,12 +240,14 @@ def export(
         from lexpilot_batch.data import SAMPLE_NOTE
         from lexpilot_batch.report import results
         from lexpilot_batch.report.exports.cases import export_cases
+        from lexpilot_batch.report.judge_calls import load_judge_calls
 
         with Workspace(root, writable=False) as ws:
             runs = results.load_run_results(ws, run_id, model)
+            judges = load_judge_calls(ws.store.conn, [(r.run_id, r.model) for r in runs])
         if not partial:
             results.check_complete(runs, "export the finished threads")
-        written = export_cases(runs, out)
+        written = export_cases(runs, out, judges)
         say(f"Wrote {len(written)} file(s) under {out}.")
         notes = [f"{r.run_id} / {r.model}: {SAMPLE_NOTE}" for r in runs if r.bundled_sample]
         # --partial: the rows left out are said, as the seed layout's export.json lists them.

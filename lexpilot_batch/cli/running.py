@@ -27,6 +27,7 @@ from lexpilot_batch.cli.output import (
     say_manual,
     say_outage,
     say_prepared,
+    say_rebuilt,
     say_results_kept,
 )
 from lexpilot_batch.cli.reading import print_report
@@ -132,6 +133,7 @@ def submit(target: Target) -> None:
 
     with _session(target) as (ws, session):
         result = do_submit(ws, session, on_file=lambda p: typer.echo(f"  submitted {p}"))
+    say_rebuilt(result.rebuilt)
     if not result.submitted and not result.manual and not result.waiting:
         typer.echo("Nothing to submit.")
     elif result.submitted:

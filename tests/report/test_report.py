@@ -310,7 +310,7 @@ def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
     assert "— undefined: its denominator is zero" in table
     markdown = render(report, "markdown")
     assert "| model-a | 2 | undefined |" in markdown  # the main table: Gold LJP QWK
-    assert "| overall (1 cases) | model-a | 2 | undefined | 1.0000 ± 0.0000 [few cases] |" in markdown
+    assert "| overall (1 case) | model-a | 2 | undefined | 1.0000 ± 0.0000 [few cases] |" in markdown
     assert "- undefined: its denominator is zero" in markdown
     latex = render(report, "latex")
     assert r"model-a & 2 & -- \\" in latex
@@ -332,12 +332,12 @@ def test_a_task_with_no_finished_record_reads_no_records_not_undefined():
     assert only_group(report)["tasks"]["ljp_gold"]["n"] == {"run1": 0}
     markdown = render(report, "markdown")
     assert "| model-a | 1 | 1.0000 | n/a † |" in markdown  # the main table: Gold LJP's QWK
-    assert "| overall (1 cases) | model-a | 0 | n/a † | n/a † |" in markdown  # Gold LJP's own table
+    assert "| overall (1 case) | model-a | 0 | n/a † | n/a † |" in markdown  # Gold LJP's own table
     assert "undefined" not in markdown
     assert "- n/a: no records (task not run, none of its cases finished, or class not represented in it)." in markdown
     table = render(report, "table")
     gold = table.split("Gold LJP (")[1].splitlines()
-    assert gold[2].split() == ["overall", "(1", "cases)", "model-a", "0", "n/a", "*", "n/a", "*"]
+    assert gold[2].split() == ["overall", "(1", "case)", "model-a", "0", "n/a", "*", "n/a", "*"]
     assert "—" not in table and "n/a: no records" in table
     latex = render(report, "latex")
     assert r"model-a & 1 & 100.0 & n/a$^\dagger$ \\" in latex and "--: undefined" not in latex

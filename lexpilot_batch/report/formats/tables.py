@@ -18,6 +18,7 @@ from lexpilot_batch.benchmark.tasks import METRIC_TITLES, TASKS
 from lexpilot_batch.report.formats.cells import Style, number_text
 from lexpilot_batch.report.formats.layout import group_label, has_records, task_runs
 from lexpilot_batch.report.statistics.interaction import DCG_ROUNDS
+from lexpilot_batch.util.text import counted
 
 STOP_TITLES = {
     "judgment_round_1": "judgment at round 1",
@@ -118,7 +119,7 @@ def main_table(report: Mapping[str, Any], style: Style) -> Table:
 def _class_cases(groups: Sequence[Mapping[str, Any]], cls: str | None) -> str:
     counts = {g["cases"]["total"] if cls is None else g["cases"]["by_class"].get(cls) for g in groups}
     counts.discard(None)
-    return f" ({counts.pop():,} cases)" if len(counts) == 1 else ""
+    return f" ({counted(counts.pop(), 'case')})" if len(counts) == 1 else ""
 
 
 def task_table(report: Mapping[str, Any], task_name: str, style: Style) -> Table:
