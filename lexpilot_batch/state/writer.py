@@ -17,6 +17,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import unlink_quietly, write_atomic
 from lexpilot_batch.util.redaction import redact
 
@@ -28,7 +29,7 @@ def record(state_dir: Path) -> None:
     from lexpilot_batch.state.workspace import shell_word
 
     command = " ".join(["lexpilot-batch", *(shell_word(a) for a in sys.argv[1:])])
-    about = {"pid": os.getpid(), "command": redact(command)[:500], "since": time.time()}
+    about = {"pid": os.getpid(), "command": redact(command)[:500], "since": clock.now()}
     with contextlib.suppress(OSError):  # only a courtesy to other commands: never a reason to stop this one
         write_atomic(state_dir / WRITER_NAME, json.dumps(about, ensure_ascii=False).encode("utf-8"))
 
@@ -49,8 +50,17 @@ def described(state_dir: Path) -> str:
         return "another lexpilot-batch command"
 
 
+def _own(state_dir: Path) -> bool:
+    """Whether the record names this very process (it holds the lock itself: nobody else writes)."""
+    try:
+        return int(json.loads((state_dir / WRITER_NAME).read_text(encoding="utf-8"))["pid"]) == os.getpid()
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def busy(state_dir: Path, lock_name: str) -> str | None:
-    """Who is writing to the workspace now (`described`), or None when nobody holds the lock. Takes
+    """Who else is writing to the workspace now (`described`), or None when nobody holds the lock or
+    this process does (a command that holds it asks what is next: only itself writes). Takes
     the lock for an instant to tell; a writer starting in that instant waits for it
     (`workspace.LOCK_WAIT`). None too where the lock cannot be tried (a read-only folder)."""
     lock_path = state_dir / lock_name
@@ -60,7 +70,7 @@ def busy(state_dir: Path, lock_name: str) -> str | None:
     try:
         lock.acquire()
     except Timeout:
-        return described(state_dir)
+        return None if _own(state_dir) else described(state_dir)
     except OSError:
         return None
     lock.release()

@@ -175,7 +175,9 @@ def test_an_export_over_a_file_held_open_changes_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", held)
     monkeypatch.setattr(fileio, "_REPLACE_PAUSE", 0)
-    monkeypatch.setattr("lexpilot_batch.report.exports.cases.case_rows", lambda runs: iter([{"run_id": "r9"}]))
+    monkeypatch.setattr(
+        "lexpilot_batch.report.exports.cases.case_rows", lambda runs, judges=None: iter([{"run_id": "r9"}])
+    )
     with pytest.raises(LexpilotError, match="it is open in another program") as refused:
         export_cases([], out)
     assert f"the export changed nothing under {out}" in str(refused.value)
