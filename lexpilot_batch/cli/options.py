@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 import typer
 
 from lexpilot_batch.benchmark.protocols import STAGES
-from lexpilot_batch.benchmark.settings import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL
+from lexpilot_batch.benchmark.settings import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL, Settings
 from lexpilot_batch.cli.tail_options import TAIL_OPTIONS, TailSyncOpt
 from lexpilot_batch.errors import LexpilotError
 
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 
 # (parameter name, annotated type, default) of one option in a group.
 Option = tuple[str, object, object]
+
+# The generation settings' defaults have one home, `benchmark.settings.Settings` (the seed's): the
+# options read them, so that a run prepared without them gets exactly the seed's settings.
+DEFAULTS = Settings()
 
 DatasetOpt = Annotated[
     Path | None,
@@ -352,8 +356,16 @@ RUN_OPTIONS: list[Option] = [
         Annotated[int | None, typer.Option("--limit", help="Use only the first N cases (smoke runs).", min=1)],
         None,
     ),
-    ("temperature", Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")], 0.7),
-    ("judge_temperature", Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")], 0.1),
+    (
+        "temperature",
+        Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")],
+        DEFAULTS.temperature,
+    ),
+    (
+        "judge_temperature",
+        Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")],
+        DEFAULTS.judge_temperature,
+    ),
     (
         "max_tokens",
         Annotated[
@@ -362,7 +374,7 @@ RUN_OPTIONS: list[Option] = [
                 "--max-tokens", help="Output token limit of every request (max_tokens or max_completion_tokens).", min=1
             ),
         ],
-        8192,
+        DEFAULTS.max_tokens,
     ),
     (
         "prompts_file",
