@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 # (parameter name, annotated type, default) of one option in a group.
 Option = tuple[str, object, object]
 
-# The generation settings' defaults have one home, `benchmark.settings.Settings` (the seed's): the
-# options read them, so that a run prepared without them gets exactly the seed's settings.
-DEFAULTS = Settings()
+SEED = Settings()  # the generation settings' defaults have one home (the seed's); the options read them
+TemperatureOpt = Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")]
+JudgeTemperatureOpt = Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")]
+_MAX_TOKENS_HELP = "Output token limit of every request (max_tokens or max_completion_tokens)."
+MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", help=_MAX_TOKENS_HELP, min=1)]
 
 DatasetOpt = Annotated[
     Path | None,
@@ -356,26 +358,9 @@ RUN_OPTIONS: list[Option] = [
         Annotated[int | None, typer.Option("--limit", help="Use only the first N cases (smoke runs).", min=1)],
         None,
     ),
-    (
-        "temperature",
-        Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")],
-        DEFAULTS.temperature,
-    ),
-    (
-        "judge_temperature",
-        Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")],
-        DEFAULTS.judge_temperature,
-    ),
-    (
-        "max_tokens",
-        Annotated[
-            int,
-            typer.Option(
-                "--max-tokens", help="Output token limit of every request (max_tokens or max_completion_tokens).", min=1
-            ),
-        ],
-        DEFAULTS.max_tokens,
-    ),
+    ("temperature", TemperatureOpt, SEED.temperature),
+    ("judge_temperature", JudgeTemperatureOpt, SEED.judge_temperature),
+    ("max_tokens", MaxTokensOpt, SEED.max_tokens),
     (
         "prompts_file",
         Annotated[
