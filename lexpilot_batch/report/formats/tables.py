@@ -278,18 +278,22 @@ def variance_table(report: Mapping[str, Any]) -> Table | None:
                 continue
             if first:
                 starts.append(len(rows))
-            n, k = s["cases"], len(g["runs"])
+            k = len(g["runs"])
             cells = [Cell(group_label(g, groups) if first else ""), Cell(metric_title(t, TASKS[t].headline))]
             cells.append(Cell(number_text(s["se"])))
             if v["between"] is None or v["within"] is None:
                 cells += [Cell(""), Cell(""), Cell(""), Cell(""), Cell(number_text(s["se"] / 2**0.5))]
             else:
-                runs_share = v["within"] / k / v["per_case"] if v["per_case"] else 0.0
+                # Shares of the fitted split (between + within / k: `between` is cut at 0, so it
+                # can exceed the measured per-case variance), applied to the measured SE.
+                fitted = v["between"] + v["within"] / k
+                runs_share = v["within"] / k / fitted if fitted else 0.0
+                doubled = (v["between"] + v["within"] / (2 * k)) / fitted if fitted else 1.0
                 cells += [
                     Cell(number_text(v["between"] ** 0.5)),
                     Cell(number_text(v["within"] ** 0.5)),
                     Cell(f"{100 * runs_share:.0f}%"),
-                    Cell(number_text(((v["between"] + v["within"] / (2 * k)) / n) ** 0.5)),
+                    Cell(number_text(s["se"] * doubled**0.5)),
                     Cell(number_text(s["se"] / 2**0.5)),
                 ]
             rows.append(cells)
