@@ -299,18 +299,24 @@ def band(hit: int, total: int) -> tuple[float, float, float]:
     return r, r - half, r + half
 
 
+MIN_DRAWS = 100  # a rate over fewer draws (a band of +-4 points or more) is left out of the tables
+TYPE_I_BOUND = 0.065  # the issue's bounds: the Monte-Carlo band of 5% and 95% at 1,000 draws
+COVERAGE_BOUND = 0.935
+
+
+def rates(cell: dict, metric: str, kind: str) -> list[tuple[str, int, int]]:
+    """(where, hits, total) of each rate of one kind in a cell: "reject" and "difference" (the
+    comparison), "overall" (each model, by its runs), "class" (each class, by the runs)."""
+    counts = cell["counts"][metric]
+    if kind == "class":
+        return [(name, h, t) for name, (h, t) in counts["classes"].items() if t]
+    return [(k, v[0], v[1]) for k, v in counts.items() if k != "classes" and k.split("_")[0] == kind and v[1]]
+
+
 def worst(cells: Iterable[dict], metric: str, kinds: Sequence[str], highest: bool) -> tuple[int, int] | None:
-    """The (hits, total) of the highest (or lowest) rate of `kinds` over `cells` for one metric."""
-    found: list[tuple[int, int]] = []
-    for cell in cells:
-        c = cell["counts"][metric]
-        for kind, value in c.items():
-            if kind == "classes":
-                if "classes" in kinds:
-                    found += [tuple(v) for v in value.values() if v[1]]  # type: ignore[misc]
-                continue
-            if any(kind == k or kind.startswith(k + "_") for k in kinds) and value[1]:
-                found.append(tuple(value))  # type: ignore[arg-type]
+    """The (hits, total) of the highest (or lowest) rate of `kinds` over `cells` for one metric,
+    among those over at least `MIN_DRAWS` draws."""
+    found = [(h, t) for c in cells for kind in kinds for _, h, t in rates(c, metric, kind) if t >= MIN_DRAWS]
     if not found:
         return None
     return (max if highest else min)(found, key=lambda v: v[0] / v[1])
@@ -323,68 +329,82 @@ def _percent(value: tuple[int, int] | None) -> str:
     return f"{100 * r:.1f}"
 
 
+def _binomial_tail(n: int, p: float, above: int) -> float:
+    """P(X > above) for X ~ Binomial(n, p)."""
+    log = math.log
+    total = 0.0
+    for k in range(above + 1, n + 1):
+        total += math.exp(
+            math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log(p) + (n - k) * log(1 - p)
+        )
+    return total
+
+
+TABLES = (
+    ("Highest type-I error (%): p < 0.05 between equal models, over the sharp and weak nulls and the 3v3 and 1v5 runs", ["reject"], True),
+    ("Lowest coverage (%) of the 95% intervals of each model's metric, overall and per class, over both models, nulls and run layouts", ["overall", "class"], False),
+    ("Lowest coverage (%) of the 95% intervals of the difference between equal models (true difference 0)", ["difference"], False),
+)  # fmt: skip
+
+
 def table(result: dict) -> str:
     """docs/report.md's "measured behaviour" tables: per world and number of cases, each metric's
-    highest type-I error (over the nulls and run layouts) and lowest coverage (over A and B, the
-    run layouts and nulls, overall and every class with an interval)."""
+    worst rate over at least `MIN_DRAWS` draws ("–": none printed that often)."""
     cells = result["cells"]
     metrics = [f"{t}.{m}" for t, m in METRICS]
     head = "| world | cases | " + " | ".join(TITLES[m.split(".")[1]] for m in metrics) + " |"
     rule = "| --- | ---: | " + " | ".join("---:" for _ in metrics) + " |"
-    out = ["Highest type-I error (%), p < 0.05 between equal models (sharp and weak nulls, 3v3 and 1v5 runs):", "",
-           head, rule]  # fmt: skip
     worlds = list(dict.fromkeys(c["world"] for c in cells))
     sizes = sorted({c["cases"] for c in cells})
-    for world in worlds:
-        for n in sizes:
-            mine = [c for c in cells if c["world"] == world and c["cases"] == n]
-            if mine:
-                row = [_percent(worst(mine, m, ["reject"], True)) for m in metrics]
-                out.append(f"| {world} | {n} | " + " | ".join(row) + " |")
-    out += ["", "Lowest coverage (%) of the 95% intervals of each model's metric, overall and per class:", "",
-            head, rule]  # fmt: skip
-    for world in worlds:
-        for n in sizes:
-            mine = [c for c in cells if c["world"] == world and c["cases"] == n]
-            if mine:
-                row = [_percent(worst(mine, m, ["overall", "classes"], False)) for m in metrics]
-                out.append(f"| {world} | {n} | " + " | ".join(row) + " |")
-    out += ["", "Lowest coverage (%) of the 95% intervals of the difference between equal models (true difference 0):",
-            "", head, rule]  # fmt: skip
-    for world in worlds:
-        for n in sizes:
-            mine = [c for c in cells if c["world"] == world and c["cases"] == n]
-            if mine:
-                row = [_percent(worst(mine, m, ["difference"], False)) for m in metrics]
-                out.append(f"| {world} | {n} | " + " | ".join(row) + " |")
-    return "\n".join(out)
+    out: list[str] = []
+    for title, kinds, highest in TABLES:
+        out += [f"{title}:", "", head, rule]
+        for world in worlds:
+            for n in sizes:
+                mine = [c for c in cells if c["world"] == world and c["cases"] == n]
+                if mine:
+                    row = [_percent(worst(mine, m, kinds, highest)) for m in metrics]
+                    out.append(f"| {world} | {n} | " + " | ".join(row) + " |")
+        out.append("")
+    return "\n".join(out).rstrip()
 
 
 def summary(result: dict) -> str:
-    """Per world: the worst type-I error and coverage with their Monte-Carlo bands."""
+    """Per world: the worst type-I error and coverage with their Monte-Carlo bands, and how many
+    rates cross the issue's bounds against how many would by chance alone at exactly 5% and 95%."""
     lines = []
     metrics = [f"{t}.{m}" for t, m in METRICS]
     for world in dict.fromkeys(c["world"] for c in result["cells"]):
         mine = [c for c in result["cells"] if c["world"] == world]
         parts = []
-        for label, kinds, highest in (
-            ("type-I", ["reject"], True),
-            ("coverage", ["overall", "classes"], False),
-            ("difference coverage", ["difference"], False),
+        for label, kinds, highest, bound, nominal in (
+            ("type-I", ["reject"], True, TYPE_I_BOUND, 0.05),
+            ("coverage", ["overall", "class"], False, COVERAGE_BOUND, 0.95),
+            ("difference coverage", ["difference"], False, COVERAGE_BOUND, 0.95),
         ):
-            found = [(m, worst(mine, m, kinds, highest)) for m in metrics]
-            found = [(m, v) for m, v in found if v is not None]
+            found = [
+                (m, c, where, h, t)
+                for m in metrics
+                for c in mine
+                for kind in kinds
+                for where, h, t in rates(c, m, kind)
+                if t >= MIN_DRAWS
+            ]
             if not found:
                 continue
-            m, v = (max if highest else min)(found, key=lambda x: x[1][0] / x[1][1])  # type: ignore[index]
-            r, lo, hi = band(*v)  # type: ignore[misc]
-            cell = next(
-                c for c in mine if any(tuple(x) == v for k, x in c["counts"][m].items() if k != "classes")
-                or any(tuple(x) == v for x in c["counts"][m]["classes"].values())
-            )  # fmt: skip
-            where = f"{cell['null']} {cell['layout']} n={cell['cases']}"
-            parts.append(f"{label} {100 * r:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({m}, {where})")
-        lines.append(f"{world}: " + "; ".join(parts))
+            m, c, where, h, t = (max if highest else min)(found, key=lambda x: x[3] / x[4])
+            r, lo, hi = band(h, t)
+            crossing = sum((x[3] / x[4] > bound) if highest else (x[3] / x[4] < bound) for x in found)
+            if highest:
+                chance = sum(_binomial_tail(x[4], nominal, math.floor(bound * x[4])) for x in found)
+            else:  # misses above (1 - bound) t
+                chance = sum(_binomial_tail(x[4], 1 - nominal, math.floor((1 - bound) * x[4])) for x in found)
+            parts.append(
+                f"{label} worst {100 * r:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({m}, {c['null']} {c['layout']} "
+                f"n={c['cases']}, {where}); {crossing} of {len(found)} rates beyond {100 * bound:.1f}% "
+                f"({chance:.1f} expected by chance at exactly {100 * nominal:.0f}%)"
+            )
+        lines.append(f"- {world}: " + "; ".join(parts))
     return "\n".join(lines)
 
 
