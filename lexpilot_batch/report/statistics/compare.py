@@ -108,7 +108,6 @@ def compare(
     *,
     resamples: int,
     seed: int,
-    level: float = inference.LEVEL,
 ) -> list[dict]:
     """The comparisons of one family, in the `comparisons` JSON shape (`report.document`)."""
     local = {g: i for i, g in enumerate(members)}  # report index -> index in the family
@@ -132,7 +131,7 @@ def compare(
                 else:  # `--partial`: the means on the cases both scored, which the difference is of
                     mean_a, mean_b = cell_a.metrics[metric].estimate, cell_b.metrics[metric].estimate
                 tasks[task][metric] = _difference(
-                    metric, mean_a, mean_b, cell_a, cell_b, tested, swaps.get(i), resamples, rng, level
+                    metric, mean_a, mean_b, cell_a, cell_b, tested, swaps.get(i), resamples, rng
                 )
         out.append(
             {
@@ -191,7 +190,6 @@ def _difference(
     swap: inference.Permutation | None,
     resamples: int,
     rng: random.Random,
-    level: float,
 ) -> dict[str, Any]:
     n = len(cell_a.cases)
     out: dict[str, Any] = {
