@@ -33,7 +33,7 @@ from lexpilot_batch.providers.openai.spec import NAME as OPENAI
 from lexpilot_batch.providers.prefixes import parse_model
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, bundled_prices, cache_saving, cost_usd
 from lexpilot_batch.simulated import caching, completions
-from lexpilot_batch.simulated.anthropic_api import _chat_parts
+from lexpilot_batch.simulated.apis.anthropic import _chat_parts
 from lexpilot_batch.state.compaction import read_saved
 
 # One model per API shape: (name as registered, API shape, rule, backend it is priced on).

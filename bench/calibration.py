@@ -61,10 +61,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from lexpilot_batch.report import RunResults, TaskRecords, build_report  # noqa: E402
-from lexpilot_batch.report.statistics.inference import beta_quantile  # noqa: E402
+from lexpilot_batch.report import RunResults, TaskRecords, build_report
+from lexpilot_batch.report.statistics.inference import beta_quantile
 
 VERDICTS = ("支持", "部分支持", "驳回")
 GOLD_WEIGHTS = (0.5, 0.2, 0.3)

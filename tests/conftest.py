@@ -1,9 +1,10 @@
 """Fixtures shared by several test modules.
 
-The tests mirror the package, a folder per layer (`tests/engine/test_submit.py`), and the scenario
-suites stand in `tests/scenarios/`. The helpers (`engine_helpers`, `fault_helpers`, ...) stand
-here, and every test folder is on `sys.path` (pyproject's `pythonpath`), so that a module imports a
-helper, or another test module's fixtures, by its name wherever either stands.
+`tests` is a package that mirrors `lexpilot_batch`, a folder per layer (`tests/engine/test_submit.py`,
+`tests/providers/anthropic/test_lines.py`); the scenario suites stand in `tests/scenarios/`. What
+several modules share, builders, fakes and drivers, is in `tests/helpers/` (`helpers.engine`,
+`helpers.faults`, `helpers.native`, ...), imported as `tests.helpers.<module>`; the fixtures built on
+them are here. No test module imports another (`tests/test_layout.py` fails on one).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs
-from fault_helpers import LIMIT, Outcome, run_benchmark
 
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import STUDY_MODELS, STUDY_RUNS, finish, open_session, prepare_runs
+from tests.helpers.faults import LIMIT, Outcome, SyncProvider, run_benchmark
 
 # A suite started in the background of a non-interactive shell (`bash script &`, `nohup`) inherits
 # SIGINT ignored, and so would every command it starts: the Ctrl-C scenarios would press a key that
@@ -28,9 +29,6 @@ from lexpilot_batch.state.workspace import Workspace
 # then take Ctrl-C as a user's terminal gives it. (In the controller and in each xdist worker.)
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
-
-STUDY_MODELS = ("sim-a", "openai/sim-b")  # a bare name and a provider-qualified one
-STUDY_RUNS = ("r1", "r2")
 
 
 @pytest.fixture
@@ -42,7 +40,7 @@ def ws(tmp_path: Path) -> Iterator[Workspace]:
 
 @pytest.fixture
 def session(ws: Workspace) -> Iterator[Session]:
-    """A session over `ws`, with the simulated provider (`engine_helpers.open_session`)."""
+    """A session over `ws`, with the simulated provider (`helpers.engine.open_session`)."""
     s = open_session(ws)
     yield s
     s.close()
@@ -64,11 +62,29 @@ def study(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    """The fault-free run of `fault_helpers.run_benchmark` that a module's fault scenarios end equal
+    """The fault-free run of `helpers.faults.run_benchmark` that a module's fault scenarios end equal
     to: every thread done, no request failed, no anomaly."""
     outcome = run_benchmark(tmp_path_factory.mktemp("baseline") / "ws")
     assert Counter(s for s, _ in outcome.threads.values()) == {"done": 6 * LIMIT}
     assert not outcome.failed_requests() and not outcome.anomalies
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def sync_baseline(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    """`baseline` with every role on the `sync` backend (`helpers.faults.SyncProvider`)."""
+    root = tmp_path_factory.mktemp("sync-baseline")
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.startswith(("LEXPILOT_", "OPENAI_")):
+                mp.delenv(name)
+        provider = SyncProvider(root / "provider", "", mp)
+        try:
+            outcome = run_benchmark(root / "ws", session_factory=provider.session)
+        finally:
+            provider.close()
+    assert Counter(s for s, _ in outcome.threads.values()) == {"done": 6 * LIMIT}
+    assert all(f["backend"] == "sync" for f in outcome.files)
     return outcome
 
 

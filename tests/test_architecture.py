@@ -353,9 +353,9 @@ def _owns_a_provider(name: str) -> bool:
     )
 
 
-# The simulated provider's modules of one API (its routes, errors and faults), and why each other
-# module of it may name one. (Emptied as the simulated provider registers its APIs' routes.)
-SIMULATED_OWNERS: set[str] = set()
+# The simulated provider's modules of one API (its routes, handlers and error shape: `simulated.apis.*`),
+# and why each other module of it may name one.
+SIMULATED_OWNERS: set[str] = {"apis"}
 NAME_BRANCHES_ALLOWED: dict[str, str] = {}
 
 

@@ -8,7 +8,7 @@ What counts as a reference, so that the test has no false positives:
     the package's top-level folders (`engine.recovery`, `providers.flex`, `report.build_report`):
     it must resolve, the module and then each attribute after it (a class's annotated field counts);
   - every backquoted name, bare or dotted, whose first part is a module the package used to have
-    and has no more (`RETIRED`: `request_lines`, `threads.exhausted`, `config.role_endpoint`);
+    and has no more (`RETIRED`: `request_lines`, `config.role_endpoint`);
   - in a package's `__init__`, the names that open an item of its overview's list, up to the
     item's colon ("- `document`: the inputs ..."): each must be a module of that package.
   Left alone: a relative name (`compare.BOOTSTRAP_FROM` in `report/`, `tasks.Task.outcome`), whose
@@ -59,7 +59,6 @@ BEING_REWRITTEN: tuple[str, ...] = ()
 RETIRED = frozenset(
     {
         "anthropic_batch",
-        "apis",
         "case_export",
         "config",
         "contracts",
@@ -73,7 +72,6 @@ RETIRED = frozenset(
         "served",
         "shapes",
         "tail_sync",
-        "threads",
     }
 )
 # What a backquoted name ending so is: a file, not a module's attribute.
@@ -301,7 +299,7 @@ def test_the_lists_name_files_that_exist_and_retired_names_are_gone():
 def test_what_counts_as_a_reference():
     """The rules above, on planted text: what is caught, and what is left alone."""
     doc = (
-        "`request_lines`, `threads.exhausted`, `config.role_endpoint()`, `engine.threads`, lexpilot_batch.engine.no_such\n"
+        "`request_lines`, `dialects.RoleRequest`, `config.role_endpoint()`, `engine.threads`, lexpilot_batch.engine.no_such\n"
         "`providers.session.Session`, `report.build.NO_SUCH`, `engine.session.Session.no_such`\n"
         "`engine.recovery`, `engine.session.Session.route`, `engine.session.ProviderOptions.tail_sync`, "
         "`lexpilot_batch.report.document`, lexpilot_batch.engine.loop.prepare, `compare.DEFAULT_RESAMPLES`, "
@@ -310,7 +308,7 @@ def test_what_counts_as_a_reference():
     )
     assert stale_in_docstrings([(10, doc, True)]) == [
         "line 10: request_lines",
-        "line 10: threads.exhausted",
+        "line 10: dialects.RoleRequest",
         "line 10: config.role_endpoint()",
         "line 10: engine.threads",
         "line 10: lexpilot_batch.engine.no_such",
@@ -321,9 +319,9 @@ def test_what_counts_as_a_reference():
     overview = "The report.\n\n- `document`: the inputs.\n- `no_such`, `build` and `produce`: the rest; `not_a_map`."
     assert stale_in_docstrings([(1, overview, True)], "report") == ["line 4: no_such (no module of report/)"]
     page = (
-        "`report/no_such.py`, tests/report/no_such.py::test_x, `threads.py` and `engine/recovery.py`, "
+        "`report/no_such.py`, tests/report/no_such.py::test_x, `dialects.py` and `engine/recovery.py`, "
         "`bench/run_bench.py`, `report/test_report.py`, `calibration.py`, "
         "[x](https://github.com/openai/openai-python/blob/main/src/openai/resources/batches.py), "
         "`resources/batches.py`, `eval_LJP.py`"
     )
-    assert stale_paths(page) == ["line 1: report/no_such.py", "line 1: tests/report/no_such.py", "line 1: threads.py"]
+    assert stale_paths(page) == ["line 1: report/no_such.py", "line 1: tests/report/no_such.py", "line 1: dialects.py"]

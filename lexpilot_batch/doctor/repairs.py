@@ -16,7 +16,7 @@ from lexpilot_batch.doctor.findings import (
 )
 from lexpilot_batch.engine.compiler import compile_wave
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.state.states import RequestState
+from lexpilot_batch.state.requests import fail_pending_of_file
 from lexpilot_batch.state.waves import (
     DOWNLOADED,
     INGESTED,
@@ -70,6 +70,7 @@ def _declare_lost(ws: Workspace, rel: str) -> list[str]:
         row = file_at(tx, rel)
         if row is None or row["status"] != SUBMITTED or not row["not_found"]:
             return []
+        assert row["batch_id"] is not None  # a submitted file's
         n = mark_lost(tx, row["pk"], lost_reason(row["batch_id"], "HTTP 404; declared lost by `doctor --repair`"))
     return [
         f"{rel}: batch {row['batch_id']} declared lost; its {n} unanswered request(s) are sent again in the next wave"
@@ -118,9 +119,9 @@ def _forget_results(ws: Workspace, rel: str) -> list[str]:
     if row is None or row["status"] != DOWNLOADED:
         return []
     # Damaged files are set aside before the database forgets them, so a sync run never resumes from one.
-    for column in ("output_path", "error_path"):
-        if row[column] and ws.path(row[column]).exists():
-            _set_aside(ws, row[column], "damaged")
+    for saved in (row["output_path"], row["error_path"]):
+        if saved and ws.path(saved).exists():
+            _set_aside(ws, saved, "damaged")
     with ws.store.transaction() as tx:
         forget_results(tx, row["pk"])
     return [f"{rel}: forgot its saved results; the next poll-and-advance downloads them again"]
@@ -131,13 +132,9 @@ def _fail_pending(ws: Workspace, rel: str) -> list[str]:
         row = file_at(tx, rel)
         if row is None or row["status"] != INGESTED:
             return []
-        n = tx.execute(
-            # No error_kind: `engine.due.exhausted` counts only transport and invalid failures, and this
-            # one is neither, exactly as the compiler treats a request still pending when it runs.
-            f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = NULL"
-            f" WHERE file_pk = ? AND status = '{RequestState.PENDING}'",
-            (PENDING_FAILED, row["pk"]),
-        ).rowcount
+        # No error_kind: `engine.due.exhausted` counts only transport and invalid failures, and this
+        # one is neither, exactly as the compiler treats a request still pending when it runs.
+        n = fail_pending_of_file(tx, row["pk"], PENDING_FAILED, None)
     return [f"{rel}: failed {n} request(s) left pending"] if n else []
 
 

@@ -36,6 +36,7 @@ from lexpilot_batch.providers.backends import BATCH_LIKE
 from lexpilot_batch.providers.batch import TERMINAL, quota_in_message
 from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState, RequestState
+from lexpilot_batch.state.store import read_meta, write_meta
 from lexpilot_batch.state.workspace import Workspace
 
 FRAMING = 10  # tokens of chat framing per request (role markers, message boundaries)
@@ -70,14 +71,12 @@ def parse_flags(values: Iterable[str]) -> dict[str, int]:
 
 
 def stored(db: sqlite3.Connection) -> dict[str, dict[str, Any]]:
-    row = db.execute("SELECT value FROM meta WHERE key = ?", (_META,)).fetchone()
-    return json.loads(row[0]) if row else {}
+    raw = read_meta(db, _META)
+    return json.loads(raw) if raw is not None else {}
 
 
 def _store(db: sqlite3.Connection, budgets: Mapping[str, Any]) -> None:
-    db.execute(
-        "INSERT OR REPLACE INTO meta VALUES (?, ?)", (_META, json.dumps(dict(sorted(budgets.items())), sort_keys=True))
-    )
+    write_meta(db, _META, json.dumps(dict(sorted(budgets.items())), sort_keys=True))
 
 
 def remember_flags(ws: Workspace, flags: Mapping[str, int]) -> list[str]:

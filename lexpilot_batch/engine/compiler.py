@@ -44,7 +44,9 @@ from lexpilot_batch.providers.bodies.request import RoleRequest
 from lexpilot_batch.providers.ids import custom_id, request_check
 from lexpilot_batch.providers.lines import line_fingerprint, line_head
 from lexpilot_batch.providers.routing.routes import Route
+from lexpilot_batch.state.requests import REQUEST_COLUMNS, NewRequest, RequestRow, discard_unneeded, insert_pending
 from lexpilot_batch.state.states import RequestState, ThreadState
+from lexpilot_batch.state.threads import Finished, finish_threads
 from lexpilot_batch.state.waves import discard_unsent_wave, drop_empty_wave, open_wave, target_wave
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import role_requests
@@ -171,13 +173,6 @@ def compile_wave(
 # instead of two per group, and new rows are written only for cases already read.
 BLOCK_CASES = 64
 
-# A text step's value is its text (answers.parse_answer): not read twice. Rows are read in the order
-# of the UNIQUE (run_pk, case_idx, step, attempt) index, so SQLite never sorts them.
-_REQUEST_COLUMNS = (
-    "case_idx, step, attempt, status, text, CASE parser WHEN 'text' THEN NULL ELSE value END AS value,"
-    " error, error_kind, role, parser, n_claims, wave, pk"
-)
-
 
 def _advance_all(
     ws: Workspace,
@@ -199,9 +194,9 @@ def _advance_all(
     ).fetchone()[0]
     # disable=None: a bar on a terminal (large waves take a while), silence in logs and pipes.
     bar = Bar(total=n_groups, desc=f"compiling wave {writer.wave}", unit="case", disable=None, leave=False)
-    new_requests: list[tuple] = []
-    thread_updates: list[tuple] = []
-    discards: list[tuple] = []
+    new_requests: list[NewRequest] = []
+    thread_updates: list[Finished] = []
+    discards: list[tuple[int, int, str]] = []
     try:
         # Case-major order keeps each case's parsed data hot in the cache across runs.
         for (case_idx, run_pk), threads, rows, read, built in _active_groups(db, view):
@@ -237,10 +232,7 @@ def _advance_all(
         bar.close()
     _flush(db, new_requests)
     _finish_threads(db, thread_updates)
-    db.executemany(
-        f"UPDATE requests SET status = '{RequestState.DISCARDED}' WHERE run_pk = ? AND case_idx = ? AND step = ? AND status = '{RequestState.ANSWERED}'",
-        discards,
-    )
+    discard_unneeded(db, discards)
 
 
 def _active_groups(
@@ -304,8 +296,9 @@ def _active_groups(
                 marks = ", ".join("?" * len(missing))
                 where = f"({where}) AND (pk >= ? OR case_idx IN ({marks}))"
                 params += [view.boundary, *missing]
+            # In the order of the UNIQUE (run_pk, case_idx, step, attempt) index: SQLite never sorts them.
             for r in db.execute(
-                f"SELECT {_REQUEST_COLUMNS} FROM requests"
+                f"SELECT {REQUEST_COLUMNS} FROM requests"
                 f" WHERE run_pk = ? AND case_idx BETWEEN ? AND ? AND ({where}) ORDER BY case_idx, step, attempt",
                 params,
             ):
@@ -316,25 +309,29 @@ def _active_groups(
             yield key, threads[key], requests.get(key, []), reads.get(key[1], frozenset()), built.get(key)
 
 
-def case_requests(db: sqlite3.Connection, run_pk: int, case_idx: int) -> tuple[dict[str, list], dict[str, Answer]]:
+def case_requests(
+    db: sqlite3.Connection, run_pk: int, case_idx: int
+) -> tuple[dict[str, list[RequestRow]], dict[str, Answer]]:
     """Every request of one (run, case) by step, oldest attempt first, and the answers so far."""
     return _by_step(
         db.execute(
-            f"SELECT {_REQUEST_COLUMNS} FROM requests WHERE run_pk = ? AND case_idx = ? ORDER BY step, attempt",
+            f"SELECT {REQUEST_COLUMNS} FROM requests WHERE run_pk = ? AND case_idx = ? ORDER BY step, attempt",
             (run_pk, case_idx),
         )
     )
 
 
 def _by_step(
-    rows: Iterable[Any], history: dict[str, list] | None = None, answers: dict[str, Answer] | None = None
-) -> tuple[dict[str, list], dict[str, Answer]]:
+    rows: Iterable[Any],
+    history: dict[str, list[RequestRow]] | None = None,
+    answers: dict[str, Answer] | None = None,
+) -> tuple[dict[str, list[RequestRow]], dict[str, Answer]]:
     """Each step's attempts, oldest first, and each step's answer: of `rows`, or (given the two
     built of earlier rows, the next attempts of whose steps `rows` holds) both extended in place."""
     history = defaultdict(list) if history is None else history
     answers = {} if answers is None else answers
     for r in rows:
-        # By position (`_REQUEST_COLUMNS`): every answer of every active case, every wave.
+        # By position (`REQUEST_COLUMNS`): every answer of every active case, every wave.
         step, status = r[1], r[3]
         history[step].append(r)
         if status == RequestState.ANSWERED or status == RequestState.DISCARDED:
@@ -344,7 +341,7 @@ def _by_step(
     return history, answers
 
 
-def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer: WaveWriter) -> tuple:
+def _request(run: RunContext, case_idx: int, step: Step, attempts: list[RequestRow], writer: WaveWriter) -> NewRequest:
     attempt = max((a["attempt"] for a in attempts), default=0) + 1
     sent, route = run.requests[step.role], run.routes[step.role]
     # The cache layout is the run's, per case and template (`providers.cache_layout`).
@@ -372,17 +369,13 @@ def _request(run: RunContext, case_idx: int, step: Step, attempts: list, writer:
     )
 
 
-def _finish_threads(db: sqlite3.Connection, rows: list[tuple]) -> None:
+def _finish_threads(db: sqlite3.Connection, rows: list[Finished]) -> None:
     # Finished records carry whole histories: written in chunks, a wave that finishes every
     # thread of a 20x dataset would otherwise hold gigabytes of them until its end.
-    db.executemany("UPDATE threads SET status = ?, record = ?, score = ?, reason = ? WHERE pk = ?", rows)
+    finish_threads(db, rows)
     rows.clear()
 
 
-def _flush(db: sqlite3.Connection, rows: list[tuple]) -> None:
-    db.executemany(
-        "INSERT INTO requests (custom_id, run_pk, case_idx, step, attempt, role, model, parser, n_claims, wave,"
-        f" file_pk, status, prompt_chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '{RequestState.PENDING}', ?)",
-        rows,
-    )
+def _flush(db: sqlite3.Connection, rows: list[NewRequest]) -> None:
+    insert_pending(db, rows)
     rows.clear()

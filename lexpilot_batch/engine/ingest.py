@@ -41,9 +41,10 @@ import json
 import operator
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lexpilot_batch.engine.answers import INVALID, TRANSPORT, judge_line, read_content
 from lexpilot_batch.engine.result_lines import INVALID_UTF8, TOO_DEEP, TOO_LARGE, Flaw, read_lines, result_lines
@@ -53,9 +54,18 @@ from lexpilot_batch.providers.ids import id_parts, id_tag
 from lexpilot_batch.providers.lines import any_our_id
 from lexpilot_batch.providers.registry import file_api, result_reader
 from lexpilot_batch.providers.results import Normalise
+from lexpilot_batch.state.anomalies import record_anomaly
 from lexpilot_batch.state.compaction import saved_exists
+from lexpilot_batch.state.requests import apply_results, fail_requests
 from lexpilot_batch.state.states import UNEXECUTED, RequestState
-from lexpilot_batch.state.waves import INGESTED, close_finished_waves, file_status, files_of_requests, update_file
+from lexpilot_batch.state.waves import (
+    INGESTED,
+    FileRow,
+    close_finished_waves,
+    file_status,
+    files_of_requests,
+    update_file,
+)
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import collector
 from lexpilot_batch.util.fileio import file_sha256, write_atomic
@@ -93,7 +103,7 @@ class IngestStats:
         self.anomalies.extend(other.anomalies)
 
 
-def file_normaliser(ws: Workspace, row: dict) -> Normalise | None:
+def file_normaliser(ws: Workspace, row: Mapping[str, Any]) -> Normalise | None:
     """How the saved results of a workspace file read as OpenAI batch output lines."""
     return result_reader(file_api(row), id_tag(ws.workspace_id))
 
@@ -150,10 +160,7 @@ def apply_result_files(
         if (kind, custom_id, detail) in recorded:
             return  # seen before (the same file again): reported then
         recorded.add((kind, custom_id, detail))
-        db.execute(
-            "INSERT INTO anomalies (file_pk, kind, custom_id, detail, at) VALUES (?, ?, ?, ?, ?)",
-            (file_pk, kind, custom_id, detail, now),
-        )
+        record_anomaly(db, file_pk, kind, custom_id, detail, now)
         stats.anomalies.append(f"{kind}: {detail}")
 
     for path in paths:
@@ -230,11 +237,7 @@ def apply_result_files(
     # In key order rather than the shuffled order of the lines, so that each page of the table is
     # visited once (every request is written at most once: the order changes nothing else).
     updates.sort(key=_last)
-    db.executemany(
-        "UPDATE requests SET status = ?, text = ?, value = ?, error = ?, error_kind = ?, prompt_tokens = ?,"
-        " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ?, cache_write_tokens = ? WHERE pk = ?",
-        updates,
-    )
+    apply_results(db, updates)
     if unanswered_reason is not None:
         leftover = [
             (unanswered_reason, unanswered_kind, r[0])
@@ -242,9 +245,7 @@ def apply_result_files(
             if cid not in seen and r[3] == RequestState.PENDING
         ]
         stats.missing = len(leftover)
-        db.executemany(
-            f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = ? WHERE pk = ?", leftover
-        )
+        fail_requests(db, leftover)
     return stats
 
 
@@ -286,9 +287,9 @@ def stray(db: sqlite3.Connection, custom_id: str, tag: str) -> tuple[str, str]:
     return UNKNOWN, "is not a request of this workspace"
 
 
-def ingest_file(ws: Workspace, row: dict) -> IngestStats:
+def ingest_file(ws: Workspace, row: FileRow) -> IngestStats:
     """Apply a downloaded batch's results in one transaction; the file is then `ingested`."""
-    paths = [ws.path(row[k]) for k in ("output_path", "error_path") if row[k]]
+    paths = [ws.path(rel) for rel in (row["output_path"], row["error_path"]) if rel]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise LexpilotError(

@@ -38,11 +38,13 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.backends import MANUAL, RUN_HERE, SYNC
 from lexpilot_batch.providers.batch import BatchBackend, BatchInfo, BatchNotFound, BatchStatus
 from lexpilot_batch.providers.sync.runner import FlexRefused, saved_custom_ids
+from lexpilot_batch.state.store import write_meta
 from lexpilot_batch.state.waves import (
     IN_FLIGHT,
     LOST_AFTER,
     SUBMITTED,
     TOKEN_LIMIT,
+    FileRow,
     close_finished_waves,
     file_row,
     files_in,
@@ -51,6 +53,7 @@ from lexpilot_batch.state.waves import (
     mark_lost,
     refused,
     set_file,
+    update_file,
 )
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util.fileio import file_sha256
@@ -98,8 +101,10 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             row = file_row(ws.store.conn, row["pk"])
         elif row["status"] == SUBMITTED:
             backend: BatchBackend = session.batch_backend(row)
+            batch_id = row["batch_id"]
+            assert batch_id is not None  # recorded with `submitted` (`waves.mark_submitted`)
             try:
-                info = backend.retrieve(row["batch_id"])
+                info = backend.retrieve(batch_id)
             except BatchNotFound as exc:
                 if _not_found(ws, row, listed.get(id(backend)), str(exc)):
                     result.lost.append(row["path"])
@@ -121,7 +126,7 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
                 # Too old: cancel it. Its finished requests are kept when it lands as `cancelled`;
                 # the rest go back to due and are retried in the next wave. One that ended in the
                 # meantime (its cancel refused) is taken as it ended, below, and was not cancelled.
-                info = backend.cancel_live(row["batch_id"])
+                info = backend.cancel_live(batch_id)
                 if info.status in (BatchStatus.CANCELLING, BatchStatus.CANCELLED):
                     result.cancelled.append(row["path"])
             if not info.terminal:
@@ -144,14 +149,13 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
     return result
 
 
-def _delete_provider_files(session: Session, row: dict) -> int:
+def _delete_provider_files(session: Session, row: FileRow) -> int:
     """Delete at the provider the files of an ingested batch file (module docstring); how many."""
     if session.options.keep_provider_files or not session.file_route(row).limits.delete_files:
         return 0
     backend: BatchBackend = session.batch_backend(row)
     deleted = 0
-    for key in ("provider_file_id", "output_file_id", "error_file_id"):
-        file_id = row.get(key)
+    for file_id in (row.get("provider_file_id"), row.get("output_file_id"), row.get("error_file_id")):
         if not file_id:
             continue
         try:
@@ -161,19 +165,21 @@ def _delete_provider_files(session: Session, row: dict) -> int:
     return deleted
 
 
-def _not_found(ws: Workspace, row: dict, listed: set[str] | None, message: str) -> bool:
+def _not_found(ws: Workspace, row: FileRow, listed: set[str] | None, message: str) -> bool:
     """Count a 404 for the file's batch; after `LOST_AFTER` in a row, and when the provider's own
     listing of our batches works and does not show it, the batch is lost. Returns whether it is."""
     count = (row["not_found"] or 0) + 1
+    batch_id = row["batch_id"]
+    assert batch_id is not None  # a submitted file's
     with ws.store.transaction() as db:
-        db.execute("UPDATE files SET not_found = ? WHERE pk = ?", (count, row["pk"]))
-        if count >= LOST_AFTER and listed is not None and row["batch_id"] not in listed:
-            mark_lost(db, row["pk"], lost_reason(row["batch_id"], f"HTTP 404 {count} times in a row"))
+        update_file(db, row["pk"], not_found=count)
+        if count >= LOST_AFTER and listed is not None and batch_id not in listed:
+            mark_lost(db, row["pk"], lost_reason(batch_id, f"HTTP 404 {count} times in a row"))
             return True
     return False
 
 
-def _quota_refusal(ws: Workspace, row: dict, info: BatchInfo) -> bool:
+def _quota_refusal(ws: Workspace, row: FileRow, info: BatchInfo) -> bool:
     """A batch refused for the enqueued-token quota: lower the model's budget and let the file wait
     to be created again. False once it was refused `MAX_QUOTA_REFUSALS` times: then it is ingested
     as failed, and its requests go to the next wave."""
@@ -193,7 +199,7 @@ def _quota_refusal(ws: Workspace, row: dict, info: BatchInfo) -> bool:
     return True
 
 
-def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
+def _run_sync(ws: Workspace, session: Session, row: FileRow) -> None:
     """Execute a file through its API's synchronous call (`providers.sync.runner`); its output file grows as answers arrive."""
     path = ws.path(row["path"])
     # `submit` only marked the file: it is read now, so this is the last moment to check that it
@@ -223,14 +229,14 @@ def _run_sync(ws: Workspace, session: Session, row: dict) -> None:
         mark_downloaded(db, row["pk"], BatchStatus.COMPLETED, counts, ws.relative(out))
 
 
-def _fall_back(ws: Workspace, row: dict, out: Path, why: str) -> None:
+def _fall_back(ws: Workspace, row: FileRow, out: Path, why: str) -> None:
     """A flex file refused for good: its saved lines are its output, its other requests never ran
     (a cancelled batch's), and its model travels by batch from now on (the module docstring)."""
     saved = len(saved_custom_ids(out))
     counts = {"total": row["n_requests"], "completed": saved, "failed": 0}
     with ws.store.transaction() as db:
         refused = set(flex_refused(db)) | {row["model"]}
-        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (FLEX_REFUSED, json.dumps(sorted(refused))))
+        write_meta(db, FLEX_REFUSED, json.dumps(sorted(refused)))
         mark_downloaded(
             db,
             row["pk"],
@@ -241,7 +247,7 @@ def _fall_back(ws: Workspace, row: dict, out: Path, why: str) -> None:
         )
 
 
-def _download(ws: Workspace, backend: BatchBackend, row: dict, info: BatchInfo) -> None:
+def _download(ws: Workspace, backend: BatchBackend, row: FileRow, info: BatchInfo) -> None:
     """Save the batch's result files untouched, then record that they are saved."""
     stem = Path(row["path"]).stem
     out_dir = ws.wave_dir("responses", row["wave"])

@@ -15,7 +15,6 @@ happens once the previous one is closed), so `after_wave` is the last closed wav
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -24,6 +23,7 @@ from lexpilot_batch.benchmark.tasks import in_order
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.state.queries import check_run_filters
 from lexpilot_batch.state.states import ThreadState
+from lexpilot_batch.state.threads import rearm_threads, record_retry
 from lexpilot_batch.state.workspace import Workspace
 
 
@@ -96,14 +96,8 @@ def retry_failed(ws: Workspace, selection: RetrySelection) -> RetryResult:
         if not chosen:
             return result
         after = db.execute("SELECT COALESCE(MAX(n), 0) FROM waves WHERE closed_at IS NOT NULL").fetchone()[0]
-        db.executemany(
-            f"UPDATE threads SET status = '{ThreadState.ACTIVE}', reason = NULL, fresh_after = ? WHERE pk = ? AND status = '{ThreadState.FAILED}'",
-            [(after, r["pk"]) for r in chosen],
-        )
-        db.execute(
-            "INSERT INTO retries (at, selection, threads, after_wave) VALUES (?, ?, ?, ?)",
-            (time.time(), json.dumps(selection.to_json(), ensure_ascii=False), len(chosen), after),
-        )
+        rearm_threads(db, [r["pk"] for r in chosen], after)
+        record_retry(db, selection.to_json(), len(chosen), after)
     counts = Counter(r["task"] for r in chosen)
     result.threads = len(chosen)
     result.by_task = {t: counts[t] for t in in_order(counts)}

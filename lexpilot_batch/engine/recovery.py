@@ -42,9 +42,10 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.engine.result_lines import read_lines
 from lexpilot_batch.errors import LexpilotError
@@ -68,7 +69,9 @@ from lexpilot_batch.state.waves import (
     SUBMITTED,
     TO_SUBMIT,
     TOKEN_LIMIT,
+    FileRow,
     file_at,
+    file_of_upload,
     keep_aside,
     mark_submitted,
     set_file,
@@ -91,7 +94,7 @@ SWEEP_MARGIN = 3600.0  # seconds before the oldest batch in flight that the list
 CLOCK_SKEW = 120.0
 
 
-def batch_tag(ws: Workspace, row: dict) -> dict[str, str]:
+def batch_tag(ws: Workspace, row: Mapping[str, Any]) -> dict[str, str]:
     """Metadata naming the workspace file and which of its creates this is: how a batch is found
     again after a crash, and how a duplicate is told from its file's own batch."""
     tag = {
@@ -126,7 +129,7 @@ class Earlier:
         self.ws = ws
         self._listed: dict[int, list[BatchInfo]] = {}
 
-    def find(self, backend: BatchBackend, row: dict) -> list[BatchInfo] | None:
+    def find(self, backend: BatchBackend, row: FileRow) -> list[BatchInfo] | None:
         """The file's earlier batches the database does not know, the one to adopt first."""
         if not backend.tags_batches:
             return None
@@ -167,7 +170,7 @@ def _create_number(info: BatchInfo) -> int:
         return 0
 
 
-def adopt(ws: Workspace, row: dict, earlier: list[BatchInfo]) -> None:
+def adopt(ws: Workspace, row: FileRow, earlier: list[BatchInfo]) -> None:
     """Record the first of a file's earlier batches as its own, as its create would have been; the
     ended others are kept aside as they were the first time (refused for the quota, or duplicates),
     and one still running is left to the next poll's sweep, which cancels it. The file's next
@@ -189,12 +192,14 @@ class Lookup:
 
     ws: Workspace
     backend: BatchBackend
-    row: dict
+    row: FileRow
     tag: dict[str, str]  # `batch_tag` of this create
 
     def create(self) -> BatchInfo:
         source = BatchSource(self.ws.path(self.row["path"]), parse_model(self.row["model"]).sent)
-        return self.backend.create(self.row["provider_file_id"], self.tag, self.row.get("url"), source)
+        file_id = self.row["provider_file_id"]
+        assert file_id is not None  # a file is uploaded before its batch is created
+        return self.backend.create(file_id, self.tag, self.row.get("url"), source)
 
     def find(self, sent: float | None) -> BatchInfo | None:
         """The batch this file's create (sent at `sent`) made, if the provider shows it."""
@@ -208,14 +213,14 @@ def _rate_wait(exc: RateLimited, attempt: int) -> float:
     return clock.RETRY.wait(attempt, exc.retry_after)
 
 
-def upload_name(ws: Workspace, row: dict) -> str:
+def upload_name(ws: Workspace, row: FileRow) -> str:
     """The name a workspace file is uploaded under: the workspace's tag, the start of its content's
     hash and its own name, so that an upload in the provider's listing under this name holds these
     very bytes (`upload_once`), whichever workspace of the account looks."""
     return f"lexpilot-{id_tag(ws.workspace_id)}-{row['sha256'][:12]}-{PurePosixPath(row['path']).name}"
 
 
-def upload_once(ws: Workspace, backend: BatchBackend, row: dict) -> str:
+def upload_once(ws: Workspace, backend: BatchBackend, row: FileRow) -> str:
     """Upload the file once, returning its id at the provider: where an earlier upload may have
     reached it (its answer lost, or the command died before recording the id), the provider's
     listing is looked in first, and an upload found there is the file's; after a lost answer it is
@@ -247,11 +252,13 @@ def upload_once(ws: Workspace, backend: BatchBackend, row: dict) -> str:
     raise last
 
 
-def _uploaded(ws: Workspace, backend: BatchBackend, row: dict) -> str | None:
+def _uploaded(ws: Workspace, backend: BatchBackend, row: FileRow) -> str | None:
     """The id of the file's earlier upload, if the provider holds one; of several (more than one
     answer lost), the newest is the file's and the others are deleted where the backend deletes."""
     name = upload_name(ws, row)
-    since = row["uploading_at"] - CLOCK_SKEW
+    uploading_at = row["uploading_at"]
+    assert uploading_at is not None  # recorded before the first upload is sent (`upload_once`)
+    since = uploading_at - CLOCK_SKEW
     found = [u for u in backend.uploads(since) if u.name == name and u.bytes in (None, row["bytes"])]
     if not found:
         return None
@@ -353,18 +360,17 @@ def _results_are_ours(look: Lookup, info: BatchInfo) -> bool:
         aside.unlink(missing_ok=True)
 
 
-def _owner(db: sqlite3.Connection, info: BatchInfo, ours: dict[str, str]) -> dict | None:
+def _owner(db: sqlite3.Connection, info: BatchInfo, ours: dict[str, str]) -> FileRow | None:
     """The workspace file a listed batch is of: by its tag, or, untagged, by the upload it was made
     from (an id only this workspace holds); None for a batch of no file of ours."""
     if tagged_by(info, ours):
         return file_at(db, info.metadata.get("lexpilot_file", ""))
     if info.input_file_id is None:
         return None
-    row = db.execute("SELECT * FROM files WHERE provider_file_id = ?", (info.input_file_id,)).fetchone()
-    return dict(row) if row is not None else None
+    return file_of_upload(db, info.input_file_id)
 
 
-def sweep(ws: Workspace, session: Session, rows: list[dict], duplicates: list[str]) -> dict[int, set[str]]:
+def sweep(ws: Workspace, session: Session, rows: list[FileRow], duplicates: list[str]) -> dict[int, set[str]]:
     """List the workspace's tagged batches at each provider that holds a batch of ours in flight;
     cancel every live one that is not its file's recorded batch (a create committed after its
     answer was lost, and created again), and keep it aside; the ids cancelled are added to

@@ -135,7 +135,7 @@ class View:
             ).fetchone()
             self.below = _Below(low, self.opened.rows + n, self.opened.failed + int(failed))
         for group, (prefixes, rows, _) in list(self.kept.items()):
-            # `compiler._REQUEST_COLUMNS` ends with the pk.
+            # `requests.REQUEST_COLUMNS` ends with the pk.
             if any(r[-1] >= low for r in rows):
                 self.kept[group] = (prefixes, [r for r in rows if r[-1] < low], None)
 

@@ -38,6 +38,7 @@ from lexpilot_batch.state.waves import (
     CREATING,
     TO_SUBMIT,
     UPLOADED,
+    FileRow,
     create_refused,
     discard_unsent_file,
     files_in,
@@ -106,7 +107,8 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
             file_id = upload_once(ws, backend, row)
             with ws.store.transaction() as db:
                 mark_uploaded(db, row["pk"], file_id)
-            row.update(status=UPLOADED, provider_file_id=file_id)
+            row["status"] = UPLOADED
+            row["provider_file_id"] = file_id
         batch: BatchInfo | None = None
         try:
             if row["status"] == CREATING:
@@ -120,9 +122,9 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
             if batch is None:
                 row["creates"] = (row["creates"] or 0) + 1
                 look = Lookup(ws, backend, row, batch_tag(ws, row))
-                row["creating_at"] = time.time()
+                row["creating_at"] = at = time.time()
                 with ws.store.transaction() as db:
-                    mark_creating(db, row["pk"], row["creates"], row["creating_at"])
+                    mark_creating(db, row["pk"], row["creates"], at)
                 batch = create_once(look, session.options.create_grace)
         except UnresolvedCreate as exc:
             result.unresolved.append(f"{row['path']}: {exc}")
@@ -142,7 +144,7 @@ def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None]
     return result
 
 
-def _refused_at_create(ws: Workspace, row: dict, message: str) -> None:
+def _refused_at_create(ws: Workspace, row: FileRow, message: str) -> None:
     """A create refused for the enqueued-token quota (`batch.QuotaRefused`), in one transaction:
     the model's budget lowered (`budgets.lower_after_refusal`), the file back to `uploaded`."""
     with ws.store.transaction() as db:
@@ -152,7 +154,7 @@ def _refused_at_create(ws: Workspace, row: dict, message: str) -> None:
         create_refused(db, row["pk"])
 
 
-def _room(ws: Workspace, session: Session, row: dict, full: set[str]) -> bool | None:
+def _room(ws: Workspace, session: Session, row: FileRow, full: set[str]) -> bool | None:
     """Whether the file's model has room for it under its enqueued-token budget now; None when it
     never will (larger than the whole budget, which a refusal lowered): then the file is discarded,
     and its requests are asked again in the next wave, in files cut to the budget."""

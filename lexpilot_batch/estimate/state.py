@@ -22,6 +22,7 @@ from lexpilot_batch.data import Case, DatasetFile, stored_case
 from lexpilot_batch.engine.compiler import case_requests
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.providers.bodies.request import RoleRequest
+from lexpilot_batch.state.requests import RequestRow
 from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.store import DB_NAME
 from lexpilot_batch.state.waves import target_wave
@@ -120,7 +121,7 @@ class Group:
     ctx: CaseContext
     threads: list[tuple[str, str]]
     answers: dict[str, Answer] = field(default_factory=dict)
-    history: dict[str, list] = field(default_factory=dict)
+    history: dict[str, list[RequestRow]] = field(default_factory=dict)
     in_flight: list[Pending] = field(default_factory=list)
 
     @property

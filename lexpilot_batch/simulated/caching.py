@@ -61,6 +61,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
+from lexpilot_batch.providers.google.spec import NAME as GOOGLE
+
 OPENAI_RULE = "openai"
 ANTHROPIC_RULE = "anthropic"
 GEMINI_RULE = "gemini"
@@ -307,15 +310,16 @@ def _total(prompt: _Prompt) -> int:
     return total
 
 
+# The rule of each lab whose models cache by their own API's rule (`bodies.model_names.lab_of`), and
+# of the models other labs serve under their own names (DeepSeek's, Qwen's), by a name's start.
+_LAB_RULES = {ANTHROPIC: ANTHROPIC_RULE, GOOGLE: GEMINI_RULE}
+_NAMED_RULES = ((("deepseek",), DEEPSEEK_RULE), (("qwen", "qwq"), DASHSCOPE_RULE))
+
+
 def rule_for(api: str | None, model: str) -> str | None:
-    """The caching rule of a model the simulated provider answers: by its API (`bodies.model_names.lab_of`),
-    DeepSeek's and Qwen's models by their names, any other model the OpenAI routes answer by OpenAI's."""
-    if api == "anthropic":
-        return ANTHROPIC_RULE
-    if api == "google":
-        return GEMINI_RULE
-    if model.startswith("deepseek"):
-        return DEEPSEEK_RULE
-    if model.startswith(("qwen", "qwq")):
-        return DASHSCOPE_RULE
-    return OPENAI_RULE
+    """The caching rule of a model the simulated provider answers: by its lab's API
+    (`bodies.model_names.lab_of`), DeepSeek's and Qwen's models by their names, any other model
+    the OpenAI routes answer by OpenAI's."""
+    return _LAB_RULES.get(api or "") or next(
+        (rule for starts, rule in _NAMED_RULES if model.startswith(starts)), OPENAI_RULE
+    )

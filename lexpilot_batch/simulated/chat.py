@@ -1,7 +1,7 @@
 """A synchronous call on any of the simulated provider's APIs, answered as a batch line is.
 
-OpenAI's chat completions (`api`), Anthropic's Messages (`anthropic_api`) and Gemini's
-generateContent (`gemini_api`) each answer one request at once, after its simulated latency
+OpenAI's chat completions (`apis.openai`, and Together's), Anthropic's Messages (`apis.anthropic`)
+and Gemini's generateContent (`apis.gemini`) each answer one request at once, after its simulated latency
 (`latency.chat_seconds`). The client's id of the call (`X-Client-Request-Id`; the sync backend sends
 the request line's id) stands for the custom_id of a batch line: the answer, its usage and its
 content faults are then drawn exactly as a batch draws them, so a request answers the same whichever
@@ -93,3 +93,8 @@ def answer(
     if flex:
         answer["service_tier"] = FLEX
     return answer
+
+
+def on_flex(answer: Any) -> bool:
+    """Whether a chat completion says it ran on the flex tier (its `service_tier`)."""
+    return isinstance(answer, dict) and answer.get("service_tier") == FLEX

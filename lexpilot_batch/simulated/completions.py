@@ -3,12 +3,13 @@
 Used by the synchronous route and by every line of a batch. A body is checked as OpenAI checks it,
 the parameters a reasoning model refuses included (an HTTP 400, or a 400 line in a batch), and a
 model the route cannot serve is answered as OpenAI answers one, 404 `model_not_found`, saying why
-(`providers.bodies.model_names`: this route serves every lab's models, as `--provider simulated` sends them
-all here, but no name with our prefix left on and no near miss of an SDK's model list). The
-answer comes from `models`; this module adds the envelope (ids, `usage` with cached and reasoning tokens, `finish_reason`) and the
-per-request content faults: truncation (`finish_reason="length"`, content cut), malformed judge
-JSON, empty content, content-filtered answers and refusals. Token counts are estimates (about 1.5 characters per token, which is
-roughly right for Chinese), enough for the product's usage bookkeeping.
+(`providers.bodies.model_names`: this route serves every lab's models, as `--provider simulated`
+sends them all here, but no name with our prefix left on and no near miss of an SDK's model list).
+The answer comes from `roles`; this module adds the envelope (ids, `usage` with cached and
+reasoning tokens, `finish_reason`) and the per-request content faults: truncation
+(`finish_reason="length"`, content cut), malformed judge JSON, empty content, content-filtered
+answers and refusals. Token counts are estimates (about 1.5 characters per token, which is roughly
+right for Chinese), enough for the product's usage bookkeeping.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 from lexpilot_batch.providers.anthropic import contract as anthropic_contract
 from lexpilot_batch.providers.anthropic.spec import NAME as ANTHROPIC
 from lexpilot_batch.providers.bodies import model_names as served
-from lexpilot_batch.providers.bodies.schema import MISSING, RANGE, TYPE, UNKNOWN, UNSUPPORTED
+from lexpilot_batch.providers.bodies.schema import MISSING, RANGE, TYPE, UNKNOWN, UNSUPPORTED, Problem
 from lexpilot_batch.providers.google import contract as google_contract
 from lexpilot_batch.providers.google.spec import NAME as GOOGLE
 from lexpilot_batch.providers.openai import contract as openai_contract
@@ -123,24 +125,42 @@ _WORDING = {
 }
 
 
+def _claude(model: str, body: dict[str, Any]) -> list[Problem]:
+    return anthropic_contract.problems(body)
+
+
+def _gemini(model: str, body: dict[str, Any]) -> list[Problem]:
+    if "generationConfig" not in body:
+        return []  # a line the Gemini routes made of a request they checked (`apis.gemini`)
+    # A Gemini body rehearsed over the OpenAI routes: its fields beside one text content.
+    rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
+    return google_contract.problems({"contents": [{"role": "user", "parts": [{"text": "x"}]}], **rest}, model)
+
+
+def _openai(model: str, body: dict[str, Any]) -> list[Problem]:
+    return openai_contract.problems(body, first_party=True, known_extensions=True)
+
+
+def _compatible(model: str, body: dict[str, Any]) -> list[Problem]:
+    return openai_contract.problems(body, first_party=False, known_extensions=True)
+
+
+# The contract a body on the OpenAI routes is held to, by its model's lab (`served.lab_of`): a Claude
+# or Gemini body (rehearsed here with `--provider simulated`) to its own API's, an OpenAI model's
+# to OpenAI's own API, any other (a deployment, a compatible server's model) to an
+# OpenAI-compatible endpoint's rules, as `prepare` holds it.
+_CONTRACTS: dict[str | None, Callable[[str, dict[str, Any]], list[Problem]]] = {
+    ANTHROPIC: _claude,
+    GOOGLE: _gemini,
+    OPENAI: _openai,
+}
+
+
 def _check_contract(model: str, body: dict[str, Any]) -> None:
-    """Refuse what the contract the client keeps refuses (`providers.openai.contract`: the installed
-    SDK's types, and the model family's rules), so a clean rehearsal means a clean first wave. A
-    model OpenAI's families name is held to OpenAI's own API; any other (a deployment, a
-    compatible server's model) to an OpenAI-compatible endpoint's rules, as `prepare` holds it, but
-    for its own fields: of those it takes only the documented extensions (vLLM's, DashScope's); a
-    Claude or Gemini model's body (rehearsed here with `--provider simulated`) to its own API's."""
-    api = served.lab_of(model, also=False)
-    if api == ANTHROPIC:  # a Claude body rehearsed over the OpenAI routes (`--provider simulated`)
-        found = anthropic_contract.problems(body)
-    elif api == GOOGLE:
-        if "generationConfig" not in body:
-            return  # a line the Gemini routes made of a request they checked (`gemini_api`)
-        # A Gemini body rehearsed over the OpenAI routes: its fields beside one text content.
-        rest = {k: v for k, v in body.items() if k not in ("model", "messages")}
-        found = google_contract.problems({"contents": [{"role": "user", "parts": [{"text": "x"}]}], **rest}, model)
-    else:
-        found = openai_contract.problems(body, first_party=api == OPENAI, known_extensions=True)
+    """Refuse what the contract the client keeps refuses (the installed SDK's types, and the model
+    family's rules: `_CONTRACTS`), so a clean rehearsal means a clean first wave. A compatible
+    endpoint's own fields are those it takes of the documented extensions (vLLM's, DashScope's)."""
+    found = _CONTRACTS.get(served.lab_of(model, also=False), _compatible)(model, body)
     if found:
         first = found[0]
         message, code = _WORDING.get(first.kind, _WORDING[TYPE])
@@ -244,7 +264,7 @@ def complete(
         "prompt_tokens_details": {
             "cached_tokens": cached,
             "audio_tokens": 0,
-            # Not an OpenAI field: Anthropic's cache writes, for its routes (`anthropic_api`).
+            # Not an OpenAI field: Anthropic's cache writes, for its routes (`apis.anthropic`).
             **({"cache_write_tokens": cache.written} if cache.written else {}),
         },
         "completion_tokens_details": {

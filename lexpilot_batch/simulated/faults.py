@@ -4,7 +4,7 @@ A spec looks like `"line_error=0.05,truncate=0.02,malformed_judge=0.1,expire_bat
 fail_batch=0.05,http_429=0.05,http_500=0.05,latency=2,seed=7"`; every key is optional and every
 fault is off by default. `LEXPILOT_SIM_FAULTS` supplies the spec when none is given.
 `http_routes=create_batch+file_content` confines the per-call HTTP faults (429, 500, slow answers)
-to the named routes (`ROUTES`).
+to the named routes (`route_names`).
 
 Per-request and per-batch faults are drawn from a hash of (fault seed, kind, custom_id or batch
 input content), never from counters kept in memory: a restarted server, or a client that resubmits
@@ -47,49 +47,13 @@ SECONDS = ("latency", "sync_latency", "retry_after", "slow_seconds", "flex_laten
 FRACTIONS = ("latency_spread",)
 COUNTS = ("token_limit", "refuse_at_create", "file_cap")
 
-# The routes of the simulated server by name, for `http_routes` (the `Api` method behind each).
-ROUTES = (
-    "upload_file",
-    "list_files",
-    "file_content",
-    "retrieve_file",
-    "delete_file",
-    "create_batch",
-    "list_batches",
-    "retrieve_batch",
-    "cancel_batch",
-    "chat_completion",
-    "anthropic_create",
-    "anthropic_list",
-    "anthropic_retrieve",
-    "anthropic_cancel",
-    "anthropic_results",
-    "anthropic_message",
-    "gemini_upload_start",
-    "gemini_upload_chunk",
-    "gemini_get_file",
-    "gemini_download",
-    "gemini_create",
-    "gemini_list",
-    "gemini_get",
-    "gemini_cancel",
-    "gemini_generate",
-    "mistral_create",
-    "mistral_list",
-    "mistral_get",
-    "mistral_cancel",
-    "together_upload_start",
-    "together_upload_put",
-    "together_preprocess",
-    "together_get_file",
-    "together_file_content",
-    "together_create",
-    "together_list",
-    "together_get",
-    "together_cancel",
-)
-# The routes that create a batch (the `late_create` fault holds them).
-CREATE_ROUTES = frozenset({"create_batch", "anthropic_create", "gemini_create", "mistral_create", "together_create"})
+
+def route_names() -> tuple[str, ...]:
+    """The routes of the simulated server by name, for `http_routes`: each API's, as it declares
+    them (`apis`)."""
+    from lexpilot_batch.simulated import apis  # its modules import this one: looked up when first asked
+
+    return apis.ROUTE_NAMES
 
 
 class FaultSpecError(ConfigError, ValueError):
@@ -142,7 +106,7 @@ class Faults:
     - `latency_spread`: a fraction f spreading each latency over [L(1 - f), L(1 + f)] (`latency`).
     - `retry_after`: the wait, in seconds, that 429 and 500 answers ask for.
     - `slow_seconds`: how long an `http_slow` answer is held back.
-    - `http_routes`: `+`-separated route names (`ROUTES`) the per-call HTTP faults are confined
+    - `http_routes`: `+`-separated route names (`route_names`) the per-call HTTP faults are confined
       to; empty means every route.
     - `seed`: seed of the fault dice (independent of the simulated models' seed).
     """
@@ -223,10 +187,11 @@ def parse_faults(spec: str | None) -> Faults:
 def _parse_value(key: str, raw: str) -> float | int | str:
     if key == "http_routes":
         names = [name.strip() for name in raw.split("+") if name.strip()]
-        unknown = [name for name in names if name not in ROUTES]
+        known = route_names()
+        unknown = [name for name in names if name not in known]
         if not names or unknown:
             raise FaultSpecError(
-                f"faults spec: http_routes={raw!r} must name routes joined by '+' (known routes: {', '.join(ROUTES)})"
+                f"faults spec: http_routes={raw!r} must name routes joined by '+' (known routes: {', '.join(known)})"
             )
         return "+".join(names)
     if key == "seed" or key in COUNTS:

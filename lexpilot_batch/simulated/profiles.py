@@ -5,7 +5,7 @@ Each platform is served under `/<name>` followed by the platform's own base path
 or the `openai` SDK pointed at `SimulatedServer.profile_url(name)` calls the platform's own routes:
 `/groq/openai/v1/batches`, `/zhipu/api/paas/v4/files`, `/qianfan/v2/batches`,
 `/siliconflow/v1/batches`, `/moonshot/v1/files`, `/ark/api/v3/batch/chat/completions`. A request
-there is run by the OpenAI routes (`api.Api`) with the platform's differences: the file purposes it
+there is run by the OpenAI routes (`apis.openai`) with the platform's differences: the file purposes it
 takes, the batch endpoints (and line urls) it runs, the completion windows it accepts, how many
 requests one file may hold and how large it may be, a new batch's status word, and the body of its
 error answers. Batches created on one platform are not seen on another, nor on OpenAI's `/v1`
@@ -21,6 +21,7 @@ whether it refuses the create or fails the batch), request counts while running.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,11 +43,67 @@ class Profile:
     window_required: bool  # whether a batch must name its completion window
     max_requests: int  # requests per input file
     max_bytes: int  # bytes per input file
-    errors: str  # the shape of its error bodies (`error_body`)
+    # Its error body, of the same status, message and param as OpenAI's in the platform's fields.
+    error_body: Callable[[ApiError], dict[str, Any]]
     new_status: str = "validating"  # the status word of a batch not yet started
     counts_while_new: bool = True  # False: `request_counts` is null while the batch is new
     batches: bool = True  # False: no Files + Batches routes, only the chat completions route
     stream: bool = True  # False: a chat completion with "stream": true is refused
+
+
+# HTTP status -> (code, type) of each platform's error body; statuses not listed take the row of
+# their class (`_row`). Zhipu's codes are business codes, Qianfan's and Ark's names.
+_ZHIPU = {400: "1210", 401: "1001", 404: "1210", 405: "1210", 429: "1302", 500: "500"}
+_QIANFAN = {
+    400: ("invalid_argument", "invalid_request_error"),
+    401: ("access_denied", "invalid_request_error"),
+    404: ("invalid_argument", "invalid_request_error"),
+    429: ("rpm_rate_limit_exceeded", "rate_limit_exceeded"),
+    500: ("internal_error", "internal_error"),
+}
+_MOONSHOT = {
+    400: "invalid_request_error",
+    401: "invalid_authentication_error",
+    404: "resource_not_found_error",
+    429: "rate_limit_reached_error",
+    500: "server_error",
+}
+_ARK = {
+    400: ("InvalidParameter", "BadRequest"),
+    401: ("AuthenticationError", "Unauthorized"),
+    404: ("InvalidEndpointOrModel.NotFound", "NotFound"),
+    429: ("RateLimitExceeded.EndpointRPMExceeded", "TooManyRequests"),
+    500: ("InternalServiceError", "InternalServiceError"),
+}
+
+
+def _row(table: dict[int, Any], status: int) -> Any:
+    if status in table:
+        return table[status]
+    return table[500] if status >= 500 else table[400]
+
+
+def _zhipu(error: ApiError) -> dict[str, Any]:
+    return {"error": {"code": _row(_ZHIPU, error.status), "message": error.message}}
+
+
+def _qianfan(error: ApiError) -> dict[str, Any]:
+    code, kind = _row(_QIANFAN, error.status)
+    return {"error": {"code": code, "message": error.message, "type": kind}, "id": "as-simulated"}
+
+
+def _siliconflow(error: ApiError) -> dict[str, Any]:
+    code = 20012 if error.code == "model_not_found" else error.status
+    return {"code": code, "message": error.message, "data": None}
+
+
+def _moonshot(error: ApiError) -> dict[str, Any]:
+    return {"error": {"type": _row(_MOONSHOT, error.status), "message": error.message}}
+
+
+def _ark(error: ApiError) -> dict[str, Any]:
+    code, kind = _row(_ARK, error.status)
+    return {"error": {"code": code, "message": error.message, "param": error.param or "", "type": kind}}
 
 
 PROFILES: dict[str, Profile] = {
@@ -66,7 +123,7 @@ PROFILES: dict[str, Profile] = {
             True,
             50_000,
             100 * MB,
-            "openai",
+            ApiError.body,  # OpenAI's
         ),
         # Zhipu BigModel: https://docs.bigmodel.cn/cn/guide/tools/batch (lines name
         # /v4/chat/completions, at most 50,000 requests and 100 MB per file) and `POST /paas/v4/batches`
@@ -85,7 +142,7 @@ PROFILES: dict[str, Profile] = {
             False,
             50_000,
             100 * MB,
-            "zhipu",
+            _zhipu,
         ),
         # Baidu Qianfan: `POST /v2/batches` (https://cloud.baidu.com/doc/qianfan-api/s/xmk297s1a: a
         # window of 1-672 h written as a number and `h`; endpoint /v2/chat/completions; the input
@@ -102,7 +159,7 @@ PROFILES: dict[str, Profile] = {
             True,
             5_000,
             1024 * MB,
-            "qianfan",
+            _qianfan,
         ),
         # SiliconFlow: https://docs.siliconflow.cn/cn/userguide/guides/batch (at most 5,000 lines and
         # 1 GB per file) and https://docs.siliconflow.cn/cn/api-reference/batch/create-batch (a window
@@ -120,7 +177,7 @@ PROFILES: dict[str, Profile] = {
             True,
             5_000,
             1024 * MB,
-            "siliconflow",
+            _siliconflow,
             new_status="in_queue",
             counts_while_new=False,
         ),
@@ -139,7 +196,7 @@ PROFILES: dict[str, Profile] = {
             True,
             50_000,
             100 * MB,
-            "moonshot",
+            _moonshot,
         ),
         # Volcengine Ark: no Files + Batches, only `POST /api/v3/batch/chat/completions`
         # (https://www.volcengine.com/docs/82379/1449576: the fields of ChatCompletions, but "stream"
@@ -157,7 +214,7 @@ PROFILES: dict[str, Profile] = {
             True,
             0,
             0,
-            "ark",
+            _ark,
             batches=False,
             stream=False,
         ),
@@ -198,55 +255,3 @@ def window_seconds(profile: Profile, window: Any) -> int:
             code="invalid_value",
         )
     return hours * 3600
-
-
-# HTTP status -> (code, type) of each platform's error body; statuses not listed take the last row's
-# neighbour by class (`_row`). Zhipu's codes are business codes, Qianfan's and Ark's names.
-_ZHIPU = {400: "1210", 401: "1001", 404: "1210", 405: "1210", 429: "1302", 500: "500"}
-_QIANFAN = {
-    400: ("invalid_argument", "invalid_request_error"),
-    401: ("access_denied", "invalid_request_error"),
-    404: ("invalid_argument", "invalid_request_error"),
-    429: ("rpm_rate_limit_exceeded", "rate_limit_exceeded"),
-    500: ("internal_error", "internal_error"),
-}
-_MOONSHOT = {
-    400: "invalid_request_error",
-    401: "invalid_authentication_error",
-    404: "resource_not_found_error",
-    429: "rate_limit_reached_error",
-    500: "server_error",
-}
-_ARK = {
-    400: ("InvalidParameter", "BadRequest"),
-    401: ("AuthenticationError", "Unauthorized"),
-    404: ("InvalidEndpointOrModel.NotFound", "NotFound"),
-    429: ("RateLimitExceeded.EndpointRPMExceeded", "TooManyRequests"),
-    500: ("InternalServiceError", "InternalServiceError"),
-}
-
-
-def _row(table: dict[int, Any], status: int) -> Any:
-    if status in table:
-        return table[status]
-    return table[500] if status >= 500 else table[400]
-
-
-def error_body(error: ApiError, profile: Profile) -> dict[str, Any]:
-    """The error body of the platform's shape (see each profile): the same status, message and
-    param as OpenAI's, in the platform's fields."""
-    shape = profile.errors
-    if shape == "zhipu":
-        return {"error": {"code": _row(_ZHIPU, error.status), "message": error.message}}
-    if shape == "qianfan":
-        code, kind = _row(_QIANFAN, error.status)
-        return {"error": {"code": code, "message": error.message, "type": kind}, "id": "as-simulated"}
-    if shape == "siliconflow":
-        code = 20012 if error.code == "model_not_found" else error.status
-        return {"code": code, "message": error.message, "data": None}
-    if shape == "moonshot":
-        return {"error": {"type": _row(_MOONSHOT, error.status), "message": error.message}}
-    if shape == "ark":
-        code, kind = _row(_ARK, error.status)
-        return {"error": {"code": code, "message": error.message, "param": error.param or "", "type": kind}}
-    return error.body()

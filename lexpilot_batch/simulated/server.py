@@ -1,20 +1,21 @@
-"""The HTTP side of the simulated provider: a loopback-only server the `openai`, `anthropic` and
-`google-genai` SDKs talk to.
+"""The HTTP side of the simulated provider: a loopback-only server the `openai`, `anthropic`,
+`google-genai`, `mistralai` and `together` SDKs talk to.
 
-`SimulatedServer` serves the routes of `api.Api` from a daemon thread (stdlib
-`ThreadingHTTPServer`, HTTP/1.1 keep-alive); `serve_forever` runs one in the foreground. On one
-port: OpenAI's under `/v1` (`base_url`), Mistral's batch jobs under `/v1/batch/jobs` (the same
-`base_url`, its files OpenAI's routes), Anthropic's Message Batches under `/v1/messages/batches`
-and Gemini's Batch Mode under `/v1beta` and `/upload/v1beta` (both at `root_url`), and each API's
-synchronous call (chat completions, Messages, generateContent: `chat`). The OpenAI-compatible
-platforms' batch APIs (Groq, Zhipu, Qianfan, SiliconFlow, Moonshot) and Ark's batch chat route are
-served under `/<platform>` and the platform's base path (`profile_url`), by the OpenAI routes run
-with that platform's differences (`profiles`), their errors in its shape. Every answer is
-JSON except file contents, and every failure is the error body of its route's API with its HTTP
-status. The HTTP 429/500/529 faults are injected here, before a route runs, so a faulted call never
-changes state and the SDK's own retry is always safe (529, Anthropic's "overloaded", is Google's
-503). A slow answer (`http_slow`) is held back *after* its route ran, as when a provider does the
-work but answers after the client gave up: a retried POST then acts twice, as it would for real.
+`SimulatedServer` serves every API's routes (`apis`, each module of which declares its own) from a
+daemon thread (stdlib `ThreadingHTTPServer`, HTTP/1.1 keep-alive); `serve_forever` runs one in the
+foreground. The server only dispatches: it finds the route a call is for (`apis.find`), asks for a
+key, applies the per-call faults, calls the route's handler with the `routes.Request`, and answers
+what it returns, or its `ApiError` in the error shape the route's API declares. It never asks
+which API a call is for. On one port: OpenAI's under `/v1` (`base_url`), the others where their
+provider's base URL points (`native_url`), and the OpenAI-compatible platforms' batch APIs
+(Groq, Zhipu, Qianfan, SiliconFlow, Moonshot) and Ark's batch chat route under `/<platform>` and
+the platform's base path (`profile_url`), by the OpenAI routes run with that platform's
+differences (`profiles`), their errors in its shape. Every answer is JSON except file contents.
+The HTTP 429/500/529 faults are injected here, before a route runs, so a faulted call never
+changes state and the SDK's own retry is always safe (529, Anthropic's "overloaded", is the status
+each API declares: Google's 503). A slow answer (`http_slow`) is held back *after* its route ran, as
+when a provider does the work but answers after the client gave up: a retried POST then acts
+twice, as it would for real.
 """
 
 from __future__ import annotations
@@ -24,95 +25,34 @@ import ipaddress
 import json
 import logging
 import os
-import random
-import re
 import socket
 import sys
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.simulated import chat, profiles
-from lexpilot_batch.simulated.api import Api
-from lexpilot_batch.simulated.errors import ApiError, error_body
-from lexpilot_batch.simulated.faults import CREATE_ROUTES, Faults, parse_faults
-from lexpilot_batch.simulated.gemini_api import Reply
+from lexpilot_batch.providers.together.spec import NAME as TOGETHER
+from lexpilot_batch.simulated import apis, profiles
+from lexpilot_batch.simulated.calls import Calls
+from lexpilot_batch.simulated.errors import ApiError
+from lexpilot_batch.simulated.faults import Faults, parse_faults
+from lexpilot_batch.simulated.routes import Handlers, Reply, Request
 from lexpilot_batch.simulated.store import Store
-from lexpilot_batch.simulated.together_api import Answer
 from lexpilot_batch.util.waiting import join
 
 log = logging.getLogger(__name__)
 
-# (method, path pattern, route name, what its method is given, the API it belongs to); a route
-# named `anthropic_x` (`gemini_x`, `mistral_x`, `together_x`) is `Api.anthropic.x` (`Api.gemini.x`, ...).
-_ROUTES: list[tuple[str, re.Pattern[str], str, str, str]] = [
-    ("POST", re.compile(r"/v1/files"), "upload_file", "multipart", "openai"),
-    ("GET", re.compile(r"/v1/files"), "list_files", "query", "openai"),
-    ("GET", re.compile(r"/v1/files/([^/]+)/content"), "file_content", "id", "openai"),
-    ("GET", re.compile(r"/v1/files/([^/]+)"), "retrieve_file", "id", "openai"),
-    ("DELETE", re.compile(r"/v1/files/([^/]+)"), "delete_file", "id", "openai"),
-    ("POST", re.compile(r"/v1/batches"), "create_batch", "json", "openai"),
-    ("GET", re.compile(r"/v1/batches"), "list_batches", "query", "openai"),
-    ("GET", re.compile(r"/v1/batches/([^/]+)"), "retrieve_batch", "id", "openai"),
-    ("POST", re.compile(r"/v1/batches/([^/]+)/cancel"), "cancel_batch", "id", "openai"),
-    ("POST", re.compile(r"/v1/chat/completions"), "chat_completion", "chat", "openai"),
-    # Volcengine Ark's batch chat route (`ark/` names' base URL ends in /batch): a chat completion.
-    ("POST", re.compile(r"/v1/batch/chat/completions"), "chat_completion", "chat", "openai"),
-    ("POST", re.compile(r"/v1/batch/jobs"), "mistral_create", "json", "mistral"),
-    ("GET", re.compile(r"/v1/batch/jobs"), "mistral_list", "query", "mistral"),
-    ("GET", re.compile(r"/v1/batch/jobs/([^/]+)"), "mistral_get", "id", "mistral"),
-    ("POST", re.compile(r"/v1/batch/jobs/([^/]+)/cancel"), "mistral_cancel", "id", "mistral"),
-    ("POST", re.compile(r"/v1/messages/batches"), "anthropic_create", "json", "anthropic"),
-    ("GET", re.compile(r"/v1/messages/batches"), "anthropic_list", "query", "anthropic"),
-    ("GET", re.compile(r"/v1/messages/batches/([^/]+)"), "anthropic_retrieve", "id", "anthropic"),
-    ("POST", re.compile(r"/v1/messages/batches/([^/]+)/cancel"), "anthropic_cancel", "id", "anthropic"),
-    ("GET", re.compile(r"/v1/messages/batches/([^/]+)/results"), "anthropic_results", "id", "anthropic"),
-    ("POST", re.compile(r"/v1/messages"), "anthropic_message", "chat", "anthropic"),
-    ("POST", re.compile(r"/upload/v1beta/files"), "gemini_upload_start", "upload", "gemini"),
-    ("POST", re.compile(r"/upload/v1beta/files/sessions/([^/]+)"), "gemini_upload_chunk", "upload", "gemini"),
-    ("GET", re.compile(r"/v1beta/files/([a-z0-9]+)"), "gemini_get_file", "id", "gemini"),
-    ("GET", re.compile(r"/v1beta/files/([a-z0-9]+):download"), "gemini_download", "id", "gemini"),
-    ("POST", re.compile(r"/v1beta/models/([^/:]+):batchGenerateContent"), "gemini_create", "id+json", "gemini"),
-    ("POST", re.compile(r"/v1beta/models/([^/:]+):generateContent"), "gemini_generate", "id+chat", "gemini"),
-    ("GET", re.compile(r"/v1beta/batches"), "gemini_list", "query", "gemini"),
-    ("GET", re.compile(r"/v1beta/batches/([^/:]+)"), "gemini_get", "id", "gemini"),
-    ("POST", re.compile(r"/v1beta/batches/([^/:]+):cancel"), "gemini_cancel", "id", "gemini"),
-    # Together AI's Batch API (`together_api`): OpenAI's paths with its own shapes, under /together.
-    ("POST", re.compile(r"/together/v1/files"), "together_upload_start", "form", "together"),
-    ("PUT", re.compile(r"/together/upload/([^/]+)/([^/]+)"), "together_upload_put", "upload", "together"),
-    ("POST", re.compile(r"/together/v1/files/([^/]+)/preprocess"), "together_preprocess", "id", "together"),
-    ("GET", re.compile(r"/together/v1/files/([^/]+)/content"), "together_file_content", "id", "together"),
-    ("GET", re.compile(r"/together/v1/files/([^/]+)"), "together_get_file", "id", "together"),
-    ("POST", re.compile(r"/together/v1/batches"), "together_create", "json", "together"),
-    ("GET", re.compile(r"/together/v1/batches"), "together_list", "query", "together"),
-    ("GET", re.compile(r"/together/v1/batches/([^/]+)"), "together_get", "id", "together"),
-    ("POST", re.compile(r"/together/v1/batches/([^/]+)/cancel"), "together_cancel", "id", "together"),
-    ("POST", re.compile(r"/together/v1/chat/completions"), "chat_completion", "chat", "together"),
-]
-
-
-# The routes given a platform's profile besides the ids in their path (`api.Api`'s `profile=`).
-_PROFILED_BY_ID = frozenset({"retrieve_batch", "cancel_batch"})
-
-
-def _handler(api: Api, name: str) -> Callable[..., Any]:
-    for prefix in ("anthropic_", "gemini_", "mistral_", "together_"):
-        if name.startswith(prefix):
-            return getattr(getattr(api, prefix[:-1]), name[len(prefix) :])
-    return getattr(api, name)
+# The headers an API key may come in, each API's SDK's (`SimulatedApi.key`): any of them on any route.
+_KEYS = tuple(dict.fromkeys(api.key for api in apis.APIS))
 
 
 def _authorised(headers: Any) -> bool:
-    """A key in any SDK's header: OpenAI's (and this Anthropic SDK's) bearer, Anthropic's x-api-key, Google's."""
-    return headers.get("Authorization", "").startswith("Bearer ") or bool(
-        headers.get("x-api-key") or headers.get("x-goog-api-key")
-    )
+    """Whether a call carries a key in any SDK's header (OpenAI's bearer, Anthropic's x-api-key, Google's)."""
+    return any((value := headers.get(header) or "") and value.startswith(start) for header, start in _KEYS)
 
 
 def check_loopback(host: str) -> str:
@@ -129,13 +69,6 @@ def check_loopback(host: str) -> str:
             "address (127.0.0.1, another 127.x.x.x, ::1 or localhost), never the network"
         )
     return str(address)
-
-
-def _on_flex(answer: dict) -> bool:
-    """Whether an answer says it ran on the flex tier: chat's `service_tier`, Gemini's
-    `usageMetadata.serviceTier`."""
-    meta = answer.get("usageMetadata")
-    return answer.get("service_tier") == "flex" or (isinstance(meta, dict) and meta.get("serviceTier") == "flex")
 
 
 class _HTTPServer(ThreadingHTTPServer):
@@ -227,59 +160,26 @@ class _Handler(BaseHTTPRequestHandler):
         profile = profiled[0] if profiled else None
         if profiled:
             path = profiled[1]
-        api = (
-            "gemini"
-            if path.startswith(("/v1beta", "/upload/"))
-            else "anthropic"
-            if path.startswith("/v1/messages")
-            else "mistral"
-            if path.startswith("/v1/batch/jobs")
-            else "together"
-            if path.startswith("/together/")
-            else "openai"
-        )
+        api = apis.owner(path)  # whose error shape answers a path no route has
         try:
-            route, args = self._route(method, path, profile)
-            name, style, api = route
-            more: dict[str, Any] = {"profile": profile} if profile else {}
-            # An upload session's URL is its own credential, as Google's (and Together's signed
-            # URL) is: the SDK sends no key there.
-            if not _authorised(self.headers) and name not in ("gemini_upload_chunk", "together_upload_put"):
+            api, route, args = apis.find(method, path, profile)
+            if not route.keyless and not _authorised(self.headers):
                 raise ApiError(
                     401,
                     "You didn't provide an API key. Provide it in an Authorization header (Bearer KEY).",
                     param=None,
                     code="missing_api_key",
                 )
-            sim._record(name, self.headers.get("x-stainless-retry-count", "0"), profile)
-            sim._http_fault(name, api)
-            sim._maybe_late(name)
-            assert sim.api is not None
-            fn = _handler(sim.api, name)
-            if style == "multipart":
-                result = fn(self.headers.get("Content-Type", ""), body, **more)
-            elif style == "json":
-                result = fn(_json(body), **more)
-            elif style == "chat":  # the client's id of the call draws what a batch draws by custom_id
-                result = fn(_json(body), self.headers.get(chat.HEADER), **more)
-            elif style == "id+chat":
-                result = fn(*args, _json(body), self.headers.get(chat.HEADER))
-            elif style == "query":
-                result = fn(query, **more)
-            elif style == "upload":
-                result = fn(self.headers, body, *args)
-            elif style == "id+json":
-                result = fn(*args, _json(body))
-            elif name in _PROFILED_BY_ID:
-                result = fn(*args, **more)
-            elif style == "form":
-                result = fn(self.headers, body, query)
-            else:
-                result = fn(*args)
+            sim.calls.record(route.name, self.headers.get("x-stainless-retry-count", "0"), profile)
+            sim.calls.http_fault(route.name, api.overloaded)
+            if route.creates:
+                sim.calls.late(route.name)
+            request = Request(method, args, query, self.headers, body, profile)
+            result = route.handler(sim.handlers[api.name], request)
         except ApiError as exc:
             if exc.code == "resource_unavailable":  # the flex tier refusing (`chat`)
-                sim._count("flex_429", name)
-            shaped = profiles.error_body(exc, profile) if profile else error_body(exc, api)
+                sim.calls.count("flex_429", route.name)
+            shaped = profile.error_body(exc) if profile else api.error_body(exc)
             self._send(
                 exc.status, json.dumps(shaped, ensure_ascii=False).encode("utf-8"), "application/json", exc.headers
             )
@@ -287,44 +187,25 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:  # a bug of ours: answer like the real service, log it for us
             log.exception("simulated provider failed on %s %s", method, path)
             error = ApiError(500, "The server had an error while processing your request.", type="server_error")
-            shaped = profiles.error_body(error, profile) if profile else error_body(error, api)
+            shaped = profile.error_body(error) if profile else api.error_body(error)
             self._send(500, json.dumps(shaped).encode("utf-8"), "application/json")
             return
-        if isinstance(result, dict) and _on_flex(result):
-            sim._count("flex_answers", name)
-        sim._maybe_slow(name)
-        headers = None
-        if isinstance(result, Answer):  # Together's upload: a 302 to the signed URL, or a 409
-            data = b"" if result.data is None else json.dumps(result.data, ensure_ascii=False).encode("utf-8")
-            self._send(result.status, data, "application/json", result.headers)
-            return
-        if isinstance(result, Reply):
-            result, headers = result.data, result.headers
-        if isinstance(result, bytes):
-            if len(result) > 1 and sim._maybe_cut(name):  # the connection breaks off half-way through the body
-                self._send(200, result, "application/octet-stream", headers, cut=len(result) // 2)
+        if route.on_flex is not None and route.on_flex(result):
+            sim.calls.count("flex_answers", route.name)
+        sim.calls.slow(route.name)
+        reply = result if isinstance(result, Reply) else Reply(result)
+        if isinstance(reply.data, bytes):
+            # The connection may break off half-way through a file's content (`cut_download`).
+            if len(reply.data) > 1 and sim.calls.cut(route.name):
+                self._send(
+                    reply.status, reply.data, "application/octet-stream", reply.headers, cut=len(reply.data) // 2
+                )
                 self.close_connection = True
                 return
-            self._send(200, result, "application/octet-stream", headers)
+            self._send(reply.status, reply.data, "application/octet-stream", reply.headers)
         else:
-            self._send(200, json.dumps(result, ensure_ascii=False).encode("utf-8"), "application/json", headers)
-
-    def _route(
-        self, method: str, path: str, profile: profiles.Profile | None = None
-    ) -> tuple[tuple[str, str, str], tuple[str, ...]]:
-        allowed = False
-        for route_method, pattern, name, style, api in _ROUTES:
-            match = pattern.fullmatch(path)
-            # A platform serves OpenAI's routes only, and Ark its chat completions alone.
-            if match and profile is not None and (api != "openai" or not (profile.batches or style == "chat")):
-                match = None
-            if match:
-                if route_method == method:
-                    return (name, style, api), tuple(unquote(g) for g in match.groups())
-                allowed = True
-        if allowed:
-            raise ApiError(405, f"Method {method} is not allowed on {path}.", code="method_not_allowed")
-        raise ApiError(404, f"Invalid URL ({method} {path})", param=None, code=None)
+            data = b"" if reply.data is None else json.dumps(reply.data, ensure_ascii=False).encode("utf-8")
+            self._send(reply.status, data, "application/json", reply.headers)
 
     def _send(
         self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None, cut: int | None = None
@@ -338,18 +219,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data if cut is None else data[:cut])
-
-
-def _json(body: bytes) -> Any:
-    try:
-        return json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ApiError(
-            400,
-            "We could not parse the JSON body of your request. The OpenAI API expects a JSON payload.",
-            param=None,
-            code=None,
-        ) from None
 
 
 class SimulatedServer:
@@ -369,23 +238,24 @@ class SimulatedServer:
         seed: int = 0,
     ) -> None:
         self.state_dir = Path(state_dir)
-        self.faults = faults if faults is not None else parse_faults(None)
+        self.calls = Calls(faults if faults is not None else parse_faults(None))
         self.host = check_loopback(host)
         self.port = port
         self.seed = seed
-        # calls, http_429, http_500, http_slow, retried calls, flex_429 refusals and flex_answers seen;
-        # each also per route ("calls:upload_file")
-        self.stats: Counter[str] = Counter()
-        self._lock = threading.Lock()
-        self._rng = random.Random(self.faults.seed)
+        self.stats = self.calls.stats  # what `calls` counted, per route too ("calls:upload_file")
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self.api: Api | None = None
+        self.store: Store | None = None
+        # Each API's handlers over the store (`apis`), by the API's name.
+        self.handlers: dict[str, Handlers] = {}
 
     def start(self) -> None:
         if self._httpd is not None:
             return
-        self.api = Api(Store(self.state_dir), self.faults, self.seed, self._roll)
+        self.store = Store(self.state_dir)
+        self.handlers = {
+            api.name: api.handlers(self.store, self.faults, self.seed, self.calls.roll) for api in apis.APIS
+        }
         cls = _HTTPServerV6 if ":" in self.host else _HTTPServer
         try:
             httpd = cls((self.host, self.port), _Handler)
@@ -396,7 +266,8 @@ class SimulatedServer:
             ) from None
         httpd.sim = self
         self._httpd = httpd
-        self.api.anthropic.root = self.api.gemini.root = self.api.together.root = self.root_url
+        for handlers in self.handlers.values():
+            handlers.root = self.root_url
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="lexpilot-simulated", daemon=True
         )
@@ -419,6 +290,16 @@ class SimulatedServer:
         self._thread = None
 
     @property
+    def faults(self) -> Faults:
+        """The faults of this server's calls; set anew, the per-call faults change at once (the
+        handlers keep those they started with)."""
+        return self.calls.faults
+
+    @faults.setter
+    def faults(self, faults: Faults) -> None:
+        self.calls.faults = faults
+
+    @property
     def base_url(self) -> str:
         """The OpenAI base URL (`OPENAI_BASE_URL`)."""
         return self.root_url + "/v1"
@@ -429,21 +310,13 @@ class SimulatedServer:
         return self.root_url + "/" + platform + profiles.PROFILES[platform].base
 
     def native_url(self, api: str) -> str:
-        """The base URL of a native API on this server, as its provider's variable takes it:
-        Anthropic's and Gemini's the server itself, Mistral's OpenAI's (its batch jobs beside the
-        files routes), Together's under /together."""
-        if api in ("anthropic", "google"):
-            return self.root_url
-        if api == "mistral":
-            return self.base_url
-        if api == "together":
-            return self.together_url
-        raise ValueError(f"the simulated provider speaks no {api!r} API of its own")
-
-    @property
-    def together_url(self) -> str:
-        """Together AI's base URL (`TOGETHER_BASE_URL`): its routes are OpenAI's paths, under /together."""
-        return self.root_url + "/together/v1"
+        """The base URL of an API on this server (`api`: its `providers.spec.ApiSpec.name`), as its
+        provider's variable takes it (`SimulatedApi.base_path`): Anthropic's and Gemini's the server
+        itself, Mistral's OpenAI's (its batch jobs beside the files routes), Together's under /together."""
+        found = apis.native(api)
+        if found is None or found.base_path is None:
+            raise ValueError(f"the simulated provider speaks no {api!r} API of its own")
+        return self.root_url + found.base_path
 
     @property
     def root_url(self) -> str:
@@ -461,91 +334,11 @@ class SimulatedServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    # --- called by the handler ---------------------------------------------------------------
-
-    def _count(self, what: str, route: str) -> None:
-        with self._lock:
-            self.stats[what] += 1
-            self.stats[f"{what}:{route}"] += 1
-
-    def _record(self, route: str, retry_count: str, profile: profiles.Profile | None = None) -> None:
-        self._count("calls", route)
-        if retry_count not in ("", "0"):
-            self._count("retried", route)
-        if profile is not None:  # "calls:zhipu:create_batch": the platform's own calls
-            with self._lock:
-                self.stats[f"calls:{profile.name}:{route}"] += 1
-                if retry_count not in ("", "0"):
-                    self.stats[f"retried:{profile.name}:{route}"] += 1
-
-    def _roll(self) -> float:
-        """One draw of the per-call faults' seeded generator (any handler thread's, and `chat`'s)."""
-        with self._lock:
-            return self._rng.random()
-
-    def _struck(self, fault: str, route: str) -> bool:
-        """Whether a per-call fault (`http_slow`, `late_create`, `cut_download`) strikes this call:
-        drawn only while it is on, and counted when it strikes."""
-        chance = getattr(self.faults, fault)
-        if not chance:
-            return False
-        if self._roll() < chance:
-            self._count(fault, route)
-            return True
-        return False
-
-    def _maybe_slow(self, route: str) -> None:
-        """Maybe hold the answer of a call whose route has run (drawn per call)."""
-        if self.faults.applies_to(route) and self._struck("http_slow", route):
-            time.sleep(self.faults.slow_seconds)
-
-    def _maybe_cut(self, route: str) -> bool:
-        """Whether to break off this download of a file's content half-way (drawn per call)."""
-        return self._struck("cut_download", route)
-
-    def _maybe_late(self, route: str) -> None:
-        """Maybe hold a batches create *before* it runs (drawn per call): the batch appears only
-        after a client with a shorter timeout gave up on its answer."""
-        if route in CREATE_ROUTES and self._struck("late_create", route):
-            time.sleep(self.faults.slow_seconds)
-
     def forget_batches(self) -> int:
         """Forget every batch, as a provider whose restart lost its queue (files stay). Returns how many."""
-        if self.api is None:
+        if self.store is None:
             raise RuntimeError("the simulated server is not started; call start() first")
-        return self.api.store.forget_batches()
-
-    def _http_fault(self, route: str, api: str = "openai") -> None:
-        """Maybe answer 429, 500 or 529 instead of running the route (drawn per call)."""
-        faults = self.faults
-        if not (faults.http_429 or faults.http_500 or faults.http_529) or not faults.applies_to(route):
-            return
-        roll = self._roll()
-        wait = {
-            "retry-after": str(max(0, round(faults.retry_after))),
-            "retry-after-ms": str(int(faults.retry_after * 1000)),
-        }
-        if roll < faults.http_429:
-            self._count("http_429", route)
-            raise ApiError(
-                429,
-                "Rate limit reached for requests (simulated). Please try again shortly.",
-                type="requests",
-                code="rate_limit_exceeded",
-                headers=wait,
-            )
-        if roll < faults.http_429 + faults.http_500:
-            self._count("http_500", route)
-            # Real 500s carry no retry-after; ours do, so that retries in tests stay fast.
-            raise ApiError(
-                500,
-                "The server had an error while processing your request. Sorry about that!",
-                type="server_error",
-                headers=wait,
-            )
-        if roll < faults.http_429 + faults.http_500 + faults.http_529:
-            self._count("http_529", route)
-            raise ApiError(503 if api == "gemini" else 529, "Overloaded", type="overloaded_error", headers=wait)
+        return self.store.forget_batches()
 
 
 def serve_forever(
@@ -574,7 +367,7 @@ def serve_forever(
         print(
             f"  OpenAI: OPENAI_BASE_URL={server.base_url}; Anthropic Message Batches: ANTHROPIC_BASE_URL="
             f"{server.root_url}; Gemini Batch Mode: GOOGLE_GEMINI_BASE_URL={server.root_url}; Together: "
-            f"TOGETHER_BASE_URL={server.together_url} (any API key)",
+            f"TOGETHER_BASE_URL={server.native_url(TOGETHER)} (any API key)",
             flush=True,
         )
         platforms = ", ".join(f"{name}: {server.profile_url(name)}" for name in profiles.PROFILES)

@@ -1,8 +1,8 @@
 """Small reads of the workspace's tables that several layers ask for, written once.
 
-The modules that own a table's moves hold its writes (`waves` the files', `engine.ingest` the
-requests', `engine.compiler` the threads'); what is only counted or listed by others, the CLI above
-all (which holds no SQL), is asked here.
+Every write is a named function of the module that owns its table (`waves` the files' and waves',
+`requests`, `threads`, `runs`, `anomalies`, the store `meta`); what is only counted or listed by
+others, the CLI above all (which holds no SQL), is asked here.
 """
 
 from __future__ import annotations

@@ -403,15 +403,26 @@ class Store:
             self._depth = 0
 
     def meta(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
+        return read_meta(self.conn, key)
 
     def set_meta(self, key: str, value: str) -> None:
+        """Set one key in a transaction of its own (joining the caller's, if one is open)."""
         with self.transaction() as db:
-            db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
+            write_meta(db, key, value)
 
     def close(self) -> None:
         self.conn.close()
+
+
+def read_meta(db: sqlite3.Connection, key: str) -> str | None:
+    """The workspace's value for `key` (`meta`: its id, remembered settings, budgets), or None."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def write_meta(db: sqlite3.Connection, key: str, value: str) -> None:
+    """Set one key of `meta`, inside the caller's transaction."""
+    db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
 
 def _writable(path: Path) -> bool:

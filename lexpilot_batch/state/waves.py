@@ -40,22 +40,23 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Final, TypedDict, cast
 
 from lexpilot_batch.providers.backends import RUN_HERE
 from lexpilot_batch.providers.batch import BatchStatus
-from lexpilot_batch.state.states import UNEXECUTED, FileState, RequestState, ThreadState
+from lexpilot_batch.state.requests import delete_of_file, delete_of_wave, fail_pending_of_file
+from lexpilot_batch.state.states import UNEXECUTED, FileState, FileStatus, RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util.fileio import file_sha256
 from lexpilot_batch.util.redaction import redact_url
 
-COMPILED = FileState.COMPILED  # written and recorded; nothing has left the workspace
-UPLOADED = FileState.UPLOADED  # the provider holds the file; no batch yet
-CREATING = FileState.CREATING  # a batch is being created: one may exist that the database does not know
-SUBMITTED = FileState.SUBMITTED  # its batch is running (or, manual: the user runs it; sync: it runs when polled)
-DOWNLOADED = FileState.DOWNLOADED  # the results are saved under responses/, not yet applied
-INGESTED = FileState.INGESTED  # the results are applied: the file is done
-LOST = FileState.LOST  # the provider lost its batch: its requests failed as never run; the file is done
+COMPILED: Final = FileState.COMPILED  # written and recorded; nothing has left the workspace
+UPLOADED: Final = FileState.UPLOADED  # the provider holds the file; no batch yet
+CREATING: Final = FileState.CREATING  # a batch is being created: one may exist that the database does not know
+SUBMITTED: Final = FileState.SUBMITTED  # its batch is running (or, manual: the user runs it; sync: it runs when polled)
+DOWNLOADED: Final = FileState.DOWNLOADED  # the results are saved under responses/, not yet applied
+INGESTED: Final = FileState.INGESTED  # the results are applied: the file is done
+LOST: Final = FileState.LOST  # the provider lost its batch: its requests failed as never run; the file is done
 
 TO_SUBMIT = (COMPILED, UPLOADED, CREATING)  # what `submit` sends (or finishes sending)
 IN_FLIGHT = (SUBMITTED, DOWNLOADED)  # what `poll` follows until it is ingested
@@ -74,23 +75,65 @@ LOST_AFTER = 3
 # --- files --------------------------------------------------------------------------------------
 
 
+class FileRow(TypedDict):
+    """A request file's row (`files`), as the functions below read it: a dict of every column."""
+
+    pk: int
+    wave: int
+    path: str  # relative to the workspace root, '/' separated
+    roles: str  # the roles of its requests, '+' separated
+    model: str
+    endpoint: str  # without the credentials a base URL may carry
+    shard: int
+    n_requests: int
+    bytes: int
+    sha256: str
+    status: FileStatus
+    provider_file_id: str | None
+    batch_id: str | None  # the backend's name for a file no batch carries (sync, manual)
+    batch_status: str | None
+    request_counts: str | None  # JSON
+    batch_errors: str | None  # JSON
+    output_file_id: str | None
+    error_file_id: str | None
+    output_path: str | None
+    error_path: str | None
+    submitted_at: float | None
+    finished_at: float | None
+    backend: str  # `providers.backends`: batch, sync, flex, manual, simulated
+    provider: str | None  # the provider prefix of its model; None for a bare name
+    url: str | None  # the endpoint path its lines name, which its batch is created for
+    tokens: int  # estimated input tokens of its requests (`engine.budgets`)
+    creates: int  # batches created for it so far
+    creating_at: float | None
+    not_found: int  # retrieves in a row answered 404
+    uploading_at: float | None
+
+
 def _marks(states: Sequence[str]) -> str:
     return ", ".join("?" * len(states))
 
 
-def files_in(db: sqlite3.Connection, states: Sequence[str]) -> list[dict[str, Any]]:
+def files_in(db: sqlite3.Connection, states: Sequence[str]) -> list[FileRow]:
     """Every file in one of `states`, in the order they were compiled."""
-    return [dict(r) for r in db.execute(f"SELECT * FROM files WHERE status IN ({_marks(states)}) ORDER BY pk", states)]
+    rows = [dict(r) for r in db.execute(f"SELECT * FROM files WHERE status IN ({_marks(states)}) ORDER BY pk", states)]
+    return cast("list[FileRow]", rows)
 
 
-def file_row(db: sqlite3.Connection, pk: int) -> dict[str, Any]:
-    return dict(db.execute("SELECT * FROM files WHERE pk = ?", (pk,)).fetchone())
+def file_row(db: sqlite3.Connection, pk: int) -> FileRow:
+    return cast("FileRow", dict(db.execute("SELECT * FROM files WHERE pk = ?", (pk,)).fetchone()))
 
 
-def file_at(db: sqlite3.Connection, rel: str) -> dict[str, Any] | None:
+def file_at(db: sqlite3.Connection, rel: str) -> FileRow | None:
     """The file at this workspace-relative path, or None."""
     row = db.execute("SELECT * FROM files WHERE path = ?", (rel,)).fetchone()
-    return dict(row) if row is not None else None
+    return cast("FileRow", dict(row)) if row is not None else None
+
+
+def file_of_upload(db: sqlite3.Connection, provider_file_id: str) -> FileRow | None:
+    """The file uploaded as `provider_file_id` at its provider, or None."""
+    row = db.execute("SELECT * FROM files WHERE provider_file_id = ?", (provider_file_id,)).fetchone()
+    return cast("FileRow", dict(row)) if row is not None else None
 
 
 def file_status(db: sqlite3.Connection, pk: int) -> str:
@@ -102,16 +145,16 @@ def has_open_files(db: sqlite3.Connection) -> bool:
     return db.execute("SELECT 1 FROM files WHERE status NOT IN (?, ?) LIMIT 1", DONE).fetchone() is not None
 
 
-def files_of_requests(db: sqlite3.Connection, custom_ids: Iterable[str]) -> list[dict[str, Any]]:
+def files_of_requests(db: sqlite3.Connection, custom_ids: Iterable[str]) -> list[FileRow]:
     """The files holding these requests, each once."""
-    found: dict[int, dict[str, Any]] = {}
+    found: dict[int, FileRow] = {}
     for chunk in _chunks(sorted(custom_ids), 500):
         marks = ",".join("?" * len(chunk))
         for r in db.execute(
             f"SELECT DISTINCT f.* FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.custom_id IN ({marks})",
             chunk,
         ):
-            found[r["pk"]] = dict(r)
+            found[r["pk"]] = cast("FileRow", dict(r))
     return list(found.values())
 
 
@@ -120,7 +163,7 @@ def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
         yield items[i : i + size]
 
 
-def unsent(row: Mapping[str, Any]) -> bool:
+def unsent(row: FileRow) -> bool:
     """Whether nobody has read the file yet: a sync file is only read when it is polled."""
     return row["status"] in (COMPILED, UPLOADED) or (row["status"] == SUBMITTED and row["backend"] in RUN_HERE)
 
@@ -182,7 +225,7 @@ def forget_results(db: sqlite3.Connection, pk: int) -> None:
 def discard_unsent_file(db: sqlite3.Connection, pk: int) -> None:
     """Forget an unsent file (`unsent`) and its requests: the next compile asks them again. Batches
     the provider refused for it stay recorded (`other_batches`), no longer tied to a file."""
-    db.execute("DELETE FROM requests WHERE file_pk = ?", (pk,))
+    delete_of_file(db, pk)
     db.execute("UPDATE other_batches SET file_pk = NULL WHERE file_pk = ?", (pk,))
     db.execute("DELETE FROM files WHERE pk = ?", (pk,))
 
@@ -291,11 +334,7 @@ def mark_lost(db: sqlite3.Connection, pk: int, reason: str) -> int:
     """`submitted` -> `lost`: the provider no longer knows the file's batch. Its pending requests
     fail as never run (`unexecuted`, which does not use up --retries) and the next wave asks them
     again. Returns how many."""
-    n = db.execute(
-        f"UPDATE requests SET status = '{RequestState.FAILED}', error = ?, error_kind = '{UNEXECUTED}'"
-        f" WHERE file_pk = ? AND status = '{RequestState.PENDING}'",
-        (reason, pk),
-    ).rowcount
+    n = fail_pending_of_file(db, pk, reason, UNEXECUTED)
     db.execute(
         f"UPDATE files SET status = ?, batch_status = '{FileState.LOST}', finished_at = ? WHERE pk = ? AND status = ?",
         (LOST, time.time(), pk, SUBMITTED),
@@ -360,7 +399,7 @@ def discard_unsent_wave(db: sqlite3.Connection, wave: int) -> list[str]:
     Compiling is deterministic, so compiling that wave again writes the same requests, byte for byte.
     """
     files = [r["path"] for r in db.execute("SELECT path FROM files WHERE wave = ?", (wave,))]
-    db.execute("DELETE FROM requests WHERE wave = ?", (wave,))
+    delete_of_wave(db, wave)
     db.execute(
         "UPDATE other_batches SET file_pk = NULL WHERE file_pk IN (SELECT pk FROM files WHERE wave = ?)", (wave,)
     )

@@ -32,7 +32,8 @@ from lexpilot_batch.data.dataset import bundled_sample_sha256
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
 from lexpilot_batch.providers.bodies.request import RoleRequest, legacy_request
 from lexpilot_batch.providers.routing.endpoints import endpoint_identity
-from lexpilot_batch.state.states import ThreadState
+from lexpilot_batch.state.runs import copy_cases, insert_run, keep_categories, set_speculate
+from lexpilot_batch.state.threads import insert_threads
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.util.fileio import write_atomic
@@ -342,7 +343,7 @@ def register_run(
             old=old,
         )
         if old is not None:  # registered before: its row holds the manifest just checked
-            db.execute("UPDATE runs SET speculate = ? WHERE pk = ?", (int(speculate), row["pk"]))
+            set_speculate(db, row["pk"], speculate)
             run = Run(row["pk"], run_id, model, key, old)
         else:
             run = _insert_run(db, run_id, model, key, dataset, indices, manifest, templates, speculate)
@@ -379,26 +380,20 @@ def _insert_run(
     """Insert the run and copy its cases (inside the caller's transaction)."""
     _copy_cases(db, dataset, len(indices))
     # The run is classed with its own mapping when it is scored (`results`): keep that mapping.
-    db.execute(
-        "INSERT OR IGNORE INTO categories (sha256, classes) VALUES (?, ?)",
-        (dataset.categories_sha256, json.dumps(grouped(dataset.classes, dataset.class_names), ensure_ascii=False)),
+    keep_categories(
+        db, dataset.categories_sha256, json.dumps(grouped(dataset.classes, dataset.class_names), ensure_ascii=False)
     )
-    cur = db.execute(
-        "INSERT INTO runs (run_id, model, key, dataset, manifest, templates, speculate, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            run_id,
-            model,
-            key,
-            dataset.sha256,
-            json.dumps(manifest, ensure_ascii=False),
-            json.dumps(templates, ensure_ascii=False),
-            int(speculate),
-            time.time(),
-        ),
+    pk = insert_run(
+        db,
+        run_id,
+        model,
+        key,
+        dataset.sha256,
+        json.dumps(manifest, ensure_ascii=False),
+        json.dumps(templates, ensure_ascii=False),
+        speculate,
     )
-    assert cur.lastrowid is not None  # set by every INSERT that succeeds
-    return Run(cur.lastrowid, run_id, model, key, manifest)
+    return Run(pk, run_id, model, key, manifest)
 
 
 def _copy_cases(db: sqlite3.Connection, dataset: DatasetFile, n: int) -> None:
@@ -410,8 +405,8 @@ def _copy_cases(db: sqlite3.Connection, dataset: DatasetFile, n: int) -> None:
     have = db.execute("SELECT COUNT(*) FROM cases WHERE dataset = ? AND idx < ?", (dataset.sha256, n)).fetchone()[0]
     if have == n:
         return
-    db.executemany(
-        "INSERT OR IGNORE INTO cases (dataset, idx, case_number, cause_class, data, cause) VALUES (?, ?, ?, ?, ?, ?)",
+    copy_cases(
+        db,
         (
             (dataset.sha256, i, case.case_id, dataset.case_classes[i], case.model_dump_json(), case.cause_of_action)
             for i, case in enumerate(dataset.read_cases(n))
@@ -432,12 +427,7 @@ def add_threads(ws: Workspace, run: Run, tasks: Iterable[str], dataset: DatasetF
     """
     rows = [(run.pk, task, i, variant) for task, i, variant in run_threads(run.manifest, tasks, dataset.variants)]
     with ws.store.transaction() as db:
-        before = db.total_changes
-        db.executemany(
-            f"INSERT OR IGNORE INTO threads (run_pk, task, case_idx, variant, status) VALUES (?, ?, ?, ?, '{ThreadState.ACTIVE}')",
-            rows,
-        )
-        return db.total_changes - before
+        return insert_threads(db, rows)
 
 
 def run_threads(

@@ -4,13 +4,11 @@ lines it happened to sample: a file sampled every k-th line weighs k a line."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-import floor  # noqa: E402
+from bench import floor
 
 
 def _write(path: Path, lines: list[dict]) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs
 
 from lexpilot_batch.benchmark import records
 from lexpilot_batch.data import load_dataset
 from lexpilot_batch.report.results import load_run_results
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import finish, open_session, prepare_runs
 
 
 def _dump(messages) -> list[dict]:

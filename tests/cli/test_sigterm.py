@@ -12,11 +12,11 @@ import time
 from contextlib import closing
 
 import pytest
-from crash_helpers import base_env
-from engine_helpers import open_session, prepare_runs
 
 from lexpilot_batch.cli import TERMINATED, TERMINATED_EXIT
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.crash import base_env
+from tests.helpers.engine import open_session, prepare_runs
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="Popen.send_signal(SIGTERM) is TerminateProcess on Windows")

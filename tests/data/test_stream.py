@@ -16,8 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import open_session, prepare_runs
-from test_dataset import make_case
 
 from lexpilot_batch import data
 from lexpilot_batch.data import (
@@ -33,6 +31,8 @@ from lexpilot_batch.data.stream import CaseStream
 from lexpilot_batch.engine import loop as engine
 from lexpilot_batch.errors import DataError
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.cases import make_case
+from tests.helpers.engine import open_session, prepare_runs
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_cases.json"
 HINT = "pass a LexPilot JSON file with --dataset FILE"

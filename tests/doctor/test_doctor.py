@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from crash_helpers import base_env
-from engine_helpers import finish, open_session, our_parts, prepare_runs, records, thread_counts
 
 from lexpilot_batch import doctor
 from lexpilot_batch.engine import poll
@@ -25,6 +23,8 @@ from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.crash import base_env
+from tests.helpers.engine import finish, open_session, our_parts, prepare_runs, records, thread_counts
 
 STAGE, LIMIT = "all", 4
 

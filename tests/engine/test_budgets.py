@@ -12,14 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from engine_helpers import open_session, prepare_runs
-from fake_backend import file_rows
 
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.waves import set_file
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import open_session, prepare_runs
+from tests.helpers.fake_backend import file_rows
 
 MODEL = "sim-eval"
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, request_lines, thread_counts
 
 from lexpilot_batch.engine import compiler, request_files
 from lexpilot_batch.engine.compiler import compile_wave
@@ -20,6 +19,7 @@ from lexpilot_batch.engine.request_files import WaveWriter
 from lexpilot_batch.state.states import FileState, ThreadState
 from lexpilot_batch.state.waves import set_file
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import finish, open_session, prepare_runs, request_lines, thread_counts
 
 
 def counts(ws: Workspace) -> dict[str, int]:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, thread_counts
-from test_protocols import context
 
 from lexpilot_batch.benchmark.protocols.base import Answer
 from lexpilot_batch.engine.due import (
@@ -23,6 +21,8 @@ from lexpilot_batch.engine.due import (
 )
 from lexpilot_batch.state.states import INVALID, PERMANENT, REFUSAL, TRANSPORT, UNEXECUTED, RequestState
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import finish, open_session, prepare_runs, thread_counts
+from tests.helpers.protocol_cases import context
 
 
 def failed(kind: str, n: int = 1, wave: int = 1, error: str = "HTTP 500: boom") -> list[dict[str, Any]]:

@@ -16,7 +16,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from engine_helpers import our_parts, prepare_runs
 
 from lexpilot_batch import doctor
 from lexpilot_batch.benchmark import judges
@@ -32,6 +31,7 @@ from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
 from lexpilot_batch.util import resources
 from lexpilot_batch.util.jsonbounds import MAX_LINE_BYTES
+from tests.helpers.engine import our_parts, prepare_runs
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 

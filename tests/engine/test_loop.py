@@ -6,7 +6,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, records, request_lines, thread_counts, wave_count
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import Settings
@@ -14,6 +13,7 @@ from lexpilot_batch.data import load_dataset
 from lexpilot_batch.errors import WorkspaceBusy
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
+from tests.helpers.engine import finish, open_session, prepare_runs, records, request_lines, thread_counts, wave_count
 
 
 @pytest.fixture

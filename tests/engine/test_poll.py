@@ -6,7 +6,7 @@ its file waits to be created again; a batch older than `--max-wave-age` is cance
 A batch's states and its `output_file_id` / `error_file_id` are OpenAI's
 (https://platform.openai.com/docs/api-reference/batch/object); the quota refusal is a `failed`
 batch whose `errors` hold `token_limit_exceeded` (https://platform.openai.com/docs/guides/batch).
-Against the in-memory provider of `fake_backend`; the last test runs the simulated provider.
+Against the in-memory provider of `helpers.fake_backend`; the last test runs the simulated provider.
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from engine_helpers import open_session, prepare_runs
-from fake_backend import FakeBackend, answer, failure, file_rows, request_ids, sending_to
 
 from lexpilot_batch.engine import budgets
 from lexpilot_batch.engine.poll import MAX_QUOTA_REFUSALS, poll_files
@@ -28,6 +26,8 @@ from lexpilot_batch.state.states import TRANSPORT, UNEXECUTED, FileState, Reques
 from lexpilot_batch.state.waves import LOST_AFTER
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock
+from tests.helpers.engine import open_session, prepare_runs
+from tests.helpers.fake_backend import FakeBackend, answer, failure, file_rows, request_ids, sending_to
 
 MODEL = "sim-eval"
 

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from engine_helpers import open_session, prepare_runs
 
 from lexpilot_batch.engine.rearm import RetrySelection, retry_failed, retry_history
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.state.states import ThreadState
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import open_session, prepare_runs
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ of a restored workspace are adopted, the latest create first.
 OpenAI's batches carry the `metadata` a create gives them and are listed newest first
 (https://platform.openai.com/docs/api-reference/batch/create, `.../batch/list`); Anthropic's
 Message Batches take no metadata (https://docs.anthropic.com/en/api/creating-message-batches),
-hence the untagged path. Against the in-memory provider of `fake_backend`, which can lose a
+hence the untagged path. Against the in-memory provider of `helpers.fake_backend`, which can lose a
 create's answer, commit a create late, and list what a test adds.
 """
 
@@ -15,8 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from engine_helpers import prepare_runs
-from fake_backend import FakeBackend, answer, file_rows, request_ids, sending_to
 
 from lexpilot_batch.engine import recovery
 from lexpilot_batch.engine.recovery import CLOCK_SKEW, CREATE_ATTEMPTS, batch_tag, sweep
@@ -28,6 +26,8 @@ from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import FileState
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock
+from tests.helpers.engine import prepare_runs
+from tests.helpers.fake_backend import FakeBackend, answer, file_rows, request_ids, sending_to
 
 
 @pytest.fixture(autouse=True)
@@ -209,4 +209,4 @@ def test_the_sweep_lists_back_from_the_oldest_batch_in_flight(ws, monkeypatch):
     sweep(ws, session, file_rows(ws), [])
     name, since = fake.calls[-1]
     assert name == "batches" and float(since) == 1000.0 - recovery.SWEEP_MARGIN
-    assert sweep(ws, session, [{**row, "status": FileState.SUBMITTED, "backend": "sync"}], []) == {}
+    assert sweep(ws, session, [row | {"status": FileState.SUBMITTED, "backend": "sync"}], []) == {}

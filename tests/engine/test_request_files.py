@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 
 from lexpilot_batch.engine import request_files
+from tests.helpers.interrupts import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 
 
 @needs_sigmask
@@ -20,7 +20,7 @@ def test_ctrl_c_while_a_chunk_is_written_is_acted_on_at_once_as_on_windows(
 ) -> None:
     """A chunk that takes long to write (a slow or network disk): waiting for it is in steps
     (`util.waiting`), so Ctrl-C, delivered as Windows before Python 3.14 delivers it to a bare wait
-    (`interrupt_helpers`), is acted on within a second."""
+    (`helpers.interrupts`), is acted on within a second."""
     release = threading.Event()
     real_store = request_files._Sink._store
 

@@ -13,13 +13,13 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, records, request_key, request_lines
 
 from lexpilot_batch.engine import compiler, settled
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.settled import Settled, View
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import collector
+from tests.helpers.engine import finish, open_session, prepare_runs, records, request_key, request_lines
 
 RUNS = ("r1", "r2")
 LIMIT = 6

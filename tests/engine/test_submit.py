@@ -3,7 +3,7 @@
 A batch file goes `compiled` -> `uploaded` -> `creating` -> `submitted`, one transaction a step, so
 that a command stopped between two steps resumes at the next; a file is created only while its
 model's enqueued-token budget has room, and one larger than a lowered budget is discarded; sync
-and manual files are only marked as sent. Against an in-memory provider (`fake_backend`) that
+and manual files are only marked as sent. Against an in-memory provider (`helpers.fake_backend`) that
 fails the calls a test chooses, except where the simulated provider's own listing is the point.
 """
 
@@ -13,8 +13,6 @@ import time
 from typing import Any
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, thread_counts
-from fake_backend import FakeBackend, file_rows, sending_to
 
 from lexpilot_batch.engine import budgets, submit
 from lexpilot_batch.engine.compiler import compile_wave
@@ -27,6 +25,8 @@ from lexpilot_batch.providers.batch import BatchInfo, RateLimited
 from lexpilot_batch.state.waves import file_row, set_file
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.util import clock
+from tests.helpers.engine import finish, open_session, prepare_runs, thread_counts
+from tests.helpers.fake_backend import FakeBackend, file_rows, sending_to
 
 MODEL = "sim-eval"
 
@@ -419,7 +419,7 @@ def test_crash_between_batch_create_and_commit_adopts_the_batch(tmp_path, monkey
             with pytest.raises(KeyboardInterrupt):
                 submit_command(ws, session)
             monkeypatch.setattr(submit, "record_batch", real_record)
-            row = dict(ws.store.conn.execute("SELECT * FROM files").fetchone())
+            row = file_rows(ws)[0]
             assert row["status"] == "creating"
             result = submit_command(ws, session)
             assert result.adopted == [row["path"]]

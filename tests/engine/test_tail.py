@@ -8,7 +8,6 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, records, request_key
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine import budgets
@@ -20,6 +19,7 @@ from lexpilot_batch.estimate import dry_run_prepare, render
 from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.engine import finish, open_session, prepare_runs, records, request_key
 
 LIMIT = 6
 RUNS = ("r1", "r2")

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, records, request_key
 
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
@@ -21,6 +20,7 @@ from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.routing.flex import parse_flex_flags, takes_flex
 from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import finish, open_session, prepare_runs, records, request_key
 
 LIMIT = 6
 RUNS = ("r1", "r2")

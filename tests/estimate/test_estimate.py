@@ -11,8 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, wave_count
-from test_dataset import make_case
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import ROLES, Settings
@@ -33,6 +31,8 @@ from lexpilot_batch.estimate import (
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util.resources import sample_dataset
+from tests.helpers.cases import make_case
+from tests.helpers.engine import finish, open_session, prepare_runs, wave_count
 
 SIMULATED = ProviderOptions(provider="simulated", sim_faults="")
 

@@ -1,4 +1,5 @@
-"""Request lines are `json.dumps` of the request, byte for byte, however the prompt is pieced."""
+"""Request lines are `json.dumps` of the request, byte for byte, however the prompt is pieced, in
+OpenAI's shape and in each native API's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from hypothesis import strategies as st
 
 from lexpilot_batch.benchmark.prompts import Prompt
 from lexpilot_batch.providers import cache_layout as prefixes
-from lexpilot_batch.providers.lines import Pieces, line_body, line_fingerprint, request_line
+from lexpilot_batch.providers.lines import Pieces, line_body, line_fingerprint, line_id, request_line
+from tests.helpers.result_lines import TAG
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=30)
 # Body fields besides model and messages, as dialects and --model-arg make them: numbers, text,
@@ -133,3 +135,28 @@ def test_request_files_are_written_whole_in_order_with_their_hash(tmp_path, monk
                 failing.write(line)
             failing.finish()
         failing.discard()
+
+
+# --- the native APIs' lines ----------------------------------------------------------------------
+
+
+_texts = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cid=_texts.filter(lambda c: len(c.encode()) < 15),
+    model=_texts,
+    parts=st.lists(_texts, max_size=5),
+    t=st.floats(0, 1),
+)
+def test_native_lines_are_json_dumps_of_the_native_request(cid, model, parts, t):
+    prompt = Prompt(parts)
+    anthropic = {"max_tokens": 8192, "temperature": t, "thinking": {"type": "enabled", "content": ""}}
+    line = request_line(cid, model, prompt, _dumps(anthropic), "/v1/messages/batches", None, "anthropic", TAG)
+    params = {"model": model, "messages": [{"role": "user", "content": str(prompt)}], **anthropic}
+    assert line == (_dumps({"custom_id": line_id(cid, "anthropic", TAG), "params": params}) + "\n").encode()
+    google = {"generationConfig": {"temperature": t, "maxOutputTokens": 8192}, "x": {"text": ""}}
+    line = request_line(cid, model, prompt, _dumps(google), ":batchGenerateContent", None, "google")
+    request = {"contents": [{"role": "user", "parts": [{"text": str(prompt)}]}], **google}
+    assert line == (_dumps({"key": cid, "request": request}) + "\n").encode()

@@ -115,9 +115,8 @@ def test_a_price_of_a_model_no_run_uses_is_named():
 
 
 def test_the_report_warns_of_a_price_no_run_uses(study):
-    from conftest import STUDY_MODELS
-
     from lexpilot_batch.report.produce import ReportOptions, produce_report
+    from tests.helpers.engine import STUDY_MODELS
 
     prices = {"sim-evl": {"input": 1, "output": 2}}
     produced = produce_report(study.root, ReportOptions(prices=prices, resamples=0))

@@ -12,7 +12,6 @@ import json
 import sqlite3
 
 import pytest
-from engine_helpers import finish, open_session, records
 
 from lexpilot_batch.data import SAMPLE_NOTE, load_categories, load_dataset
 from lexpilot_batch.engine.loop import prepare
@@ -21,6 +20,7 @@ from lexpilot_batch.report.results import comparison_key, group_key, load_run_re
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
 from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.engine import finish, open_session, records
 
 N_CASES = 6
 # A second mapping of every bundled cause: the sample's first cases fall in both of its classes.

@@ -7,7 +7,6 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, records, thread_counts
 
 from lexpilot_batch.engine.ingest import ingest_external
 from lexpilot_batch.engine.loop import poll_and_advance
@@ -18,6 +17,7 @@ from lexpilot_batch.simulated import SimulatedServer
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.completions import complete
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import finish, open_session, prepare_runs, records, thread_counts
 
 
 @pytest.fixture

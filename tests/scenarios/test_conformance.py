@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import finish, thread_counts
 from openai import OpenAI
-from sim_helpers import jsonl, request_line, wait
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
@@ -34,6 +32,8 @@ from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.engine import finish, thread_counts
+from tests.helpers.simulated import jsonl, request_line, wait
 
 THINKING = {"thinking": {"type": "enabled", "budget_tokens": 2048}}
 MODELS = (
@@ -357,7 +357,7 @@ def test_simulator_names_and_compatible_servers_models_are_served(server: Simula
     the `groq` SDK's model list), a version no SDK lists yet, and any name a compatible server may
     serve (`m1`, one letter from `o1`, or a near miss of an SDK's name: this route stands for every
     OpenAI-compatible endpoint; `prepare` refuses `openai/gpt-4o-mnii`, knowing it goes to OpenAI,
-    `providers/test_contracts.py`) are answered."""
+    `providers/bodies/test_contract.py`) are answered."""
     for model in (
         "gpt-sim", "claude-sim", "mistral-sim", "glm-sim", "sim-eval", "qwen-plus", "deepseek-r1",
         "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "claude-sonnet-4-7", "m1", "gpt-4o-mnii",

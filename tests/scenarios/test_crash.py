@@ -5,7 +5,7 @@ Each scenario runs the two-run, all-task benchmark on the first six cases, kills
 finish, and compares the workspace with an uninterrupted run under the same simulated seed and
 faults: simulated answers depend only on (seed, custom_id, prompt) and the fault dice on custom_ids
 and file contents, so two providers that were asked the same things give the same records. Kills land
-at random moments (seeded) and, through `crash_helpers.py`'s self-kill hook, exactly in the windows
+at random moments (seeded) and, through `helpers/crash.py`'s self-kill hook, exactly in the windows
 between "the provider did it" and "the database recorded it".
 """
 
@@ -25,12 +25,22 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from crash_helpers import KILL_POINTS, Client, SimServer, base_env, final_state, kill_phase, open_db
 from openai import OpenAI
 
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
-from lexpilot_batch.state.compaction import read_saved, saved_files, verify
-from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.state.compaction import read_saved, saved_files
+from tests.helpers.crash import (
+    KILL_POINTS,
+    Client,
+    KillLog,
+    SimServer,
+    base_env,
+    check_compacted,
+    check_nothing_in_flight,
+    check_same_as_reference,
+    final_state,
+    open_db,
+)
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL semantics; proc.kill() is TerminateProcess")
 
@@ -66,32 +76,6 @@ def reference(tmp_path_factory) -> dict:
     return state
 
 
-class KillLog:
-    """Where each kill landed, from what the killed process left behind."""
-
-    def __init__(self, root: Path, server_state: Path) -> None:
-        self.root, self.server_state = root, server_state
-        self.fingerprint: str | None = None
-        self.orphans = 0
-        self.phases: list[str] = []
-
-    def before(self) -> None:
-        _, self.fingerprint, self.orphans = kill_phase(self.root, self.server_state, None)
-
-    def landed(self, how: str) -> None:
-        phase, self.fingerprint, orphans = kill_phase(self.root, self.server_state, self.fingerprint)
-        if orphans > self.orphans:
-            phase += " +upload not recorded"
-        self.orphans = orphans
-        self.phases.append(f"{how}: {phase}")
-
-    def summary(self, title: str) -> str:
-        counts = Counter(p.split(": ", 1)[1] for p in self.phases)
-        lines = [f"{title}: {len(self.phases)} kills"] + [f"  {p}" for p in self.phases]
-        lines.append("  by state: " + "; ".join(f"{k} ×{n}" for k, n in sorted(counts.items())))
-        return "\n".join(lines)
-
-
 def kill_randomly(client: Client, log: KillLog, rng: random.Random, kills: int, late: float = 0.5) -> int:
     """SIGKILL poll-and-advance after random delays; stops early when a run ends by itself."""
     landed = 0
@@ -118,28 +102,6 @@ def kill_prepare(client: Client, log: KillLog, rng: random.Random) -> None:
 
 
 # --- what must hold after any sequence of kills ---------------------------------------------------
-
-
-def check_same_as_reference(root: Path, reference: dict) -> None:
-    state = final_state(root)
-    assert set(state["threads"]) == set(reference["threads"])
-    differing = [k for k in reference["threads"] if state["threads"][k] != reference["threads"][k]]
-    assert not differing, f"{len(differing)} thread(s) differ from the uninterrupted run, e.g. {differing[:3]}"
-    missing = sorted(set(reference["requests"]) - set(state["requests"]))
-    extra = sorted(set(state["requests"]) - set(reference["requests"]))
-    assert not missing and not extra, f"requests lost: {missing[:5]}; requests added: {extra[:5]}"
-    changed = [c for c in reference["requests"] if state["requests"][c] != reference["requests"][c]]
-    assert not changed, [(c, reference["requests"][c], state["requests"][c]) for c in changed[:3]]
-
-
-def check_nothing_in_flight(client: Client) -> None:
-    argv, env = client.argv("status", "--format", "json")
-    out = subprocess.run(argv, env=env, capture_output=True, check=True, timeout=60).stdout
-    status = json.loads(out)
-    in_flight = {(r["run_id"], t): c["in_flight"] for r in status["runs"] for t, c in r["tasks"].items()}
-    assert sum(in_flight.values()) == 0, in_flight
-    assert status["open_files"] == []
-    assert sum(c["pending"] for c in status["requests"].values()) == 0, status["requests"]
 
 
 def check_workspace_bookkeeping(root: Path) -> None:
@@ -235,21 +197,6 @@ def check_manifests(root: Path) -> None:
         found = list((root / "runs").glob(f"{run_id}-*/*/manifest.json"))
         assert len(found) == 1, f"run {run_id}: manifest file missing under {root / 'runs'}"
         assert json.loads(found[0].read_text("utf-8"))["run_id"] == run_id
-
-
-def check_compacted(root: Path) -> None:
-    """Every file of the finished workspace is compacted once, holding the bytes recorded, with no
-    plain copy or half-written one left beside it."""
-    with Workspace(root, writable=False) as ws:
-        assert verify(ws) == []
-        compacted = {r[0] for r in ws.store.conn.execute("SELECT path FROM compacted")}
-        kept = set()
-        for r in ws.store.conn.execute("SELECT path, output_path, error_path FROM files"):
-            kept |= {rel for rel in r if rel}
-    assert compacted == kept
-    leftovers = [p for p in root.rglob("*.jsonl") if p.parent.parent.name in ("requests", "responses")]
-    assert not leftovers, f"plain copies of compacted files left: {leftovers[:3]}"
-    assert not list(root.rglob(".*.gz.*.tmp")), "half-written compressed files left"
 
 
 def check_all(client: Client, reference: dict, base_url: str) -> None:

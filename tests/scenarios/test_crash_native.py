@@ -19,8 +19,19 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from crash_helpers import NATIVE_KILL_POINTS, Client, SimServer, base_env, final_state, open_db
-from test_crash import KillLog, check_compacted, check_nothing_in_flight, check_same_as_reference
+
+from tests.helpers.crash import (
+    NATIVE_KILL_POINTS,
+    Client,
+    KillLog,
+    SimServer,
+    base_env,
+    check_compacted,
+    check_nothing_in_flight,
+    check_same_as_reference,
+    final_state,
+    open_db,
+)
 
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")

@@ -1,7 +1,7 @@
 """The edges of "nothing lost, nothing duplicated" (issue 23): a first command interrupted or failing
 in a new folder, a full disk, what a stopped command leaves, a provider outage under `--wait`, and a
 workspace that can only be read. Each scenario drives the benchmark through the CLI (or the engine)
-on the simulated provider and ends equal to the fault-free run (`fault_helpers.assert_same_as`).
+on the simulated provider and ends equal to the fault-free run (`helpers.faults.assert_same_as`).
 
 | item | scenario | guarantee checked |
 | --- | --- | --- |
@@ -28,16 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from engine_helpers import finish
-from fault_helpers import (
-    LIMIT,
-    Outcome,
-    assert_same_as,
-    check_invariants,
-    read_outcome,
-    run_benchmark,
-    simulated_batches,
-)
 from typer.testing import CliRunner
 
 from lexpilot_batch.cli import app
@@ -49,6 +39,16 @@ from lexpilot_batch.errors import LexpilotError, ProviderUnavailable
 from lexpilot_batch.state.store import Store
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study import runs
+from tests.helpers.engine import finish
+from tests.helpers.faults import (
+    LIMIT,
+    Outcome,
+    assert_same_as,
+    check_invariants,
+    read_outcome,
+    run_benchmark,
+    simulated_batches,
+)
 
 if TYPE_CHECKING:
     from _typeshed import FileDescriptorLike
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.usefixtures("clean_env")
 
 THREADS = 6 * LIMIT
-# The fault-free run of `fault_helpers.run_benchmark`, as a command: the same run, cases and retries.
+# The fault-free run of `helpers.faults.run_benchmark`, as a command: the same run, cases and retries.
 RUN = ["run", "--stage", "all", "--run-id", "r1", "--model", "sim-eval", "--limit", str(LIMIT)]
 SIM = ["--provider", "simulated", "--retries", "8", "--create-grace", "0.5", "--no-compact"]
 

@@ -1,7 +1,7 @@
 """Every provider failure, end to end: the whole benchmark (`--stage all`, a few cases) run through
 the simulated provider over real HTTP with one fault switched on, held against a fault-free run.
 
-Checked after EVERY scenario (`fault_helpers.check_invariants`), besides what the row says:
+Checked after EVERY scenario (`helpers.faults.check_invariants`), besides what the row says:
 
 - nothing garbage is scored: each answered request's deciding line in the saved result files is
   re-validated independently of ingest (no error, status 200, `finish_reason` stop, non-empty
@@ -43,7 +43,6 @@ same (run, case, step) set answered, and no step requested that the fault-free r
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -55,30 +54,31 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from crash_helpers import base_env, can_send_sigint
-from engine_helpers import finish, open_session, prepare_runs
-from fault_helpers import (
+
+import lexpilot_batch.engine.submit as submit_module
+from lexpilot_batch.engine import budgets
+from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.engine.session import Session
+from lexpilot_batch.errors import ProviderError, ProviderUnavailable, WorkspaceBusy
+from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
+from lexpilot_batch.simulated import parse_faults
+from lexpilot_batch.simulated.batches import draw_key
+from lexpilot_batch.simulated.faults import Faults, draw
+from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.util import clock
+from lexpilot_batch.util.fileio import TMP_SUFFIX
+from tests.helpers.crash import base_env, can_send_sigint
+from tests.helpers.engine import finish, open_session, prepare_runs
+from tests.helpers.faults import (
     LIMIT,
     Outcome,
+    SyncProvider,
     assert_same_as,
     check_invariants,
     finish_despite,
     retried,
     run_benchmark,
 )
-
-import lexpilot_batch.engine.submit as submit_module
-from lexpilot_batch.engine import budgets
-from lexpilot_batch.engine.loop import poll_and_advance
-from lexpilot_batch.engine.session import ProviderOptions, Session
-from lexpilot_batch.errors import ProviderError, ProviderUnavailable, WorkspaceBusy
-from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
-from lexpilot_batch.simulated import SimulatedServer, parse_faults
-from lexpilot_batch.simulated.batches import draw_key
-from lexpilot_batch.simulated.faults import Faults, draw
-from lexpilot_batch.state.workspace import Workspace
-from lexpilot_batch.util import clock
-from lexpilot_batch.util.fileio import TMP_SUFFIX
 
 THREADS = 6 * LIMIT  # lca c + u, dcg, direct, gold, interaction per case
 FIRST_STEP = {  # the step each thread needs first (wave 1)
@@ -400,41 +400,6 @@ def test_http_429_and_500_on_batches_list_while_adopting(tmp_path, baseline, mon
     assert_same_as(baseline, outcome)
     assert len(lost) == len(outcome.files)  # every batch was adopted, none created twice
     assert_http_faults_hit_only(outcome.server, "list_batches")
-
-
-class SyncProvider:
-    """Every role on the `sync` backend, through a simulated provider named by the environment."""
-
-    def __init__(self, state: Path, faults: str, monkeypatch: pytest.MonkeyPatch, **options) -> None:
-        self.server = SimulatedServer(state, faults=parse_faults(faults))
-        self.server.start()
-        monkeypatch.setenv("OPENAI_BASE_URL", self.server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        self.options = options
-
-    def session(self, ws: Workspace) -> Session:
-        backends: dict[str, str | None] = {"eval": "sync", "user": "sync", "judge": "sync"}
-        return Session(ws, ProviderOptions(backends=backends, retries=8, **self.options))
-
-    def close(self) -> None:
-        self.server.stop()
-
-
-@pytest.fixture(scope="module")
-def sync_baseline(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    root = tmp_path_factory.mktemp("sync-baseline")
-    with pytest.MonkeyPatch.context() as mp:
-        for name in list(os.environ):
-            if name.startswith(("LEXPILOT_", "OPENAI_")):
-                mp.delenv(name)
-        provider = SyncProvider(root / "provider", "", mp)
-        try:
-            outcome = run_benchmark(root / "ws", session_factory=provider.session)
-        finally:
-            provider.close()
-    assert Counter(s for s, _ in outcome.threads.values()) == {"done": THREADS}
-    assert all(f["backend"] == "sync" for f in outcome.files)
-    return outcome
 
 
 def test_http_429_and_500_on_chat_completions_with_the_sync_backend(tmp_path, sync_baseline, monkeypatch):

@@ -2,7 +2,7 @@
 something else than the request they name, and lines beyond the bounds of `result_lines` (issue 23,
 items 2 and 4). Each scenario runs the whole benchmark (`--stage all`, a few cases) through the
 simulated provider over real HTTP and ends equal to the fault-free run, with every invariant of
-`fault_helpers.check_invariants` held.
+`helpers.faults.check_invariants` held.
 
 | scenario | guarantee checked |
 | --- | --- |
@@ -22,9 +22,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, our_parts, prepare_runs
-from fault_helpers import LIMIT, STAGE, assert_same_as, retried, run_benchmark
-from test_faults import SyncProvider, sync_baseline  # noqa: F401 - a fixture
 
 from lexpilot_batch import doctor
 from lexpilot_batch.engine import poll
@@ -35,10 +32,21 @@ from lexpilot_batch.providers.ids import id_parts
 from lexpilot_batch.providers.openai.batch import OpenAIBatchBackend
 from lexpilot_batch.providers.sync.runner import SyncRunner
 from lexpilot_batch.simulated.roles import is_question
-from lexpilot_batch.state.compaction import read_saved, saved_files
+from lexpilot_batch.state.waves import FileRow
 from lexpilot_batch.state.workspace import Workspace
-from lexpilot_batch.util import resources
 from lexpilot_batch.util.jsonbounds import MAX_DEPTH
+from tests.helpers.engine import finish, open_session, our_parts, prepare_runs
+from tests.helpers.faults import (
+    LIMIT,
+    STAGE,
+    SyncProvider,
+    assert_same_as,
+    name_of,
+    retried,
+    reversed_sample,
+    run_benchmark,
+    saved_output_lines,
+)
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 
@@ -49,27 +57,8 @@ def wave_of(dest: Path) -> int:
     return int(dest.parent.name[1:])
 
 
-def saved_output_lines(root: Path) -> dict[str, list[bytes]]:
-    """Every line of a finished workspace's saved output files, by file (`wNNNN/<name>`)."""
-    return {
-        path.relative_to(root / "responses").as_posix(): read_saved(path).splitlines(keepends=True)
-        for path in saved_files(root / "responses", "*.output.jsonl")
-    }
-
-
 def of_wave(lines: dict[str, list[bytes]], wave: int) -> list[bytes]:
     return [x for name, file_lines in lines.items() if name.startswith(f"w{wave:04d}/") for x in file_lines]
-
-
-def name_of(dest: Path) -> str:
-    return f"{dest.parent.name}/{dest.name}"
-
-
-def reversed_sample(tmp_path: Path) -> Path:
-    cases = json.loads(resources.sample_dataset().read_text(encoding="utf-8"))
-    path = tmp_path / "reversed.json"
-    path.write_text(json.dumps(cases[::-1], ensure_ascii=False), encoding="utf-8")
-    return path
 
 
 def cid_of(line: bytes) -> str:
@@ -301,7 +290,7 @@ def test_a_line_nested_100000_deep_is_sent_again_and_wedges_nothing(tmp_path, ba
     real_ingest = poll.ingest_file
     crashed: set[str] = set()
 
-    def ingest_or_crash(ws: Workspace, row: dict):
+    def ingest_or_crash(ws: Workspace, row: FileRow):
         if row["path"] not in crashed:  # killed once before each file's ingest: doctor looks at it
             crashed.add(row["path"])
             raise Killed(row["path"])

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_helpers import Outcome, assert_same_as, finish_despite, retried, run_benchmark
 
 from lexpilot_batch.providers.sync import runner as sync_module
 from lexpilot_batch.providers.sync.runner import FLEX_ROUNDS
 from lexpilot_batch.state.compaction import read_saved
+from tests.helpers.faults import Outcome, assert_same_as, finish_despite, retried, run_benchmark
 
 pytestmark = pytest.mark.usefixtures("no_fsync", "clean_env")
 

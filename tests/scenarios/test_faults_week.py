@@ -1,9 +1,9 @@
 """A week-long run against real providers (issue 16), end to end: the whole benchmark (`--stage
 all`, a few cases) through the simulated provider over real HTTP, with what a week meets and the
 engine was not built for, each scenario ending equal to the fault-free run ("= fault-free": every
-thread done, the same records, the same steps answered and requested; `fault_helpers`).
+thread done, the same records, the same steps answered and requested; `helpers.faults`).
 
-`fault_helpers.check_invariants` holds after every scenario too: nothing unusable scored, attempts
+`helpers.faults.check_invariants` holds after every scenario too: nothing unusable scored, attempts
 in order, and on the provider one batch per file besides the batches kept aside (refused for the
 quota, or duplicates cancelled), none of which is ever applied.
 
@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_helpers import finish, open_session
-from fault_helpers import LIMIT, assert_same_as, finish_despite, retried, run_benchmark
 from typer.testing import CliRunner
 
 from lexpilot_batch import doctor
@@ -54,6 +52,8 @@ from lexpilot_batch.state import compaction
 from lexpilot_batch.state.waves import LOST_AFTER
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
+from tests.helpers.engine import finish, open_session
+from tests.helpers.faults import LIMIT, assert_same_as, finish_despite, retried, run_benchmark
 
 THREADS = 6 * LIMIT
 

@@ -16,8 +16,6 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from crash_helpers import base_env
-from engine_helpers import finish, open_session, prepare_runs, records, thread_counts
 
 from lexpilot_batch import doctor
 from lexpilot_batch.benchmark.prompts import DEFAULT_TEMPLATES, FORCE_ASK, LEXAWN
@@ -33,6 +31,8 @@ from lexpilot_batch.report.exports.seed import export_seed
 from lexpilot_batch.state.compaction import read_saved, saved_exists, saved_files
 from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.crash import base_env
+from tests.helpers.engine import finish, open_session, prepare_runs, records, thread_counts
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_cases.json"
 CATEGORIES = Path(__file__).resolve().parents[2] / "data" / "categories.json"

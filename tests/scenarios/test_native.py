@@ -7,14 +7,27 @@ from __future__ import annotations
 
 import json
 import time
-import types
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, records
-from fault_helpers import finish_despite
+
+from tests.helpers.engine import finish, open_session
+from tests.helpers.native import (  # noqa: F401 - the autouse `quick` is a fixture
+    CLAUDE,
+    GEMINI,
+    GPT,
+    LIMIT,
+    MODELS,
+    clean_native,
+    point_at,
+    quick,
+    run_native,
+)
+from tests.helpers.native import (
+    outcome as workspace_outcome,
+)
 
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
@@ -24,84 +37,17 @@ from lexpilot_batch.engine import poll, submit
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ConfigError, ProviderError  # noqa: E402
-from lexpilot_batch.providers.google import client as google_client  # noqa: E402
-from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.sync import runner as sync_module
 from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
-from lexpilot_batch.simulated.faults import ROUTES  # noqa: E402
+from lexpilot_batch.simulated.apis import ROUTE_NAMES  # noqa: E402
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
-from lexpilot_batch.status import detail
 from lexpilot_batch.study.runs import RunSpec
-from lexpilot_batch.util import clock as waits
-
-CLAUDE, GEMINI, GPT = "anthropic/claude-sim", "google/gemini-sim", "openai/gpt-sim"
-MODELS = (CLAUDE, GEMINI, GPT)
-LIMIT = 5
-
-
-@pytest.fixture(autouse=True)
-def quick(monkeypatch):
-    """Retry waits of ours and of the Gemini SDK are zero (its resumable upload sleeps by itself)."""
-    monkeypatch.setattr(waits, "pause", lambda seconds: None)
-    monkeypatch.setattr(google_client, "RETRY_DELAY", 0.0)
-    import google.genai._api_client as genai_client
-
-    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
-    clock.sleep = lambda seconds: None
-    monkeypatch.setattr(genai_client, "time", clock)
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LEXPILOT_EVAL_BACKEND", "LEXPILOT_USER_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
-
-
-def point_at(monkeypatch, server: SimulatedServer) -> None:
-    """Every provider's variables at the simulated server, as a user would set them for `serve-simulated`."""
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.root_url)
-    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.root_url)
-    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY"):
-        monkeypatch.setenv(key, "sk-simulated")
-
-
-def run_native(root: Path, monkeypatch, faults: str = "", models=MODELS, **options) -> dict:
-    """The study through each provider's own routes, each command that gives up (an outage longer
-    than the SDK's retries) run again; what the workspace holds, and the provider's call counts."""
-    with SimulatedServer(root.parent / f"{root.name}-sim", parse_faults(faults)) as server:
-        point_at(monkeypatch, server)
-        with Workspace(root) as ws:
-            session = Session(ws, ProviderOptions(create_grace=0.3, **options))
-            try:
-                prepare(ws, session, RunSpec(("r1",), tuple(models), "all", Settings(), limit=LIMIT))
-                stopped = finish_despite(ProviderError)(ws, session)
-            finally:
-                session.close()
-            return {**_outcome(ws), "server": Counter(server.stats), "stopped": stopped}
-
-
-def _outcome(ws: Workspace) -> dict:
-    db = ws.store.conn
-    return {
-        "records": records(ws),
-        "requests": {  # by the request's stem: each API's lines (and their hashes) differ
-            id_stem(r["custom_id"]): tuple(r)[1:]
-            for r in db.execute(
-                "SELECT custom_id, wave, step, attempt, status, error_kind, value, prompt_tokens, completion_tokens,"
-                " reasoning_tokens, cached_tokens FROM requests"
-            )
-        },
-        "files": [dict(r) for r in db.execute("SELECT * FROM files ORDER BY pk")],
-        "threads": Counter(r[0] for r in db.execute("SELECT status FROM threads")),
-        "status": detail.render(detail.collect(ws)),
-        "anomalies": db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0],
-        "root": ws.root,
-    }
 
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory) -> dict:
-    """Claude and Gemini through their own routes, no fault."""
-    with pytest.MonkeyPatch.context() as env:
-        return run_native(tmp_path_factory.mktemp("clean") / "ws", env, models=(CLAUDE, GEMINI))
+    return clean_native(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +61,7 @@ def rehearsed(tmp_path_factory) -> dict:
             finish(ws, session)
         finally:
             session.close()
-        return _outcome(ws)
+        return workspace_outcome(ws)
 
 
 def test_claude_and_gemini_in_the_same_waves_give_the_records_of_the_in_process_rehearsal(
@@ -201,7 +147,7 @@ def test_a_rehearsal_begun_on_the_openai_routes_goes_on_after_the_upgrade(tmp_pa
             finish(ws, session)
         finally:
             session.close()
-        outcome = _outcome(ws)
+        outcome = workspace_outcome(ws)
     assert outcome["records"] == rehearsed["records"] and outcome["anomalies"] == 0
     endpoints = {(f["model"], f["pk"] in old, f["endpoint"]) for f in outcome["files"] if f["model"] != GPT}
     assert {(CLAUDE, True, "simulated"), (CLAUDE, False, "simulated/anthropic")} <= endpoints
@@ -213,8 +159,9 @@ def test_a_rehearsal_begun_on_the_openai_routes_goes_on_after_the_upgrade(tmp_pa
 # and HTTP 429, 500 and 529 on every route of both native APIs (uploads, creates, polls, listings,
 # results, downloads and cancels), sometimes beyond the SDKs' retries. Unusable answers (truncated,
 # malformed, refused) share a budget of three attempts: kept rare here (their mapping is
-# `providers/test_native_lines.py`'s), so that no thread runs out of them.
-NATIVE_ROUTES = [r for r in ROUTES if r.startswith(("anthropic_", "gemini_"))]
+# `providers/anthropic/test_lines.py`'s and `providers/google/test_lines.py`'s), so that no thread
+# runs out of them.
+NATIVE_ROUTES = [r for r in ROUTE_NAMES if r.startswith(("anthropic_", "gemini_"))]
 FAULTS = (
     "line_error=0.1,truncate=0.02,malformed_judge=0.03,refusal=0.02,expire_batch=0.15,"
     f"http_429=0.08,http_500=0.08,http_529=0.08,http_routes={'+'.join(NATIVE_ROUTES)},latency=0.05,seed=5"
@@ -274,7 +221,7 @@ def test_an_outage_of_each_native_route_stops_the_command_and_loses_nothing(tmp_
                         stopped.append(str(err.value))
                 finally:
                     session.close()
-        outcome = _outcome(ws)
+        outcome = workspace_outcome(ws)
     for (route, what), message in zip(OUTAGES, stopped, strict=True):
         assert message.startswith(what) and "HTTP 500" in message and "nothing was lost" in message, (route, message)
     assert outcome["records"] == clean["records"] and outcome["anomalies"] == 0
@@ -467,7 +414,7 @@ def test_an_untagged_create_whose_answer_was_lost_among_strangers_is_told_by_its
                 finish(ws, session)
             finally:
                 session.close()
-            outcome = _outcome(ws)
+            outcome = workspace_outcome(ws)
             import anthropic
 
             listed = {b.id for b in anthropic.Anthropic(base_url=server.root_url, api_key="k").messages.batches.list()}
@@ -512,10 +459,9 @@ def test_native_waves_are_compacted_and_read_back_as_they_were(tmp_path, monkeyp
     (Claude's sent inline, Gemini's uploaded) and the results saved in each API's own shape are
     kept compressed, while the open wave's stay plain for the creates that read them; doctor, both
     exports, the report and every saved file read the same as uncompressed."""
-    from test_compaction import read_back
-
     from lexpilot_batch.engine.loop import poll_and_advance
     from lexpilot_batch.state import compaction
+    from tests.helpers.read_back import read_back
 
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
         point_at(monkeypatch, server)
@@ -559,7 +505,7 @@ def test_another_workspaces_results_are_never_applied(tmp_path, monkeypatch, cle
     """Claude's Message Batches results and Gemini's responses files, each read as OpenAI lines first
     (`providers.shapes`): another workspace's (the same run id over the same cases in another order)
     in front of ours. A Gemini line's key is the custom_id itself; a Claude id carries the tag twice."""
-    from test_faults_answers import name_of, reversed_sample, saved_output_lines
+    from tests.helpers.faults import name_of, reversed_sample, saved_output_lines
 
     models = (CLAUDE, GEMINI)
     other = tmp_path / "other"

@@ -9,12 +9,11 @@ import json
 from typing import Any
 
 import pytest
-from test_native import CLAUDE, GEMINI, LIMIT, clean, point_at, quick, run_native  # noqa: F401 - fixtures
+
+from tests.helpers.native import CLAUDE, GEMINI, LIMIT, clean_native, point_at, quick, run_native  # noqa: F401 - fixtures
 
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
-
-from engine_helpers import finish, open_session, records  # noqa: E402
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
@@ -26,15 +25,21 @@ from lexpilot_batch.simulated import SimulatedServer, parse_faults  # noqa: E402
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.engine import finish, open_session, records  # noqa: E402
 
 N = 6  # at LIMIT cases, the first wave's groups (25 requests) travel as batches, the later ones at once
 SYNC_ROUTES = {CLAUDE: "anthropic_message", GEMINI: "gemini_generate"}
 
 
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory) -> dict:
+    return clean_native(tmp_path_factory)
+
+
 def test_small_groups_go_through_messages_and_generate_content_with_the_records_of_batches(
     tmp_path,
     monkeypatch,
-    clean,  # noqa: F811 - the fixture of test_native
+    clean,
 ):
     tailed = run_native(tmp_path / "ws", monkeypatch, models=(CLAUDE, GEMINI), tail_sync=N)
     assert tailed["records"] == clean["records"]
@@ -73,7 +78,7 @@ FAULTS = (
 )
 
 
-def test_faults_on_the_synchronous_routes_change_no_record(tmp_path, monkeypatch, clean):  # noqa: F811
+def test_faults_on_the_synchronous_routes_change_no_record(tmp_path, monkeypatch, clean):
     """Everything at once (no batch at all): the content faults are drawn by each request's id as in
     a batch, the HTTP ones are retried; the records are those of the fault-free batches."""
     faulty = run_native(tmp_path / "ws", monkeypatch, FAULTS, models=(CLAUDE, GEMINI), tail_sync=10**6, retries=8)

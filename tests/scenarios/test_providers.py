@@ -6,7 +6,9 @@ routes in its own shape (each platform on its own path, answered with its docume
 then their faults (lost creates, expired batches, errored lines, HTTP 429/500 on Mistral's and the
 platforms' routes; Ark's 429s, 500s and a crash after its answers are saved) ending with the
 fault-free records, nothing sent twice. Together AI's Batch API (native:
-signed-URL uploads, jobs without metadata) is in the same lineups; `test_together.py` has the rest of it.
+signed-URL uploads, jobs without metadata) is in the same lineups; `test_together.py` has the rest of it,
+and `test_native_apis.py` what Mistral and Together share with every native API (a create whose
+answer was lost, groups sent at once, each API's faults alone).
 
 Sources: https://docs.mistral.ai/capabilities/batch and the `mistralai` SDK (`client/jobs.py`,
 `models/batchjob.py`); the `groq` SDK (`resources/batches.py`, `resources/files.py`);
@@ -22,14 +24,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, records
-from fault_helpers import finish_despite
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError
-from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.registry import PROVIDERS, file_api
 from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
 from lexpilot_batch.providers.sync import runner as sync_module
@@ -37,7 +36,8 @@ from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
-from lexpilot_batch.util import clock as waits
+from tests.helpers.engine import finish, open_session
+from tests.helpers.native import outcome, point_at, quick, run_on_routes  # noqa: F401 - `quick` is an autouse fixture
 
 MISTRAL = "mistral/mistral-sim"
 TOGETHER = "together/llama-sim"
@@ -57,61 +57,9 @@ LIMIT = 1
 STAGE = "dcg"  # every role: the evaluated model, the User Model and the judge
 
 
-@pytest.fixture(autouse=True)
-def quick(monkeypatch):
-    monkeypatch.setattr(waits, "pause", lambda seconds: None)
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LEXPILOT_EVAL_BACKEND", "LEXPILOT_USER_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
-
-
-def point_at(monkeypatch, server: SimulatedServer) -> None:
-    """Every provider's variables at the simulated server, as a user would for `serve-simulated`:
-    Mistral at its routes beside OpenAI's, each OpenAI-compatible platform at its own path, which
-    ends as its real base URL does (`SimulatedServer.profile_url`: Ark's in /api/v3/batch, its batch
-    chat route), so that each is answered with its platform's differences (`simulated.profiles`)."""
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-simulated")
-    for prefix in ("mistral", "groq", "zhipu", "qianfan", "siliconflow", "moonshot", "ark"):
-        provider = PROVIDERS[prefix]
-        url = server.base_url if prefix == "mistral" else server.profile_url(prefix)
-        monkeypatch.setenv(provider.url_var, url)
-        monkeypatch.setenv(provider.key_var, "sk-simulated")
-    monkeypatch.setenv("TOGETHER_BASE_URL", server.together_url)  # its routes, under /together
-    monkeypatch.setenv("TOGETHER_API_KEY", "sk-simulated")
-
-
 def run_providers(root: Path, monkeypatch, faults: str = "", models=MODELS, crash=ProviderError, **options) -> dict:
-    with SimulatedServer(root.parent / f"{root.name}-sim", parse_faults(faults)) as server:
-        point_at(monkeypatch, server)
-        with Workspace(root) as ws:
-            options.setdefault("create_grace", 0.3)
-            session = Session(ws, ProviderOptions(**options))
-            try:
-                prepare(ws, session, RunSpec(("r1",), tuple(models), STAGE, SETTINGS, limit=LIMIT))
-                stopped = finish_despite(ProviderError, crash)(ws, session)
-            finally:
-                session.close()
-            assert server.api is not None
-            held = Counter(r["sim"].get("profile") for r in server.api.store.batches_newest_first())
-            return {**outcome(ws), "server": Counter(server.stats), "stopped": stopped, "held": held}
-
-
-def outcome(ws: Workspace) -> dict:
-    db = ws.store.conn
-    return {
-        "records": records(ws),
-        "requests": {
-            id_stem(r["custom_id"]): tuple(r)[1:]
-            for r in db.execute(
-                "SELECT custom_id, wave, step, attempt, status, error_kind, value, prompt_tokens, completion_tokens,"
-                " reasoning_tokens, cached_tokens FROM requests"
-            )
-        },
-        "files": [dict(r) for r in db.execute("SELECT * FROM files ORDER BY pk")],
-        "threads": Counter(r[0] for r in db.execute("SELECT status FROM threads")),
-        "anomalies": db.execute("SELECT COUNT(*) FROM anomalies").fetchone()[0],
-        "root": ws.root,
-    }
+    spec = RunSpec(("r1",), tuple(models), STAGE, SETTINGS, limit=LIMIT)
+    return run_on_routes(root, monkeypatch, spec, faults, crash, **options)
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +190,7 @@ def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_
     expired = [f for f in faulty["files"] if f["batch_status"] == "expired"]
     expired_at = {f["model"].partition("/")[0] for f in expired}
     assert {"mistral", "zhipu"} <= expired_at, expired_at  # Mistral's TIMEOUT_EXCEEDED jobs too
-    # (Together's EXPIRED jobs, lost creates and errored lines: test_together.py, on more of its batches.)
+    # (Together's EXPIRED jobs, lost creates and errored lines: test_native_apis.py, on more of its batches.)
     kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
     assert {"transport", "unexecuted"} <= set(kinds), kinds
     # Creating is not idempotent: no create was sent twice blindly; lost ones were found again.
@@ -378,32 +326,6 @@ def test_an_openai_a_claude_a_mistral_and_a_qwen_model_with_a_deepseek_r1_judge_
     assert stats["calls:anthropic_create"] and stats["calls:mistral_create"] and stats["calls:create_batch"]
 
 
-def test_a_mistral_job_whose_create_answer_was_lost_is_adopted_by_its_tag(tmp_path, monkeypatch, clean):
-    """A crash between Mistral's create and its record (the job exists, the answer never arrived):
-    the next command finds the job by its `metadata` tag and never creates a second one."""
-    from lexpilot_batch.providers.batch import CreateUncertain
-    from lexpilot_batch.providers.mistral.batch import MistralBatchBackend
-
-    real = MistralBatchBackend.create
-    lost: list[str] = []
-
-    def create_then_lose_the_answer(self, input_file_id, metadata, endpoint=None, source=None):
-        info = real(self, input_file_id, metadata, endpoint, source)
-        if len(lost) < 2:
-            lost.append(info.id)
-            raise CreateUncertain("the answer was lost")
-        return info
-
-    monkeypatch.setattr(MistralBatchBackend, "create", create_then_lose_the_answer)
-    models = (MISTRAL,)
-    out = run_providers(tmp_path / "ws", monkeypatch, models=models, create_grace=5.0)
-    assert set(out["threads"]) == {"done"}
-    assert out["records"] == {k: v for k, v in clean["records"].items() if k[1] in models}
-    jobs = [f["batch_id"] for f in out["files"] if f["model"].startswith("mistral/")]
-    assert len(lost) == 2 and set(lost) <= set(jobs)  # adopted
-    assert out["server"]["calls:mistral_create"] == len(jobs)  # never a second job for a file
-
-
 def test_a_platform_batch_whose_create_answer_was_lost_is_adopted_from_its_own_accounts_listing(
     tmp_path, monkeypatch, clean
 ):
@@ -432,17 +354,6 @@ def test_a_platform_batch_whose_create_answer_was_lost_is_adopted_from_its_own_a
     batched = {f["batch_id"] for f in out["files"] if f["model"] in models}
     assert len(lost) == 4 and set(lost) <= batched  # adopted
     assert_one_batch_per_file(out, ("siliconflow", "qianfan"))
-
-
-def test_mistral_lines_sent_at_once_through_its_chat_completions_give_the_same_records(tmp_path, monkeypatch, clean):
-    """`--tail-sync`: a group sent at once is each `{custom_id, body}` line as Mistral's
-    `POST /v1/chat/completions` (the model is in the body), its answer saved as a batch line."""
-    models = (MISTRAL,)
-    out = run_providers(tmp_path / "ws", monkeypatch, models=models, tail_sync=1)
-    assert out["records"] == {k: v for k, v in clean["records"].items() if k[1] in models}
-    mistral = [f for f in out["files"] if f["model"].startswith("mistral/")]
-    assert mistral and {f["backend"] for f in mistral} == {"sync"}
-    assert out["server"]["calls:chat_completion"] > 0 and out["server"]["calls:mistral_create"] == 0
 
 
 def test_a_rehearsal_sends_each_platforms_models_to_its_own_path_within_its_limits(rehearsed, tmp_path):

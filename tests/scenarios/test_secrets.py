@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from crash_helpers import SimServer, base_env
+
+from tests.helpers.crash import SimServer, base_env
 
 SENTINEL = "sk-SENTINEL-0123456789abcdef"
 JUDGE_SENTINEL = "sk-JUDGE-SENTINEL-fedcba9876543210"

@@ -1,9 +1,10 @@
 """Together AI's Batch API offline: a study whose every role is a `together/` model compiled, uploaded
 through the signed URL, created, polled and ingested through the simulated provider's Together routes,
-with the records of the OpenAI-shaped simulated route request for request; a create whose answer was
-lost found again by the job's input file (Together's jobs carry no metadata); two jobs of one upload,
-the later cancelled; and the faults (lost creates, expired jobs, errored lines, HTTP 429/500 on its
-routes) ending with the fault-free records.
+with the records of the OpenAI-shaped simulated route request for request; two jobs of one upload,
+the later cancelled; a job that appears after the grace period cancelled by the next poll; an upload
+sent again. What every native API goes through (a create whose answer was lost, groups sent at once,
+lost creates, expired jobs and errored lines ending with the fault-free records) is
+`test_native_apis.py`'s, Together's instance among them.
 
 Sources: https://docs.together.ai/docs/inference/batch/overview, /tutorial, /manage; the `together`
 SDK (`resources/batches.py`, `types/batch_job.py`, `lib/resources/files.py`).
@@ -12,18 +13,13 @@ SDK (`resources/batches.py`, `types/batch_job.py`, `lib/resources/files.py`).
 from __future__ import annotations
 
 import json
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session
-from fault_helpers import finish_despite
-from test_providers import outcome, point_at
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
-from lexpilot_batch.engine.session import ProviderOptions, Session
-from lexpilot_batch.errors import LexpilotError, ProviderError
+from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.batch import CreateUncertain
 from lexpilot_batch.providers.together.batch import TogetherBatchBackend
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
@@ -32,6 +28,8 @@ from lexpilot_batch.state.compaction import read_saved
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util import clock as waits
+from tests.helpers.engine import finish, open_session
+from tests.helpers.native import outcome, quick, run_on_routes  # noqa: F401 - `quick` is an autouse fixture
 
 EVAL = "together/meta-llama/Llama-3.3-70B-Instruct-Turbo"
 # Every role on Together (simulated models under names of the kind Together serves).
@@ -41,26 +39,8 @@ SETTINGS = Settings(
 STAGE = "dcg"  # every role
 
 
-@pytest.fixture(autouse=True)
-def quick(monkeypatch):
-    monkeypatch.setattr(waits, "pause", lambda seconds: None)
-    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LEXPILOT_EVAL_BACKEND", "LEXPILOT_USER_BACKEND"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def run_together(root: Path, monkeypatch, faults: str = "", limit: int = 1, **options) -> dict:
-    with SimulatedServer(root.parent / f"{root.name}-sim", parse_faults(faults)) as server:
-        point_at(monkeypatch, server)
-        with Workspace(root) as ws:
-            options.setdefault("create_grace", 0.3)
-            session = Session(ws, ProviderOptions(**options))
-            try:
-                prepare(ws, session, RunSpec(("r1",), (EVAL,), STAGE, SETTINGS, limit=limit))
-                stopped = finish_despite(ProviderError)(ws, session)
-            finally:
-                session.close()
-            others = [dict(r) for r in ws.store.conn.execute("SELECT * FROM other_batches")]
-            return {**outcome(ws), "server": Counter(server.stats), "stopped": stopped, "other_batches": others}
+    return run_on_routes(root, monkeypatch, RunSpec(("r1",), (EVAL,), STAGE, SETTINGS, limit=limit), faults, **options)
 
 
 def reference(root: Path, limit: int = 1) -> dict:
@@ -110,29 +90,8 @@ def test_its_lines_and_results_are_in_togethers_documented_shape(clean):
             line = json.loads(raw)
             assert sorted(line) == ["custom_id", "response"] and line["response"]["status_code"] == 200
             message = line["response"]["body"]["choices"][0]["message"]
-            assert "reasoning_content" not in message  # Together's word is `reasoning` (test_together.py in providers/)
-
-
-def test_a_job_whose_create_answer_was_lost_is_found_again_by_its_input_file(tmp_path, monkeypatch, clean):
-    """A create that made its job but whose answer never arrived: Together's jobs carry no tag, but
-    each names its input file, whose id only this workspace knows: the job is adopted, never a
-    second one created."""
-    real = TogetherBatchBackend.create
-    lost: list[str] = []
-
-    def create_then_lose_the_answer(self, input_file_id, metadata, endpoint=None, source=None):
-        job = real(self, input_file_id, metadata, endpoint, source)
-        if len(lost) < 2:
-            lost.append(job.id)
-            raise CreateUncertain("the answer was lost")
-        return job
-
-    monkeypatch.setattr(TogetherBatchBackend, "create", create_then_lose_the_answer)
-    out = run_together(tmp_path / "ws", monkeypatch, create_grace=5.0)
-    assert set(out["threads"]) == {"done"} and out["records"] == clean["records"]
-    jobs = [f["batch_id"] for f in out["files"]]
-    assert len(lost) == 2 and set(lost) <= set(jobs)  # adopted
-    assert out["server"]["calls:together_create"] == len(jobs)  # never a second job for a file
+            # Together's word is `reasoning` (providers/together/test_lines.py)
+            assert "reasoning_content" not in message
 
 
 def test_of_two_jobs_made_from_one_upload_the_first_is_adopted_and_the_later_cancelled(tmp_path, monkeypatch, clean):
@@ -182,15 +141,6 @@ def test_a_job_that_appears_after_the_grace_period_is_cancelled_by_the_next_poll
     assert out["server"]["calls:together_cancel"] >= 1
 
 
-def test_together_lines_sent_at_once_through_its_chat_completions_give_the_same_records(tmp_path, monkeypatch, clean):
-    """`--tail-sync`: a group sent at once is each `{custom_id, body}` line as Together's
-    `POST /v1/chat/completions` (the model is in the body), its answer saved as a batch line."""
-    out = run_together(tmp_path / "ws", monkeypatch, tail_sync=1)
-    assert out["records"] == clean["records"]
-    assert out["files"] and {f["backend"] for f in out["files"]} == {"sync"}
-    assert out["server"]["calls:chat_completion"] > 0 and out["server"]["calls:together_create"] == 0
-
-
 def test_a_file_uploaded_again_is_the_file_together_already_holds(tmp_path):
     """An upload sent again after a crash (the same bytes): Together answers 409 with the file it
     holds (the SDK's `FileAlreadyExistsError`), and that id is the upload's; the bytes go once."""
@@ -200,7 +150,9 @@ def test_a_file_uploaded_again_is_the_file_together_already_holds(tmp_path):
     path = tmp_path / "eval__together-sim__000.jsonl"
     path.write_bytes(b'{"custom_id":"a-1","body":{"model":"m","messages":[{"role":"user","content":"x"}]}}\n')
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
-        endpoint = Endpoint("eval", server.together_url, "TOGETHER_API_KEY", "sk-simulated", model="together/m")
+        endpoint = Endpoint(
+            "eval", server.native_url("together"), "TOGETHER_API_KEY", "sk-simulated", model="together/m"
+        )
         backend = TogetherBatchBackend(endpoint, PROFILES["together"], timeout=5.0)
         first, again = backend.upload(path), backend.upload(path)
         assert first == again and first.startswith("file-")
@@ -212,13 +164,15 @@ def test_an_upload_refused_for_the_moment_is_sent_again_and_a_refused_put_is_an_
     a 5xx; a signed URL that refuses the bytes is an error naming the status, never a file id."""
     from lexpilot_batch.providers.registry import PROFILES
     from lexpilot_batch.providers.routing.endpoints import Endpoint
-    from lexpilot_batch.simulated.together_api import TogetherApi
+    from lexpilot_batch.simulated.apis.together import TogetherApi
 
     path = tmp_path / "eval__together-sim__000.jsonl"
     path.write_bytes(b'{"custom_id":"a-1","body":{"model":"m","messages":[{"role":"user","content":"x"}]}}\n')
     faults = "http_500=0.6,http_routes=together_upload_start,retry_after=0.001,seed=3"
     with SimulatedServer(tmp_path / "sim", parse_faults(faults)) as server:
-        endpoint = Endpoint("eval", server.together_url, "TOGETHER_API_KEY", "sk-simulated", model="together/m")
+        endpoint = Endpoint(
+            "eval", server.native_url("together"), "TOGETHER_API_KEY", "sk-simulated", model="together/m"
+        )
         backend = TogetherBatchBackend(endpoint, PROFILES["together"], timeout=5.0)
         assert backend.upload(path).startswith("file-")
         assert server.stats["http_500:together_upload_start"] >= 1 and server.stats["calls:together_upload_put"] == 1
@@ -235,35 +189,3 @@ def test_an_upload_refused_for_the_moment_is_sent_again_and_a_refused_put_is_an_
                 backend.upload(other)
         finally:
             TogetherApi.upload_put = real  # type: ignore[method-assign]
-
-
-# Lost creates (a create committed after the client gave up), expired jobs, errored lines, downloads broken
-# off half-way and HTTP 429/500 on Together's routes; per-request faults drawn on the workspace's own
-# custom_ids.
-ROUTES = "together_upload_start+together_preprocess+together_create+together_list+together_get+together_file_content"
-FAULTS = (
-    "line_error=0.1,expire_batch=0.5,late_create=0.3,slow_seconds=0.45,cut_download=0.5,"
-    f"http_429=0.05,http_500=0.05,http_routes={ROUTES},retry_after=0.001,seed=5"
-)
-LIMIT = 3  # cases: enough batches for every fault to be drawn
-
-
-@pytest.mark.slow  # two whole studies of 3 cases under faults, 0.45 s answers held back: 4 s alone, more when shared
-def test_lost_creates_expired_jobs_and_errored_lines_end_with_the_fault_free_records(tmp_path, monkeypatch):
-    fault_free = reference(tmp_path / "openai-shaped", limit=LIMIT)
-    faulty = run_together(tmp_path / "faulty", monkeypatch, FAULTS, LIMIT, retries=8, timeout=0.3, create_grace=3.0)
-    assert set(faulty["threads"]) == {"done"}
-    assert faulty["records"] == fault_free["records"]
-    assert faulty["anomalies"] == 0
-    stats = faulty["server"]
-    assert stats["cut_download:together_file_content"] >= 1, stats  # downloads broken off half-way, fetched again
-    assert stats["late_create:together_create"] >= 1 and stats["http_500"] + stats["http_429"] >= 1, stats
-    assert [f for f in faulty["files"] if f["batch_status"] == "expired"]  # EXPIRED jobs, what they finished kept
-    kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
-    assert {"transport", "unexecuted"} <= set(kinds), kinds  # error-file lines, and what expired jobs never ran
-    # Creating is not idempotent: no create was sent twice blindly; lost ones were found again.
-    assert stats["retried:together_create"] == 0
-    jobs = {f["batch_id"] for f in faulty["files"]} | {b["batch_id"] for b in faulty["other_batches"]}
-    assert stats["calls:together_create"] - stats["http_500:together_create"] - stats[
-        "http_429:together_create"
-    ] == len(jobs)

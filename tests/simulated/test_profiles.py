@@ -14,13 +14,13 @@ from typing import Any
 import openai
 import pytest
 from openai import OpenAI
-from sim_helpers import TERMINAL, jsonl, read_lines, request_line
 
 from lexpilot_batch.providers.openai.batch import status_of
 from lexpilot_batch.providers.openai.errors import failure_of
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.batches import validate_input
 from lexpilot_batch.simulated.profiles import PROFILES
+from tests.helpers.simulated import TERMINAL, jsonl, read_lines, request_line
 
 # platform -> the batch endpoint (and line url) it runs
 BATCH_PLATFORMS = {

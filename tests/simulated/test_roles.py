@@ -12,6 +12,7 @@ import pytest
 from lexpilot_batch.benchmark import judges, prompts
 from lexpilot_batch.data import Case, Message, load_dataset
 from lexpilot_batch.simulated import caching, completions, roles
+from lexpilot_batch.simulated.roles import reading
 
 SEEDS = range(5)
 
@@ -234,7 +235,8 @@ def test_completion_usage_is_realistic(cases: list[Case]) -> None:
     assert completions.complete(eval_body, 0, key="c2")["usage"]["completion_tokens_details"]["reasoning_tokens"] == 0
 
 
-# The readable definitions that roles' faster patterns stand for (see the comment above them).
+# The readable definitions that the roles' faster patterns stand for (see the comment above them in
+# `roles.reading`).
 READABLE = {
     "_NUMBER": r"\d+(?:[.,，]\d+)*|[一二两三四五六七八九十百千万]+(?:万|千|百)?元",
     "_AMOUNT": r"\d+(?:\.\d+)?\s*(?:万元|万|元)",
@@ -248,7 +250,7 @@ def random_texts(seed: int, count: int) -> list[list[str]]:
     alphabet = (
         "0123456789０١" + "一二两三四五六七八九十百千万" + "年月日元万千百.,，。 \t\u3000借款合同押租金保险证退担"
     )
-    words = [*roles._TOPICS, "劳动合同", "2021年3月5日", "12.5万元", "3 \n元"]
+    words = [*reading._TOPICS, "劳动合同", "2021年3月5日", "12.5万元", "3 \n元"]
 
     def text() -> str:
         parts = [
@@ -264,16 +266,16 @@ def test_the_fast_patterns_find_what_the_readable_ones_do(cases: list[Case]) -> 
     samples = [t for group in random_texts(0, 4000) for t in group]
     samples += [m.content for case in cases for m in case.complete_history + case.underspecified_history]
     for name, readable in READABLE.items():
-        fast = getattr(roles, name)
+        fast = getattr(reading, name)
         assert [fast.findall(t) for t in samples] == [re.findall(readable, t) for t in samples], name
 
 
 def test_a_history_read_message_by_message_reads_as_its_joined_text() -> None:
     for texts in random_texts(1, 6000):
         joined = "\n".join(texts)
-        assert roles._topics_among(texts) == [t for t in roles._TOPICS if t in joined]
-        assert roles._amounts(texts) == re.findall(READABLE["_AMOUNT"], joined)
-        assert roles._dates(texts) == re.findall(READABLE["_DATE"], joined)
+        assert reading.topics_in(texts) == [t for t in reading._TOPICS if t in joined]
+        assert reading.amounts_in(texts) == re.findall(READABLE["_AMOUNT"], joined)
+        assert reading.dates_in(texts) == re.findall(READABLE["_DATE"], joined)
         turns = [("user", t) for t in texts]
         assert roles.count_facts(turns) == len(re.findall(READABLE["_NUMBER"], "\n".join(texts)))
         assert roles.bigrams(joined) == {

@@ -16,15 +16,15 @@ from typing import Any, cast
 
 import openai
 import pytest
-from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 from openai import OpenAI
 from openai.types.chat import ChatCompletion
-from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import Message
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from tests.helpers.interrupts import PROMPT, ctrl_c_as_on_windows, needs_sigmask
+from tests.helpers.simulated import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [
     Message(
@@ -231,9 +231,9 @@ def test_invalid_input_fails_the_batch_naming_the_line(
 def test_a_file_over_the_request_limit_is_refused_unless_blank_or_not_utf8(
     client: OpenAI, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from lexpilot_batch.simulated import batches
+    from lexpilot_batch.simulated.batches import validation
 
-    monkeypatch.setattr(batches, "MAX_REQUESTS", 3)
+    monkeypatch.setattr(validation, "MAX_REQUESTS", 3)
     valid = [json.dumps(request_line(f"r{i}", "你好")).encode() for i in range(4)]
 
     def first_error(data: bytes) -> str:
@@ -463,7 +463,7 @@ def test_config_errors_are_lexpilot_errors() -> None:
 def test_ctrl_c_while_the_server_stops_is_acted_on_at_once_as_on_windows(tmp_path: Path) -> None:
     """`stop` waits for the serving thread in steps (`util.waiting`), not in `BaseServer.shutdown`'s
     bare `Event.wait()`: Ctrl-C, delivered as Windows before Python 3.14 delivers it to such a wait
-    (`interrupt_helpers`), is acted on within a second while the serving thread is held."""
+    (`tests.helpers.interrupts`), is acted on within a second while the serving thread is held."""
     server = SimulatedServer(tmp_path / "sim")
     server.start()
     httpd = server._httpd

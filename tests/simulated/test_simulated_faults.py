@@ -10,7 +10,6 @@ from typing import Any
 import openai
 import pytest
 from openai import OpenAI
-from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
 from lexpilot_batch.benchmark import judges, prompts
 from lexpilot_batch.data import Message
@@ -18,6 +17,7 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.simulated import Faults, SimulatedServer, parse_faults
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.roles import identify_kind, respond
+from tests.helpers.simulated import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [
     Message(role="user", content="我2021年3月借给朋友5万元，他写了借条，约定一年后还，现在一直不还。"),
@@ -259,8 +259,6 @@ def test_429_carries_retry_after(tmp_path: Path) -> None:
 
 
 def test_parse_the_added_keys_and_route_filter() -> None:
-    from lexpilot_batch.simulated.faults import ROUTES
-
     faults = parse_faults(
         "empty_content=0.1,line_400=0.2,stall_batch=0.3,http_slow=0.4,slow_seconds=1.5,"
         "http_429=0.1,http_routes=create_batch+file_content"
@@ -282,9 +280,22 @@ def test_parse_the_added_keys_and_route_filter() -> None:
     assert isinstance(err.value, LexpilotError)
     with pytest.raises(ValueError, match="slow_seconds"):
         parse_faults("slow_seconds=-1")
-    from lexpilot_batch.simulated.server import _ROUTES
 
-    assert {route[2] for route in _ROUTES} == set(ROUTES)
+
+def test_the_route_names_are_the_registered_routes_with_their_public_spellings() -> None:
+    from lexpilot_batch.simulated.apis import APIS, ROUTES
+    from lexpilot_batch.simulated.faults import route_names
+
+    # Users and tests name these in `http_routes=`: their spellings never change.
+    public = {"create_batch", "file_content", "chat_completion", "anthropic_message", "gemini_generate"}
+    creates = {"create_batch", "anthropic_create", "gemini_create", "mistral_create", "together_create"}
+    assert public | creates <= set(route_names())
+    assert {route.name for _, route in ROUTES if route.creates} == creates
+    assert route_names()[0] == "upload_file" and len(route_names()) == len(set(route_names()))
+    # A native API's routes are named after it (`gemini_create`), as its faults are aimed.
+    for api in APIS:
+        if api.name != "openai":
+            assert all(r.name.startswith(api.name + "_") or r.name == "chat_completion" for r in api.routes), api.name
 
 
 def test_empty_content_answers_200_with_empty_or_null_content(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from typing import Any, cast
 
 import pytest
 from openai import OpenAI
-from sim_helpers import jsonl, read_lines, request_line, submit, wait
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import Message
@@ -17,6 +16,7 @@ from lexpilot_batch.simulated import FaultSpecError, SimulatedServer, parse_faul
 from lexpilot_batch.simulated import chat as sim_chat
 from lexpilot_batch.simulated.batches import current
 from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds
+from tests.helpers.simulated import jsonl, read_lines, request_line, submit, wait
 
 HISTORY = [Message(role="user", content="我2021年3月借给朋友5万元，他写了借条，约定一年后还，现在一直不还。")]
 
@@ -52,14 +52,14 @@ def test_a_batch_ends_its_latency_after_creation_and_a_chat_completion_takes_its
     with SimulatedServer(tmp_path / "sim", faults=parse_faults(faults)) as server:
         client = OpenAI(base_url=server.base_url, api_key="k", max_retries=0)
         batch_id = submit(client, data)
-        assert server.api is not None
-        record = server.api.store.get_batch(batch_id)
+        assert server.store is not None
+        record = server.store.get_batch(batch_id)
         assert record is not None
         took = batch_seconds(server.faults, hashlib.sha256(data).hexdigest())
         assert 50 <= took <= 150 and took != 100
         start = record["sim"]["created"]
-        assert current(server.api.store, record, start + took - 0.5)["status"] == "finalizing"
-        assert current(server.api.store, record, start + took + 0.5)["status"] == "completed"
+        assert current(server.store, record, start + took - 0.5)["status"] == "finalizing"
+        assert current(server.store, record, start + took + 0.5)["status"] == "completed"
         slept: list[float] = []
         monkeypatch.setattr(sim_chat.time, "sleep", slept.append)
         body = lines()[0]["body"]
@@ -129,8 +129,8 @@ def test_native_batches_and_calls_take_the_latency_of_the_file_and_the_line_they
             backend = backend_class(endpoint, PROFILES[api])
             info = backend.create(backend.upload(path), {}, None, BatchSource(path, model))
             internal = "batch_" + info.id.removeprefix("msgbatch_").removeprefix("batches/")
-            assert server.api is not None
-            stored = server.api.store.get_batch(internal)
+            assert server.store is not None
+            stored = server.store.get_batch(internal)
             assert stored is not None
             sim = stored["sim"]
             took = batch_seconds(server.faults, hashlib.sha256(path.read_bytes()).hexdigest())

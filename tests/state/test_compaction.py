@@ -6,42 +6,18 @@ from __future__ import annotations
 import gzip
 import threading
 import time
-from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs, records
-from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 
 from lexpilot_batch import doctor
 from lexpilot_batch.engine.loop import poll_and_advance
-from lexpilot_batch.report.exports.cases import export_cases
-from lexpilot_batch.report.exports.seed import export_seed
-from lexpilot_batch.report.produce import ReportOptions, produce_report
-from lexpilot_batch.report.results import load_run_results
 from lexpilot_batch.state import compaction
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import finish, open_session, prepare_runs
+from tests.helpers.interrupts import PROMPT, ctrl_c_as_on_windows, needs_sigmask
+from tests.helpers.read_back import read_back
 
 LIMIT = 4
-
-
-def files_under(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def read_back(ws: Workspace, out: Path) -> dict:
-    """What a user reads of a workspace: doctor, records, both exports, the report, the saved files."""
-    export_seed(ws, out / "seed")
-    export_cases(load_run_results(ws), out / "cases")
-    report = produce_report(ws.root, ReportOptions(format="json")).text
-    kept = [r[0] for r in ws.store.conn.execute("SELECT path FROM files ORDER BY pk")]
-    return {
-        "findings": doctor.diagnose(ws),
-        "records": records(ws),
-        "exported": files_under(out),
-        "report": report,
-        "request_files": {rel: compaction.read_saved(ws.path(rel)) for rel in kept},
-        "saved": {p.relative_to(ws.root).as_posix(): compaction.read_saved(p) for p in compaction.saved_files(ws.root)},
-    }
 
 
 def disk(ws: Workspace) -> int:
@@ -219,7 +195,7 @@ def test_an_abandoned_worker_leaves_nothing_half_done(tmp_path):
 def test_ctrl_c_while_waiting_for_the_worker_stops_at_once_as_on_windows(tmp_path, monkeypatch):
     """`finish` waits for the worker in steps (`util.waiting`), and Ctrl-C during the wait stops the
     worker at its next chunk rather than waiting out its files: within a second, with Ctrl-C
-    delivered as Windows before Python 3.14 delivers it to a bare wait (`interrupt_helpers`).
+    delivered as Windows before Python 3.14 delivers it to a bare wait (`helpers.interrupts`).
     Nothing is recorded, and the next command packs those files."""
     real_pack = compaction._pack
     release = threading.Event()

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from engine_helpers import open_session, prepare_runs
-from fake_backend import file_rows
 
 from lexpilot_batch.state import waves
 from lexpilot_batch.state.states import UNEXECUTED, FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
+from tests.helpers.engine import open_session, prepare_runs
+from tests.helpers.fake_backend import file_rows
 
 
 @pytest.fixture
@@ -64,7 +64,8 @@ def test_a_batch_file_goes_compiled_uploaded_creating_submitted_downloaded(ws: W
         waves.mark_submitted(db, pk, "batch_9", "validating", {"total": 1}, 124.0)
     row = waves.file_row(ws.store.conn, pk)
     assert (row["status"], row["batch_id"], row["batch_status"]) == (FileState.SUBMITTED, "batch_9", "validating")
-    assert json.loads(row["request_counts"]) == {"total": 1} and row["submitted_at"] == 124.0
+    assert row["request_counts"] is not None and json.loads(row["request_counts"]) == {"total": 1}
+    assert row["submitted_at"] == 124.0
     with ws.store.transaction() as db:
         waves.mark_downloaded(db, pk, "completed", {"total": 1, "completed": 1}, "responses/x.jsonl")
     row = waves.file_row(ws.store.conn, pk)

@@ -9,8 +9,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from crash_helpers import SimServer
-from engine_helpers import finish, records, thread_counts, wave_count
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare, submit
@@ -21,6 +19,8 @@ from lexpilot_batch.state.workspace import Workspace, slug
 from lexpilot_batch.status import detail
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.crash import SimServer
+from tests.helpers.engine import finish, records, thread_counts, wave_count
 
 OPENAI, DASHSCOPE, DEEPSEEK = (
     "https://api.openai.com/v1",
@@ -135,7 +135,7 @@ def test_a_rehearsal_keeps_every_models_dialect_and_the_simulated_provider_accep
 def test_prepare_refuses_what_a_reasoning_model_refuses(tmp_path, clean_env):
     """The control of the rehearsal above: put max_tokens back on o4-mini and `prepare` refuses it,
     naming model and field, before anything is compiled (the simulated provider refuses it as well:
-    `providers/test_contracts.py`)."""
+    `providers/bodies/test_contract.py`)."""
     spec = RunSpec(
         ("r1",),
         ("sim-eval",),

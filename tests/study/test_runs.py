@@ -12,12 +12,12 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from engine_helpers import prepare_runs
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
 from lexpilot_batch.study import runs
 from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.engine import prepare_runs
 
 # --- checks -------------------------------------------------------------------------------------
 

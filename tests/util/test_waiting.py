@@ -1,5 +1,5 @@
 """Waits in steps: what each returns is what the bare wait returns, and Ctrl-C, delivered as
-Windows delivers it (`interrupt_helpers`), stops each within a second of a wait that lasts longer."""
+Windows delivers it (`helpers.interrupts`), stops each within a second of a wait that lasts longer."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
-from interrupt_helpers import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 
 from lexpilot_batch.util import waiting
+from tests.helpers.interrupts import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 
 LONG = 5.0  # how long the blocking work would last: several times PROMPT
 

@@ -10,7 +10,7 @@ fields of a few values, and sampling fields it fixes for some of its models (`Fi
 
 None of the platforms' SDKs is a dependency: the rules are written in the platforms' files, and
 tests check compiled lines against the SDKs where they are installed
-(`tests/providers/test_provider_lines.py`).
+(`tests/providers/platforms/test_lines.py`).
 """
 
 from __future__ import annotations

@@ -10,8 +10,6 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import STUDY_MODELS, STUDY_RUNS
-from engine_helpers import records
 from typer.testing import CliRunner
 
 from lexpilot_batch.cli import app
@@ -20,6 +18,7 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.exports.cases import COLUMNS, export_cases
 from lexpilot_batch.report.results import load_run_results
 from lexpilot_batch.util import fileio
+from tests.helpers.engine import STUDY_MODELS, STUDY_RUNS, records
 
 VARIANTS = {"c": "complete", "u": "underspecified"}
 STOPS = ("judgment_round_1", "judgment_round_2", "judgment_round_3", "forced_final_prediction")
@@ -111,9 +110,8 @@ def test_rows_come_in_run_task_case_order_and_exporting_twice_gives_the_same_byt
 
 
 def test_the_command_refuses_unfinished_runs_without_partial(tmp_path):
-    from engine_helpers import open_session, prepare_runs
-
     from lexpilot_batch.state.workspace import Workspace
+    from tests.helpers.engine import open_session, prepare_runs
 
     with Workspace(tmp_path / "ws") as ws:
         session = open_session(ws)

@@ -1,6 +1,6 @@
 """The seed-layout export: files, records, order, manifests, safe paths, and the report's numbers.
 
-The report's per-run metrics are checked against `independent_metrics`, which scores the exported
+The report's per-run metrics are checked against `helpers.independent_metrics`, which scores the exported
 files with scikit-learn and shares no code with `lexpilot_batch.benchmark.metrics` or `report`.
 """
 
@@ -10,8 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session, prepare_runs
-from independent_metrics import lca, ljp, score_export
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import SAMPLE_NOTE, load_categories, load_dataset
@@ -21,6 +19,8 @@ from lexpilot_batch.report.exports.seed import export_seed
 from lexpilot_batch.report.results import load_run_results
 from lexpilot_batch.state.workspace import Workspace, seed_name, slug
 from lexpilot_batch.util import resources
+from tests.helpers.engine import finish, open_session, prepare_runs
+from tests.helpers.independent_metrics import lca, ljp, score_export
 
 RUNS = ("r1", "r2", "r3")
 MODEL = "sim-eval"

@@ -7,44 +7,20 @@ named by LEXPILOT_CHROMIUM, and is skipped, saying so, only when none can be fou
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import STUDY_MODELS
-from engine_helpers import records
 from typer.testing import CliRunner
 
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.cli import app
 from lexpilot_batch.data import load_dataset
-
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
-
-
-def chromium() -> str | None:
-    named = os.environ.get("LEXPILOT_CHROMIUM")
-    if named:
-        return named
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+from tests.helpers.browser import FLAGS, chromium
+from tests.helpers.engine import STUDY_MODELS, records
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,15 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from engine_helpers import finish, open_session
 from markdown_it import MarkdownIt
-from test_html import FLAGS, chromium
 
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine import loop as engine
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util.spreadsheet import FORMULA_START, csv_text, safe_cell
+from tests.helpers.browser import FLAGS, chromium
+from tests.helpers.engine import finish, open_session
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 CASE = "=cmd|' /C calc'!A0"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import builtins
 
 import pytest
-from test_report import CONTRACT, FAMILY, dcg, ljp, run, two_runs
 
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import build_report
 from lexpilot_batch.report.formats.figures import figures
 from lexpilot_batch.report.formats.plots import save_figures
+from tests.helpers.report_runs import CONTRACT, FAMILY, dcg, ljp, run, two_runs
 
 pytest.importorskip("matplotlib", reason="matplotlib comes with the test extra (pip install -e '.[test]')")
 

@@ -13,17 +13,13 @@ from __future__ import annotations
 import itertools
 import math
 import random
-import sys
-from pathlib import Path
 
 import pytest
 from scipy import stats
 
+from bench import calibration
 from lexpilot_batch.report import RunResults, TaskRecords, build_report, render
 from lexpilot_batch.report.statistics.estimates import FEW_CASES, FLAT
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
-import calibration  # noqa: E402
 
 
 def dcg_runs(model: str, rows: list[list[bool]], classes: list[str] | None = None) -> list[RunResults]:

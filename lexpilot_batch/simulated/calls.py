@@ -1,0 +1,107 @@
+"""The calls a simulated server answers: counted per route (`stats`), and the per-call faults drawn
+for them (HTTP 429, 500 and 529, slow answers, late creates, cut downloads) from one generator
+seeded by the fault seed, the server's own, never the `random` module's shared one (which a seeded
+test, or Hypothesis, in the same process owns). Serial calls meet the same faults run after run.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+
+from lexpilot_batch.simulated.errors import ApiError
+from lexpilot_batch.simulated.faults import Faults
+from lexpilot_batch.simulated.profiles import Profile
+
+
+class Calls:
+    """One server's calls and the per-call faults of `faults` (module docstring)."""
+
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
+        # calls, http_429, http_500, http_slow, retried calls, flex_429 refusals and flex_answers seen;
+        # each also per route ("calls:upload_file")
+        self.stats: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._rng = random.Random(faults.seed)
+
+    def count(self, what: str, route: str) -> None:
+        with self._lock:
+            self.stats[what] += 1
+            self.stats[f"{what}:{route}"] += 1
+
+    def record(self, route: str, retry_count: str, profile: Profile | None = None) -> None:
+        self.count("calls", route)
+        if retry_count not in ("", "0"):
+            self.count("retried", route)
+        if profile is not None:  # "calls:zhipu:create_batch": the platform's own calls
+            with self._lock:
+                self.stats[f"calls:{profile.name}:{route}"] += 1
+                if retry_count not in ("", "0"):
+                    self.stats[f"retried:{profile.name}:{route}"] += 1
+
+    def roll(self) -> float:
+        """One draw of the per-call faults' seeded generator (any handler thread's, and `chat`'s)."""
+        with self._lock:
+            return self._rng.random()
+
+    def _struck(self, fault: str, route: str) -> bool:
+        """Whether a per-call fault (`http_slow`, `late_create`, `cut_download`) strikes this call:
+        drawn only while it is on, and counted when it strikes."""
+        chance = getattr(self.faults, fault)
+        if not chance:
+            return False
+        if self.roll() < chance:
+            self.count(fault, route)
+            return True
+        return False
+
+    def slow(self, route: str) -> None:
+        """Maybe hold the answer of a call whose route has run (drawn per call)."""
+        if self.faults.applies_to(route) and self._struck("http_slow", route):
+            time.sleep(self.faults.slow_seconds)
+
+    def cut(self, route: str) -> bool:
+        """Whether to break off this download of a file's content half-way (drawn per call)."""
+        return self._struck("cut_download", route)
+
+    def late(self, route: str) -> None:
+        """Maybe hold a batches create *before* it runs (drawn per call): the batch appears only
+        after a client with a shorter timeout gave up on its answer."""
+        if self._struck("late_create", route):
+            time.sleep(self.faults.slow_seconds)
+
+    def http_fault(self, route: str, overloaded: int = 529) -> None:
+        """Maybe answer 429, 500 or 529 (`overloaded`: the route's API's status for it) instead of
+        running the route (drawn per call)."""
+        faults = self.faults
+        if not (faults.http_429 or faults.http_500 or faults.http_529) or not faults.applies_to(route):
+            return
+        roll = self.roll()
+        wait = {
+            "retry-after": str(max(0, round(faults.retry_after))),
+            "retry-after-ms": str(int(faults.retry_after * 1000)),
+        }
+        if roll < faults.http_429:
+            self.count("http_429", route)
+            raise ApiError(
+                429,
+                "Rate limit reached for requests (simulated). Please try again shortly.",
+                type="requests",
+                code="rate_limit_exceeded",
+                headers=wait,
+            )
+        if roll < faults.http_429 + faults.http_500:
+            self.count("http_500", route)
+            # Real 500s carry no retry-after; ours do, so that retries in tests stay fast.
+            raise ApiError(
+                500,
+                "The server had an error while processing your request. Sorry about that!",
+                type="server_error",
+                headers=wait,
+            )
+        if roll < faults.http_429 + faults.http_500 + faults.http_529:
+            self.count("http_529", route)
+            raise ApiError(overloaded, "Overloaded", type="overloaded_error", headers=wait)
