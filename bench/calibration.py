@@ -2,9 +2,13 @@
 `build_report`, measuring the type-I error of every comparison it prints a p-value for and the
 coverage of every interval it prints, overall and per cause class, with Monte-Carlo bands.
 
-    python bench/calibration.py --quick                       # a few replications, a minute or two
-    python bench/calibration.py --out bench/calibration.json  # the full grid (hours; see bench/README.md)
-    python bench/calibration.py --table bench/calibration.json   # docs/report.md's table from a result
+    python bench/calibration.py --quick --jobs 2                        # 40/80 replications per cell
+    python bench/calibration.py --jobs 2 --out bench/calibration.json  # the full grid (hours)
+    python bench/calibration.py --table bench/calibration.json         # docs/report.md's block
+
+A full run saves each finished piece of a cell (`CHUNK` replications) to `<out>.parts.jsonl` as it
+goes: interrupted and run again with the same arguments, it does only what is missing, and the
+result is the same (every replication's seed is fixed by its cell and number).
 
 The worlds. Every case c has a skill p_c drawn from a beta distribution of mean mu and
 intra-case correlation ICC (Beta(a, b), a + b = 1/ICC - 1: ICC is the correlation of two records of
@@ -33,18 +37,21 @@ times mu), so that a class's truth is its own. Two models A and B are drawn on t
   A's in half of the cases (the same quantile of their distributions), independently in the
   others. A and B are not exchangeable within a case, so no permutation test is exact here; the
   population value of every metric is still the same for both (it depends on the mean skill only);
+- `shift`: B worse, its mean skill in every class `SHIFT` below A's (the same ICC, the same rank):
+  the comparison's interval at a true difference that is not 0, and the rate at which the test
+  tells the two apart (its power, not a type-I error);
 
 with A and B having 3 runs each (`3v3`) or 1 and 5 (`1v5`, a new model against a baseline).
 
 The truth of every metric is analytic: a record's expected confusion is linear in p_c, so the
 population value of each metric is its value at the scope's mean skill (QWK: `qwk_truth`).
 
-Per cell (world, null, layout, cases) and metric the harness counts: comparisons with p < 0.05
-among those with a p-value (`reject`, the type-I error, both nulls being true), comparison
-intervals that hold the true difference 0 (`difference`), and intervals of A and B that hold the
-truth overall (`overall`) and per class (`class`, every class the report gives an interval; each
-class also alone in `classes`). A rate r over N draws has the Monte-Carlo band r +- 1.96
-sqrt(r (1 - r) / N).
+Per cell (world, scenario, layout, cases) and metric the harness counts: comparisons with p < 0.05
+among those with a p-value (`reject` under the nulls, the type-I error; `power` under the shift),
+comparison intervals that hold the true difference (`difference`: 0 under the nulls), and
+intervals of A and of B that hold the truth overall (`overall_A3`: model A with 3 runs) and per
+class (`class_A3`, every class the report gives an interval; each class also alone in
+`classes`). A rate r over N draws has the Monte-Carlo band r +- 1.96 sqrt(r (1 - r) / N).
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ import multiprocessing
 import random
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +113,8 @@ WORLDS = {
     "deterministic": World(0.6, 0.95),
 }
 NULLS = ("sharp", "weak")
+SCENARIOS = (*NULLS, "shift")  # the two nulls, and B worse by SHIFT: the comparison's interval at a difference
+SHIFT = 0.1
 LAYOUTS = {"3v3": (3, 3), "1v5": (1, 5)}
 CASES = (6, 8, 20, 50, 432)
 
@@ -124,8 +133,10 @@ def class_sizes(n: int) -> list[int]:
     return sizes
 
 
-def class_mean(world: World, k: int) -> float:
-    return min(0.98, world.mu * CLASS_FACTORS[k])
+def class_mean(world: World, k: int, side: str = "A", scenario: str = "sharp") -> float:
+    """A class's mean skill: A's, and B's, the same but under the shift (`SHIFT` lower)."""
+    mean = min(0.98, world.mu * CLASS_FACTORS[k])
+    return max(0.01, mean - SHIFT) if side == "B" and scenario == "shift" else mean
 
 
 def skill_at(u: float, mean: float, icc: float) -> float:
@@ -144,15 +155,19 @@ class Case:
     gold: list[str]
 
 
-def draw_cases(world: World, n: int, null: str, rng: random.Random) -> list[Case]:
-    out = []
+def draw_cases(world: World, n: int, scenario: str, rng: random.Random) -> list[Case]:
+    out: list[Case] = []
     for k, size in enumerate(class_sizes(n)):
         mean = class_mean(world, k)
         for _ in range(size):
             u = rng.random()
             p = skill_at(u, mean, world.icc)
-            # Weak null: B has the same mean and half the ICC; its skill ranks with A's in half of the cases.
-            q = p if null == "sharp" else skill_at(u if rng.random() < 0.5 else rng.random(), mean, world.icc / 2)
+            if scenario == "sharp":
+                q = p
+            elif scenario == "weak":  # the same mean, half the ICC, ranked with A's in half of the cases
+                q = skill_at(u if rng.random() < 0.5 else rng.random(), mean, world.icc / 2)
+            else:  # shift: the same ICC and rank, a mean SHIFT lower
+                q = skill_at(u, class_mean(world, k, "B", scenario), world.icc)
             gold = rng.choices(VERDICTS, GOLD_WEIGHTS, k=rng.randint(1, 4))
             out.append(Case(str(len(out) + 1), f"class{k}", k, p, q, gold))
     return out
@@ -219,12 +234,12 @@ def truths(mu: float) -> dict[str, float]:
     }
 
 
-def scope_truths(world: World, n: int) -> dict[str | None, dict[str, float]]:
-    """Per scope (None: overall, else a class name) every metric's truth. The overall mean skill
-    weighs each class by its cases (LCA and DCG) — and by its expected claims (LJP), which are the
-    same per case in every class."""
+def scope_truths(world: World, n: int, side: str = "A", scenario: str = "sharp") -> dict[str | None, dict[str, float]]:
+    """Per scope (None: overall, else a class name) every metric's truth for model A or B. The
+    overall mean skill weighs each class by its cases (LCA and DCG) — and by its expected claims
+    (LJP), which are the same per case in every class."""
     sizes = class_sizes(n)
-    means = [class_mean(world, k) for k in range(len(sizes))]
+    means = [class_mean(world, k, side, scenario) for k in range(len(sizes))]
     out: dict[str | None, dict[str, float]] = {f"class{k}": truths(m) for k, m in enumerate(means)}
     out[None] = truths(sum(s * m for s, m in zip(sizes, means, strict=True)) / sum(sizes))
     return out
@@ -243,47 +258,62 @@ def _add(counts: dict, key: str, hit: bool) -> None:
     c[1] += 1
 
 
-def run_cell(world_name: str, null: str, layout: str, n: int, reps: int, resamples: int, first: int = 0) -> dict:
+def run_cell(world_name: str, scenario: str, layout: str, n: int, reps: int, resamples: int, first: int = 0) -> dict:
     """Counts of one cell over replications `first` .. `first + reps - 1`."""
     world = WORLDS[world_name]
     runs_a, runs_b = LAYOUTS[layout]
-    truth = scope_truths(world, n)
+    truth = {side: scope_truths(world, n, side, scenario) for side in "AB"}
     counts: dict[str, dict] = {f"{t}.{m}": {"classes": {}} for t, m in METRICS}
     for rep in range(first, first + reps):
-        rng = random.Random(_seed(world_name, null, layout, n, rep))
-        cases = draw_cases(world, n, null, rng)
+        # The nulls' seeds are those of the harness before the shift scenario was added.
+        rng = random.Random(_seed(world_name, scenario, layout, n, rep))
+        cases = draw_cases(world, n, scenario, rng)
         runs = [one_run(cases, f"run{r + 1}", "model-a", False, rng) for r in range(runs_a)]
         runs += [one_run(cases, f"run{r + 1}", "model-b", True, rng) for r in range(runs_b)]
         report = build_report(runs, resamples=resamples, seed=rep + 1)
         (comparison,) = report["comparisons"]
+        first_side = "A" if comparison["a"]["model"] == "model-a" else "B"
+        second_side = "B" if first_side == "A" else "A"
         for task, metric in METRICS:
             into = counts[f"{task}.{metric}"]
             d = comparison["tasks"][task][metric]
             if d["p_value"] is not None:
-                _add(into, "reject", d["p_value"] < ALPHA)
+                _add(into, "reject" if scenario in NULLS else "power", d["p_value"] < ALPHA)
             if d["ci"] is not None:
-                _add(into, "difference", d["ci"]["low"] <= 0.0 <= d["ci"]["high"])
+                true = truth[first_side][None][metric] - truth[second_side][None][metric]
+                _add(into, "difference", d["ci"]["low"] - 1e-12 <= true <= d["ci"]["high"] + 1e-12)
             for group in report["groups"]:
+                side = "A" if group["model"] == "model-a" else "B"
                 summaries = group["tasks"][task]
                 for scope, by_metric in [(None, summaries["overall"]), *summaries["by_class"].items()]:
                     ci = by_metric[metric]["ci"]
                     if ci is None:
                         continue
-                    hit = ci["low"] - 1e-12 <= truth[scope][metric] <= ci["high"] + 1e-12
+                    hit = ci["low"] - 1e-12 <= truth[side][scope][metric] <= ci["high"] + 1e-12
+                    who = f"{side}{group['n_runs']}"
                     if scope is None:
-                        _add(into, f"overall_{group['n_runs']}", hit)
+                        _add(into, f"overall_{who}", hit)
                     else:
-                        _add(into, f"class_{group['n_runs']}", hit)
-                        _add(into["classes"], f"{scope}_{group['n_runs']}", hit)
-    return {"world": world_name, "null": null, "layout": layout, "cases": n, "reps": reps, "counts": counts}
+                        _add(into, f"class_{who}", hit)
+                        _add(into["classes"], f"{scope}_{who}", hit)
+    return {"world": world_name, "scenario": scenario, "layout": layout, "cases": n, "reps": reps, "counts": counts}
 
 
-def _run_cell(args: tuple) -> dict:
-    started = time.perf_counter()
-    out = run_cell(*args)
-    out["seconds"] = round(time.perf_counter() - started, 1)
-    print(f"{out['world']:13s} {out['null']:5s} {out['layout']} n={out['cases']:<4d} {out['seconds']:7.1f} s",
-          file=sys.stderr, flush=True)  # fmt: skip
+def merge(parts: Sequence[dict]) -> dict:
+    """One cell's counts from its pieces (each a `run_cell` over other replications)."""
+    out = {k: parts[0][k] for k in ("world", "scenario", "layout", "cases")}
+    out["reps"] = sum(p["reps"] for p in parts)
+    out["seconds"] = round(sum(p.get("seconds", 0.0) for p in parts), 1)
+    counts: dict[str, dict] = {}
+    for part in parts:
+        for metric, found in part["counts"].items():
+            into = counts.setdefault(metric, {"classes": {}})
+            for into_, found_ in [(into, {k: v for k, v in found.items() if k != "classes"}),
+                                  (into["classes"], found["classes"])]:  # fmt: skip
+                for key, (hit, total) in found_.items():
+                    c = into_.setdefault(key, [0, 0])
+                    c[0], c[1] = c[0] + hit, c[1] + total
+    out["counts"] = counts
     return out
 
 
@@ -303,28 +333,25 @@ COVERAGE_BOUND = 0.935
 
 
 def rates(cell: dict, metric: str, kind: str) -> list[tuple[str, int, int]]:
-    """(where, hits, total) of each rate of one kind in a cell: "reject" and "difference" (the
-    comparison), "overall" (each model, by its runs), "class" (each class, by the runs)."""
+    """(where, hits, total) of each rate of one kind in a cell: "reject", "power" and "difference"
+    (the comparison), "overall" (each model, by its runs), "class" (each class of each model)."""
     counts = cell["counts"][metric]
     if kind == "class":
         return [(name, h, t) for name, (h, t) in counts["classes"].items() if t]
     return [(k, v[0], v[1]) for k, v in counts.items() if k != "classes" and k.split("_")[0] == kind and v[1]]
 
 
-def worst(cells: Iterable[dict], metric: str, kinds: Sequence[str], highest: bool) -> tuple[int, int] | None:
-    """The (hits, total) of the highest (or lowest) rate of `kinds` over `cells` for one metric,
-    among those over at least `MIN_DRAWS` draws."""
-    found = [(h, t) for c in cells for kind in kinds for _, h, t in rates(c, metric, kind) if t >= MIN_DRAWS]
+def _found(cells: Iterable[dict], metric: str, kinds: Sequence[str]) -> list[tuple[dict, str, int, int]]:
+    return [
+        (c, where, h, t) for c in cells for kind in kinds for where, h, t in rates(c, metric, kind) if t >= MIN_DRAWS
+    ]
+
+
+def _percent(found: list[tuple[dict, str, int, int]], highest: bool) -> str:
     if not found:
-        return None
-    return (max if highest else min)(found, key=lambda v: v[0] / v[1])
-
-
-def _percent(value: tuple[int, int] | None) -> str:
-    if value is None:
         return "–"
-    r, _, _ = band(*value)
-    return f"{100 * r:.1f}"
+    _, _, h, t = (max if highest else min)(found, key=lambda v: v[2] / v[3])
+    return f"{100 * h / t:.1f}"
 
 
 def _binomial_tail(n: int, p: float, above: int) -> float:
@@ -338,10 +365,12 @@ def _binomial_tail(n: int, p: float, above: int) -> float:
     return total
 
 
+# (label, title, kinds, the highest rate (else the lowest), scenarios, bound, nominal)
 TABLES = (
-    ("Highest type-I error (%): p < 0.05 between equal models, over the sharp and weak nulls and the 3v3 and 1v5 runs", ["reject"], True),
-    ("Lowest coverage (%) of the 95% intervals of each model's metric, overall and per class, over both models, nulls and run layouts", ["overall", "class"], False),
-    ("Lowest coverage (%) of the 95% intervals of the difference between equal models (true difference 0)", ["difference"], False),
+    ("type-I", "Highest type-I error (%): p < 0.05 between models with the same metrics, over the sharp and weak nulls and the 3v3 and 1v5 runs", ["reject"], True, NULLS, TYPE_I_BOUND, 0.05),
+    ("coverage", "Lowest coverage (%) of the 95% intervals of each model's metric, overall and per class, over both models, every scenario and both run layouts", ["overall", "class"], False, SCENARIOS, COVERAGE_BOUND, 0.95),
+    ("difference coverage at 0", "Lowest coverage (%) of the 95% intervals of the difference between models with the same metrics (true difference 0)", ["difference"], False, NULLS, COVERAGE_BOUND, 0.95),
+    (f"difference coverage at a shift of {SHIFT}", f"Lowest coverage (%) of the 95% intervals of the difference when B's skill is {SHIFT} lower in every class (`shift`; true difference 0.08-0.15)", ["difference"], False, ("shift",), COVERAGE_BOUND, 0.95),
 )  # fmt: skip
 
 
@@ -355,39 +384,28 @@ def table(result: dict) -> str:
     worlds = list(dict.fromkeys(c["world"] for c in cells))
     sizes = sorted({c["cases"] for c in cells})
     out: list[str] = []
-    for title, kinds, highest in TABLES:
+    for _, title, kinds, highest, scenarios, _, _ in TABLES:
         out += [f"{title}:", "", head, rule]
         for world in worlds:
             for n in sizes:
-                mine = [c for c in cells if c["world"] == world and c["cases"] == n]
+                mine = [c for c in cells if c["world"] == world and c["cases"] == n and c["scenario"] in scenarios]
                 if mine:
-                    row = [_percent(worst(mine, m, kinds, highest)) for m in metrics]
+                    row = [_percent(_found(mine, m, kinds), highest) for m in metrics]
                     out.append(f"| {world} | {n} | " + " | ".join(row) + " |")
         out.append("")
     return "\n".join(out).rstrip()
 
 
 def summary(result: dict) -> str:
-    """Per world: the worst type-I error and coverage with their Monte-Carlo bands, and how many
-    rates cross the issue's bounds against how many would by chance alone at exactly 5% and 95%."""
+    """Per world: the worst rate of each table with its Monte-Carlo band, and how many rates cross
+    the issue's bounds against how many would by chance alone at exactly 5% and 95%."""
     lines = []
     metrics = [f"{t}.{m}" for t, m in METRICS]
     for world in dict.fromkeys(c["world"] for c in result["cells"]):
-        mine = [c for c in result["cells"] if c["world"] == world]
         parts = []
-        for label, kinds, highest, bound, nominal in (
-            ("type-I", ["reject"], True, TYPE_I_BOUND, 0.05),
-            ("coverage", ["overall", "class"], False, COVERAGE_BOUND, 0.95),
-            ("difference coverage", ["difference"], False, COVERAGE_BOUND, 0.95),
-        ):
-            found = [
-                (m, c, where, h, t)
-                for m in metrics
-                for c in mine
-                for kind in kinds
-                for where, h, t in rates(c, m, kind)
-                if t >= MIN_DRAWS
-            ]
+        for label, _, kinds, highest, scenarios, bound, nominal in TABLES:
+            mine = [c for c in result["cells"] if c["world"] == world and c["scenario"] in scenarios]
+            found = [(m, *x) for m in metrics for x in _found(mine, m, kinds)]
             if not found:
                 continue
             m, c, where, h, t = (max if highest else min)(found, key=lambda x: x[3] / x[4])
@@ -398,7 +416,7 @@ def summary(result: dict) -> str:
             else:  # misses above (1 - bound) t
                 chance = sum(_binomial_tail(x[4], 1 - nominal, math.floor((1 - bound) * x[4])) for x in found)
             parts.append(
-                f"{label} worst {100 * r:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({m}, {c['null']} {c['layout']} "
+                f"{label} worst {100 * r:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({m}, {c['scenario']} {c['layout']} "
                 f"n={c['cases']}, {where}); {crossing} of {len(found)} rates beyond {100 * bound:.1f}% "
                 f"({chance:.1f} expected by chance at exactly {100 * nominal:.0f}%)"
             )
@@ -406,55 +424,135 @@ def summary(result: dict) -> str:
     return "\n".join(lines)
 
 
+def report(result: dict) -> str:
+    """The block docs/report.md shows between its calibration markers: the tables, then the summary."""
+    return table(result) + "\n\n" + summary(result)
+
+
 # --- The grid ------------------------------------------------------------------------------------
 
+CHUNK = 200  # replications per piece of work: what an interrupted run loses at most, per job
 
-def grid(worlds: Sequence[str], nulls: Sequence[str], layouts: Sequence[str], sizes: Sequence[int]) -> list[tuple]:
-    return [(w, nu, lay, n) for w in worlds for nu in nulls for lay in layouts for n in sizes]
+
+def grid(worlds: Sequence[str], scenarios: Sequence[str], layouts: Sequence[str], sizes: Sequence[int]) -> list[tuple]:
+    return [(w, s, lay, n) for w in worlds for s in scenarios for lay in layouts for n in sizes]
+
+
+def _run_piece(args: tuple) -> dict:
+    started = time.perf_counter()
+    out = run_cell(*args[:7])
+    out["first"] = args[6]
+    out["resamples"] = args[5]
+    out["code"] = args[7]
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    print(f"{out['world']:13s} {out['scenario']:5s} {out['layout']} n={out['cases']:<4d} reps {out['first']}+{out['reps']}"
+          f" {out['seconds']:7.1f} s", file=sys.stderr, flush=True)  # fmt: skip
+    return out
+
+
+def code_version() -> str:
+    """A hash of the report's code and of this harness's worlds and counting (the source above
+    "Reading the counts"): pieces saved by other code are not reused."""
+    import lexpilot_batch.report as package
+
+    digest = hashlib.sha256()
+    for path in sorted(Path(package.__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    own = Path(__file__).read_text(encoding="utf-8")
+    digest.update(own[: own.index("# --- Reading the counts")].encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
+def _piece_key(piece: dict) -> tuple:
+    return (piece["world"], piece["scenario"], piece["layout"], piece["cases"], piece["first"], piece["reps"],
+            piece["resamples"], piece["code"])  # fmt: skip
+
+
+def run_grid(
+    cells: Sequence[tuple], reps: int, reps_large: int, resamples: int, jobs: int, parts: Path | None, code: str
+) -> list[dict]:
+    """Every cell's counts, in `cells` order, its replications run in pieces of `CHUNK` (`jobs` at
+    a time); with `parts`, pieces found there are not run again and new ones are added as they end."""
+    work = [
+        (w, s, lay, n, min(CHUNK, total - first), resamples, first, code)
+        for w, s, lay, n in cells
+        for total in [reps_large if n >= 50 else reps]
+        for first in range(0, total, CHUNK)
+    ]
+    done: dict[tuple, dict] = {}
+    if parts is not None and parts.exists():
+        for line in parts.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                piece = json.loads(line)
+                done[_piece_key(piece)] = piece
+    todo = [a for a in work if (*a[:4], a[6], a[4], a[5], code) not in done]
+    todo.sort(key=lambda a: a[3])  # the small cells first: their tables fill first
+    sink = parts.open("a", encoding="utf-8") if parts is not None else None
+    try:
+        with multiprocessing.Pool(jobs) if jobs > 1 else _Serial() as pool:
+            for piece in pool.imap_unordered(_run_piece, todo):
+                done[_piece_key(piece)] = piece
+                if sink is not None:
+                    sink.write(json.dumps(piece, ensure_ascii=False) + "\n")
+                    sink.flush()
+    finally:
+        if sink is not None:
+            sink.close()
+    out = []
+    for w, s, lay, n in cells:
+        pieces = [p for k, p in sorted(done.items()) if k[:4] == (w, s, lay, n) and k[6:] == (resamples, code)]
+        out.append(merge(pieces))
+    return out
+
+
+class _Serial:
+    """`multiprocessing.Pool`'s `imap_unordered` in this process (`--jobs 1`)."""
+
+    def __enter__(self) -> _Serial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def imap_unordered(self, fn: Callable[[tuple], dict], items: Iterable[tuple]) -> Iterator[dict]:
+        return map(fn, items)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=1000, help="replications per cell below 50 cases")
     parser.add_argument("--reps-large", type=int, default=1600, help="replications per cell from 50 cases")
     parser.add_argument("--resamples", type=int, default=1000, help="the report's --bootstrap (Monte Carlo tests)")
     parser.add_argument("--world", action="append", choices=list(WORLDS), help="repeatable; default every world")
-    parser.add_argument("--null", action="append", choices=NULLS)
+    parser.add_argument("--scenario", action="append", choices=SCENARIOS, help="repeatable; default all three")
     parser.add_argument("--layout", action="append", choices=list(LAYOUTS))
     parser.add_argument("--cases", action="append", type=int, help=f"repeatable; default {CASES}")
     parser.add_argument("--quick", action="store_true", help="40 replications per cell (80 from 50 cases)")
-    parser.add_argument("--jobs", type=int, default=1, help="cells run in parallel")
-    parser.add_argument("--out", type=Path, help="write the counts as JSON here")
-    parser.add_argument("--table", type=Path, help="print docs/report.md's tables from a result file, and exit")
+    parser.add_argument("--jobs", type=int, default=1, help="pieces run in parallel")
+    parser.add_argument("--out", type=Path, help="write the counts as JSON here (pieces go to <out>.parts.jsonl)")
+    parser.add_argument("--table", type=Path, help="print docs/report.md's block from a result file, and exit")
     args = parser.parse_args(argv)
     if args.table is not None:
-        result = json.loads(args.table.read_text(encoding="utf-8"))
-        print(table(result))
-        print()
-        print(summary(result))
+        print(report(json.loads(args.table.read_text(encoding="utf-8"))))
         return 0
     reps, reps_large = (40, 80) if args.quick else (args.reps, args.reps_large)
-    cells = grid(args.world or list(WORLDS), args.null or NULLS, args.layout or list(LAYOUTS), args.cases or CASES)
-    work = [(w, nu, lay, n, reps_large if n >= 50 else reps, args.resamples) for w, nu, lay, n in cells]
-    work.sort(key=lambda c: -c[3])  # the long cells first, so that parallel jobs end together
+    cells = grid(args.world or list(WORLDS), args.scenario or SCENARIOS, args.layout or list(LAYOUTS),
+                 args.cases or CASES)  # fmt: skip
+    parts = None if args.out is None else args.out.with_name(args.out.name + ".parts.jsonl")
     started = time.perf_counter()
-    if args.jobs > 1:
-        with multiprocessing.Pool(args.jobs) as pool:
-            done = pool.map(_run_cell, work, chunksize=1)
-    else:
-        done = [_run_cell(c) for c in work]
-    order = {c: i for i, c in enumerate(cells)}
-    done.sort(key=lambda d: order[(d["world"], d["null"], d["layout"], d["cases"])])
+    code = code_version()
+    done = run_grid(cells, reps, reps_large, args.resamples, args.jobs, parts, code)
     result = {
-        "settings": {"reps": reps, "reps_large": reps_large, "resamples": args.resamples, "alpha": ALPHA},
+        "settings": {"reps": reps, "reps_large": reps_large, "resamples": args.resamples, "alpha": ALPHA,
+                     "shift": SHIFT, "chunk": CHUNK, "code": code},
         "seconds": round(time.perf_counter() - started),
         "cells": done,
-    }
+    }  # fmt: skip
     if args.out is not None:
         args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(table(result))
-    print()
-    print(summary(result))
+        if parts is not None:
+            parts.unlink(missing_ok=True)  # the result holds it all now
+    print(report(result))
     return 0
 
 

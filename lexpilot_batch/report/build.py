@@ -134,8 +134,8 @@ def build_report(
 ) -> dict:
     """The report of `runs` as the stable JSON-ready dict documented in `report.document`.
 
-    `resamples` are the paired bootstrap's resamples and the Monte Carlo permutation tests' (0:
-    neither; intervals do not need them); `baseline` compares every model with that one instead of
+    `resamples` are the Monte Carlo permutation tests' random patterns (0: a comparison that an
+    exact enumeration cannot test gets no p-value, with the reason; intervals do not need them); `baseline` compares every model with that one instead of
     every pair; `adjust="holm"` (the default) adds Holm-adjusted p-values over the report's
     comparisons (`compare.holm_over`); `plan` DELTA adds the cases needed to detect DELTA (`plan`).
     """

@@ -8,9 +8,12 @@ makes them):
 
 - `se`: the standard error of the difference, from the per-case differences of the two models'
   influence values (`influence`: case-clustered for per-case additive metrics, jackknife for
-  Macro-F1, F1_U, F1_C and QWK); `correlation`: Pearson's between the two models' per-case
-  influence values; `ci`: the t interval of the difference (`clustered-t`, `jackknife-t`; df =
-  cases - 1). From `estimates.MIN_CASES` cases.
+  Macro-F1, F1_U, F1_C and QWK), with `t` = difference / se and df = cases - 1 (descriptive: the
+  test is the permutation test below); `correlation`: Pearson's between the two models' per-case
+  influence values; `variance`: the split `plan` uses. From `estimates.MIN_CASES` cases.
+- `ci` (`permutation`): the differences the test would not tell from this one, the difference +-
+  the 95% quantile of the |difference| over its permutation distribution; `null` with the
+  reason where the test cannot reject at 5% at all.
 - the p-value, at every number of cases, from a paired permutation test with the case as the unit,
   exact when two models are the same however few cases they differ on (the t test, and the paired
   bootstrap this replaced, rejected two identical near-deterministic models 13-20% of the time at

@@ -37,16 +37,9 @@ MIN_CASES = 5  # the fewest cases an interval, a standard error or a minimum det
 FEW_CASES = "too few cases"
 FLAT = "no variation between cases"
 
-CLUSTERED = "clustered-t"  # the case-clustered SE, t interval (model comparisons)
-JACKKNIFE = "jackknife-t"  # the jackknife SE, t interval (model comparisons)
 CLOPPER_PEARSON = "clopper-pearson"  # exact binomial: one run, one trial per case; or at 0 or 1
 KORN_GRAUBARD = "korn-graubard"  # Clopper-Pearson at the clustered effective sample size
 LOGIT_T = "jackknife-logit-t"  # the jackknife SE, t interval on the logit scale of the range
-
-
-def method_of(metric: str) -> str:
-    """The t interval of a difference of the metric (`compare`)."""
-    return CLUSTERED if additive(metric) else JACKKNIFE
 
 
 def metric_range(metric: str) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """The statistics under the report's intervals and tests, as pure functions of numbers: the t
-distribution, standard errors from per-case influence values, t intervals, the minimum detectable
-difference, the beta distribution (for exact binomial intervals), permutation tests' p-values and
-critical values (the exact and Monte Carlo sign-flip test), Holm's adjustment. No I/O and no
+distribution, standard errors from per-case influence values, the beta distribution (for exact
+binomial intervals), permutation tests' p-values and critical values (the exact and Monte Carlo
+sign-flip test), Holm's adjustment. No I/O and no
 knowledge of tasks, runs or records (`influence`, `estimates` and `compare` bring those).
 
 Why in pure Python: the product does not depend on numpy or scipy. The t distribution is the
@@ -153,23 +153,6 @@ def se_of_influence(influence: Sequence[float]) -> float:
         raise ValueError("a standard error needs at least two cases")
     mean = math.fsum(influence) / n
     return math.sqrt(math.fsum((v - mean) ** 2 for v in influence) / (n * (n - 1)))
-
-
-def t_interval(estimate: float, se: float, df: int, level: float = LEVEL) -> tuple[float, float]:
-    half = t_quantile(0.5 + level / 2.0, df) * se
-    return estimate - half, estimate + half
-
-
-def t_test(difference: float, se: float, df: int) -> tuple[float, float]:
-    """(t, two-sided p) of `difference` against 0 with standard error `se` (> 0)."""
-    t = difference / se
-    return t, t_two_sided(t, df)
-
-
-def minimum_detectable(se: float, df: int, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The smallest true difference a two-sided level-`alpha` t test with this standard error
-    detects with probability `power`: (t_{1-alpha/2} + t_{power}) * se (Bloom 1995)."""
-    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * se
 
 
 def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:

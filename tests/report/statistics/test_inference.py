@@ -21,8 +21,6 @@ def test_the_t_distribution_equals_scipys(df: int) -> None:
         assert inference.t_two_sided(t, df) == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-9, abs=1e-14)
     for q in (0.5, 0.8, 0.9, 0.975, 0.995, 0.025):
         assert inference.t_quantile(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-9, abs=1e-12)
-    se = 0.031
-    assert inference.minimum_detectable(se, df) == pytest.approx((stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * se)
 
 
 @pytest.mark.parametrize(
