@@ -468,15 +468,24 @@ def _piece_key(piece: dict) -> tuple:
             piece["resamples"], piece["code"])  # fmt: skip
 
 
+def replications(scenario: str, n: int, reps: dict[str, int]) -> int:
+    """A cell's replications: `reps["small"]` below 50 cases, `reps["large"]` from 50 (the shift's
+    `reps["shift_large"]`: its cells are a third of the grid's time, and a coverage far from 95% is
+    told from it with 400)."""
+    if n < 50:
+        return reps["small"]
+    return reps["shift_large"] if scenario == "shift" else reps["large"]
+
+
 def run_grid(
-    cells: Sequence[tuple], reps: int, reps_large: int, resamples: int, jobs: int, parts: Path | None, code: str
+    cells: Sequence[tuple], reps: dict[str, int], resamples: int, jobs: int, parts: Path | None, code: str
 ) -> list[dict]:
     """Every cell's counts, in `cells` order, its replications run in pieces of `CHUNK` (`jobs` at
     a time); with `parts`, pieces found there are not run again and new ones are added as they end."""
     work = [
         (w, s, lay, n, min(CHUNK, total - first), resamples, first, code)
         for w, s, lay, n in cells
-        for total in [reps_large if n >= 50 else reps]
+        for total in [replications(s, n, reps)]
         for first in range(0, total, CHUNK)
     ]
     done: dict[tuple, dict] = {}
@@ -486,7 +495,9 @@ def run_grid(
                 piece = json.loads(line)
                 done[_piece_key(piece)] = piece
     todo = [a for a in work if (*a[:4], a[6], a[4], a[5], code) not in done]
-    todo.sort(key=lambda a: a[3])  # the small cells first: their tables fill first
+    # The small cells first (their tables fill first), and of a size, every cell's first piece
+    # before any cell's second: a grid stopped early has every cell, each with fewer replications.
+    todo.sort(key=lambda a: (a[3], a[6]))
     sink = parts.open("a", encoding="utf-8") if parts is not None else None
     try:
         with multiprocessing.Pool(jobs) if jobs > 1 else _Serial() as pool:
@@ -498,11 +509,8 @@ def run_grid(
     finally:
         if sink is not None:
             sink.close()
-    out = []
-    for w, s, lay, n in cells:
-        pieces = [p for k, p in sorted(done.items()) if k[:4] == (w, s, lay, n) and k[6:] == (resamples, code)]
-        out.append(merge(pieces))
-    return out
+    wanted = {(*a[:4], a[6], a[4], a[5], code) for a in work}
+    return [merge([p for k, p in sorted(done.items()) if k[:4] == cell and k in wanted]) for cell in cells]
 
 
 class _Serial:
@@ -522,6 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=1000, help="replications per cell below 50 cases")
     parser.add_argument("--reps-large", type=int, default=1600, help="replications per cell from 50 cases")
+    parser.add_argument("--reps-shift-large", type=int, default=400, help="the shift's replications from 50 cases")
     parser.add_argument("--resamples", type=int, default=1000, help="the report's --bootstrap (Monte Carlo tests)")
     parser.add_argument("--world", action="append", choices=list(WORLDS), help="repeatable; default every world")
     parser.add_argument("--scenario", action="append", choices=SCENARIOS, help="repeatable; default all three")
@@ -535,15 +544,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.table is not None:
         print(report(json.loads(args.table.read_text(encoding="utf-8"))))
         return 0
-    reps, reps_large = (40, 80) if args.quick else (args.reps, args.reps_large)
+    reps = {"small": args.reps, "large": args.reps_large, "shift_large": args.reps_shift_large}
+    if args.quick:
+        reps = {"small": 40, "large": 80, "shift_large": 80}
     cells = grid(args.world or list(WORLDS), args.scenario or SCENARIOS, args.layout or list(LAYOUTS),
                  args.cases or CASES)  # fmt: skip
     parts = None if args.out is None else args.out.with_name(args.out.name + ".parts.jsonl")
     started = time.perf_counter()
     code = code_version()
-    done = run_grid(cells, reps, reps_large, args.resamples, args.jobs, parts, code)
+    done = run_grid(cells, reps, args.resamples, args.jobs, parts, code)
     result = {
-        "settings": {"reps": reps, "reps_large": reps_large, "resamples": args.resamples, "alpha": ALPHA,
+        "settings": {"reps": reps["small"], "reps_large": reps["large"], "reps_shift_large": reps["shift_large"],
+                     "resamples": args.resamples, "alpha": ALPHA,
                      "shift": SHIFT, "chunk": CHUNK, "code": code},
         "seconds": round(time.perf_counter() - started),
         "cells": done,
