@@ -37,9 +37,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from draws import check_draws_args, time_to_result_draws
 from export_check import check_export
 from floor import FloorAlongside, serialisation_floor
 from latency_model import (
+    DEFAULT_PRICE,
     check_latency_args,
     expected_latency,
     poll_pause,
@@ -750,6 +752,16 @@ def _bench(
             f"--concurrency {args.concurrency}): {timing['simulated_seconds']} s, {timing['batch_round_trips']} "
             f"batch round trips, cost {timing['cost_usd']} USD (premium {timing['premium_pct']}%)"
         )
+    drawn = None
+    if args.draws:
+        drawn = time_to_result_draws(ws_root, options, args, engine_seconds - provider_work, DEFAULT_PRICE)
+        log(f"time to result over {args.draws} draws of the calibrated latency model {drawn['model']}:")
+        for entry in drawn["entries"]:
+            log(
+                f"  {entry['name']:<12} p50 {entry['p50_seconds']:>9.0f} s  p95 {entry['p95_seconds']:>9.0f} s  "
+                f"batch round trips p50 {entry['batch_round_trips_p50']:>4}  cost {entry['cost_usd']:.2f} USD "
+                f"(premium {entry['premium_pct']}%)"
+            )
     floor = alongside.result()
     log(f"serialisation floor, timed beside the waves ({floor_seconds:.1f} s): {floor}")
     floor_after = serialisation_floor(ws_root)
@@ -796,6 +808,8 @@ def _bench(
         "no_flex": args.no_flex,
         "compact": not args.no_compact,
         "time_to_result": timing,
+        "time_to_result_draws": drawn["entries"] if drawn else None,
+        "time_to_result_draws_model": {k: v for k, v in drawn.items() if k != "entries"} if drawn else None,
         "check_export": checked_export,
         "cache": cache,
         "simulator": args.simulator,
@@ -933,6 +947,33 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds a flex call takes in the latency model (default: twice --sync-latency)",
     )
     parser.add_argument(
+        "--draws",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also replay the run's waves under N seeded draws of the calibrated latency model (bench/draws.py): "
+        "p50/p95 time to result per configuration",
+    )
+    parser.add_argument(
+        "--batch-median", type=float, default=420.0, metavar="S", help="with --draws: median batch seconds (420)"
+    )
+    parser.add_argument(
+        "--batch-p90",
+        type=float,
+        default=3600.0,
+        metavar="S",
+        help="with --draws: 90th-percentile batch seconds (3600)",
+    )
+    parser.add_argument(
+        "--stuck", type=float, default=0.01, metavar="P", help="with --draws: probability a batch is stuck (0.01)"
+    )
+    parser.add_argument(
+        "--flex-range",
+        metavar="MIN:MAX",
+        help="with --draws: flex calls uniform over MIN..MAX seconds (Gemini's 1 to 15 minutes: 60:900); default: "
+        "--flex-latency, else the product's 60 s",
+    )
+    parser.add_argument(
         "--compare-only",
         action="append",
         default=[],
@@ -996,7 +1037,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.scale < 1 or args.runs < 1 or args.models < 1:
         parser.error("--scale, --runs and --models must be at least 1")
-    problem = check_latency_args(args)
+    problem = check_latency_args(args) or check_draws_args(args)
     if problem:
         parser.error(problem)
     print(json.dumps(run(args), ensure_ascii=False), flush=True)

@@ -43,7 +43,6 @@ PROVIDER_CORE = {
     "batch",
     "cache_layout",
     "errors",
-    "extras",
     "file_batch",
     "ids",
     "results",

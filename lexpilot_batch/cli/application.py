@@ -19,8 +19,18 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from lexpilot_batch import __version__
-from lexpilot_batch.cli import INTERRUPTED, INTERRUPTED_EXIT, TERMINATED, TERMINATED_EXIT, reading, running, tools
+from lexpilot_batch.cli import (
+    INTERRUPTED,
+    INTERRUPTED_EXIT,
+    TERMINATED,
+    TERMINATED_EXIT,
+    cancel,
+    reading,
+    running,
+    tools,
+)
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
+from lexpilot_batch.cli.repeats import CheckedCommand
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state.workspace import is_disk_full
 from lexpilot_batch.util import fileio
@@ -33,6 +43,7 @@ class _Typer(typer.Typer):
     """Commands here exit 130 on Ctrl-C, after saying how to resume."""
 
     def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        kwargs.setdefault("cls", CheckedCommand)  # a single-value option given twice is refused
         register = super().command(*args, **kwargs)
 
         def decorator(func: F) -> F:
@@ -75,7 +86,7 @@ def _main(
 ) -> None:
     """Run the LexPilot legal-consultation benchmark through provider Batch APIs.
 
-    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
+    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval --root demo
     """
 
 
@@ -89,6 +100,7 @@ app.command()(running.run)
 app.command()(reading.export)
 app.command()(running.ingest)
 app.command()(running.retry)
+app.command()(cancel.cancel)
 app.command()(tools.doctor)
 app.command("serve-simulated")(tools.serve_simulated)
 

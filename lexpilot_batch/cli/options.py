@@ -1,8 +1,7 @@
 """The options commands share: single ones, and the groups that become one `Target` or `RunSpec`.
 
-A group is added to a command by `with_options` and reaches it as one object, so that the
-provider options (`PROVIDER_OPTIONS` → `Target`) and the experiment's own (`RUN_OPTIONS` →
-`RunSpec`) are spelled once for every command that takes them.
+A group is added to a command by `with_options` and reaches it as one object, so that the provider options
+(`PROVIDER_OPTIONS` → `Target`) and the experiment's own (`RUN_OPTIONS` → `RunSpec`) are spelled once for each.
 """
 
 from __future__ import annotations
@@ -33,8 +32,8 @@ _MAX_TOKENS_HELP = "Output token limit of every request (max_tokens or max_compl
 MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", help=_MAX_TOKENS_HELP, min=1)]
 
 DatasetOpt = Annotated[
-    Path | None,
-    typer.Option("--dataset", help="Dataset JSON file (default: the bundled sample).", dir_okay=False),
+    str | None,  # not a Path, which would fold the `//` of a hf:// URL (`data.dataset_source` reads it)
+    typer.Option("--dataset", help="Dataset JSON file or hf://datasets/OWNER/NAME[@REV] (default: bundled sample)."),
 ]
 CategoriesOpt = Annotated[
     Path | None,
@@ -457,6 +456,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             create_grace=values["create_grace"],
             outage_wait=values["outage_wait"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
+            hedge=values["hedge"],
             tail_sync=values["tail_sync"],
             tail=values["tail"],
             max_premium=values["max_premium"],
@@ -470,6 +470,7 @@ def provider_options(values: dict[str, Any]) -> Target:
 
 def run_spec(values: dict[str, Any]) -> RunSpec:
     from lexpilot_batch.benchmark.settings import Settings
+    from lexpilot_batch.data import dataset_source
     from lexpilot_batch.study.model_list import ModelList, load_model_list, parse_model_arg, with_model_args
     from lexpilot_batch.study.runs import RunSpec
 
@@ -485,11 +486,12 @@ def run_spec(values: dict[str, Any]) -> RunSpec:
             values["judge_temperature"],
             values["max_tokens"],
         ),
-        dataset=values["dataset"],
+        dataset=dataset_source(values["dataset"]),
         categories=values["categories"],
         limit=values["limit"],
         prompts=values["prompts_file"],
         speculate=values["speculate"],
         model_options=with_model_args(listed.options, [parse_model_arg(a) for a in values["model_arg"]]),
         reasoning_effort=values["reasoning_effort"],
+        defaulted=frozenset(k for k in ("user_model", "judge_model") if not (values[k] or getattr(listed, k[:-6]))),
     )

@@ -61,16 +61,19 @@ def redacting_excepthook(kind: type[BaseException], exc: BaseException, tb: Trac
     sys.stderr.write(printable("".join(traceback.format_exception(kind, exc, tb))))
 
 
-def say_prepared(result: PrepareResult, root: Path | None = None) -> None:
+def say_prepared(result: PrepareResult, root: Path | None = None, polls: bool = False) -> None:
+    """What `prepare` did; `polls`: the command goes on to poll by itself (`run`), so no
+    poll-and-advance is advised."""
     compiled = result.compiled
     for note in result.notes:
         say(f"Note: {note}")
     models = f" of {', '.join(result.models)}" if len(result.models) > 1 else ""
     say(f"Runs: {', '.join(result.runs)}{models}; new threads: {result.new_threads}.")
     if compiled.in_flight:
-        say("A wave is under way; new work joins the next wave (run poll-and-advance).")
+        say("A wave is under way; new work joins the next wave" + ("." if polls else " (run poll-and-advance)."))
     elif compiled.compiled:
-        say(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s):")
+        where = Path(root if root is not None else Path.cwd()).expanduser().resolve()
+        say(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s) under {where}:")
         for path in compiled.files:
             say(f"  {path}" + ("  (at once: --tail-sync / --tail auto)" if path in compiled.tail_sync_files else ""))
     else:
@@ -213,7 +216,9 @@ def progress_printer(
                 f"{packed.stored_bytes / 2**20:,.1f} MB (gzip)."
             )
         for path in poll.cancelled:
-            note(f"Cancelled {path}: older than --max-wave-age; its unfinished requests go to the next wave.")
+            note(
+                f"Cancelled {path}: older than --max-wave-age or the --hedge deadline; its unfinished requests go to the next wave."
+            )
         for why in outcome.submitted.unresolved if outcome.submitted is not None else ():
             if why not in state["unresolved"]:  # said once: the wait may take a while
                 state["unresolved"].add(why)

@@ -61,9 +61,11 @@ def status(
         raise LexpilotError("--format must be table or json")
     price_table = load_prices(prices)
     filters = Filters(tuple(run_id), tuple(model))
-    from lexpilot_batch.study.price_memory import prices_for
+    from lexpilot_batch.providers.prices import refuse_misspelt_prices
+    from lexpilot_batch.study.price_memory import prices_for, study_models
 
     with Workspace(root, writable=False) as ws:
+        refuse_misspelt_prices(price_table, study_models(ws), "status")
         price_table = prices_for(ws, price_table)  # given, else those kept from prepare or run
         data = detail.collect(ws)
         projection = None
@@ -78,7 +80,10 @@ def status(
             if projection is None
             else {m: (c.expected if c else None) for m, c in projection.projection_cost_by_model.items()}
         )
-        summary = summarize(ws, filters, price_table, expected)
+        waves = None if projection is None else projection.waves_remaining
+        summary = summarize(
+            ws, filters, price_table, expected, waves_left=None if waves is None else (waves.min, waves.max)
+        )
         where = str(ws.given_root or ws.root)
     data = detail.filtered(data, filters.keeps)
     if format_ == "json":
@@ -212,7 +217,9 @@ def export(
         str,
         typer.Option(
             "--layout",
-            help="'seed': the original code's result files; 'cases': one row per case (cases.csv, cases.jsonl).",
+            "--format",
+            help="'seed': the original code's result files; 'cases': one row per case (cases.csv, cases.jsonl); "
+            "'inspect': one Inspect log per run, model and task, for `inspect view` (needs the extra 'inspect').",
         ),
     ] = "seed",
     run_id: Annotated[str | None, typer.Option("--run-id", help="Only this run id.")] = None,
@@ -227,11 +234,14 @@ def export(
     ] = False,
     root: RootOpt = None,
 ) -> None:
-    """Write finished records in the original benchmark code's result-file layout, or one row per case.
+    """Write finished records in the original benchmark code's result-file layout, one row per case,
+    or as Inspect logs.
 
     --layout seed writes runs/, AwN_gen/, Force_ask_gen/, Force_judge_gen/ and eval_results/ under
     --out; --layout cases writes cases.csv and cases.jsonl (class, label or success, verdicts
-    against gold, rounds used and stop reason of every run, model, task and case). Unfinished or
+    against gold, rounds used and stop reason of every run, model, task and case); --format inspect
+    writes one Inspect log per run, model and task (messages, the judges' raw outputs, usage and
+    cost per sample, the task's metrics), which `inspect view --log-dir DIR` opens. Unfinished or
     failed tasks are refused, as report refuses them, unless --partial.
 
     Example: lexpilot-batch export --layout cases --out results/
@@ -259,9 +269,19 @@ def export(
             exported = export_seed(ws, out, run_id, model, partial=partial)
         say(f"Wrote {len(exported.files)} file(s) under {out}.")
         notes = exported.notes
+    elif layout == "inspect":
+        from lexpilot_batch.data import SAMPLE_NOTE
+        from lexpilot_batch.report.exports.inspect_logs import export_inspect
+
+        with Workspace(root, writable=False) as ws:
+            logs = export_inspect(ws, out, run_id, model, partial=partial)
+            sample = [f"{r.run_id} / {r.model}: {SAMPLE_NOTE}" for r in logs.runs if r.bundled_sample]
+        say(f"Wrote {len(logs.files)} Inspect log(s) under {out}; to open them: inspect view --log-dir {out}")
+        notes = sample + logs.notes
     else:
         raise LexpilotError(
-            "--layout must be 'seed' (the original benchmark code's result files) or 'cases' (one row per case)"
+            "--layout must be 'seed' (the original benchmark code's result files), 'cases' (one row per case) "
+            "or 'inspect' (Inspect logs)"
         )
     for note in notes:
         say(f"Note: {note}")

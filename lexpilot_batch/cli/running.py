@@ -222,7 +222,7 @@ def run(
 
     Interrupt it at any moment and run it again: it resumes where it stopped.
 
-    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval
+    Example: lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval --root demo
     """
     from lexpilot_batch.engine.loop import prepare as do_prepare
     from lexpilot_batch.report.formats import check_format
@@ -231,7 +231,7 @@ def run(
     check_format(report_format, "--report-format")  # (before anything is sent: the report comes hours later)
 
     with _session(target, create=True) as (ws, session):
-        say_prepared(do_prepare(ws, session, spec), target.root)
+        say_prepared(do_prepare(ws, session, spec), target.root, polls=True)
         _say_prices_kept(target)
         left = _advance(ws, session, True, True, poll_interval, compact, verbose)
         where = ws.state_dir / DB_NAME
@@ -284,6 +284,9 @@ def retry(
         typer.Option("--task", help=f"Only this task or stage ({', '.join(s for s in STAGES if s != 'all')})."),
     ] = [],  # noqa: B006
     case: Annotated[list[str], typer.Option("--case", help="Only this case number; repeatable.")] = [],  # noqa: B006
+    cancelled: Annotated[
+        bool, typer.Option("--cancelled", help="The threads `cancel` stopped, instead of the failed ones.")
+    ] = False,
 ) -> None:
     """Make failed threads due again with fresh attempts, under the same run id and manifest.
 
@@ -295,15 +298,21 @@ def retry(
     from lexpilot_batch.engine.loop import retry as do_retry
     from lexpilot_batch.engine.rearm import RetrySelection
 
-    selection = RetrySelection(tuple(run_id), tuple(model), tuple(task), tuple(case))
+    selection = RetrySelection(tuple(run_id), tuple(model), tuple(task), tuple(case), cancelled)
+    which = "cancelled" if cancelled else "failed"
     with _session(target) as (ws, session):
         result, compiled = do_retry(ws, session, selection)
+    if result.cancelled_left:
+        typer.echo(
+            f"{result.cancelled_left} cancelled thread(s) left as they are (`{command_hint('retry --cancelled', target.root)}` "
+            "brings them back)."
+        )
     if not result.threads:
-        left = f" ({result.failed_left} failed thread(s) do not match the filters)" if result.failed_left else ""
-        typer.echo(f"No failed thread to retry{left}.")
+        left = f" ({result.failed_left} {which} thread(s) do not match the filters)" if result.failed_left else ""
+        typer.echo(f"No {which} thread to retry{left}.")
         return
     tasks = ", ".join(f"{task} {n}" for task, n in result.by_task.items())
-    typer.echo(f"Retrying {result.threads} failed thread(s) ({tasks}) with fresh attempts.")
+    typer.echo(f"Retrying {result.threads} {which} thread(s) ({tasks}) with fresh attempts.")
     if compiled.compiled:
         typer.echo(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s).")
     elif compiled.in_flight:

@@ -1,6 +1,7 @@
 """The options of how a wave's groups travel (`engine.tail`): `--tail-sync`, `--tail`,
 `--max-premium`, `--flex`, `--expect-latency`, and the `--prices` the premium is weighed at; each
-remembered by the workspace, and none of them changes a record."""
+remembered by the workspace, and none of them changes a record; and `--hedge` (`engine.hedge`), which
+cancels a wave's stragglers so that their rest travels again, not remembered (give it to each command)."""
 
 from __future__ import annotations
 
@@ -70,10 +71,21 @@ PremiumPricesOpt = Annotated[
     ),
 ]
 
+HedgeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--hedge",
+        help="Also cancel a batch still running past the 90th percentile of this workspace's own completed "
+        "batch durations (once 3 have; --max-wave-age still applies); its finished requests are kept and the "
+        "rest retried in the next wave, by the route --tail gives it. Records are the same either way.",
+    ),
+]
+
 TAIL_OPTIONS: list[tuple[str, object, object]] = [  # (name, type, default) as `options.Option`
     ("tail", TailOpt, None),
     ("max_premium", MaxPremiumOpt, None),
     ("flex", FlexOpt, []),
     ("expect_latency", ExpectLatencyOpt, []),
     ("prices", PremiumPricesOpt, None),
+    ("hedge", HedgeOpt, False),
 ]

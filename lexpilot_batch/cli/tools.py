@@ -23,13 +23,14 @@ from lexpilot_batch.cli.output import say
 def validate_data(dataset: DatasetOpt = None, categories: CategoriesOpt = None) -> None:
     """Check a dataset file against the LexPilot schema and print a summary.
 
-    Exits 0 when valid, 1 with every problem (case and field named) when not.
+    Exits 0 when valid, 1 with every problem (case and field named) when not. A Hugging Face
+    dataset (hf://datasets/OWNER/NAME[@REVISION][/FILE]) is downloaded into its cache first.
 
-    Example: lexpilot-batch validate-data --dataset LexPilot_release_multiturn.json
+    Example: lexpilot-batch validate-data --dataset hf://datasets/Medivvv/LexPilot
     """
     from lexpilot_batch import data
 
-    summary = data.validate_file(dataset, categories)
+    summary = data.validate_file(data.dataset_source(dataset), categories)
     say(summary.render())
 
 

@@ -17,12 +17,14 @@ One module per job:
 - `checks`: every schema rule on one case object
 - `categories`: the cause-of-action → class mapping
 - `dataset`: validating a dataset file (`Dataset`, `DatasetFile`, `load_dataset`, `open_dataset`)
+- `hub`: a file of a Hugging Face dataset (`hf://datasets/...`), read through `huggingface_hub`'s cache
 - `summary`: what `validate-data` prints (`DatasetSummary`, `validate_file`)
 """
 
 from lexpilot_batch.data.categories import load_categories
 from lexpilot_batch.data.checks import MAX_NESTING, case_label
 from lexpilot_batch.data.dataset import SAMPLE_NOTE, Dataset, DatasetFile, load_dataset, open_dataset
+from lexpilot_batch.data.hub import HubDownload, HubFile, dataset_source
 from lexpilot_batch.data.problems import MAX_COUNTED, MAX_PROBLEMS
 from lexpilot_batch.data.schema import (
     HISTORY_ALIASES,
@@ -56,11 +58,14 @@ __all__ = [
     "Dataset",
     "DatasetFile",
     "DatasetSummary",
+    "HubDownload",
+    "HubFile",
     "KeyDetails",
     "Message",
     "Role",
     "Verdict",
     "case_label",
+    "dataset_source",
     "dump_messages",
     "load_categories",
     "load_dataset",

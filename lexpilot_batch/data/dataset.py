@@ -2,7 +2,8 @@
 
 `scan` reads and checks the file once; `load_dataset` keeps every case in memory (`Dataset`),
 `open_dataset` keeps only what is small and reads the cases again when they are copied
-(`DatasetFile`).
+(`DatasetFile`). Each takes a local path or a file of a Hugging Face dataset (`hub.HubFile`),
+downloaded into the library's cache first and then read from there as a local file is.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from lexpilot_batch.data.categories import mapping_sha256, read_categories, unmapped_problem
 from lexpilot_batch.data.checks import CaseCheck, case_label, check_case, normalise_aliases, valid_case_number
+from lexpilot_batch.data.hub import HubDownload, HubFile, download
 from lexpilot_batch.data.jsonfile import default_path
 from lexpilot_batch.data.problems import Problems, TooManyProblems, kind
 from lexpilot_batch.data.schema import Case
@@ -51,9 +53,15 @@ class DatasetFile:
     # Per case, task -> the names of its threads, for the tasks `open_dataset` was given.
     variants: tuple[Mapping[str, tuple[str, ...]], ...] = ()
     chunk_size: int = field(default=CHUNK_SIZE, repr=False, compare=False)
+    hub: HubDownload | None = None  # a Hugging Face dataset's file: `path` is its copy in the cache
 
     def __len__(self) -> int:
         return len(self.case_ids)
+
+    @property
+    def source(self) -> str:
+        """What the user named: the `hf://` URL of a Hub dataset, the path of a local file."""
+        return self.hub.file.url if self.hub is not None else str(self.path)
 
     @property
     def categories_sha256(self) -> str:
@@ -153,13 +161,20 @@ class Dataset:
 
 
 def scan(
-    path: Path | None, categories: Path | None, on_case: Callable[[Case, str], None], chunk_size: int
+    path: Path | HubFile | None, categories: Path | None, on_case: Callable[[Case, str], None], chunk_size: int
 ) -> DatasetFile:
     """Read a dataset file once, in chunks, checking every case against the schema and the mapping.
 
     `on_case(case, class)` sees the cases in file order as long as no problem is found; they are
-    valid only if this returns. Raises one `DataError` naming every problem otherwise.
+    valid only if this returns. Raises one `DataError` naming every problem otherwise. A Hub file
+    is downloaded first (`hub.download`) and its problems are said of its URL and commit.
     """
+    if isinstance(path, HubFile):
+        hub = download(path)
+        try:
+            return replace(scan(hub.path, categories, on_case, chunk_size), hub=hub)
+        except DataError as exc:
+            raise DataError(f"{hub.label}, cached as {hub.path}: {exc.args[0]}", exc.problems) from None
     cats = read_categories(categories)
     hint = _HINT
     if path is None:
@@ -252,7 +267,7 @@ def scan(
     )
 
 
-def load_dataset(path: Path | None = None, categories: Path | None = None) -> Dataset:
+def load_dataset(path: Path | HubFile | None = None, categories: Path | None = None) -> Dataset:
     """Read and validate a whole dataset file against the schema and the cause-class mapping.
 
     `None` reads the bundled sample and the bundled mapping. Returns a complete `Dataset` or
@@ -273,7 +288,7 @@ def load_dataset(path: Path | None = None, categories: Path | None = None) -> Da
 
 
 def open_dataset(
-    path: Path | None = None,
+    path: Path | HubFile | None = None,
     categories: Path | None = None,
     *,
     variants: Mapping[str, Callable[[Case], tuple[str, ...]]] | None = None,

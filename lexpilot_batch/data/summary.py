@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lexpilot_batch.data.dataset import Dataset, DatasetFile, scan
+from lexpilot_batch.data.hub import HubDownload, HubFile
 from lexpilot_batch.data.schema import VERDICTS, Case
 from lexpilot_batch.data.stream import CHUNK_SIZE
 from lexpilot_batch.util.text import display_width, pad
@@ -28,6 +29,7 @@ class DatasetSummary:
     n_causes: int
     cases_per_class: dict[str, int]  # every class of the mapping, zeros included
     claims_per_verdict: dict[str, int]  # 支持 / 部分支持 / 驳回, in that order
+    hub: HubDownload | None = None  # a Hugging Face dataset's file: `path` is its copy in the cache
 
     @classmethod
     def of(cls, dataset: Dataset) -> DatasetSummary:
@@ -44,10 +46,14 @@ class DatasetSummary:
             return [f"  {pad(k, key_width)}{n:>{num_width}}" for k, n in items]
 
         median = f"{self.messages_median:g}"
-        lines = [
-            f"Dataset      {self.path}",
-            f"SHA-256      {self.sha256[:12]}",
-        ]
+        lines = [f"Dataset      {self.path}"]
+        if self.hub is not None:
+            lines = [
+                f"Dataset      {self.hub.file.url}",
+                f"Commit       {self.hub.commit}",
+                f"Cached at    {self.path}",
+            ]
+        lines.append(f"SHA-256      {self.sha256[:12]}")
         if self.categories_path is not None:
             lines.append(f"Categories   {self.categories_path}")
         lines += [
@@ -95,6 +101,7 @@ class _Tally:
             n_causes=len(self.causes),
             cases_per_class={name: self.per_class.get(name, 0) for name in dataset.class_names},
             claims_per_verdict={v: self.verdicts.get(v, 0) for v in VERDICTS},
+            hub=dataset.hub if isinstance(dataset, DatasetFile) else None,
         )
 
 
@@ -102,7 +109,7 @@ def summarize(dataset: Dataset) -> DatasetSummary:
     return DatasetSummary.of(dataset)
 
 
-def validate_file(dataset: Path | None = None, categories: Path | None = None) -> DatasetSummary:
+def validate_file(dataset: Path | HubFile | None = None, categories: Path | None = None) -> DatasetSummary:
     """Validate a dataset file (raises `DataError`) and summarise it for the terminal.
 
     Read in chunks, as `open_dataset` does: a large file is summarised without being held whole.

@@ -114,7 +114,8 @@ def exhausted(attempts: list, retries: int) -> str | None:
         return f"refused by the provider, which no retry can change: {permanent[-1]['error']}"
     transport = of(TRANSPORT)
     if len(transport) >= retries:
-        return f"failed {len(transport)} times at the provider (--retries {retries}); last: {transport[-1]['error']}"
+        times = f"{len(transport)} time{'' if len(transport) == 1 else 's'}"
+        return f"failed {times} at the provider (--retries {retries}); last: {transport[-1]['error']}"
     invalid = of(INVALID, REFUSAL)
     if len(invalid) >= INVALID_ATTEMPTS:
         what = "refused by the model" if invalid[-1]["error_kind"] == REFUSAL else "unusable output"

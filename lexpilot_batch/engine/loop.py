@@ -14,17 +14,21 @@ from dataclasses import dataclass, field
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.data import open_dataset
 from lexpilot_batch.engine.compiler import CompileResult, compile_wave
+from lexpilot_batch.engine.hedge import max_age
 from lexpilot_batch.engine.poll import PollResult, poll_files
 from lexpilot_batch.engine.rearm import RetryResult, RetrySelection, retry_failed
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.submit import SubmitResult, TamperedFile, submit_files
 from lexpilot_batch.errors import ProviderUnavailable
 from lexpilot_batch.providers.backends import SIMULATED
+from lexpilot_batch.providers.prices import refuse_misspelt_prices
 from lexpilot_batch.state.compaction import CompactStats
 from lexpilot_batch.state.waves import check_compiled_files, close_finished_waves, latest_wave_started, work_left
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.choices_memory import with_categories_named, with_remembered_choices
 from lexpilot_batch.study.dataset_memory import refuse_if_changed, with_remembered_dataset
-from lexpilot_batch.study.lineup import plan_runs
+from lexpilot_batch.study.lineup import not_applied_notes, plan_runs
+from lexpilot_batch.study.price_memory import study_models
 from lexpilot_batch.study.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
 from lexpilot_batch.util import clock
 
@@ -48,13 +52,17 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
     does not have them yet.
     """
     spec, note, remembered = with_remembered_dataset(ws.store.conn, spec)
+    spec, choices = with_remembered_choices(ws.store.conn, spec)
+    refuse_misspelt_prices(session.options.prices, study_models(ws, spec), "prepare")
     tasks = spec.tasks
     plans = plan_runs(spec, session)
     run_ids = [check_run_id(raw) for raw in spec.run_ids]
-    dataset = open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
+    dataset = with_categories_named(
+        ws.store.conn, spec, lambda: open_dataset(spec.dataset, spec.categories, variants=protocol_variants(tasks))
+    )
     refuse_if_changed(ws.store.conn, remembered, dataset)
     templates = prompts.load_templates(spec.prompts)
-    result = PrepareResult(notes=[note] if note else [])
+    result = PrepareResult(notes=([note] if note else []) + choices + not_applied_notes(plans, spec.settings))
     if spec.limit is not None and spec.limit > len(dataset):
         result.notes.append(
             f"--limit {spec.limit}: the dataset has only {len(dataset)} cases, so all {len(dataset)} are used."
@@ -123,7 +131,7 @@ class AdvanceResult:
 
 def poll_and_advance_once(ws: Workspace, session: Session, do_submit: bool, compact: bool = True) -> AdvanceResult:
     submitted = submit(ws, session) if do_submit else None
-    poll = poll_files(ws, session, session.options.max_wave_age)
+    poll = poll_files(ws, session, max_age(ws.store.conn, session.options.hedge, session.options.max_wave_age))
     compiled = None
     if poll.in_flight == 0:
         compiled = _compile(ws, session)

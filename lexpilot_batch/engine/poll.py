@@ -71,7 +71,9 @@ MAX_QUOTA_REFUSALS = 5
 class PollResult:
     in_flight: int = 0
     manual: list[str] = field(default_factory=list)  # waiting for `lexpilot-batch ingest`
-    cancelled: list[str] = field(default_factory=list)  # asked to cancel: older than --max-wave-age
+    cancelled: list[str] = field(
+        default_factory=list
+    )  # asked to cancel: older than --max-wave-age or the --hedge deadline
     finished: list[str] = field(default_factory=list)
     stats: IngestStats = field(default_factory=IngestStats)
     batches: list[dict] = field(default_factory=list)  # for progress displays

@@ -22,7 +22,7 @@ from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.benchmark.tasks import in_order
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.state.queries import check_run_filters
-from lexpilot_batch.state.states import ThreadState
+from lexpilot_batch.state.states import ThreadState, ThreadStatus
 from lexpilot_batch.state.threads import rearm_threads, record_retry
 from lexpilot_batch.state.workspace import Workspace
 
@@ -35,9 +35,10 @@ class RetrySelection:
     models: tuple[str, ...] = ()
     tasks: tuple[str, ...] = ()  # task or stage names: `lca`, `ljp-direct`, `ljp`...
     cases: tuple[str, ...] = ()  # case numbers as the dataset writes them
+    cancelled: bool = False  # the threads `cancel` stopped, instead of the failed ones
 
-    def to_json(self) -> dict[str, list[str]]:
-        return {
+    def to_json(self) -> dict[str, list[str] | bool]:
+        chosen: dict[str, list[str] | bool] = {
             k: list(v)
             for k, v in (
                 ("run_ids", self.run_ids),
@@ -47,6 +48,9 @@ class RetrySelection:
             )
             if v
         }
+        if self.cancelled:
+            chosen["cancelled"] = True
+        return chosen
 
 
 @dataclass
@@ -54,10 +58,11 @@ class RetryResult:
     threads: int = 0
     by_task: dict[str, int] = field(default_factory=dict)
     after_wave: int = 0
-    failed_left: int = 0  # failed threads the selection left alone
+    failed_left: int = 0  # failed (or, `cancelled`, cancelled) threads the selection left alone
+    cancelled_left: int = 0  # cancelled threads a retry of failed ones leaves alone
 
 
-def _expand_tasks(names: tuple[str, ...]) -> set[str]:
+def expand_tasks(names: tuple[str, ...]) -> set[str]:
     """Task names from `--task` values: a task (`ljp_direct`) or a stage (`ljp-direct`, `ljp`, `all`)."""
     tasks: set[str] = set()
     for name in names:
@@ -69,16 +74,23 @@ def _expand_tasks(names: tuple[str, ...]) -> set[str]:
 
 
 def retry_failed(ws: Workspace, selection: RetrySelection) -> RetryResult:
-    """Make the selected failed threads active again with fresh attempts, in one transaction."""
-    tasks = _expand_tasks(selection.tasks)
+    """Make the selected failed (or, `selection.cancelled`, cancelled) threads active again with
+    fresh attempts, in one transaction."""
+    tasks = expand_tasks(selection.tasks)
     result = RetryResult()
+    wanted: ThreadStatus = ThreadState.CANCELLED if selection.cancelled else ThreadState.FAILED
     with ws.store.transaction() as db:
         check_run_filters(db, selection.run_ids, selection.models)
         rows = db.execute(
             "SELECT t.pk, t.task, runs.run_id, runs.model, c.case_number FROM threads t"
             " JOIN runs ON runs.pk = t.run_pk JOIN cases c ON c.dataset = runs.dataset AND c.idx = t.case_idx"
-            f" WHERE t.status = '{ThreadState.FAILED}' ORDER BY t.pk"
+            " WHERE t.status = ? ORDER BY t.pk",
+            (wanted,),
         ).fetchall()
+        if not selection.cancelled:
+            result.cancelled_left = db.execute(
+                f"SELECT COUNT(*) FROM threads WHERE status = '{ThreadState.CANCELLED}'"
+            ).fetchone()[0]
         if selection.cases:
             numbers = {r[0] for r in db.execute("SELECT DISTINCT case_number FROM cases")}
             unknown = sorted(set(selection.cases) - numbers)
@@ -96,7 +108,7 @@ def retry_failed(ws: Workspace, selection: RetrySelection) -> RetryResult:
         if not chosen:
             return result
         after = db.execute("SELECT COALESCE(MAX(n), 0) FROM waves WHERE closed_at IS NOT NULL").fetchone()[0]
-        rearm_threads(db, [r["pk"] for r in chosen], after)
+        rearm_threads(db, [r["pk"] for r in chosen], after, wanted)
         record_retry(db, selection.to_json(), len(chosen), after)
     counts = Counter(r["task"] for r in chosen)
     result.threads = len(chosen)

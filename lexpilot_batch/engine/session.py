@@ -66,6 +66,7 @@ class ProviderOptions:
     completion_window: str | None = None
     batch_endpoint: str | None = None
     max_wave_age: float | None = None  # seconds; older batches are cancelled and their rest re-queued
+    hedge: bool = False  # `--hedge`: also cancel batches past the workspace's own deadline (`hedge`)
     # Seconds to look for a batch whose create answer was lost before creating it again (`batches`).
     create_grace: float = 60.0
     # Seconds `poll-and-advance --wait` keeps trying through a provider outage (`engine`).

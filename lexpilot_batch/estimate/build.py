@@ -36,13 +36,21 @@ from lexpilot_batch.estimate.projection import Leaf, Tally, due_steps, play
 from lexpilot_batch.estimate.state import RunView, State, snapshot
 from lexpilot_batch.estimate.tail import group_sizes, project_auto, project_tail_sync
 from lexpilot_batch.providers.backends import BATCH
-from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, check_prices, cost_usd, price_for
+from lexpilot_batch.providers.prices import (
+    DEFAULT_BATCH_DISCOUNT,
+    check_prices,
+    cost_usd,
+    price_for,
+    refuse_misspelt_prices,
+)
 from lexpilot_batch.providers.prices import total as total_cost
 from lexpilot_batch.providers.routing.routes import Route
 from lexpilot_batch.state.states import FileState, RequestState
 from lexpilot_batch.state.workspace import Workspace
+from lexpilot_batch.study.choices_memory import with_remembered_choices
 from lexpilot_batch.study.dataset_memory import refuse_if_changed, with_remembered_dataset
 from lexpilot_batch.study.lineup import plan_runs
+from lexpilot_batch.study.price_memory import study_models
 from lexpilot_batch.study.runs import RunSpec, check_case_limit, check_run_id, protocol_variants
 
 
@@ -66,6 +74,8 @@ def dry_run_prepare(
     remembered = None
     if ws is not None:  # as `prepare` reads it: without --dataset, the workspace's own
         spec, _, remembered = with_remembered_dataset(ws.store.conn, spec)
+        spec, _ = with_remembered_choices(ws.store.conn, spec)
+    refuse_misspelt_prices(session.options.prices, study_models(ws, spec), "prepare --dry-run")
     tasks = spec.tasks
     plans = plan_runs(spec, session, sends=False)  # an estimate sends nothing: no SDK needed
     run_ids = [check_run_id(raw) for raw in spec.run_ids]

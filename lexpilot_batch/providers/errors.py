@@ -18,10 +18,13 @@ Only failures that outlasted the SDK's own retries come here. `file_batch.FileBa
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable, transient_status
 from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.util.redaction import redact_url
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,24 @@ class Failure:
     message: str
     timed_out: bool = False  # no answer within the timeout (rather than no connection)
     code: str | None = None  # the provider's error code, where its error body has one (`token_limit_exceeded`)
+
+
+_VERSION = re.compile(r"/v\d+[a-z0-9.]*(/|$)")  # /v1, /v4, /v1beta, /api/v3: an API's version
+
+
+def unversioned_base_url(base_url: str | None) -> str:
+    """The likely cause of a 404 at a base URL whose path has no version (`http://host:8000` for
+    `http://host:8000/v1`): the routes were asked under the wrong prefix. '' otherwise."""
+    if not base_url:
+        return ""
+    path = urlsplit(base_url).path
+    if _VERSION.search(path):
+        return ""
+    fixed = base_url.rstrip("/") + "/v1"
+    return (
+        f"The base URL {redact_url(base_url)} has no version: OpenAI-compatible servers serve their routes under "
+        f"/v1, so it is most likely {redact_url(fixed)} (set the base URL so)"
+    )
 
 
 def provider_error(failure: Failure, what: str, endpoint: Endpoint, not_found_hint: str = "") -> LexpilotError:

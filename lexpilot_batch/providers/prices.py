@@ -142,6 +142,32 @@ def unused_prices(prices: Prices | None, models: Iterable[str]) -> list[str]:
     return [k for k in (prices or {}) if not k.startswith("$") and k not in ROLE_KEYS and k not in names]
 
 
+def misspelt_prices(prices: Prices | None, models: Iterable[str]) -> list[tuple[str, str]]:
+    """The names a prices file gives that price none of `models` but are close to one of them
+    (`difflib`, ratio 0.8): a typo, as `(name, the model it most likely meant)`."""
+    import difflib
+
+    models = list(models)
+    candidates = sorted({n for m in models for n in (m, _sent(m))})
+    out = []
+    for name in unused_prices(prices, models):
+        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.8)
+        if close:
+            out.append((name, close[0]))
+    return out
+
+
+def refuse_misspelt_prices(prices: Prices | None, models: Iterable[str], when: str) -> None:
+    """A misspelt model name in a `--prices` file is refused before anything is sent or shown:
+    it priced nothing, and the model it meant went on at the bundled price or none."""
+    misspelt = misspelt_prices(prices, models)
+    if misspelt:
+        named = "; ".join(
+            f"{name!r} prices no model of this study (did you mean {meant!r}?)" for name, meant in misspelt
+        )
+        raise ConfigError(f"--prices: {named}. Correct the name in the file and run {when} again; nothing was sent.")
+
+
 def check_prices(prices: Prices | None, batch_discount: float) -> None:
     if not 0 <= batch_discount <= 1:
         raise LexpilotError(f"batch_discount must be between 0 and 1, got {batch_discount}.")

@@ -23,10 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.bodies.families import Family
 from lexpilot_batch.providers.bodies.schema import Problem
-from lexpilot_batch.providers.extras import require_sdk, sdk_problem
 from lexpilot_batch.providers.results import Normalise
+from lexpilot_batch.util.extras import require, requirement_problem
 
 if TYPE_CHECKING:
     from lexpilot_batch.providers.batch import BatchBackend
@@ -118,7 +119,7 @@ class FlexTier:
 @dataclass(frozen=True)
 class Extra:
     """An optional SDK an API's calls need: its module, the extra installing it, and the provider
-    as messages name it (`providers.extras`)."""
+    as messages name it (`util.extras`)."""
 
     module: str
     extra: str
@@ -126,11 +127,11 @@ class Extra:
 
     def problem(self) -> str | None:
         """What to install, when the SDK is missing or too old; None when it is fine (looked up, not imported)."""
-        return sdk_problem(self.module, self.extra, self.title)
+        return requirement_problem(self.module, self.extra, f"{self.title} requests")
 
     def require(self, module: str | None = None) -> Any:
         """Import the SDK (or one of its modules), or say what installs it."""
-        return require_sdk(module or self.module, self.extra, self.title)
+        return require(module or self.module, self.extra, f"{self.title} requests", ConfigError)
 
 
 # A contract: what an API (or a provider of it) refuses in a request body (`bodies.contract`):

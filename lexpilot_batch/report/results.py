@@ -81,6 +81,8 @@ def shown_settings(manifest: dict) -> dict[str, Any]:
     }
     if "categories_sha256" in manifest:
         shown["categories_sha256"] = manifest["categories_sha256"][:12]
+    if "dataset_commit" in manifest:  # a Hugging Face dataset's file: the commit it was read at
+        shown["dataset_commit"] = manifest["dataset_commit"][:12]
     return shown
 
 
@@ -105,7 +107,16 @@ def load_run_results(
     runs = db.execute(sql + " ORDER BY pk", args).fetchall()
     if not runs:
         what = " ".join(f"{k} {v!r}" for k, v in (("run", run_id), ("model", model)) if v is not None)
-        raise LexpilotError(f"no run{' matching ' + what if what else 's'} in {ws.root}; check --run-id/--model/--root")
+        have = db.execute("SELECT run_id, model FROM runs ORDER BY pk").fetchall()
+        there = (
+            f"; it has {', '.join(sorted({r['run_id'] for r in have}))} of {', '.join(sorted({r['model'] for r in have}))}"
+            if have
+            else ""
+        )
+        raise LexpilotError(
+            f"no run{' matching ' + what if what else 's'} in {ws.root}{there}; check --run-id/--model/--root"
+            " (a model is named as registered, with its provider prefix where it was given one)"
+        )
     usage = _usage(db)
     labels: dict[tuple[str, str | None], dict[int, tuple[str, str]]] = {}
     with _without_gc_pauses():

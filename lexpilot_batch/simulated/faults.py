@@ -42,8 +42,19 @@ PROBABILITIES = (
     "http_529",
     "flex_429",
     "cut_download",
+    "stuck_batch",
 )
-SECONDS = ("latency", "sync_latency", "retry_after", "slow_seconds", "flex_latency")
+SECONDS = (
+    "latency",
+    "sync_latency",
+    "retry_after",
+    "slow_seconds",
+    "flex_latency",
+    "batch_median",
+    "batch_p90",
+    "flex_min",
+    "flex_max",
+)
 FRACTIONS = ("latency_spread",)
 COUNTS = ("token_limit", "refuse_at_create", "file_cap")
 
@@ -104,6 +115,15 @@ class Faults:
     - `latency`: seconds from batch creation to its terminal state.
     - `sync_latency`: seconds each chat completion takes.
     - `latency_spread`: a fraction f spreading each latency over [L(1 - f), L(1 + f)] (`latency`).
+    - `batch_median`, `batch_p90`: with both set (the median below the 90th percentile), a batch
+      takes a log-normal draw of that median and 90th percentile instead of `latency`; a draw
+      reaching the batch's window makes it stuck (`latency`, fitted to OpenRouter's published
+      figures in `latency.PUBLISHED`).
+    - `stuck_batch`: a batch stops part-way and ends only at its window's expiry with partial
+      results, as `stall_batch` does, drawn by its input file's hash (`latency.stuck`) as the
+      bench's replay draws it.
+    - `flex_min`, `flex_max`: with `flex_max` set, a flex call takes a uniform draw over
+      [flex_min, flex_max] seconds instead of `flex_latency` (Gemini's "1 to 15 minutes").
     - `retry_after`: the wait, in seconds, that 429 and 500 answers ask for.
     - `slow_seconds`: how long an `http_slow` answer is held back.
     - `http_routes`: `+`-separated route names (`route_names`) the per-call HTTP faults are confined
@@ -139,6 +159,11 @@ class Faults:
     flex_429: float = 0.0
     flex_latency: float = 0.0
     cut_download: float = 0.0
+    batch_median: float = 0.0
+    batch_p90: float = 0.0
+    stuck_batch: float = 0.0
+    flex_min: float = 0.0
+    flex_max: float = 0.0
 
     def applies_to(self, route: str) -> bool:
         """Whether the per-call HTTP faults apply to calls of this route."""
@@ -181,7 +206,18 @@ def parse_faults(spec: str | None) -> Faults:
         if key in values:
             raise FaultSpecError(f"faults spec: key {key!r} given twice")
         values[key] = _parse_value(key, raw)
-    return Faults(**values)  # type: ignore[arg-type]
+    faults = Faults(**values)  # type: ignore[arg-type]
+    if (faults.batch_median > 0 or faults.batch_p90 > 0) and not 0 < faults.batch_median < faults.batch_p90:
+        raise FaultSpecError(
+            f"faults spec: batch_median={faults.batch_median:g} and batch_p90={faults.batch_p90:g} must both be "
+            "given, the median below the 90th percentile (e.g. batch_median=420,batch_p90=3600)"
+        )
+    if (faults.flex_min > 0 or faults.flex_max > 0) and not faults.flex_min <= faults.flex_max:
+        raise FaultSpecError(
+            f"faults spec: flex_min={faults.flex_min:g} must not exceed flex_max={faults.flex_max:g} "
+            "(e.g. flex_min=60,flex_max=900)"
+        )
+    return faults
 
 
 def _parse_value(key: str, raw: str) -> float | int | str:

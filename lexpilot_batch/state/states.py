@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-ThreadStatus = Literal["active", "done", "failed"]
+ThreadStatus = Literal["active", "done", "failed", "cancelled"]
 RequestStatus = Literal["pending", "answered", "failed", "discarded"]
 FileStatus = Literal["compiled", "uploaded", "creating", "submitted", "downloaded", "ingested", "lost"]
 ErrorKind = Literal["transport", "invalid", "refusal", "permanent", "unexecuted"]
@@ -20,11 +20,14 @@ ErrorKind = Literal["transport", "invalid", "refusal", "permanent", "unexecuted"
 
 class ThreadState:
     """`threads.status`: a (run, task, case[, variant]) thread's state machine is running, has
-    finished with its record, or has failed with a reason (`lexpilot-batch retry` makes it due again)."""
+    finished with its record, has failed with a reason (`lexpilot-batch retry` makes it due again),
+    or was stopped by `lexpilot-batch cancel` (`retry --cancelled` makes it due again; its answers
+    are kept)."""
 
     ACTIVE: Final = "active"
     DONE: Final = "done"
     FAILED: Final = "failed"
+    CANCELLED: Final = "cancelled"
 
 
 class RequestState:

@@ -104,7 +104,8 @@ class Workspace:
 
     def __init__(self, root: Path | None = None, writable: bool = True, create: bool = True) -> None:
         self.given_root = root  # as the user gave it: repeated in printed hints
-        self.root = Path(root if root is not None else Path.cwd()).resolve()
+        # `--root '~/study'` (quoted, or on Windows, where no shell expands it) means the home folder's.
+        self.root = Path(root if root is not None else Path.cwd()).expanduser().resolve()
         self.writable = writable
         self.create = create and writable
         self.created = False  # this command made the workspace: `abandon` may take it back

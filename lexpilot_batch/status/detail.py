@@ -32,8 +32,13 @@ def collect(ws: Workspace) -> dict[str, Any]:
         ):
             entry = tasks.setdefault(row["task"], {"total": 0, "done": 0, "in_flight": 0, "failed": 0})
             entry["total"] += row["n"]
-            column = {ThreadState.ACTIVE: "in_flight", ThreadState.DONE: "done", ThreadState.FAILED: "failed"}
-            entry[column[row["status"]]] += row["n"]
+            column = {
+                ThreadState.ACTIVE: "in_flight",
+                ThreadState.DONE: "done",
+                ThreadState.FAILED: "failed",
+                ThreadState.CANCELLED: "cancelled",
+            }
+            entry[column[row["status"]]] = entry.get(column[row["status"]], 0) + row["n"]
         ordered = {t: tasks[t] for t in in_order(tasks)}
         manifest = json.loads(run["manifest"])
         runs.append(

@@ -16,7 +16,7 @@ from typing import Any
 from lexpilot_batch.engine.tail import flex_refused
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
-from lexpilot_batch.state.queries import check_run_filters
+from lexpilot_batch.state.queries import check_run_filters, measured_batch_seconds
 from lexpilot_batch.state.states import FileState, RequestState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in, work_left
 from lexpilot_batch.state.workspace import Workspace, command_hint
@@ -39,6 +39,7 @@ def summarize(
     prices: Prices | None = None,
     projected: dict[str, float | None] | None = None,
     discount: float = DEFAULT_BATCH_DISCOUNT,
+    waves_left: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """The summary's data (`status --format json` has it as `summary`); `projected` is each
     model's projected cost of what is left (`Estimate.projection_cost_by_model`, expected)."""
@@ -55,7 +56,11 @@ def summarize(
         entry = models.setdefault(model, _model_entry())
         entry["runs"].append(run_id)
         for status, n in db.execute("SELECT status, COUNT(*) FROM threads WHERE run_pk = ? GROUP BY status", (pk,)):
-            entry["threads"][{ThreadState.DONE: "done", ThreadState.ACTIVE: "active"}.get(status, "failed")] += n
+            entry["threads"][
+                {ThreadState.DONE: "done", ThreadState.ACTIVE: "active", ThreadState.CANCELLED: "cancelled"}.get(
+                    status, "failed"
+                )
+            ] += n
     # Tokens and cost so far, each model over every role it serves in the kept runs.
     role_model = {pk: {"eval": model, "user": m["user_model"], "judge": m["judge_model"]} for pk, _, model, m in runs}
     for of_run in role_model.values():  # every model the kept runs use, in each role it serves
@@ -106,6 +111,7 @@ def summarize(
         "next": command,
         "next_why": why,
         "flex_refused": flex_refused(db),
+        "time_left_s": time_left(db, waves_left, in_flight),
     }
 
 
@@ -113,7 +119,7 @@ def _model_entry() -> dict[str, Any]:
     return {
         "runs": [],
         "roles": [],
-        "threads": {"done": 0, "active": 0, "failed": 0},
+        "threads": {"done": 0, "active": 0, "failed": 0, "cancelled": 0},
         "prompt_tokens": 0,
         "completion_tokens": 0,
         "costs": [],
@@ -127,6 +133,21 @@ def _usage(db: sqlite3.Connection) -> list[tuple[int, str, str, int, int, int, i
         f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
         " GROUP BY q.run_pk, q.role, f.backend"
     ).fetchall()
+
+
+def time_left(
+    db: sqlite3.Connection, waves_left: tuple[int, int] | None, in_flight: list[dict[str, Any]]
+) -> list[float] | None:
+    """The study's time left, `[shortest, longest]` seconds: the waves the projection leaves (its
+    fewest and most, `Estimate.waves_remaining`) at the workspace's median batch duration, plus
+    what the oldest batch in flight has left of it; None before a batch was measured, or without a
+    projection."""
+    measured = measured_batch_seconds(db)
+    if measured is None or waves_left is None:
+        return None
+    oldest = max((f["age_s"] or 0 for f in in_flight), default=None)
+    now = 0.0 if oldest is None else max(0.0, measured - oldest)
+    return [now + waves_left[0] * measured, now + waves_left[1] * measured]
 
 
 def _blockers(ws: Workspace, left: dict[str, int], failed: int) -> list[str]:
@@ -169,6 +190,15 @@ def next_command(ws: Workspace, left: dict[str, int], failed: int, has_runs: boo
         return wait, "threads have requests due"
     if failed:
         return ws.command("retry"), f"failed threads are out of attempts; then `{wait}`"
+    cancelled = ws.store.conn.execute(
+        f"SELECT COUNT(*) FROM threads WHERE status = '{ThreadState.CANCELLED}'"
+    ).fetchone()[0]
+    if cancelled:
+        return (
+            ws.command("report --partial --format html --out report.html"),
+            f"every thread is finished or cancelled ({cancelled:,} cancelled: `{ws.command('retry --cancelled')}` "
+            "brings them back)",
+        )
     return ws.command("report --format html --out report.html"), "every thread is finished"
 
 
@@ -181,6 +211,15 @@ def _tokens(n: int) -> str:
 
 def _usd(value: float | None) -> str:
     return "n/a" if value is None else f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def _partial(values: list[float | None]) -> str:
+    """A total over what is priced, marked `+` when some of it is not (named below the table);
+    n/a only when nothing is."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return "n/a"
+    return _usd(sum(known)) + ("+" if len(known) < len(values) else "")
 
 
 def _age(seconds: float | None) -> str:
@@ -226,13 +265,21 @@ def render_summary(summary: dict[str, Any], root_text: str) -> str:
                 f"{totals['active']:,}",
                 f"{totals['failed']:,}",
                 f"{_tokens(totals['p'])} / {_tokens(totals['c'])}",
-                _usd(total_cost(costs)),
-                _usd(total_cost(projected)),
+                _partial(costs),
+                _partial(projected),
             ]
         )
         lines.append("")
         lines += aligned(rows, "llrrrrrr")
         lines.append("  (threads per model over its runs; tokens and cost over every role the model serves)")
+        unpriced = [terminal_safe(m) for m, e in summary["models"].items() if e["cost_usd"] is None]
+        if unpriced and len(unpriced) < len(summary["models"]):
+            lines.append(
+                f"  (+: the total leaves out {', '.join(unpriced)}, which no price covers; --prices FILE prices them)"
+            )
+        cancelled = sum(e["threads"]["cancelled"] for e in summary["models"].values())
+        if cancelled:
+            lines.append(f"  {cancelled:,} thread(s) cancelled by `cancel`: `retry --cancelled` brings them back")
     flying = summary["in_flight"]
     if flying:
         oldest = max((f["age_s"] or 0 for f in flying), default=0)
@@ -255,5 +302,9 @@ def render_summary(summary: dict[str, Any], root_text: str) -> str:
         )
     for blocker in summary["blockers"]:
         lines.append(f"\nBlocked: {blocker}")
+    left = summary.get("time_left_s")
+    if left is not None and (left[1] > 0 or flying):
+        span = _age(left[0]) if round(left[0]) == round(left[1]) else f"{_age(left[0])} to {_age(left[1])}"
+        lines.append(f"\nTime left: about {span} (the waves projected, at this workspace's median batch time)")
     lines.append(f"\nNext: {summary['next']}   ({summary['next_why']})")
     return "\n".join(lines)

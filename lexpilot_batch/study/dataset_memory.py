@@ -1,22 +1,26 @@
 """The dataset a workspace remembers: its path beside its hash, and what changed in the file.
 
-Every run's manifest records the dataset file's path and SHA-256. A later `prepare` without
+Every run's manifest records the dataset file's path and SHA-256 (and for a Hugging Face
+dataset's file its `hf://` URL and the commit its revision resolved to). A later `prepare` without
 `--dataset` uses the dataset of the workspace's latest run (and says so), rather than silently
-falling back to the bundled sample; when the file at that path no longer has the bytes a run was
-registered with, the refusal names the file and what changed in it (cases added, removed, edited),
-read against the cases the workspace copied in when the run was registered.
+falling back to the bundled sample: a Hub file at the commit its run recorded, so that a branch
+moved since changes nothing. When the file no longer has the bytes a run was registered with, the
+refusal names the file and what changed in it (cases added, removed, edited), read against the
+cases the workspace copied in when the run was registered.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lexpilot_batch.data.dataset import DatasetFile
-from lexpilot_batch.errors import ConfigError
+from lexpilot_batch.data.hub import HubFile, is_hub_url, parse_hub_url
+from lexpilot_batch.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from lexpilot_batch.study.runs import RunSpec
@@ -26,16 +30,38 @@ SHOWN = 8  # case numbers named per kind of change
 
 @dataclass(frozen=True)
 class Remembered:
-    path: Path
+    source: Path | HubFile  # a Hub file at the commit its run recorded
     sha256: str
+
+    @property
+    def label(self) -> str:
+        return self.source.url if isinstance(self.source, HubFile) else str(self.source)
+
+
+def registered_source(manifest: Mapping[str, Any]) -> Path | HubFile | None:
+    """The dataset a run's manifest names: a local path, a Hub file (as given: see `dataset_commit`
+    for its commit), or None (the bundled sample's runs of old versions named none)."""
+    named = manifest.get("dataset_path")
+    if not named:
+        return None
+    if is_hub_url(named):
+        try:
+            return parse_hub_url(named)
+        except DataError:  # not a URL this version writes: named as it is
+            return Path(named)
+    return Path(named)
 
 
 def remembered_dataset(db: sqlite3.Connection) -> Remembered | None:
     """The dataset of the workspace's latest run that did not use the bundled sample."""
     for (manifest,) in db.execute("SELECT manifest FROM runs ORDER BY pk DESC"):
         m = json.loads(manifest)
-        if not m.get("bundled_sample") and m.get("dataset_path"):
-            return Remembered(Path(m["dataset_path"]), m["dataset_sha256"])
+        source = registered_source(m)
+        if m.get("bundled_sample") or source is None:
+            continue
+        if isinstance(source, HubFile) and m.get("dataset_commit"):
+            source = source.pinned(m["dataset_commit"])
+        return Remembered(source, m["dataset_sha256"])
     return None
 
 
@@ -47,16 +73,16 @@ def with_remembered_dataset(db: sqlite3.Connection, spec: RunSpec) -> tuple[RunS
     remembered = remembered_dataset(db)
     if remembered is None:
         return spec, None, None
-    if not remembered.path.is_file():
+    if isinstance(remembered.source, Path) and not remembered.source.is_file():
         raise ConfigError(
-            f"no --dataset given, and the dataset this workspace's runs use, {remembered.path}, is not there any "
+            f"no --dataset given, and the dataset this workspace's runs use, {remembered.source}, is not there any "
             "more; pass --dataset FILE (the same file, moved, resumes the runs)"
         )
     note = (
-        f"No --dataset given: using {remembered.path}, the dataset of this workspace's runs "
+        f"No --dataset given: using {remembered.label}, the dataset of this workspace's runs "
         "(pass --dataset to use another)."
     )
-    return replace(spec, dataset=remembered.path), note, remembered
+    return replace(spec, dataset=remembered.source), note, remembered
 
 
 def refuse_if_changed(db: sqlite3.Connection, remembered: Remembered | None, dataset: DatasetFile) -> None:
@@ -66,9 +92,9 @@ def refuse_if_changed(db: sqlite3.Connection, remembered: Remembered | None, dat
     if remembered is None or dataset.sha256 == remembered.sha256:
         return
     raise ConfigError(
-        f"the file {remembered.path} changed since the runs were registered with it (no --dataset given: it is the "
+        f"the file {remembered.label} changed since the runs were registered with it (no --dataset given: it is the "
         f"dataset of this workspace's runs): {dataset_changes(db, remembered.sha256, dataset)}.\n"
-        f"Restore the file to resume the runs, or pass --dataset {remembered.path} to start new run ids on the "
+        f"Restore the file to resume the runs, or pass --dataset {remembered.label} to start new run ids on the "
         "changed file."
     )
 

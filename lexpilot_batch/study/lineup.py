@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from lexpilot_batch.benchmark.settings import ROLES
+from lexpilot_batch.benchmark.settings import ROLES, Settings
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.backends import MANUAL, SIMULATED
 from lexpilot_batch.providers.bodies.contract import check_role_body
@@ -120,3 +120,30 @@ def _check_bare_reasoning(role: str, name: ModelName, body: dict, route: Route) 
             f"bare name sends; write openai/{name.name} (or azure/<deployment>), whose requests carry "
             "max_completion_tokens and no temperature"
         )
+
+
+OPTION = {"eval": "--temperature", "user": "--temperature", "judge": "--judge-temperature"}
+
+
+def not_applied_notes(plans: list[RunPlan], asked: Settings) -> list[str]:
+    """A note for each (role, model) whose requests cannot carry the temperature or token limit the
+    settings ask for (a reasoning model takes neither): a paper must report what was sent, and the
+    manifest records it (`RoleRequest.not_applied`), but `prepare` said nothing."""
+    notes: dict[tuple[str, str], str] = {}
+    for plan in plans:
+        for role, request in plan.requests.items():
+            key = (role, f"{request.provider}/{request.model}")
+            if not request.not_applied or key in notes:
+                continue
+            model = plan.settings.model_for(role, plan.model)
+            dropped = []
+            if "temperature" in request.not_applied and asked.temperature_for(role) is not None:
+                dropped.append(f"{OPTION[role]} {asked.temperature_for(role)}")
+            if "max_tokens" in request.not_applied and asked.max_tokens is not None:
+                dropped.append(f"--max-tokens {asked.max_tokens}")
+            if dropped:
+                notes[key] = (
+                    f"{model} ({role} role) does not take {' or '.join(dropped)}: not sent (its API refuses "
+                    "or ignores it, as for reasoning models); the run's manifest records it as not applied."
+                )
+    return list(notes.values())

@@ -26,7 +26,7 @@ from lexpilot_batch import __version__
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.protocols import PROTOCOLS, tasks_for_stage
 from lexpilot_batch.benchmark.settings import ROLES, Settings
-from lexpilot_batch.data import Case, DatasetFile
+from lexpilot_batch.data import Case, DatasetFile, HubFile
 from lexpilot_batch.data.categories import grouped
 from lexpilot_batch.data.dataset import bundled_sample_sha256
 from lexpilot_batch.errors import ConfigError, ManifestMismatch
@@ -49,7 +49,8 @@ _RESULT_CODE = {
     "protocols": _PACKAGE / "benchmark" / "protocols",
 }
 # Fields that are informative only: a different value does not make a different experiment.
-_INFORMATIVE = {"created_at", "version", "dataset_path", "categories_path", "bundled_sample"}
+# A dataset's commit among them: the same bytes at another commit of its repository are the same data.
+_INFORMATIVE = {"created_at", "version", "dataset_path", "dataset_commit", "categories_path", "bundled_sample"}
 
 
 def code_hash() -> str:
@@ -129,13 +130,16 @@ class RunSpec:
     models: tuple[str, ...] = ()  # the evaluated models: no default, `check_model` says so
     stage: str = "all"
     settings: Settings = field(default_factory=Settings)
-    dataset: Path | None = None  # None: the bundled sample
+    dataset: Path | HubFile | None = None  # None: the bundled sample
     categories: Path | None = None  # None: the bundled mapping
     limit: int | None = None  # only the first N cases
     prompts: Path | None = None  # a prompts file replacing templates by name
     speculate: bool = False
     model_options: Mapping[str, ModelOptions] = field(default_factory=dict)  # by registered name
     reasoning_effort: str | None = None  # for OpenAI reasoning models
+    # Settings the command line left to their defaults (`user_model`, `judge_model`): a workspace's
+    # recorded ones are used instead (`study.choices_memory`).
+    defaulted: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # One name given as a string is one model (and one run id), not a tuple of its characters.
@@ -194,7 +198,10 @@ def build_manifest(
         "user_model": plan.settings.user_model,
         "judge_model": plan.settings.judge_model,
         "dataset_sha256": dataset.sha256,
-        "dataset_path": str(dataset.path),
+        # A Hugging Face dataset's file: the commit its revision resolved to, beside its hash (and
+        # `dataset_path` its URL as given), so that a later command reads the very same revision.
+        **({"dataset_commit": dataset.hub.commit} if dataset.hub is not None else {}),
+        "dataset_path": dataset.source,
         "bundled_sample": dataset.is_bundled_sample,
         "case_ids": [case_ids[i] for i in case_indices],
         "categories_sha256": dataset.categories_sha256,
@@ -353,16 +360,24 @@ def register_run(
 
 
 def _refuse_changed_dataset(db: sqlite3.Connection, old: dict, dataset: DatasetFile, run_id: str, model: str) -> None:
-    """The run was registered with another dataset: name the files and what changed between them."""
-    from lexpilot_batch.study.dataset_memory import dataset_changes
+    """The run was registered with another dataset: name the files (a Hub file's revisions too) and
+    what changed between them."""
+    from lexpilot_batch.study.dataset_memory import dataset_changes, registered_source
 
-    before = old.get("dataset_path") or "another file"
-    same_path = Path(before).resolve() == dataset.path.resolve() if old.get("dataset_path") else False
-    what = f"the file {dataset.path} changed since" if same_path else f"{dataset.path} is not the dataset {before}"
+    before = registered_source(old)
+    if isinstance(before, HubFile):
+        commit = old.get("dataset_commit", "")
+        what = f"{dataset.hub.label if dataset.hub else dataset.source} is not the dataset {before.url} (commit {commit[:12]})"
+        restore = f"Pass --dataset {before.pinned(commit).url} (its revision then) to resume the run"
+    else:
+        label = dataset.hub.label if dataset.hub else str(dataset.path)
+        same = before is not None and dataset.hub is None and before.resolve() == dataset.path.resolve()
+        what = f"the file {label} changed since" if same else f"{label} is not the dataset {before or 'another file'}"
+        restore = "Restore the file it was registered with to resume the run"
     raise ManifestMismatch(
         f"run {run_id!r} of model {model!r}: {what} the run was registered with it: "
         f"{dataset_changes(db, old['dataset_sha256'], dataset)}.\n"
-        "Restore the file it was registered with to resume the run, or use a new --run-id for the changed dataset."
+        f"{restore}, or use a new --run-id for the changed dataset."
     )
 
 

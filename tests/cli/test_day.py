@@ -269,3 +269,166 @@ def test_a_fault_spec_is_only_checked_where_the_simulator_is_used(monkeypatch) -
     Session(None, ProviderOptions(sim_faults="bogus")).close()
     with pytest.raises(LexpilotError, match="bogus"):
         Session(None, ProviderOptions(provider="simulated", sim_faults="bogus"))
+
+
+def _own_categories(tmp_path: Path, dataset: Path) -> Path:
+    """A categories file of the user's own, mapping a cause the bundled one lacks, which the dataset uses."""
+    categories = json.loads(resources.default_categories().read_text(encoding="utf-8"))
+    first = next(k for k in categories if not k.startswith("$"))
+    categories[first] = [*categories[first], "自拟案由"]
+    path = tmp_path / "my-categories.json"
+    path.write_text(json.dumps(categories, ensure_ascii=False), encoding="utf-8")
+    cases = json.loads(dataset.read_text(encoding="utf-8"))
+    cases[0]["cause_of_action"] = "自拟案由"
+    dataset.write_text(json.dumps(cases, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_a_later_prepare_uses_the_recorded_categories_and_role_models_and_says_so(
+    tmp_path: Path, dataset: Path
+) -> None:
+    """Issue 48, point 2: a second `prepare` without --categories failed blaming the bundled mapping,
+    and with it, the role models had silently gone back to the defaults (a settings diff)."""
+    root, categories = tmp_path / "ws", _own_categories(tmp_path, dataset)
+    roles = ["--user-model", "sim-user", "--judge-model", "sim-judge"]
+    first = invoke([*PREPARE, "--dataset", str(dataset), "--categories", str(categories), *roles], root)
+    assert first.exit_code == 0, first.output
+
+    for run_id in ("r1", "r2"):  # the same run resumed, and a new one
+        again = invoke([*PREPARE[:4], run_id, *PREPARE[5:]], root)
+        assert again.exit_code == 0, again.output
+        assert f"No --categories given: using {categories}" in again.output
+        assert "No --user-model given: using sim-user" in again.output
+        assert "No --judge-model given: using sim-judge" in again.output
+    manifest = json.loads(next((root / "runs").glob("r2-*/*/manifest.json")).read_text(encoding="utf-8"))
+    assert (manifest["user_model"], manifest["judge_model"]) == ("sim-user", "sim-judge")
+    assert manifest["categories_path"] == str(categories)
+    dry = invoke([*PREPARE[:4], "r3", *PREPARE[5:], "--dry-run"], root)
+    assert dry.exit_code == 0, dry.output
+
+    # Given, a role model wins; the bundled mapping given by name is refused naming the recorded file.
+    other = invoke([*PREPARE[:4], "r4", *PREPARE[5:], "--judge-model", "sim-judge-2"], root)
+    assert other.exit_code == 0 and "No --judge-model given" not in other.output, other.output
+    message = refusal(invoke([*PREPARE, "--categories", str(resources.default_categories())], root))
+    assert "does not cover" in message
+    assert f"registered with the categories file {categories}: pass --categories {categories}" in message
+
+    # The recorded file gone: refused, naming it.
+    categories.unlink()
+    message = refusal(invoke(PREPARE, root))
+    assert f"the categories file this workspace's runs were registered with, {categories}, is not there" in message
+
+
+STUDY = [
+    *("--model", "dashscope/qwen-plus", "--model", "deepseek/deepseek-chat"),
+    *("--model", "zhipu/glm-4-plus", "--model", "openai/gpt-4o-mini"),
+    *("--user-model", "deepseek/deepseek-chat", "--judge-model", "dashscope/deepseek-r1"),
+]
+
+
+def test_a_misspelt_model_in_prices_is_refused_at_prepare_and_status_before_anything_is_sent(tmp_path: Path) -> None:
+    """Issue 48, point 3: a typo in --prices was ignored by prepare --dry-run and status, and only
+    report warned, after the money was spent."""
+    root, prices = tmp_path / "ws", tmp_path / "prices.json"
+    prices.write_text(json.dumps({"openai/gpt-4o-mnii": {"input": 1, "output": 2}}), encoding="utf-8")
+    prepare = [*PREPARE[:6], "openai/gpt-4o-mini", *PREPARE[7:], "--limit", "1"]
+    for command in ([*prepare, "--prices", str(prices)], [*prepare, "--prices", str(prices), "--dry-run"]):
+        message = refusal(invoke(command, root))
+        assert "'openai/gpt-4o-mnii' prices no model of this study (did you mean 'openai/gpt-4o-mini'?)" in message
+    assert not (root / "requests").exists()
+    assert invoke(prepare, root).exit_code == 0
+    message = refusal(invoke(["status", "--prices", str(prices)], root))
+    assert "did you mean 'openai/gpt-4o-mini'?" in message and "run status again" in message
+    # A name far from every model of the study (a shared price file's other entries) is no typo.
+    prices.write_text(json.dumps({"mistral/mistral-small-latest": {"input": 1, "output": 2}}), encoding="utf-8")
+    assert invoke(["status", "--prices", str(prices)], root).exit_code == 0
+
+
+def test_a_study_of_chinese_platforms_and_openai_shows_a_total_naming_what_is_unpriced(tmp_path: Path) -> None:
+    """Issue 48, point 3: the bundled table priced only OpenAI, Anthropic and Gemini, so one
+    DashScope judge turned the whole study's total into n/a. The platforms the README names are
+    priced from dated sources; what no price covers is named beside a partial total."""
+    root = tmp_path / "ws"
+    ran = invoke(
+        ["run", *PREPARE[1:5], *STUDY, "--provider", "simulated", "--limit", "1", "--poll-interval", "0"], root
+    )
+    assert ran.exit_code == 0, ran.output
+    status = invoke(["status"], root).output
+    total = next(line for line in status.splitlines() if line.lstrip().startswith("total"))
+    assert "n/a" not in total and "$" in total and "+" in total
+    assert "the total leaves out dashscope/deepseek-r1, which no price covers" in status
+    summary = json.loads(invoke(["status", "--format", "json"], root).output)["summary"]["models"]
+    priced = {m for m, e in summary.items() if e["cost_usd"] is not None}
+    assert priced == {"dashscope/qwen-plus", "deepseek/deepseek-chat", "zhipu/glm-4-plus", "openai/gpt-4o-mini"}
+    # The price is the table's, at the batch discount: tokens x list price / 1M x 0.5.
+    qwen = summary["dashscope/qwen-plus"]
+    expected = (qwen["prompt_tokens"] * 0.4 + qwen["completion_tokens"] * 1.2) / 1e6 * 0.5
+    assert qwen["cost_usd"] == pytest.approx(expected)
+
+
+def test_status_says_how_long_the_study_has_left_from_the_measured_batch_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48, point 3: nothing said how long a study had left. Simulated batches are never
+    measured (`state.queries.measured_batch_seconds`): a measured 10 minutes stands in."""
+    import lexpilot_batch.status.summary as summary
+
+    root = tmp_path / "ws"
+    assert invoke([*PREPARE, "--limit", "2"], root).exit_code == 0
+    assert "Time left" not in invoke(["status"], root).output  # nothing measured yet: nothing claimed
+    monkeypatch.setattr(summary, "measured_batch_seconds", lambda db: 600.0)
+    data = json.loads(invoke(["status", "--format", "json"], root).output)
+    waves = data["summary"]["time_left_s"]
+    assert waves is not None and waves[0] >= 600 and waves[1] >= waves[0] and waves[0] % 600 == 0
+    assert "Time left: about" in invoke(["status"], root).output
+
+
+def test_a_report_for_a_model_not_there_lists_the_runs_and_models_there_are(tmp_path: Path) -> None:
+    """Issue 48, point 8: `report --model gpt-4o-mini` (no prefix) said "no run matching" without
+    naming the models the workspace has."""
+    root = tmp_path / "ws"
+    assert invoke([*PREPARE[:6], "openai/gpt-4o-mini", *PREPARE[7:], "--limit", "1"], root).exit_code == 0
+    message = refusal(invoke(["report", "--model", "gpt-4o-mini", "--partial"], root))
+    assert "no run matching model 'gpt-4o-mini'" in message and "it has r1 of openai/gpt-4o-mini" in message
+
+
+def test_a_root_given_with_a_tilde_is_the_home_folders_and_prepare_prints_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48, point 8: `--root '~/study'` (quoted, or on Windows) made a folder named `~`, and
+    `prepare` printed only paths relative to a root it did not name."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("USERPROFILE", str(home))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, [*PREPARE, "--limit", "1", "--root", "~/study"])
+    assert result.exit_code == 0, result.output
+    assert (home / "study" / "state").is_dir() and not (tmp_path / "~").exists()
+    assert f"file(s) under {(home / 'study').resolve()}:" in result.output
+
+
+def test_prepare_says_when_a_reasoning_judge_takes_no_temperature(tmp_path: Path) -> None:
+    """Issue 48, point 8: the judge temperature was dropped for a reasoning judge without a word
+    at `prepare`, though a paper must report it. OpenAI's reasoning models refuse `temperature`
+    other than 1 (https://platform.openai.com/docs/guides/reasoning)."""
+    root = tmp_path / "ws"
+    said = invoke([*PREPARE, "--limit", "1", "--judge-model", "openai/o4-mini"], root)
+    assert said.exit_code == 0, said.output
+    assert "openai/o4-mini (judge role) does not take --judge-temperature 0.1: not sent" in said.output
+    manifest = json.loads(next((root / "runs").glob("r1-*/*/manifest.json")).read_text(encoding="utf-8"))
+    assert "temperature" in manifest["requests"]["judge"]["not_applied"]
+    plain = invoke([*PREPARE[:4], "r2", *PREPARE[5:], "--limit", "1", "--judge-model", "sim-judge"], root)
+    assert plain.exit_code == 0 and "does not take" not in plain.output, plain.output
+
+
+def test_run_resumed_while_a_wave_is_in_flight_does_not_tell_you_to_poll(tmp_path: Path) -> None:
+    """Issue 48, point 8: on a rerun after an interrupt `run` said "run poll-and-advance" and then
+    polled by itself."""
+    root = tmp_path / "ws"
+    assert invoke([*PREPARE, "--limit", "1"], root).exit_code == 0
+    assert invoke(["submit", "--provider", "simulated", "--sim-faults", "latency=0.5"], root).exit_code == 0
+    ran = invoke(["run", *PREPARE[1:], "--limit", "1", "--poll-interval", "0"], root)
+    assert ran.exit_code == 0, ran.output
+    assert "A wave is under way; new work joins the next wave." in ran.output
+    assert "(run poll-and-advance)" not in ran.output

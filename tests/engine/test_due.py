@@ -109,7 +109,7 @@ def test_a_retried_thread_counts_only_the_attempts_after_its_retry() -> None:
     again = due_for_case(context(), [LCA_U], {}, history, retries=3, fresh_after={"h-lca": 3})
     assert [s.key for s in again.steps] == ["lca.u.gen"] and again.active == [LCA_U]
     partly = due_for_case(context(), [LCA_U], {}, history, retries=1, fresh_after={"h-lca": 2})
-    assert partly.failed and partly.failed[0][1].startswith("lca.u.gen failed 1 times")  # wave 3's counts
+    assert partly.failed and partly.failed[0][1].startswith("lca.u.gen failed 1 time at")  # wave 3's counts
 
 
 def test_a_thread_with_every_answer_finishes_with_its_record() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from lexpilot_batch.benchmark import records as stored_records
@@ -43,15 +45,27 @@ def prepare_runs(
     return prepare(ws, session, spec)
 
 
-def finish(ws: Workspace, session: Session, max_rounds: int = 400) -> dict[str, int]:
+FINISH_SECONDS = 240.0  # wall time a driven workspace may take: batch durations are real seconds
+
+
+def rounds(seconds: float = FINISH_SECONDS) -> Iterator[int]:
+    """Round numbers until `seconds` of wall time have passed, a short pause between rounds: a
+    driver's bound in time, not in rounds, since how many rounds a simulated batch's real seconds
+    take depends on how fast this machine runs them."""
+    deadline = time.monotonic() + seconds
+    number = 0
+    while number == 0 or time.monotonic() < deadline:
+        yield number
+        number += 1
+        time.sleep(0.02)
+
+
+def finish(ws: Workspace, session: Session, seconds: float = FINISH_SECONDS) -> dict[str, int]:
     """Submit and poll until nothing is left; fail loudly instead of looping forever."""
-    for _ in range(max_rounds):
+    for _ in rounds(seconds):
         left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
         if left["in_flight"] == 0 and left["unsubmitted"] == 0:
             return left
-        import time
-
-        time.sleep(0.02)
     raise AssertionError("the workspace did not finish")
 
 

@@ -27,7 +27,7 @@ from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
 from lexpilot_batch.util import resources
-from tests.helpers.engine import finish, open_session, prepare_runs, records
+from tests.helpers.engine import FINISH_SECONDS, finish, open_session, prepare_runs, records, rounds
 
 LIMIT = 6  # cases per run: every task and every protocol branch, in about a second
 STAGE = "all"
@@ -138,13 +138,13 @@ def run_benchmark(
     return outcome
 
 
-def finish_despite(*errors: type[BaseException], max_rounds: int = 400) -> Drive:
+def finish_despite(*errors: type[BaseException], seconds: float = FINISH_SECONDS) -> Drive:
     """`finish`, where a round that raises one of `errors` (a lost answer, a stopped command) is
     simply followed by the next one, as a user would run the command again."""
 
     def drive(ws: Workspace, session: Session) -> int:
         interrupted = 0
-        for _ in range(max_rounds):
+        for _ in rounds(seconds):
             try:
                 left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
             except errors:
@@ -152,9 +152,6 @@ def finish_despite(*errors: type[BaseException], max_rounds: int = 400) -> Drive
                 continue
             if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                 return interrupted
-            import time
-
-            time.sleep(0.02)
         raise AssertionError("the workspace did not finish")
 
     return drive

@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -25,6 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lexpilot_batch.cli import app
+from tests.helpers.hub import FakeHub, lexpilot_repo, point_library_at
 
 # fsync off (conftest): durability is scenarios/test_crash.py's business. matplotlib lacks CJK glyphs here.
 pytestmark = [pytest.mark.usefixtures("no_fsync"), pytest.mark.filterwarnings("ignore:Glyph .* missing from font")]
@@ -35,7 +37,8 @@ PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 SHELL = {"", "bash", "sh", "shell"}
 # The README's two set-up commands, byte for byte (.ci/run runs the second).
 SETUP = (
-    "python -m pip install -e . && lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval",
+    "python -m pip install -e . && lexpilot-batch run --stage all --provider simulated --run-id demo --model sim-eval"
+    " --root demo",
     'python -m pip install -e ".[test]" && python -m pytest -q',
 )
 # Stands in, in every session's folder, for the dataset the user supplies.
@@ -59,6 +62,7 @@ NEEDLES = (
     "anthropic/",
     "google/",
     "--models",
+    "hf://datasets/Medivvv/LexPilot",
 )
 # Ends a session: whatever its commands left unfinished is finished before the workspace is checked.
 FINISH = ["poll-and-advance", "--submit", "--wait", "--poll-interval", "0", "--provider", "simulated"]
@@ -212,9 +216,11 @@ FILES = {block.file: block.text for block in BLOCKS if block.file}
 
 
 @pytest.fixture
-def clean_shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def clean_shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     """A session's folder: no key, endpoint or backend of the shell running the tests; `data/`, the
-    stand-in for the real dataset and every `rehearsal file` in it."""
+    stand-in for the real dataset and every `rehearsal file` in it; and a stand-in for the Hugging
+    Face Hub serving the benchmark's dataset `Medivvv/LexPilot` (`helpers.hub`), at which
+    `huggingface_hub` is pointed, with a cache of the session's own."""
     for name in list(os.environ):
         if name.endswith(("_API_KEY", "_BASE_URL", "_BACKEND", "_PROFILE")) or name.startswith("LEXPILOT_"):
             monkeypatch.delenv(name)
@@ -223,7 +229,10 @@ def clean_shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     shutil.copyfile(REPO / "data" / "sample_cases.json", tmp_path / REAL_DATASET)
     for name, text in FILES.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
-    return tmp_path
+    hub = FakeHub({"Medivvv/LexPilot": lexpilot_repo()[0]})
+    with hub.serving():
+        point_library_at(monkeypatch, hub, tmp_path / "hf")
+        yield tmp_path
 
 
 @pytest.mark.parametrize("block", REHEARSED, ids=[b.name for b in REHEARSED])
@@ -257,7 +266,8 @@ def test_the_rehearsals_cover_the_commands_these_pages_show():
     assert ran >= KEY_COMMANDS, KEY_COMMANDS - ran
     formats = {c[c.index("--format") + 1] if "--format" in c else "table" for c in commands if c[0] == "report"}
     assert formats >= REPORT_FORMATS, REPORT_FORMATS - formats
-    assert {c[c.index("--layout") + 1] for c in commands if c[0] == "export"} >= {"cases", "seed"}
+    layouts = {c[c.index(o) + 1] for c in commands if c[0] == "export" for o in ("--layout", "--format") if o in c}
+    assert layouts >= {"cases", "seed", "inspect"}, layouts
     for command, flag in KEY_FLAGS:
         assert any(c[0] == command and flag in c for c in commands), (command, flag)
     text = " ".join(" ".join(c) for c in commands)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,7 @@ from lexpilot_batch.state import compaction
 from lexpilot_batch.state.waves import LOST_AFTER
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
-from tests.helpers.engine import finish, open_session
+from tests.helpers.engine import finish, open_session, rounds
 from tests.helpers.faults import LIMIT, assert_same_as, finish_despite, retried, run_benchmark
 
 THREADS = 6 * LIMIT
@@ -232,12 +231,11 @@ def test_a_given_quota_is_never_exceeded(tmp_path, baseline):
     waiting: list[int] = []
 
     def drive(ws: Workspace, session: Session) -> None:
-        for _ in range(400):
+        for _ in rounds():
             waiting.append(len(submit_files(ws, session).waiting))
             left = poll_and_advance(ws, session, do_submit=True, wait=False, poll_interval=0)
             if left["in_flight"] == 0 and left["unsubmitted"] == 0:
                 return
-            time.sleep(0.02)
         raise AssertionError("did not finish")
 
     budgets = {m: QUOTA for m in ("sim-eval", "DeepSeek-V4.1-Flash", "DeepSeek-R1")}

@@ -61,7 +61,7 @@ def test_status_summarizes_per_model_and_says_what_to_run_next(tmp_path: Path) -
     cli("poll-and-advance", "--submit", "--wait", *SIM, "--root", root)
     data = json.loads(status(tmp_path / "ws", "--format", "json"))
     mini = data["summary"]["models"]["openai/gpt-4o-mini"]
-    assert mini["threads"] == {"done": 12, "active": 0, "failed": 0} and mini["prompt_tokens"] > 0
+    assert mini["threads"] == {"done": 12, "active": 0, "failed": 0, "cancelled": 0} and mini["prompt_tokens"] > 0
     assert mini["cost_usd"] > 0 and mini["projected_cost_usd"] == mini["cost_usd"]
     assert data["summary"]["next"].startswith("lexpilot-batch report")
 

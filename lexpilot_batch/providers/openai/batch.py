@@ -18,7 +18,7 @@ from lexpilot_batch.providers.batch import (
     BatchStatus,
     Upload,
 )
-from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.errors import Failure, unversioned_base_url
 from lexpilot_batch.providers.file_batch import FileBatchBackend, save_streamed
 from lexpilot_batch.providers.openai.errors import failure_of
 from lexpilot_batch.providers.routing.endpoints import Endpoint
@@ -67,7 +67,11 @@ class OpenAIClientBackend(FileBatchBackend):
         )
 
     def hint(self, endpoint: Endpoint) -> str:
-        """The advice a 404 adds (`not_found_hint`)."""
+        """The advice a 404 adds (`not_found_hint`): a base URL without its `/v1` first, the likely
+        cause, before the sync backend, which moves the study to list price."""
+        cause = unversioned_base_url(endpoint.base_url)
+        if cause:
+            return f"{cause}; only if this endpoint has no Batch API at all, use --{endpoint.role}-backend sync (at list price)"
         return f"If this endpoint has no Batch API, use --{endpoint.role}-backend sync"
 
     def failure(self, exc: BaseException) -> Failure | None:

@@ -11,7 +11,7 @@ from typing import Any
 import openai
 
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.errors import Failure, unversioned_base_url
 from lexpilot_batch.providers.openai.errors import failure_of
 from lexpilot_batch.providers.sync.call import CLIENT_REQUEST_ID, Answer, CallResult, ChatCall, Response
 from lexpilot_batch.util.jsonbounds import loads_bounded
@@ -79,6 +79,9 @@ class OpenAIChat(ChatCall):
         return failure_of(exc)
 
     def not_found_hint(self, result: CallResult) -> str:
+        cause = unversioned_base_url(self.endpoint.base_url)
+        if cause:
+            return cause
         return (
             f"Check the model name ({result.model!r}) and that {self.endpoint.base_url}{self.route} is the "
             "provider's chat completions route"

@@ -30,7 +30,7 @@ from lexpilot_batch.simulated.batches.lifecycle import COMPLETION_WINDOW, WINDOW
 from lexpilot_batch.simulated.batches.validation import error_entry, validate_input
 from lexpilot_batch.simulated.errors import bad_request
 from lexpilot_batch.simulated.faults import Faults, draw
-from lexpilot_batch.simulated.latency import batch_seconds
+from lexpilot_batch.simulated.latency import batch_seconds, stuck
 from lexpilot_batch.simulated.store import Store
 
 
@@ -126,13 +126,15 @@ def create(
             fate = "expired"
             share = 0.3 + 0.4 * draw(faults.seed, "expire_share", drawn)
             done_target = min(len(lines) - 1, math.floor(len(lines) * share)) if len(lines) > 1 else 0
-        elif draw(faults.seed, "stall_batch", drawn) < faults.stall_batch:
+        elif draw(faults.seed, "stall_batch", drawn) < faults.stall_batch or stuck(
+            faults, sent_sha256 or digest, window_seconds
+        ):
             # Progresses like any batch until part-way, then never again: in_progress until the
             # window ends. Only a cancel (keeping what it finished) ends it sooner.
             fate = "stalled"
             share = 0.3 + 0.4 * draw(faults.seed, "stall_share", drawn)
             done_target = min(len(lines) - 1, math.floor(len(lines) * share)) if len(lines) > 1 else 0
-    latency = batch_seconds(faults, sent_sha256 or digest)
+    latency = min(batch_seconds(faults, sent_sha256 or digest), window_seconds)
     batch = {
         "id": batch_id,
         "object": "batch",

@@ -1,4 +1,4 @@
-"""The optional SDKs checked against their extras' requirements (`providers/extras.py`): the
+"""The optional packages checked against their extras' requirements (`util/extras.py`): the
 requirements the check holds are those `pyproject.toml` states, an installed SDK older than its
 requirement is refused with the requirement to install, and one that fits (a pre-release too)
 passes."""
@@ -14,9 +14,9 @@ import pytest
 from packaging.requirements import Requirement
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers import extras
-from lexpilot_batch.providers.extras import REQUIREMENTS, require_sdk, sdk_problem
 from lexpilot_batch.providers.registry import APIS, missing_sdk
+from lexpilot_batch.util import extras
+from lexpilot_batch.util.extras import REQUIREMENTS, require, requirement_problem
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -37,7 +37,8 @@ def _as_version(monkeypatch, sdk: str, version: str) -> None:
 
 def test_the_requirements_checked_are_those_pyproject_states():
     stated = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]
-    assert {api.extra.extra for api in APIS.values() if api.extra is not None} == set(REQUIREMENTS)
+    # every native API's SDK, and what the Hub datasets and the Inspect export need
+    assert {api.extra.extra for api in APIS.values() if api.extra is not None} | {"hub", "inspect"} == set(REQUIREMENTS)
     for extra, requirement in REQUIREMENTS.items():
         assert len(stated[extra]) == 1
         assert _same(Requirement(requirement), Requirement(stated[extra][0])), extra
@@ -50,15 +51,20 @@ def test_the_installed_sdks_fit_their_extras(api):
     assert missing_sdk(api) is None
 
 
+@pytest.mark.parametrize(("module", "extra"), [("huggingface_hub", "hub"), ("inspect_ai", "inspect")])
+def test_the_installed_hub_client_and_inspect_fit_their_extras(module, extra):
+    assert requirement_problem(module, extra, "these") is None
+
+
 def test_an_sdk_older_than_its_extra_asks_is_refused_with_the_requirement_to_install(monkeypatch):
     _as_version(monkeypatch, "anthropic", "0.39.0")
-    problem = sdk_problem("anthropic", "anthropic", "Anthropic")
+    problem = requirement_problem("anthropic", "anthropic", "Anthropic requests")
     assert problem == (
         "Anthropic requests need anthropic>=2 (the optional extra 'anthropic'), and anthropic 0.39.0 is installed: "
         'python -m pip install "anthropic>=2"'
     )
     with pytest.raises(ConfigError, match=r"0\.39\.0 is installed"):
-        require_sdk("anthropic.types.messages", "anthropic", "Anthropic")
+        require("anthropic.types.messages", "anthropic", "Anthropic requests", ConfigError)
     assert missing_sdk("anthropic") == problem
     assert missing_sdk("google") is None  # the other SDK is not touched
 
@@ -84,17 +90,17 @@ def test_the_batch_backend_is_not_built_on_an_sdk_too_old(monkeypatch):
 @pytest.mark.parametrize("version", ["99.0.0rc1", "99.0.0", "99.0.0+local", "2.0.0"])
 def test_a_version_that_fits_passes_a_pre_release_and_a_local_build_too(monkeypatch, version):
     _as_version(monkeypatch, "anthropic", version)
-    assert sdk_problem("anthropic", "anthropic", "Anthropic") is None
+    assert requirement_problem("anthropic", "anthropic", "Anthropic requests") is None
 
 
 def test_a_pre_release_below_the_requirement_does_not_fit(monkeypatch):
     _as_version(monkeypatch, "anthropic", "2.0.0rc1")
-    assert sdk_problem("anthropic", "anthropic", "Anthropic") is not None
+    assert requirement_problem("anthropic", "anthropic", "Anthropic requests") is not None
 
 
 def test_a_version_string_pep_440_cannot_read_is_taken_as_it_is(monkeypatch):
     _as_version(monkeypatch, "anthropic", "built-from-a-fork")
-    assert sdk_problem("anthropic", "anthropic", "Anthropic") is None
+    assert requirement_problem("anthropic", "anthropic", "Anthropic requests") is None
 
 
 def test_an_sdk_importable_without_metadata_is_taken_as_it_is(monkeypatch):
@@ -106,7 +112,7 @@ def test_an_sdk_importable_without_metadata_is_taken_as_it_is(monkeypatch):
         return real(name)
 
     monkeypatch.setattr(importlib.metadata, "version", version)
-    assert sdk_problem("anthropic", "anthropic", "Anthropic") is None
+    assert requirement_problem("anthropic", "anthropic", "Anthropic requests") is None
 
 
 def test_without_packaging_only_presence_is_checked(monkeypatch):
@@ -120,13 +126,15 @@ def test_without_packaging_only_presence_is_checked(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", without_packaging)
     _as_version(monkeypatch, "anthropic", "0.1.0")
-    assert sdk_problem("anthropic", "anthropic", "Anthropic") is None
+    assert requirement_problem("anthropic", "anthropic", "Anthropic requests") is None
     monkeypatch.setitem(sys.modules, "anthropic", None)
-    assert sdk_problem("anthropic", "anthropic", "Anthropic") == extras.extra_needed("Anthropic", "anthropic")
+    assert requirement_problem("anthropic", "anthropic", "Anthropic requests") == extras.extra_needed(
+        "Anthropic requests", "anthropic"
+    )
 
 
 def test_a_missing_sdk_names_the_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "anthropic", None)
-    problem = sdk_problem("anthropic", "anthropic", "Anthropic")
-    assert problem == extras.extra_needed("Anthropic", "anthropic")
+    problem = requirement_problem("anthropic", "anthropic", "Anthropic requests")
+    assert problem == extras.extra_needed("Anthropic requests", "anthropic")
     assert 'python -m pip install "lexpilot-batch[anthropic]"' in problem

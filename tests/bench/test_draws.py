@@ -1,0 +1,176 @@
+"""The bench's replay over many draws of the calibrated latency model (`bench/draws.py`): what
+each configuration waits for, on a small study of known waves, by behaviour."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from bench import draws
+from lexpilot_batch.engine.hedge import quantile
+from lexpilot_batch.engine.tail import DEFAULT_FLEX_SECONDS
+from lexpilot_batch.providers.routing.routes import RouteRules, resolve_route
+from lexpilot_batch.simulated.batches.lifecycle import WINDOW_SECONDS
+from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds, stuck
+
+
+def args(**given: Any) -> argparse.Namespace:
+    base = dict(
+        draws=3, compare=False, batch_median=420.0, batch_p90=3600.0, stuck=0.0, flex_range=None,
+        flex_latency=None, sync_latency=2.0, concurrency=64, prices=None,
+    )  # fmt: skip
+    return argparse.Namespace(**{**base, **given})
+
+
+def study(sizes: list[int]) -> draws.Study:
+    """One file per wave, of these many requests, for a bare model (an OpenAI batch route)."""
+    route = resolve_route("eval", "bench-eval", None, RouteRules(environ={}))
+    files: list[dict[str, Any]] = [
+        {"pk": i, "wave": i, "path": f"file-{i}", "n_requests": n, "tokens": 1000 * n, "endpoint": "/v1/chat/completions",
+         "model": "bench-eval", "provider": None, "backend": "batch"}
+        for i, n in enumerate(sizes, start=1)
+    ]  # fmt: skip
+    ids = {f["pk"]: [f"w{f['pk']}-r{j}" for j in range(f["n_requests"])] for f in files}
+    return draws.Study(files, {f["pk"]: route for f in files}, ids, {})
+
+
+def replay(s: draws.Study, given: argparse.Namespace, seed: int) -> dict[str, dict[str, Any]]:
+    return draws.replay(s, given, seed, {f["pk"]: 1.0 for f in s.files})
+
+
+def a_seed(spec: argparse.Namespace, extra: Callable[[list[float]], bool] = lambda first: True) -> int:
+    """A seed under which file-4's batch is drawn stuck and none of the first three, the batch a
+    hedge sends for file-4's rest ends within the deadline the first three give, and `extra` holds
+    of the first three's durations."""
+    for seed in range(5000):
+        faults = draws.model_faults(spec, seed)
+        first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
+        if (
+            stuck(faults, "file-4", WINDOW_SECONDS)
+            and not any(stuck(faults, f"file-{i}", WINDOW_SECONDS) for i in (1, 2, 3))
+            and not stuck(faults, "file-4|hedge", WINDOW_SECONDS)
+            and batch_seconds(faults, "file-4|hedge") <= quantile(first, 0.9)
+            and extra(first)
+        ):
+            return seed
+    raise AssertionError("no such seed")
+
+
+def test_batches_only_waits_for_each_wave_s_drawn_batch_and_a_stuck_one_for_its_window_and_a_retry() -> None:
+    s = study([5000, 100, 100])
+    got = replay(s, args(), seed=4)["batches"]
+    faults = draws.model_faults(args(), 4)
+    assert got["round_trips"] == 3
+    assert got["seconds"] == pytest.approx(sum(batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)))
+    stuck = replay(s, args(stuck=1.0), seed=4)["batches"]
+    # Every batch stuck, its leftover too, up to RETRIES round trips a wave.
+    assert stuck["round_trips"] == 3 * draws.RETRIES and stuck["seconds"] == 3 * draws.RETRIES * WINDOW_SECONDS
+    seconds, trips, completed = draws.round_trip(draws.model_faults(args(stuck=0.5), 0), "file-7", WINDOW_SECONDS)
+    assert seconds == (trips - 1) * WINDOW_SECONDS + batch_seconds(
+        draws.model_faults(args(stuck=0.5), 0), "file-7" if trips == 1 else f"file-7|retry-{trips - 1}"
+    )
+    assert completed == (trips == 1)
+
+
+def test_auto_sends_a_wave_on_flex_when_quicker_than_the_median_batch_measured_so_far() -> None:
+    s = study([5000, 100, 100])
+    got = replay(s, args(), seed=4)["auto"]
+    faults = draws.model_faults(args(), 4)
+    # Wave 1: 5,000 calls of 60 s, 64 at a time, take 79 min: longer than the default hour, a batch.
+    # Waves 2 and 3: 2 x 60 s on flex, less than the median batch measured so far.
+    assert got["round_trips"] == 1
+    assert got["seconds"] == pytest.approx(batch_seconds(faults, "file-1") + 2 * 2 * DEFAULT_FLEX_SECONDS)
+    # Batches measured quicker than two flex calls: the waves stay batches.
+    quick = replay(s, args(batch_median=30.0, batch_p90=60.0), seed=4)["auto"]
+    assert quick["round_trips"] == 3
+    # Flex over Gemini's 1 to 15 minutes: each call is drawn, the plan is the same.
+    ranged = replay(s, args(flex_range="60:900"), seed=4)["auto"]
+    assert ranged["round_trips"] == 1 and ranged["seconds"] > got["seconds"]
+
+
+def test_auto_without_flex_sends_small_waves_through_sync_within_the_premium() -> None:
+    s = study([5000, 100, 100, 2000])
+    got = replay(s, args(), seed=2)["auto-noflex"]
+    faults = draws.model_faults(args(), 2)
+    # Waves 2 and 3 (2 calls of 2 s at a time each) cost +100% of 200 requests: within 10% of
+    # wave 1's 5,000; wave 4's 2,000 would not be.
+    assert got["round_trips"] == 2
+    expected = batch_seconds(faults, "file-1") + 2 * 2 * 2.0 + batch_seconds(faults, "file-4")
+    assert got["seconds"] == pytest.approx(expected)
+
+
+def test_percentiles_interpolate_as_the_standard_library_and_options_are_checked() -> None:
+    values = [3.0, 1.0, 4.0, 1.5, 9.0, 2.6, 5.0, 3.5, 8.9, 7.9, 3.2]
+    assert draws.percentile(values, 95) == pytest.approx(statistics.quantiles(values, n=20, method="inclusive")[18])
+    assert draws.percentile(values, 50) == statistics.median(values)
+    assert draws.makespan([2.0] * 130, 64) == 6.0 and draws.makespan([], 8) == 0.0
+    assert draws.check_draws_args(args()) is None
+    assert "MIN:MAX" in (draws.check_draws_args(args(flex_range="900:60")) or "")
+    assert "batch_p90" in (draws.check_draws_args(args(batch_p90=100.0)) or "")
+    assert "--compare" in (draws.check_draws_args(args(compare=True)) or "")
+
+
+def test_hedging_cancels_a_stuck_batch_at_the_measured_90th_percentile_and_resends_its_rest() -> None:
+    s = study([200, 200, 200, 5000])
+    spec = args(stuck=0.3)
+    seed = a_seed(spec)
+    faults = draws.model_faults(spec, seed)
+    got = replay(s, spec, seed)
+    first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
+    retry = batch_seconds(faults, "file-4|retry-1")
+    assert not stuck(faults, "file-4|retry-1", WINDOW_SECONDS)
+    assert got["batches"]["seconds"] == pytest.approx(sum(first) + WINDOW_SECONDS + retry)
+    # Hedged: cancelled at the 90th percentile of the three measured, its rest in a new batch.
+    deadline = quantile(first, 0.9)
+    again = batch_seconds(faults, "file-4|hedge")
+    assert got["batches+hedge"]["seconds"] == pytest.approx(sum(first) + deadline + draws.CANCEL_SECONDS + again)
+    assert got["batches+hedge"]["round_trips"] == got["batches"]["round_trips"] == 5
+    # No premium: the rest travels at batch price.
+    assert got["batches+hedge"]["extra_usd"] == 0
+
+
+def test_hedging_under_auto_sends_the_rest_on_flex_when_quicker_than_a_batch() -> None:
+    # Every wave 5,000 requests: 79 min of flex calls, longer than any median batch here, so batches.
+    s = study([5000, 5000, 5000, 5000])
+    spec = args(stuck=0.3, batch_median=5000.0, batch_p90=10000.0)
+    # Measured batches quicker than a wave on flex (79 min), slower than half of one (40 min).
+    seed = a_seed(
+        spec,
+        lambda first: all(statistics.median(first[:k]) < 4740 for k in (1, 2, 3)) and statistics.median(first) > 2400,
+    )
+    faults = draws.model_faults(spec, seed)
+    first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
+    got = replay(s, spec, seed)
+    assert got["auto"]["round_trips"] == got["batches"]["round_trips"] >= 5  # every wave a batch, a retry
+    # Wave 4 stuck: cancelled at the deadline with half of it done; its 2,500 left take 40 x 60 s on
+    # flex, quicker than the median batch measured, so they go flex, at batch price.
+    rest = draws.makespan([chat_seconds(faults, f"w4-r{j}", flex=True) for j in range(2500, 5000)], 64)
+    assert rest == 40 * DEFAULT_FLEX_SECONDS
+    hedged = got["auto+hedge"]
+    assert statistics.median(first) > rest  # (this seed's three measured batches)
+    assert hedged["seconds"] == pytest.approx(sum(first) + quantile(first, 0.9) + draws.CANCEL_SECONDS + rest)
+    assert hedged["round_trips"] == 4 and hedged["extra_usd"] == 0
+    # Without flex, within --max-premium 10: 2,500 of 20,000 requests through sync is +12.5%, too much.
+    noflex = got["auto-noflex+hedge"]
+    assert noflex["extra_usd"] == 0 and noflex["round_trips"] == 5
+
+
+def test_a_hedged_batch_s_rest_is_hedged_in_turn_past_the_same_deadline() -> None:
+    faults = draws.model_faults(args(stuck=0.0), 0)
+    keys = ["x", "x|hedge", "x|hedge|hedge"]
+    took = [batch_seconds(faults, k) for k in keys]
+    deadline = min(took[0], took[1]) - 1  # the first two past it
+    seconds, trips, completed = draws.hedged_trip(faults, "x", deadline)
+    if took[2] <= deadline:
+        assert seconds == pytest.approx(2 * (deadline + draws.CANCEL_SECONDS) + took[2]) and trips == 3
+    else:
+        assert seconds > 2 * (deadline + draws.CANCEL_SECONDS) + deadline and trips > 3
+    assert not completed  # the first batch was cancelled: nothing measured of it
+    assert draws.hedged_trip(faults, "x", 10 * max(took)) == (took[0], 1, True)
+    # Never more than RETRIES batches, each past the deadline: the last one is waited for.
+    seconds, trips, _ = draws.hedged_trip(faults, "x", 0.0)
+    assert trips == draws.RETRIES and seconds >= (draws.RETRIES - 1) * draws.CANCEL_SECONDS
