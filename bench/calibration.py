@@ -424,9 +424,29 @@ def summary(result: dict) -> str:
     return "\n".join(lines)
 
 
+def replications_line(result: dict) -> str:
+    """How many replications the cells of each size hold (the nulls', and the shift's where they
+    differ): read from the cells, so that a grid stopped early says so."""
+    parts = []
+    for n in sorted({c["cases"] for c in result["cells"]}):
+        by = {}
+        for label, scenarios in (("", NULLS), ("shift ", ("shift",))):
+            reps = sorted({c["reps"] for c in result["cells"] if c["cases"] == n and c["scenario"] in scenarios})
+            if reps:
+                by[label] = f"{reps[0]:,}" if len(reps) == 1 else f"{reps[0]:,}-{reps[-1]:,}"
+        text = by.get("", by.get("shift ", ""))
+        if "" in by and "shift " in by and by["shift "] != by[""]:
+            text += f" (shift {by['shift ']})"
+        parts.append(f"{n} cases {text}")
+    resamples = result.get("settings", {}).get("resamples")
+    tail = f", the report's Monte Carlo tests at {resamples:,} patterns" if resamples else ""
+    return "Replications per cell: " + "; ".join(parts) + tail + "."
+
+
 def report(result: dict) -> str:
-    """The block docs/report.md shows between its calibration markers: the tables, then the summary."""
-    return table(result) + "\n\n" + summary(result)
+    """The block docs/report.md shows between its calibration markers: how many replications, the
+    tables, then the summary."""
+    return replications_line(result) + "\n\n" + table(result) + "\n\n" + summary(result)
 
 
 # --- The grid ------------------------------------------------------------------------------------
@@ -478,10 +498,18 @@ def replications(scenario: str, n: int, reps: dict[str, int]) -> int:
 
 
 def run_grid(
-    cells: Sequence[tuple], reps: dict[str, int], resamples: int, jobs: int, parts: Path | None, code: str
+    cells: Sequence[tuple],
+    reps: dict[str, int],
+    resamples: int,
+    jobs: int,
+    parts: Path | None,
+    code: str,
+    run: bool = True,
 ) -> list[dict]:
     """Every cell's counts, in `cells` order, its replications run in pieces of `CHUNK` (`jobs` at
-    a time); with `parts`, pieces found there are not run again and new ones are added as they end."""
+    a time); with `parts`, pieces found there are not run again and new ones are added as they end.
+    With `run` False nothing is run: each cell gets the pieces found, from its first replication on
+    without a gap (a grid stopped early), and a cell with none is an error."""
     work = [
         (w, s, lay, n, min(CHUNK, total - first), resamples, first, code)
         for w, s, lay, n in cells
@@ -494,7 +522,7 @@ def run_grid(
             if line.strip():
                 piece = json.loads(line)
                 done[_piece_key(piece)] = piece
-    todo = [a for a in work if (*a[:4], a[6], a[4], a[5], code) not in done]
+    todo = [a for a in work if (*a[:4], a[6], a[4], a[5], code) not in done] if run else []
     # The small cells first (their tables fill first), and of a size, every cell's first piece
     # before any cell's second: a grid stopped early has every cell, each with fewer replications.
     todo.sort(key=lambda a: (a[3], a[6]))
@@ -510,7 +538,42 @@ def run_grid(
         if sink is not None:
             sink.close()
     wanted = {(*a[:4], a[6], a[4], a[5], code) for a in work}
-    return [merge([p for k, p in sorted(done.items()) if k[:4] == cell and k in wanted]) for cell in cells]
+    out = []
+    for cell in cells:
+        pieces = [p for k, p in sorted(done.items(), key=lambda kv: kv[0][4]) if k[:4] == cell and k in wanted]
+        if not run:  # the pieces from replication 0 on, up to the first one missing
+            contiguous, upto = [], 0
+            for p in pieces:
+                if p["first"] != upto:
+                    break
+                contiguous.append(p)
+                upto += p["reps"]
+            pieces = contiguous
+        if not pieces:
+            raise SystemExit(f"no replications of {cell} saved for this code ({code}) in {parts}")
+        out.append(merge(pieces))
+    return out
+
+
+def verify(parts: Path, code: str, count: int) -> list[list]:
+    """Recompute `count` of the pieces that code version `code` saved in `parts` (spread over the
+    sizes, worlds and scenarios: every k-th piece in grid order) with this code; exit unless every
+    one gives the same counts. The pieces checked, as (world, scenario, layout, cases, first)."""
+    pieces = [json.loads(line) for line in parts.read_text(encoding="utf-8").splitlines() if line.strip()]
+    pieces = sorted((p for p in pieces if p["code"] == code), key=lambda p: (p["cases"], p["world"], p["scenario"],
+                                                                              p["layout"], p["first"]))  # fmt: skip
+    if not pieces:
+        raise SystemExit(f"no pieces of code {code} in {parts}")
+    step = max(1, len(pieces) // count)
+    checked = []
+    for p in pieces[::step][:count]:
+        again = run_cell(p["world"], p["scenario"], p["layout"], p["cases"], p["reps"], p["resamples"], p["first"])
+        where = [p["world"], p["scenario"], p["layout"], p["cases"], p["first"]]
+        if again["counts"] != p["counts"]:
+            raise SystemExit(f"the piece {where} of code {code} gives other counts with this code: not reused")
+        print(f"checked {where}: the same counts", file=sys.stderr, flush=True)
+        checked.append(where)
+    return checked
 
 
 class _Serial:
@@ -540,6 +603,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="pieces run in parallel")
     parser.add_argument("--out", type=Path, help="write the counts as JSON here (pieces go to <out>.parts.jsonl)")
     parser.add_argument("--table", type=Path, help="print docs/report.md's block from a result file, and exit")
+    parser.add_argument(
+        "--assemble",
+        action="store_true",
+        help="run nothing: write --out from the pieces saved so far (a grid stopped early)",
+    )
+    parser.add_argument(
+        "--code",
+        help="with --assemble: the pieces of this other code version, once --verify "
+        "pieces of them recomputed with this code give the same counts",
+    )
+    parser.add_argument("--verify", type=int, default=0, help="with --code: how many pieces to recompute")
     args = parser.parse_args(argv)
     if args.table is not None:
         print(report(json.loads(args.table.read_text(encoding="utf-8"))))
@@ -552,17 +626,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = None if args.out is None else args.out.with_name(args.out.name + ".parts.jsonl")
     started = time.perf_counter()
     code = code_version()
-    done = run_grid(cells, reps, args.resamples, args.jobs, parts, code)
+    if args.assemble and parts is None:
+        parser.error("--assemble needs --out (the pieces are read from <out>.parts.jsonl)")
+    checked = None
+    if args.code is not None and args.code != code:
+        if not args.assemble or args.verify < 1:
+            parser.error("--code needs --assemble and --verify N (N >= 1)")
+        checked = {"code": code, "pieces": verify(parts, args.code, args.verify)}  # type: ignore[arg-type]
+        code = args.code
+    done = run_grid(cells, reps, args.resamples, args.jobs, parts, code, run=not args.assemble)
     result = {
         "settings": {"reps": reps["small"], "reps_large": reps["large"], "reps_shift_large": reps["shift_large"],
                      "resamples": args.resamples, "alpha": ALPHA,
-                     "shift": SHIFT, "chunk": CHUNK, "code": code},
+                     "shift": SHIFT, "chunk": CHUNK, "code": code, "complete": not args.assemble
+                     or all(c["reps"] == replications(c["scenario"], c["cases"], reps) for c in done)},
         "seconds": round(time.perf_counter() - started),
         "cells": done,
     }  # fmt: skip
+    if checked is not None:  # pieces of other code, checked to give this code's counts
+        result["settings"]["checked_with"] = checked
     if args.out is not None:
         args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        if parts is not None:
+        if parts is not None and result["settings"]["complete"]:
             parts.unlink(missing_ok=True)  # the result holds it all now
     print(report(result))
     return 0
