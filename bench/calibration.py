@@ -635,19 +635,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         checked = {"code": code, "pieces": verify(parts, args.code, args.verify)}  # type: ignore[arg-type]
         code = args.code
     done = run_grid(cells, reps, args.resamples, args.jobs, parts, code, run=not args.assemble)
-    result = {
-        "settings": {"reps": reps["small"], "reps_large": reps["large"], "reps_shift_large": reps["shift_large"],
+    settings: dict[str, object] = {"reps": reps["small"], "reps_large": reps["large"], "reps_shift_large": reps["shift_large"],
                      "resamples": args.resamples, "alpha": ALPHA,
                      "shift": SHIFT, "chunk": CHUNK, "code": code, "complete": not args.assemble
-                     or all(c["reps"] == replications(c["scenario"], c["cases"], reps) for c in done)},
-        "seconds": round(time.perf_counter() - started),
-        "cells": done,
-    }  # fmt: skip
+                     or all(c["reps"] == replications(c["scenario"], c["cases"], reps) for c in done)}  # fmt: skip
     if checked is not None:  # pieces of other code, checked to give this code's counts
-        result["settings"]["checked_with"] = checked
+        settings["checked_with"] = checked
+    result = {"settings": settings, "seconds": round(time.perf_counter() - started), "cells": done}
     if args.out is not None:
         args.out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-        if parts is not None and result["settings"]["complete"]:
+        if parts is not None and settings["complete"]:
             parts.unlink(missing_ok=True)  # the result holds it all now
     print(report(result))
     return 0
