@@ -428,15 +428,19 @@ def replications_line(result: dict) -> str:
     """How many replications the cells of each size hold (the nulls', and the shift's where they
     differ): read from the cells, so that a grid stopped early says so."""
     parts = []
-    for n in sorted({c["cases"] for c in result["cells"]}):
+    missing = [tuple(m) for m in result.get("settings", {}).get("missing", [])]
+    for n in sorted({c["cases"] for c in result["cells"]} | {m[3] for m in missing}):
         by = {}
         for label, scenarios in (("", NULLS), ("shift ", ("shift",))):
             reps = sorted({c["reps"] for c in result["cells"] if c["cases"] == n and c["scenario"] in scenarios})
             if reps:
                 by[label] = f"{reps[0]:,}" if len(reps) == 1 else f"{reps[0]:,}-{reps[-1]:,}"
-        text = by.get("", by.get("shift ", ""))
+        text = by.get("", by.get("shift ", "none"))
         if "" in by and "shift " in by and by["shift "] != by[""]:
             text += f" (shift {by['shift ']})"
+        gone = [m for m in missing if m[3] == n]
+        if gone:
+            text += f" ({len(gone)} cells not run: " + ", ".join(" ".join(map(str, m[:3])) for m in gone) + ")"
         parts.append(f"{n} cases {text}")
     resamples = result.get("settings", {}).get("resamples")
     tail = f", the report's Monte Carlo tests at {resamples:,} patterns" if resamples else ""
@@ -550,7 +554,9 @@ def run_grid(
                 upto += p["reps"]
             pieces = contiguous
         if not pieces:
-            raise SystemExit(f"no replications of {cell} saved for this code ({code}) in {parts}")
+            if run:
+                raise SystemExit(f"no replications of {cell} saved for this code ({code}) in {parts}")
+            continue  # assembled without it: `main` lists it in the settings' "missing"
         out.append(merge(pieces))
     return out
 
@@ -635,10 +641,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         checked = {"code": code, "pieces": verify(parts, args.code, args.verify)}  # type: ignore[arg-type]
         code = args.code
     done = run_grid(cells, reps, args.resamples, args.jobs, parts, code, run=not args.assemble)
+    present = {(c["world"], c["scenario"], c["layout"], c["cases"]) for c in done}
+    missing = [list(cell) for cell in cells if tuple(cell) not in present]
     settings: dict[str, object] = {"reps": reps["small"], "reps_large": reps["large"], "reps_shift_large": reps["shift_large"],
                      "resamples": args.resamples, "alpha": ALPHA,
-                     "shift": SHIFT, "chunk": CHUNK, "code": code, "complete": not args.assemble
-                     or all(c["reps"] == replications(c["scenario"], c["cases"], reps) for c in done)}  # fmt: skip
+                     "shift": SHIFT, "chunk": CHUNK, "code": code, "complete": not args.assemble or not missing
+                     and all(c["reps"] == replications(c["scenario"], c["cases"], reps) for c in done),
+                     "missing": missing}  # fmt: skip
     if checked is not None:  # pieces of other code, checked to give this code's counts
         settings["checked_with"] = checked
     result = {"settings": settings, "seconds": round(time.perf_counter() - started), "cells": done}
