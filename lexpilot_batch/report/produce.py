@@ -19,7 +19,7 @@ from lexpilot_batch.report.build import build_report
 from lexpilot_batch.report.formats import check_format, render
 from lexpilot_batch.report.formats.viewer import CaseFacts, viewer_data
 from lexpilot_batch.report.judge_calls import load_judge_calls
-from lexpilot_batch.report.statistics import bootstrap
+from lexpilot_batch.report.statistics import compare
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.price_memory import prices_for
 
@@ -35,9 +35,10 @@ class ReportOptions:
     prices: Prices | None = None
     batch_discount: float = DEFAULT_BATCH_DISCOUNT
     baseline: str | None = None
-    adjust: str = "none"  # `--adjust`: none, or holm over each comparison's metrics
+    adjust: str = compare.DEFAULT_ADJUST  # `--adjust`: holm over the report's comparisons, or none
     resamples: int | None = None
     seed: int | None = None
+    plan: float | None = None  # `--plan DELTA`
     figures: Path | None = None
 
 
@@ -65,10 +66,11 @@ def produce_report(root: Path | None, options: ReportOptions) -> ProducedReport:
         runs,
         prices,
         batch_discount=options.batch_discount,
-        resamples=bootstrap.DEFAULT_RESAMPLES if options.resamples is None else options.resamples,
-        seed=bootstrap.DEFAULT_SEED if options.seed is None else options.seed,
+        resamples=compare.DEFAULT_RESAMPLES if options.resamples is None else options.resamples,
+        seed=compare.DEFAULT_SEED if options.seed is None else options.seed,
         baseline=options.baseline,
         adjust=options.adjust,
+        plan=options.plan,
     )
     produced = ProducedReport("")
     if options.figures is not None:

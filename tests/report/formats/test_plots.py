@@ -127,14 +127,22 @@ def test_without_a_cjk_font_the_warning_names_the_font_to_install_and_matplotlib
 
 def test_an_installed_cjk_font_is_found_by_any_of_its_names(monkeypatch):
     """Debian's fonts-noto-cjk registers "Noto Sans CJK JP" (the SC glyphs are in the same file);
-    the old list of names did not know it and warned although Chinese would have drawn."""
+    the old list of names did not know it and warned although Chinese would have drawn. The fonts
+    are this test's own, never the machine's: a machine whose font cache lists "Noto Sans CJK SC"
+    (which the lookup rightly prefers) made it fail for a reason unrelated to any change."""
     from matplotlib import font_manager
 
     from lexpilot_batch.report.formats import plots
 
+    latin = font_manager.FontEntry(fname="/nonexistent/DejaVuSans.ttf", name="DejaVu Sans")
     fake = font_manager.FontEntry(fname="/nonexistent/NotoSansCJK-Regular.ttc", name="Noto Sans CJK JP")
-    monkeypatch.setattr(font_manager.fontManager, "ttflist", [*font_manager.fontManager.ttflist, fake])
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [latin, fake])
+    monkeypatch.setattr(font_manager, "findSystemFonts", lambda *a, **k: [])
     assert plots._cjk_font() == "Noto Sans CJK JP"
+    # With SC beside it, SC first (the list's order), wherever the machine stands.
+    sc = font_manager.FontEntry(fname="/nonexistent/NotoSansCJKsc-Regular.otf", name="Noto Sans CJK SC")
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [latin, fake, sc])
+    assert plots._cjk_font() == "Noto Sans CJK SC"
     other = font_manager.FontEntry(fname="/nonexistent/SourceHanSansCN-Regular.otf", name="Source Han Sans CN")
     monkeypatch.setattr(font_manager.fontManager, "ttflist", [other])
     monkeypatch.setattr(font_manager, "findSystemFonts", lambda *a, **k: [])
