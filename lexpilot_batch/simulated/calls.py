@@ -1,18 +1,20 @@
 """The calls a simulated server answers: counted per route (`stats`), and the per-call faults drawn
-for them (HTTP 429, 500 and 529, slow answers, late creates, cut and damaged downloads) from one generator
-seeded by the fault seed, the server's own, never the `random` module's shared one (which a seeded
-test, or Hypothesis, in the same process owns). Serial calls meet the same faults run after run.
+for them (HTTP 429, 500 and 529, slow answers, late creates, cut and damaged downloads), each drawn
+from the fault seed, the fault, the route and the route's own count of such draws
+(`faults.draw`), never from the `random` module's shared generator (which a seeded test, or
+Hypothesis, in the same process owns) nor from one stream all handler threads take turns on: the
+k-th create of a run meets the same faults run after run, whatever other threads' calls (polls,
+downloads) came in between.
 """
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections import Counter
 
 from lexpilot_batch.simulated.errors import ApiError
-from lexpilot_batch.simulated.faults import DAMAGES, Faults
+from lexpilot_batch.simulated.faults import DAMAGES, Faults, draw
 from lexpilot_batch.simulated.profiles import Profile
 
 
@@ -25,7 +27,7 @@ class Calls:
         # each also per route ("calls:upload_file")
         self.stats: Counter[str] = Counter()
         self._lock = threading.Lock()
-        self._rng = random.Random(faults.seed)
+        self._draws: Counter[tuple[str, ...]] = Counter()  # draws made per key: the next one's number
         self._damaged: Counter[str] = Counter()  # damaged downloads by file (its path): `damaged_times`
 
     def count(self, what: str, route: str) -> None:
@@ -43,10 +45,13 @@ class Calls:
                 if retry_count not in ("", "0"):
                     self.stats[f"retried:{profile.name}:{route}"] += 1
 
-    def roll(self) -> float:
-        """One draw of the per-call faults' seeded generator (any handler thread's, and `chat`'s)."""
+    def roll(self, *key: str) -> float:
+        """The next draw for `key` (a fault and a route; `chat`'s flex refusals give none): the
+        n-th draw of a key is the same number run after run (module docstring)."""
         with self._lock:
-            return self._rng.random()
+            number = self._draws[key]
+            self._draws[key] += 1
+        return draw(self.faults.seed, "call", *key, str(number))
 
     def _struck(self, fault: str, route: str) -> bool:
         """Whether a per-call fault (`http_slow`, `late_create`, `cut_download`) strikes this call:
@@ -54,7 +59,7 @@ class Calls:
         chance = getattr(self.faults, fault)
         if not chance:
             return False
-        if self.roll() < chance:
+        if self.roll(fault, route) < chance:
             self.count(fault, route)
             return True
         return False
@@ -77,10 +82,10 @@ class Calls:
         with self._lock:
             if faults.damaged_times and self._damaged[path] >= faults.damaged_times:
                 return None
-        if self.roll() >= faults.damaged_download:
+        if self.roll("damaged_download", route) >= faults.damaged_download:
             return None
         kinds = faults.damage.split("+") if faults.damage else DAMAGES
-        kind = kinds[min(int(self.roll() * len(kinds)), len(kinds) - 1)]
+        kind = kinds[min(int(self.roll("damage", route) * len(kinds)), len(kinds) - 1)]
         with self._lock:
             self._damaged[path] += 1
         self.count("damaged_download", route)
@@ -99,7 +104,7 @@ class Calls:
         faults = self.faults
         if not (faults.http_429 or faults.http_500 or faults.http_529) or not faults.applies_to(route):
             return
-        roll = self.roll()
+        roll = self.roll("http", route)
         wait = {
             "retry-after": str(max(0, round(faults.retry_after))),
             "retry-after-ms": str(int(faults.retry_after * 1000)),

@@ -394,7 +394,7 @@ BATCH_ROUTES = ["upload_file", "create_batch", "retrieve_batch", "file_content"]
 
 
 def test_http_429_and_500_on_every_batch_route_are_retried(tmp_path, baseline):
-    outcome = run_benchmark(tmp_path / "ws", f"{HTTP},http_routes={'+'.join(BATCH_ROUTES)},seed=1")
+    outcome = run_benchmark(tmp_path / "ws", f"{HTTP},http_routes={'+'.join(BATCH_ROUTES)},seed=4")
     assert_same_as(baseline, outcome)
     assert_http_faults_hit_only(outcome.server, *BATCH_ROUTES)
 
@@ -465,7 +465,7 @@ def test_calls_answering_after_the_timeout_are_retried(tmp_path, baseline):
     answer came too late did store its file, which the engine finds in the listing instead of
     uploading it again: the provider holds one request file per batch."""
     routes = "+".join([*SAFE_TO_REPEAT, "upload_file"])
-    outcome = run_benchmark(tmp_path / "ws", f"http_slow=0.05,{SLOW},http_routes={routes},seed=22", timeout=TIMEOUT)
+    outcome = run_benchmark(tmp_path / "ws", f"http_slow=0.05,{SLOW},http_routes={routes},seed=10", timeout=TIMEOUT)
     assert_same_as(baseline, outcome)
     for route in SAFE_TO_REPEAT:
         assert outcome.server[f"http_slow:{route}"] > 0, dict(outcome.server)
@@ -497,7 +497,7 @@ def test_a_timed_out_batch_create_makes_no_second_batch(tmp_path, baseline):
     the OpenAI SDK sends no idempotency key) and the provider creates a second batch for the same
     file. The engine records only the last one; the first runs, is billed, and is never ingested."""
     outcome = run_benchmark(
-        tmp_path / "ws", f"http_slow=0.02,{SLOW},http_routes=create_batch,seed=3", timeout=TIMEOUT, check=False
+        tmp_path / "ws", f"http_slow=0.02,{SLOW},http_routes=create_batch,seed=5", timeout=TIMEOUT, check=False
     )
     assert outcome.server["http_slow:create_batch"] == 1
     assert_same_as(baseline, outcome)  # the results themselves are right
@@ -548,7 +548,7 @@ def test_a_download_that_keeps_breaking_off_stops_the_command_and_loses_nothing(
 
 def test_a_batch_that_never_finishes_is_cancelled_and_its_rest_requeued(tmp_path, baseline):
     # Its cancel calls also meet HTTP 429 and 500 (the route of section 3 only this run reaches).
-    spec = "stall_batch=0.2,http_429=0.3,http_500=0.3,retry_after=0.01,http_routes=cancel_batch,seed=5"
+    spec = "stall_batch=0.2,http_429=0.3,http_500=0.3,retry_after=0.01,http_routes=cancel_batch,seed=1"
     outcome = run_benchmark(tmp_path / "ws", spec, max_wave_age=0.1)
     assert_same_as(baseline, outcome)
     cancelled = [f for f in outcome.files if f["batch_status"] == "cancelled"]

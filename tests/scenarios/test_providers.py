@@ -242,7 +242,7 @@ class Crash(Exception):
 
 
 ARK = "ark/ep-bi-sim"
-ARK_FAULTS = "http_429=0.3,http_500=0.3,http_routes=chat_completion,retry_after=0.001,seed=3"  # 429, 500, 500 first
+ARK_FAULTS = "http_429=0.3,http_500=0.3,http_routes=chat_completion,retry_after=0.001,seed=4"  # at least one 429 and one 500 (asserted below)
 
 
 def test_arks_429s_500s_and_a_crash_between_its_answers_and_their_record_end_with_the_fault_free_records(

@@ -168,7 +168,7 @@ def test_an_upload_refused_for_the_moment_is_sent_again_and_a_refused_put_is_an_
 
     path = tmp_path / "eval__together-sim__000.jsonl"
     path.write_bytes(b'{"custom_id":"a-1","body":{"model":"m","messages":[{"role":"user","content":"x"}]}}\n')
-    faults = "http_500=0.6,http_routes=together_upload_start,retry_after=0.001,seed=3"
+    faults = "http_500=0.6,http_routes=together_upload_start,retry_after=0.001,seed=1"
     with SimulatedServer(tmp_path / "sim", parse_faults(faults)) as server:
         endpoint = Endpoint(
             "eval", server.native_url("together"), "TOGETHER_API_KEY", "sk-simulated", model="together/m"

@@ -236,7 +236,7 @@ def test_a_retry_under_a_new_custom_id_draws_again(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fault", ["http_429", "http_500"])
 def test_http_faults_are_retried_by_the_sdk(tmp_path: Path, fault: str) -> None:
-    with SimulatedServer(tmp_path / "sim", faults=parse_faults(f"{fault}=0.4,seed=2,retry_after=0.01")) as server:
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults(f"{fault}=0.4,seed=3,retry_after=0.01")) as server:
         client = OpenAI(base_url=server.base_url, api_key="k", max_retries=30)
         batch = wait(client, submit(client, jsonl(mixed_lines(4))), interval=0.0)
         assert batch.status == "completed" and len(read_lines(client, batch.output_file_id)) == 4
