@@ -142,6 +142,10 @@ def _read_google(kind: str, payload: Any, expect: dict[str, Any]) -> None:
     if kind == "state":
         # The REST state as google-genai hands it over (its own JobState name; an unknown one as sent).
         assert _state(SimpleNamespace(state=payload["sdk"])) == expect["status"]
+    elif kind == "responses_line":
+        from lexpilot_batch.providers.google import results
+
+        _check_line(results.result(payload), expect)
     elif kind == "inline_responses":
         # The REST answer's inlined responses through google-genai's own converter and type, then
         # written out as a responses file (`google.batch.inlined_lines`) and read line by line.
