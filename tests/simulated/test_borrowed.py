@@ -28,7 +28,7 @@ def _borrowed() -> set[tuple[str, str, str]]:
             if isinstance(node, ast.Import):
                 found |= {(path.name, a.name, "*") for a in node.names if a.name.startswith("lexpilot_batch.providers")}
             elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lexpilot_batch.providers"):
-                module = node.module.removeprefix("lexpilot_batch.providers").lstrip(".")
+                module = (node.module or "").removeprefix("lexpilot_batch.providers").lstrip(".")
                 found |= {(path.name, module, a.name) for a in node.names}
     return found
 
