@@ -49,6 +49,21 @@ TERMINAL = frozenset({BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.EXP
 TOKEN_LIMIT = "token_limit_exceeded"
 
 
+# A timestamp past this many seconds since the epoch (the year 5138) is read as milliseconds: the
+# `zhipuai` SDK's own batch tests print `created_at=1715674031399` for a batch, beside
+# `created_at=1715673494` for its file (MetaGLM/zhipuai-sdk-python-v4 tests/integration_tests/
+# test_batches.py), and listings compare the two (`engine.recovery.ProviderTimes`).
+_MILLISECONDS = 1e11
+
+
+def epoch_seconds(value: object) -> float | None:
+    """A provider's timestamp as seconds since the epoch (None: not a number); one in milliseconds
+    (above `_MILLISECONDS`) divided by 1000."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    return value / 1000 if value > _MILLISECONDS else value
+
+
 @dataclass(frozen=True)
 class BatchInfo:
     id: str

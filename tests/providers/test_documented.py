@@ -24,6 +24,7 @@ import pytest
 
 from lexpilot_batch.engine.answers import judge_line
 from lexpilot_batch.providers.batch import TERMINAL
+from lexpilot_batch.providers.registry import PROVIDERS
 
 FIXTURES = Path(__file__).parent / "documented"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -43,10 +44,12 @@ EXAMPLES = [
 
 def test_every_fixture_file_names_its_sources_and_each_example_where_and_when() -> None:
     files = sorted(FIXTURES.glob("*.json"))
-    assert {p.stem for p in files} >= {"openai", "azure", "anthropic", "google", "mistral", "together", "zhipu", "groq"}
+    # Every named platform has its file; a generic OpenAI-compatible service (`openai-api/...`) publishes nothing.
+    assert {p.stem for p in files} >= {name for name, spec in PROVIDERS.items() if not spec.generic}
     for path in files:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        assert doc["provider"] == path.stem and doc["sources"] and doc["examples"], path.name
+        # A provider that publishes no example of a shape says so (`unpublished`), rather than invent one.
+        assert doc["provider"] == path.stem and doc["sources"] and (doc["examples"] or doc["unpublished"]), path.name
         assert all(isinstance(v, str) and v for v in doc["sources"].values()), path.name
         for example in doc["examples"]:
             assert example["source"] and _DATE.fullmatch(example["taken"]), (path.name, example["name"])
@@ -139,6 +142,26 @@ def _read_google(kind: str, payload: Any, expect: dict[str, Any]) -> None:
     if kind == "state":
         # The REST state as google-genai hands it over (its own JobState name; an unknown one as sent).
         assert _state(SimpleNamespace(state=payload["sdk"])) == expect["status"]
+    elif kind == "responses_line":
+        from lexpilot_batch.providers.google import results
+
+        _check_line(results.result(payload), expect)
+    elif kind == "inline_responses":
+        # The REST answer's inlined responses through google-genai's own converter and type, then
+        # written out as a responses file (`google.batch.inlined_lines`) and read line by line.
+        from google.genai import batches, types
+
+        from lexpilot_batch.providers.google import results
+        from lexpilot_batch.providers.google.batch import inlined_lines
+
+        dest = types.BatchJobDestination._from_response(
+            response=batches._BatchJobDestination_from_mldev(payload), kwargs={}
+        )
+        lines = inlined_lines(SimpleNamespace(dest=dest)).decode("utf-8").splitlines()
+        assert len(lines) == expect["lines"]
+        for line in lines:
+            ok, *_ = judge_line(results.result(json.loads(line)), "text", 0)
+            assert ok is expect["ok"]
     elif kind == "inline_requests":
         model = payload["model"].removeprefix("models/")
         assert all(not problems(request, model) for request in payload["src"])
@@ -168,7 +191,7 @@ def _read_together(kind: str, payload: Any, expect: dict[str, Any]) -> None:
 
 
 def _read_limits(provider: str, payload: Any, expect: dict[str, Any]) -> None:
-    from lexpilot_batch.providers.registry import PROVIDERS, resolve_limits
+    from lexpilot_batch.providers.registry import resolve_limits
 
     spec = PROVIDERS[provider]
     limits = resolve_limits(spec.profile, spec.url_example or "https://x.openai.azure.com/openai/v1")

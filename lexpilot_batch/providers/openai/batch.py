@@ -17,6 +17,7 @@ from lexpilot_batch.providers.batch import (
     BatchSource,
     BatchStatus,
     Upload,
+    epoch_seconds,
 )
 from lexpilot_batch.providers.errors import Failure, unversioned_base_url
 from lexpilot_batch.providers.file_batch import FileBatchBackend, save_streamed
@@ -66,7 +67,7 @@ def info(batch: object) -> BatchInfo:
         request_counts=request_counts(batch),
         errors=[e.model_dump() for e in (getattr(errors, "data", None) or [])] if errors else [],
         metadata=dict(getattr(batch, "metadata", None) or {}),
-        created_at=getattr(batch, "created_at", None),
+        created_at=epoch_seconds(getattr(batch, "created_at", None)),
     )
 
 
@@ -114,7 +115,7 @@ class OpenAIBatchBackend(OpenAIClientBackend):
         # `limit` 1 to 10,000): newest first, the SDK following the `after` cursor.
         # One retry at most: a listing that does not answer is no reason to wait (`batch.BatchBackend.uploads`).
         listing = self.client.with_options(max_retries=1).files.list(purpose="batch", order="desc", limit=1000)
-        return (Upload(f.id, f.filename, f.bytes, f.created_at) for f in listing)
+        return (Upload(f.id, f.filename, f.bytes, epoch_seconds(f.created_at)) for f in listing)
 
     def _create(
         self, input_file_id: str, metadata: dict[str, str], endpoint: str | None, source: BatchSource | None
