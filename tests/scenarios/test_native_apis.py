@@ -98,7 +98,7 @@ def faults(api: SimulatedApi) -> str:
     workspace's own custom_ids, answers held back 0.45 s past the client's timeout."""
     return (
         "line_error=0.1,expire_batch=0.3,late_create=0.3,slow_seconds=0.45,cut_download=0.5,"
-        f"http_429=0.05,http_500=0.05,http_routes={'+'.join(api.route_names)},retry_after=0.001,seed=5"
+        f"http_429=0.05,http_500=0.05,http_routes={'+'.join(api.route_names)},retry_after=0.001,seed=1"
     )
 
 
