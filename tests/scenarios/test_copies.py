@@ -293,6 +293,7 @@ def test_two_copies_that_cannot_be_told_apart_leave_each_others_batches_alone_an
     assert len({b["metadata"]["lexpilot_instance"] for b in held.values()}) == 1  # one instance: untold
 
 
+@pytest.mark.slow  # two copies of a workspace through a whole study: about 9 s
 def test_a_copy_whose_batches_another_copy_cancels_is_told_so_by_doctor(tmp_path, monkeypatch, baseline):
     """The other copy runs a version before copies were told apart and cancels this one's batches as
     its duplicates (110 of 129 in the issue's reproduction, with `doctor` saying "No problems

@@ -235,7 +235,14 @@ def clean_shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Pat
         yield tmp_path
 
 
-@pytest.mark.parametrize("block", REHEARSED, ids=[b.name for b in REHEARSED])
+def _param(block: Block) -> object:
+    """A block whose simulated batches take real seconds (a `latency` key in its faults) is a long
+    simulation, run with the slow ones (about a minute for docs/simulated.md's faults example)."""
+    waits = any("latency=" in word for command in _session_commands(block) for word in command)
+    return pytest.param(block, id=block.name, marks=[pytest.mark.slow] if waits else [])
+
+
+@pytest.mark.parametrize("block", [_param(block) for block in REHEARSED])
 def test_a_block_rehearsed_offline_finishes_with_every_request_accepted(block: Block, clean_shell: Path):
     roots: set[Path] = set()
     writes = False

@@ -188,6 +188,7 @@ def forged_results(ws: Workspace, wave: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # a whole study with an ingest held back: about 7 s
 def test_a_late_ingest_never_takes_the_place_of_an_answer_a_batch_will_deliver(tmp_path, baseline):
     seen: dict[str, object] = {}
 

@@ -393,6 +393,7 @@ def assert_http_faults_hit_only(stats: Counter, *routes: str) -> None:
 BATCH_ROUTES = ["upload_file", "create_batch", "retrieve_batch", "file_content"]
 
 
+@pytest.mark.slow  # a whole study under 429s and 500s on every batch route: about 8 s
 def test_http_429_and_500_on_every_batch_route_are_retried(tmp_path, baseline):
     outcome = run_benchmark(tmp_path / "ws", f"{HTTP},http_routes={'+'.join(BATCH_ROUTES)},seed=4")
     assert_same_as(baseline, outcome)
@@ -435,6 +436,7 @@ def drive_through(ws: Workspace, faults: str, until: type[BaseException] | None 
         session.close()
 
 
+@pytest.mark.slow  # outages outlasting the retries, command after command: about 10 s
 def test_outages_longer_than_the_retries_stop_the_command_and_lose_nothing(tmp_path, baseline):
     stopped: list[str] = []
 
@@ -511,6 +513,7 @@ def test_a_timed_out_batch_create_makes_no_second_batch(tmp_path, baseline):
     check_invariants(tmp_path / "ws", outcome)
 
 
+@pytest.mark.slow  # a whole study whose downloads break off half-way: 10-20 s on a shared 2-core machine
 def test_downloads_that_break_off_are_fetched_again(tmp_path, baseline):
     """`cut_download`: a result file's download breaks off half-way (the connection closes under the
     whole file's Content-Length). The part read is never saved nor ingested; the file is fetched

@@ -54,6 +54,7 @@ def test_flex_refusing_for_a_while_is_backed_off_without_using_an_attempt(tmp_pa
     assert outcome.server["flex_answers"] == len(outcome.requests)  # each answered once
 
 
+@pytest.mark.slow  # a whole study whose flex calls are refused until their deadline: about 16 s
 def test_flex_refusing_for_good_falls_back_to_batches(tmp_path: Path, baseline: Outcome) -> None:
     outcome = run_benchmark(tmp_path / "ws", "flex_429=1", **FLEX)
     assert_same_as(baseline, outcome)

@@ -137,6 +137,7 @@ def test_a_create_committed_after_the_timeout_is_found_within_the_grace_period(t
     assert outcome.server["calls:create_batch"] == len(outcome.files)
 
 
+@pytest.mark.slow  # a week of lost creates and their duplicates: about 9 s
 def test_without_a_grace_period_the_duplicates_are_cancelled_and_never_applied(tmp_path, baseline):
     spec = "late_create=0.3,slow_seconds=0.5,latency=0.6,http_routes=create_batch,seed=2"
     outcome = run_benchmark(tmp_path / "ws", spec, timeout=0.25, create_grace=0.0)

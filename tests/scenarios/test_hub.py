@@ -50,6 +50,7 @@ def hub() -> Iterator[FakeHub]:
         yield stand_in
 
 
+@pytest.mark.slow  # a whole study on the Hub's dataset, then a second prepare: about 8 s
 def test_a_study_on_the_hub_dataset_records_its_commit_and_another_revision_is_refused_naming_both(hub, tmp_path):
     repo, contents = hub.repos[REPO], lexpilot_repo()[1]
     env, root = hub_env(hub, tmp_path / "hf"), tmp_path / "ws"

@@ -179,6 +179,7 @@ FAULTS = (
 FAULTY = (MISTRAL, "zhipu/glm-sim", TOGETHER)  # the native APIs and a profile with its own url
 
 
+@pytest.mark.slow  # two providers through about ten waves of faults: about 13 s
 def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_records(tmp_path, monkeypatch, clean):
     faulty = run_providers(tmp_path / "faulty", monkeypatch, FAULTS, FAULTY, retries=8, timeout=0.3, create_grace=3.0)
     assert set(faulty["threads"]) == {"done"}

@@ -276,6 +276,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # inspect view served and read in headless Chromium: about 7 s
 def test_inspect_view_shows_a_samples_judge_explanation(study, tmp_path):
     """`inspect view` started on the exported folder, as a user would, and its page read in headless
     Chromium: the scoring tab of an LCA sample shows the judge's raw output."""
