@@ -1,0 +1,123 @@
+"""The sync backend's calls in flight (`providers.sync.window`): slow start, additive increase,
+multiplicative decrease on a 429 or a low `x-ratelimit-remaining-*`, the ceiling; and the runner
+under the simulated provider's rate limits (`simulated.ratelimits`), whose headers are OpenAI's."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lexpilot_batch.providers.sync import runner as sync
+from lexpilot_batch.providers.sync.runner import SyncRunner
+from lexpilot_batch.providers.sync.window import START, Window, remaining_share
+from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.simulated.ratelimits import RateLimits
+from tests.providers.sync.test_runner import cases, endpoint, openai_routes, output_lines, write_requests
+
+
+def round_trip(window: Window, headers: dict[str, str] | None = None) -> None:
+    """Every call of the window sent, then answered."""
+    for ticket in [window.ticket() for _ in range(window.limit())]:
+        window.answered(ticket, headers)
+
+
+def test_slow_start_doubles_each_round_trip_up_to_the_ceiling():
+    window = Window(100)
+    assert window.limit() == START
+    sizes = []
+    for _ in range(5):
+        round_trip(window)
+        sizes.append(window.limit())
+    assert sizes == [16, 32, 64, 100, 100]
+
+
+def test_a_ceiling_below_the_start_is_the_window():
+    assert Window(3).limit() == 3
+    with pytest.raises(ValueError):
+        Window(0)
+
+
+def test_a_429_halves_once_per_round_trip_then_growth_is_additive():
+    window = Window(1000, start=64)
+    tickets = [window.ticket() for _ in range(64)]
+    for ticket in tickets[:10]:  # ten refusals of calls sent together: one cut
+        window.refused(ticket)
+    assert (window.limit(), window.cuts) == (32, 1)
+    for ticket in tickets[10:]:
+        window.answered(ticket)
+    assert window.limit() == 33  # 54 answers at about 1/32 each: one more call, not 54
+    round_trip(window)
+    assert window.limit() == 34
+    later = window.ticket()
+    window.refused(later)  # a call sent after the cut: a new sign
+    assert (window.limit(), window.cuts) == (17, 2)
+
+
+def test_remaining_running_low_halves_like_a_429():
+    window = Window(100, start=40)
+    low = {"x-ratelimit-limit-requests": "5000", "x-ratelimit-remaining-requests": "400"}  # 8% left
+    window.answered(window.ticket(), low)
+    assert window.limit() == 20
+    plenty = {**low, "x-ratelimit-remaining-requests": "4000"}
+    window.answered(window.ticket(), plenty)
+    assert window.limit() == 20  # grows by 1/20
+    assert remaining_share(plenty) == pytest.approx(0.8)
+    tokens = {**plenty, "x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "50"}
+    assert remaining_share(tokens) == pytest.approx(0.05)  # the scarcer of the two
+    assert remaining_share({"x-request-id": "r"}) is None and remaining_share(None) is None
+
+
+def test_never_below_one_call():
+    window = Window(4, start=1)
+    for _ in range(5):
+        window.refused(window.ticket())
+    assert window.limit() == 1
+
+
+def test_the_simulated_providers_headers_are_read():
+    headers = RateLimits(lambda: 0.0).admit(parse_faults("rpm=100,tpm=1000"), "openai", "m", 950)
+    assert remaining_share(headers) == pytest.approx(0.05)
+
+
+def _slow_route(server: SimulatedServer, monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    original = openai_routes(server).chat_completion
+
+    def slow(body: Any, request_id: str | None = None) -> Any:
+        time.sleep(seconds)
+        return original(body, request_id)
+
+    monkeypatch.setattr(openai_routes(server), "chat_completion", slow)
+
+
+def test_the_runner_grows_past_its_start_without_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    requests = write_requests(tmp_path / "req.jsonl", cases(60))
+    with SimulatedServer(tmp_path / "sim") as server:
+        _slow_route(server, monkeypatch, 0.05)
+        stats = SyncRunner(endpoint(server.base_url), concurrency=32).run(requests, tmp_path / "out.jsonl")
+    assert stats.ok == 60 and stats.window_cuts == 0
+    assert START < stats.peak_in_flight <= 32
+
+
+def test_the_runner_shrinks_on_the_providers_limits_and_answers_each_request_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = write_requests(tmp_path / "req.jsonl", cases(48))
+    # The server's minute passes 100 times faster (30 a minute: one call each 20 ms of real time);
+    # the runner's backoff after a 429 is cut to match (the wait it is told is tested elsewhere).
+    monkeypatch.setattr(sync, "retry_after", lambda exc: 0.01)
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults("rpm=30")) as server:
+        start = time.monotonic()
+        server.limits = RateLimits(lambda: (time.monotonic() - start) * 100)
+        _slow_route(server, monkeypatch, 0.01)
+        stats = SyncRunner(endpoint(server.base_url), concurrency=64, max_retries=0).run(
+            requests, tmp_path / "out.jsonl"
+        )
+        refused = server.stats["rate_limited"]
+    assert stats.ok == 48 and stats.failed == 0
+    assert refused > 0 and stats.rate_limited == refused  # every 429 reached the runner (no SDK retries)
+    assert stats.window_cuts >= 1 and stats.peak_in_flight <= 64
+    ids = [line["custom_id"] for line in output_lines(tmp_path / "out.jsonl")]
+    assert len(ids) == len(set(ids)) == 48
