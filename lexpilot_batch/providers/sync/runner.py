@@ -68,8 +68,8 @@ from lexpilot_batch.providers.file_batch import retry_after
 from lexpilot_batch.providers.registry import BARE, chat_call
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.routing.flex import tier_fields
+from lexpilot_batch.providers.sync import window as windows
 from lexpilot_batch.providers.sync.call import FATAL, RATE, SUSPECT, CallResult, ChatCall
-from lexpilot_batch.providers.sync.window import Window
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.jsonbounds import loads_bounded
 from lexpilot_batch.util.redaction import Scrubber, redact_data
@@ -159,7 +159,8 @@ class SyncRunner:
         refusals: dict[str, int] = {}
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lexpilot-sync")
         pending: set[Future[CallResult]] = set()
-        window = Window(self.concurrency)
+        key = (self.endpoint.base_url, _first_model(request_path, call), self.flex)
+        window = windows.learned(key, self.concurrency)
         tickets: dict[Future[CallResult], int] = {}
 
         def send(custom_id: str, body: dict[str, Any]) -> None:
@@ -223,6 +224,7 @@ class SyncRunner:
                         assert result.body is not None
                         heapq.heappush(later, (time.monotonic() + wait_s, result.custom_id, result.body))
                 stats.window_cuts = window.cuts
+                windows.keep(key, window)
                 if state.fatal is not None:
                     raise state.fatal
                 state.finish()
@@ -393,6 +395,16 @@ def _requests(path: Path, call: ChatCall) -> Generator[tuple[str, dict[str, Any]
                     "this request file is damaged, compile it again"
                 )
             yield line_id, call.payload(obj, where)
+
+
+def _first_model(path: Path, call: ChatCall) -> str:
+    """The model the file's first request names (a file holds one model's requests)."""
+    lines = _requests(path, call)
+    try:
+        first = next(lines, None)
+    finally:
+        lines.close()
+    return call.model_of(first[1]) if first is not None else ""
 
 
 def _count(path: Path, saved: set[str], call: ChatCall) -> tuple[int, int]:

@@ -13,14 +13,17 @@ name other headers, or none, gives only its 429s). It shrinks at most once per r
 carried by a call sent before the last cut is one the cut already answered, as TCP halves once per
 window of losses. The wait a 429 asks for is the runner's (`clock.Backoff`), not the window's.
 
-The window is one run's (one request file, one (provider, model)); a run is a file of one model, so
-the window is per (provider, model) as the limits are. Not thread-safe on its own: the runner's one
-thread calls it.
+A window serves one run (one request file, of one model); what it learned is kept for the next
+run of the same (endpoint, model, tier) in this process (`learned`, `keep`), so the next wave's file
+starts where the last one ended rather than at `START`: the window is per (provider, model), as the
+limits are. A new process starts at `START` again. A window is not thread-safe on its own: the
+runner's one thread calls it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Hashable, Mapping
 
 START = 8  # calls in flight at first (the old fixed default)
 LOW = 0.1  # an answer with less than this share of a limit remaining is a sign to shrink
@@ -91,3 +94,26 @@ class Window:
         self.threshold = self.size
         self._cut_at = self._sent
         self.cuts += 1
+
+
+_LEARNED: dict[Hashable, tuple[float, float]] = {}  # key -> (size, threshold) a run ended with
+_LOCK = threading.Lock()
+
+
+def learned(key: Hashable, ceiling: int) -> Window:
+    """A window for a run of `key` (endpoint, model, tier): where the last run of it in this process
+    ended, within this run's ceiling; else a new one."""
+    window = Window(ceiling)
+    with _LOCK:
+        kept = _LEARNED.get(key)
+    if kept is not None:
+        window.size = max(1.0, min(kept[0], float(ceiling)))
+        window.threshold = max(1.0, min(kept[1], float(ceiling)))
+        window.peak = window.limit()
+    return window
+
+
+def keep(key: Hashable, window: Window) -> None:
+    """Remember where a run of `key` ended, for the next (`learned`)."""
+    with _LOCK:
+        _LEARNED[key] = (window.size, window.threshold)

@@ -182,8 +182,9 @@ def test_concurrency_and_read_ahead_are_bounded(
 
     assert stats.ok == 24
     assert 2 <= state["max_active"] <= concurrency  # parallel, and never more than asked
-    # The second pass (the sending one) reads at most 2 x concurrency requests ahead of the answers.
-    assert len(pulled) == 2 and state["max_ahead"] <= 2 * concurrency
+    # The check reads every line, the window's key one (its model), and the sending pass reads at
+    # most 2 x concurrency requests ahead of the answers.
+    assert pulled[:2] == [24, 1] and len(pulled) == 3 and state["max_ahead"] <= 2 * concurrency
 
 
 def test_429_and_500_are_retried_by_the_sdk_and_all_succeed(tmp_path: Path) -> None:

@@ -121,3 +121,19 @@ def test_the_runner_shrinks_on_the_providers_limits_and_answers_each_request_onc
     assert stats.window_cuts >= 1 and stats.peak_in_flight <= 64
     ids = [line["custom_id"] for line in output_lines(tmp_path / "out.jsonl")]
     assert len(ids) == len(set(ids)) == 48
+
+
+def test_the_next_run_of_the_same_model_starts_where_the_last_ended():
+    from lexpilot_batch.providers.sync.window import keep, learned
+
+    key = ("http://x/v1", "test-model-carry", True)
+    first = learned(key, 100)
+    assert first.limit() == START
+    round_trip(first)
+    round_trip(first)
+    first.refused(first.ticket())
+    keep(key, first)
+    again = learned(key, 100)
+    assert (again.limit(), again.threshold) == (first.limit(), first.threshold) == (16, 16.0)
+    assert learned(key, 10).limit() == 10  # within the new run's ceiling
+    assert learned(("http://x/v1", "another", True), 100).limit() == START
