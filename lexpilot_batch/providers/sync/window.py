@@ -25,7 +25,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Hashable, Mapping
 
-START = 8  # calls in flight at first (the old fixed default)
+# Calls in flight at first: the bench's old fixed width (the product's default ceiling, 8, is lower,
+# so a run told nothing keeps 8 in flight as before).
+START = 64
 LOW = 0.1  # an answer with less than this share of a limit remaining is a sign to shrink
 DECREASE = 0.5  # the share of the window kept on a sign
 
@@ -50,11 +52,11 @@ def remaining_share(headers: Mapping[str, str] | None) -> float | None:
 class Window:
     """The calls-in-flight window of one run (module docstring)."""
 
-    def __init__(self, ceiling: int, start: int = START) -> None:
+    def __init__(self, ceiling: int, start: int | None = None) -> None:
         if ceiling < 1:
             raise ValueError(f"a window needs a ceiling of at least 1, not {ceiling}")
         self.ceiling = ceiling
-        self.size = float(min(ceiling, max(1, start)))
+        self.size = float(min(ceiling, max(1, START if start is None else start)))
         self.threshold = float(ceiling)  # slow start until the first sign
         self.peak = int(self.size)
         self.cuts = 0

@@ -25,8 +25,8 @@ def round_trip(window: Window, headers: dict[str, str] | None = None) -> None:
 
 
 def test_slow_start_doubles_each_round_trip_up_to_the_ceiling():
-    window = Window(100)
-    assert window.limit() == START
+    assert Window(1000).limit() == START
+    window = Window(100, start=8)
     sizes = []
     for _ in range(5):
         round_trip(window)
@@ -96,9 +96,10 @@ def test_the_runner_grows_past_its_start_without_limits(tmp_path: Path, monkeypa
     requests = write_requests(tmp_path / "req.jsonl", cases(60))
     with SimulatedServer(tmp_path / "sim") as server:
         _slow_route(server, monkeypatch, 0.05)
+        monkeypatch.setattr(sync.windows, "START", 8)
         stats = SyncRunner(endpoint(server.base_url), concurrency=32).run(requests, tmp_path / "out.jsonl")
     assert stats.ok == 60 and stats.window_cuts == 0
-    assert START < stats.peak_in_flight <= 32
+    assert 8 < stats.peak_in_flight <= 32
 
 
 def test_the_runner_shrinks_on_the_providers_limits_and_answers_each_request_once(
@@ -129,6 +130,7 @@ def test_the_next_run_of_the_same_model_starts_where_the_last_ended():
     key = ("http://x/v1", "test-model-carry", True)
     first = learned(key, 100)
     assert first.limit() == START
+    first.size = 8.0
     round_trip(first)
     round_trip(first)
     first.refused(first.ticket())
