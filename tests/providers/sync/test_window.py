@@ -1,21 +1,14 @@
 """The sync backend's calls in flight (`providers.sync.window`): slow start, additive increase,
-multiplicative decrease on a 429 or a low `x-ratelimit-remaining-*`, the ceiling; and the runner
-under the simulated provider's rate limits (`simulated.ratelimits`), whose headers are OpenAI's."""
+multiplicative decrease on a 429 or a low `x-ratelimit-remaining-*`, the ceiling, and what the next
+run starts at (the runner under the simulated provider's rate limits is tested with the runner)."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from lexpilot_batch.providers.sync import runner as sync
-from lexpilot_batch.providers.sync.runner import SyncRunner
 from lexpilot_batch.providers.sync.window import START, Window, remaining_share
-from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.simulated import parse_faults
 from lexpilot_batch.simulated.ratelimits import RateLimits
-from tests.providers.sync.test_runner import cases, endpoint, openai_routes, output_lines, write_requests
 
 
 def round_trip(window: Window, headers: dict[str, str] | None = None) -> None:
@@ -80,48 +73,6 @@ def test_never_below_one_call():
 def test_the_simulated_providers_headers_are_read():
     headers = RateLimits(lambda: 0.0).admit(parse_faults("rpm=100,tpm=1000"), "openai", "m", 950)
     assert remaining_share(headers) == pytest.approx(0.05)
-
-
-def _slow_route(server: SimulatedServer, monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    original = openai_routes(server).chat_completion
-
-    def slow(body: Any, request_id: str | None = None) -> Any:
-        time.sleep(seconds)
-        return original(body, request_id)
-
-    monkeypatch.setattr(openai_routes(server), "chat_completion", slow)
-
-
-def test_the_runner_grows_past_its_start_without_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    requests = write_requests(tmp_path / "req.jsonl", cases(60))
-    with SimulatedServer(tmp_path / "sim") as server:
-        _slow_route(server, monkeypatch, 0.05)
-        monkeypatch.setattr(sync.windows, "START", 8)
-        stats = SyncRunner(endpoint(server.base_url), concurrency=32).run(requests, tmp_path / "out.jsonl")
-    assert stats.ok == 60 and stats.window_cuts == 0
-    assert 8 < stats.peak_in_flight <= 32
-
-
-def test_the_runner_shrinks_on_the_providers_limits_and_answers_each_request_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    requests = write_requests(tmp_path / "req.jsonl", cases(48))
-    # The server's minute passes 100 times faster (30 a minute: one call each 20 ms of real time);
-    # the runner's backoff after a 429 is cut to match (the wait it is told is tested elsewhere).
-    monkeypatch.setattr(sync, "retry_after", lambda exc: 0.01)
-    with SimulatedServer(tmp_path / "sim", faults=parse_faults("rpm=30")) as server:
-        start = time.monotonic()
-        server.limits = RateLimits(lambda: (time.monotonic() - start) * 100)
-        _slow_route(server, monkeypatch, 0.01)
-        stats = SyncRunner(endpoint(server.base_url), concurrency=64, max_retries=0).run(
-            requests, tmp_path / "out.jsonl"
-        )
-        refused = server.stats["rate_limited"]
-    assert stats.ok == 48 and stats.failed == 0
-    assert refused > 0 and stats.rate_limited == refused  # every 429 reached the runner (no SDK retries)
-    assert stats.window_cuts >= 1 and stats.peak_in_flight <= 64
-    ids = [line["custom_id"] for line in output_lines(tmp_path / "out.jsonl")]
-    assert len(ids) == len(set(ids)) == 48
 
 
 def test_the_next_run_of_the_same_model_starts_where_the_last_ended():
