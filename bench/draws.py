@@ -13,16 +13,21 @@ by the same model (a stuck retry waits again). A flex call takes `chat_seconds(.
 product's own default, `engine.tail.DEFAULT_FLEX_SECONDS`, unless `--flex-latency S` or
 `--flex-range MIN:MAX` (Gemini's "1 to 15 minutes": 60:900) says otherwise; a chat completion
 `--sync-latency`. A wave takes its longest batch, or its flex and sync files run one after the other
-(`--concurrency` calls at a time) if that is longer; the run the sum over its waves plus the
-engine's own local time measured in the run.
+if that is longer; the run the sum over its waves plus the engine's own local time measured in the
+run. A file's calls run as the product's client runs them (`adaptive_makespan`): the product's own
+window (`providers.sync.window.Window`, `--concurrency` its ceiling, a fresh one per file) against
+the simulator's own rate limits (`simulated.ratelimits.RateLimits`, `--rate-limits RPM:TPM`, the
+documented mid-tier `MID_TIER` by default, each call counting its file's mean input tokens).
 
 Each configuration of `CONFIGS` replays the run's waves with `engine.tail.wave_travel` as the
 compiler would: `--tail auto` expects of a batch the median of the durations of the batches that
 completed in the earlier waves of the same draw (`state.queries.measured_batch_seconds`), the
 product's default (`DEFAULT_BATCH_SECONDS`) before any, and of flex and sync calls the product's
 defaults (`Expected`), as a workspace told nothing would. The policy changes how groups travel,
-not what a wave holds, so every configuration is replayed on the same waves. Not modelled:
-adaptive concurrency (calls run `--concurrency` at a time), rate limits, straggler hedging.
+not what a wave holds, so every configuration is replayed on the same waves. `--tail auto` plans a
+flex or sync group with the requests a second its model's files ran at in the earlier waves of the
+same draw, as the product does (`state.queries.measured_call_rates`). Not modelled: a window carried
+from one file to the next (the product keeps it within a process), output tokens against the limit.
 """
 
 from __future__ import annotations
@@ -111,6 +116,7 @@ def check_draws_args(args: argparse.Namespace) -> str | None:
         return "--draws replays one run's waves: give it without --compare"
     try:
         model_faults(args, 0)
+        rate_limits(args.rate_limits)
     except (ValueError, FaultSpecError) as err:
         return str(err)
     return None
@@ -143,6 +149,60 @@ def makespan(durations: list[float], workers: int) -> float:
     return max(free) if durations else 0.0
 
 
+def rate_limits(spec: str | None) -> tuple[int, int]:
+    """`--rate-limits RPM:TPM` (0: no such limit), the simulator's mid-tier by default."""
+    from lexpilot_batch.simulated.ratelimits import MID_TIER_RPM, MID_TIER_TPM
+
+    if spec is None:
+        return MID_TIER_RPM, MID_TIER_TPM
+    rpm, sep, tpm = spec.partition(":")
+    try:
+        pair = int(rpm), int(tpm)
+    except ValueError:
+        pair = (-1, -1)
+    if not sep or min(pair) < 0:
+        raise ValueError(f"--rate-limits {spec!r} must be RPM:TPM, whole numbers >= 0 (e.g. 5000:4000000)")
+    return pair
+
+
+def adaptive_makespan(durations: list[float], ceiling: int, rpm: int, tpm: int, tokens: float) -> tuple[float, int]:
+    """(seconds, most calls in flight) for calls of these durations, in file order, sent as the
+    product's sync runner sends them: at most its window (`Window`) in flight, each call admitted by
+    the simulator's rate limits (`RateLimits`) on a clock of the replay's own; a refused call halves
+    the window and the sending waits the retry-after the refusal names."""
+    from lexpilot_batch.providers.sync.window import Window
+    from lexpilot_batch.simulated.errors import ApiError
+    from lexpilot_batch.simulated.faults import Faults
+    from lexpilot_batch.simulated.ratelimits import RateLimits
+
+    now = 0.0
+    limits, faults = RateLimits(lambda: now), Faults(rpm=rpm, tpm=tpm)
+    window = Window(ceiling)
+    flight: list[tuple[float, int, dict[str, str]]] = []
+    cost = max(1, round(tokens))
+    pending, blocked, peak = 0, 0.0, 0
+    while pending < len(durations) or flight:
+        while pending < len(durations) and len(flight) < window.limit() and blocked <= now:
+            ticket = window.ticket()
+            try:
+                headers = limits.admit(faults, "replay", "model", cost)
+            except ApiError as refused:
+                window.refused(ticket)
+                blocked = now + int(refused.headers["retry-after-ms"]) / 1000
+                continue
+            heapq.heappush(flight, (now + durations[pending], ticket, headers))
+            pending += 1
+            peak = max(peak, len(flight))
+        after = [flight[0][0]] if flight else []
+        if pending < len(durations) and blocked > now:
+            after.append(blocked)
+        now = min(after)
+        while flight and flight[0][0] <= now:
+            _, ticket, headers = heapq.heappop(flight)
+            window.answered(ticket, headers)
+    return now, peak
+
+
 def round_trip(faults: Any, key: str, window: float) -> tuple[float, int, bool]:
     """Seconds from a batch's creation until all its requests are answered, the round trips that
     took, and whether its first one completed (what `measured_batch_seconds` counts)."""
@@ -172,9 +232,12 @@ def hedged_trip(faults: Any, key: str, deadline: float) -> tuple[float, int, boo
     raise AssertionError("unreachable")
 
 
-def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[int, float]) -> dict[str, dict[str, Any]]:
+def replay(
+    study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[int, float], peaks_out: list[int] | None = None
+) -> dict[str, dict[str, Any]]:
     """Each configuration's time, round trips and cost under the draw of this seed, unhedged and
-    hedged (`hedged`); `batch_usd` is each file's batch-priced cost, for a leftover sent through sync."""
+    hedged (`hedged`); `batch_usd` is each file's batch-priced cost, for a leftover sent through sync;
+    `peaks_out` gets the most calls in flight of each file sent here."""
     from lexpilot_batch.engine.hedge import HEDGE_QUANTILE, MIN_MEASURED, quantile
     from lexpilot_batch.engine.tail import (
         DEFAULT_BATCH_SECONDS,
@@ -194,13 +257,21 @@ def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[in
     trips = {f["pk"]: round_trip(faults, f["path"], WINDOW_SECONDS) for f in study.files}
     here: dict[tuple[int, bool, int], float] = {}
 
+    rpm, tpm = rate_limits(args.rate_limits)
+    peaks: list[int] = []
+
     def at_once(pk: int, flex: bool, last: int = 0) -> float:
         """Seconds to send the file's requests (its `last` ones, if given) here, on flex or sync."""
         if (pk, flex, last) not in here:
             cids = [draw_key(c) for c in study.ids.get(pk, [])]
             calls = [chat_seconds(faults, c, flex=flex) for c in (cids[-last:] if last else cids)]
-            here[pk, flex, last] = makespan(calls, args.concurrency)
+            f = by_pk[pk]
+            tokens = (f["tokens"] or 0) / max(1, f["n_requests"])
+            here[pk, flex, last], peak = adaptive_makespan(calls, args.concurrency, rpm, tpm, tokens)
+            peaks.append(peak)
         return here[pk, flex, last]
+
+    by_pk = {f["pk"]: f for f in study.files}
 
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for f in study.files:
@@ -211,14 +282,18 @@ def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[in
         spent, seconds, round_trips, extra_usd = Spent(), 0.0, 0, 0.0
         measured: list[float] = []
         backend_of: dict[int, str] = {}
+        ran: dict[tuple[str, str], list[float]] = {}  # (backend, model) -> [requests, seconds] sent here
 
-        def policy(batch: float, pct: float = pct, flex: bool = flex) -> TailPolicy:
+        def policy(
+            batch: float, pct: float = pct, flex: bool = flex, ran: dict[tuple[str, str], list[float]] = ran
+        ) -> TailPolicy:
             return TailPolicy(
                 auto=True,
                 max_premium=pct,
                 concurrency=args.concurrency,
                 expected=Expected(batch=batch),
                 flex={"*": flex},
+                rates={key: n / took for key, (n, took) in ran.items() if took > 0},
             )
 
         for wave in study.waves:
@@ -236,7 +311,14 @@ def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[in
             deadline = quantile(measured, HEDGE_QUANTILE) if hedge and len(measured) >= MIN_MEASURED else None
             wave_files = [f for g in mine.values() for f in g]
             batched = [f for f in wave_files if is_round_trip(backend_of[f["pk"]])]
-            sent = sum(at_once(f["pk"], backend_of[f["pk"]] == FLEX) for f in wave_files if f not in batched)
+            sent = 0.0
+            for f in wave_files:
+                if f not in batched:
+                    took_here = at_once(f["pk"], backend_of[f["pk"]] == FLEX)
+                    sent += took_here
+                    total = ran.setdefault((backend_of[f["pk"]], study.routes[f["pk"]].model), [0.0, 0.0])
+                    total[0] += f["n_requests"]
+                    total[1] += took_here
             longest, trips_here = 0.0, 0
             for f in batched:
                 took, n_trips, completed = trips[f["pk"]]
@@ -273,6 +355,8 @@ def replay(study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[in
             round_trips += trips_here
         label = f"{name}+hedge" if hedge else name
         out[label] = {"seconds": seconds, "round_trips": round_trips, "backend_of": backend_of, "extra_usd": extra_usd}
+    if peaks_out is not None:
+        peaks_out.extend(peaks)
     return out
 
 
@@ -311,8 +395,9 @@ def time_to_result_draws(
     for (pk, role), (p, c) in study.tokens.items():
         batch_usd[pk] += cost_usd(p, c, price_of(role, default_price), BATCH, DEFAULT_BATCH_DISCOUNT) or 0.0
     runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    peaks: list[int] = []
     for seed in range(args.draws):
-        for name, got in replay(study, args, seed, batch_usd).items():
+        for name, got in replay(study, args, seed, batch_usd, peaks).items():
             spent = cost(got.pop("backend_of")) + got.pop("extra_usd")
             runs[name].append({**got, "cost": spent, "seconds": got["seconds"] + local_seconds})
     entries = []
@@ -343,10 +428,13 @@ def time_to_result_draws(
             "flex_s": list(spread) if spread else faults.flex_latency,
             "sync_s": faults.sync_latency,
             "concurrency": args.concurrency,
+            "client": "adaptive window (providers.sync.window), --concurrency its ceiling, fresh per file",
+            "rate_limits": dict(zip(("rpm", "tpm"), rate_limits(args.rate_limits), strict=True)),
+            "peak_in_flight": max(peaks, default=0),
             "expected_by_auto": {
                 "batch": f"median of completed batches so far, {DEFAULT_BATCH_SECONDS:g} before any",
-                "flex": DEFAULT_FLEX_SECONDS,
-                "sync": DEFAULT_SYNC_SECONDS,
+                "flex": f"measured rate of the earlier waves' flex files, else {DEFAULT_FLEX_SECONDS:g} s a call",
+                "sync": f"measured rate of the earlier waves' sync files, else {DEFAULT_SYNC_SECONDS:g} s a call",
             },
             "prices": prices or {"every role": default_price},
             "batch_discount": DEFAULT_BATCH_DISCOUNT,
@@ -378,6 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flex-latency", type=float)
     parser.add_argument("--sync-latency", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--rate-limits", metavar="RPM:TPM")
     parser.add_argument("--prices")
     args = parser.parse_args(argv)
     args.compare = False

@@ -976,6 +976,12 @@ def main(argv: list[str] | None = None) -> int:
         "--flex-latency, else the product's 60 s",
     )
     parser.add_argument(
+        "--rate-limits",
+        metavar="RPM:TPM",
+        help="with --draws: requests and tokens a minute per model the adaptive client meets "
+        "(simulated.ratelimits; default the mid-tier 5000:4000000, 0 for no such limit)",
+    )
+    parser.add_argument(
         "--compare-only",
         action="append",
         default=[],

@@ -147,7 +147,14 @@ PROVIDER_OPTIONS: list[Option] = [
     ),
     (
         "concurrency",
-        Annotated[int, typer.Option("--concurrency", help="Parallel requests of the sync backend.", min=1)],
+        Annotated[
+            int,
+            typer.Option(
+                "--concurrency",
+                help="Most parallel requests of the sync backend and the flex tier (a ceiling: fewer while the provider's rate limits say so).",
+                min=1,
+            ),
+        ],
         8,
     ),
     ("tail_sync", TailSyncOpt, None),

@@ -48,7 +48,7 @@ from lexpilot_batch.providers.routing.flex import ANY as FLEX_ANY
 from lexpilot_batch.providers.routing.flex import TIMEOUT as FLEX_TIMEOUT
 from lexpilot_batch.providers.routing.flex import takes_flex
 from lexpilot_batch.providers.routing.routes import ModelRoute, Route, RouteRules, resolve_route
-from lexpilot_batch.state.queries import measured_batch_seconds
+from lexpilot_batch.state.queries import measured_batch_seconds, measured_call_rates
 from lexpilot_batch.study.price_memory import TAIL_CHOICES_KEY
 
 if TYPE_CHECKING:
@@ -311,6 +311,7 @@ class Session:
             measures=measure(self.ws.store.conn, t["prices"])
             if weighed and self.ws is not None
             else Measures(t["prices"]),
+            rates=measured_call_rates(self.ws.store.conn) if weighed and self.ws is not None else {},
         )
 
     def flex_refused_now(self, model: str) -> None:

@@ -126,9 +126,19 @@ class TailPolicy:
     flex: Mapping[str, bool] = field(default_factory=dict)  # --flex MODEL=on|off
     refused: frozenset[str] = frozenset()  # models flex kept refusing: back on batches (`poll`)
     measures: Measures = field(default_factory=lambda: Measures())  # what `--max-premium` weighs requests at
+    # Measured requests a second per (backend, model) at a real provider (`measured_call_rates`).
+    rates: Mapping[tuple[str, str], float] = field(default_factory=dict)
 
     def takes_flex(self, route: Route) -> bool:
         return route.model not in self.refused and takes_flex(route, self.flex)
+
+    def group_seconds(self, backend: str, model: str, requests: float) -> float:
+        """Seconds a group of `requests` requests of `model` takes on `backend` (`sync` or `flex`):
+        at its measured rate, else `concurrency` at a time at the expected latency."""
+        rate = self.rates.get((backend, model))
+        if rate and rate > 0:
+            return requests / rate if requests > 0 else 0.0
+        return run_seconds(requests, self.concurrency, getattr(self.expected, backend))
 
 
 @dataclass(frozen=True)
@@ -311,8 +321,7 @@ def _auto(
     flexed = {key: FLEX if policy.takes_flex(groups[key][0]) else SYNC for key in movable}
     for plan in (flexed, dict.fromkeys(movable, SYNC)):
         seconds = sum(
-            run_seconds(groups[key][1], policy.concurrency, getattr(policy.expected, backend))
-            for key, backend in plan.items()
+            policy.group_seconds(backend, groups[key][0].model, groups[key][1]) for key, backend in plan.items()
         )
         extra = sum(weight.get(key, 0.0) for key, backend in plan.items() if backend == SYNC)
         paid = premium(sent + extra, discount)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator, Mapping, Sequence
 
 from lexpilot_batch.engine.budgets import FRAMING
-from lexpilot_batch.engine.tail import Spent, TailPolicy, is_round_trip, run_seconds, wave_backend, wave_travel
+from lexpilot_batch.engine.tail import Spent, TailPolicy, is_round_trip, wave_backend, wave_travel
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, AutoWave, TailSyncProjection
 from lexpilot_batch.estimate.projection import Tally
 from lexpilot_batch.providers.backends import FLEX, SYNC
@@ -131,7 +131,7 @@ def project_auto(
             if is_round_trip(backend):
                 row.batch += n
             else:
-                here += run_seconds(n, policy.concurrency, getattr(policy.expected, backend))
+                here += policy.group_seconds(backend, routes[group].model, n)
         row.seconds = policy.expected.batch if row.batch else here
         out.auto_round_trips += bool(row.batch)
         if batch_cost is not None:

@@ -58,7 +58,7 @@ SECONDS = (
     "flex_max",
 )
 FRACTIONS = ("latency_spread",)
-COUNTS = ("token_limit", "refuse_at_create", "file_cap", "damaged_times")
+COUNTS = ("token_limit", "refuse_at_create", "file_cap", "damaged_times", "rpm", "tpm")
 # What a damaged download of a file's content (`damaged_download`) answers, with HTTP 200: nothing,
 # a gateway's HTML error page, its plain-text error, the file cut in the middle of a line, or the
 # file without one of its lines.
@@ -137,6 +137,9 @@ class Faults:
       bench's replay draws it.
     - `flex_min`, `flex_max`: with `flex_max` set, a flex call takes a uniform draw over
       [flex_min, flex_max] seconds instead of `flex_latency` (Gemini's "1 to 15 minutes").
+    - `rpm`, `tpm`: requests and tokens a minute each (API, model) takes on its synchronous calls
+      (0: no limit), refused 429 with OpenAI's `x-ratelimit-*` headers and `retry-after`
+      (`ratelimits`; `ratelimits.MID_TIER` a documented mid-tier pair).
     - `retry_after`: the wait, in seconds, that 429 and 500 answers ask for.
     - `slow_seconds`: how long an `http_slow` answer is held back.
     - `http_routes`: `+`-separated route names (`route_names`) the per-call HTTP faults are confined
@@ -180,6 +183,8 @@ class Faults:
     stuck_batch: float = 0.0
     flex_min: float = 0.0
     flex_max: float = 0.0
+    rpm: int = 0
+    tpm: int = 0
 
     def applies_to(self, route: str) -> bool:
         """Whether the per-call HTTP faults apply to calls of this route."""

@@ -40,6 +40,7 @@ from lexpilot_batch.simulated import apis, profiles
 from lexpilot_batch.simulated.calls import Calls, damaged
 from lexpilot_batch.simulated.errors import ApiError
 from lexpilot_batch.simulated.faults import Faults, parse_faults
+from lexpilot_batch.simulated.ratelimits import RateLimits, request_tokens
 from lexpilot_batch.simulated.routes import Handlers, Reply, Request
 from lexpilot_batch.simulated.store import Store
 from lexpilot_batch.util.waiting import join
@@ -161,6 +162,7 @@ class _Handler(BaseHTTPRequestHandler):
         if profiled:
             path = profiled[1]
         api = apis.owner(path)  # whose error shape answers a path no route has
+        limited: dict[str, str] = {}  # a synchronous call's rate-limit headers (`ratelimits`)
         try:
             api, route, args = apis.find(method, path, profile, self.headers)
             if not route.keyless and not _authorised(self.headers):
@@ -172,6 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             sim.calls.record(route.name, self.headers.get("x-stainless-retry-count", "0"), profile)
             sim.calls.http_fault(route.name, api.overloaded)
+            if route.chat and (sim.faults.rpm or sim.faults.tpm):
+                limited = sim.admit(profile.name if profile else api.name, args, body)
             if route.creates:
                 sim.calls.late(route.name)
             request = Request(method, args, query, self.headers, body, profile)
@@ -181,7 +185,10 @@ class _Handler(BaseHTTPRequestHandler):
                 sim.calls.count("flex_429", route.name)
             shaped = profile.error_body(exc) if profile else api.error_body(exc)
             self._send(
-                exc.status, json.dumps(shaped, ensure_ascii=False).encode("utf-8"), "application/json", exc.headers
+                exc.status,
+                json.dumps(shaped, ensure_ascii=False).encode("utf-8"),
+                "application/json",
+                {**limited, **exc.headers},
             )
             return
         except Exception:  # a bug of ours: answer like the real service, log it for us
@@ -194,6 +201,8 @@ class _Handler(BaseHTTPRequestHandler):
             sim.calls.count("flex_answers", route.name)
         sim.calls.slow(route.name)
         reply = result if isinstance(result, Reply) else Reply(result)
+        if limited:
+            reply = Reply(reply.data, {**limited, **reply.headers}, reply.status)
         if isinstance(reply.data, bytes):
             # A file's content may come back damaged, though whole as far as HTTP can tell
             # (`damaged_download`), or break off half-way (`cut_download`).
@@ -249,6 +258,7 @@ class SimulatedServer:
         self.port = port
         self.seed = seed
         self.stats = self.calls.stats  # what `calls` counted, per route too ("calls:upload_file")
+        self.limits = RateLimits()  # the synchronous calls' rate limits (`rpm`, `tpm` faults)
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.store: Store | None = None
@@ -294,6 +304,23 @@ class SimulatedServer:
         self._httpd.close_connections()
         self._httpd = None
         self._thread = None
+
+    def admit(self, api: str, args: tuple[str, ...], body: bytes) -> dict[str, str]:
+        """Take one synchronous call of `api` (or its platform) against its model's rate limits
+        (`ratelimits`): the headers its answer carries, or the 429 `ApiError`. The model is the
+        body's, else the path's (generateContent's `models/{model}`)."""
+        try:
+            payload = json.loads(body.decode("utf-8")) if body else None
+        except (UnicodeDecodeError, ValueError):
+            payload = None  # the route refuses it; it still counts, as a real provider's would
+        model = payload.get("model") if isinstance(payload, dict) else None
+        if not isinstance(model, str) or not model:
+            model = args[0] if args else ""
+        try:
+            return self.limits.admit(self.faults, api, model, request_tokens(payload))
+        except ApiError:
+            self.calls.count("rate_limited", api)
+            raise
 
     @property
     def faults(self) -> Faults:

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from lexpilot_batch.errors import ConfigError
-from lexpilot_batch.providers.backends import BATCH
+from lexpilot_batch.providers.backends import BATCH, FLEX, SYNC
 from lexpilot_batch.providers.batch import BatchStatus
+from lexpilot_batch.providers.routing.endpoints import simulated_target
 from lexpilot_batch.state.states import ThreadState, ThreadStatus
 
 
@@ -41,6 +42,26 @@ def measured_batch_seconds(db: sqlite3.Connection) -> float | None:
         )
     ]
     return float(rows[len(rows) // 2]) if rows else None
+
+
+def measured_call_rates(db: sqlite3.Connection) -> dict[tuple[str, str], float]:
+    """Requests a second the workspace's finished flex and sync files ran at, per (backend, model):
+    their requests over the seconds from sending the first to saving the last, summed over files,
+    as the adaptive window and the provider's rate limits let them run (what `--tail auto` plans a
+    group's time with, `engine.tail`). A rehearsal's files (the simulated provider's) are not
+    measured, as its batches are not (`measured_batch_seconds`)."""
+    totals: dict[tuple[str, str], list[float]] = {}
+    for backend, model, endpoint, n, seconds in db.execute(
+        "SELECT backend, model, endpoint, n_requests, finished_at - submitted_at FROM files"
+        " WHERE backend IN (?, ?) AND finished_at IS NOT NULL AND submitted_at IS NOT NULL AND n_requests > 0",
+        (FLEX, SYNC),
+    ):
+        if simulated_target(endpoint) is not None or not seconds or seconds <= 0:
+            continue
+        total = totals.setdefault((backend, model), [0.0, 0.0])
+        total[0] += n
+        total[1] += seconds
+    return {key: n / seconds for key, (n, seconds) in totals.items()}
 
 
 def check_run_filters(

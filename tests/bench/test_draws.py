@@ -21,7 +21,7 @@ from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds, stuck
 def args(**given: Any) -> argparse.Namespace:
     base = dict(
         draws=3, compare=False, batch_median=420.0, batch_p90=3600.0, stuck=0.0, flex_range=None,
-        flex_latency=None, sync_latency=2.0, concurrency=64, prices=None,
+        flex_latency=None, sync_latency=2.0, concurrency=64, prices=None, rate_limits=None,
     )  # fmt: skip
     return argparse.Namespace(**{**base, **given})
 
@@ -87,9 +87,14 @@ def test_auto_sends_a_wave_on_flex_when_quicker_than_the_median_batch_measured_s
     # Batches measured quicker than two flex calls: the waves stay batches.
     quick = replay(s, args(batch_median=30.0, batch_p90=60.0), seed=4)["auto"]
     assert quick["round_trips"] == 3
-    # Flex over Gemini's 1 to 15 minutes: each call is drawn, the plan is the same.
-    ranged = replay(s, args(flex_range="60:900"), seed=4)["auto"]
-    assert ranged["round_trips"] == 1 and ranged["seconds"] > got["seconds"]
+    # Flex over Gemini's 1 to 15 minutes: each call is drawn. Wave 2 goes flex on the product's
+    # 60 s a call; wave 3, of as many requests, is planned at the rate wave 2's flex file ran at
+    # (its time again), and goes flex only if that is quicker than the batch measured so far.
+    spread = args(flex_range="60:900")
+    ranged = replay(s, spread, seed=4)["auto"]
+    wave2 = draws.makespan([chat_seconds(draws.model_faults(spread, 4), f"w2-r{j}", flex=True) for j in range(100)], 64)
+    assert ranged["round_trips"] == 1 + (wave2 >= batch_seconds(faults, "file-1"))
+    assert ranged["seconds"] > got["seconds"]
 
 
 def test_auto_without_flex_sends_small_waves_through_sync_within_the_premium() -> None:
@@ -174,3 +179,23 @@ def test_a_hedged_batch_s_rest_is_hedged_in_turn_past_the_same_deadline() -> Non
     # Never more than RETRIES batches, each past the deadline: the last one is waited for.
     seconds, trips, _ = draws.hedged_trip(faults, "x", 0.0)
     assert trips == draws.RETRIES and seconds >= (draws.RETRIES - 1) * draws.CANCEL_SECONDS
+
+
+def test_the_adaptive_client_runs_as_the_fixed_pool_when_no_limit_binds_and_slower_under_one() -> None:
+    calls = [60.0 + (i * 37) % 840 for i in range(3000)]
+    free, peak = draws.adaptive_makespan(calls, 64, 0, 0, 1000)
+    assert free == draws.makespan(calls, 64) and peak == 64  # starts at 64: the old fixed pool
+    grown, peak = draws.adaptive_makespan(calls, 1000, 0, 0, 1000)
+    assert grown < free / 5 and peak == 1000  # grows to its ceiling
+    # 120 requests a minute, 2 a second: 3,000 calls take at least 1,500 s less the minute's burst.
+    limited, peak = draws.adaptive_makespan(calls, 1000, 120, 0, 1000)
+    assert limited >= (3000 - 120) / 2 and peak < 1000
+    # Tokens bind the same way: 1,000 tokens a call at 120,000 a minute.
+    assert draws.adaptive_makespan(calls, 1000, 0, 120_000, 1000)[0] == pytest.approx(limited, rel=0.05)
+
+
+def test_rate_limits_parse_with_the_mid_tier_by_default() -> None:
+    assert draws.rate_limits(None) == (5000, 4_000_000)
+    assert draws.rate_limits("0:100") == (0, 100)
+    with pytest.raises(ValueError, match="RPM:TPM"):
+        draws.rate_limits("5000")

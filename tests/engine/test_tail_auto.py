@@ -473,3 +473,27 @@ def test_the_premium_paid_stays_within_max_premium_of_the_studys_batch_priced_co
         batched += cost_usd(prompt, completion, price, "batch", cached_tokens=cached) or 0.0
     assert {r[2] for r in rows} == {"simulated", "sync"}, "the tail went through sync"
     assert batched > 0 and paid - batched <= pct / 100 * batched, (paid - batched) / batched
+
+
+def test_auto_plans_flex_with_the_rate_a_providers_flex_files_ran_at_not_a_rehearsals(tmp_path: Path) -> None:
+    """`--tail auto` takes a group's time from the requests a second its model's flex files ran at
+    (what the adaptive window and the rate limits allowed), once a real provider ran some."""
+    from lexpilot_batch.state.queries import measured_call_rates
+
+    with Workspace(tmp_path / "ws") as ws:
+        session = open_session(ws, tail="auto")
+        prepare_runs(ws, session, limit=1)
+        session.close()
+        db = ws.store.conn
+        model = db.execute("SELECT model FROM files").fetchone()[0]
+        with ws.store.transaction() as tx:  # a rehearsal's flex file: not measured
+            tx.execute("UPDATE files SET backend = 'flex', n_requests = 100, submitted_at = 0, finished_at = 10")
+        assert measured_call_rates(db) == {}
+        with ws.store.transaction() as tx:  # a provider's: 100 requests in 50 s
+            tx.execute("UPDATE files SET endpoint = 'https://api.openai.com/v1', finished_at = 50")
+        assert measured_call_rates(db) == {("flex", model): 2.0}
+        policy = open_session(ws, tail="auto", concurrency=64).tail_policy()
+        assert policy.group_seconds("flex", model, 1000) == 500.0  # at the measured 2 a second
+        # Another model, or the sync backend, still takes --concurrency at a time at its latency.
+        assert policy.group_seconds("flex", "other", 1000) == math.ceil(1000 / 64) * policy.expected.flex
+        assert policy.group_seconds("sync", model, 64) == policy.expected.sync

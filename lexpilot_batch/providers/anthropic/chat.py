@@ -47,7 +47,7 @@ class AnthropicChat(ChatCall):
         response = self.client.post(
             self.route, cast_to=Response, body=payload, options={"headers": {CLIENT_REQUEST_ID: line_id}}
         )
-        return Answer(response.status_code, response.content)
+        return Answer(response.status_code, response.content, headers=response.headers)
 
     def answer_line(self, line_id: str, answer: Answer, data: dict[str, Any]) -> dict[str, Any]:
         return {"custom_id": line_id, "result": {"type": "succeeded", "message": data}}

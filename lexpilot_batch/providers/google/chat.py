@@ -57,7 +57,7 @@ class GeminiChat(ChatCall):
     def post(self, line_id: str, payload: dict[str, Any]) -> Answer:
         path = f"models/{self.model}:generateContent"
         response = self._request("post", path, payload, {"headers": {CLIENT_REQUEST_ID: line_id}})
-        return Answer(200, response.body or "")
+        return Answer(200, response.body or "", headers=getattr(response, "headers", None))
 
     def model_of(self, payload: dict[str, Any]) -> str:
         return self.model  # named by the call, not the line

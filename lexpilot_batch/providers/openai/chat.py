@@ -55,7 +55,7 @@ class OpenAIChat(ChatCall):
         response = self.client.post(
             self.route, cast_to=Response, body=payload, options={"headers": {CLIENT_REQUEST_ID: line_id}}
         )
-        return Answer(response.status_code, response.content, response.headers.get("x-request-id"))
+        return Answer(response.status_code, response.content, response.headers.get("x-request-id"), response.headers)
 
     def answer_line(self, line_id: str, answer: Answer, data: dict[str, Any]) -> dict[str, Any]:
         return _line(line_id, answer.status, answer.request_id, data)

@@ -23,6 +23,7 @@ answer. What each outcome means for the run (`OK` ... `RATE`) is `sync`'s to act
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,7 @@ class CallResult:
     model: str = ""
     exc: Exception | None = None
     body: dict[str, Any] | None = None  # what was sent, kept for a request sent again (rate-limited)
+    headers: Mapping[str, str] | None = None  # the answer's headers (its rate limits: `sync.window`)
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ class Answer:
     status: int
     content: bytes | str
     request_id: str | None = None
+    headers: Mapping[str, str] | None = None  # the answer's headers, where the SDK gives them
 
 
 class ChatCall(ABC):
@@ -135,18 +138,21 @@ class ChatCall(ABC):
             failure = self.failure(exc)
             if failure is None:
                 raise
+            headers = getattr(getattr(exc, "response", None), "headers", None)
             if failure.status is None:
                 line = self.failure_line(line_id, None, f"{failure.message}, {self.after_retries()}", exc)
                 return CallResult(line_id, SUSPECT, line, model, exc)
             kind = kind_of(failure.status)
             if kind in (FATAL, RATE):
-                return CallResult(line_id, kind, None, model, exc, payload)
+                return CallResult(line_id, kind, None, model, exc, payload, headers)
             if transient_status(failure.status):
                 message = f"HTTP {failure.status} {self.after_retries()}: {failure.message}"
                 return CallResult(
                     line_id, SUSPECT, self.failure_line(line_id, failure.status, message, exc), model, exc
                 )
-            return CallResult(line_id, kind, self.refusal_line(line_id, failure.status, exc), model, exc)
+            return CallResult(
+                line_id, kind, self.refusal_line(line_id, failure.status, exc), model, exc, headers=headers
+            )
         try:
             data = loads_bounded(answer.content)  # the line it becomes is read within these bounds
         except BeyondBounds as exc:  # this request's answer, not the endpoint: written at once
@@ -157,7 +163,7 @@ class ChatCall(ABC):
         if not isinstance(data, dict):
             message = f"HTTP {answer.status} with a body that is not a JSON object"
             return CallResult(line_id, SUSPECT, self.failure_line(line_id, answer.status, message, None), model)
-        return CallResult(line_id, OK, self.answer_line(line_id, answer, data))
+        return CallResult(line_id, OK, self.answer_line(line_id, answer, data), headers=answer.headers)
 
     @abstractmethod
     def answered(self, line: dict[str, Any]) -> bool:

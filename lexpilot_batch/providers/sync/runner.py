@@ -22,8 +22,12 @@ downloaded batch's results do: the one change made to what the provider sent.
 
 (Anthropic's and Gemini's lines are their batch results' own, `providers.sync.call`.)
 
-Requests are streamed from the file, a bounded number at a time; backoff on 429/5xx (honouring
-`retry-after`) is the SDK's, set by `max_retries`. A request still refused for the rate (429)
+Requests are streamed from the file, as many in flight as the run's `window.Window` allows: it
+grows while answers come back with room left under the provider's rate limits and halves on a 429
+or an answer whose `x-ratelimit-remaining-*` runs low, never past `concurrency` (the ceiling). The
+pool's threads are made as the window first needs them, so a run holds as many threads as its
+window's peak, never more than the ceiling. Backoff on 429/5xx (honouring `retry-after`) is first
+the SDK's, set by `max_retries`. A request still refused for the rate (429)
 after those is no failure of its own: it is put back and sent again after a backoff of its own
 (`retry-after`, else doubling from `RATE_LIMIT_WAIT`), never written as a failed line, so it uses
 up none of its attempts. One refused `RATE_LIMIT_ROUNDS` times in a row stops the run with a
@@ -64,6 +68,7 @@ from lexpilot_batch.providers.file_batch import retry_after
 from lexpilot_batch.providers.registry import BARE, chat_call
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.routing.flex import tier_fields
+from lexpilot_batch.providers.sync import window as windows
 from lexpilot_batch.providers.sync.call import FATAL, RATE, SUSPECT, CallResult, ChatCall
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.jsonbounds import loads_bounded
@@ -96,6 +101,8 @@ class SyncStats:
     ok: int = 0
     failed: int = 0
     rate_limited: int = 0  # 429s after the SDK's retries, each sent again
+    peak_in_flight: int = 0  # the most calls in flight at once (`window.Window`)
+    window_cuts: int = 0  # times the window halved (429s, or rate limits running low)
     redacted: int = 0  # secrets replaced in the lines written (`redaction.Scrubber`)
 
 
@@ -113,7 +120,8 @@ class SyncRunner:
         flex: bool = False,
     ) -> None:
         """`api` is the shape of the files' lines (`registry.Provider.api`); `model` the model as sent,
-        for an API whose lines do not name it (Gemini's); `flex`: on the flex tier."""
+        for an API whose lines do not name it (Gemini's); `flex`: on the flex tier; `concurrency`:
+        the most calls in flight (`window.Window`'s ceiling)."""
         if concurrency < 1:
             raise ConfigError(f"the sync backend needs a concurrency of at least 1, not {concurrency}")
         self.endpoint = endpoint
@@ -151,22 +159,32 @@ class SyncRunner:
         refusals: dict[str, int] = {}
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lexpilot-sync")
         pending: set[Future[CallResult]] = set()
+        key = (self.endpoint.base_url, _first_model(request_path, call), self.flex)
+        window = windows.learned(key, self.concurrency)
+        tickets: dict[Future[CallResult], int] = {}
+
+        def send(custom_id: str, body: dict[str, Any]) -> None:
+            future = pool.submit(call.send, custom_id, body)
+            tickets[future] = window.ticket()
+            pending.add(future)
+            stats.peak_in_flight = max(stats.peak_in_flight, len(pending))
+
         finished_cleanly = False
         with open(output_path, "ab") as out:
             state = _Run(self, request_path.name, out, stats, on_progress)
             try:
                 while state.fatal is None:
-                    # At most 2 × concurrency submitted: the file is read only as fast as it is sent.
-                    while len(pending) < 2 * self.concurrency:
+                    # At most the window in flight: the file is read only as fast as it is sent.
+                    while len(pending) < window.limit():
                         now = time.monotonic()
                         if later and later[0][0] <= now:
                             _, custom_id, body = heapq.heappop(later)
-                            pending.add(pool.submit(call.send, custom_id, body))
+                            send(custom_id, body)
                             continue
                         item = next(todo, None)
                         if item is None:
                             break
-                        pending.add(pool.submit(call.send, *item))
+                        send(*item)
                     if not pending:
                         if not later:
                             break
@@ -179,9 +197,12 @@ class SyncRunner:
                     )
                     for future in done:
                         result = future.result()
+                        ticket = tickets.pop(future)
                         if result.kind != RATE:
+                            window.answered(ticket, result.headers)
                             state.take(result)
                             continue
+                        window.refused(ticket)
                         stats.rate_limited += 1
                         count = refusals[result.custom_id] = refusals.get(result.custom_id, 0) + 1
                         if self.flex and count >= FLEX_ROUNDS:
@@ -202,6 +223,8 @@ class SyncRunner:
                         wait_s = schedule.wait(count - 1, retry_after(result.exc))
                         assert result.body is not None
                         heapq.heappush(later, (time.monotonic() + wait_s, result.custom_id, result.body))
+                stats.window_cuts = window.cuts
+                windows.keep(key, window)
                 if state.fatal is not None:
                     raise state.fatal
                 state.finish()
@@ -372,6 +395,16 @@ def _requests(path: Path, call: ChatCall) -> Generator[tuple[str, dict[str, Any]
                     "this request file is damaged, compile it again"
                 )
             yield line_id, call.payload(obj, where)
+
+
+def _first_model(path: Path, call: ChatCall) -> str:
+    """The model the file's first request names (a file holds one model's requests)."""
+    lines = _requests(path, call)
+    try:
+        first = next(lines, None)
+    finally:
+        lines.close()
+    return call.model_of(first[1]) if first is not None else ""
 
 
 def _count(path: Path, saved: set[str], call: ChatCall) -> tuple[int, int]:

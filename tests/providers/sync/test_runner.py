@@ -26,6 +26,7 @@ from lexpilot_batch.simulated import roles as sim_models
 from lexpilot_batch.simulated.apis.openai import OpenAIApi
 from lexpilot_batch.simulated.batches import sample_key
 from lexpilot_batch.simulated.errors import ApiError
+from lexpilot_batch.simulated.ratelimits import RateLimits
 from tests.helpers.interrupts import PROMPT, ctrl_c_as_on_windows, needs_sigmask
 from tests.helpers.simulated import jsonl, request_line
 
@@ -182,8 +183,9 @@ def test_concurrency_and_read_ahead_are_bounded(
 
     assert stats.ok == 24
     assert 2 <= state["max_active"] <= concurrency  # parallel, and never more than asked
-    # The second pass (the sending one) reads at most 2 x concurrency requests ahead of the answers.
-    assert len(pulled) == 2 and state["max_ahead"] <= 2 * concurrency
+    # The check reads every line, the window's key one (its model), and the sending pass reads at
+    # most 2 x concurrency requests ahead of the answers.
+    assert pulled[:2] == [24, 1] and len(pulled) == 3 and state["max_ahead"] <= 2 * concurrency
 
 
 def test_429_and_500_are_retried_by_the_sdk_and_all_succeed(tmp_path: Path) -> None:
@@ -539,3 +541,48 @@ def test_ctrl_c_during_a_long_call_stops_the_run_at_once_as_on_windows(
     finally:
         release.set()
     assert sent and out.read_bytes() == b""
+
+
+# --- the adaptive window (`sync.window`) against the simulated provider's rate limits ----------------
+
+
+def _slow_route(server: SimulatedServer, monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    original = openai_routes(server).chat_completion
+
+    def slow(body: Any, request_id: str | None = None) -> Any:
+        time.sleep(seconds)
+        return original(body, request_id)
+
+    monkeypatch.setattr(openai_routes(server), "chat_completion", slow)
+
+
+def test_the_runner_grows_past_its_start_without_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    requests = write_requests(tmp_path / "req.jsonl", cases(60))
+    with SimulatedServer(tmp_path / "sim") as server:
+        _slow_route(server, monkeypatch, 0.05)
+        monkeypatch.setattr(sync.windows, "START", 8)
+        stats = SyncRunner(endpoint(server.base_url), concurrency=32).run(requests, tmp_path / "out.jsonl")
+    assert stats.ok == 60 and stats.window_cuts == 0
+    assert 8 < stats.peak_in_flight <= 32
+
+
+def test_the_runner_shrinks_on_the_providers_limits_and_answers_each_request_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = write_requests(tmp_path / "req.jsonl", cases(48))
+    # The server's minute passes 100 times faster (30 a minute: one call each 20 ms of real time);
+    # the runner's backoff after a 429 is cut to match (the wait it is told is tested elsewhere).
+    monkeypatch.setattr(sync, "retry_after", lambda exc: 0.01)
+    with SimulatedServer(tmp_path / "sim", faults=parse_faults("rpm=30")) as server:
+        start = time.monotonic()
+        server.limits = RateLimits(lambda: (time.monotonic() - start) * 100)
+        _slow_route(server, monkeypatch, 0.01)
+        stats = SyncRunner(endpoint(server.base_url), concurrency=64, max_retries=0).run(
+            requests, tmp_path / "out.jsonl"
+        )
+        refused = server.stats["rate_limited"]
+    assert stats.ok == 48 and stats.failed == 0
+    assert refused > 0 and stats.rate_limited == refused  # every 429 reached the runner (no SDK retries)
+    assert stats.window_cuts >= 1 and stats.peak_in_flight <= 64
+    ids = [line["custom_id"] for line in output_lines(tmp_path / "out.jsonl")]
+    assert len(ids) == len(set(ids)) == 48
