@@ -80,9 +80,7 @@ def _expit(x: float) -> float:
     return e / (1.0 + e)
 
 
-def mover(
-    a: tuple[float, float, float], b: tuple[float, float, float], correlation: float
-) -> tuple[float, float]:
+def mover(a: tuple[float, float, float], b: tuple[float, float, float], correlation: float) -> tuple[float, float]:
     """The MOVER interval of a - b, each given as (estimate, low, high) of its own interval, with
     `correlation` the correlation of the two estimates (Zou & Donner 2008, eq. 7):
     L = d - sqrt((a - l_a)^2 + (u_b - b)^2 - 2 r (a - l_a)(u_b - b)) and
