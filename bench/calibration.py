@@ -5,6 +5,7 @@ coverage of every interval it prints, overall and per cause class, with Monte-Ca
     python bench/calibration.py --quick --jobs 2                        # 40/80 replications per cell
     python bench/calibration.py --jobs 2 --out bench/calibration.json  # the full grid (hours)
     python bench/calibration.py --table bench/calibration.json         # docs/report.md's block
+    python bench/calibration.py --merge new.json --reason WHY --out bench/calibration.json  # some cells again
 
 A full run saves each finished piece of a cell (`CHUNK` replications) to `<out>.parts.jsonl` as it
 goes: interrupted and run again with the same arguments, it does only what is missing, and the
@@ -447,10 +448,42 @@ def replications_line(result: dict) -> str:
     return "Replications per cell: " + "; ".join(parts) + tail + "."
 
 
+def remeasured_line(result: dict) -> str:
+    """Which cells a later version of the report's code measured again (`--merge`), each batch
+    with its code version and the reason given; "" when none."""
+    parts = []
+    for batch in result.get("settings", {}).get("remeasured", []):
+        cells = ", ".join(" ".join(map(str, c)) for c in batch["cells"])
+        parts.append(f"with code {batch['code']} ({batch['reason']}): {cells}")
+    if not parts:
+        return ""
+    code = result["settings"]["code"]
+    return f"Cells measured again after the grid (the others are of code {code}): " + "; ".join(parts) + "."
+
+
+def merge_into(result: dict, newer: dict, reason: str) -> dict:
+    """`result` with each cell of `newer` (another code version's run of some cells) in place of
+    its own, the batch listed in `settings.remeasured` with `newer`'s code and `reason`."""
+    key = ("world", "scenario", "layout", "cases")
+    fresh = {tuple(c[k] for k in key): c for c in newer["cells"]}
+    cells = [fresh.pop(tuple(c[k] for k in key), c) for c in result["cells"]]
+    if fresh:
+        raise SystemExit(f"--merge: cells not in the grid of --out: {sorted(fresh)}")
+    settings = dict(result["settings"])
+    done = [list(c) for c in (tuple(c[k] for k in key) for c in newer["cells"])]
+    earlier = [b for b in settings.get("remeasured", []) if b["code"] != newer["settings"]["code"]]
+    kept = [dict(b, cells=[c for c in b["cells"] if c not in done]) for b in earlier]
+    settings["remeasured"] = [b for b in kept if b["cells"]] + [
+        {"code": newer["settings"]["code"], "reason": reason, "cells": done}
+    ]
+    return {"settings": settings, "seconds": result["seconds"] + newer["seconds"], "cells": cells}
+
+
 def report(result: dict) -> str:
-    """The block docs/report.md shows between its calibration markers: how many replications, the
-    tables, then the summary."""
-    return replications_line(result) + "\n\n" + table(result) + "\n\n" + summary(result)
+    """The block docs/report.md shows between its calibration markers: how many replications (and
+    which cells were measured again), the tables, then the summary."""
+    head = "\n\n".join(x for x in (replications_line(result), remeasured_line(result)) if x)
+    return head + "\n\n" + table(result) + "\n\n" + summary(result)
 
 
 # --- The grid ------------------------------------------------------------------------------------
@@ -620,7 +653,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "pieces of them recomputed with this code give the same counts",
     )
     parser.add_argument("--verify", type=int, default=0, help="with --code: how many pieces to recompute")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        help="run nothing: put the cells of this result file (a newer code's run of some cells) in "
+        "place of theirs in --out, listed with their code and --reason",
+    )
+    parser.add_argument("--reason", default="", help="with --merge: why those cells were measured again")
     args = parser.parse_args(argv)
+    if args.merge is not None:
+        if args.out is None or not args.reason:
+            parser.error("--merge needs --out (the result to update) and --reason")
+        merged = merge_into(json.loads(args.out.read_text(encoding="utf-8")),
+                            json.loads(args.merge.read_text(encoding="utf-8")), args.reason)  # fmt: skip
+        args.out.write_text(json.dumps(merged, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        print(report(merged))
+        return 0
     if args.table is not None:
         print(report(json.loads(args.table.read_text(encoding="utf-8"))))
         return 0

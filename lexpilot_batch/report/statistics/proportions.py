@@ -17,6 +17,12 @@ numbers (`estimates` says which metric gets which; docs/report.md gives the meas
   [-1, 1] this is Fisher's z-transformation, atanh; Fisher 1921). Used with the jackknife SE for
   Macro-F1, F1_U, F1_C and QWK, whose t interval on the raw scale under-covered at low rates and in
   small classes (it is symmetric where the sampling distribution is not, near the range's ends).
+- `mover`: the interval of a difference of two correlated estimates from each one's own interval
+  (the method of variance estimates recovery, Zou & Donner 2008, *Construction of confidence
+  limits about effect measures: a general approach*, Stat Med 27: 1693-1702; for two paired
+  proportions with Wilson intervals it is Newcombe 1998's method 10, Stat Med 17: 2635-2650).
+  Each end takes the variance of each estimate from the distance to the end of its own interval
+  on the side the difference moves: an asymmetric interval where the two are.
 """
 
 from __future__ import annotations
@@ -72,3 +78,16 @@ def _expit(x: float) -> float:
         return 1.0 / (1.0 + math.exp(-x))
     e = math.exp(x)
     return e / (1.0 + e)
+
+
+def mover(a: tuple[float, float, float], b: tuple[float, float, float], correlation: float) -> tuple[float, float]:
+    """The MOVER interval of a - b, each given as (estimate, low, high) of its own interval, with
+    `correlation` the correlation of the two estimates (Zou & Donner 2008, eq. 7):
+    L = d - sqrt((a - l_a)^2 + (u_b - b)^2 - 2 r (a - l_a)(u_b - b)) and
+    U = d + sqrt((u_a - a)^2 + (b - l_b)^2 - 2 r (u_a - a)(b - l_b))."""
+    (ea, la, ua), (eb, lb, ub) = a, b
+    r = max(-1.0, min(1.0, correlation))
+    difference = ea - eb
+    below = (ea - la) ** 2 + (ub - eb) ** 2 - 2.0 * r * (ea - la) * (ub - eb)
+    above = (ua - ea) ** 2 + (eb - lb) ** 2 - 2.0 * r * (ua - ea) * (eb - lb)
+    return difference - math.sqrt(max(0.0, below)), difference + math.sqrt(max(0.0, above))
