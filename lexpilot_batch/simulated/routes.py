@@ -129,6 +129,9 @@ class SimulatedApi(Generic[H]):
     # Its routes are also served under each OpenAI-compatible platform's path (`profiles`), given
     # the platform's profile (`Request.platform`).
     platforms: bool = False
+    # Its results come in a JSON answer (OpenRouter's batch object holds them), not as a file's
+    # content: no download of it is broken off (`cut_download`) or damaged (`damaged_download`).
+    results_in_answer: bool = False
 
 
 def parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[str, memoryview] | None]:

@@ -13,9 +13,9 @@ delete pages; the official SDKs' types `BatchSubmitBody`, `Request`, `BatchObjec
   (`anthropic.batch`), and the create call sends the file's lines as that array (a file holds at
   most 5,000 requests: `openrouter.spec.LIMITS`);
 - batches are listed newest first with `GET /batches` (`after` the previous page's `last_id`, while
-  `has_more`), polled with `GET /batches/{id}` and cancelled with `POST /batches/{id}/cancel`; a
-  finished batch's results are read with `GET /batches/{id}/results` (pages of `data`, `cursor` the
-  previous page's `next_cursor`) and saved one result per line (`openrouter.results` reads them);
+  `has_more`), polled with `GET /batches/{id}` and cancelled with `POST /batches/{id}/cancel` (the
+  API reference's; the official SDK 1.3.84 has no cancel call); an ended batch's `results` are read
+  from `GET /batches/{id}` and saved one result per line (`openrouter.results` reads them);
 - a batch's `status` is OpenAI's words (`validating`, `in_progress`, `completed`, `failed`,
   `expired`, `cancelled`; `cancelling` and `finalizing` read as OpenAI's too); its
   `request_counts` are `{total, completed, failed}`; a batch that failed validation after the 202
@@ -146,22 +146,20 @@ class OpenRouterBatchBackend(OpenAIClientBackend):
         return f"downloading the results of OpenRouter batch {file_id}"
 
     def _download(self, file_id: str, dest: Path) -> int:
-        """Every page of the batch's results (`file_id` is the batch id), one result per line, written
-        whole or not at all, its secrets replaced. Pages are stable across retries (the results page)."""
+        """The ended batch's `results` (`file_id` is the batch id), one per line, written whole or
+        not at all, its secrets replaced. They are read from `GET /batches/{id}`, where the API
+        reference ("Batches in a terminal status include `results`") and the official SDK (1.3.84:
+        `BatchObject.results`; it has no call for the paged `GET /batches/{id}/results`) agree."""
+        batch: Any = self.client.get(f"{BATCHES}/{file_id}", cast_to=object)
+        found = batch.get("results") if isinstance(batch, dict) else None
+        if not isinstance(found, list):
+            raise ProviderError(
+                f"{self.download_what(file_id)}: the batch holds no results (status {batch.get('status')!r}); "
+                "run the same command again once it has ended"
+            )
         scrubber = Scrubber()
-        write_atomic(dest, scrub(self._result_lines(file_id), scrubber))
+        write_atomic(dest, scrub(((_json(r) + "\n").encode("utf-8") for r in found), scrubber))
         return scrubber.replaced
-
-    def _result_lines(self, batch_id: str) -> Iterator[bytes]:
-        cursor: str | None = None
-        while True:
-            query: dict[str, Any] = {"cursor": cursor} if cursor else {}
-            page: Any = self.client.get(f"{BATCHES}/{batch_id}/results", cast_to=object, options={"params": query})
-            for result in page.get("data") or []:
-                yield (_json(result) + "\n").encode("utf-8")
-            cursor = page.get("next_cursor")
-            if not page.get("has_more") or not cursor:
-                return
 
 
 def _json(value: Any) -> str:

@@ -8,7 +8,7 @@ https://openrouter.ai/docs/api/api-reference/batch/; the official SDKs' types `B
 shape, https://openrouter.ai/docs/api/reference/errors-and-debugging; all taken 2026-12-06):
 
 - **create**: `POST /batches` `{"endpoint", "model", "requests": [{"custom_id", "body"}],
-  "completion_window", "provider": {"only": [...]}}` (the first three required; "Only
+  "completion_window", "provider": {"only": [...]}, "callback_url"}` (the first three required; "Only
   `provider.only` is supported") answers `202` with the batch in status `validating`. Up to 5,000
   requests "in one call"; each `custom_id` unique; each body a chat completion request with
   messages (this simulator runs `/v1/chat/completions` only, of the documented endpoints). A body
@@ -24,8 +24,9 @@ shape, https://openrouter.ai/docs/api/reference/errors-and-debugging; all taken 
   `results` once it ended; `POST /batches/{id}/cancel` cancels it;
 - **results**: `GET /batches/{id}/results` pages the ended batch's `BatchResult`s (`{"id",
   "custom_id", "response": {"status_code", "request_id", "body"}, "error": {"message", "param",
-  "type"}}`), `cursor` the previous page's `next_cursor`. A reasoning answer's thinking is in its
-  message's `reasoning` field (https://openrouter.ai/docs/use-cases/reasoning-tokens). Requests
+  "type"}}`), `cursor` the previous page's `next_cursor`. Each choice carries a
+  `native_finish_reason` (the official SDK's `Choice` requires it), and a reasoning answer's thinking
+  is in its message's `reasoning` field (https://openrouter.ai/docs/use-cases/reasoning-tokens). Requests
   an expired or cancelled batch never ran are results with an error of type `batch_expired` or
   `batch_cancelled`: what OpenRouter writes for them is not documented;
 - **errors**: `{"error": {"code": <the HTTP status>, "message", "metadata"}}`.
@@ -64,7 +65,7 @@ ENDPOINT = "/v1/chat/completions"
 ENDPOINTS = ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/embeddings")  # the quickstart's
 WINDOW = "24h"
 MAX_REQUESTS = 5_000  # "The Batch API takes up to 5,000 requests in one call"
-FIELDS = frozenset({"endpoint", "model", "requests", "completion_window", "provider"})
+FIELDS = frozenset({"endpoint", "model", "requests", "completion_window", "provider", "callback_url"})
 PAGE = 100
 NEVER_RAN = ("batch_expired", "batch_cancelled")
 
@@ -110,7 +111,7 @@ class OpenRouterApi(Handlers):
         lines = self._lines(requests, model)
         native = {"api": NAME, "n": len(lines), "model": model, "provider": provider}
         record = run(self.store, lines, self.seed, self.faults, native, lines_sha256(requests))
-        return Reply(self._batch(record, results=False), status=202)
+        return Reply(self._batch(record, with_results=False), status=202)
 
     def _lines(self, requests: list[Any], model: str) -> list[bytes]:
         out: list[bytes] = []
@@ -137,13 +138,13 @@ class OpenRouterApi(Handlers):
         return job_record(self.store, NAME, batch, "id")
 
     def get(self, batch: str) -> dict[str, Any]:
-        return self._batch(self._record(batch), results=True)
+        return self._batch(self._record(batch), with_results=True)
 
     def cancel(self, batch: str) -> dict[str, Any]:
         cancel_job(self.store, self._record(batch), batch)
-        return self._batch(self._record(batch), results=False)
+        return self._batch(self._record(batch), with_results=False)
 
-    def list(self, query: dict[str, str]) -> dict[str, Any]:
+    def listing(self, query: dict[str, str]) -> dict[str, Any]:
         try:
             limit = max(1, min(int(query.get("limit") or 20), 100))
         except ValueError:
@@ -152,7 +153,7 @@ class OpenRouterApi(Handlers):
         ids = [job_id(r["batch"]["id"]) for r in records]
         start = ids.index(query["after"]) + 1 if query.get("after") in ids else 0
         page = records[start : start + limit]
-        data = [{**self._batch(r, results=False), "results": None} for r in page]
+        data = [{**self._batch(r, with_results=False), "results": None} for r in page]
         return {
             "object": "list",
             "data": data,
@@ -186,7 +187,7 @@ class OpenRouterApi(Handlers):
         with self._lock:
             return [_result(line) for line in result_lines(self.store, batch)]
 
-    def _batch(self, record: dict[str, Any], results: bool) -> dict[str, Any]:
+    def _batch(self, record: dict[str, Any], with_results: bool) -> dict[str, Any]:
         """The batch as a `BatchObject` now."""
         batch = batches.current(self.store, record)
         record = self.store.get_batch(record["batch"]["id"]) or record
@@ -215,9 +216,9 @@ class OpenRouterApi(Handlers):
             failed += never
             end = batch.get("completed_at") or batch.get("expired_at") or batch.get("cancelled_at")
             out["finalized_at"] = int(end or sim["created"])
-            found = self._results(record) or []
+            found: list[dict[str, Any]] = self._results(record) or []
             out["usage"] = _usage(found)
-            if results:
+            if with_results:
                 out["results"] = found
         out["request_counts"] = {"total": int(native["n"]), "completed": succeeded, "failed": failed}
         return out
@@ -244,7 +245,10 @@ def _result(line: dict[str, Any]) -> dict[str, Any]:
 
 
 def _reasoned(choice: dict[str, Any]) -> dict[str, Any]:
-    """A reasoning answer's message as OpenRouter's: its thinking in `reasoning`."""
+    """A choice as OpenRouter's: the upstream provider's own `native_finish_reason` beside OpenAI's
+    (the official SDK's `Choice` requires it; here the same word), a reasoning answer's thinking
+    in its message's `reasoning`."""
+    choice = {**choice, "native_finish_reason": choice.get("finish_reason")}
     message = dict(choice.get("message") or {})
     thinking = message.pop("reasoning_content", None)
     if not thinking:
@@ -273,10 +277,10 @@ API = SimulatedApi[OpenRouterApi](
     OpenRouterApi,
     (
         Route("POST", r"/api/v1/batches", "openrouter_create", lambda a, r: a.create(r.json()), creates=True),
-        Route("GET", r"/api/v1/batches", "openrouter_list", lambda a, r: a.list(r.query)),
+        Route("GET", r"/api/v1/batches", "openrouter_list", lambda a, r: a.listing(r.query)),
         Route("GET", r"/api/v1/batches/([^/]+)", "openrouter_get", lambda a, r: a.get(*r.args)),
         Route(
-            "GET", r"/api/v1/batches/([^/]+)/results", "openrouter_results", lambda a, r: a.results(*r.args, r.query)
+            "GET", r"/api/v1/batches/([^/]+)/results", "openrouter_results", lambda a, r: a.results(r.args[0], r.query)
         ),
         Route("POST", r"/api/v1/batches/([^/]+)/cancel", "openrouter_cancel", lambda a, r: a.cancel(*r.args)),
         Route(
@@ -291,4 +295,5 @@ API = SimulatedApi[OpenRouterApi](
     prefixes=("/api/v1/",),
     base_path=PREFIX,  # `OPENROUTER_BASE_URL`: https://openrouter.ai/api/v1
     error_body=error_body,
+    results_in_answer=True,
 )

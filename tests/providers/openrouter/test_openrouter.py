@@ -1,0 +1,158 @@
+"""OpenRouter's Batch API (issue 50): the `openrouter/` folder held to OpenRouter's own documented
+shapes (`documented.json`: each example with its source and the date taken), the simulated routes
+driven by OpenRouter's official Python SDK (`openrouter`, whose pydantic types parse what the
+routes answer), and the backend's own refusals. What every native API goes through (a lost create,
+groups sent at once, faults) is `tests/scenarios/test_native_apis.py`'s, OpenRouter among them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from lexpilot_batch.errors import ProviderError
+from lexpilot_batch.providers.batch import TERMINAL
+from lexpilot_batch.providers.openrouter import batch, errors, lines, results
+from lexpilot_batch.providers.openrouter.spec import LIMITS
+from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.sync.call import http
+from lexpilot_batch.simulated import SimulatedServer, parse_faults
+
+DOC = json.loads((Path(__file__).parent / "documented.json").read_text(encoding="utf-8"))
+EXAMPLES = {e["name"]: e for e in DOC["examples"]}
+MODEL = "meta-llama/llama-3.3-70b-instruct"
+
+
+def test_every_example_says_where_and_when_it_was_taken() -> None:
+    assert DOC["sources"] and DOC["examples"]
+    for example in DOC["examples"]:
+        assert example["source"].startswith("https://openrouter.ai/docs/"), example["name"]
+        assert len(example["taken"]) == 10 and example["taken"].startswith("20"), example["name"]
+
+
+@pytest.mark.parametrize("name", [n for n, e in EXAMPLES.items() if e["kind"] == "batch"])
+def test_documented_batches_read_as_the_engine_needs_them(name: str) -> None:
+    example = EXAMPLES[name]
+    found = batch.info(example["payload"])
+    for key, value in example["expect"].items():
+        if key == "terminal":
+            assert (found.status in TERMINAL) is value
+        else:
+            assert getattr(found, key) == value, key
+
+
+def test_a_failed_batch_says_why_and_an_unknown_status_is_still_running() -> None:
+    failed = batch.info({"id": "b1", "status": "failed", "error": {"message": "invalid model"}, "created_at": 5})
+    assert failed.status == "failed" and failed.errors == [{"code": "batch_failed", "message": "invalid model"}]
+    assert failed.output_file_id is None  # nothing to download
+    assert batch.info({"id": "b2", "status": "queued_somewhere"}).status == "in_progress"  # an open enum
+
+
+def test_the_documented_error_shape_is_read_with_its_message() -> None:
+    example = EXAMPLES["ErrorResponse shape"]
+    request = http.Request("POST", "https://openrouter.ai/api/v1/batches")
+    response = http.Response(example["expect"]["status"], json=example["payload"], request=request)
+    exc = openai.APIStatusError("refused", response=response, body=example["payload"]["error"])
+    failure = errors.failure_of(exc)
+    assert failure is not None and failure.status == 402 and failure.message == example["expect"]["message"]
+    assert errors.error_message(example["payload"], "fallback") == "Insufficient credits"
+
+
+def test_a_request_line_is_the_documented_request_and_its_body_a_chat_completion() -> None:
+    line = lines.empty(MODEL, "/v1/chat/completions", {"max_tokens": 8})
+    assert set(line) == {"custom_id", "body"}  # the SDKs' `Request`: custom_id, body
+    assert line["body"]["model"] == MODEL and line["body"]["messages"][0]["role"] == "user"
+    submit = EXAMPLES["BatchSubmitBody example"]["payload"]
+    assert {"endpoint", "model", "requests"} == set(submit)  # the create body's required fields
+    head = batch._head("/v1/chat/completions", MODEL) + b"]}"
+    assert json.loads(head) == {"endpoint": "/v1/chat/completions", "model": MODEL, "requests": []}
+
+
+def test_result_lines_read_as_openai_lines_thinking_apart_and_errors_with_a_code() -> None:
+    body = {
+        "id": "gen-1",
+        "object": "chat.completion",
+        "model": MODEL,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Yes.", "reasoning": "Think."}}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12, "cost": 0.00001},
+    }
+    ok = {
+        "id": "r1",
+        "custom_id": "c1",
+        "response": {"status_code": 200, "request_id": "r1", "body": body},
+        "error": None,
+    }
+    message = results.result(ok)["response"]["body"]["choices"][0]["message"]
+    assert message["content"] == "Yes." and message["reasoning_content"] == "Think." and "reasoning" not in message
+    bad = {"id": "r2", "custom_id": "c2", "response": None, "error": {"message": "no", "param": None, "type": "x"}}
+    assert results.result(bad)["error"] == {"code": "x", "message": "no"}
+
+
+def test_a_file_beyond_the_documented_5000_requests_is_refused_before_sending(tmp_path: Path) -> None:
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"custom_id":"x","body":{}}\n' * (LIMITS.max_requests + 1), encoding="utf-8")
+    endpoint = Endpoint("eval", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", api_key="sk-test")
+    backend = batch.OpenRouterBatchBackend(endpoint, LIMITS)
+    with pytest.raises(ProviderError, match=r"5,001 requests .* exceed an OpenRouter batch \(5,000"):
+        backend.upload(path)
+
+
+# --- the official SDK against the simulated routes --------------------------------------------
+
+
+@pytest.fixture
+def sdk(tmp_path: Path) -> Any:
+    openrouter = pytest.importorskip("openrouter")
+    with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
+        yield openrouter.OpenRouter(api_key="sk-simulated", server_url=server.native_url("openrouter"))
+
+
+def _requests(n: int) -> list[dict[str, Any]]:
+    return [
+        {"custom_id": f"q{i}", "body": {"model": MODEL, "messages": [{"role": "user", "content": f"Is {i} odd?"}]}}
+        for i in range(n)
+    ]
+
+
+def test_the_official_sdk_creates_polls_and_lists_on_the_simulated_routes(sdk: Any) -> None:
+    made = sdk.batch.create_batches(endpoint="/v1/chat/completions", model=MODEL, requests=_requests(3))
+    # The 202's BatchObject, parsed by the SDK (validating, or further on: the simulated batch may
+    # already have run).
+    assert made.status in {"validating", "in_progress", "finalizing", "completed"} and made.request_counts.total == 3
+    seen = sdk.batch.get_batches(id=made.id)
+    for _ in range(200):
+        if seen.status in TERMINAL:
+            break
+        seen = sdk.batch.get_batches(id=made.id)
+    assert seen.status == "completed" and len(seen.results) == 3
+    assert {r.custom_id for r in seen.results} == {"q0", "q1", "q2"}
+    assert all(r.response is not None and r.response.status_code == 200 for r in seen.results)
+    listed = sdk.batch.list(limit=10)
+    assert [b.id for b in listed.result.data] == [made.id] and listed.result.has_more is False
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"metadata": {"a": "b"}}, "unexpected field(s) metadata"),
+        ({"endpoint": "/v1/completions"}, "endpoint"),
+        ({"requests": _requests(1) * 2}, "not unique"),
+        ({"requests": [{"custom_id": "q", "method": "POST", "body": {}}]}, "{custom_id, body}"),
+        ({"requests": _requests(5_001)}, "at most 5000"),
+    ],
+)
+def test_what_the_documentation_does_not_take_is_refused_in_openrouter_s_error_shape(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    body = {"endpoint": "/v1/chat/completions", "model": MODEL, "requests": _requests(1), **change}
+    with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
+        answer = http.post(
+            server.native_url("openrouter") + "/batches", json=body, headers={"Authorization": "Bearer sk-simulated"}
+        )
+    assert answer.status_code == 400
+    error = answer.json()["error"]
+    assert error["code"] == 400 and said in error["message"]  # `{"error": {"code", "message", "metadata"}}`
