@@ -275,27 +275,32 @@ def test_no_state_word_is_spelled_outside_its_definition():
 SLEEPS_ALLOWED = {"util.clock"}
 
 
-def sleeps(path: Path) -> list[int]:
-    """The lines of a module that call `time.sleep` (or a `sleep` imported from `time`)."""
+def calls_from_time(path: Path, name: str) -> list[int]:
+    """The lines of a module that call `time.<name>` (or a `<name>` imported from `time`)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = {
         alias.asname or alias.name
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.module == "time"
         for alias in node.names
-        if alias.name == "sleep"
+        if alias.name == name
     }
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr == "sleep" and isinstance(func.value, ast.Name):
+        if isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name):
             if func.value.id == "time":
                 out.append(node.lineno)
         elif isinstance(func, ast.Name) and func.id in imported:
             out.append(node.lineno)
     return out
+
+
+def sleeps(path: Path) -> list[int]:
+    """The lines of a module that call `time.sleep` (or a `sleep` imported from `time`)."""
+    return calls_from_time(path, "sleep")
 
 
 def test_every_wait_goes_through_the_one_clock():
@@ -318,25 +323,7 @@ def test_the_sleep_finder_sees_both_spellings(tmp_path: Path):
 
 def wall_clock_reads(path: Path) -> list[int]:
     """The lines of a module that read the wall clock (`time.time()`, or a `time` imported from `time`)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    imported = {
-        alias.asname or alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "time"
-        for alias in node.names
-        if alias.name == "time"
-    }
-    out = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if isinstance(func, ast.Attribute) and func.attr == "time" and isinstance(func.value, ast.Name):
-            if func.value.id == "time":
-                out.append(node.lineno)
-        elif isinstance(func, ast.Name) and func.id in imported:
-            out.append(node.lineno)
-    return out
+    return calls_from_time(path, "time")
 
 
 def test_every_reading_of_the_clock_goes_through_the_one_clock():

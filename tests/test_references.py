@@ -302,7 +302,7 @@ def test_what_counts_as_a_reference():
         "`request_lines`, `dialects.RoleRequest`, `config.role_endpoint()`, `engine.threads`, lexpilot_batch.engine.no_such\n"
         "`providers.session.Session`, `report.build.NO_SUCH`, `engine.session.Session.no_such`\n"
         "`engine.recovery`, `engine.session.Session.route`, `engine.session.ProviderOptions.tail_sync`, "
-        "`lexpilot_batch.report.document`, lexpilot_batch.engine.loop.prepare, `compare.BOOTSTRAP_FROM`, "
+        "`lexpilot_batch.report.document`, lexpilot_batch.engine.loop.prepare, `compare.DEFAULT_RESAMPLES`, "
         "`store.conn`, `json.dumps`, `openai.types.ChatModel`, `threads.status`, `threads`, `cases.jsonl`, "
         "`report.html`, `errors.data`, `status`, `report --format html > report.html`"
     )
@@ -320,7 +320,7 @@ def test_what_counts_as_a_reference():
     assert stale_in_docstrings([(1, overview, True)], "report") == ["line 4: no_such (no module of report/)"]
     page = (
         "`report/no_such.py`, tests/report/no_such.py::test_x, `dialects.py` and `engine/recovery.py`, "
-        "`bench/run_bench.py`, `report/test_report.py`, `stat_sim.py`, "
+        "`bench/run_bench.py`, `report/test_report.py`, `calibration.py`, "
         "[x](https://github.com/openai/openai-python/blob/main/src/openai/resources/batches.py), "
         "`resources/batches.py`, `eval_LJP.py`"
     )

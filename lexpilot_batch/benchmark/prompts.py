@@ -343,7 +343,7 @@ def load_templates(path: Path | None) -> dict[str, str]:
     except OSError as exc:
         raise DataError(f"{path}: prompts file cannot be read ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a UTF-8 JSON file ({exc}); see README 'Prompts'") from None
+        raise DataError(f"{path}: not a UTF-8 JSON file ({exc}); see docs/dataset.md, 'The prompts'") from None
     if not isinstance(overrides, dict):
         raise DataError(f"{path}: must be a JSON object {{template name: template text}}")
     problems: list[str] = []

@@ -9,9 +9,9 @@ Scoring goes through additive statistics. `Task.counts` turns one record into a 
 (LCA's confusion counts, DCG's successes and cases, LJP's claims per gold and per predicted label,
 squared label distance and correct claims) whose sum over any set of records is that set's
 statistics, and `Task.from_counts` turns such a sum into the task's metrics (`metrics`). The
-report scores a run by adding its records' counts, and its bootstrap
-(`report.statistics.bootstrap`) scores a resample of cases the same way, so both give the same
-number for the same records.
+report scores a run by adding its records' counts, and its swap test (`report.statistics.swap`)
+scores each pattern of cases swapped between two models the same way, so both give the same number
+for the same records.
 
 A record's scored fields are stored beside it when its thread finishes (`Task.scored`) and are all
 the report reads, so the two are defined together: a field one of them names and the other does

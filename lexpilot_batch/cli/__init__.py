@@ -105,6 +105,13 @@ def end_body() -> None:
         raise Terminated
 
 
+def stopped_in_body() -> bool:
+    """Whether a SIGTERM arrived while a command's body ran: an error the body ends with then is
+    taken for its consequence (a library that caught the `Terminated` raised inside it and raised
+    its own, as pydantic-core's schema building does: `SchemaError: ... Terminated`)."""
+    return Stopping.received and not Stopping.body_ended
+
+
 def stopped_before_body() -> bool:
     """Whether a SIGTERM arrived before any command's body ran (`--help`, a usage error, the
     imports): the process then ends as stopped."""

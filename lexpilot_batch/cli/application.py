@@ -29,6 +29,7 @@ from lexpilot_batch.cli import (
     reading,
     running,
     start_body,
+    stopped_in_body,
     tools,
 )
 from lexpilot_batch.cli.output import end_progress, redacting_excepthook, say
@@ -52,22 +53,32 @@ class _Typer(typer.Typer):
         def decorator(func: F) -> F:
             @functools.wraps(func)
             def wrapper(*a: Any, **kw: Any) -> Any:
+                terminated = False
                 try:
                     try:
                         start_body()
                         return func(*a, **kw)
                     finally:
+                        terminated = stopped_in_body()
                         end_body()
                 except KeyboardInterrupt as stop:
-                    end_progress()
-                    terminated = isinstance(stop, Terminated)
-                    typer.echo(TERMINATED if terminated else INTERRUPTED, err=True)
-                    raise typer.Exit(TERMINATED_EXIT if terminated else INTERRUPTED_EXIT) from None
+                    _stopped(isinstance(stop, Terminated))
+                except Exception as error:  # (typer.Exit included: a command's own answer stands)
+                    if isinstance(error, typer.Exit) or not terminated:
+                        raise
+                    _stopped(True)  # a library turned the SIGTERM raised inside it into its own error
 
             register(wrapper)
             return func
 
         return decorator
+
+
+def _stopped(terminated: bool) -> None:
+    """End a command stopped by Ctrl-C or SIGTERM: progress closed, how to resume, 130 or 143."""
+    end_progress()
+    typer.echo(TERMINATED if terminated else INTERRUPTED, err=True)
+    raise typer.Exit(TERMINATED_EXIT if terminated else INTERRUPTED_EXIT) from None
 
 
 app = _Typer(

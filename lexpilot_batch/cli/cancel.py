@@ -7,8 +7,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lexpilot_batch.benchmark.protocols import STAGES
-from lexpilot_batch.cli.options import PROVIDER_OPTIONS, Target, provider_options, with_options
+from lexpilot_batch.cli.options import (
+    PROVIDER_OPTIONS,
+    ModelFilterOpt,
+    RunIdFilterOpt,
+    Target,
+    TaskFilterOpt,
+    provider_options,
+    with_options,
+)
 from lexpilot_batch.cli.output import say
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.state.workspace import command_hint
@@ -22,12 +29,9 @@ if TYPE_CHECKING:
 @with_options(PROVIDER_OPTIONS, "target", provider_options)
 def cancel(
     target: Target,
-    run_id: Annotated[list[str], typer.Option("--run-id", help="Only threads of this run id; repeatable.")] = [],  # noqa: B006
-    model: Annotated[list[str], typer.Option("--model", help="Only threads of this evaluated model; repeatable.")] = [],  # noqa: B006
-    task: Annotated[
-        list[str],
-        typer.Option("--task", help=f"Only this task or stage ({', '.join(s for s in STAGES if s != 'all')})."),
-    ] = [],  # noqa: B006
+    run_id: RunIdFilterOpt = [],  # noqa: B006
+    model: ModelFilterOpt = [],  # noqa: B006
+    task: TaskFilterOpt = [],  # noqa: B006
     all_: Annotated[bool, typer.Option("--all", help="Cancel every active thread of the workspace.")] = False,
 ) -> None:
     """Cancel in-flight batches at their providers and stop the selected threads.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 
+from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.cli.tail_options import TAIL_OPTIONS, TailSyncOpt
 from lexpilot_batch.errors import LexpilotError
 
@@ -71,6 +72,13 @@ PricesOpt = Annotated[
     ),
 ]
 PollIntervalOpt = Annotated[float, typer.Option("--poll-interval", help="Seconds between polls.", min=0)]
+# Which threads a command that acts on threads (`cancel`, `retry`) takes: each repeatable, none = no filter.
+RunIdFilterOpt = Annotated[list[str], typer.Option("--run-id", help="Only threads of this run id; repeatable.")]
+ModelFilterOpt = Annotated[list[str], typer.Option("--model", help="Only threads of this evaluated model; repeatable.")]
+TaskFilterOpt = Annotated[
+    list[str],
+    typer.Option("--task", help=f"Only this task or stage ({', '.join(s for s in STAGES if s != 'all')})."),
+]
 CompactOpt = Annotated[
     bool,
     typer.Option(

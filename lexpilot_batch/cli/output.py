@@ -171,12 +171,24 @@ def duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def say_rebuilt(paths: list[str]) -> None:
+    """What `submit` did with request files edited by hand: they were compiled again, the edits not sent."""
+    if paths:
+        say(
+            f"Request file(s) changed on disk since compiling: {', '.join(paths)}. Nothing of their wave had been "
+            "sent, so it was compiled again from the workspace's records and sent as compiled; the edits were not "
+            "sent. To change what is asked, change the run's settings or prompts and `prepare` again."
+        )
+
+
 def progress_printer(
     root: Path | None = None, verbose: bool = False
 ) -> Callable[[AdvanceResult, dict[str, int]], None]:
-    """One tqdm bar per wave over its requests' provider counts, and a summary line per step;
-    housekeeping (compacting finished waves) only with `verbose`."""
-    from lexpilot_batch.util.progress import Bar
+    """One bar per wave over its requests' provider counts, led by the whole study's progress (its
+    threads finished of all of them), and a summary line per step; housekeeping (compacting
+    finished waves) only with `verbose`. A tqdm bar on a terminal, plain lines in a log or a pipe
+    (`util.progress.bar`)."""
+    from lexpilot_batch.util.progress import Bar, bar
 
     state: dict[str, Any] = {"bar": None, "wave": None, "manual": set(), "unresolved": set()}
 
@@ -195,25 +207,29 @@ def progress_printer(
                 (b["counts"] or {}).get("completed", 0) + (b["counts"] or {}).get("failed", 0) for b in poll.batches
             )
             elapsed = max(b["elapsed"] for b in poll.batches)
+            # The whole study's progress leads the wave's bar: threads no longer active of all of them.
+            whole = left.get("threads", 0)
+            study = f"study {whole - left.get('active_threads', 0)}/{whole} threads · " if whole else ""
             if state["wave"] != wave:
                 close_bar()
                 # No tqdm rate: it divides the provider's counts, which jump, by the moments between
                 # two polls (`3973551.16req/s`); `pace` reads them against the batches' own age.
-                state["bar"] = Bar(
+                state["bar"] = bar(
                     total=total,
-                    desc=f"wave {wave}",
+                    desc=f"{study}wave {wave}",
                     unit="req",
                     dynamic_ncols=True,
                     bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} req{postfix}",
                 )
                 state["wave"] = wave
-            bar = state["bar"]
-            bar.total = total
-            bar.n = done
+            shown = state["bar"]
+            shown.set_description_str(f"{study}wave {wave}", refresh=False)
+            shown.total = total
+            shown.n = done
             statuses = ", ".join(f"{b['path'].rsplit('/', 1)[-1].split('__')[0]}:{b['status']}" for b in poll.batches)
             # A batch's status is the provider's word: printed only as `printable` makes it.
-            bar.set_postfix_str(printable(f"[{pace(done, total, elapsed)}] {statuses}"), refresh=False)
-            bar.refresh()
+            shown.set_postfix_str(printable(f"[{pace(done, total, elapsed)}] {statuses}"), refresh=False)
+            shown.refresh()
         stats = poll.stats
 
         def note(text: str) -> None:  # a line above the bar, as `printable` makes it
@@ -249,6 +265,9 @@ def progress_printer(
             note(
                 f"Cancelled {path}: older than --max-wave-age or the --hedge deadline; its unfinished requests go to the next wave."
             )
+        if outcome.submitted is not None and outcome.submitted.rebuilt:
+            close_bar()
+            say_rebuilt(outcome.submitted.rebuilt)
         for why in outcome.submitted.unresolved if outcome.submitted is not None else ():
             if why not in state["unresolved"]:  # said once: the wait may take a while
                 state["unresolved"].add(why)

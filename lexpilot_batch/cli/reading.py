@@ -13,6 +13,7 @@ from lexpilot_batch.cli.tail_options import TailSyncOpt
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, load_prices
 from lexpilot_batch.report.formats import FORMATS
+from lexpilot_batch.report.statistics.compare import DEFAULT_ADJUST
 from lexpilot_batch.util.spreadsheet import CSV_FILE_ENCODING
 
 if TYPE_CHECKING:
@@ -146,16 +147,25 @@ def report(
         str,
         typer.Option(
             "--adjust",
-            help="none, or holm: also Holm-adjusted p-values over each comparison's metrics (family-wise 5%).",
+            help="holm: Holm-adjusted p-values beside the unadjusted ones, over the report's comparisons (the "
+            "headline metrics one family, the others another; family-wise 5% each); none: unadjusted only.",
         ),
-    ] = "none",
+    ] = DEFAULT_ADJUST,
     resamples: Annotated[
         int | None,
         typer.Option(
             "--bootstrap",
-            help="Resamples of the paired bootstrap (Macro-F1, QWK comparisons from 50 cases) and of Monte Carlo "
-            "permutation tests (default 1000; 0: none, those p-values are then left out).",
+            help="Random patterns of the Monte Carlo permutation tests, where exact enumeration is too long "
+            "(default 1000; 0: none, those p-values are then left out).",
             min=0,
+        ),
+    ] = None,
+    plan: Annotated[
+        float | None,
+        typer.Option(
+            "--plan",
+            help="DELTA: also the cases needed, at 1, 3, 5 and 10 runs of each model, to detect a difference "
+            "DELTA (e.g. 0.05) with 80% power in a 5% test, at the variance this report measures.",
         ),
     ] = None,
     seed: Annotated[int | None, typer.Option("--bootstrap-seed", help="Seed of the resamples (default fixed).")] = None,
@@ -175,11 +185,12 @@ def report(
     root: RootOpt = None,
 ) -> None:
     """Print the benchmark's metrics per run and cause class, with mean and SD over comparable runs,
-    95% intervals (case-clustered or jackknife standard errors) and paired model comparisons.
+    95% intervals (exact binomial, cluster-aware), the split of their variance between cases and
+    runs, and paired model comparisons (permutation tests, Holm-adjusted).
 
     Reads only the workspace database: no API calls, so it works offline on finished runs.
 
-    Example: lexpilot-batch report --format html --out report.html
+    Example: lexpilot-batch report --format html --out report.html; lexpilot-batch report --plan 0.05
     """
     from lexpilot_batch.report.produce import ReportOptions
 
@@ -194,6 +205,7 @@ def report(
         adjust=adjust,
         resamples=resamples,
         seed=seed,
+        plan=plan,
         figures=figures,
     )
     print_report(root, options, out)
@@ -240,12 +252,14 @@ def export(
         from lexpilot_batch.data import SAMPLE_NOTE
         from lexpilot_batch.report import results
         from lexpilot_batch.report.exports.cases import export_cases
+        from lexpilot_batch.report.judge_calls import load_judge_calls
 
         with Workspace(root, writable=False) as ws:
             runs = results.load_run_results(ws, run_id, model)
+            judges = load_judge_calls(ws.store.conn, [(r.run_id, r.model) for r in runs])
         if not partial:
             results.check_complete(runs, "export the finished threads")
-        written = export_cases(runs, out)
+        written = export_cases(runs, out, judges)
         say(f"Wrote {len(written)} file(s) under {out}.")
         notes = [f"{r.run_id} / {r.model}: {SAMPLE_NOTE}" for r in runs if r.bundled_sample]
         # --partial: the rows left out are said, as the seed layout's export.json lists them.

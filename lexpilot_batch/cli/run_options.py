@@ -10,8 +10,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from lexpilot_batch.benchmark.protocols import STAGES
-from lexpilot_batch.benchmark.settings import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL
+from lexpilot_batch.benchmark.settings import DEFAULT_JUDGE_MODEL, DEFAULT_USER_MODEL, Settings
 from lexpilot_batch.cli.options import CategoriesOpt, DatasetOpt, Option
+
+SEED = Settings()  # the generation settings' defaults have one home (the seed's); the options read them
+TemperatureOpt = Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")]
+JudgeTemperatureOpt = Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")]
+_MAX_TOKENS_HELP = "Output token limit of every request (max_tokens or max_completion_tokens)."
+MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", help=_MAX_TOKENS_HELP, min=1)]
 
 if TYPE_CHECKING:
     from lexpilot_batch.study.runs import RunSpec
@@ -130,18 +136,9 @@ RUN_OPTIONS: list[Option] = [
         Annotated[int | None, typer.Option("--limit", help="Use only the first N cases (smoke runs).", min=1)],
         None,
     ),
-    ("temperature", Annotated[float, typer.Option("--temperature", help="Evaluated and User Model temperature.")], 0.7),
-    ("judge_temperature", Annotated[float, typer.Option("--judge-temperature", help="Judge temperature.")], 0.1),
-    (
-        "max_tokens",
-        Annotated[
-            int,
-            typer.Option(
-                "--max-tokens", help="Output token limit of every request (max_tokens or max_completion_tokens).", min=1
-            ),
-        ],
-        8192,
-    ),
+    ("temperature", TemperatureOpt, SEED.temperature),
+    ("judge_temperature", JudgeTemperatureOpt, SEED.judge_temperature),
+    ("max_tokens", MaxTokensOpt, SEED.max_tokens),
     (
         "prompts_file",
         Annotated[

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lexpilot_batch.benchmark.protocols import STAGES
 from lexpilot_batch.cli.options import (
     PROVIDER_OPTIONS,
     CompactOpt,
+    ModelFilterOpt,
     PollIntervalOpt,
     RootOpt,
+    RunIdFilterOpt,
     Target,
+    TaskFilterOpt,
     VerboseOpt,
     provider_options,
     with_options,
@@ -27,6 +29,7 @@ from lexpilot_batch.cli.output import (
     say_manual,
     say_outage,
     say_prepared,
+    say_rebuilt,
     say_results_kept,
 )
 from lexpilot_batch.cli.reading import print_report
@@ -132,6 +135,7 @@ def submit(target: Target) -> None:
 
     with _session(target) as (ws, session):
         result = do_submit(ws, session, on_file=lambda p: typer.echo(f"  submitted {p}"))
+    say_rebuilt(result.rebuilt)
     if not result.submitted and not result.manual and not result.waiting:
         typer.echo("Nothing to submit.")
     elif result.submitted:
@@ -287,12 +291,9 @@ def ingest(
 @with_options(PROVIDER_OPTIONS, "target", provider_options)
 def retry(
     target: Target,
-    run_id: Annotated[list[str], typer.Option("--run-id", help="Only threads of this run id; repeatable.")] = [],  # noqa: B006
-    model: Annotated[list[str], typer.Option("--model", help="Only threads of this evaluated model; repeatable.")] = [],  # noqa: B006
-    task: Annotated[
-        list[str],
-        typer.Option("--task", help=f"Only this task or stage ({', '.join(s for s in STAGES if s != 'all')})."),
-    ] = [],  # noqa: B006
+    run_id: RunIdFilterOpt = [],  # noqa: B006
+    model: ModelFilterOpt = [],  # noqa: B006
+    task: TaskFilterOpt = [],  # noqa: B006
     case: Annotated[list[str], typer.Option("--case", help="Only this case number; repeatable.")] = [],  # noqa: B006
     cancelled: Annotated[
         bool, typer.Option("--cancelled", help="The threads `cancel` stopped, instead of the failed ones.")

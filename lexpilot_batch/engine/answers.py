@@ -164,3 +164,21 @@ def judge_line(
     if not ok:
         return False, None, None, error, INVALID, usage
     return True, text, value, None, None, usage
+
+
+def own_words(line: dict) -> tuple[str | None, str | None]:
+    """(content, reasoning) of a result line as the model returned them, whole: what a judge said,
+    kept beside what was decided (`state.judge_words`) whether its answer was usable or not. Nones
+    where the line holds no message (an error line, a failed status), and secrets it echoes redacted."""
+    response = line.get("response")
+    body = response.get("body") if isinstance(response, dict) else None
+    choices = body.get("choices") if isinstance(body, dict) else None
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        return None, None
+    content, reasoning = message.get("content"), message.get("reasoning_content")
+    return (
+        redact(content[:MAX_ANSWER_CHARS]) if isinstance(content, str) and content else None,
+        redact(reasoning[:MAX_ANSWER_CHARS]) if isinstance(reasoning, str) and reasoning else None,
+    )

@@ -6,7 +6,9 @@ Accepts OpenAI's output and error files and vLLM `run-batch`'s single file (erro
 Message Batches, Gemini's Batch Mode), each line read as an OpenAI one first (`providers.results`),
 every line within the bounds of `result_lines`. Everything one batch's result files change is
 applied in one transaction; applying them again changes nothing. What a line means is decided in
-`answers`. A request the files do not mention is failed so that it is retried.
+`answers`. A request the files do not mention is failed so that it is retried. A judge's own
+words (its whole content and its reasoning, `answers.own_words`) are kept in the same transaction
+as what they decided, the malformed ones too (`state.judge_words`).
 
 A line is applied only to the request whose custom_id it carries exactly, among the requests of
 the files being ingested: the id names the workspace and the request's hash
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lexpilot_batch.engine.answers import INVALID, TRANSPORT, judge_line, read_content
+from lexpilot_batch.engine.answers import INVALID, TRANSPORT, judge_line, own_words, read_content
 from lexpilot_batch.engine.result_lines import INVALID_UTF8, TOO_DEEP, TOO_LARGE, Flaw, read_lines, result_lines
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.backends import MANUAL
@@ -56,6 +58,7 @@ from lexpilot_batch.providers.registry import file_api, result_reader
 from lexpilot_batch.providers.results import Normalise
 from lexpilot_batch.state.anomalies import record_anomaly
 from lexpilot_batch.state.compaction import saved_exists
+from lexpilot_batch.state.judge_words import Words, record_words
 from lexpilot_batch.state.requests import apply_results, fail_requests
 from lexpilot_batch.state.states import UNEXECUTED, RequestState
 from lexpilot_batch.state.waves import (
@@ -158,6 +161,7 @@ def apply_result_files(
     # custom_id -> what decided it in this call: (True, text) for an answer, (False, error) for a failure
     seen: dict[str, tuple[bool, str | None]] = {}
     updates: list[tuple] = []
+    words: list[Words] = []  # each judge attempt's own words, kept beside what it decided
     now = clock.now()
     # Judges answer the same few ways thousands of times: each distinct content is parsed, and its
     # value encoded as stored, once per call. (Pure functions of the key; nothing outlives the call.)
@@ -233,6 +237,10 @@ def apply_result_files(
                     )
                 continue
             seen[custom_id] = decided
+            if parser != "text":  # a judge's answer: its words too, usable or not (`state.judge_words`)
+                said, reasoning = own_words(line)
+                if said is not None or reasoning is not None:
+                    words.append((request_pk, said, reasoning))
             prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, written_tokens = usage
             if ok:
                 stats.answered += 1
@@ -273,6 +281,7 @@ def apply_result_files(
     updates.sort(key=_last)
     apply_results(db, updates)
     stats.present = len(seen) + len(earlier) + beyond
+    record_words(db, words)
     if unanswered_reason is not None:
         leftover = [
             (unanswered_reason, unanswered_kind, r[0])

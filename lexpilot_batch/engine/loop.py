@@ -31,6 +31,7 @@ from lexpilot_batch.study.lineup import not_applied_notes, plan_runs
 from lexpilot_batch.study.price_memory import study_models
 from lexpilot_batch.study.runs import RunSpec, add_threads, check_run_id, protocol_variants, register_run
 from lexpilot_batch.util import clock
+from lexpilot_batch.util.text import counted
 
 
 @dataclass
@@ -67,7 +68,7 @@ def prepare(ws: Workspace, session: Session, spec: RunSpec) -> PrepareResult:
     result = PrepareResult(notes=([note] if note else []) + choices + not_applied_notes(plans, spec.settings))
     if spec.limit is not None and spec.limit > len(dataset):
         result.notes.append(
-            f"--limit {spec.limit}: the dataset has only {len(dataset)} cases, so all {len(dataset)} are used."
+            f"--limit {spec.limit}: the dataset has only {counted(len(dataset), 'case')}, so all are used."
         )
     for plan in plans:
         result.models.append(plan.model)
@@ -100,8 +101,9 @@ def retry(ws: Workspace, session: Session, selection: RetrySelection) -> tuple[R
 
 
 def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:
-    _ensure_intact(ws, session)
+    rebuilt = _ensure_intact(ws, session)
     result = submit_files(ws, session, on_file)
+    result.rebuilt = rebuilt
     if result.discarded:
         # Files larger than a lowered enqueued-token budget were discarded: their requests are
         # compiled again, cut to the budget, as soon as their wave allows (at once when nothing
@@ -114,17 +116,19 @@ def submit(ws: Workspace, session: Session, on_file: Callable[[str], None] | Non
     return result
 
 
-def _ensure_intact(ws: Workspace, session: Session) -> None:
-    """Compiled files must be what the database says; a wave not yet sent is simply recompiled."""
+def _ensure_intact(ws: Workspace, session: Session) -> list[str]:
+    """Compiled files must be what the database says; a wave not yet sent is simply recompiled.
+    Returns the files that were changed on disk (and so compiled again)."""
     bad = check_compiled_files(ws)
     if not bad:
-        return
+        return []
     if latest_wave_started(ws.store.conn):
         raise TamperedFile(
             f"request file(s) changed on disk after compiling: {', '.join(bad)}; part of this wave is already "
             f"submitted or answered, so they cannot be rebuilt safely — restore them or run `{ws.command('doctor')}`"
         )
     _compile(ws, session)
+    return bad
 
 
 @dataclass

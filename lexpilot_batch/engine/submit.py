@@ -68,6 +68,9 @@ class SubmitResult:
     waiting: list[str] = field(default_factory=list)  # waiting for room under the enqueued-token budget
     discarded: list[str] = field(default_factory=list)  # larger than the lowered budget: asked again
     unresolved: list[str] = field(default_factory=list)  # a lost create's batch not yet told apart (why)
+    # Request files changed on disk since compiling (a hand edit), compiled again from the
+    # database before anything was sent: the edit was not sent (`loop.submit` says so).
+    rebuilt: list[str] = field(default_factory=list)
 
 
 def submit_files(ws: Workspace, session: Session, on_file: Callable[[str], None] | None = None) -> SubmitResult:

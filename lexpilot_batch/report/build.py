@@ -28,7 +28,8 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
 from lexpilot_batch.report.document import Report, RunResults
-from lexpilot_batch.report.statistics import bootstrap, compare, estimates, inference, swap
+from lexpilot_batch.report.statistics import compare, estimates, inference, swap
+from lexpilot_batch.report.statistics import plan as planning
 from lexpilot_batch.report.statistics.compare import check_adjust, check_baseline
 from lexpilot_batch.report.statistics.family import Family, cases_by_class
 from lexpilot_batch.report.statistics.interaction import interaction_stats
@@ -37,24 +38,23 @@ ROLE_ORDER = ("eval", "user", "judge")
 BENCHMARK_CASES = 432  # the LexPilot benchmark's cases (the seed README): fewer is a subset or another dataset
 
 METHOD = (
-    "95% interval of the mean over runs: mean +- t(0.975; cases - 1) x SE, the SE from per-case influence "
-    "values (cases are the clusters; runs, histories and claims nested in them): the case-clustered SE for "
-    "per-case additive metrics (clustered-t: Acc_C, Acc_U, DCG success, LJP accuracy), the jackknife SE for "
-    f"Macro-F1, F1_U, F1_C and QWK (jackknife-t); none below {estimates.MIN_CASES} cases or with SE 0"
+    "95% interval of the mean over runs, the cases the clusters (runs, histories and claims nested in them): "
+    "for accuracies and DCG success the exact binomial interval with one run (clopper-pearson), else "
+    "Clopper-Pearson at the case-clustered effective sample size (korn-graubard), exact bounds at 0 and 1; for "
+    "Macro-F1, F1_U, F1_C and QWK a t interval with the jackknife SE on the logit scale of the metric's range "
+    f"(jackknife-logit-t, df = cases - 1); none below {estimates.MIN_CASES} cases"
 )
-_PERM, _BOOT = swap.PERMUTATION_BELOW, compare.BOOTSTRAP_FROM
 TEST = (
-    f"paired by case: below {_PERM} cases a paired permutation test (sign-flip of per-case differences; "
-    f"swap of the models' records of a case for Macro-F1, F1 and QWK), from {_PERM} the paired t test on "
-    f"per-case influence differences (df = cases - 1), for Macro-F1, F1 and QWK from {_BOOT} cases the "
-    "paired unstratified bootstrap (BCa interval and the p-value that inverts it)"
+    "paired by case at every number of cases, on as many runs of each model (the first ones): the sign-flip "
+    "test of per-case differences (accuracies, DCG success), the swap of the models' records of a case "
+    "(Macro-F1, F1, QWK); exact over every pattern when cheap, else Monte Carlo; its 95% interval the "
+    "differences it would not reject; p_adjusted: Holm over the report's comparisons (the headline metrics "
+    "one family, the others another)"
 )
 THRESHOLDS: dict[str, float] = {
     "min_cases": estimates.MIN_CASES,
-    "permutation_below": swap.PERMUTATION_BELOW,
-    "bootstrap_from": compare.BOOTSTRAP_FROM,
     "exact_swaps": swap.EXACT_SWAPS,
-    "usable_share": bootstrap.USABLE,
+    "exact_work": inference.EXACT_WORK,
     "benchmark_cases": BENCHMARK_CASES,
 }
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens")
@@ -126,21 +126,25 @@ def build_report(
     prices: dict | None = None,
     *,
     batch_discount: float = DEFAULT_BATCH_DISCOUNT,
-    resamples: int = bootstrap.DEFAULT_RESAMPLES,
-    seed: int = bootstrap.DEFAULT_SEED,
+    resamples: int = compare.DEFAULT_RESAMPLES,
+    seed: int = compare.DEFAULT_SEED,
     baseline: str | None = None,
-    adjust: str = "none",
+    adjust: str = compare.DEFAULT_ADJUST,
+    plan: float | None = None,
 ) -> dict:
     """The report of `runs` as the stable JSON-ready dict documented in `report.document`.
 
-    `resamples` are the paired bootstrap's resamples and the Monte Carlo permutation tests' (0:
-    neither; intervals do not need them); `baseline` compares every model with that one instead of
-    every pair; `adjust="holm"` adds Holm-adjusted p-values over each comparison's metrics.
+    `resamples` are the Monte Carlo permutation tests' random patterns (0: a comparison that an
+    exact enumeration cannot test gets no p-value, with the reason; intervals do not need them); `baseline` compares every model with that one instead of
+    every pair; `adjust="holm"` (the default) adds Holm-adjusted p-values over the report's
+    comparisons (`compare.holm_over`); `plan` DELTA adds the cases needed to detect DELTA (`plan`).
     """
     check_prices(prices, batch_discount)
     check_adjust(adjust)
     if resamples < 0:
         raise LexpilotError(f"--bootstrap must be 0 or more resamples, not {resamples}.")
+    if plan is not None and not 0.0 < plan <= 1.0:
+        raise LexpilotError(f"--plan {plan}: give the difference to detect, above 0 and at most 1 (e.g. 0.05).")
     for run in runs:
         unknown = sorted(set(run.tasks) - set(TASKS))
         if unknown:
@@ -187,9 +191,9 @@ def build_report(
             groups[i]["cases"] = {"total": sum(by_class.values()), "by_class": by_class}
             groups[i]["warnings"] = sample_warnings(groups[i]["cases"], groups[i]["bundled_sample"])
             groups[i]["interaction"] = interaction_stats(members[i][1])
-        comparisons += compare.compare(
-            groups, indices, family, found, baseline, resamples=resamples, seed=seed, adjust=adjust
-        )
+        comparisons += compare.compare(groups, indices, family, found, baseline, resamples=resamples, seed=seed)
+    if adjust == "holm":
+        compare.holm_over(comparisons)
     report = {
         "groups": groups,
         "comparisons": comparisons,
@@ -202,7 +206,10 @@ def build_report(
             "adjust": adjust,
             "thresholds": THRESHOLDS,
         },
+        "plan": None,
     }
+    if plan is not None:
+        report["plan"] = planning.plan(report, plan)
     Report.model_validate(report)  # the documented shape is a promise; hold ourselves to it
     return report
 

@@ -15,7 +15,8 @@ The JSON shape (`build_report`), stable and validated against `Report` before it
                                   "cases": the cases (clusters) the interval rests on,
                                   "se": standard error of the mean | null,
                                   "ci": {"low", "high", "method", "cases", "df", "resamples"} | null,
-                                  "ci_reason": why "ci" is null although "mean" is not | null}},
+                                  "ci_reason": why "ci" is null although "mean" is not | null,
+                                  "variance": {"per_case", "between", "within"} | null}},
             "by_class": {class: {metric: {...same...}}},
             "n":        {run_id: records scored (histories for lca, cases for dcg,
                          claims for ljp_*)},
@@ -36,14 +37,17 @@ The JSON shape (`build_report`), stable and validated against `Report` before it
         "a": {"model", "group_key"}, "b": {"model", "group_key"}, "comparison_key",
         "cases": int, "partial": bool,
         "tasks": {task: {metric: {"a", "b", "difference", "cases", "se", "ci": {...} | null,
-                                  "ci_reason", "p_value", "p_floor", "test", "p_reason", "t", "df",
-                                  "correlation", "mdd", "p_adjusted"}}}}],
+                                  "ci_reason", "p_value", "p_floor", "test", "test_runs", "p_reason",
+                                  "t", "df", "correlation", "mdd", "mdd_reason", "p_adjusted",
+                                  "variance": {...} | null}}}}],
      "bootstrap": {"resamples": int, "seed": int, "level": float, "method": str, "test": str,
-                   "adjust": "none" | "holm", "thresholds": {name: number}}}
+                   "adjust": "holm" | "none", "thresholds": {name: number}},
+     "plan": null | {"delta", "alpha", "power", "runs", "rows": [...]}}
 
-`ci.method` names how an interval was computed (`clustered-t`, `jackknife-t`, `bootstrap-bca`:
-`estimates`, `compare`); `test` how a p-value was (`compare`); `p_floor` says that the resamples
-cannot resolve the p-value, which is below `p_value`. Undefined values are `null`. Floats keep
+`ci.method` names how an interval was computed (`clopper-pearson`, `korn-graubard`,
+`jackknife-logit-t`: `estimates`; `permutation`: `compare`); `test` how a p-value was
+(`compare`); `p_floor` says that the resamples cannot resolve the p-value, which is below
+`p_value`. Undefined values are `null`. Floats keep
 full precision in JSON and CSV; the text formats show fractions (not percentages) with 4 decimals
 (LaTeX: ×100 with one decimal, to fit a column). Groups are sorted by (model, user model, judge
 model, group key), runs by run id, tasks in benchmark order, classes by name.
@@ -105,10 +109,18 @@ class _Strict(BaseModel):
 class Interval(_Strict):
     low: float
     high: float
-    method: str  # clustered-t | jackknife-t | bootstrap-bca
+    method: str  # clopper-pearson | korn-graubard | jackknife-logit-t | permutation
     cases: int
-    df: int | None  # the t interval's degrees of freedom
-    resamples: int | None  # the bootstrap's usable resamples
+    df: int | None  # the t quantile's degrees of freedom, where one enters
+    resamples: int | None  # the Monte Carlo patterns a comparison's interval rests on (None: exact)
+
+
+class Variance(_Strict):
+    """A metric's uncertainty split between cases and runs (`estimates.variance`)."""
+
+    per_case: float
+    between: float | None
+    within: float | None
 
 
 class MetricSummary(_Strict):
@@ -121,6 +133,7 @@ class MetricSummary(_Strict):
     se: float | None
     ci: Interval | None
     ci_reason: str | None
+    variance: Variance | None = None
 
 
 class TaskSummary(_Strict):
@@ -194,6 +207,36 @@ class Group(_Strict):
     usage: Usage
 
 
+class PairedVariance(_Strict):
+    """A paired difference's per-case variance split between cases and runs (`plan.paired_variance`)."""
+
+    per_case: float
+    between: float | None
+    within: float | None  # the two models' within-case variances, summed
+    runs: int
+
+
+class PlanRow(_Strict):
+    a: str
+    b: str | None  # None: a model compared with nothing, planned against one of its own variance
+    task: str
+    metric: str
+    headline: bool
+    between: float | None
+    within: float | None
+    cases: dict[str, int]  # runs of each model -> cases needed
+
+
+class Plan(_Strict):
+    """`report --plan DELTA`: the cases needed, per runs of each model (`statistics.plan`)."""
+
+    delta: float
+    alpha: float
+    power: float
+    runs: list[int]
+    rows: list[PlanRow]
+
+
 class Side(_Strict):
     model: str
     group_key: str
@@ -210,12 +253,15 @@ class Difference(_Strict):
     p_value: float | None
     p_floor: bool
     test: str | None
+    test_runs: int
     p_reason: str | None
     t: float | None
     df: int | None
     correlation: float | None
     mdd: float | None
+    mdd_reason: str | None
     p_adjusted: float | None
+    variance: PairedVariance | None
 
 
 class Comparison(_Strict):
@@ -246,3 +292,4 @@ class Report(_Strict):
     groups: list[Group]
     comparisons: list[Comparison]
     bootstrap: Bootstrap
+    plan: Plan | None = None

@@ -18,7 +18,8 @@ from lexpilot_batch.report import results
 from lexpilot_batch.report.build import build_report
 from lexpilot_batch.report.formats import check_format, render
 from lexpilot_batch.report.formats.viewer import CaseFacts, viewer_data
-from lexpilot_batch.report.statistics import bootstrap
+from lexpilot_batch.report.judge_calls import load_judge_calls
+from lexpilot_batch.report.statistics import compare
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.price_memory import prices_for
 
@@ -34,9 +35,10 @@ class ReportOptions:
     prices: Prices | None = None
     batch_discount: float = DEFAULT_BATCH_DISCOUNT
     baseline: str | None = None
-    adjust: str = "none"  # `--adjust`: none, or holm over each comparison's metrics
+    adjust: str = compare.DEFAULT_ADJUST  # `--adjust`: holm over the report's comparisons, or none
     resamples: int | None = None
     seed: int | None = None
+    plan: float | None = None  # `--plan DELTA`
     figures: Path | None = None
 
 
@@ -55,17 +57,20 @@ def produce_report(root: Path | None, options: ReportOptions) -> ProducedReport:
         prices = prices_for(ws, dict(options.prices) if options.prices is not None else None)
         # The HTML page's per-case viewer shows whole records; every other format reads scores only.
         runs = results.load_run_results(ws, options.run_id, options.model, texts=html)
-        facts = _case_facts(ws.store.conn, [(r.run_id, r.model) for r in runs]) if html else None
+        keys = [(r.run_id, r.model) for r in runs]
+        facts = _case_facts(ws.store.conn, keys) if html else None
+        judges = load_judge_calls(ws.store.conn, keys) if html else None
     if not options.partial:
         results.check_complete(runs, "report what is scored", root)
     built = build_report(
         runs,
         prices,
         batch_discount=options.batch_discount,
-        resamples=bootstrap.DEFAULT_RESAMPLES if options.resamples is None else options.resamples,
-        seed=bootstrap.DEFAULT_SEED if options.seed is None else options.seed,
+        resamples=compare.DEFAULT_RESAMPLES if options.resamples is None else options.resamples,
+        seed=compare.DEFAULT_SEED if options.seed is None else options.seed,
         baseline=options.baseline,
         adjust=options.adjust,
+        plan=options.plan,
     )
     produced = ProducedReport("")
     if options.figures is not None:
@@ -79,7 +84,7 @@ def produce_report(root: Path | None, options: ReportOptions) -> ProducedReport:
                 f"--prices names {name!r}, which is no model of this workspace's runs ({', '.join(sorted(served))}); "
                 "its price is not used (a misspelt name? the model it meant is priced from the bundled table)"
             )
-    viewer = viewer_data(runs, built, facts) if html else None
+    viewer = viewer_data(runs, built, facts, judges) if html else None
     produced.text = render(built, options.format, viewer)
     return produced
 

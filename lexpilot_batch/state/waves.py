@@ -471,7 +471,8 @@ def close_finished_waves(ws: Workspace) -> None:
 
 def work_left(ws: Workspace) -> dict[str, int]:
     """Files to submit, files in flight (of them, waiting for the user: manual; held: their
-    download stayed damaged, `engine.downloads`), active threads."""
+    download stayed damaged, `engine.downloads`), active threads, and all threads (the study's
+    size: its progress is how many are no longer active)."""
     db = ws.store.conn
 
     def count(sql: str, *params: object) -> int:
@@ -483,4 +484,5 @@ def work_left(ws: Workspace) -> dict[str, int]:
         "waiting_manual": count("SELECT COUNT(*) FROM files WHERE status = ? AND backend = 'manual'", SUBMITTED),
         "held": count("SELECT COUNT(*) FROM files WHERE status = ? AND held IS NOT NULL", DOWNLOADED),
         "active_threads": count(f"SELECT COUNT(*) FROM threads WHERE status = '{ThreadState.ACTIVE}'"),
+        "threads": count("SELECT COUNT(*) FROM threads"),
     }

@@ -22,7 +22,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from lexpilot_batch.errors import LexpilotError, NoSpace, ReadOnlyWorkspace, WorkspaceBusy
-from lexpilot_batch.state import instances
+from lexpilot_batch.state import instances, writer
 from lexpilot_batch.state.store import DB_NAME, Store
 from lexpilot_batch.util.fileio import TMP_SUFFIX, unlink_quietly
 
@@ -80,6 +80,8 @@ def command_hint(args: str, root: Path | str | None = None) -> str:
 # What a workspace holds at its root: what a failed first `prepare` that recorded nothing takes away.
 _PARTS = ("state", "requests", "responses", "runs")
 LOCK_NAME = "writer.lock"  # under state/: held by the one command that writes
+# How long a writer waits for the lock: long enough for `status` to have tried it (`writer.busy`).
+LOCK_WAIT = 1.0
 # The folders a command writes files into through a temporary name beside the final one: a file of
 # these names found there under the writer lock is the leftover of a command that was stopped.
 _WRITTEN = ("requests", "responses", "runs")
@@ -154,8 +156,9 @@ class Workspace:
         if self.writable:
             try:
                 self.state_dir.mkdir(parents=True, exist_ok=True)
-                self._lock = FileLock(str(self.state_dir / LOCK_NAME), timeout=0)
+                self._lock = FileLock(str(self.state_dir / LOCK_NAME), timeout=LOCK_WAIT)
                 self._lock.acquire()
+                writer.record(self.state_dir)
                 if self.created and (self.state_dir / DB_NAME).exists():
                     # Another command made this workspace between our look and our lock (and has
                     # finished): it is its, never this command's to take back.
@@ -163,7 +166,7 @@ class Workspace:
             except Timeout:
                 self._lock = None
                 raise WorkspaceBusy(
-                    f"{self.root}: another lexpilot-batch command is writing to this workspace; "
+                    f"{self.root}: {writer.described(self.state_dir)} is writing to this workspace; "
                     "wait for it to finish (or stop it) and run this command again"
                 ) from None
             except OSError as exc:
@@ -198,6 +201,7 @@ class Workspace:
 
     def _release(self) -> None:
         if self._lock is not None:
+            writer.forget(self.state_dir)
             self._lock.release()
             self._lock = None
 

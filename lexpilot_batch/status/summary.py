@@ -19,10 +19,11 @@ from lexpilot_batch.engine.downloads import held_advice
 from lexpilot_batch.engine.tail import flex_refused
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
+from lexpilot_batch.state import writer
 from lexpilot_batch.state.queries import check_run_filters, measured_batch_seconds
 from lexpilot_batch.state.states import FileState, RequestState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in, work_left
-from lexpilot_batch.state.workspace import Workspace, command_hint
+from lexpilot_batch.state.workspace import LOCK_NAME, Workspace, command_hint
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.columns import aligned
 from lexpilot_batch.util.redaction import redact_cut
@@ -207,6 +208,12 @@ def next_command(ws: Workspace, left: dict[str, int], failed: int, has_runs: boo
     wait = ws.command("poll-and-advance --submit --wait")
     if not has_runs:
         return command_hint("prepare --stage all --run-id run1 --model M --dataset FILE", ws.given_root), "no runs yet"
+    holder = writer.busy(ws.state_dir, LOCK_NAME)
+    if holder is not None:  # any command that writes would be refused: none is advised
+        return ws.command("status"), (
+            f"{holder} is writing to this workspace; a command that writes is refused until it ends, so check "
+            "again then"
+        )
     if left["waiting_manual"] and left["waiting_manual"] == left["in_flight"]:
         return ws.command("ingest FILE"), "for each output of the files left to you (manual backend)"
     if left["held"] and left["held"] + left["waiting_manual"] == left["in_flight"]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from lexpilot_batch.data.dataset import DatasetFile
 from lexpilot_batch.data.hub import HubFile, is_hub_url, parse_hub_url
 from lexpilot_batch.errors import ConfigError, DataError
+from lexpilot_batch.util.text import counted
 
 if TYPE_CHECKING:
     from lexpilot_batch.study.runs import RunSpec
@@ -123,7 +124,7 @@ def dataset_changes(db: sqlite3.Connection, old_sha256: str, dataset: DatasetFil
             parts.append(f"{len(numbers)} case{'s' if len(numbers) != 1 else ''} {what} ({shown})")
     if first:
         parts.append(
-            f"the workspace holds the file's first {len(rows)} cases, and it now has {len(new_cases)}: the "
+            f"the workspace holds the file's first {counted(len(rows), 'case')}, and it now has {len(new_cases)}: the "
             f"{len(new_cases) - len(rows)} after them were added since or left out by --limit, and a change among "
             "them cannot be named"
         )

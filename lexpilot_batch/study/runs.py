@@ -39,7 +39,7 @@ from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.values import check_one_value
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import write_atomic
-from lexpilot_batch.util.text import has_unsafe_characters
+from lexpilot_batch.util.text import counted, has_unsafe_characters
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # lexpilot_batch/
 # The code that decides what is asked and how answers are read: changing it changes results. Each
@@ -269,7 +269,9 @@ def manifest_differences(old: dict, new: dict) -> list[str]:
         if name in _INFORMATIVE or old.get(name) == new.get(name):
             continue
         if name == "case_ids":
-            diffs.append(f"case_ids: {len(old.get(name, []))} cases selected before, {len(new.get(name, []))} now")
+            diffs.append(
+                f"case_ids: {counted(len(old.get(name, [])), 'case')} selected before, {len(new.get(name, []))} now"
+            )
         elif isinstance(old.get(name), dict) and isinstance(new.get(name), dict):
             for key in sorted(set(old[name]) | set(new[name])):
                 if old[name].get(key) != new[name].get(key):

@@ -55,3 +55,13 @@ def utf8_streams() -> None:
         if reconfigure is not None and encoding != "utf8":
             with contextlib.suppress(ValueError, OSError):  # a stream already written in another encoding
                 reconfigure(encoding="utf-8", errors="replace")
+
+
+def counted(n: int, noun: str) -> str:
+    """`n` and its noun, singular for one: "1 case", "2 cases", "1,200 cases"."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def ended(text: str) -> str:
+    """`text` as the end of a sentence: a full stop added unless it ends one already ("...?", not "...?.")."""
+    return text if text.rstrip().endswith((".", "?", "!", "。", "？", "！")) else text + "."

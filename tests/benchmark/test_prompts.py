@@ -469,3 +469,19 @@ def test_prompts_equal_str_format_and_their_pieces_join_to_them(history, respons
         for prompt, expected in built:
             assert prompt == expected
             assert isinstance(prompt, prompts.Prompt) and "".join(prompt.parts) == expected
+
+
+def test_a_prompts_file_that_is_not_json_points_to_the_section_that_exists(tmp_path) -> None:
+    """Issue 48 point 8: the error pointed to a README section 'Prompts' that does not exist."""
+    from pathlib import Path
+
+    from lexpilot_batch.errors import DataError
+
+    path = tmp_path / "prompts.json"
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(DataError) as refused:
+        prompts.load_templates(path)
+    doc, section = "docs/dataset.md", "The prompts"
+    assert f"see {doc}, '{section}'" in str(refused.value)
+    text = (Path(__file__).parents[2] / doc).read_text(encoding="utf-8")
+    assert f"\n## {section}\n" in text

@@ -150,7 +150,7 @@ def test_a_limit_above_the_dataset_size_says_all_cases_are_used(tmp_path: Path) 
     n = len(json.loads(resources.sample_dataset().read_text(encoding="utf-8")))
     result = invoke([*PREPARE, "--limit", "1000"], tmp_path / "ws")
     assert result.exit_code == 0, result.output
-    assert f"--limit 1000: the dataset has only {n} cases, so all {n} are used." in result.output
+    assert f"--limit 1000: the dataset has only {n} cases, so all are used." in result.output
 
 
 def test_an_unmapped_cause_against_the_bundled_mapping_says_to_copy_it(tmp_path: Path) -> None:

@@ -95,6 +95,29 @@ def test_a_sigterm_a_finalizer_swallows_still_stops_the_command(tmp_path):
 
 
 @posix_only
+def test_a_sigterm_a_library_turns_into_its_own_error_still_stops_the_command(tmp_path):
+    """Landing inside a library that catches what is raised there and raises its own error
+    (pydantic-core building a schema while the openai SDK loads: `SchemaError: Error building
+    ... Terminated`), the SIGTERM came out as that error: a traceback and rc 1, seen once in 200
+    in the start-up campaign. An error a body ends with after a SIGTERM arrived is its consequence."""
+    root = _prepared(tmp_path / "ws")
+    setup = (
+        "import signal\n"
+        "import lexpilot_batch.status.summary as summary\n"
+        "real = summary.summarize\n"
+        "def summarize(*args, **kwargs):\n"
+        "    try:\n"
+        "        signal.raise_signal(signal.SIGTERM)\n"
+        "    except BaseException as caught:  # as a library's own error handling does\n"
+        "        raise RuntimeError(f'Error building serializer: {caught!r}') from None\n"
+        "    return real(*args, **kwargs)\n"
+        "summary.summarize = summarize\n"
+    )
+    done = _cli_with(setup, "status", "--root", str(root))
+    assert (done.returncode, done.stderr) == (TERMINATED_EXIT, TERMINATED + "\n")
+
+
+@posix_only
 def test_a_waiting_command_stopped_by_sigterm_says_how_to_resume_and_keeps_its_batches(tmp_path):
     root = _prepared(tmp_path / "ws")
     command = [sys.executable, "-m", "lexpilot_batch", "poll-and-advance", "--submit", "--wait", "--poll-interval"]

@@ -127,7 +127,8 @@ def test_single_run_has_undefined_sd():
 
 def test_json_shape_is_exactly_as_documented():
     report = build_report(two_runs(), prices={"eval": {"input": 1, "output": 2}})
-    assert set(report) == {"groups", "comparisons", "bootstrap"}
+    assert set(report) == {"groups", "comparisons", "bootstrap", "plan"}
+    assert report["plan"] is None  # without --plan
     assert set(report["bootstrap"]) == {"resamples", "seed", "level", "method", "test", "adjust", "thresholds"}
     group = only_group(report)
     assert set(group) == {
@@ -155,7 +156,19 @@ def test_json_shape_is_exactly_as_documented():
         assert set(task) == {"overall", "by_class", "n", "partial", "missing", "failed"}
         for summaries in [task["overall"], *task["by_class"].values()]:
             for summary in summaries.values():
-                assert set(summary) == {"mean", "sd", "n_defined", "per_run", "n", "cases", "se", "ci", "ci_reason"}
+                assert set(summary) == {
+                    "mean",
+                    "sd",
+                    "n_defined",
+                    "per_run",
+                    "n",
+                    "cases",
+                    "se",
+                    "ci",
+                    "ci_reason",
+                    "variance",
+                }
+                assert summary["variance"] is None or set(summary["variance"]) == {"per_case", "between", "within"}
                 assert summary["ci"] is None or set(summary["ci"]) == {
                     "low",
                     "high",
@@ -303,6 +316,7 @@ def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
         "se": None,
         "ci": None,
         "ci_reason": None,  # undefined needs no reason beyond itself
+        "variance": None,
     }
     table = render(report, "table")
     overall = next(line for line in table.splitlines() if line.lstrip().startswith("overall"))
@@ -310,7 +324,7 @@ def test_undefined_is_rendered_as_undefined_never_as_zero_or_nan():
     assert "— undefined: its denominator is zero" in table
     markdown = render(report, "markdown")
     assert "| model-a | 2 | undefined |" in markdown  # the main table: Gold LJP QWK
-    assert "| overall (1 cases) | model-a | 2 | undefined | 1.0000 ± 0.0000 [few cases] |" in markdown
+    assert "| overall (1 case) | model-a | 2 | undefined | 1.0000 ± 0.0000 [few cases] |" in markdown
     assert "- undefined: its denominator is zero" in markdown
     latex = render(report, "latex")
     assert r"model-a & 2 & -- \\" in latex
@@ -332,12 +346,12 @@ def test_a_task_with_no_finished_record_reads_no_records_not_undefined():
     assert only_group(report)["tasks"]["ljp_gold"]["n"] == {"run1": 0}
     markdown = render(report, "markdown")
     assert "| model-a | 1 | 1.0000 | n/a † |" in markdown  # the main table: Gold LJP's QWK
-    assert "| overall (1 cases) | model-a | 0 | n/a † | n/a † |" in markdown  # Gold LJP's own table
+    assert "| overall (1 case) | model-a | 0 | n/a † | n/a † |" in markdown  # Gold LJP's own table
     assert "undefined" not in markdown
     assert "- n/a: no records (task not run, none of its cases finished, or class not represented in it)." in markdown
     table = render(report, "table")
     gold = table.split("Gold LJP (")[1].splitlines()
-    assert gold[2].split() == ["overall", "(1", "cases)", "model-a", "0", "n/a", "*", "n/a", "*"]
+    assert gold[2].split() == ["overall", "(1", "case)", "model-a", "0", "n/a", "*", "n/a", "*"]
     assert "—" not in table and "n/a: no records" in table
     latex = render(report, "latex")
     assert r"model-a & 1 & 100.0 & n/a$^\dagger$ \\" in latex and "--: undefined" not in latex
@@ -401,8 +415,9 @@ def test_csv_is_tidy_one_numeric_value_per_row():
     six = [run(f"run{i}", {"dcg": dcg(*[(FAMILY, k % i == 0) for k in range(6)])}) for i in (1, 2)]
     rows6 = list(csv.DictReader(io.StringIO(render(build_report(six), "csv"))))
     success = {r["run"]: r for r in rows6 if (r["class"], r["metric"]) == ("overall", "success_rate")}
-    assert list(success) == ["run1", "run2", "mean", "sd", "se", "ci_low", "ci_high"]
-    assert {(success[k]["n"], success[k]["unit"]) for k in ("se", "ci_low", "ci_high")} == {("6", "cases")}
+    assert list(success) == ["run1", "run2", "mean", "sd", "se", "ci_low", "ci_high", "var_between", "var_within"]
+    kinds = ("se", "ci_low", "ci_high", "var_between", "var_within")
+    assert {(success[k]["n"], success[k]["unit"]) for k in kinds} == {("6", "cases")}
     assert success["se"]["few_cases"] == "false"
     qwk = {
         r["run"]: r["value"] for r in rows if (r["task"], r["class"], r["metric"]) == ("ljp_direct", "overall", "qwk")

@@ -42,6 +42,7 @@ TABLES = {
         ("stored_bytes", "INTEGER", 1, 0),
         ("at", "REAL", 1, 0),
     ],
+    "judge_words": [("request_pk", "INTEGER", 0, 1), ("raw", "TEXT", 0, 0), ("reasoning", "TEXT", 0, 0)],
     "files": [
         ("pk", "INTEGER", 0, 1),
         ("wave", "INTEGER", 1, 0),
@@ -189,6 +190,7 @@ FOREIGN_KEYS = {
     ("requests", "run_pk", "runs", "pk"),
     ("requests", "file_pk", "files", "pk"),
     ("other_batches", "file_pk", "files", "pk"),
+    ("judge_words", "request_pk", "requests", "pk"),
 }
 
 
@@ -226,6 +228,7 @@ MIGRATION_NAMES = [
     "0014_provider_times",
     "0015_instances",
     "0016_cancel_asked",
+    "0017_judge_words",
 ]
 
 

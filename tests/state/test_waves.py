@@ -185,6 +185,7 @@ def test_work_left_counts_files_to_send_files_in_flight_and_active_threads(ws: W
         "waiting_manual": 0,
         "held": 0,
         "active_threads": 2,
+        "threads": 2,
     }
     assert waves.has_open_files(ws.store.conn)
     submitted(ws, first["pk"])
@@ -197,6 +198,7 @@ def test_work_left_counts_files_to_send_files_in_flight_and_active_threads(ws: W
         "waiting_manual": 1,
         "held": 0,
         "active_threads": 2,
+        "threads": 2,
     }
     waves.set_file(ws, first["pk"], status=FileState.INGESTED)
     waves.set_file(ws, second["pk"], status=FileState.LOST)

@@ -32,6 +32,7 @@ from lexpilot_batch.providers.bodies.schema import TYPE, UNKNOWN, Problem
 from lexpilot_batch.providers.prefixes import ModelName
 from lexpilot_batch.providers.registry import BARE, PROVIDERS, api_spec
 from lexpilot_batch.providers.spec import COMPATIBLE, Provider
+from lexpilot_batch.util.text import ended
 
 
 def _provider(prefix: str | None) -> Provider | None:
@@ -122,7 +123,7 @@ def check_role_body(
     missing = model_names.model_problem(model_route(api, prefix), name.sent)
     if missing is not None:
         raise ConfigError(
-            f"{name.name} ({role} role): the model {name.sent!r} is refused: {missing}. Nothing was compiled; "
+            f"{name.name} ({role} role): the model {name.sent!r} is refused: {ended(missing)} Nothing was compiled; "
             "check the model's name (--model, --user-model, --judge-model or the model list)"
         )
     unlisted = model_names.catalogue_problem(name.provider, name.sent) if name.provider is not None else None
@@ -137,6 +138,6 @@ def check_role_body(
         return
     shown = "; ".join(str(p) for p in found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
     raise ConfigError(
-        f"{name.name} ({role} role): the request body is refused by its API's contract: {shown}. Nothing was "
+        f"{name.name} ({role} role): the request body is refused by its API's contract: {ended(shown)} Nothing was "
         f"compiled; change the option that set it ({option} {name.name}:FIELD=VALUE, or =null to remove a field)"
     )

@@ -19,9 +19,13 @@ u). What each row says is `tasks.Task.outcome` of the record, the one home of "w
 In the CSV, lists are joined with `|` and booleans are `true`/`false`; a field a task does not
 have is an empty cell; a text cell that would start a formula in a spreadsheet (a case number such
 as `=cmd|' /C calc'!A0`, a model or run name beginning with `=`, `+`, `-` or `@`) is written with a
-`'` before it (`spreadsheet`). In the JSONL they are JSON values, absent fields are left out, and each
-LJP row also has `verdicts`: [{"claim", "gold", "predicted"}, ...]. Files are UTF-8 and reach the
-output folder together or not at all (`output.export_folder`); exporting twice gives the same bytes.
+`'` before it (`spreadsheet`). In the JSONL they are JSON values, absent fields are left out, each
+LJP row also has `verdicts`: [{"claim", "gold", "predicted"}, ...], and every row has
+`judge_calls`: each attempt of each judge step of the record, in step and attempt order
+(`judge_calls.JudgeCall.to_json`: judge, step, attempt, status, decision, why it was rejected, the
+judge's whole output and its reasoning), so a malformed answer stands before the retry that was
+used. Files are UTF-8 and reach the output folder together or not at all (`output.export_folder`);
+exporting twice gives the same bytes.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.document import RunResults
 from lexpilot_batch.report.exports.output import export_folder
+from lexpilot_batch.report.judge_calls import JudgeCalls, calls_of
 from lexpilot_batch.util.spreadsheet import CSV_FILE_ENCODING, csv_text
 
 COLUMNS = (
@@ -60,9 +65,11 @@ COLUMNS = (
 )
 
 
-def case_rows(runs: list[RunResults]) -> Iterator[dict[str, Any]]:
-    """One dict per finished record of `runs` (whole records), in export order."""
+def case_rows(runs: list[RunResults], judges: JudgeCalls | None = None) -> Iterator[dict[str, Any]]:
+    """One dict per finished record of `runs` (whole records), in export order; with `judges`
+    (`judge_calls.load_judge_calls` of the same runs), each with its judge calls."""
     for run in runs:
+        run_calls = (judges or {}).get((run.run_id, run.model), {})
         for task in TASKS:
             if task not in run.tasks:
                 continue
@@ -82,13 +89,16 @@ def case_rows(runs: list[RunResults]) -> Iterator[dict[str, Any]]:
                     "group_key": run.group_key,
                     "bundled_sample": run.bundled_sample,
                     "task": task,
-                    "case_number": case,
+                    # As the dataset has it: a number stays a number in the JSONL (the record keeps its type).
+                    "case_number": record.get("case_number", case),
                     "variant": str(outcome.get("history_type", ""))[:1],
                     "cause_class": cls,
                     **outcome,
                 }
                 if TASKS[task].unit == "claims":
                     row["verdicts"] = verdicts
+                if judges is not None:
+                    row["judge_calls"] = [c.to_json() for c in calls_of(run_calls, task, case, row["variant"])]
                 yield row
 
 
@@ -100,9 +110,10 @@ def _csv_cell(value: Any) -> Any:
     return "" if value is None else value
 
 
-def export_cases(runs: list[RunResults], out_dir: Path) -> list[Path]:
-    """Write `cases.csv` and `cases.jsonl` for `runs` under `out_dir`; returns the two files."""
-    rows = list(case_rows(runs))
+def export_cases(runs: list[RunResults], out_dir: Path, judges: JudgeCalls | None = None) -> list[Path]:
+    """Write `cases.csv` and `cases.jsonl` for `runs` under `out_dir` (with `judges`, the JSONL
+    rows' `judge_calls`); returns the two files."""
+    rows = list(case_rows(runs, judges))
     table = csv_text(COLUMNS, ([_csv_cell(row.get(column)) for column in COLUMNS] for row in rows))
     jsonl = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     written = []

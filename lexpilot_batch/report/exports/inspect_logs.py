@@ -71,6 +71,8 @@ class Call:
     model: str
     status: str
     text: str | None
+    raw: str | None  # a judge's whole output, malformed or not (`state.judge_words`)
+    reasoning: str | None  # and its reasoning, where the API returned it apart
     value: Any
     error: str | None
     prompt_tokens: int
@@ -145,7 +147,8 @@ class _RunSource:
         for r in db.execute(
             "SELECT q.case_idx, q.step, q.attempt, q.role, q.model, q.status, q.text, q.value, q.error,"
             " q.prompt_tokens, q.completion_tokens, q.reasoning_tokens, q.cached_tokens, q.cache_write_tokens,"
-            " f.backend, f.submitted_at, f.finished_at FROM requests q JOIN files f ON f.pk = q.file_pk"
+            " f.backend, f.submitted_at, f.finished_at, w.raw, w.reasoning FROM requests q"
+            " JOIN files f ON f.pk = q.file_pk LEFT JOIN judge_words w ON w.request_pk = q.pk"
             f" WHERE q.run_pk = ? AND q.status != '{RequestState.PENDING}' ORDER BY q.case_idx, q.pk",
             (row["pk"],),
         ):
@@ -157,6 +160,8 @@ class _RunSource:
                     model=r["model"],
                     status=r["status"],
                     text=r["text"],
+                    raw=r["raw"],
+                    reasoning=r["reasoning"],
                     value=json.loads(r["value"]) if r["value"] is not None else None,
                     error=r["error"],
                     prompt_tokens=r["prompt_tokens"] or 0,
@@ -351,7 +356,8 @@ class _Log:
             value = {k: int(outcome[k]) for k in ("correct", "claims_correct", "claims")}
             answer = " / ".join(outcome["predicted"])
         explanation = "\n\n".join(
-            f"{c.step} (attempt {c.attempt}, {c.status}):\n{c.text if c.text is not None else c.error or ''}"
+            f"{c.step} (attempt {c.attempt}, {c.status}{': ' + c.error if c.error else ''}):\n"
+            f"{c.raw if c.raw is not None else c.text if c.text is not None else ''}"
             for c in judge_calls
         )
         judge = [
@@ -360,7 +366,8 @@ class _Log:
                 "attempt": c.attempt,
                 "status": c.status,
                 "model": self.model_of["judge"],
-                "output": c.text,
+                "output": c.raw if c.raw is not None else c.text,
+                "reasoning": c.reasoning,
                 "decision": c.value,
                 "error": c.error,
             }

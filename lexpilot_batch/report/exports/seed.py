@@ -12,7 +12,11 @@ layout.
 
 and, beside the manifest, `runs/<run-id>/<model>/export.json`: what the layout has no place for
 (whether the run used the bundled sample dataset, the cause-class mapping its `cause_class`
-fields come from, each task's missing and failed cases).
+fields come from, each task's missing and failed cases), and `judge_calls.jsonl`: the judges' own
+words, which the original code did not keep (its records hold the labels and verdicts only). One
+line per attempt of each judge step of every case of the run, in case, step and attempt order:
+`{"case_number", **judge_calls.JudgeCall.to_json()}`, so that a rejected answer stands before
+the retry that was used.
 
 `<run-id>` and `<model>` are the names themselves when they are safe file names everywhere, as the
 original code writes them, and a slug with a hash otherwise (`workspace.seed_name`); names that a
@@ -45,6 +49,7 @@ from lexpilot_batch.data import SAMPLE_NOTE
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import RunResults, TaskRecords
 from lexpilot_batch.report.exports.output import export_folder
+from lexpilot_batch.report.judge_calls import load_judge_calls
 from lexpilot_batch.report.results import check_complete, load_run_results, stored_mapping
 from lexpilot_batch.state.workspace import Workspace, seed_name
 from lexpilot_batch.util.staging import Staged
@@ -159,6 +164,9 @@ def _export(
         writer.write(out_dir / "runs" / where / "manifest.json", text.encode("utf-8"))
         about = _about(db, run, manifest)
         _write_tasks(writer, out_dir, where, run, causes[row["dataset"]])
+        calls = load_judge_calls(db, [(run.run_id, run.model)]).get((run.run_id, run.model), {})
+        said = [{"case_number": case, **c.to_json()} for case, of_case in calls.items() for c in of_case]
+        writer.write(out_dir / "runs" / where / "judge_calls.jsonl", _jsonl(said))
         writer.write(out_dir / "runs" / where / "export.json", _json(about), last=True)
         label = f"{run.run_id} / {run.model}"
         if run.bundled_sample:

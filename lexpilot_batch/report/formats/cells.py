@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lexpilot_batch.report.formats.layout import has_records, task_runs
+from lexpilot_batch.report.statistics.compare import NO_RESAMPLES, UNREACHABLE
 from lexpilot_batch.report.statistics.estimates import FEW_CASES, FLAT, MIN_CASES
 from lexpilot_batch.report.statistics.influence import UNSTABLE
 
@@ -27,13 +28,15 @@ NUMBERS_NOTE = (
 def interval_note(bootstrap: Mapping[str, Any]) -> str:
     """What the "[low, high]" under a value is."""
     return (
-        f"[low, high]: {bootstrap['level']:.0%} confidence interval of the mean over runs, over cases: mean ± "
-        "t × SE with the case-clustered SE (accuracies, DCG success) or the jackknife SE (Macro-F1, F1, QWK), "
-        f"t with cases − 1 degrees of freedom; none below {MIN_CASES} cases."
+        f"[low, high]: {bootstrap['level']:.0%} confidence interval of the mean over runs, over cases: for "
+        "accuracies and DCG success the exact binomial (Clopper-Pearson) interval, at the case-clustered "
+        "effective sample size with several runs or claims (Korn-Graubard); for Macro-F1, F1 and QWK a t "
+        f"interval with the jackknife SE on the logit scale of the metric's range; none below {MIN_CASES} cases."
     )
 
 
-# Why a value has no interval, as a cell shows it, and the note that explains the mark.
+# Why a value has no interval, as a cell shows it, and the note that explains the mark (a reason
+# that carries its numbers, "not reachable: 4 cases differ; ...", is found by what precedes its colon).
 REASON_MARKS = {
     FEW_CASES: ("[few cases]", f"[few cases]: no interval, fewer than {MIN_CASES} cases"),
     FLAT: (
@@ -46,7 +49,20 @@ REASON_MARKS = {
         "[unstable]: no interval, the value is undefined when one of its cases is left out (the jackknife "
         "has no value for it)",
     ),
+    UNREACHABLE: (
+        "[not reachable]",
+        "[not reachable]: no interval of the difference (and no MDD), the permutation test cannot reject at 5% "
+        "with so few cases that differ (k cases allow no p below 2/2^k)",
+    ),
+    NO_RESAMPLES: ("[no resamples]", "[no resamples]: the test and its interval need resamples (--bootstrap 0)"),
 }
+
+
+def reason_key(reason: str | None) -> str | None:
+    """The `REASON_MARKS` key of a reason."""
+    if reason is None or reason in REASON_MARKS:
+        return reason
+    return reason.partition(":")[0]
 
 
 def reason_notes(used: set[str]) -> list[str]:
@@ -101,7 +117,7 @@ class Style:
         ci = entry.get("ci")
         if ci is not None:
             return f"[{number(ci['low'])}, {number(ci['high'])}]"
-        reason = entry.get("ci_reason")
+        reason = reason_key(entry.get("ci_reason"))
         if reason in REASON_MARKS:
             self.used.add(reason)
             return REASON_MARKS[reason][0]

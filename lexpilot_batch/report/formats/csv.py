@@ -5,11 +5,13 @@ Columns: model, user_model, judge_model, group_key, run, task, class, metric, va
 bundled_sample, cases, few_cases.
 
 - `run` is a run id (that run's value), or `mean`, `sd` (over the runs where the value is
-  defined), `se` (the standard error of the mean), `ci_low`, `ci_high` (its 95% interval).
+  defined), `se` (the standard error of the mean), `ci_low`, `ci_high` (its 95% interval),
+  `var_between`, `var_within` (its variance split between cases and runs, with two runs or more:
+  `estimates.variance`).
 - `class` is `overall` or a cause class.
 - `n` counts what `unit` names: for a run's value its histories, cases or claims (the task's unit;
   cases for the interaction statistics), for `mean` and `sd` the runs the value is defined in, for
-  `se`, `ci_low` and `ci_high` the cases they rest on.
+  `se`, `ci_low`, `ci_high`, `var_between` and `var_within` the cases they rest on.
 - `cases` is the number of cases of the row's class (or of the group, overall), and `few_cases`
   (`true`/`false`) says that it is below what an interval needs (`estimates.MIN_CASES`): such a
   row's value has no `se` and no interval rows, and a filtered CSV still says why.
@@ -74,6 +76,10 @@ def _summary_rows(
     if ci is not None:
         yield "ci_low", _number(ci["low"]), ci["cases"], "cases"
         yield "ci_high", _number(ci["high"]), ci["cases"], "cases"
+    variance = summary.get("variance")
+    if variance is not None and variance["between"] is not None:
+        yield "var_between", variance["between"], summary["cases"], "cases"
+        yield "var_within", variance["within"], summary["cases"], "cases"
 
 
 def tidy_rows(report: Mapping[str, Any]) -> Iterator[dict[str, Any]]:

@@ -244,15 +244,14 @@ def _comparisons(report: Mapping[str, Any]) -> list[str]:
             first = False
     caption = (
         r"Model comparisons ($\times$100): difference of the means over runs, paired by case; 95\% interval, "
-        r"two-sided $p$ (a paired permutation test below "
-        f"{report['bootstrap']['thresholds']['permutation_below']:g}"
-        r" cases, else a paired $t$ or, for Macro-F1 and QWK, bootstrap test)"
+        r"two-sided $p$ of a paired permutation test (sign-flip of per-case differences; for Macro-F1, F1 and "
+        r"QWK, the swap of the models' records of a case)"
         + (
-            r", $p_\mathrm{Holm}$ adjusted over each comparison's metrics"
+            r", $p_\mathrm{Holm}$ adjusted over the report's comparisons (headline metrics one family)"
             if holm
             else ", not corrected for multiple comparisons"
         )
-        + r"; MDD: the difference detected with 80\% power."
+        + r"; MDD: the difference that test detects with 80\% power."
     )
     compared = {side["group_key"] for c in report["comparisons"] for side in (c["a"], c["b"])}
     shown = [g for g in report["groups"] if g["group_key"] in compared]

@@ -5,6 +5,7 @@ tooltip on every bar and cell."""
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
 from lexpilot_batch.report.formats.figures import Bars, Figure, Heatmap, Stacked, Value
 from lexpilot_batch.util.text import display_width
@@ -112,15 +113,45 @@ def _shade(position: float) -> str:
     return f"#{r:02x}{g:02x}{b:02x}"
 
 
+# Column labels (model names) are drawn rotated by this angle: each one's whole name stays inside
+# the figure, which is as wide and as tall as the longest one needs.
+_ANGLE = 35
+_COS, _SIN = 0.819, 0.574
+SCALE_STEPS = 11  # swatches of a panel's colour scale
+
+
+def _scale(panel: Any, x: float, y: float, width: float) -> list[str]:
+    """A panel's colour scale under its grid: swatches from its low to its high value, the ends
+    (and a diverging scale's middle) labelled with the values they stand for."""
+    out = []
+    step = width / SCALE_STEPS
+    for k in range(SCALE_STEPS):
+        value = panel.low + (panel.high - panel.low) * k / (SCALE_STEPS - 1)
+        fill = _shade(panel.position(value))
+        out.append(
+            f'<rect class="scale" x="{x + k * step:.1f}" y="{y:.1f}" width="{step:.1f}" height="8" fill="{fill}" '
+            f'stroke="#ccc" stroke-width="0.5"><title>{value:.2f}</title></rect>'
+        )
+    out.append(_text(x, y + 20, f"{panel.low:g}", "start", 10))
+    if panel.middle is not None:
+        out.append(_text(x + width / 2, y + 20, f"{panel.middle:g}", "middle", 10))
+    out.append(_text(x + width, y + 20, f"{panel.high:g}", "end", 10))
+    return out
+
+
 def heatmap(figure: Heatmap) -> str:
     cell_w, cell_h = 58.0, 22.0
     row_label = max((display_width(r) for r in figure.rows), default=4) * CHAR + 20
-    col_label = max((display_width(c) for c in figure.columns), default=4) * CHAR * 0.75 + 10
+    name_w = max((display_width(c) for c in figure.columns), default=4) * CHAR * 11 / 12
+    col_label = name_w * _SIN + 16
     title_w = max((display_width(p.title) for p in figure.panels), default=0) * CHAR
-    panel_w = max(cell_w * max(len(figure.columns), 1), title_w) + 16
+    n = max(len(figure.columns), 1)
+    grid_w = cell_w * n
+    # The last column's name runs right of its cell's middle: the panel leaves it room.
+    panel_w = max(grid_w, title_w, (n - 0.5) * cell_w + name_w * _COS) + 16
     per_line = max(1, int((900 - row_label) // panel_w))
     lines = (len(figure.panels) + per_line - 1) // per_line
-    panel_h = 20 + col_label + cell_h * len(figure.rows) + 14
+    panel_h = 20 + col_label + cell_h * len(figure.rows) + 40
     width = row_label + panel_w * min(per_line, max(len(figure.panels), 1))
     height = 30 + panel_h * lines
     body = []
@@ -131,9 +162,8 @@ def heatmap(figure: Heatmap) -> str:
         grid_top = py + 20 + col_label
         for ci, column in enumerate(figure.columns):
             cx = px + (ci + 0.5) * cell_w
-            body.append(
-                _text(cx, grid_top - 6, column, "start", 11, f' transform="rotate(-35 {cx:.1f} {grid_top - 6:.1f})"')
-            )
+            turn = f' class="column" transform="rotate(-{_ANGLE} {cx:.1f} {grid_top - 6:.1f})"'
+            body.append(_text(cx, grid_top - 6, column, "start", 11, turn))
         for ri, row in enumerate(figure.rows):
             ry = grid_top + ri * cell_h
             if pi % per_line == 0:
@@ -149,6 +179,7 @@ def heatmap(figure: Heatmap) -> str:
                 ink = "#fff" if value is not None and abs(panel.position(value)) > 0.6 else "#222"
                 label = "–" if value is None else f"{value:.2f}"
                 body.append(_text(cx + cell_w / 2 - 1, ry + 15, label, "middle", 11, f' fill="{ink}"'))
+        body.extend(_scale(panel, px, grid_top + cell_h * len(figure.rows) + 6, min(grid_w - 2, 200.0)))
     return _svg(width, height, figure.title, body, figure.name)
 
 

@@ -18,6 +18,7 @@ from lexpilot_batch.benchmark.tasks import METRIC_TITLES, TASKS
 from lexpilot_batch.report.formats.cells import Style, number_text
 from lexpilot_batch.report.formats.layout import group_label, has_records, task_runs
 from lexpilot_batch.report.statistics.interaction import DCG_ROUNDS
+from lexpilot_batch.util.text import counted
 
 STOP_TITLES = {
     "judgment_round_1": "judgment at round 1",
@@ -79,15 +80,10 @@ def p_text(p: float | None, floor: bool = False) -> str:
 
 # How a comparison's p-value was computed, as its table names it (`compare` documents each).
 TEST_TITLES = {
-    "paired-t": "paired t",
-    "jackknife-t": "jackknife t",
     "sign-flip-exact": "sign-flip, exact",
     "sign-flip-mc": "sign-flip, MC",
     "swap-exact": "swap, exact",
     "swap-mc": "swap, MC",
-    "sign-flip-jackknife-exact": "sign-flip (jackknife), exact",
-    "sign-flip-jackknife-mc": "sign-flip (jackknife), MC",
-    "bootstrap-bca": "bootstrap BCa",
 }
 
 
@@ -118,7 +114,7 @@ def main_table(report: Mapping[str, Any], style: Style) -> Table:
 def _class_cases(groups: Sequence[Mapping[str, Any]], cls: str | None) -> str:
     counts = {g["cases"]["total"] if cls is None else g["cases"]["by_class"].get(cls) for g in groups}
     counts.discard(None)
-    return f" ({counts.pop():,} cases)" if len(counts) == 1 else ""
+    return f" ({counted(counts.pop(), 'case')})" if len(counts) == 1 else ""
 
 
 def task_table(report: Mapping[str, Any], task_name: str, style: Style) -> Table:
@@ -198,15 +194,16 @@ def comparison_table(report: Mapping[str, Any], style: Style) -> Table | None:
 def comparison_note(report: Mapping[str, Any]) -> str:
     b = report["bootstrap"]
     adjusted = (
-        "p (Holm): adjusted over each comparison's metrics (family-wise 5%)"
+        "p (Holm): adjusted over the report's comparisons, the headline metrics one family and the others "
+        "another (family-wise 5% each)"
         if b["adjust"] == "holm"
         else "p not corrected for multiple comparisons (--adjust holm)"
     )
     return (
-        "difference of the means over runs, paired by case; p: two-sided, by the test named (a permutation "
-        f"test below {b['thresholds']['permutation_below']:g} cases); {adjusted}; r: correlation of the two "
-        "models' per-case scores; MDD: the difference a 5% test detects with 80% power; <x: the "
-        f"{b['resamples']:,} resamples cannot resolve a p below x"
+        "difference of the means over runs, paired by case; p: two-sided, by the paired permutation test named "
+        "(on as many runs of each model); 95% CI: the differences that test would not reject; "
+        f"{adjusted}; r: correlation of the two models' per-case scores; MDD: the difference that test detects "
+        f"with 80% power at 5%; <x: the {b['resamples']:,} resamples cannot resolve a p below x"
     )
 
 
@@ -265,6 +262,82 @@ def per_run_table(report: Mapping[str, Any], style: Style) -> Table | None:
     return table
 
 
+def variance_table(report: Mapping[str, Any]) -> Table | None:
+    """Where each headline metric's uncertainty comes from: between cases or within them (runs)."""
+    rows: list[list[Cell]] = []
+    starts = []
+    groups = report["groups"]
+    for g in groups:
+        first = True
+        for t in report_tasks(report):
+            task = g["tasks"].get(t)
+            if task is None:
+                continue
+            s = task["overall"][TASKS[t].headline]
+            v = s.get("variance")
+            if not v or not s["se"]:
+                continue
+            if first:
+                starts.append(len(rows))
+            k = len(g["runs"])
+            cells = [Cell(group_label(g, groups) if first else ""), Cell(metric_title(t, TASKS[t].headline))]
+            cells.append(Cell(number_text(s["se"])))
+            if v["between"] is None or v["within"] is None:
+                cells += [Cell(""), Cell(""), Cell(""), Cell(""), Cell(number_text(s["se"] / 2**0.5))]
+            else:
+                # Shares of the fitted split (between + within / k: `between` is cut at 0, so it
+                # can exceed the measured per-case variance), applied to the measured SE.
+                fitted = v["between"] + v["within"] / k
+                runs_share = v["within"] / k / fitted if fitted else 0.0
+                doubled = (v["between"] + v["within"] / (2 * k)) / fitted if fitted else 1.0
+                cells += [
+                    Cell(number_text(v["between"] ** 0.5)),
+                    Cell(number_text(v["within"] ** 0.5)),
+                    Cell(f"{100 * runs_share:.0f}%"),
+                    Cell(number_text(s["se"] * doubled**0.5)),
+                    Cell(number_text(s["se"] / 2**0.5)),
+                ]
+            rows.append(cells)
+            first = False
+    if not rows:
+        return None
+    header = ["Model", "Metric", "SE", "between cases", "within cases", "from runs", "SE, 2× runs", "SE, 2× cases"]
+    note = (
+        "the SE of each headline metric split: SE² = (between² + within² / runs) / cases, between: the SD of a "
+        "case's true value across cases, within: the SD of a case's value from run to run; from runs: the share "
+        "of SE² the runs could still remove (none with one run: the two cannot be told apart)"
+    )
+    table = Table("variance", "Where the uncertainty comes from", header, rows, "llrrrrrr", note)
+    table.groups = starts
+    return table
+
+
+def plan_table(report: Mapping[str, Any]) -> Table | None:
+    """`--plan DELTA`: the cases each headline comparison needs at 1, 3, 5 and 10 runs of each model."""
+    plan = report.get("plan")
+    if not plan:
+        return None
+    runs = [str(k) for k in plan["runs"]]
+    rows = []
+    for row in plan["rows"]:
+        if not row["headline"]:
+            continue
+        name = f"{row['a']} − {row['b']}" if row["b"] is not None else f"{row['a']} − a model like it"
+        cells = [Cell(name), Cell(metric_title(row["task"], row["metric"]))]
+        cells += [Cell(f"{row['cases'][k]:,}" if k in row["cases"] else "") for k in runs]
+        rows.append(cells)
+    if not rows:
+        return None
+    header = ["Comparison", "Metric", *(f"{k} run{'s' if k != '1' else ''}" for k in runs)]
+    note = (
+        f"the cases a paired comparison needs to detect a difference of {plan['delta']:g} with "
+        f"{plan['power']:.0%} power in a two-sided {plan['alpha']:.0%} test, per runs of each model, at the "
+        "variance measured here (a model compared with nothing: against another of its own variance, "
+        "uncorrelated; one run measured: that many runs only)"
+    )
+    return Table("plan", "Plan", header, rows, "ll" + "r" * len(runs), note)
+
+
 def tables(report: Mapping[str, Any], style: Style) -> list[Table]:
     """Every table, in the order the text formats show them."""
     if not report["groups"]:
@@ -274,6 +347,9 @@ def tables(report: Mapping[str, Any], style: Style) -> list[Table]:
     comparison = comparison_table(report, style)
     if comparison is not None:
         out.append(comparison)
+    for extra in (variance_table(report), plan_table(report)):
+        if extra is not None:
+            out.append(extra)
     out += interaction_tables(report, style)
     runs = per_run_table(report, style)
     if runs is not None:

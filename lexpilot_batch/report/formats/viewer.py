@@ -19,18 +19,23 @@ every history once in `histories`, and items refer to them by index:
      "tasks": [[task, title], ...], "groups": [{"label", "model", "runs": [run id, ...]}, ...],
      "cases": [[case number, class, [focal point's string index, ...], key details' string index
                 or -1], ...],
-     "items": [[group, run, task, case, variant, history, turns, outcome], ...]}
+     "items": [[group, run, task, case, variant, history, turns, outcome, judges], ...]}
 
-`turns` is [[who, string index, tag], ...] with who "a" (a LexAwN response, tag the classifier's
-label), "q" (a forced DCG clarification question, tag the DCG judge's decision), "u" (a User Model
-reply), "p" (a direct prediction: Direct or Gold LJP) or "f" (the forced final prediction), and tag
-"" where no judge labels it. `outcome` is `Task.outcome` with an LJP record's claims as
-`verdicts`: [[claim text's string index, gold, predicted], ...].
+`turns` is [[who, string index, tag, judge step], ...] with who "a" (a LexAwN response, tag the
+classifier's label), "q" (a forced DCG clarification question, tag the DCG judge's decision), "u"
+(a User Model reply), "p" (a direct prediction: Direct or Gold LJP) or "f" (the forced final
+prediction), tag "" where no judge labels it, and judge step the key of the judge step that
+tagged it (or ""). `outcome` is `Task.outcome` with an LJP record's claims as `verdicts`: [[claim
+text's string index, gold, predicted], ...]. `judges` is every judge call of the record
+(`judge_calls`), each attempt as [judge, step, attempt, status, decision, rejected, raw,
+reasoning] (the last three string indexes, -1 for none): the page shows a turn's calls under it,
+collapsed, each attempt's whole output and why a rejected one was rejected, and the verdict
+extractor's under the verdicts.
 
 The page (`VIEWER_HTML`, `VIEWER_SCRIPT`, `VIEWER_CSS`, embedded by `html`): pick a model, run and
 task, filter by class, stop reason and result, search by case number or any text of the case, and
-read one case; the address bar keeps the link of the case on screen (`#case=...`), and
-`#search=<text>` opens the viewer on a search.
+read one case; the address bar keeps the link of the case on screen (`#case=...`; with `&words`
+after it, its judges' words open), and `#search=<text>` opens the viewer on a search.
 """
 
 from __future__ import annotations
@@ -39,11 +44,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lexpilot_batch.benchmark.protocols import dcg, interaction, lca
 from lexpilot_batch.benchmark.protocols.interaction import FORCED_FINAL
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report.document import RunResults
 from lexpilot_batch.report.formats.layout import group_label
+from lexpilot_batch.report.judge_calls import JudgeCall, JudgeCalls, calls_of
 
 
 @dataclass(frozen=True)
@@ -70,25 +77,46 @@ class _Table:
 
 
 def _turns(task: str, record: Mapping[str, Any], text: _Table) -> list[list]:
+    """Each new turn as [who, string index, tag, the step key of the judge that tagged it or ""]."""
     if task == "lca":
-        return [["a", text(record["response"]), record["label"]]]
+        return [["a", text(record["response"]), record["label"], lca.cls_key(record["history_type"][:1])]]
     if task == "dcg":
         turns = []
-        for r in record["rounds"]:
-            turns.append(["q", text(r["question"]), r["decision"]])
+        for r, judge in zip(record["rounds"], (dcg.Q1_JUDGE, dcg.Q2_JUDGE), strict=False):
+            turns.append(["q", text(r["question"]), r["decision"], judge])
             if "reply" in r:
-                turns.append(["u", text(r["reply"]), ""])
+                turns.append(["u", text(r["reply"]), "", ""])
         return turns
     if task == "ljp_interaction":
         turns = []
-        for r in record["rounds"]:
-            turns.append(["a", text(r["response"]), r["label"]])
+        for k, r in enumerate(record["rounds"], start=1):
+            turns.append(["a", text(r["response"]), r["label"], interaction.label_key(k)])
             if "reply" in r:
-                turns.append(["u", text(r["reply"]), ""])
+                turns.append(["u", text(r["reply"]), "", ""])
         if record["stop_reason"] == FORCED_FINAL:
-            turns.append(["f", text(record["final_response"]), ""])
+            turns.append(["f", text(record["final_response"]), "", ""])
         return turns
-    return [["p", text(record["response"]), ""]]
+    return [["p", text(record["response"]), "", ""]]
+
+
+def _said(decision: Any) -> str:
+    """A judge's validated answer as one line: a label, 是/否, or the verdicts in claim order."""
+    if isinstance(decision, list):
+        return "、".join(map(str, decision))
+    return "" if decision is None else str(decision)
+
+
+def _judge_calls(calls: list[JudgeCall], text: _Table) -> list[list]:
+    """[judge, step, attempt, status, decision, rejected, raw, reasoning] per call, texts as string
+    indexes (-1: none)."""
+
+    def index(value: str | None) -> int:
+        return -1 if value is None else text(value)
+
+    return [
+        [c.judge, c.step, c.attempt, c.status, _said(c.decision), index(c.rejected), index(c.raw), index(c.reasoning)]
+        for c in calls
+    ]
 
 
 def _case_key(case: str, cls: str, facts: CaseFacts | None, text: _Table) -> tuple:
@@ -109,10 +137,12 @@ def viewer_data(
     runs: Sequence[RunResults],
     report: Mapping[str, Any],
     facts: Mapping[tuple[str, str], Mapping[str, CaseFacts]] | None = None,
+    judges: JudgeCalls | None = None,
 ) -> dict[str, Any]:
     """The viewer's data for `runs` (whole records: `results.load_run_results(texts=True)`), with
     groups as `report` (built from the same runs) orders them; `facts` gives, per (run id, model),
-    each case's focal points and key details (`produce._case_facts`)."""
+    each case's focal points and key details (`produce._case_facts`), `judges` its judge calls
+    (`judge_calls.load_judge_calls`)."""
     groups = report["groups"]
     group_of = {
         (g["group_key"], run_id): (gi, ri) for gi, g in enumerate(groups) for ri, run_id in enumerate(g["runs"])
@@ -123,6 +153,7 @@ def viewer_data(
     for run in runs:
         gi, ri = group_of[(run.group_key, run.run_id)]
         run_facts = (facts or {}).get((run.run_id, run.model), {})
+        run_calls = (judges or {}).get((run.run_id, run.model), {})
         for task, task_records in run.tasks.items():
             variants = task_records.records
             for (cls, record), case in zip(variants, task_records.cases, strict=True):
@@ -139,6 +170,7 @@ def viewer_data(
                             history,
                             _turns(task, record, text),
                             _outcome(task, record, text),
+                            _judge_calls(calls_of(run_calls, task, case, variant), text),
                         ]
                     )
                 except (KeyError, TypeError, ValueError) as exc:
@@ -181,6 +213,12 @@ aside.facts { border: 1px solid #e8c37d; background: #fffaf0; border-radius: 8px
 aside.facts h4 { margin: 2px 0 6px; }
 aside.facts ol { margin: 4px 0 8px; padding-left: 20px; }
 .tag.yes { background: #e5f4ea; border-color: #7cc29a; } .tag.no { background: #fbe9e7; border-color: #e39b93; }
+details.judge-words { margin: 4px 0 2px; font-size: 13px; }
+details.judge-words > summary { cursor: pointer; color: #555; }
+.attempt { border-left: 3px solid #7cc29a; margin: 6px 0; padding: 2px 8px; }
+.attempt.rejected { border-left-color: #e39b93; }
+.attempt pre { white-space: pre-wrap; word-break: break-word; margin: 4px 0; font-size: 12px;
+               background: #f6f6f6; padding: 4px 6px; }
 @media (max-width: 800px) { .case-body { grid-template-columns: 1fr; } aside.facts { position: static; } }
 """
 
@@ -326,6 +364,29 @@ VIEWER_SCRIPT = r"""
     }
     return box;
   }
+  var openWords = false;
+  function words(calls) {
+    // A judge step's attempts, collapsed: each one's whole output, and why a rejected one was not used.
+    var rejected = calls.filter(function (c) { return c[3] !== "answered"; }).length;
+    var box = make("details", "judge-words");
+    box.open = openWords;
+    box.appendChild(make("summary", "", "Judge's own words: " + calls.length + " attempt" +
+      (calls.length > 1 ? "s" : "") + (rejected ? " (" + rejected + " rejected)" : "")));
+    calls.forEach(function (c) {
+      var ok = c[3] === "answered", div = make("div", "attempt " + (ok ? "answered" : "rejected"));
+      div.dataset.status = c[3];
+      div.appendChild(make("div", "who", c[0] + " · attempt " + c[2] + " · " +
+        (ok ? "used: " + c[4] : c[3] === "discarded" ? "not needed" : "rejected: " + (c[5] >= 0 ? S[c[5]] : c[3]))));
+      if (c[7] >= 0) {
+        var r = make("details", "reasoning");
+        r.appendChild(make("summary", "", "Reasoning"));
+        r.appendChild(make("pre", "", S[c[7]])); div.appendChild(r);
+      }
+      div.appendChild(c[6] >= 0 ? make("pre", "raw", S[c[6]]) : make("p", "note", "(no output kept)"));
+      box.appendChild(div);
+    });
+    return box;
+  }
   function show(i) {
     var it = D.items[i], o = it[7], task = D.tasks[it[2]][0], box = $("v-case"), c = D.cases[it[3]];
     if (/^#(case=|viewer)/.test(location.hash)) {  // on the viewer's tab: the address shows this case
@@ -359,7 +420,7 @@ VIEWER_SCRIPT = r"""
     });
     det.appendChild(ol); main.appendChild(det);
     main.appendChild(make("h4", "", "New turns"));
-    var turns = turnList("new"), count = {};
+    var turns = turnList("new"), count = {}, placed = {};
     it[6].forEach(function (t) {
       var kind = {a: "response", q: "response", u: "reply", p: "response", f: "forced"}[t[0]];
       var name = t[0] === "p" ? (PREDICTION[task] || TURNS.p) : TURNS[t[0]];
@@ -372,7 +433,10 @@ VIEWER_SCRIPT = r"""
         var yes = t[2] === "是" ? " yes" : t[2] === "否" ? " no" : "";
         head.appendChild(make("span", "tag" + yes, (TAGS[t[0]] || "judge: ") + t[2]));
       }
-      li.appendChild(head); li.appendChild(make("div", "text", S[t[1]])); turns.appendChild(li);
+      li.appendChild(head); li.appendChild(make("div", "text", S[t[1]]));
+      var mine = it[8].filter(function (c) { return t[3] && c[1] === t[3]; });
+      if (mine.length) { li.appendChild(words(mine)); placed[t[3]] = 1; }
+      turns.appendChild(li);
     });
     main.appendChild(turns);
     if (o.verdicts) {
@@ -387,6 +451,8 @@ VIEWER_SCRIPT = r"""
       });
       main.appendChild(make("h4", "", "Verdicts per claim")); main.appendChild(table);
     }
+    var rest = it[8].filter(function (c) { return !placed[c[1]]; });  // the verdict extractor's
+    if (rest.length) main.appendChild(words(rest));
   }
   function refresh(level, preferred) {
     if (level <= 0) fillRuns();
@@ -406,8 +472,9 @@ VIEWER_SCRIPT = r"""
       refresh(0);
       return true;
     }
-    var m = /^#case=(.*)$/.exec(location.hash);
+    var m = /^#case=(.*?)(&words)?$/.exec(location.hash);
     if (!m) return false;
+    openWords = !!m[2];  // "#case=...&words": the case with its judges' words open
     var p = m[1].split("/").map(decodeURIComponent);
     var g = D.groups.findIndex(function (x) { return x.label === p[0]; });
     if (g < 0) return false;

@@ -1,38 +1,45 @@
 """Model comparisons: for groups that differ only in the evaluated model (one `family.Family`), each
 pair's difference of every task metric (mean over runs of A minus that of B), on the cases both
 scored, paired case by case (with `--partial`, where one model scored fewer, `a`, `b` and the
-difference are the means on the cases both scored, and the bootstrap, which draws from every case,
-gives way to the jackknife's t).
+difference are the means on the cases both scored).
 
-Per metric (docs/report.md gives the measurements behind each choice):
+Per metric (docs/report.md gives the measurements behind each choice, `bench/calibration.py`
+makes them):
 
 - `se`: the standard error of the difference, from the per-case differences of the two models'
   influence values (`influence`: case-clustered for per-case additive metrics, jackknife for
-  Macro-F1, F1_U, F1_C and QWK); `correlation`: Pearson's between the two models' per-case
-  influence values (for a per-case mean, their per-case scores); `mdd`: the minimum detectable
-  difference at 80% power (`inference.minimum_detectable`). From `estimates.MIN_CASES` cases.
-- the p-value (`test` names the method):
-  - below `PERMUTATION_BELOW` cases, a paired permutation test: for per-case additive metrics the
-    sign-flip test of the per-case differences (`sign-flip`, exact for any number of cases when
-    the differences lie on a lattice); for the others the two models' records of a case swapped
-    (`swap`, run i of A with run i of B, when both models have the same number of runs: exact
-    over all 2^k patterns of the k cases that differ up to `swap.EXACT_SWAPS`, Monte Carlo beyond), or,
-    when the models have different numbers of runs, the sign-flip test of the differences of the
-    two models' jackknife pseudo-values, the estimate plus each case's influence
-    (`sign-flip-jackknife`, approximate: 4.7-6.7% type-I error at 5% in `stat_sim`'s null);
-  - from there on, the paired t test on the influence differences (`paired-t`, `jackknife-t`;
-    df = cases - 1), or for Macro-F1, F1_U, F1_C and QWK from `BOOTSTRAP_FROM` cases the paired
-    unstratified bootstrap (`bootstrap-bca`: the p-value that inverts its BCa interval).
-- `ci`: the t interval of the difference (`clustered-t`, `jackknife-t`), or the bootstrap's BCa
-  interval where the bootstrap gives the p-value.
-- `p_floor`: the resamples cannot resolve the p-value, which is below `p_value` (2/(B+1) for the
-  bootstrap, 1/(B+1) for a Monte Carlo permutation test); never a p-value at a floor unflagged.
-- `p_adjusted`: with `--adjust holm`, Holm's step-down adjustment over the metrics of the
-  comparison (every task metric with a p-value), which holds the family-wise error at 5%.
+  Macro-F1, F1_U, F1_C and QWK), with `t` = difference / se and df = cases - 1 (descriptive: the
+  test is the permutation test below); `correlation`: Pearson's between the two models' per-case
+  influence values; `variance`: the split `plan` uses. From `estimates.MIN_CASES` cases.
+- `ci` (`permutation`): the differences the test would not tell from this one, the difference +-
+  the 95% quantile of the |difference| over its permutation distribution; `null` with the
+  reason where the test cannot reject at 5% at all.
+- the p-value, at every number of cases, from a paired permutation test with the case as the unit,
+  exact when two models are the same however few cases they differ on (the t test, and the paired
+  bootstrap this replaced, rejected two identical near-deterministic models 13-20% of the time at
+  432 cases: with few cases that differ, their distributions are lumpy): for per-case additive
+  metrics the sign-flip test of the per-case differences (`sign-flip`, `inference.sign_flip`), for
+  the others the two models' records of a case swapped (`swap`, `swap.swap_tests`); each exact
+  over every pattern when that is cheap, else Monte Carlo over `--bootstrap` patterns.
+  Both need the same number of runs of each model (run i of A with run i of B: with 1 run against
+  5, a case's difference is not symmetric under the null and the sign-flip test of it rejected
+  identical models 21-27% of the time at 8 cases), so with unequal runs the test pairs the first
+  `test_runs` runs of each, in run order, and leaves the rest to the difference and its interval.
+- `mdd`: the minimum detectable difference of the test actually used: the test's critical value
+  (the smallest difference its permutation distribution rejects at 5%) plus z_0.80 times the
+  standard error of the tested difference, the difference a 5% test detects with 80% power (Bloom
+  1995, with the permutation distribution in place of the t); `null` with `mdd_reason` when the
+  test cannot reject at 5% at all (k cases that differ allow no p below 2/2^k: below 6, none).
+- `p_floor`: a Monte Carlo test's resamples cannot resolve the p-value, which is below `p_value`
+  (1/(B+1)); never a p-value at a floor unflagged.
+- `p_adjusted`: Holm's step-down adjustment over the report's comparisons (`holm_over`: the
+  headline metrics of every pair one family, the other metrics another), by default (`--adjust
+  none` leaves it out), beside the unadjusted `p_value`.
 
 Without a baseline every pair of a family is compared, A the earlier group in report order; with
 `--baseline MODEL` every other model of a family is compared with that model's group (A the other
-model, B the baseline). Runs are not paired across models: each model's runs are averaged first.
+model, B the baseline). Runs are not paired across models for the difference: each model's runs
+are averaged first.
 """
 
 from __future__ import annotations
@@ -44,27 +51,31 @@ from typing import Any
 from lexpilot_batch.benchmark.metrics import Metric
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.report.statistics import inference
-from lexpilot_batch.report.statistics.bootstrap import USABLE, Need, paired_bootstrap
+from lexpilot_batch.report.statistics import inference, plan
 from lexpilot_batch.report.statistics.estimates import (
     FEW_CASES,
     FLAT,
     MIN_CASES,
     FamilyEstimates,
     clip,
-    method_of,
     metric_range,
 )
 from lexpilot_batch.report.statistics.family import OVERALL, Family
 from lexpilot_batch.report.statistics.influence import CellInfluence, additive
-from lexpilot_batch.report.statistics.swap import PERMUTATION_BELOW, swap_tests
+from lexpilot_batch.report.statistics.swap import swap_tests
 
-BOOTSTRAP_FROM = 50  # from this many cases, Macro-F1, F1_U, F1_C and QWK use the paired bootstrap
-ADJUSTMENTS = ("none", "holm")
+DEFAULT_RESAMPLES = 1000  # Monte Carlo permutation patterns (`--bootstrap`)
+DEFAULT_SEED = 20250101
+ADJUSTMENTS = ("holm", "none")
+DEFAULT_ADJUST = "holm"  # the report's comparisons are Holm-adjusted unless `--adjust none`
 
+PERMUTATION = "permutation"  # the difference +- the test's 1 - alpha quantile: the interval it inverts
 NO_RESAMPLES = "needs resamples (--bootstrap 0)"
+UNREACHABLE = "not reachable"  # the test cannot reject at 5%: "not reachable: k cases differ; ..."
 UNDEFINED = "undefined"
 NO_CASES = "n/a: no case both scored"  # a `--partial` pair with nothing finished in common
+
+Cells = tuple[list[int], CellInfluence, list[int], CellInfluence]
 
 
 def check_baseline(baseline: str | None, models: Sequence[str]) -> None:
@@ -100,41 +111,31 @@ def compare(
     *,
     resamples: int,
     seed: int,
-    adjust: str = "none",
-    level: float = inference.LEVEL,
 ) -> list[dict]:
     """The comparisons of one family, in the `comparisons` JSON shape (`report.document`)."""
     local = {g: i for i, g in enumerate(members)}  # report index -> index in the family
-    plan = []
+    out = []
     for a, b in pairs(members, [g["model"] for g in groups], baseline):
         ga, gb = groups[a], groups[b]
-        shared = [t for t in TASKS if t in ga["tasks"] and t in gb["tasks"]]
-        cells = {t: _paired_cells(family, estimates, local[a], local[b], t) for t in shared}
-        plan.append((a, b, cells))
-    resampled = _bootstrap(family, estimates, plan, local, resamples, seed)
-    rng = random.Random(seed)
-    out = []
-    for a, b, cells in plan:
-        ga, gb = groups[a], groups[b]
         tasks: dict[str, dict[str, dict]] = {}
-        for task, (slots_a, cell_a, slots_b, cell_b) in cells.items():
-            swaps = swap_tests(family, task, (slots_a, cell_a), (slots_b, cell_b), resamples, rng)
-            tasks[task] = {}
+        for task in (t for t in TASKS if t in ga["tasks"] and t in gb["tasks"]):
+            # Each pair's and task's own random patterns: its p-values do not depend on the other pairs.
+            rng = random.Random(f"{seed}:{ga['group_key']}:{gb['group_key']}:{task}")
+            cells = _paired_cells(family, estimates, local[a], local[b], task)
+            tested = _balanced(family, estimates, cells, task)
+            _, cell_a, _, cell_b = cells
+            swaps = swap_tests(family, task, (tested[0], tested[1]), (tested[2], tested[3]), resamples, rng)
             whole = _whole(estimates, local[a], local[b], task, cell_a, cell_b)
+            tasks[task] = {}
             for i, metric in enumerate(TASKS[task].metrics):
                 if whole:  # each model's reported mean
                     mean_a = ga["tasks"][task]["overall"][metric]["mean"]
                     mean_b = gb["tasks"][task]["overall"][metric]["mean"]
                 else:  # `--partial`: the means on the cases both scored, which the difference is of
                     mean_a, mean_b = cell_a.metrics[metric].estimate, cell_b.metrics[metric].estimate
-                # The bootstrap is kept per group, drawn over each group's own cases: never for a pair
-                # on the cases both scored, even where another pair had each group's resamples drawn.
-                boot = (resampled.get((local[a], task)), resampled.get((local[b], task))) if whole else (None, None)
                 tasks[task][metric] = _difference(
-                    metric, i, mean_a, mean_b, cell_a, cell_b, boot, swaps.get(i), resamples, rng, level
+                    metric, mean_a, mean_b, cell_a, cell_b, tested, swaps.get(i), resamples, rng
                 )
-        if adjust == "holm":
-            _holm(tasks)
         out.append(
             {
                 "a": {"model": ga["model"], "group_key": ga["group_key"]},
@@ -148,9 +149,7 @@ def compare(
     return out
 
 
-def _paired_cells(
-    family: Family, estimates: FamilyEstimates, a: int, b: int, task: str
-) -> tuple[list[int], CellInfluence, list[int], CellInfluence]:
+def _paired_cells(family: Family, estimates: FamilyEstimates, a: int, b: int, task: str) -> Cells:
     """Both groups' overall cells on the same cases: those both scored (all of them, unless
     `--partial` left some out of one). A case only one model scored pairs with nothing: in the
     union it stood as an empty case of the other, whose per-case difference was no difference."""
@@ -163,48 +162,37 @@ def _paired_cells(
     return slots_a, cell_a, slots_b, cell_b
 
 
+def _balanced(family: Family, estimates: FamilyEstimates, cells: Cells, task: str) -> Cells:
+    """The cells the test runs on: the same number of runs of each model, the first ones in run
+    order (the cells themselves when the models have as many runs)."""
+    slots_a, cell_a, slots_b, cell_b = cells
+    k = min(len(slots_a), len(slots_b))
+    if len(slots_a) == len(slots_b):
+        return cells
+    return (
+        slots_a[:k],
+        estimates.cell(family, slots_a[:k], cell_a.cases, task),
+        slots_b[:k],
+        estimates.cell(family, slots_b[:k], cell_b.cases, task),
+    )
+
+
 def _whole(estimates: FamilyEstimates, a: int, b: int, task: str, cell_a: CellInfluence, cell_b: CellInfluence) -> bool:
     """Whether a pair's cells are both groups' own (every case each scored), not those of the cases
     both scored."""
     return cell_a is estimates.cells[(a, task, OVERALL)][1] and cell_b is estimates.cells[(b, task, OVERALL)][1]
 
 
-def _bootstrap(
-    family: Family, estimates: FamilyEstimates, plan: list, local: dict[int, int], resamples: int, seed: int
-) -> dict[tuple[int, str], dict[int, list[Metric]]]:
-    """The paired bootstrap of every (group, task) a comparison from `BOOTSTRAP_FROM` cases needs."""
-    if resamples <= 0:
-        return {}
-    needs: dict[tuple[int, str], Need] = {}
-    for a, b, cells in plan:
-        for task, (slots_a, cell_a, slots_b, cell_b) in cells.items():
-            if len(cell_a.cases) < BOOTSTRAP_FROM or not _whole(estimates, local[a], local[b], task, cell_a, cell_b):
-                # The bootstrap draws from every case of the family: a comparison on the cases
-                # both of a `--partial` pair scored has the t interval of its jackknife instead.
-                continue
-            for g, slots, cell in ((local[a], slots_a, cell_a), (local[b], slots_b, cell_b)):
-                runs = {
-                    i: cell.metrics[m].runs
-                    for i, m in enumerate(TASKS[task].metrics)
-                    if not additive(m) and cell.metrics[m].runs
-                }
-                if runs:
-                    needs[(g, task)] = (g, task, slots, runs)
-    return paired_bootstrap(family, list(needs.values()), resamples, seed) if needs else {}
-
-
 def _difference(
     metric: str,
-    i: int,
     mean_a: Metric,
     mean_b: Metric,
     cell_a: CellInfluence,
     cell_b: CellInfluence,
-    boot: tuple[dict[int, list[Metric]] | None, dict[int, list[Metric]] | None],
-    swap: tuple[float, str, bool] | None,
+    tested: Cells,
+    swap: inference.Permutation | None,
     resamples: int,
     rng: random.Random,
-    level: float,
 ) -> dict[str, Any]:
     n = len(cell_a.cases)
     out: dict[str, Any] = {
@@ -218,12 +206,15 @@ def _difference(
         "p_value": None,
         "p_floor": False,
         "test": None,
+        "test_runs": len(tested[0]),
         "p_reason": None,
         "t": None,
         "df": None,
         "correlation": None,
         "mdd": None,
+        "mdd_reason": None,
         "p_adjusted": None,
+        "variance": None,
     }
     if mean_a is None or mean_b is None:
         out["p_reason"] = NO_CASES if n == 0 else UNDEFINED
@@ -231,76 +222,85 @@ def _difference(
     difference = mean_a - mean_b
     out["difference"] = difference
     info_a, info_b = cell_a.metrics[metric], cell_b.metrics[metric]
-    diffs = None
-    if info_a.influence is not None and info_b.influence is not None:
-        diffs = [x - y for x, y in zip(info_a.influence, info_b.influence, strict=True)]
-    unusable = info_a.reason or info_b.reason
-    se = None
-    if n < MIN_CASES:
-        out["ci_reason"] = FEW_CASES
-    elif diffs is None:
-        out["ci_reason"] = unusable or FEW_CASES
-    else:
+    diffs = _influence_differences(cell_a, cell_b, metric)
+    if n >= MIN_CASES and diffs is not None:
         se = inference.se_of_influence(diffs)
         out["correlation"] = inference.pearson(info_a.influence or [], info_b.influence or [])
-        if se <= 1e-12 * max(1.0, abs(difference)):
-            se = 0.0
-            out["ci_reason"] = FLAT
-        else:
-            out["t"], _ = inference.t_test(difference, se, n - 1)
-            out["df"] = n - 1
-            out["mdd"] = inference.minimum_detectable(se, n - 1)
-            low, high = clip(*inference.t_interval(difference, se, n - 1, level), _difference_range(metric))
-            out["ci"] = _ci(low, high, method_of(metric), n, n - 1, None)
-        out["se"] = se
+        out["se"] = 0.0 if se <= 1e-12 * max(1.0, abs(difference)) else se
+        if out["se"]:
+            out["t"], out["df"] = difference / se, n - 1
+        runs_a, runs_b = len(info_a.runs), len(info_b.runs)
+        out["variance"] = plan.paired_variance(n * se * se, info_a.within, info_b.within, runs_a, runs_b)
 
+    _, test_a, _, test_b = tested
     if additive(metric):
-        if n >= PERMUTATION_BELOW and se:
-            out["p_value"] = inference.t_test(difference, se, n - 1)[1]
-            out["test"] = "paired-t"
-        else:
-            contributions = [x - y for x, y in zip(info_a.contributions or [], info_b.contributions or [], strict=True)]
-            _permutation(out, inference.sign_flip(contributions, resamples, rng), "sign-flip")
-        return out
-
-    if n < PERMUTATION_BELOW:
-        if swap is not None:
-            _permutation(out, swap, "swap")
-        elif diffs is not None:
-            # Flipped: the differences of the jackknife pseudo-values (the estimate plus a case's
-            # influence), whose mean is the difference; the influence values alone sum to about 0
-            # whatever the difference, and were never told apart from their flips.
-            pseudo = [difference + d for d in diffs]
-            _permutation(out, inference.sign_flip(pseudo, resamples, rng), "sign-flip-jackknife")
-        else:
-            out["p_reason"] = unusable or NO_RESAMPLES
-        return out
-    values_a, values_b = (None if b is None else b.get(i) for b in boot)
-    if values_a is not None and values_b is not None:
-        resampled = [None if x is None or y is None else x - y for x, y in zip(values_a, values_b, strict=True)]
-        usable = sorted(d for d in resampled if d is not None)
-        if len(usable) >= USABLE * len(resampled):
-            accel = inference.acceleration(diffs) if diffs is not None else 0.0
-            bounds = inference.bca_interval(usable, difference, accel, level)
-            tested = inference.bca_p(usable, difference, accel)
-            if bounds is not None and tested is not None:
-                low, high = clip(*bounds, _difference_range(metric))
-                if high - low > 1e-12 * max(1.0, abs(difference)):
-                    out["ci"] = _ci(low, high, "bootstrap-bca", n, None, len(usable))
-                    out["ci_reason"] = None
-                else:  # every resample alike: an interval of width 0 is no interval
-                    out["ci"], out["ci_reason"] = None, FLAT
-                out["p_value"], out["p_floor"] = tested
-                out["test"] = "bootstrap-bca"
-                return out
-    if se:
-        out["p_value"] = inference.t_test(difference, se, n - 1)[1]
-        out["test"] = "jackknife-t"
-    elif swap is not None:
-        _permutation(out, swap, "swap")
+        ea, eb = test_a.metrics[metric].contributions, test_b.metrics[metric].contributions
+        result = inference.sign_flip([x - y for x, y in zip(ea or [], eb or [], strict=True)], resamples, rng)
+        name, unit = "sign-flip", 1.0 / n if n else 1.0  # the statistic is the sum of the per-case differences
     else:
-        out["p_reason"] = unusable or FLAT
+        result, name, unit = swap, "swap", 1.0  # the statistic is the difference itself
+    if n < MIN_CASES:
+        out["ci_reason"] = FEW_CASES
+    if result is None:
+        out["p_reason"] = NO_RESAMPLES
+        out["ci_reason"] = out["ci_reason"] or NO_RESAMPLES
+        return out
+    out["p_value"], out["p_floor"] = result.p, result.floor
+    out["test"] = f"{name}-{'exact' if result.exact else 'mc'}"
+    if n < MIN_CASES:
+        return out
+    if result.critical is None:
+        out["ci_reason"] = out["mdd_reason"] = _unreachable(result)
+        return out
+    # The interval the test inverts: every difference it would not tell from this one.
+    half = result.accepted * unit + 1e-12 * max(1.0, abs(difference))  # an end at 0 stays at 0, not 1e-17 from it
+    low, high = clip(difference - half, difference + half, _difference_range(metric))
+    out["ci"] = {
+        "low": low,
+        "high": high,
+        "method": PERMUTATION,
+        "cases": n,
+        "df": None,
+        "resamples": None if result.exact else resamples,
+    }
+    _minimum_detectable(out, result, test_a, test_b, metric, unit)
     return out
+
+
+def _unreachable(result: inference.Permutation) -> str:
+    if result.differ == 0:
+        return FLAT
+    return (
+        f"{UNREACHABLE}: {result.differ} case{'s' if result.differ != 1 else ''} differ; "
+        f"the test's smallest p is {result.smallest_p:.3g}"
+    )
+
+
+def _influence_differences(cell_a: CellInfluence, cell_b: CellInfluence, metric: str) -> list[float] | None:
+    ia, ib = cell_a.metrics[metric].influence, cell_b.metrics[metric].influence
+    if ia is None or ib is None:
+        return None
+    return [x - y for x, y in zip(ia, ib, strict=True)]
+
+
+def _minimum_detectable(
+    out: dict[str, Any],
+    result: inference.Permutation,
+    test_a: CellInfluence,
+    test_b: CellInfluence,
+    metric: str,
+    unit: float,
+) -> None:
+    """`mdd` from the test's own critical value: the difference it rejects at 5% plus z_0.80 times
+    the standard error of the tested difference (80% power)."""
+    diffs = _influence_differences(test_a, test_b, metric)
+    if diffs is None or result.critical is None:
+        return
+    se = inference.se_of_influence(diffs)
+    if se <= 0.0:  # every case moves the difference alike: no sampling spread to have power against
+        out["mdd_reason"] = FLAT
+        return
+    out["mdd"] = result.critical * unit + inference.normal_quantile(inference.POWER) * se
 
 
 def _difference_range(metric: str) -> tuple[float, float]:
@@ -308,20 +308,18 @@ def _difference_range(metric: str) -> tuple[float, float]:
     return low - high, high - low
 
 
-def _ci(low: float, high: float, method: str, n: int, df: int | None, resamples: int | None) -> dict:
-    return {"low": low, "high": high, "method": method, "cases": n, "df": df, "resamples": resamples}
-
-
-def _permutation(out: dict[str, Any], result: tuple[float, str, bool] | None, name: str) -> None:
-    if result is None:
-        out["p_reason"] = NO_RESAMPLES
-        return
-    p, kind, floor = result
-    out["p_value"], out["p_floor"] = p, floor
-    out["test"] = f"{name}-{'exact' if kind == 'exact' else 'mc'}"
-
-
-def _holm(tasks: dict[str, dict[str, dict]]) -> None:
-    tested = [d for metrics in tasks.values() for d in metrics.values() if d["p_value"] is not None]
-    for d, (p, _) in zip(tested, inference.holm([(d["p_value"], d["p_floor"]) for d in tested]), strict=True):
-        d["p_adjusted"] = p
+def holm_over(comparisons: Sequence[dict]) -> None:
+    """Holm's step-down adjustment (`inference.holm`) over the report's comparisons, in two families
+    each held at a family-wise error of 5%: the headline metrics (each task's first metric, the one
+    compact tables show, in every pair) and every other metric (in every pair). Each adjusted value
+    goes beside its unadjusted one (`p_adjusted`)."""
+    for headline in (True, False):
+        tested = [
+            d
+            for c in comparisons
+            for task, metrics in c["tasks"].items()
+            for metric, d in metrics.items()
+            if d["p_value"] is not None and (metric == TASKS[task].headline) == headline
+        ]
+        for d, (p, _) in zip(tested, inference.holm([(d["p_value"], d["p_floor"]) for d in tested]), strict=True):
+            d["p_adjusted"] = p

@@ -1,41 +1,45 @@
 """Each group's metrics: per run, overall and per cause class, their mean and SD over runs, n, and
-the 95% interval of the mean with its standard error; and the influence values that model
-comparisons difference (`compare`).
+the 95% interval of the mean with its standard error and its variance split between cases and
+runs; and the influence values that model comparisons difference (`compare`).
 
-The interval of every metric is the mean over runs +- t(0.975; n - 1) x SE, n the cases of the
-scope and SE the standard error of the case influence values (`influence`, `inference`): the
-case-clustered standard error for per-case additive metrics, the jackknife's for Macro-F1, F1_U,
-F1_C and QWK. Chosen by measured coverage (docs/report.md): at n = 8 cases the jackknife t
-interval of QWK covered 90%, the unstratified BCa bootstrap 83%; at 432 both about 94%.
+The standard error of every metric is that of its case influence values (`influence`,
+`inference`): case-clustered for per-case additive metrics, the jackknife's for Macro-F1, F1_U,
+F1_C and QWK. The interval (`proportions`), chosen by measured coverage at low rates and in small
+classes (docs/report.md, `bench/calibration.py`; the t interval on the raw scale covered 84-92%
+there):
+
+- Acc_C, Acc_U, DCG success, LJP accuracy: with one run and one trial per case, the exact binomial
+  interval (`clopper-pearson`); otherwise Clopper-Pearson at the case-clustered effective sample
+  size (`korn-graubard`); at 0 or 1 the exact bound with each case one trial (8/8: [0.631, 1]).
+- Macro-F1, F1_U, F1_C, QWK: the t interval (df = cases - 1) on the logit scale of the metric's
+  range (`jackknife-logit-t`; for QWK, Fisher's z).
 
 No interval is better than a false one. It is `null`, with `ci_reason`, when the scope has fewer
-than `MIN_CASES` cases (`FEW_CASES`), when every case has the same influence (`FLAT`: SE 0, an
-interval of width 0 would claim certainty that n cases cannot give), or when the jackknife is
-undefined without one of the cases (`influence.UNSTABLE`).
+than `MIN_CASES` cases (`FEW_CASES`), when every case has the same jackknife influence (`FLAT`:
+SE 0, an interval of width 0 would claim certainty that n cases cannot give), or when the
+jackknife is undefined without one of the cases (`influence.UNSTABLE`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lexpilot_batch.benchmark import metrics
 from lexpilot_batch.benchmark.metrics import Metric
 from lexpilot_batch.benchmark.tasks import TASKS
-from lexpilot_batch.report.statistics import inference
+from lexpilot_batch.report.statistics import inference, proportions
 from lexpilot_batch.report.statistics.family import OVERALL, Family, Scope
-from lexpilot_batch.report.statistics.influence import CellInfluence, additive, cell_influence
+from lexpilot_batch.report.statistics.influence import CellInfluence, MetricInfluence, additive, cell_influence
 
 MIN_CASES = 5  # the fewest cases an interval, a standard error or a minimum detectable difference is given for
 FEW_CASES = "too few cases"
 FLAT = "no variation between cases"
 
-CLUSTERED = "clustered-t"  # the case-clustered SE, t interval
-JACKKNIFE = "jackknife-t"  # the jackknife SE, t interval
-
-
-def method_of(metric: str) -> str:
-    return CLUSTERED if additive(metric) else JACKKNIFE
+CLOPPER_PEARSON = "clopper-pearson"  # exact binomial: one run, one trial per case; or at 0 or 1
+KORN_GRAUBARD = "korn-graubard"  # Clopper-Pearson at the clustered effective sample size
+LOGIT_T = "jackknife-logit-t"  # the jackknife SE, t interval on the logit scale of the range
 
 
 def metric_range(metric: str) -> tuple[float, float]:
@@ -100,7 +104,7 @@ def _summary(cell: CellInfluence, metric: str, i: int, run_ids: list[str], sizes
     mean, sd = metrics.mean_sd(per_run.values())
     info = cell.metrics[metric]
     n = len(cell.cases)
-    se, ci, reason = interval(info.estimate, info.influence, info.reason, n, metric, level)
+    se, ci, reason = interval(info, n, metric, level)
     return {
         "mean": mean,
         "sd": sd,
@@ -111,38 +115,52 @@ def _summary(cell: CellInfluence, metric: str, i: int, run_ids: list[str], sizes
         "se": se,
         "ci": ci,
         "ci_reason": reason,
+        "variance": variance(info) if se is not None else None,
     }
 
 
+def variance(info: MetricInfluence) -> dict | None:
+    """The split of a metric's uncertainty between cases and runs (the one-way random-effects
+    decomposition, Searle, Casella & McCulloch 1992, ch. 3; Miller 2024 §3 for evals): `per_case`,
+    the variance of a case's influence value (averaged over the k runs), = `between` + `within` / k,
+    so that SE^2 = per_case / n and, for n' cases and k' runs, (between + within / k') / n'.
+    `between` and `within` are None with one run (they cannot be told apart)."""
+    if info.influence is None or len(info.influence) < 2:
+        return None
+    n = len(info.influence)
+    mean = math.fsum(info.influence) / n
+    per_case = math.fsum((v - mean) ** 2 for v in info.influence) / (n - 1)
+    if info.within is None:
+        return {"per_case": per_case, "between": None, "within": None}
+    return {"per_case": per_case, "between": max(0.0, per_case - info.within / len(info.runs)), "within": info.within}
+
+
 def interval(
-    estimate: Metric,
-    influence: list[float] | None,
-    unusable: str | None,
-    n: int,
-    metric: str,
-    level: float = inference.LEVEL,
+    info: MetricInfluence, n: int, metric: str, level: float = inference.LEVEL
 ) -> tuple[float | None, dict | None, str | None]:
-    """(se, ci, reason) of an estimate from its influence values (`influence` None: `unusable`
-    says why, or the estimate is undefined)."""
+    """(se, ci, reason) of a metric's estimate over `n` cases from its influence values (the
+    module docstring says which interval)."""
+    estimate = info.estimate
     if estimate is None:
         return None, None, None  # undefined stays undefined: no interval, and no reason needed
     if n < MIN_CASES:
         return None, None, FEW_CASES
-    if influence is None:
-        return None, None, unusable or FEW_CASES
-    se = inference.se_of_influence(influence)
-    if se <= 1e-12 * max(1.0, abs(estimate)):
+    if info.influence is None:
+        return None, None, info.reason or FEW_CASES
+    se = inference.se_of_influence(info.influence)
+    flat = se <= 1e-12 * max(1.0, abs(estimate))
+    if additive(metric):
+        if info.binary:  # one run, one trial per case: a binomial count of the cases
+            low, high = proportions.clopper_pearson(round(estimate * info.trials), info.trials, level)
+            return (0.0 if flat else se), _ci(low, high, CLOPPER_PEARSON, n, None), None
+        low, high = proportions.korn_graubard(estimate, 0.0 if flat else se, info.trials, n, level)
+        exact = estimate <= 0.0 or estimate >= 1.0  # the exact bound, each case one trial
+        return (0.0 if flat else se), _ci(low, high, CLOPPER_PEARSON if exact else KORN_GRAUBARD, n, n - 1), None
+    if flat:
         return 0.0, None, FLAT
-    low, high = clip(*inference.t_interval(estimate, se, n - 1, level), metric_range(metric))
-    return (
-        se,
-        {
-            "low": low,
-            "high": high,
-            "method": method_of(metric),
-            "cases": n,
-            "df": n - 1,
-            "resamples": None,
-        },
-        None,
-    )
+    low, high = proportions.logit_t(estimate, se, n - 1, metric_range(metric), level)
+    return se, _ci(low, high, LOGIT_T, n, n - 1), None
+
+
+def _ci(low: float, high: float, method: str, n: int, df: int | None) -> dict:
+    return {"low": low, "high": high, "method": method, "cases": n, "df": df, "resamples": None}

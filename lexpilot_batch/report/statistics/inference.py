@@ -1,6 +1,7 @@
 """The statistics under the report's intervals and tests, as pure functions of numbers: the t
-distribution, standard errors from per-case influence values, t intervals, the minimum detectable
-difference, the exact and Monte Carlo sign-flip test, BCa, Holm's adjustment. No I/O and no
+distribution, standard errors from per-case influence values, the beta distribution (for exact
+binomial intervals), permutation tests' p-values and critical values (the exact and Monte Carlo
+sign-flip test), Holm's adjustment. No I/O and no
 knowledge of tasks, runs or records (`influence`, `estimates` and `compare` bring those).
 
 Why in pure Python: the product does not depend on numpy or scipy. The t distribution is the
@@ -22,7 +23,9 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
+from operator import add
 from statistics import NormalDist
 
 LEVEL = 0.95
@@ -72,6 +75,30 @@ def beta_regularized(a: float, b: float, x: float) -> float:
     if x < (a + 1.0) / (a + b + 2.0):
         return front * _beta_fraction(a, b, x) / a
     return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def beta_quantile(q: float, a: float, b: float) -> float:
+    """The q-quantile of the Beta(a, b) distribution: x with I_x(a, b) = q (Newton's method on the
+    beta density, kept inside a shrinking bracket; bisection where a step would leave it)."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile {q} outside (0, 1)")
+    lo, hi = 0.0, 1.0
+    x = a / (a + b)
+    log_norm = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    for _ in range(200):
+        f = beta_regularized(a, b, x) - q
+        if f < 0:
+            lo = x
+        else:
+            hi = x
+        inside = 0.0 < x < 1.0
+        density = math.exp(log_norm + (a - 1.0) * math.log(x) + (b - 1.0) * math.log1p(-x)) if inside else 0.0
+        step = x - f / density if density > 0.0 else -1.0
+        nxt = step if lo < step < hi else (lo + hi) / 2.0
+        if abs(nxt - x) < 1e-14 * max(1.0, x) or hi - lo < 1e-15:
+            return nxt
+        x = nxt
+    return x
 
 
 def t_two_sided(t: float, df: float) -> float:
@@ -128,23 +155,6 @@ def se_of_influence(influence: Sequence[float]) -> float:
     return math.sqrt(math.fsum((v - mean) ** 2 for v in influence) / (n * (n - 1)))
 
 
-def t_interval(estimate: float, se: float, df: int, level: float = LEVEL) -> tuple[float, float]:
-    half = t_quantile(0.5 + level / 2.0, df) * se
-    return estimate - half, estimate + half
-
-
-def t_test(difference: float, se: float, df: int) -> tuple[float, float]:
-    """(t, two-sided p) of `difference` against 0 with standard error `se` (> 0)."""
-    t = difference / se
-    return t, t_two_sided(t, df)
-
-
-def minimum_detectable(se: float, df: int, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The smallest true difference a two-sided level-`alpha` t test with this standard error
-    detects with probability `power`: (t_{1-alpha/2} + t_{power}) * se (Bloom 1995)."""
-    return (t_quantile(1.0 - alpha / 2.0, df) + t_quantile(power, df)) * se
-
-
 def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
     """Pearson's correlation; None when either side does not vary."""
     n = len(x)
@@ -159,125 +169,180 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
     return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
 
 
-# --- The sign-flip test ------------------------------------------------------------------------
+# --- Permutation tests ---------------------------------------------------------------------------
 
-EXACT_STATES = 1 << 16  # distinct partial sums the exact enumeration may hold before Monte Carlo
+EXACT_WORK = 200_000  # partial sums the exact sign-flip enumeration may visit before Monte Carlo
 
 
-def sign_flip(differences: Sequence[float], resamples: int, rng: random.Random) -> tuple[float, str, bool] | None:
+@dataclass(frozen=True)
+class Permutation:
+    """A two-sided permutation test's result.
+
+    `p`: the share of patterns at least as extreme as the observed one (exact), or (1 + hits) /
+    (1 + resamples) (Monte Carlo, Phipson & Smyth 2010); `floor`: no random pattern reached the
+    observed value, the true p is below `p`. In the statistic's own units: `critical`, the smallest
+    |statistic| a level-`ALPHA` test of these data rejects at, None when no pattern is extreme
+    enough (the test cannot reject whatever the difference; `smallest_p` says how close it comes:
+    2/2^k for k cases that differ, when every pattern's value is distinct); `accepted`, the
+    largest |statistic| it does not reject (the permutation distribution's 1 - ALPHA quantile).
+    """
+
+    p: float
+    exact: bool
+    floor: bool
+    critical: float | None
+    accepted: float
+    smallest_p: float
+    differ: int = 0  # the cases whose patterns move the statistic (non-zero differences, cases that differ)
+
+
+def critical_value(
+    values: Sequence[float], weights: Sequence[float] | None = None, alpha: float = ALPHA
+) -> tuple[float | None, float, float]:
+    """(critical, accepted, smallest p) of a permutation distribution of |statistic| values (each
+    with its weight, a probability; equal weights when None): the smallest v with P(|T| >= v) <=
+    alpha (None when even the largest value is more likely than alpha), the largest v with
+    P(|T| >= v) > alpha, and P(|T| >= the largest value)."""
+    if weights is None:
+        weights = [1.0 / len(values)] * len(values)
+    pairs = sorted(zip(values, weights, strict=True), reverse=True)
+    tail, critical, accepted = 0.0, None, 0.0
+    smallest = None
+    i = 0
+    while i < len(pairs):
+        v = pairs[i][0]
+        j = i
+        while j < len(pairs) and pairs[j][0] >= v - 1e-12 * max(1.0, abs(v)):
+            tail += pairs[j][1]
+            j += 1
+        if smallest is None:
+            smallest = tail
+        if tail > alpha + 1e-12:
+            accepted = v
+            break
+        critical = v
+        i = j
+    return critical, accepted, (smallest if smallest is not None else 1.0)
+
+
+def sign_flip(differences: Sequence[float], resamples: int, rng: random.Random) -> Permutation | None:
     """Two-sided sign-flip (paired permutation) test of per-case differences whose sum is the
     statistic: p = share of the 2^k sign patterns of the k non-zero differences whose sum is at
-    least as far from 0 as the observed one (Fisher 1935; Good 2005, ch. 3).
+    least as far from 0 as the observed one (Fisher 1935; Good 2005, ch. 3). Exact under the null
+    that each case's difference is symmetric about 0 (two exchangeable models), at any number of
+    cases; asymptotically valid whenever the differences have mean 0.
 
-    Exact when the distinct partial sums stay within `EXACT_STATES` (they do for any number of
-    cases when the differences lie on a lattice, as counts over runs do); otherwise Monte Carlo
-    over `resamples` random patterns, p = (1 + hits) / (1 + resamples) (Phipson & Smyth 2010).
-    Returns (p, "exact" | "monte carlo", floor: no random pattern reached the observed sum), or
-    None when Monte Carlo is needed but `resamples` is 0.
+    Exact when the enumeration of distinct partial sums stays within `EXACT_WORK` (it does for
+    many cases when the differences lie on a lattice, as counts over runs do); otherwise Monte
+    Carlo over `resamples` random patterns. None when Monte Carlo is needed but `resamples` is 0.
     """
     scale = math.fsum(abs(d) for d in differences)
     if scale == 0.0:
-        return 1.0, "exact", False
+        return Permutation(1.0, True, False, None, 0.0, 1.0, 0)
     eps = 1e-9 * scale
     nonzero = [d for d in differences if abs(d) > eps * 1e-3]
     observed = abs(math.fsum(nonzero))
-    # Partial sums keyed on a grid far finer than any real difference, so that equal sums merge.
-    grid = eps * 1e-3
-    states: dict[int, int] = {0: 1}
-    exact = True
-    for d in nonzero:
-        step = round(d / grid)
-        grown: dict[int, int] = {}
-        for s, count in states.items():
-            grown[s + step] = grown.get(s + step, 0) + count
-            grown[s - step] = grown.get(s - step, 0) + count
-        states = grown
-        if len(states) > EXACT_STATES:
-            exact = False
-            break
-    if exact:
-        threshold = round(observed / grid) - round(eps / grid)
-        hits = sum(count for s, count in states.items() if abs(s) >= threshold)
-        return hits / (1 << len(nonzero)), "exact", False
+    exact = _sign_flip_exact(nonzero, observed, eps)
+    if exact is not None:
+        return exact
     if resamples <= 0:
         return None
-    hits = 0
-    for _ in range(resamples):
-        total = math.fsum(d if rng.random() < 0.5 else -d for d in nonzero)
-        hits += abs(total) >= observed - eps
-    return (1 + hits) / (1 + resamples), "monte carlo", hits == 0
+    return _sign_flip_mc(nonzero, observed, eps, resamples, rng)
 
 
-# --- BCa -----------------------------------------------------------------------------------------
+def _lattice(values: Sequence[float]) -> list[int] | None:
+    """The values as integer multiples of one unit (per-case shares over runs, claims and cases
+    are: counts over n/(k M)), or None when no unit up to 1/64 of the smallest value fits them."""
+    smallest = min(abs(v) for v in values)
+    for m in range(1, 65):
+        unit = smallest / m
+        steps = []
+        for v in values:
+            k = round(v / unit)
+            if abs(v / unit - k) > 1e-6:
+                break
+            steps.append(k)
+        else:
+            return steps
+    return None
 
 
-def percentile(ordered: Sequence[float], q: float) -> float:
-    """The q-quantile of sorted values, interpolated linearly between order statistics (numpy's
-    default, "type 7")."""
-    h = (len(ordered) - 1) * q
-    lo = math.floor(h)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (h - lo) * (ordered[hi] - ordered[lo])
-
-
-def acceleration(influence: Sequence[float]) -> float:
-    """BCa's acceleration from jackknife influence values (Efron 1987, eq. 6.6)."""
-    n = len(influence)
-    mean = math.fsum(influence) / n
-    second = math.fsum((v - mean) ** 2 for v in influence)
-    if second <= 0.0:
-        return 0.0
-    return math.fsum((v - mean) ** 3 for v in influence) / (6.0 * second**1.5)
-
-
-def _bias(ordered: Sequence[float], estimate: float) -> float | None:
-    below = sum(v < estimate for v in ordered) + 0.5 * sum(v == estimate for v in ordered)
-    share = below / len(ordered)
-    if not 0.0 < share < 1.0:
-        return None
-    return normal_quantile(share)
-
-
-def bca_interval(
-    ordered: Sequence[float], estimate: float, accel: float, level: float = LEVEL
-) -> tuple[float, float] | None:
-    """The BCa interval (Efron 1987) of sorted resample values; None when every resample lies on
-    one side of the estimate (no bias correction exists: the distribution is degenerate)."""
-    z0 = _bias(ordered, estimate)
-    if z0 is None:
-        return None
-    ends = []
-    for z in (normal_quantile((1 - level) / 2), normal_quantile((1 + level) / 2)):
-        shifted = z0 + z
-        denominator = 1.0 - accel * shifted
-        if denominator <= 0.0:
+def _sign_flip_exact(nonzero: Sequence[float], observed: float, eps: float) -> Permutation | None:
+    """The exact sign-flip distribution, enumerated as counts of partial sums: on the differences'
+    lattice (a list indexed by the sum, grown by one shift-and-add per case) when that visits at
+    most `EXACT_WORK` sums, else of every pattern up to 2^16; None otherwise."""
+    steps = _lattice(nonzero)
+    total = 1 << len(nonzero)
+    folded: dict[float, int] = {}
+    if steps is not None:
+        reach = work = 0
+        for k in steps:
+            reach += abs(k)
+            work += 2 * reach + 1
+        if work > EXACT_WORK:
             return None
-        ends.append(percentile(ordered, normal_cdf(z0 + shifted / denominator)))
-    return ends[0], ends[1]
-
-
-def bca_p(ordered: Sequence[float], estimate: float, accel: float) -> tuple[float, bool] | None:
-    """The two-sided p-value that inverts the BCa interval: the level at which 0 is an end of it.
-
-    (p, floor): when no resample lies beyond 0 the resamples cannot resolve p, which is then
-    reported as below 2 / (resamples + 1), the smallest a bootstrap test of that many resamples
-    gives. None when the bias correction does not exist.
-    """
-    b = len(ordered)
-    floor = 2.0 / (b + 1)
-    z0 = _bias(ordered, estimate)
-    if z0 is None:
+        unit = abs(nonzero[0]) / abs(steps[0])
+        counts = [1]  # counts[j]: the patterns whose sum is (j - reach) units
+        for k in map(abs, steps):
+            pad = [0] * (2 * k)
+            counts = list(map(add, pad + counts, counts + pad))
+        reach = (len(counts) - 1) // 2
+        for j, count in enumerate(counts):
+            if count:
+                value = abs(j - reach) * unit
+                folded[value] = folded.get(value, 0) + count
+    elif len(nonzero) <= 16:
+        states: dict[float, int] = {0.0: 1}
+        for d in nonzero:
+            grown: dict[float, int] = {}
+            for s, count in states.items():
+                grown[s + d] = grown.get(s + d, 0) + count
+                grown[s - d] = grown.get(s - d, 0) + count
+            states = grown
+        for s, count in states.items():
+            folded[abs(s)] = folded.get(abs(s), 0) + count
+    else:
         return None
-    share = (sum(v < 0.0 for v in ordered) + 0.5 * sum(v == 0.0 for v in ordered)) / b
-    if not 0.0 < share < 1.0:
-        return floor, True
-    # 0 is the BCa end of nominal normal quantile z when Phi^-1(share) = z0 + (z0 + z) / (1 - a (z0 + z)).
-    w = normal_quantile(share) - z0
-    if 1.0 + accel * w <= 0.0:
-        return floor, True
-    z = w / (1.0 + accel * w) - z0
-    p = min(1.0, 2.0 * normal_cdf(-abs(z)))
-    return (floor, True) if p < floor else (p, False)
+    hits = sum(count for value, count in folded.items() if value >= observed - eps)
+    critical, accepted, smallest = critical_value(list(folded), [c / total for c in folded.values()])
+    return Permutation(hits / total, True, False, critical, accepted, smallest, len(nonzero))
+
+
+def _sign_flip_mc(
+    nonzero: Sequence[float], observed: float, eps: float, resamples: int, rng: random.Random
+) -> Permutation:
+    # A pattern's sum is the total minus twice the sum of the flipped differences; those come from
+    # tables of the 256 subset sums of each run of 8 differences, one byte of random bits each.
+    total = math.fsum(nonzero)
+    chunks = [nonzero[i : i + 8] for i in range(0, len(nonzero), 8)]
+    tables = [_subset_sums(chunk) for chunk in chunks]
+    width = len(chunks)
+    sums = []
+    for _ in range(resamples):
+        flipped = sum(map(list.__getitem__, tables, rng.getrandbits(8 * width).to_bytes(width, "little")))
+        sums.append(abs(total - 2.0 * flipped))
+    hits = sum(s >= observed - eps for s in sums)
+    return Permutation((1 + hits) / (1 + resamples), False, hits == 0, *mc_critical(sums, resamples), len(nonzero))
+
+
+def mc_critical(values: Sequence[float], resamples: int) -> tuple[float | None, float, float]:
+    """`critical_value` of a Monte Carlo test's sample of |statistic| values, whose p-value is
+    (1 + hits) / (1 + resamples): the smallest value it rejects at, the largest it does not, and its
+    smallest p, 1/(1 + B)."""
+    share = 1.0 / (resamples + 1)
+    critical, accepted, _ = critical_value(values, [share] * len(values), ALPHA - share)
+    return critical, accepted, share
+
+
+def _subset_sums(chunk: Sequence[float]) -> list[float]:
+    """Entry b: the sum of the chunk's values whose bit is set in b (256 entries; bits beyond the
+    chunk's length select nothing)."""
+    sums = [0.0]
+    for d in chunk:
+        sums += [s + d for s in sums]
+    while len(sums) < 256:
+        sums += sums[: 256 - len(sums)]
+    return sums
 
 
 # --- Multiple comparisons ------------------------------------------------------------------------

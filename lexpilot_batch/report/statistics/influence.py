@@ -16,6 +16,10 @@ Two kinds of metric:
   I_c = (n - 1)(estimate - the estimate without case c), each run's metric recomputed without the
   case's statistics.
 
+Either way I_c is the mean over the runs of per-run values u_rc (n/M_r (y_rc - theta_r m_rc), or
+(n - 1)(theta_r - theta_r without c)), whose spread within a case is how much the case moves from
+run to run (`MetricInfluence.within`): the part of the uncertainty more runs remove.
+
 Undefined values, one rule: the runs in which the point estimate is defined are held fixed. A
 run whose metric is undefined is out of the mean (as in the reported mean) and out of every
 influence value; if leaving one case out makes a held-fixed run's metric undefined (QWK when the
@@ -25,8 +29,11 @@ has no interval (`UNSTABLE`): it is never averaged over fewer runs, and never dr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import add, itemgetter, mul
 
 from lexpilot_batch.benchmark.metrics import Metric
 from lexpilot_batch.benchmark.tasks import TASKS
@@ -34,22 +41,12 @@ from lexpilot_batch.report.statistics.family import Counts, Family
 
 # The per-case additive metrics as (numerator, denominator) positions in a task's statistics
 # (`tasks.Task.counts`: LCA tp, fp, fn, tn; DCG successes, cases; LJP claims per gold verdict (3),
-# per predicted verdict (3), squared distance, correct claims). tests/report/test_influence.py
-# holds these to `Task.from_counts`, the one definition of the metrics, on random statistics.
+# per predicted verdict (3), squared distance, correct claims).
 RATIOS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "acc_c": ((3,), (1, 3)),
     "acc_u": ((0,), (0, 2)),
     "success_rate": ((0,), (1,)),
     "accuracy": ((7,), (0, 1, 2)),
-}
-
-# The statistics each of the other metrics reads: the paired bootstrap packs these only (the
-# same test holds them to `Task.from_counts`: changing any other statistic leaves the metric).
-READS: dict[str, tuple[int, ...]] = {
-    "macro_f1": (0, 1, 2, 3),
-    "f1_u": (0, 1, 2),
-    "f1_c": (1, 2, 3),
-    "qwk": (0, 1, 2, 3, 4, 5, 6),
 }
 
 UNSTABLE = "undefined without one of its cases"
@@ -62,13 +59,21 @@ def additive(metric: str) -> bool:
 
 @dataclass
 class MetricInfluence:
-    """One metric of a cell: its estimate (the mean over `runs`) and each case's influence."""
+    """One metric of a cell: its estimate (the mean over `runs`) and each case's influence.
+
+    `within`: the within-case variance of the per-run influence values u_rc, whose mean over the
+    runs is the case's influence (I_c = mean_r u_rc): sum_c sum_r (u_rc - I_c)^2 / (n (k - 1)),
+    how much a case's value moves from run to run (None with one run). `variance` splits the
+    standard error with it."""
 
     estimate: Metric
     runs: list[int]  # the runs (positions in the cell's slots) where it is defined: held fixed
     influence: list[float] | None  # per case of the cell; None when undefined or `UNSTABLE`
     contributions: list[float] | None = None  # additive metrics: e_c, whose mean is the estimate
     reason: str | None = None  # why `influence` is None although `estimate` is not
+    within: float | None = None
+    trials: int = 0  # additive metrics: the trials (histories, cases, claims) summed over the runs
+    binary: bool = False  # additive metrics: one run, one trial per case (a binomial count)
 
 
 @dataclass
@@ -81,8 +86,7 @@ class CellInfluence:
 
 def _linear(positions: tuple[int, ...]) -> Callable[[Sequence[int]], int]:
     if len(positions) == 1:
-        (a,) = positions
-        return lambda x: x[a]
+        return itemgetter(positions[0])
     if len(positions) == 2:
         a, b = positions
         return lambda x: x[a] + x[b]
@@ -120,7 +124,7 @@ def cell_influence(family: Family, slots: Sequence[int], cases: Sequence[int], t
             loo = [
                 _leave_one_out(spec.from_counts, per_slot[r], totals[r], per_run[r], cases) for r in range(len(slots))
             ]
-        out[metric] = _jackknifed(i, estimate, runs, loo, n)
+        out[metric] = _jackknifed(i, estimate, runs, per_run, loo, n)
     return CellInfluence(list(cases), per_run, sizes, out)
 
 
@@ -135,18 +139,38 @@ def _linearized(
     num_at, den_at = RATIOS[metric]
     numerator, denominator = _linear(num_at), _linear(den_at)
     n, k = len(cases), len(runs)
-    influence = [0.0] * n
-    contributions = [0.0] * n
+    influence = [0.0] * n  # sum over runs of u_rc (divided by k at the end)
+    squares = [0.0] * n  # sum over runs of u_rc^2
+    shares = [0.0] * n  # sum over runs of n y_rc / M_r
+    trials = 0
+    binary = k == 1
+    zero = (0,) * len(totals[runs[0]])
     for r in runs:
-        xs = list(map(per_slot[r].get, cases))
+        xs = list(map(per_slot[r].get, cases, repeat(zero)))
         big_y, big_m = numerator(totals[r]), denominator(totals[r])
-        theta = big_y / big_m
-        scale = n / (k * big_m)
-        ys = [0 if x is None else numerator(x) for x in xs]
-        ms = [0 if x is None else denominator(x) for x in xs]
-        influence = [i + scale * (y - theta * m) for i, y, m in zip(influence, ys, ms, strict=True)]
-        contributions = [e + scale * y for e, y in zip(contributions, ys, strict=True)]
-    return MetricInfluence(estimate, runs, influence, contributions)
+        scale = n / big_m
+        centre = scale * big_y / big_m  # n theta_r / M_r
+        ys = list(map(numerator, xs))
+        ms = list(map(denominator, xs))
+        trials += big_m
+        binary = binary and all(m == 1 for m in ms)
+        us = [scale * y - centre * m for y, m in zip(ys, ms, strict=True)]
+        influence = list(map(add, influence, us))
+        squares = list(map(add, squares, map(mul, us, us)))
+        shares = list(map(add, shares, map(mul, ys, repeat(scale))))
+    influence = [i / k for i in influence]
+    contributions = [e / k for e in shares]
+    return MetricInfluence(
+        estimate, runs, influence, contributions, within=_within(influence, squares, k), trials=trials, binary=binary
+    )
+
+
+def _within(influence: list[float], squares: list[float], k: int) -> float | None:
+    """sum_c sum_r (u_rc - I_c)^2 / (n (k - 1)) from each case's I_c and sum_r u_rc^2."""
+    if k < 2 or not influence:
+        return None
+    spread = math.fsum(q - k * i * i for q, i in zip(squares, influence, strict=True))
+    return max(0.0, spread) / (len(influence) * (k - 1))
 
 
 def _leave_one_out(
@@ -168,14 +192,25 @@ def _leave_one_out(
 
 
 def _jackknifed(
-    i: int, estimate: float, runs: list[int], loo: list[list[tuple[Metric, ...]]], n: int
+    i: int,
+    estimate: float,
+    runs: list[int],
+    per_run: list[tuple[Metric, ...]],
+    loo: list[list[tuple[Metric, ...]]],
+    n: int,
 ) -> MetricInfluence:
     k = len(runs)
-    without = [0.0] * n
+    influence = [0.0] * n  # sum over runs of u_rc (divided by k at the end)
+    squares = [0.0] * n
+    pick = itemgetter(i)
     for r in runs:
-        column = [values[i] for values in loo[r]]
+        column = list(map(pick, loo[r]))
         if None in column:
             return MetricInfluence(estimate, runs, None, reason=UNSTABLE)
-        without = [w + v for w, v in zip(without, column, strict=True)]  # type: ignore[operator]
-    influence = [(n - 1) * (estimate - w / k) for w in without]
-    return MetricInfluence(estimate, runs, influence)
+        # u_rc = (n - 1)(run r's value - its value without case c); their mean over the runs is I_c.
+        theta = (n - 1) * per_run[r][i]  # type: ignore[operator]
+        us = [theta - (n - 1) * v for v in column]
+        influence = list(map(add, influence, us))
+        squares = list(map(add, squares, map(mul, us, us)))
+    influence = [a / k for a in influence]
+    return MetricInfluence(estimate, runs, influence, within=_within(influence, squares, k))

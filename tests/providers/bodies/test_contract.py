@@ -94,6 +94,7 @@ def test_prepare_refuses_what_the_contract_refuses_naming_model_and_field(model,
     with pytest.raises(ConfigError) as caught:
         _check(model, args)
     assert model in str(caught.value) and field in str(caught.value)
+    assert "?." not in str(caught.value)  # "did you mean temperature?", then the next sentence
 
 
 @pytest.mark.parametrize(
@@ -210,6 +211,7 @@ def test_prepare_refuses_a_model_its_api_does_not_serve(model, needle):
     with pytest.raises(ConfigError) as caught:
         _check(model)
     assert model in str(caught.value) and needle in str(caught.value) and "Nothing was compiled" in str(caught.value)
+    assert "?." not in str(caught.value)  # a question ends its sentence (issue 48 point 8)
 
 
 @pytest.mark.parametrize(

@@ -67,7 +67,7 @@ def _close(a: float | None, b: float | None) -> bool:
 
 def test_every_samples_score_is_the_per_case_exports_row(study, logs):
     rows = {
-        (r["run_id"], r["model"], r["task"], r["case_number"], r["variant"]): r
+        (r["run_id"], r["model"], r["task"], str(r["case_number"]), r["variant"]): r
         for r in case_rows(load_run_results(study))
     }
     compared, mismatches = 0, []
@@ -220,9 +220,19 @@ def test_a_sample_holds_the_conversation_the_judges_raw_outputs_and_the_runs_set
         assert sample.output.completion == asked["dcg.q2"]
         score = sample.scores["dcg"] if sample.scores else None
         assert score is not None and score.explanation is not None
+        # A judge's whole output, its thinking included (`state.judge_words`): what it said, whose
+        # answer part is the text the step used.
+        said = dict(
+            db.execute(
+                "SELECT q.step, w.raw FROM requests q JOIN judge_words w ON w.request_pk = q.pk"
+                " WHERE q.run_pk = ? AND q.case_idx = ? AND q.step LIKE 'dcg.%'",
+                (run_pk, idx),
+            )
+        )
         for step in ("dcg.q1j", "dcg.q2j"):
-            assert f"{step} (attempt 1, answered):\n{asked[step]}" in score.explanation
-        assert [j["output"] for j in score.metadata["judge"]] == [asked["dcg.q1j"], asked["dcg.q2j"]]
+            assert said[step].rstrip().endswith(asked[step])
+            assert f"{step} (attempt 1, answered):\n{said[step]}" in score.explanation
+        assert [j["output"] for j in score.metadata["judge"]] == [said["dcg.q1j"], said["dcg.q2j"]]
         assert [j["decision"] for j in score.metadata["judge"]] == score.metadata["outcome"]["decisions"]
 
 

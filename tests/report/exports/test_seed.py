@@ -140,6 +140,7 @@ def test_every_file_is_written_with_the_minimum_fields(exported, dataset):
     out, written = exported
     expected = {path_of("runs/{run}/{model}/manifest.json", r) for r in RUNS}
     expected |= {path_of("runs/{run}/{model}/export.json", r) for r in RUNS}
+    expected |= {path_of("runs/{run}/{model}/judge_calls.jsonl", r) for r in RUNS}
     expected |= {path_of(t, r) for r in RUNS for files in FILES.values() for t in files}
     assert {p.relative_to(out).as_posix() for p in written} == expected
     assert set(tree(out)) == expected  # nothing else, no temporary files left behind
@@ -423,7 +424,8 @@ def test_hostile_run_ids_stay_inside_out(tmp_path):
             session.close()
         out = tmp_path / "out" / "inner"
         written = export_seed(ws, out).files
-    assert len(written) == 4 * len(HOSTILE)  # manifest, export.json, a1.jsonl, LCA_results.jsonl per run
+    # manifest, export.json, judge_calls.jsonl, a1.jsonl, LCA_results.jsonl per run
+    assert len(written) == 5 * len(HOSTILE)
     for path in written:
         assert path.resolve().is_relative_to(out.resolve()), path
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["inner"]
@@ -452,6 +454,7 @@ def test_a_run_of_the_three_ljp_setups_exports_under_its_own_name_with_its_round
     assert {p.relative_to(out).as_posix() for p in exported.files} == {
         "runs/run1/gpt-4o-mini/manifest.json",
         "runs/run1/gpt-4o-mini/export.json",
+        "runs/run1/gpt-4o-mini/judge_calls.jsonl",
         "AwN_gen/run1/gpt-4o-mini/a1.jsonl",
         "AwN_gen/run1/gpt-4o-mini/interaction.jsonl",
         "Force_judge_gen/run1/gpt-4o-mini/a1_direct.jsonl",
@@ -528,7 +531,8 @@ def test_a_finished_export_replaces_the_partial_files_of_an_earlier_one(tmp_path
         with ws.store.transaction() as db:
             db.execute("UPDATE threads SET status = 'done' WHERE variant = 'c'")
         export_seed(ws, tmp_path / "out")
-    assert sorted(p.name for p in (tmp_path / "out").rglob("*.jsonl")) == ["LCA_results.jsonl", "a1.jsonl"]
+    found = sorted(p.name for p in (tmp_path / "out").rglob("*.jsonl"))
+    assert found == ["LCA_results.jsonl", "a1.jsonl", "judge_calls.jsonl"]
 
 
 # --- an export is complete or absent (issue 44, item 5) -------------------------------------------
@@ -554,7 +558,11 @@ def _claims(out: Path) -> list[str]:
     for about_path in out.glob("runs/*/*/export.json"):
         about = json.loads(about_path.read_text(encoding="utf-8"))
         where = about_path.parent.relative_to(out / "runs")
-        files = [f for f in out.rglob("*.jsonl") if f.parent.relative_to(out).parts[1:] == where.parts]
+        files = [
+            f
+            for f in out.rglob("*.jsonl")
+            if f.name != "judge_calls.jsonl" and f.parent.relative_to(out).parts[1:] == where.parts
+        ]
         if about["complete"] and len(files) < 2 * len(about["tasks"]):
             wrong.append(where.as_posix())
     return wrong

@@ -127,15 +127,55 @@ def test_without_a_cjk_font_the_warning_names_the_font_to_install_and_matplotlib
 
 def test_an_installed_cjk_font_is_found_by_any_of_its_names(monkeypatch):
     """Debian's fonts-noto-cjk registers "Noto Sans CJK JP" (the SC glyphs are in the same file);
-    the old list of names did not know it and warned although Chinese would have drawn."""
+    the old list of names did not know it and warned although Chinese would have drawn. The fonts
+    are this test's own, never the machine's: a machine whose font cache lists "Noto Sans CJK SC"
+    (which the lookup rightly prefers) made it fail for a reason unrelated to any change."""
     from matplotlib import font_manager
 
     from lexpilot_batch.report.formats import plots
 
+    latin = font_manager.FontEntry(fname="/nonexistent/DejaVuSans.ttf", name="DejaVu Sans")
     fake = font_manager.FontEntry(fname="/nonexistent/NotoSansCJK-Regular.ttc", name="Noto Sans CJK JP")
-    monkeypatch.setattr(font_manager.fontManager, "ttflist", [*font_manager.fontManager.ttflist, fake])
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [latin, fake])
+    monkeypatch.setattr(font_manager, "findSystemFonts", lambda *a, **k: [])
     assert plots._cjk_font() == "Noto Sans CJK JP"
+    # With SC beside it, SC first (the list's order), wherever the machine stands.
+    sc = font_manager.FontEntry(fname="/nonexistent/NotoSansCJKsc-Regular.otf", name="Noto Sans CJK SC")
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", [latin, fake, sc])
+    assert plots._cjk_font() == "Noto Sans CJK SC"
     other = font_manager.FontEntry(fname="/nonexistent/SourceHanSansCN-Regular.otf", name="Source Han Sans CN")
     monkeypatch.setattr(font_manager.fontManager, "ttflist", [other])
     monkeypatch.setattr(font_manager, "findSystemFonts", lambda *a, **k: [])
     assert plots._cjk_font() == "Source Han Sans CN"
+
+
+def test_the_heatmap_has_a_colour_scale_per_panel_and_every_model_name_whole_inside_the_figure():
+    """Issue 48 point 6: the HTML heatmap had no colour scale, and long model names ran off its edge."""
+    import re
+
+    from lexpilot_batch.report.formats.figures import Heatmap, Panel
+    from lexpilot_batch.report.formats.svg import SCALE_STEPS, heatmap
+    from lexpilot_batch.util.text import display_width
+
+    names = ["openai/gpt-4o-mini-2024-07-18", "anthropic/claude-3-5-haiku-20241022"]
+    figure = Heatmap(
+        "classes",
+        "By class",
+        [FAMILY, CONTRACT],
+        names,
+        [Panel("Macro-F1", [[0.5, 0.7], [0.2, None]]), Panel("QWK", [[0.5, -0.7], [0.2, 1.0]], -1.0, 1.0, 0.0)],
+    )
+    svg = heatmap(figure)
+    width = float(re.search(r'<svg [^>]*width="([\d.]+)"', svg).group(1))  # type: ignore[union-attr]
+    columns = re.findall(
+        r'<text x="([\d.]+)" y="[\d.]+" font-size="11" text-anchor="start" class="column"[^>]*>([^<]+)<', svg
+    )
+    assert sorted({name for _, name in columns}) == sorted(names)  # whole, never cut
+    for x, name in columns:  # rotated by 35 degrees: its end is x + length * cos(35) to the right
+        assert float(x) + display_width(name) * 6.6 * 11 / 12 * 0.819 <= width
+    swatches = re.findall(r'<rect class="scale"[^>]*fill="(#[0-9a-f]{6})"', svg)
+    assert len(swatches) == 2 * SCALE_STEPS
+    macro, qwk = swatches[:SCALE_STEPS], swatches[SCALE_STEPS:]
+    assert macro[0] == "#ffffff" and macro[-1] == "#0072b2"  # 0 white to 1 blue
+    assert qwk[0] == "#d55e00" and qwk[SCALE_STEPS // 2] == "#ffffff" and qwk[-1] == "#0072b2"
+    assert re.search(r">-1</text>.*>0</text>.*>1</text>", svg)  # the QWK scale's ends and middle named

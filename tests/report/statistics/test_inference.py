@@ -1,16 +1,18 @@
-"""The pure statistics under the report (`report.statistics.inference`) against scipy and brute
-force: the t distribution (the product has no scipy; ours is the incomplete beta function's
-continued fraction), the sign-flip test against all 2^k sign patterns, the power formula."""
+"""The pure statistics under the report (`report.statistics.inference`, `proportions`) against scipy
+and brute force: the t and beta distributions (the product has no scipy; ours are the incomplete
+beta function's continued fraction), the sign-flip test and its critical values against all 2^k
+sign patterns, the exact binomial interval, Holm."""
 
 from __future__ import annotations
 
 import itertools
+import math
 import random
 
 import pytest
 from scipy import stats
 
-from lexpilot_batch.report.statistics import inference
+from lexpilot_batch.report.statistics import inference, proportions
 
 
 @pytest.mark.parametrize("df", [1, 2, 4, 7, 17, 49, 431, 8639])
@@ -19,20 +21,59 @@ def test_the_t_distribution_equals_scipys(df: int) -> None:
         assert inference.t_two_sided(t, df) == pytest.approx(2 * stats.t.sf(abs(t), df), rel=1e-9, abs=1e-14)
     for q in (0.5, 0.8, 0.9, 0.975, 0.995, 0.025):
         assert inference.t_quantile(q, df) == pytest.approx(stats.t.ppf(q, df), rel=1e-9, abs=1e-12)
-    se = 0.031
-    assert inference.minimum_detectable(se, df) == pytest.approx((stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * se)
 
 
-def _brute_force(differences: list[float]) -> float:
+@pytest.mark.parametrize(
+    "a, b", [(1, 8), (8, 1), (0.5, 3.2), (50.5, 3.1), (0.03, 0.02), (2000, 3000), (1, 1), (4.4, 37.9)]
+)
+def test_the_beta_quantile_equals_scipys(a: float, b: float) -> None:
+    for q in (0.025, 0.05, 0.3, 0.5, 0.9, 0.975):
+        assert inference.beta_quantile(q, a, b) == pytest.approx(stats.beta.ppf(q, a, b), rel=1e-9, abs=1e-12)
+
+
+def test_the_clopper_pearson_interval_is_scipys_exact_binomial_interval() -> None:
+    for x, n in [(0, 8), (8, 8), (1, 20), (3, 20), (17, 20), (0, 1), (60, 432), (431, 432)]:
+        theirs = stats.binomtest(x, n).proportion_ci(0.95, method="exact")
+        low, high = proportions.clopper_pearson(x, n)
+        assert (low, high) == (pytest.approx(theirs.low, abs=1e-12), pytest.approx(theirs.high, abs=1e-12)), (x, n)
+    # The issue's case: 8 of 8, the exact bound about 0.63 (0.025^(1/8)).
+    low, high = proportions.clopper_pearson(8, 8)
+    assert high == 1.0 and low == pytest.approx(0.025 ** (1 / 8)) and 0.63 < low < 0.632
+
+
+def test_the_korn_graubard_interval_at_the_ends_is_exact_with_each_case_one_trial() -> None:
+    """A rate of 0 or 1 has no variance to estimate: the exact bound, each case a single trial (its
+    runs and claims may all be one), however many trials the cases hold."""
+    assert proportions.korn_graubard(1.0, 0.0, trials=40, clusters=8) == proportions.clopper_pearson(8, 8)
+    assert proportions.korn_graubard(0.0, 0.0, trials=120, clusters=30) == proportions.clopper_pearson(0, 30)
+    # With no design effect and many cases it is the exact interval of the trials.
+    p, n = 0.3, 4000
+    low, high = proportions.korn_graubard(p, (p * (1 - p) / n) ** 0.5, trials=n, clusters=n)
+    exact = proportions.clopper_pearson(p * n, n)
+    assert (low, high) == (pytest.approx(exact[0], abs=2e-4), pytest.approx(exact[1], abs=2e-4))
+
+
+def test_the_logit_t_interval_stays_in_the_range_and_is_fishers_z_for_qwk() -> None:
+    low, high = proportions.logit_t(0.02, 0.05, 7, (0.0, 1.0))
+    assert 0.0 < low < 0.02 < high < 1.0
+    t = stats.t.ppf(0.975, 30)
+    r, se = 0.4, 0.1  # QWK on [-1, 1]: atanh(r) +- t se / (1 - r^2)
+    low, high = proportions.logit_t(r, se, 30, (-1.0, 1.0))
+    assert low == pytest.approx(math.tanh(math.atanh(r) - t * se / (1 - r * r)))
+    assert high == pytest.approx(math.tanh(math.atanh(r) + t * se / (1 - r * r)))
+
+
+def _brute_force(differences: list[float]) -> tuple[float, list[float]]:
     observed = abs(sum(differences))
     sums = [abs(sum(s * d for s, d in zip(signs, differences, strict=True))) for signs in
             itertools.product((1, -1), repeat=len(differences))]  # fmt: skip
-    return sum(s >= observed - 1e-9 for s in sums) / len(sums)
+    return sum(s >= observed - 1e-9 for s in sums) / len(sums), sums
 
 
 def test_the_sign_flip_test_is_exact_on_lattices_and_beyond() -> None:
     """Differences of per-case shares over 3 runs and a case's claims (multiples of n/(3M), as
-    floats, whose sums do not add up exactly), and differences on no lattice at all."""
+    floats, whose sums do not add up exactly), and differences on no lattice at all; the critical
+    value is the smallest |sum| whose tail is at most 5%."""
     rng = random.Random(3)
     for trial in range(30):
         k = rng.randint(1, 12)
@@ -42,22 +83,39 @@ def test_the_sign_flip_test_is_exact_on_lattices_and_beyond() -> None:
         else:
             differences = [rng.uniform(-1, 1) for _ in range(k)]
         result = inference.sign_flip(differences, 0, random.Random(0))
-        assert result is not None
-        p, kind, floor = result
-        assert kind == "exact" and not floor
-        assert p == pytest.approx(_brute_force([d for d in differences if d]), abs=1e-12), differences
+        assert result is not None and result.exact and not result.floor
+        nonzero = [d for d in differences if d]
+        p, sums = _brute_force(nonzero)
+        assert result.p == pytest.approx(p, abs=1e-12), differences
+        if result.critical is None:
+            assert sum(s >= max(sums) - 1e-9 for s in sums) / len(sums) > inference.ALPHA
+        else:
+            assert sum(s >= result.critical - 1e-9 for s in sums) / len(sums) <= inference.ALPHA
+            assert sum(s >= result.accepted - 1e-9 for s in sums) / len(sums) > inference.ALPHA
+            assert not any(result.accepted + 1e-9 < s < result.critical - 1e-9 for s in sums)
 
 
 def test_a_sign_flip_of_many_cases_on_a_lattice_stays_exact() -> None:
-    """49 cases (below the paired t's 50), differences of counts over runs of LJP claims: still
-    enumerated exactly (the partial sums merge on their grid), and a Monte Carlo agrees."""
+    """49 cases, differences of counts over runs of LJP claims: enumerated exactly (the partial sums
+    merge on their lattice), and a Monte Carlo on nearly the same data agrees."""
     rng = random.Random(4)
     unit = 49 / (3 * 131)
     differences = [unit * rng.randint(-9, 9) for _ in range(49)]
-    p, kind, _ = inference.sign_flip(differences, 0, random.Random(0))  # type: ignore[misc]
-    assert kind == "exact"
-    mc, _, _ = inference.sign_flip(differences + [1e-3 * rng.random() for _ in range(3)], 20000, random.Random(1))  # type: ignore[misc]
-    assert abs(p - mc) < 0.02  # a Monte Carlo on nearly the same data agrees
+    exact = inference.sign_flip(differences, 0, random.Random(0))
+    assert exact is not None and exact.exact
+    mc = inference.sign_flip(differences + [1e-3 * rng.random() for _ in range(3)], 20000, random.Random(1))
+    assert mc is not None and not mc.exact
+    assert abs(exact.p - mc.p) < 0.02
+    assert mc.critical == pytest.approx(exact.critical, rel=0.05)
+
+
+def test_with_few_cases_that_differ_the_sign_flip_test_cannot_reject() -> None:
+    """Five cases that differ, all one way: the exact p is 2/32, above 5%: no critical value."""
+    result = inference.sign_flip([1.0] * 5 + [0.0] * 50, 1000, random.Random(0))
+    assert result is not None and result.p == pytest.approx(2 / 32) and result.critical is None
+    assert result.differ == 5 and result.smallest_p == pytest.approx(2 / 32)
+    six = inference.sign_flip([1.0] * 6 + [0.0] * 50, 1000, random.Random(0))
+    assert six is not None and six.p == pytest.approx(2 / 64) and six.critical == pytest.approx(6.0)
 
 
 def test_holm_is_the_step_down_adjustment() -> None:

@@ -3,21 +3,17 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
+from scipy import special, stats
 
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import build_report
-from lexpilot_batch.report.statistics.bootstrap import DEFAULT_RESAMPLES
+from lexpilot_batch.report.statistics.compare import DEFAULT_RESAMPLES
 from lexpilot_batch.report.statistics.influence import UNSTABLE
-from tests.helpers.independent_uncertainty import (
-    bca,
-    cases_of,
-    clustered_se,
-    jackknife,
-    paired_replicates,
-    t_interval,
-    value,
-)
+from tests.helpers.independent_uncertainty import cases_of, clustered_se, jackknife, value
 from tests.helpers.synthetic_runs import synthetic
 
 
@@ -30,12 +26,52 @@ def summaries(report: dict):
                     yield (gi, task_name, scope, metric), summary
 
 
-def test_every_interval_is_the_mean_plus_minus_t_times_an_independent_clustered_or_jackknife_se():
-    """Per-case additive metrics: the case-clustered SE (Miller 2024, Appendix A); the others: the
-    jackknife SE; both with t(cases - 1) (docs/report.md), recomputed record by record."""
+def _clopper_pearson(x: float, n: float) -> tuple[float, float]:
+    low = 0.0 if x <= 0 else float(stats.beta.ppf(0.025, x, n - x + 1))
+    high = 1.0 if x >= n else float(stats.beta.ppf(0.975, x + 1, n - x))
+    return low, high
+
+
+def _expected_interval(mean: float, se: float, metric: str, trials: int, n: int) -> tuple[float, float]:
+    """docs/report.md's intervals, with scipy's distributions: Korn-Graubard for the per-case
+    additive metrics (Clopper-Pearson at n_eff = p(1-p)/SE^2, at most the trials, times (z/t)^2;
+    each case one trial at 0 or 1), the logit t interval for the others."""
+    if metric in ("acc_c", "acc_u", "success_rate", "accuracy"):
+        if mean in (0.0, 1.0):
+            return _clopper_pearson(mean * n, n)
+        n_eff = min(trials, mean * (1 - mean) / se**2) * (stats.norm.ppf(0.975) / stats.t.ppf(0.975, n - 1)) ** 2
+        return _clopper_pearson(mean * n_eff, n_eff)
+    lo, hi = (-1.0, 1.0) if metric == "qwk" else (0.0, 1.0)
+    u = (mean - lo) / (hi - lo)
+    half = stats.t.ppf(0.975, n - 1) * se / ((hi - lo) * u * (1 - u))
+    centre = math.log(u / (1 - u))
+    return lo + (hi - lo) * float(special.expit(centre - half)), lo + (hi - lo) * float(special.expit(centre + half))
+
+
+def _trials(runs: list[dict], task: str, metric: str, cases: list[str]) -> int:
+    """The histories, cases or claims a per-case additive metric counts, summed over the runs."""
+    wanted = set(cases)
+    total = 0
+    for run in runs:
+        for case, _, record in run["tasks"][task]:
+            if case not in wanted:
+                continue
+            if task == "dcg":
+                total += 1
+            elif task == "lca":
+                total += record["history_type"] == ("complete" if metric == "acc_c" else "underspecified")
+            else:
+                total += len(record["claims"])
+    return total
+
+
+def test_every_interval_rests_on_an_independent_clustered_or_jackknife_se():
+    """Per-case additive metrics: the case-clustered SE (Miller 2024, Appendix A) and the
+    Korn-Graubard interval; the others: the jackknife SE and the logit t interval; with cases - 1
+    degrees of freedom (docs/report.md), recomputed record by record with scipy."""
     runs, plain = synthetic(n_cases=12)
     report = build_report(runs, resamples=0)
-    seen = {"clustered-t": 0, "jackknife-t": 0, "too few cases": 0}
+    seen = {"korn-graubard": 0, "jackknife-logit-t": 0, "too few cases": 0}
     for (gi, task, scope, metric), summary in summaries(report):
         cases = [c for c in cases_of(plain) if scope is None or c in _class_cases(plain, scope)]
         if summary["mean"] is None:
@@ -59,38 +95,56 @@ def test_every_interval_is_the_mean_plus_minus_t_times_an_independent_clustered_
         assert summary["mean"] == pytest.approx(value(plain[gi], task, metric, cases), abs=1e-12)
         assert summary["se"] == pytest.approx(se, rel=1e-9, abs=1e-12), (gi, task, scope, metric)
         ci = summary["ci"]
-        assert ci["method"] == ("clustered-t" if additive else "jackknife-t") and ci["df"] == len(cases) - 1
-        low, high = t_interval(summary["mean"], se, len(cases))
-        bounds = (-1.0, 1.0) if metric == "qwk" else (0.0, 1.0)
-        assert ci["low"] == pytest.approx(max(low, bounds[0]), abs=1e-9)
-        assert ci["high"] == pytest.approx(min(high, bounds[1]), abs=1e-9)
-        seen[ci["method"]] += 1
-    assert seen["clustered-t"] and seen["jackknife-t"] and seen["too few cases"], seen
+        if ci is None:
+            assert not additive and se == 0 and summary["ci_reason"] == "no variation between cases"
+            continue
+        trials = _trials(plain[gi], task, metric, cases) if additive else 0
+        low, high = _expected_interval(summary["mean"], se, metric, trials, len(cases))
+        assert ci["low"] == pytest.approx(low, abs=1e-9), (gi, task, scope, metric)
+        assert ci["high"] == pytest.approx(high, abs=1e-9), (gi, task, scope, metric)
+        assert ci["low"] <= summary["mean"] <= ci["high"]
+        seen[ci["method"]] = seen.get(ci["method"], 0) + 1
+    assert seen["korn-graubard"] and seen["jackknife-logit-t"] and seen["too few cases"], seen
 
 
 def _class_cases(plain: list[list[dict]], cls: str) -> set[str]:
     return {case for runs in plain for run in runs for rows in run["tasks"].values() for case, c, _ in rows if c == cls}
 
 
-def test_comparisons_from_50_cases_equal_an_independent_paired_unstratified_bootstrap_with_bca():
-    """Macro-F1, F1 and QWK from 50 cases: the paired unstratified bootstrap (the same draws for
-    both models, over all cases, not within classes), its BCa interval (Efron 1987)."""
-    runs, plain = synthetic(n_cases=60, n_runs=2)
-    report = build_report(runs, resamples=200, seed=3)
-    (comparison,) = report["comparisons"]
+def test_the_swap_test_of_every_jackknifed_metric_is_the_share_of_all_swap_patterns():
+    """Macro-F1, F1 and QWK: p is the share of the 2^k ways to swap the two models' records of the
+    k cases they differ on whose |difference| reaches the observed one (Good 2005, ch. 3), worked
+    out here by swapping the plain records and rescoring them."""
+    runs, plain = synthetic(n_cases=12, n_runs=1, seed=4)
+    # Make the models agree on all but a few cases, so that every pattern can be enumerated.
+    for task in ("lca", "ljp_gold"):
+        rows_a, rows_b = plain[0][0]["tasks"][task], plain[1][0]["tasks"][task]
+        for i, row_a in enumerate(rows_a):
+            if int(row_a[0]) >= 5:
+                rows_b[i] = row_a
+                runs[1].tasks[task].records[i] = runs[0].tasks[task].records[i]
+    report = build_report(runs, resamples=0)
     cases = cases_of(plain)
     checked = 0
-    for task, metric in (("lca", "macro_f1"), ("ljp_gold", "qwk")):
-        d = comparison["tasks"][task][metric]
-        assert d["test"] == "bootstrap-bca" and d["ci"]["method"] == "bootstrap-bca"
-        reps = paired_replicates(plain[0], plain[1], task, metric, cases, 200, 3)
-        assert d["ci"]["resamples"] == 200
-        _, loo_a = jackknife(plain[0], task, metric, cases)
-        _, loo_b = jackknife(plain[1], task, metric, cases)
-        low, high = bca(reps, d["difference"], [x - y for x, y in zip(loo_a, loo_b, strict=True)])
-        assert (d["ci"]["low"], d["ci"]["high"]) == (pytest.approx(low, abs=1e-9), pytest.approx(high, abs=1e-9))
+    for task, metric in (("lca", "macro_f1"), ("lca", "f1_c"), ("ljp_gold", "qwk")):
+        d = report["comparisons"][0]["tasks"][task][metric]
+        a, b = plain[0][0]["tasks"][task], plain[1][0]["tasks"][task]
+        moving = sorted({c for (c, _, ra), (_, _, rb) in zip(a, b, strict=True) if ra is not rb})
+        value_a, value_b = value(plain[0], task, metric, cases), value(plain[1], task, metric, cases)
+        assert value_a is not None and value_b is not None
+        observed = value_a - value_b
+        hits = total = 0
+        for swapped in itertools.product((False, True), repeat=len(moving)):
+            chosen = {c for c, s in zip(moving, swapped, strict=True) if s}
+            sa = [rb if c in chosen else ra for (c, _, ra), (_, _, rb) in zip(a, b, strict=True)]
+            sb = [ra if c in chosen else rb for (c, _, ra), (_, _, rb) in zip(a, b, strict=True)]
+            va = value([{"tasks": {task: [(r[0], r[1], x) for r, x in zip(a, sa, strict=True)]}}], task, metric, cases)
+            vb = value([{"tasks": {task: [(r[0], r[1], x) for r, x in zip(b, sb, strict=True)]}}], task, metric, cases)
+            total += 1
+            hits += va is None or vb is None or abs(va - vb) >= abs(observed) - 1e-9
+        assert d["test"] == "swap-exact" and d["p_value"] == pytest.approx(hits / total), (task, metric)
         checked += 1
-    assert checked == 2
+    assert checked == 3
 
 
 def test_a_baseline_compares_every_model_with_it_and_must_exist():
@@ -117,7 +171,7 @@ def test_resamples_are_a_choice_and_intervals_do_not_need_them():
     report = build_report(runs)
     assert report["bootstrap"]["resamples"] == DEFAULT_RESAMPLES >= 1000
     assert report["bootstrap"]["level"] == 0.95
-    assert "case-clustered SE" in report["bootstrap"]["method"] and "jackknife" in report["bootstrap"]["method"]
+    assert "korn-graubard" in report["bootstrap"]["method"] and "jackknife-logit-t" in report["bootstrap"]["method"]
     none = build_report(runs, resamples=0)
     # Intervals are t intervals: the same without resamples.
     assert [s["ci"] for _, s in summaries(none)] == [s["ci"] for _, s in summaries(report)]
@@ -129,13 +183,13 @@ def test_resamples_are_a_choice_and_intervals_do_not_need_them():
 def test_the_same_seed_gives_the_same_comparisons_and_another_seed_others():
     runs, _ = synthetic(n_cases=60, n_runs=2)
 
-    def bootstrapped(seed: int) -> list:
+    def monte_carlo(seed: int) -> list:
         (c,) = build_report(runs, resamples=100, seed=seed)["comparisons"]
-        return [d["ci"] for t in c["tasks"].values() for d in t.values() if d["test"] == "bootstrap-bca"]
+        return [(d["p_value"], d["ci"]) for t in c["tasks"].values() for d in t.values() if d["test"] == "swap-mc"]
 
-    one = bootstrapped(1)
-    assert one and one == bootstrapped(1)
-    assert one != bootstrapped(2)
+    one = monte_carlo(1)
+    assert one and one == monte_carlo(1)
+    assert one != monte_carlo(2)
 
 
 def test_records_without_case_numbers_are_refused():
