@@ -51,15 +51,13 @@ class SimulatedApi:
     the two declarations: the product's (`providers.registry.APIS`) and the simulated provider's
     (`simulated.apis`): a model of its provider that its routes serve, its routes' names (in the
     server's stats and `http_routes=`), the one that creates its batches, and the route of its
-    synchronous call (OpenAI's chat completions where it declares none of its own: Mistral's), and
-    whether its results are downloaded as a file (not OpenRouter's, held in the batch's answer)."""
+    synchronous call (OpenAI's chat completions where it declares none of its own: Mistral's)."""
 
     name: str
     model: str
     route_names: tuple[str, ...]
     create: str
     chat: str
-    downloads: bool = True
 
     def __str__(self) -> str:  # the test id
         return self.name
@@ -80,8 +78,7 @@ def _simulated(api: ApiSpec) -> SimulatedApi:
     bare = next(a for a in simulated_apis.APIS if a.spec == BARE.name)
     chat = next(r.name for r in (*sim.routes, *bare.routes) if r.chat)
     create = next(r.name for r in sim.routes if r.creates)
-    names = tuple(r.name for r in sim.routes)
-    return SimulatedApi(api.name, _served_model(api, prefix), names, create, chat, not sim.results_in_answer)
+    return SimulatedApi(api.name, _served_model(api, prefix), tuple(r.name for r in sim.routes), create, chat)
 
 
 SIMULATED_APIS = tuple(_simulated(a) for a in APIS.values() if a.simulated_native)

@@ -10,11 +10,18 @@ after the 202 is no refused call: it is a batch in status `failed` whose `error.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import openai
 
 from lexpilot_batch.providers.errors import Failure
+
+
+class Unreadable(Exception):
+    """An answer that is not the JSON object its call answers (a gateway's page, JSON cut short,
+    nothing): read as an answer lost on the way, so a create is uncertain (looked for before it is
+    sent again) and a poll is tried again later."""
 
 
 def error_message(body: Any, fallback: str) -> str:
@@ -36,4 +43,6 @@ def failure_of(exc: BaseException) -> Failure | None:
         return Failure(None, "no answer within the timeout", timed_out=True)
     if isinstance(exc, openai.APIConnectionError):
         return Failure(None, f"could not connect: {exc.__cause__ or exc}")
+    if isinstance(exc, (Unreadable, json.JSONDecodeError)):  # the SDK's client parses a JSON answer cut short
+        return Failure(None, "its answer was not the JSON object it answers (cut short, or a gateway's page)")
     return None
