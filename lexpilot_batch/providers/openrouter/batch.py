@@ -7,15 +7,18 @@ delete pages; the official SDKs' types `BatchSubmitBody`, `Request`, `BatchObjec
 2026-12-06):
 
 - there is no upload: a batch is created with `POST /batches` `{"endpoint": "/v1/chat/completions",
-  "model", "requests": [{"custom_id", "body"}, ...]}` (an optional `completion_window` and
-  `provider: {"only": [...]}`), answered `202` with the batch in status `validating`. So "uploading"
-  a file is checking it against the limits and noting its hash, as for a Message Batch
+  "model", "requests": [{"custom_id", "body"}, ...]}` (an optional `completion_window`, and
+  `provider: {"only": [...]}`, sent when a model argument pins it: `_requests`), answered `202`
+  with the batch in status `validating`. So "uploading" a file is checking it against the limits
+  and noting its hash, as for a Message Batch
   (`anthropic.batch`), and the create call sends the file's lines as that array (a file holds at
   most 5,000 requests: `openrouter.spec.LIMITS`);
 - batches are listed newest first with `GET /batches` (`after` the previous page's `last_id`, while
   `has_more`), polled with `GET /batches/{id}` and cancelled with `POST /batches/{id}/cancel` (the
-  API reference's; the official SDK 1.3.84 has no cancel call); an ended batch's `results` are read
-  from `GET /batches/{id}` and saved one result per line (`openrouter.results` reads them);
+  API reference's; the official SDK 1.3.84 has no cancel call); an ended batch's results are read
+  page by page from `GET /batches/{id}/results` (the API reference's; the SDK 1.3.84 has its page
+  type, `BatchResultsPageResponse`, but no call) and saved one result per line
+  (`openrouter.results` reads them);
 - a batch's `status` is OpenAI's words (`validating`, `in_progress`, `completed`, `failed`,
   `expired`, `cancelled`; `cancelling` and `finalizing` read as OpenAI's too); its
   `request_counts` are `{total, completed, failed}`; a batch that failed validation after the 202
@@ -40,14 +43,16 @@ from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.batch import BatchInfo, BatchSource, BatchStatus
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.openai.batch import OpenAIClientBackend
-from lexpilot_batch.providers.openrouter.errors import failure_of
+from lexpilot_batch.providers.openrouter.errors import Unreadable, failure_of
 from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.sync.call import Response
 from lexpilot_batch.util.fileio import file_sha256, write_atomic
 from lexpilot_batch.util.redaction import Scrubber, scrub
 
 BATCHES = "/batches"  # under the base URL, https://openrouter.ai/api/v1
 INLINE = "inline:"  # the "file id" of a checked file: its hash, verified again when it is created
 PAGE = 100
+RESULTS_PAGE = 1_000  # `GET /batches/{id}/results`' largest `limit` ("from 1 through 1000")
 # OpenRouter's `BatchObjectStatus`: OpenAI's words, each read as itself.
 STATUSES = frozenset(
     {
@@ -63,8 +68,11 @@ STATUSES = frozenset(
 )
 
 
-def info(batch: dict[str, Any]) -> BatchInfo:
-    """A `BatchObject` (or `BatchListItem`) as a `BatchInfo`; its results are fetched by its id."""
+def info(batch: Any) -> BatchInfo:
+    """A `BatchObject` (or `BatchListItem`) as a `BatchInfo`; its results are fetched by its id.
+    An answer that is none (`errors.Unreadable`) is an answer lost on the way."""
+    if not isinstance(batch, dict) or not batch.get("id"):
+        raise Unreadable("an answer that is no batch object")
     said = str(batch.get("status"))
     status = said if said in STATUSES else BatchStatus.IN_PROGRESS
     counts = batch.get("request_counts") or {}
@@ -118,8 +126,8 @@ class OpenRouterBatchBackend(OpenAIClientBackend):
                 f"{source.path.name} changed on disk after it was checked for sending; it is not sent. "
                 "Run `lexpilot-batch doctor --repair` (its requests are compiled again), or restore it"
             )
-        head = _head(endpoint or self.limits.endpoint, source.model)
-        body = head + _requests(source.path) + b"]}"
+        requests, pin = _requests(source.path)
+        body = _head(endpoint or self.limits.endpoint, source.model, pin) + requests + b"]}"
         answer: Any = self.client.with_options(max_retries=0).post(
             BATCHES, cast_to=object, content=body, options={"headers": {"Content-Type": "application/json"}}
         )
@@ -130,6 +138,8 @@ class OpenRouterBatchBackend(OpenAIClientBackend):
         while True:
             query: dict[str, Any] = {"limit": PAGE, **({"after": after} if after else {})}
             page: Any = self.client.get(BATCHES, cast_to=object, options={"params": query})
+            if not isinstance(page, dict):
+                raise Unreadable("an answer that is no list of batches")
             items = [b for b in (page.get("data") or []) if isinstance(b, dict) and b.get("id")]
             yield from (info(b) for b in items)
             after = page.get("last_id") or (items[-1]["id"] if items else None)
@@ -137,42 +147,88 @@ class OpenRouterBatchBackend(OpenAIClientBackend):
                 return
 
     def _retrieve(self, batch_id: str) -> BatchInfo:
-        return info(self.client.get(f"{BATCHES}/{batch_id}", cast_to=object))  # type: ignore[arg-type]
+        return info(self.client.get(f"{BATCHES}/{batch_id}", cast_to=object))
 
     def _cancel(self, batch_id: str) -> BatchInfo:
-        return info(self.client.post(f"{BATCHES}/{batch_id}/cancel", cast_to=object))  # type: ignore[arg-type]
+        return info(self.client.post(f"{BATCHES}/{batch_id}/cancel", cast_to=object))
 
     def download_what(self, file_id: str) -> str:
         return f"downloading the results of OpenRouter batch {file_id}"
 
     def _download(self, file_id: str, dest: Path) -> int:
-        """The ended batch's `results` (`file_id` is the batch id), one per line, written whole or
-        not at all, its secrets replaced. They are read from `GET /batches/{id}`, where the API
-        reference ("Batches in a terminal status include `results`") and the official SDK (1.3.84:
-        `BatchObject.results`; it has no call for the paged `GET /batches/{id}/results`) agree."""
-        batch: Any = self.client.get(f"{BATCHES}/{file_id}", cast_to=object)
-        found = batch.get("results") if isinstance(batch, dict) else None
-        if not isinstance(found, list):
-            raise ProviderError(
-                f"{self.download_what(file_id)}: the batch holds no results (status {batch.get('status')!r}); "
-                "run the same command again once it has ended"
-            )
+        """The ended batch's results (`file_id` is the batch id), one per line, written whole or not
+        at all, its secrets replaced (`redaction.Scrubber`)."""
         scrubber = Scrubber()
-        write_atomic(dest, scrub(((_json(r) + "\n").encode("utf-8") for r in found), scrubber))
+        write_atomic(dest, scrub(self._result_lines(file_id), scrubber))
         return scrubber.replaced
+
+    def _result_lines(self, batch_id: str) -> Iterator[bytes]:
+        """The batch's results page after page (`GET /batches/{id}/results`, the API reference's:
+        "Pages are stable across retries"), each result a line. An answer that is no page of them (a
+        gateway's HTML or text, JSON cut short, nothing) is saved as it came, and no page after it
+        is read: `engine.downloads` finds it in the saved file, as it finds a result file's damage
+        (a page a result short by the count), and fetches the whole download again; nothing of it
+        is ingested. A page broken off in transfer is the SDK's to retry (`APIConnectionError`)."""
+        cursor: str | None = None
+        while True:
+            query: dict[str, Any] = {"limit": RESULTS_PAGE, **({"cursor": cursor} if cursor else {})}
+            raw = self.client.get(f"{BATCHES}/{batch_id}/results", cast_to=Response, options={"params": query})
+            page = _page(raw.content)
+            if page is None:
+                yield raw.content.rstrip(b"\n") + b"\n" if raw.content.strip() else b""
+                return
+            yield from ((_json(r) + "\n").encode("utf-8") for r in page["data"])
+            cursor = page.get("next_cursor")
+            if not page.get("has_more") or not cursor:
+                return
+
+
+def _page(data: bytes) -> dict[str, Any] | None:
+    """A `BatchResultsPageResponse` (`{"object": "list", "data": [BatchResult], "has_more",
+    "next_cursor"}`), or None for an answer that is none."""
+    try:
+        page = json.loads(data)
+    except ValueError:  # not JSON, cut short, or not UTF-8
+        return None
+    if not isinstance(page, dict) or not isinstance(page.get("data"), list):
+        return None
+    return page if all(isinstance(r, dict) for r in page["data"]) else None
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _head(endpoint: str, model: str) -> bytes:
+def _head(endpoint: str, model: str, pin: Any = None) -> bytes:
     """The create body up to its requests: the endpoint and the model first, as OpenRouter reads the
-    body as a stream (the `openrouter-batch` crate's live-verified wire rules, docs.rs, 0.1.2)."""
-    return ('{"endpoint":' + _json(endpoint) + ',"model":' + _json(model) + ',"requests":[').encode("utf-8")
+    body as a stream (the `openrouter-batch` crate's live-verified wire rules, docs.rs, 0.1.2), and
+    the batch's `provider` when its requests pin one."""
+    pinned = ',"provider":' + _json(pin) if pin is not None else ""
+    return ('{"endpoint":' + _json(endpoint) + ',"model":' + _json(model) + pinned + ',"requests":[').encode("utf-8")
 
 
-def _requests(path: Path) -> bytes:
-    """The file's lines, one request each, joined as the members of a JSON array."""
-    data = path.read_bytes()
-    return b",".join(line for line in data.split(b"\n") if line.strip())
+def _requests(path: Path) -> tuple[bytes, Any]:
+    """The file's lines, one request each, joined as the members of a JSON array; and the
+    `provider` their bodies pin (a model argument: `openrouter.spec.pin_problems`), taken out of
+    each body to be sent once, as the batch's (a batch runs on one provider: "pin a provider with
+    `provider.only`", https://openrouter.ai/docs/batch-quickstart). The same line keeps it for the
+    `sync` backend, whose chat completions take it per call."""
+    lines, pins = [], set()
+    for line in path.read_bytes().split(b"\n"):
+        if not line.strip():
+            continue
+        pin = None
+        if b'"provider"' in line:  # only then parsed: most files pin nothing
+            request = json.loads(line)
+            body = request.get("body") if isinstance(request, dict) else None
+            if isinstance(body, dict) and "provider" in body:
+                pin = body.pop("provider")
+                line = _json(request).encode("utf-8")
+        pins.add(_json(pin))
+        lines.append(line)
+    if len(pins) > 1:
+        raise ProviderError(
+            f"{path.name}: its requests pin different providers ({', '.join(sorted(pins))}), where an "
+            "OpenRouter batch runs on one; give the model one `provider` argument and compile it again"
+        )
+    return b",".join(lines), json.loads(pins.pop()) if pins else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lexpilot_batch.providers.bodies.schema import chat_sample
+from lexpilot_batch.providers.bodies.schema import TYPE, UNSUPPORTED, Problem, chat_sample
 from lexpilot_batch.providers.openai import contract
 from lexpilot_batch.providers.openai.dialect import MAX_TOKENS
 from lexpilot_batch.providers.openrouter import lines, results
@@ -30,7 +30,25 @@ def _load() -> tuple[Any, Any]:
 
 def _contract(model: str, body: Mapping[str, Any], first_party: bool, reasoning: bool | None) -> list[Any]:
     # Its chat completions take OpenAI's body and extensions of their own (an OpenAI-compatible endpoint).
-    return contract.problems(body, first_party=first_party, reasoning=reasoning)
+    return contract.problems(body, first_party=first_party, reasoning=reasoning) + pin_problems(body)
+
+
+def pin_problems(body: Mapping[str, Any]) -> list[Problem]:
+    """The model's underlying provider, pinned by a model argument (`--model-arg
+    'openrouter/AUTHOR/MODEL:provider={"only": ["deepinfra"]}'`): OpenRouter's provider routing
+    object (https://openrouter.ai/docs/guides/routing/provider-selection), of which a batch takes
+    only `only` ("Only `provider.only` is supported", https://openrouter.ai/docs/batch-quickstart,
+    taken 2026-12-06). A batch runs on one provider; `openrouter.batch` sends the pin as the batch's."""
+    if "provider" not in body:
+        return []
+    pin = body["provider"]
+    if not isinstance(pin, dict) or set(pin) != {"only"}:
+        why = 'a batch takes only {"only": [provider slugs]} of OpenRouter\'s provider routing (its batch quickstart)'
+        return [Problem("provider", why, UNSUPPORTED)]
+    only = pin["only"]
+    if not isinstance(only, list) or not only or not all(isinstance(p, str) and p.strip() for p in only):
+        return [Problem("provider.only", 'must be a non-empty list of provider slugs, e.g. ["deepinfra"]', TYPE)]
+    return []
 
 
 API = ApiSpec(

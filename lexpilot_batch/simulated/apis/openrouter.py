@@ -15,7 +15,9 @@ shape, https://openrouter.ai/docs/api/reference/errors-and-debugging; all taken 
   naming another model than the batch is refused. What is refused here is refused at create, as a
   400 naming it; the real service says it may instead accept the batch and fail it after
   validation ("A 202 means OpenRouter stored the batch, not that the batch is valid"): stricter,
-  so that a rehearsal that passes sends only what is documented. A batch holds no metadata;
+  so that a rehearsal that passes sends only what is documented (a request body's own `provider`
+  too: a batch "runs on one provider", pinned by the batch's `provider.only`, which its answers
+  name as the `provider` it ran on). A batch holds no metadata;
 - **batches**: `GET /batches` lists newest first, `after` the previous page's `last_id`
   (`{"object": "list", "data", "first_id", "last_id", "has_more"}`, each item's `results` null);
   `GET /batches/{id}` is the `BatchObject` (`status` among `validating`, `in_progress`,
@@ -24,7 +26,9 @@ shape, https://openrouter.ai/docs/api/reference/errors-and-debugging; all taken 
   `results` once it ended; `POST /batches/{id}/cancel` cancels it;
 - **results**: `GET /batches/{id}/results` pages the ended batch's `BatchResult`s (`{"id",
   "custom_id", "response": {"status_code", "request_id", "body"}, "error": {"message", "param",
-  "type"}}`), `cursor` the previous page's `next_cursor`. Each choice carries a
+  "type"}}`), `cursor` the previous page's `next_cursor`, `limit` from 1 through 1,000 (100 here
+  when not given: OpenRouter documents no default). A page is a download: the `damaged_download`
+  and `cut_download` faults strike it as they strike a file's content. Each choice carries a
   `native_finish_reason` (the official SDK's `Choice` requires it), and a reasoning answer's thinking
   is in its message's `reasoning` field (https://openrouter.ai/docs/use-cases/reasoning-tokens). Requests
   an expired or cancelled batch never ran are results with an error of type `batch_expired` or
@@ -67,6 +71,7 @@ WINDOW = "24h"
 MAX_REQUESTS = 5_000  # "The Batch API takes up to 5,000 requests in one call"
 FIELDS = frozenset({"endpoint", "model", "requests", "completion_window", "provider", "callback_url"})
 PAGE = 100
+MAX_PAGE = 1_000  # `GET /batches/{id}/results`' `limit`: "from 1 through 1000"
 NEVER_RAN = ("batch_expired", "batch_cancelled")
 
 
@@ -128,6 +133,8 @@ class OpenRouterApi(Handlers):
             seen.add(cid)
             if not isinstance(req, dict) or not isinstance(req.get("messages"), list) or not req["messages"]:
                 raise bad_request(f"{where}.body: a chat completion request with messages is required.")
+            if "provider" in req:  # stricter than documented: the pin is the batch's
+                raise bad_request(f"{where}.body.provider: a batch runs on one provider, pinned by its provider.only.")
             if req.get("model", model) != model:
                 raise bad_request(f"{where}.body.model: {req.get('model')!r} is not the batch's model {model!r}.")
             fields = {k: v for k, v in req.items() if k not in ("model", "messages")}
@@ -167,16 +174,18 @@ class OpenRouterApi(Handlers):
         found = self._results(record)
         if found is None:
             raise ApiError(409, f"Batch {batch} has not finished; its results are not ready.")
-        cursor = query.get("cursor") or "0"
+        cursor, limit = query.get("cursor") or "0", query.get("limit") or str(PAGE)
         if not cursor.isdigit():
             raise bad_request("cursor: the next_cursor of the previous page.", "cursor")
-        start = int(cursor)
-        more = start + PAGE < len(found)
+        if not limit.isdigit() or not 1 <= int(limit) <= MAX_PAGE:
+            raise bad_request(f"limit: from 1 through {MAX_PAGE}.", "limit")
+        start, size = int(cursor), int(limit)
+        more = start + size < len(found)
         return {
             "object": "list",
-            "data": found[start : start + PAGE],
+            "data": found[start : start + size],
             "has_more": more,
-            "next_cursor": str(start + PAGE) if more else None,
+            "next_cursor": str(start + size) if more else None,
         }
 
     def _results(self, record: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -204,7 +213,7 @@ class OpenRouterApi(Handlers):
             "created_at": int(sim["created"]),
             "expires_at": int(sim["created"]) + 24 * 3600,
             "finalized_at": None,
-            "provider": "simulated",
+            "provider": ((native.get("provider") or {}).get("only") or ["simulated"])[0],  # the one it ran on
             "error": None,
             "results": None,
             "usage": None,
@@ -280,7 +289,11 @@ API = SimulatedApi[OpenRouterApi](
         Route("GET", r"/api/v1/batches", "openrouter_list", lambda a, r: a.listing(r.query)),
         Route("GET", r"/api/v1/batches/([^/]+)", "openrouter_get", lambda a, r: a.get(*r.args)),
         Route(
-            "GET", r"/api/v1/batches/([^/]+)/results", "openrouter_results", lambda a, r: a.results(r.args[0], r.query)
+            "GET",
+            r"/api/v1/batches/([^/]+)/results",
+            "openrouter_results",
+            lambda a, r: a.results(r.args[0], r.query),
+            page="data",  # a download: damaged and broken off as a file's content is
         ),
         Route("POST", r"/api/v1/batches/([^/]+)/cancel", "openrouter_cancel", lambda a, r: a.cancel(*r.args)),
         Route(
@@ -295,5 +308,4 @@ API = SimulatedApi[OpenRouterApi](
     prefixes=("/api/v1/",),
     base_path=PREFIX,  # `OPENROUTER_BASE_URL`: https://openrouter.ai/api/v1
     error_body=error_body,
-    results_in_answer=True,
 )

@@ -14,13 +14,18 @@ from typing import Any
 import openai
 import pytest
 
+from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.errors import ProviderError
-from lexpilot_batch.providers.batch import TERMINAL
+from lexpilot_batch.providers.batch import TERMINAL, BatchSource
 from lexpilot_batch.providers.openrouter import batch, errors, lines, results
-from lexpilot_batch.providers.openrouter.spec import LIMITS
+from lexpilot_batch.providers.openrouter.spec import API, LIMITS
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.sync.call import http
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.simulated.faults import DAMAGES
+from lexpilot_batch.study.model_list import ModelOptions
+from lexpilot_batch.study.runs import RunSpec
+from tests.helpers.native import SIMULATED_APIS, quick, run_on_routes  # noqa: F401 - the autouse `quick`
 
 DOC = json.loads((Path(__file__).parent / "documented.json").read_text(encoding="utf-8"))
 EXAMPLES = {e["name"]: e for e in DOC["examples"]}
@@ -143,6 +148,7 @@ def test_the_official_sdk_creates_polls_and_lists_on_the_simulated_routes(sdk: A
         ({"requests": _requests(1) * 2}, "not unique"),
         ({"requests": [{"custom_id": "q", "method": "POST", "body": {}}]}, "{custom_id, body}"),
         ({"requests": _requests(5_001)}, "at most 5000"),
+        ({"requests": [{**_requests(1)[0], "body": {**_requests(1)[0]["body"], "provider": {}}}]}, "body.provider"),
     ],
 )
 def test_what_the_documentation_does_not_take_is_refused_in_openrouter_s_error_shape(
@@ -156,3 +162,128 @@ def test_what_the_documentation_does_not_take_is_refused_in_openrouter_s_error_s
     assert answer.status_code == 400
     error = answer.json()["error"]
     assert error["code"] == 400 and said in error["message"]  # `{"error": {"code", "message", "metadata"}}`
+
+
+# --- damaged answers -------------------------------------------------------------------------
+
+
+def test_an_answer_that_is_no_batch_object_is_an_answer_lost_on_the_way() -> None:
+    for answer in ("<html>502 Bad Gateway</html>", None, {"object": "batch"}):
+        with pytest.raises(errors.Unreadable):
+            batch.info(answer)
+    failure = errors.failure_of(errors.Unreadable("no batch object"))
+    assert failure is not None and failure.status is None  # a create uncertain, a poll tried again
+    cut = json.JSONDecodeError("Expecting value", '{"id": "b', 9)  # the SDK's client parsing a cut answer
+    assert (errors.failure_of(cut) or failure).status is None
+
+
+def _saved(path: Path) -> tuple[int, int]:
+    """A saved download's result lines and the lines that are none (an error page, JSON cut short)."""
+    good = bad = 0
+    for line in path.read_bytes().splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            bad += 1
+            continue
+        good += isinstance(value, dict) and "custom_id" in value
+    return good, bad
+
+
+@pytest.mark.parametrize("kind", DAMAGES)
+def test_a_damaged_page_of_results_is_saved_as_it_came_for_the_check_and_the_next_fetch_is_whole(
+    tmp_path: Path, kind: str
+) -> None:
+    """The first page of every batch's results damaged once (`damaged_download` on the results
+    route): the download keeps what came, which `engine.downloads` finds short or unreadable, and
+    the fetch after it has every result."""
+    source = tmp_path / "batch.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in _requests(3)), encoding="utf-8")
+    faults = parse_faults(f"damaged_download=1,damaged_times=1,damage={kind}")
+    with SimulatedServer(tmp_path / "sim", faults) as server:
+        endpoint = Endpoint("eval", server.native_url("openrouter"), "OPENROUTER_API_KEY", api_key="sk-simulated")
+        backend = batch.OpenRouterBatchBackend(endpoint, LIMITS)
+        made = backend.create(backend.upload(source), {}, None, BatchSource(source, MODEL))
+        for _ in range(200):
+            made = backend.retrieve(made.id)
+            if made.terminal:
+                break
+        assert made.status == "completed" and made.output_file_id
+        backend.download(made.output_file_id, tmp_path / "first.jsonl")
+        backend.download(made.output_file_id, tmp_path / "again.jsonl")
+        assert server.stats[f"damaged_download:{kind}"] == 1  # the control: the page came damaged
+    good, bad = _saved(tmp_path / "first.jsonl")
+    assert good < 3 or bad > 0, (good, bad)  # never taken for all of them
+    assert _saved(tmp_path / "again.jsonl") == (3, 0)
+
+
+# --- the model's underlying provider, pinned by a model argument -------------------------------
+
+PIN = {"only": ["deepinfra"]}
+
+
+@pytest.mark.parametrize(
+    ("pin", "said"),
+    [
+        (PIN, None),
+        ({"only": ["deepinfra", "together"]}, None),
+        ({"order": ["deepinfra"]}, 'only {"only": [provider slugs]}'),  # chat routing a batch does not take
+        ({"only": ["deepinfra"], "allow_fallbacks": False}, 'only {"only": [provider slugs]}'),
+        ({"only": []}, "non-empty list"),
+        ({"only": "deepinfra"}, "non-empty list"),
+        ("deepinfra", 'only {"only": [provider slugs]}'),
+    ],
+)
+def test_a_pinned_provider_is_checked_against_what_a_batch_takes(pin: Any, said: str | None) -> None:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 8, "provider": pin}
+    found = API.contract(MODEL, body, False, None)
+    if said is None:
+        assert found == []  # OpenAI's contract for a compatible endpoint takes the extension
+    else:
+        assert [p.field.split(".")[0] for p in found] == ["provider"] and said in str(found[0])
+
+
+def _file(tmp_path: Path, pins: list[Any]) -> Path:
+    path = tmp_path / "batch.jsonl"
+    lines = []
+    for request, pin in zip(_requests(len(pins)), pins, strict=True):
+        if pin is not None:
+            request["body"]["provider"] = pin
+        lines.append(json.dumps(request, ensure_ascii=False) + "\n")
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+def test_the_pin_is_sent_once_as_the_batch_s_and_taken_out_of_each_request(tmp_path: Path) -> None:
+    joined, pin = batch._requests(_file(tmp_path, [PIN, PIN]))
+    body = json.loads(batch._head("/v1/chat/completions", MODEL, pin) + joined + b"]}")
+    assert body["provider"] == PIN and len(body["requests"]) == 2
+    assert all("provider" not in r["body"] and r["body"]["messages"] for r in body["requests"])
+    assert batch._requests(_file(tmp_path, [None, None]))[1] is None
+    assert "provider" not in json.loads(batch._head("/v1/chat/completions", MODEL) + b"]}")
+    with pytest.raises(ProviderError, match="pin different providers"):
+        batch._requests(_file(tmp_path, [PIN, None]))
+
+
+def test_a_study_s_model_argument_pins_the_provider_its_batches_run_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--model-arg 'openrouter/…:provider={"only": ["deepinfra"]}'` from `prepare` to the create
+    call: every batch of the study is created pinned, and the simulated provider, which refuses a
+    request body's own `provider`, says it ran there."""
+    [api] = [a for a in SIMULATED_APIS if a.name == "openrouter"]
+    settings = Settings(user_model=api.model, judge_model=api.model)
+    options = {api.model: ModelOptions({"provider": PIN})}
+    spec = RunSpec(("r1",), (api.model,), "dcg", settings, limit=2, model_options=options)
+    seen: dict[str, Any] = {}
+    create = batch.OpenRouterBatchBackend._create
+
+    def spying(self: Any, *args: Any) -> Any:
+        made = create(self, *args)
+        seen[made.id] = self.client.get(f"{batch.BATCHES}/{made.id}", cast_to=object)["provider"]
+        return made
+
+    monkeypatch.setattr(batch.OpenRouterBatchBackend, "_create", spying)
+    done = run_on_routes(tmp_path / "ws", monkeypatch, spec)
+    assert set(done["threads"]) == {"done"} and done["anomalies"] == 0
+    assert seen and set(seen.values()) == {"deepinfra"}, seen
