@@ -8,7 +8,8 @@ output line but for the error's fields, read here as OpenAI's `{"code", "message
 completion's message carries a reasoning model's thinking in `reasoning`
 (https://openrouter.ai/docs/use-cases/reasoning-tokens), read as `reasoning_content` so that thinking
 is never taken for the answer; its `usage` is OpenAI's (`prompt_tokens_details.cached_tokens`,
-`completion_tokens_details.reasoning_tokens`), with OpenRouter's `cost` beside it.
+`completion_tokens_details.reasoning_tokens`), with OpenRouter's `cost` beside it (the request's own
+cost, kept and believed by the cost report: `engine.answers._usage`, `report.build`).
 """
 
 from __future__ import annotations

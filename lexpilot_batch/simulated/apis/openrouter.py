@@ -30,8 +30,9 @@ shape, https://openrouter.ai/docs/api/reference/errors-and-debugging; all taken 
   when not given: OpenRouter documents no default). A page is a download: the `damaged_download`
   and `cut_download` faults strike it as they strike a file's content. Each choice carries a
   `native_finish_reason` (the official SDK's `Choice` requires it), and a reasoning answer's thinking
-  is in its message's `reasoning` field (https://openrouter.ai/docs/use-cases/reasoning-tokens). Requests
-  an expired or cancelled batch never ran are results with an error of type `batch_expired` or
+  is in its message's `reasoning` field (https://openrouter.ai/docs/use-cases/reasoning-tokens);
+  each answer's `usage` has its `cost` (https://openrouter.ai/docs/use-cases/usage-accounting), at
+  the simulated provider's own price (`PRICE`). Requests an expired or cancelled batch never ran are results with an error of type `batch_expired` or
   `batch_cancelled`: what OpenRouter writes for them is not documented;
 - **errors**: `{"error": {"code": <the HTTP status>, "message", "metadata"}}`.
 
@@ -73,6 +74,7 @@ FIELDS = frozenset({"endpoint", "model", "requests", "completion_window", "provi
 PAGE = 100
 MAX_PAGE = 1_000  # `GET /batches/{id}/results`' `limit`: "from 1 through 1000"
 NEVER_RAN = ("batch_expired", "batch_cancelled")
+PRICE = (1.0, 2.0)  # what the simulated provider charges a million prompt and completion tokens (`_costed`)
 
 
 class OpenRouterApi(Handlers):
@@ -241,6 +243,7 @@ def _result(line: dict[str, Any]) -> dict[str, Any]:
     if isinstance(response, dict) and response.get("status_code") == 200:
         body = dict(response["body"])
         body["choices"] = [_reasoned(c) for c in body.get("choices") or []]
+        body["usage"] = _costed(body.get("usage") or {})
         answer = {"status_code": 200, "request_id": rid, "body": body}
         return {"id": rid, "custom_id": cid, "response": answer, "error": None}
     error = line.get("error")
@@ -263,6 +266,15 @@ def _reasoned(choice: dict[str, Any]) -> dict[str, Any]:
     if not thinking:
         return choice
     return {**choice, "message": {**message, "reasoning": thinking}}
+
+
+def _costed(usage: dict[str, Any]) -> dict[str, Any]:
+    """A request's `usage` with its `cost`, as OpenRouter reports it in every answer ("Cost in
+    credits", https://openrouter.ai/docs/use-cases/usage-accounting): here at the simulated
+    provider's own price (`PRICE`, US dollars a million tokens) at half price, no model's real one."""
+    prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    cost = (prompt * PRICE[0] + completion * PRICE[1]) / 1e6 * 0.5
+    return {**usage, "cost": round(cost, 12)}
 
 
 def _usage(found: list[dict[str, Any]]) -> dict[str, int]:

@@ -15,14 +15,18 @@ import openai
 import pytest
 
 from lexpilot_batch.benchmark.settings import Settings
+from lexpilot_batch.engine import answers
 from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.batch import TERMINAL, BatchSource
 from lexpilot_batch.providers.openrouter import batch, errors, lines, results
 from lexpilot_batch.providers.openrouter.spec import API, LIMITS
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.sync.call import http
+from lexpilot_batch.report import results as report_results
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
+from lexpilot_batch.simulated.apis.openrouter import PRICE
 from lexpilot_batch.simulated.faults import DAMAGES
+from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunSpec
 from tests.helpers.native import SIMULATED_APIS, quick, run_on_routes  # noqa: F401 - the autouse `quick`
@@ -287,3 +291,36 @@ def test_a_study_s_model_argument_pins_the_provider_its_batches_run_on(
     done = run_on_routes(tmp_path / "ws", monkeypatch, spec)
     assert set(done["threads"]) == {"done"} and done["anomalies"] == 0
     assert seen and set(seen.values()) == {"deepinfra"}, seen
+
+
+# --- per-request usage and cost ----------------------------------------------------------------
+
+
+def test_the_documented_usage_is_read_with_its_cost() -> None:
+    example = EXAMPLES["Usage Accounting response format"]
+    assert list(answers._usage(example["payload"])) == example["expect"]["usage"]
+    for cost in (True, -1, float("nan"), float("inf"), "0.95", None):
+        assert answers._usage({"usage": {"prompt_tokens": 1, "cost": cost}})[5] is None, cost
+    assert answers._usage({"usage": {"cost": 0}})[5] == 0.0  # a free model's
+
+
+def test_each_answer_s_reported_cost_is_kept_and_summed_for_the_cost_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the simulated answers' `usage.cost` (at its own price, `PRICE`) to the report's query:
+    every answered request keeps its cost, and the sum is what the report prices its work at."""
+    [api] = [a for a in SIMULATED_APIS if a.name == "openrouter"]
+    settings = Settings(user_model=api.model, judge_model=api.model)
+    spec = RunSpec(("r1",), (api.model,), "dcg", settings, limit=2)
+    done = run_on_routes(tmp_path / "ws", monkeypatch, spec)
+    with Workspace(tmp_path / "ws", writable=False) as ws:
+        rows = ws.store.conn.execute(
+            "SELECT prompt_tokens, completion_tokens, cost_usd FROM requests WHERE status = 'answered'"
+        ).fetchall()
+        usage = report_results._usage(ws.store.conn)
+    assert rows and set(done["threads"]) == {"done"}
+    for prompt, completion, cost in rows:
+        assert cost == pytest.approx((prompt * PRICE[0] + completion * PRICE[1]) / 1e6 * 0.5)
+    counted = [c for roles in usage.values() for backends in roles.values() for c in backends.values()]
+    assert sum(c["reported"] for c in counted) >= len(rows) and not any(c["unreported"] for c in counted)
+    assert sum(c["reported_cost_usd"] for c in counted) == pytest.approx(sum(r[2] for r in rows))
