@@ -10,15 +10,29 @@ from typing import Any
 
 from lexpilot_batch.providers.bodies.schema import TYPE, UNSUPPORTED, Problem, chat_sample
 from lexpilot_batch.providers.openai import contract
-from lexpilot_batch.providers.openai.dialect import MAX_TOKENS
+from lexpilot_batch.providers.openai.dialect import MAX_TOKENS, sent_settings
 from lexpilot_batch.providers.openrouter import lines, results
-from lexpilot_batch.providers.spec import MB, ApiSpec, Limits, Provider
+from lexpilot_batch.providers.spec import MB, ApiSpec, Dialect, Limits, Provider
 
 NAME = "openrouter"
 # https://openrouter.ai/docs/guides/features/batch-api (taken 2026-12-06): "The Batch API takes up to
 # 5,000 requests in one call"; the window is 24 hours (https://openrouter.ai/docs/batch-quickstart).
 # No byte limit is documented: the body is cut at 50 MB, ours, so that one create call stays small.
 LIMITS = Limits(5_000, 50 * MB, "24h", "/v1/chat/completions")
+
+
+def _body(
+    model: str, temperature: float | None, max_tokens: int | None, effort: str | None, reasoning: bool | None
+) -> dict[str, Any]:
+    """`max_tokens` and the temperature, without OpenAI's `n`: OpenRouter's chat request has no such
+    field (its official SDK's `ChatRequest`, 1.3.84, generated from its API reference; the
+    simulated routes check each body against it)."""
+    fields = MAX_TOKENS.body(model, temperature, max_tokens, effort, reasoning)
+    fields.pop("n", None)
+    return fields
+
+
+DIALECT = Dialect("openrouter", _body, sent_settings)
 
 
 def _load() -> tuple[Any, Any]:
@@ -57,7 +71,7 @@ API = ApiSpec(
     contract=_contract,
     sample_body=chat_sample,
     load=_load,
-    dialect=MAX_TOKENS,
+    dialect=DIALECT,
     read_results=lambda tag: results.result,
     simulated_native=True,
 )

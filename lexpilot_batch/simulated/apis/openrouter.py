@@ -11,7 +11,8 @@ shape, https://openrouter.ai/docs/api/reference/errors-and-debugging; all taken 
   "completion_window", "provider": {"only": [...]}, "callback_url"}` (the first three required; "Only
   `provider.only` is supported") answers `202` with the batch in status `validating`. Up to 5,000
   requests "in one call"; each `custom_id` unique; each body a chat completion request with
-  messages (this simulator runs `/v1/chat/completions` only, of the documented endpoints). A body
+  messages (this simulator runs `/v1/chat/completions` only, of the documented endpoints), checked
+  against the official SDK's `ChatRequestTypedDict` (`sources.requests`) where it is installed. A body
   naming another model than the batch is refused. What is refused here is refused at create, as a
   400 naming it; the real service says it may instead accept the batch and fail it after
   validation ("A 202 means OpenRouter stored the batch, not that the batch is valid"): stricter,
@@ -62,6 +63,8 @@ from lexpilot_batch.simulated.native import (
     to_chat,
 )
 from lexpilot_batch.simulated.routes import Handlers, Reply, Route, SimulatedApi
+from lexpilot_batch.simulated.sources import requests as requests_of
+from lexpilot_batch.simulated.sources import typed
 from lexpilot_batch.simulated.store import Store
 
 NAME = "openrouter"  # its batches' mark in the store (`native`)
@@ -135,6 +138,11 @@ class OpenRouterApi(Handlers):
             seen.add(cid)
             if not isinstance(req, dict) or not isinstance(req.get("messages"), list) or not req["messages"]:
                 raise bad_request(f"{where}.body: a chat completion request with messages is required.")
+            request_type = requests_of.openrouter_chat()  # None without the SDK: nothing more is checked
+            found = typed.problems(req, request_type) if request_type is not None else []
+            if found:
+                field, what = found[0]
+                raise bad_request(f"{where}.body.{field}: {what} (OpenRouter's ChatRequest).")
             if "provider" in req:  # stricter than documented: the pin is the batch's
                 raise bad_request(f"{where}.body.provider: a batch runs on one provider, pinned by its provider.only.")
             if req.get("model", model) != model:

@@ -1,5 +1,5 @@
 """OpenRouter's Batch API (issue 50): the `openrouter/` folder held to OpenRouter's own documented
-shapes (`documented.json`: each example with its source and the date taken), the simulated routes
+shapes (`tests/providers/documented/openrouter.json`: each example with its source and the date taken), the simulated routes
 driven by OpenRouter's official Python SDK (`openrouter`, whose pydantic types parse what the
 routes answer), and the backend's own refusals. What every native API goes through (a lost create,
 groups sent at once, faults) is `tests/scenarios/test_native_apis.py`'s, OpenRouter among them.
@@ -19,19 +19,20 @@ from lexpilot_batch.engine import answers
 from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.batch import TERMINAL, BatchSource
 from lexpilot_batch.providers.openrouter import batch, errors, lines, results
-from lexpilot_batch.providers.openrouter.spec import API, LIMITS
+from lexpilot_batch.providers.openrouter.spec import API, DIALECT, LIMITS
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.sync.call import http
 from lexpilot_batch.report import results as report_results
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.apis.openrouter import PRICE
 from lexpilot_batch.simulated.faults import DAMAGES
+from lexpilot_batch.simulated.sources import typed
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunSpec
 from tests.helpers.native import SIMULATED_APIS, quick, run_on_routes  # noqa: F401 - the autouse `quick`
 
-DOC = json.loads((Path(__file__).parent / "documented.json").read_text(encoding="utf-8"))
+DOC = json.loads((Path(__file__).parents[1] / "documented" / "openrouter.json").read_text(encoding="utf-8"))
 EXAMPLES = {e["name"]: e for e in DOC["examples"]}
 MODEL = "meta-llama/llama-3.3-70b-instruct"
 
@@ -153,6 +154,7 @@ def test_the_official_sdk_creates_polls_and_lists_on_the_simulated_routes(sdk: A
         ({"requests": [{"custom_id": "q", "method": "POST", "body": {}}]}, "{custom_id, body}"),
         ({"requests": _requests(5_001)}, "at most 5000"),
         ({"requests": [{**_requests(1)[0], "body": {**_requests(1)[0]["body"], "provider": {}}}]}, "body.provider"),
+        ({"requests": [{**_requests(1)[0], "body": {**_requests(1)[0]["body"], "n": 1}}]}, "body.n: is not a field"),
     ],
 )
 def test_what_the_documentation_does_not_take_is_refused_in_openrouter_s_error_shape(
@@ -324,3 +326,14 @@ def test_each_answer_s_reported_cost_is_kept_and_summed_for_the_cost_report(
     counted = [c for roles in usage.values() for backends in roles.values() for c in backends.values()]
     assert sum(c["reported"] for c in counted) >= len(rows) and not any(c["unreported"] for c in counted)
     assert sum(c["reported_cost_usd"] for c in counted) == pytest.approx(sum(r[2] for r in rows))
+
+
+def test_the_product_s_body_is_an_openrouter_chat_request_without_openai_s_n() -> None:
+    """The official SDK's `ChatRequestTypedDict` (1.3.84) has no `n`: the simulated routes, which
+    check each request's body against it, caught the `max_tokens` dialect's `n: 1`."""
+    sdk = pytest.importorskip("openrouter.components")
+    fields = DIALECT.body(MODEL, 0.7, 8192, None, None)
+    assert fields == {"temperature": 0.7, "max_tokens": 8192}
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "x"}], **fields, "provider": {"only": ["a"]}}
+    assert typed.problems(body, sdk.ChatRequestTypedDict) == []
+    assert typed.problems({**body, "n": 1}, sdk.ChatRequestTypedDict) == [("n", "is not a field of this request")]
