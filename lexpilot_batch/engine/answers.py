@@ -56,7 +56,7 @@ def status_kind(status: object) -> str:
     return TRANSPORT
 
 
-_NO_USAGE = (None, None, None, None, None)
+_NO_USAGE = (None, None, None, None, None, None)
 
 
 def _error_text(error: Any) -> str:
@@ -69,19 +69,26 @@ def _error_text(error: Any) -> str:
     return redact(str(error))
 
 
-def _usage(body: dict) -> tuple[int, int, int, int, int]:
-    """(prompt, completion, cached, reasoning, cache-written) tokens. Cached: `prompt_tokens_details.cached_tokens`,
-    or DeepSeek's `prompt_cache_hit_tokens` (https://api-docs.deepseek.com/guides/kv_cache) where a
-    body has only that."""
+def _usage(body: dict) -> tuple[int, int, int, int, int, float | None]:
+    """(prompt, completion, cached, reasoning, cache-written) tokens, and the cost the provider
+    reported for the request in US dollars (None where it reports none). Cached:
+    `prompt_tokens_details.cached_tokens`, or DeepSeek's `prompt_cache_hit_tokens`
+    (https://api-docs.deepseek.com/guides/kv_cache) where a body has only that. The cost: `usage.cost`,
+    OpenRouter's "cost in credits" (https://openrouter.ai/docs/use-cases/usage-accounting, taken
+    2026-12-06), a credit a US dollar; what the cost report uses where every request reports one
+    (`report.build`)."""
     usage = body.get("usage") or {}
     prompt_details = usage.get("prompt_tokens_details") or {}
     completion_details = usage.get("completion_tokens_details") or {}
+    cost = usage.get("cost")
+    reported = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
     return (
         int(usage.get("prompt_tokens") or 0),
         int(usage.get("completion_tokens") or 0),
         int(prompt_details.get("cached_tokens") or usage.get("prompt_cache_hit_tokens") or 0),
         int(completion_details.get("reasoning_tokens") or 0),
         int(prompt_details.get("cache_write_tokens") or 0),  # Anthropic's writes (`results.usage`)
+        reported if reported is not None and 0 <= reported < float("inf") else None,  # (NaN fails both)
     )
 
 

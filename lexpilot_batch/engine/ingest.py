@@ -241,7 +241,7 @@ def apply_result_files(
                 said, reasoning = own_words(line)
                 if said is not None or reasoning is not None:
                     words.append((request_pk, said, reasoning))
-            prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, written_tokens = usage
+            prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, written_tokens, cost = usage
             if ok:
                 stats.answered += 1
                 updates.append(
@@ -256,6 +256,7 @@ def apply_result_files(
                         reasoning_tokens,
                         cached_tokens,
                         written_tokens,
+                        cost,
                         request_pk,
                     )
                 )
@@ -273,6 +274,7 @@ def apply_result_files(
                         reasoning_tokens,
                         cached_tokens,
                         written_tokens,
+                        cost,
                         request_pk,
                     )
                 )
@@ -296,7 +298,7 @@ def apply_result_files(
 def _flawed(line: dict, flaw: Flaw) -> tuple:
     """A request's result from a line beyond a bound of `result_lines`: failed with the reason (and
     the tokens it used, when the line could be read at all)."""
-    usage = judge_line(line, "text", 0)[5] if flaw.kind == INVALID_UTF8 else (None, None, None, None, None)
+    usage = judge_line(line, "text", 0)[5] if flaw.kind == INVALID_UTF8 else (None, None, None, None, None, None)
     return False, None, None, f"unusable result line: {flaw.reason}", _FLAW_KIND[flaw.kind], usage
 
 

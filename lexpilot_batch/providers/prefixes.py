@@ -34,7 +34,6 @@ FOREIGN_PREFIXES = frozenset(
         "hf",
         "llama-cpp-python",
         "ollama",
-        "openrouter",
         "perplexity",
         "sambanova",
         "sglang",

@@ -14,8 +14,10 @@ intervals (`estimates`) and each pair's paired comparison (`compare`).
 
 Cost. Each role's model is priced by `prices.price_for` (a `--prices` file by model or role, else
 the bundled table); each backend's tokens cost what `prices.cost_usd` says (batch work at the
-batch discount, 0.5 by default; sync work at list price; manual work unpriced). A role without a
-price, or with unpriced work, has `cost_usd: null`, and then so does the total.
+batch discount, 0.5 by default; sync work at list price; manual work unpriced), unless the provider
+reported the cost of all of that work (OpenRouter's `usage.cost`), which is then its cost, the role
+also showing the sum it reported (`reported_cost_usd`). A role without a price, or with unpriced
+work, has `cost_usd: null`, and then so does the total.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ THRESHOLDS: dict[str, float] = {
     "benchmark_cases": BENCHMARK_CASES,
 }
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens")
+# What a provider reported of a backend's cost: requests that report one, their sum, and those that
+# used tokens without one (`results._usage`).
+REPORTED = ("reported", "reported_cost_usd", "unreported")
 
 
 def _natural_key(text: str) -> tuple:
@@ -83,15 +88,16 @@ def _task_status(task: str, runs: list[RunResults]) -> dict:
 
 
 def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> dict:
-    """Requests and tokens per role over the group's runs, and their cost: `prices.cost_usd` of each
-    backend's tokens (batch work at the discount, sync work at list price, manual work unpriced)."""
-    by_backend: dict[str, dict[str, dict[str, int]]] = {}
+    """Requests and tokens per role over the group's runs, and their cost (`_cost`)."""
+    by_backend: dict[str, dict[str, dict[str, float]]] = {}
     for run in runs:
         for role, backends in run.usage.items():
             for backend, counts in backends.items():
-                into = by_backend.setdefault(role, {}).setdefault(backend, dict.fromkeys(USAGE_FIELDS, 0))
+                into = by_backend.setdefault(role, {}).setdefault(backend, dict.fromkeys(USAGE_FIELDS + REPORTED, 0))
                 for key in USAGE_FIELDS:
                     into[key] += int(counts.get(key, 0) or 0)
+                for key in REPORTED:
+                    into[key] += counts.get(key, 0) or 0
     order = [r for r in ROLE_ORDER if r in by_backend] + sorted(set(by_backend) - set(ROLE_ORDER))
     first = runs[0] if runs else None  # a group's runs share their models
     model_of = {} if first is None else {"eval": first.model, "user": first.user_model, "judge": first.judge_model}
@@ -99,26 +105,41 @@ def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> di
     priced = False
     for role in order:
         price = price_for(prices, role, model_of.get(role))
-        priced = priced or price is not None
         parts = by_backend[role].items()
+        priced = priced or price is not None or any(_reported(counts) for _, counts in parts)
         roles[role] = {
-            **{key: sum(counts[key] for _, counts in parts) for key in USAGE_FIELDS},
-            "cost_usd": total_cost(
-                cost_usd(
-                    counts["prompt_tokens"],
-                    counts["completion_tokens"],
-                    price,
-                    backend,
-                    discount,
-                    counts["cached_tokens"],
-                    counts["cache_write_tokens"],
-                )
-                for backend, counts in parts
-            ),
+            **{key: int(sum(counts[key] for _, counts in parts)) for key in USAGE_FIELDS},
+            "cost_usd": total_cost(_cost(counts, price, backend, discount) for backend, counts in parts),
         }
+        if any(counts["reported"] for _, counts in parts):  # (only then: a report without it is unchanged)
+            roles[role]["reported_cost_usd"] = sum(float(counts["reported_cost_usd"]) for _, counts in parts)
     total: dict[str, Any] = {key: sum(r[key] for r in roles.values()) for key in USAGE_FIELDS}
     total["cost_usd"] = total_cost(r["cost_usd"] for r in roles.values()) if priced else None
     return {"roles": roles, "total": total, "batch_discount": discount if priced else None}
+
+
+def _reported(counts: dict[str, float]) -> bool:
+    """Whether the provider reported the cost of all the work of a role's backend: some requests
+    report one, and none that used tokens reports none."""
+    return bool(counts["reported"]) and not counts["unreported"]
+
+
+def _cost(counts: dict[str, float], price: Any, backend: str, discount: float) -> float | None:
+    """A role's work on one backend: what the provider reported it cost, where it reported the
+    cost of all of it (OpenRouter's `usage.cost`, its batch discount included); else
+    `prices.cost_usd` of its tokens (batch work at the discount, sync work at list price, manual
+    work unpriced)."""
+    if _reported(counts):
+        return float(counts["reported_cost_usd"])
+    return cost_usd(
+        int(counts["prompt_tokens"]),
+        int(counts["completion_tokens"]),
+        price,
+        backend,
+        discount,
+        int(counts["cached_tokens"]),
+        int(counts["cache_write_tokens"]),
+    )
 
 
 def build_report(

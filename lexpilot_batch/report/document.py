@@ -93,7 +93,7 @@ class RunResults:
     settings: dict = field(default_factory=dict)
     tasks: dict[str, TaskRecords] = field(default_factory=dict)
     # role -> backend -> {requests, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens}
-    usage: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    usage: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     comparison_key: str = ""
     # The run's dataset is the bundled sample: a demonstration, not a benchmark result.
     bundled_sample: bool = False

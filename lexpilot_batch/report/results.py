@@ -127,7 +127,7 @@ def _run_results(
     db: sqlite3.Connection,
     run: Any,
     texts: bool,
-    usage: dict[str, dict[str, dict[str, int]]],
+    usage: dict[str, dict[str, dict[str, float]]],
     labels: dict[tuple[str, str | None], dict[int, tuple[str, str]]],
 ) -> RunResults:
     manifest = json.loads(run["manifest"])
@@ -259,13 +259,15 @@ class _WholeRecords:
         return records.expand(stored, self.case[1])
 
 
-def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, int]]]]:
-    """Requests and tokens by run, role and backend (what their cost depends on), from the
-    `requests_usage` index and the small files table."""
-    out: dict[int, dict[str, dict[str, dict[str, int]]]] = defaultdict(dict)
-    for run_pk, role, backend, n, p, c, k, w in db.execute(
+def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, float]]]]:
+    """Requests and tokens by run, role and backend (what their cost depends on), and, where the
+    provider reported the cost of some of them, how many and its sum; from the `requests_usage`
+    index and the small files table."""
+    out: dict[int, dict[str, dict[str, dict[str, float]]]] = defaultdict(dict)
+    for run_pk, role, backend, n, p, c, k, w, reported, cost, unreported in db.execute(
         "SELECT q.run_pk, q.role, f.backend, COUNT(*), SUM(q.prompt_tokens), SUM(q.completion_tokens),"
-        " SUM(q.cached_tokens), SUM(q.cache_write_tokens)"
+        " SUM(q.cached_tokens), SUM(q.cache_write_tokens), COUNT(q.cost_usd), SUM(q.cost_usd),"
+        " SUM(q.cost_usd IS NULL AND (q.prompt_tokens > 0 OR q.completion_tokens > 0))"
         f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
         " GROUP BY q.run_pk, q.role, f.backend"
     ):
@@ -276,6 +278,8 @@ def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, in
             "cached_tokens": k or 0,
             "cache_write_tokens": w or 0,
         }
+        if reported:  # the provider's own cost of some (`engine.answers._usage`), and the work it did not price
+            counts.update(reported=reported, reported_cost_usd=cost or 0.0, unreported=unreported or 0)
         out[run_pk].setdefault(role, {})[backend] = counts
     return out
 

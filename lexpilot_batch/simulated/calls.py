@@ -9,6 +9,7 @@ downloads) came in between.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -153,3 +154,17 @@ def damaged(kind: str, data: bytes) -> tuple[bytes, str]:
     # truncated: cut in the middle of its last line (a cut that fell between two lines looks like `missing_line`)
     last = lines[-1] if lines else b""
     return data[: len(data) - len(last) + len(last) // 2], "application/octet-stream"
+
+
+def damaged_page(kind: str, page: dict, member: str) -> tuple[bytes, str]:
+    """A JSON page of results (its `member` the list of them) as a damaged download answers it: a
+    result short (`missing_line`), its JSON cut in the middle (`truncated`), or as a file's content
+    is damaged (`damaged`)."""
+    whole = json.dumps(page, ensure_ascii=False).encode("utf-8")
+    if kind == "missing_line":
+        items = list(page[member])
+        del items[len(items) // 2]
+        return json.dumps({**page, member: items}, ensure_ascii=False).encode("utf-8"), "application/json"
+    if kind == "truncated":
+        return whole[: len(whole) // 2], "application/json"
+    return damaged(kind, whole)

@@ -109,12 +109,13 @@ class Faults:
       Gemini's Flex inference refuse when capacity is short; drawn per call, 1 refuses every one.
     - `flex_latency`: seconds each call on the flex tier takes (`sync_latency` if 0).
     - `cut_download`: a download of a file's content (an output or error file, Anthropic's
-      results, Gemini's responses file) breaks off half-way: the answer's `Content-Length` is the
+      results, Gemini's responses file, a page of OpenRouter's results) breaks off half-way: the answer's `Content-Length` is the
       whole file's, and the connection closes after half of it (drawn per call).
     - `damaged_download`: a download of a file's content is answered HTTP 200 with a damaged body,
       whole as far as HTTP can tell (its `Content-Length` its own): one of `DAMAGES`, drawn per
       call among those `damage` names (every kind when empty), as a proxy or gateway having a bad
-      moment answers.
+      moment answers. A page of results in JSON (`routes.Route.page`) is damaged alike:
+      `missing_line` drops one of its results, `truncated` cuts its JSON in the middle.
     - `damage`: `+`-separated kinds of damage (`DAMAGES`) `damaged_download` draws from.
     - `damaged_times`: the most times one file's downloads are damaged (0: no bound): with
       `damaged_download=1`, `damaged_times=1` damages every file's first download and no other.

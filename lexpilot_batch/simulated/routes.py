@@ -102,6 +102,10 @@ class Route(Generic[H]):
     # A header its API's SDK sends on every call (Anthropic's `anthropic-version`): the route is
     # that API's where two APIs share a path (`GET /v1/models`); None: any call of the path.
     header: str | None = None
+    # The member of its JSON answer holding a page of a batch's results (OpenRouter's
+    # `GET /batches/{id}/results`: "data"): such an answer is a download, damaged
+    # (`damaged_download`) and broken off (`cut_download`) as a file's content is.
+    page: str | None = None
     pattern: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

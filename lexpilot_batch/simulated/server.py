@@ -29,6 +29,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from urllib.parse import parse_qs
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.together.spec import NAME as TOGETHER
 from lexpilot_batch.simulated import apis, profiles
-from lexpilot_batch.simulated.calls import Calls, damaged
+from lexpilot_batch.simulated.calls import Calls, damaged, damaged_page
 from lexpilot_batch.simulated.errors import ApiError
 from lexpilot_batch.simulated.faults import Faults, parse_faults
 from lexpilot_batch.simulated.ratelimits import RateLimits, request_tokens
@@ -203,24 +204,33 @@ class _Handler(BaseHTTPRequestHandler):
         reply = result if isinstance(result, Reply) else Reply(result)
         if limited:
             reply = Reply(reply.data, {**limited, **reply.headers}, reply.status)
+        page = route.page
         if isinstance(reply.data, bytes):
-            # A file's content may come back damaged, though whole as far as HTTP can tell
-            # (`damaged_download`), or break off half-way (`cut_download`).
-            kind = sim.calls.damage(route.name, path) if reply.data else None
-            if kind is not None:
-                data, content_type = damaged(kind, reply.data)
-                self._send(reply.status, data, content_type, reply.headers)
-                return
-            if len(reply.data) > 1 and sim.calls.cut(route.name):
-                self._send(
-                    reply.status, reply.data, "application/octet-stream", reply.headers, cut=len(reply.data) // 2
-                )
-                self.close_connection = True
-                return
-            self._send(reply.status, reply.data, "application/octet-stream", reply.headers)
+            self._download(route.name, path, reply, "application/octet-stream", lambda kind: damaged(kind, reply.data))
+        elif page is not None and isinstance(reply.data, dict) and reply.data.get(page):
+            # A page of results is a download too (`Route.page`).
+            self._download(route.name, path, reply, "application/json", lambda k: damaged_page(k, reply.data, page))
         else:
             data = b"" if reply.data is None else json.dumps(reply.data, ensure_ascii=False).encode("utf-8")
             self._send(reply.status, data, "application/json", reply.headers)
+
+    def _download(
+        self, route: str, path: str, reply: Reply, content_type: str, damage: Callable[[str], tuple[bytes, str]]
+    ) -> None:
+        """Answer a download (a file's content, or a page of results): it may come back damaged,
+        though whole as far as HTTP can tell (`damaged_download`: `damage` makes it so), or break
+        off half-way (`cut_download`)."""
+        sim = self.server.sim
+        data = reply.data if isinstance(reply.data, bytes) else json.dumps(reply.data, ensure_ascii=False).encode()
+        kind = sim.calls.damage(route, path) if data else None
+        if kind is not None:
+            self._send(reply.status, *damage(kind), reply.headers)
+            return
+        if len(data) > 1 and sim.calls.cut(route):
+            self._send(reply.status, data, content_type, reply.headers, cut=len(data) // 2)
+            self.close_connection = True
+            return
+        self._send(reply.status, data, content_type, reply.headers)
 
     def _send(
         self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None, cut: int | None = None

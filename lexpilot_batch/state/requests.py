@@ -51,7 +51,8 @@ class RequestRow(TypedDict):
 NewRequest = tuple[str, int, int, str, int, str, str, str, int, int, int, int]
 
 # A result applied to a request, as `apply_results` takes it: (status, text, value, error,
-# error_kind, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, cache_write_tokens, pk).
+# error_kind, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, cache_write_tokens,
+# cost_usd, pk).
 Result = tuple[
     RequestStatus,
     str | None,
@@ -63,8 +64,21 @@ Result = tuple[
     int | None,
     int | None,
     int | None,
+    float | None,
     int,
 ]
+
+
+def add_reported_cost(db: sqlite3.Connection) -> None:
+    """Migration `0018_reported_cost` (`store.MIGRATIONS`): `requests.cost_usd`, the cost a provider
+    reported for the request (OpenRouter's `usage.cost`: `engine.answers`), null where it reported
+    none; the covering index gains it so that reporting still reads no request row."""
+    db.execute("ALTER TABLE requests ADD COLUMN cost_usd REAL")
+    db.execute("DROP INDEX IF EXISTS requests_usage")
+    db.execute(
+        "CREATE INDEX requests_usage ON requests(run_pk, role, status, file_pk, prompt_tokens, completion_tokens,"
+        " cached_tokens, cache_write_tokens, cost_usd)"
+    )
 
 
 def insert_pending(db: sqlite3.Connection, rows: Iterable[NewRequest]) -> None:
@@ -90,7 +104,8 @@ def apply_results(db: sqlite3.Connection, results: Iterable[Result]) -> None:
     only to pending requests, each at most once."""
     db.executemany(
         "UPDATE requests SET status = ?, text = ?, value = ?, error = ?, error_kind = ?, prompt_tokens = ?,"
-        " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ?, cache_write_tokens = ? WHERE pk = ?",
+        " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ?, cache_write_tokens = ?, cost_usd = ?"
+        " WHERE pk = ?",
         results,
     )
 

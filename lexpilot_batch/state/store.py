@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lexpilot_batch.errors import LexpilotError, WorkspaceBusy
-from lexpilot_batch.state import judge_words
+from lexpilot_batch.state import judge_words, requests
 from lexpilot_batch.state.readonly import open_for_reading as open_for_reading  # where readers took it from
 from lexpilot_batch.state.readonly import open_read_only, writable
 from lexpilot_batch.util import clock
@@ -360,6 +360,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0015_instances", _m0015_instances),
     ("0016_cancel_asked", _m0016_cancel_asked),
     ("0017_judge_words", judge_words.create_table),
+    ("0018_reported_cost", requests.add_reported_cost),
 ]
 
 

@@ -100,3 +100,18 @@ def test_preflight_against_llmock_a_third_party_openai_compatible_server(
     assert "this model is not available" in text
     assert _rows(text)[("eval", "openai-api/llmock/gpt-4o-mini")][2] == "ok"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_preflight_has_a_row_for_an_openrouter_model_with_its_one_request_batch(
+    in_process, tmp_path: Path, monkeypatch
+) -> None:
+    """OpenRouter (issue 50): its call and its one-request batch on the simulated provider's OpenRouter
+    routes; its price from the bundled table. The simulated routes serve no model listing."""
+    monkeypatch.chdir(tmp_path)
+    model = "openrouter/meta-llama/llama-3.3-70b-instruct"
+    code, out = in_process(["preflight", "--provider", "simulated", "--model", model, "--batch"])
+    text = out.decode("utf-8")
+    assert code == 0, text
+    row = _rows(text)[("eval", model)]
+    assert row[0] == "simulated/openrouter" and row[-3:-1] == ["ok", "completed"] and row[-1] != "-"
+    assert list(tmp_path.iterdir()) == []

@@ -190,6 +190,30 @@ def _read_together(kind: str, payload: Any, expect: dict[str, Any]) -> None:
     _check_info(info(payload), expect)
 
 
+def _read_openrouter(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    import openai
+
+    from lexpilot_batch.engine.answers import _usage
+    from lexpilot_batch.providers.openrouter import batch, errors
+    from lexpilot_batch.providers.sync.call import http
+
+    if kind == "batch":
+        _check_info(batch.info(payload), expect)
+    elif kind == "submit":  # the create body as the backend writes it, up to its requests
+        assert json.loads(batch._head(payload["endpoint"], payload["model"]) + b"]}") == payload
+    elif kind == "list":
+        assert [batch.info(b).id for b in payload["data"]] == expect.get("ids", [])
+    elif kind == "usage":
+        assert list(_usage(payload)) == expect["usage"]
+    elif kind == "error":
+        request = http.Request("POST", "https://openrouter.ai/api/v1/batches")
+        response = http.Response(expect["status"], json=payload, request=request)
+        failure = errors.failure_of(openai.APIStatusError("refused", response=response, body=payload["error"]))
+        assert failure is not None and (failure.status, failure.message) == (expect["status"], expect["message"])
+    else:
+        raise AssertionError(f"no reader for an OpenRouter {kind}")
+
+
 def _read_limits(provider: str, payload: Any, expect: dict[str, Any]) -> None:
     from lexpilot_batch.providers.registry import resolve_limits
 
@@ -199,7 +223,13 @@ def _read_limits(provider: str, payload: Any, expect: dict[str, Any]) -> None:
     assert limits.endpoint in payload["endpoints"]
 
 
-READERS = {"openai": _read_openai, "anthropic": _read_anthropic, "google": _read_google, "mistral": _read_mistral}
+READERS = {
+    "openai": _read_openai,
+    "anthropic": _read_anthropic,
+    "google": _read_google,
+    "mistral": _read_mistral,
+    "openrouter": _read_openrouter,
+}
 
 
 @pytest.mark.parametrize(("provider", "api", "example"), EXAMPLES)

@@ -8,7 +8,7 @@ a gateway's HTML page, its plain text, cut in the middle of a line, or a line sh
 | scenario | guarantee checked |
 | --- | --- |
 | every result file's first download damaged, one kind at a time (OpenAI's shape) | = fault-free; one batch per file; no request asked twice, no anomaly; each file downloaded twice, its damage counted (`files.damaged`) |
-| the same on each native API (Anthropic's counts, Gemini's none, Mistral's counts, Together's none), the kinds drawn per download | the records of the fault-free rehearsal; nothing asked twice, no anomaly |
+| the same on each native API (Anthropic's counts, Gemini's none, Mistral's counts, OpenRouter's counts and pages of results in JSON, Together's none), the kinds drawn per download | the records of the fault-free rehearsal; nothing asked twice, no anomaly |
 | every download damaged, every try | `poll-and-advance --wait` ends, the batches held: none of their requests answered, failed or asked again; `status` and `doctor` name them and say what to do; the provider well again, the next command fetches them: = fault-free |
 | a command stopped between a damaged download and the next fetch | the next command checks the saved download, fetches it again: = fault-free |
 | `ingest FILE` of answers to requests whose batch still runs | refused, naming the batch, nothing saved or applied; the paid answers are taken when it ends: = fault-free, no conflict; beside lines of a finished file, those are applied and these only counted |

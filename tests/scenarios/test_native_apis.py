@@ -116,7 +116,7 @@ def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_
     assert faulty["anomalies"] == 0
     stats = faulty["server"]
     # Downloads broken off half-way, fetched again: on its own routes, or OpenAI's files routes
-    # where its files are kept there (Mistral's).
+    # where its files are kept there (Mistral's); OpenRouter's pages of results.
     cut = {key.partition(":")[2] for key in stats if key.startswith("cut_download:") and stats[key]}
     assert cut and cut <= {*api.route_names, "file_content"}, stats
     assert stats[f"late_create:{api.create}"] >= 1 and stats["http_500"] + stats["http_429"] >= 1, stats

@@ -4,7 +4,7 @@ disk, the bytes otherwise untouched, and the replacement is recorded (`files.red
 (`doctor`: `secrets_replaced`).
 
 A "gateway" in front of the simulated provider (its `_send`, patched) puts a field into every line
-of every file's content it serves: a configured key of no known shape (`DEEPSEEK_API_KEY`, which
+of every file's content it serves, and into every result of a page of them in JSON (OpenRouter's): a configured key of no known shape (`DEEPSEEK_API_KEY`, which
 the run does not use: only knowing it finds it) and an `sk-` key nobody configured (only its shape
 finds it). Downloads are read 7 bytes at a time (`file_batch.DOWNLOAD_CHUNK`), so each key
 straddles a chunk boundary somewhere.
@@ -12,7 +12,7 @@ straddles a chunk boundary somewhere.
 | scenario | guarantee checked |
 | --- | --- |
 | OpenAI's shape (`file_batch.save_streamed`) | records equal to the fault-free run; nothing asked twice, no anomaly; no fragment of 8 characters of either key in any file (`responses/` included), row or output; `files.redacted` counts every key echoed; `doctor` reports `secrets_replaced`; every saved line still the JSON it was, the echo read `[redacted …]` |
-| each native API (Anthropic's streamed results, Gemini's SDK download through its scrubbing sink, Mistral's, Together's) | the same, against the in-process rehearsal |
+| each native API (Anthropic's streamed results, Gemini's SDK download through its scrubbing sink, Mistral's, OpenRouter's pages of results, Together's) | the same, against the in-process rehearsal |
 
 Each fails on the code before `redaction.Scrubber`: the keys were saved whole under `responses/`.
 """
@@ -88,10 +88,24 @@ def gateway(monkeypatch: pytest.MonkeyPatch) -> Counter:
                 lines.append(json.dumps(line, ensure_ascii=False) + "\n")
                 echoed["keys"] += len(KEYS)
             data = "".join(lines).encode("utf-8")
+        elif status == 200 and content_type == "application/json" and (results := _results(data)):
+            page = json.loads(data)
+            page["data"] = [{ECHO: f"upstream saw x-api-key: {CONFIGURED}; forwarded {SHAPED}", **r} for r in results]
+            echoed["keys"] += len(KEYS) * len(results)
+            data = json.dumps(page, ensure_ascii=False).encode("utf-8")
         send(self, status, data, content_type, *args, **kwargs)
 
     monkeypatch.setattr(server._Handler, "_send", echoing)
     return echoed
+
+
+def _results(data: bytes) -> list[dict[str, Any]]:
+    """The results of a page of them in JSON (OpenRouter's `{"data": [BatchResult, ...]}`), else none."""
+    page = json.loads(data) if data else None
+    found = page.get("data") if isinstance(page, dict) else None
+    if isinstance(found, list) and all(isinstance(r, dict) and "custom_id" in r for r in found):
+        return found
+    return []
 
 
 def saved_lines(root: Path) -> list[dict[str, Any]]:

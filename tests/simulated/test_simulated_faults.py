@@ -288,7 +288,14 @@ def test_the_route_names_are_the_registered_routes_with_their_public_spellings()
 
     # Users and tests name these in `http_routes=`: their spellings never change.
     public = {"create_batch", "file_content", "chat_completion", "anthropic_message", "gemini_generate"}
-    creates = {"create_batch", "anthropic_create", "gemini_create", "mistral_create", "together_create"}
+    creates = {
+        "create_batch",
+        "anthropic_create",
+        "gemini_create",
+        "mistral_create",
+        "openrouter_create",
+        "together_create",
+    }
     assert public | creates <= set(route_names())
     assert {route.name for _, route in ROUTES if route.creates} == creates
     assert route_names()[0] == "upload_file" and len(route_names()) == len(set(route_names()))

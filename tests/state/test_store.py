@@ -130,6 +130,7 @@ TABLES = {
         ("reasoning_tokens", "INTEGER", 0, 0),
         ("cached_tokens", "INTEGER", 0, 0),
         ("cache_write_tokens", "INTEGER", 0, 0),
+        ("cost_usd", "REAL", 0, 0),
     ],
     "runs": [
         ("pk", "INTEGER", 0, 1),
@@ -171,6 +172,7 @@ INDEXES = {
             "completion_tokens",
             "cached_tokens",
             "cache_write_tokens",
+            "cost_usd",
         ),
         False,
     ),
@@ -229,6 +231,7 @@ MIGRATION_NAMES = [
     "0015_instances",
     "0016_cancel_asked",
     "0017_judge_words",
+    "0018_reported_cost",
 ]
 
 

@@ -7,6 +7,7 @@ base path), and nothing else names it. Adding an API is adding its module (docs/
 - `anthropic`: Message Batches and Messages
 - `gemini`: Batch Mode, the File API's resumable upload and generateContent
 - `mistral`: batch jobs, over OpenAI's files routes
+- `openrouter`: OpenRouter's inline batches and chat completions, under /api/v1
 - `together`: Together AI's files and batch jobs, under /together
 
 The lookups below read the declarations: which route a call is for, and which API owns a path.

@@ -6,7 +6,8 @@ then not wrong on this side too, and a rehearsal can show it.
 - `typed`: a JSON body checked against an SDK's request type (a `TypedDict`, closed or not, or a
   pydantic model), in the SDK's own terms
 - `requests`: each API's request types and documented extras: OpenAI's batch create and chat
-  completions, Anthropic's Messages, Gemini's GenerateContentRequest, Mistral's chat completions,
+  completions, Anthropic's Messages, Gemini's GenerateContentRequest, Mistral's and OpenRouter's
+  chat completions,
   Ark's batch chat, each platform's batch create
 - `names`: the model names each API serves, from its SDK's own list and the lists its maker
   publishes (`published`, each list with its source and date), and the near misses of them

@@ -11,6 +11,7 @@ checked by what its documentation says alone (`None` below: the route keeps its 
 | Anthropic Messages | `anthropic.types.message_create_params.MessageCreateParamsNonStreaming` | `temperature` (0 to 1), `top_p`, `top_k`: the Messages API reference documents them, the installed SDK's type lacks them; a message's role `user` or `assistant` (the reference's; the SDK's type also names `system`) |
 | Gemini generateContent | `google.genai.types.Content` (each content, `role` "user" or "model") and `GenerationConfig` | the request's fields: those google-genai 3.6.1 writes into it (`models._GenerateContentParameters_to_mldev`, `_GenerateContentConfig_to_mldev`) |
 | Mistral chat completion | `mistralai.client.models.chatcompletionrequest.ChatCompletionRequestTypedDict` (closed) | |
+| OpenRouter batch request body | `openrouter.components.ChatRequestTypedDict` (closed) | a batch takes `provider.only` only, as the batch's (its batch quickstart) |
 | Moonshot chat completion | OpenAI's | temperature 0 to 1 (Moonshot's chat reference) |
 | Ark batch chat | the fields `volcenginesdkarkruntime` `batch_chat.completions.Completions.create` sends, each null when not given | |
 """
@@ -44,6 +45,12 @@ OPENAI_DOCUMENTED = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0)}
 # Moonshot's chat reference (https://platform.moonshot.cn/docs/api/chat, "temperature": between 0
 # and 1): its temperature is narrower than OpenAI's; `top_p` as OpenAI's.
 MOONSHOT_DOCUMENTED = {**OPENAI_DOCUMENTED, "temperature": (0.0, 1.0)}
+
+
+def openrouter_chat() -> Any | None:
+    """OpenRouter's chat completions request, the body of each request of a batch to
+    `/v1/chat/completions` (its official SDK, `openrouter`: `components.ChatRequestTypedDict`)."""
+    return _type("openrouter.components", "ChatRequestTypedDict")
 
 
 def groq_batch_create() -> Any | None:

@@ -90,7 +90,7 @@ def test_an_anthropic_answer_is_its_text_never_its_thinking():
         True,
         "clarification",
         None,
-        (150, 50, 40, 30, 10),
+        (150, 50, 40, 30, 10, None),
     )  # the 10 written to the cache kept apart
     only_thinking = _claude({"type": "succeeded", "message": _message([thinking])})
     assert _judged(only_thinking)[:3] == (False, None, INVALID)  # empty: the thinking is not the answer

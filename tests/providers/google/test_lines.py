@@ -34,7 +34,7 @@ def _candidate(parts: list, reason: str = "STOP") -> dict:
 def test_a_gemini_answer_is_its_parts_never_its_thoughts():
     line = _gemini(_candidate([{"text": '{"label": "judgment"}', "thought": True}, {"text": ANSWER}]))
     assert line["custom_id"] == CID
-    assert _judged(line)[:4] == (True, "clarification", None, (120, 90, 64, 70, 0))
+    assert _judged(line)[:4] == (True, "clarification", None, (120, 90, 64, 70, 0, None))
     assert _judged(_gemini(_candidate([{"text": ANSWER, "thought": True}])))[:3] == (False, None, INVALID)
 
 

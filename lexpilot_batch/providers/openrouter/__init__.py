@@ -1,0 +1,1 @@
+"""OpenRouter's API shape: its Batch API (inline requests, batches without metadata) and chat completions."""
