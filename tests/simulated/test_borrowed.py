@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import lexpilot_batch.providers as providers
 import lexpilot_batch.simulated as simulated
 
 # (module, name) pairs the simulated provider may import from `lexpilot_batch.providers`.
@@ -17,7 +18,7 @@ ALLOWED = {
     ("ids", "TAG_LENGTH"),
     ("lines", "our_id"),
     ("lines", "line_id"),
-} | {(f"{api}.spec", "NAME") for api in ("openai", "anthropic", "google", "mistral", "together")}
+} | {(f"{spec.parent.name}.spec", "NAME") for spec in Path(providers.__file__).parent.glob("*/spec.py")}
 
 
 def _borrowed() -> set[tuple[str, str, str]]:
