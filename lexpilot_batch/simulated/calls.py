@@ -47,7 +47,7 @@ class Calls:
                     self.stats[f"retried:{profile.name}:{route}"] += 1
 
     def roll(self, *key: str) -> float:
-        """The next draw for `key` (a fault and a route; `chat`'s flex refusals give none): the
+        """The next draw for `key` (a fault and a route): the
         n-th draw of a key is the same number run after run (module docstring)."""
         with self._lock:
             number = self._draws[key]

@@ -42,7 +42,7 @@ def answer(
     client_request_id: str | None,
     seed: int,
     faults: Faults,
-    roll: Callable[[], float],
+    roll: Callable[..., float],
     prefixes: PrefixCache | None = None,
 ) -> dict[str, Any]:
     """The chat.completion for `body`, drawn by the client's id of the call as a batch line's is by
@@ -60,7 +60,7 @@ def answer(
             raise bad_request(f"Invalid value for 'service_tier': {tier!r}.", param="service_tier")
         flex = tier == FLEX
         body = {k: v for k, v in body.items() if k != "service_tier"}  # the tier never changes the answer
-        if flex and faults.flex_429 and roll() < faults.flex_429:
+        if flex and faults.flex_429 and roll("flex_429", "chat") < faults.flex_429:
             raise ApiError(
                 429,
                 "Resource unavailable: flex processing has not enough capacity for this request now; "

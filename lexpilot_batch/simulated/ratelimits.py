@@ -92,7 +92,7 @@ class _Bucket:
 class RateLimits:
     """The buckets of one server (module docstring), on `clock` (the server's monotonic one)."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[..., float] = time.monotonic) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._buckets: dict[tuple[str, str, str], _Bucket] = {}

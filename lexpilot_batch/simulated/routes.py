@@ -31,7 +31,7 @@ class Handlers:
     """What one API's handlers run over: the provider's state, its faults, the simulated models'
     seed, the per-call faults' draws (the server's seeded generator) and the server's URL."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[..., float]) -> None:
         self.store, self.faults, self.seed, self.roll = store, faults, seed, roll
         self.root = ""  # the server's URL, for the URLs an answer names (set once it listens)
 
@@ -118,7 +118,7 @@ class SimulatedApi(Generic[H]):
 
     name: str  # as the simulated provider names it: its module of `apis/`
     spec: str  # the product's API shape it doubles (`providers.spec.ApiSpec.name`)
-    handlers: Callable[[Store, Faults, int, Callable[[], float]], H]  # its `Handlers` class
+    handlers: Callable[[Store, Faults, int, Callable[..., float]], H]  # its `Handlers` class
     routes: tuple[Route[H], ...]
     # Where its paths start: a path no route matches is answered in the error shape of the API
     # with the longest of these it starts with.

@@ -89,7 +89,7 @@ class GeminiApi(Handlers):
     """The Batch Mode and File API routes over one simulated provider's store (`root`: for upload
     URLs and file URIs)."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[..., float]) -> None:
         super().__init__(store, faults, seed, roll)
         self._uploads: dict[str, dict[str, Any]] = {}  # resumable upload sessions (in memory)
         self._lock = threading.Lock()

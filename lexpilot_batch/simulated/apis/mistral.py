@@ -66,7 +66,7 @@ _STATUSES = {
 class MistralApi(Handlers):
     """The batch job routes over one simulated provider's store (its files are OpenAI's routes')."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[..., float]) -> None:
         super().__init__(store, faults, seed, roll)
         self._lock = threading.Lock()  # a job's files are written once, whichever call sees it end first
 

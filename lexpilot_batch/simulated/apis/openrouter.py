@@ -83,7 +83,7 @@ PRICE = (1.0, 2.0)  # what the simulated provider charges a million prompt and c
 class OpenRouterApi(Handlers):
     """The batch routes over one simulated provider's store."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[..., float]) -> None:
         super().__init__(store, faults, seed, roll)
         self._lock = threading.Lock()
 

@@ -96,7 +96,7 @@ class TogetherApi(Handlers):
     """The files and batch job routes of Together over one simulated provider's store (`root`: for
     the signed upload URLs)."""
 
-    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[[], float]) -> None:
+    def __init__(self, store: Store, faults: Faults, seed: int, roll: Callable[..., float]) -> None:
         super().__init__(store, faults, seed, roll)
         self._lock = threading.Lock()  # a job's files are written once; a checksum names one file
 
