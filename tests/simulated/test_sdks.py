@@ -187,6 +187,7 @@ def test_the_groq_sdk(server: SimulatedServer, slow: SimulatedServer) -> None:
     batch = _until(lambda: client.batches.retrieve(batch.id), lambda b: b.status == "completed")
     lines = [json.loads(x) for x in client.files.content(batch.output_file_id).text().splitlines()]
     assert sorted(x["custom_id"] for x in lines) == ["request-1", "request-2"] and all(map(_answered, lines))
+    assert {file.id, batch.output_file_id} <= {f.id for f in client.files.list().data}  # the platform's path lists them
     running = groq.Groq(base_url=slow.root_url + "/groq", api_key="gsk-any", max_retries=0)
     file = running.files.create(file=("batch.jsonl", _openai_lines("llama-3.3-70b-versatile")), purpose="batch")
     batch = running.batches.create(input_file_id=file.id, endpoint="/v1/chat/completions", completion_window="24h")

@@ -89,8 +89,11 @@ class OpenAIApi(Handlers):
             raise not_found(f"No such File object: {file_id}")
         return {"id": file_id, "object": "file", "deleted": True}
 
-    def list_files(self, query: dict[str, str]) -> dict[str, Any]:
-        files = [f for f in self.store.list_files() if f["purpose"] in ("batch", "batch_output")]
+    def list_files(self, query: dict[str, str], profile: Profile | None = None) -> dict[str, Any]:
+        """The batch files held, newest first (one file space for OpenAI's path and every
+        platform's: a platform lists the purposes it takes, and the outputs)."""
+        purposes = {*(profile.purposes if profile else ("batch",)), "batch_output"}
+        files = [f for f in self.store.list_files() if f["purpose"] in purposes]
         files = sorted(files, key=lambda f: (f["created_at"], f["id"]), reverse=True)
         if query.get("order") == "asc":
             files.reverse()
