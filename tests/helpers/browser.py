@@ -41,6 +41,20 @@ def chromium() -> str | None:
     return None
 
 
+def dump_dom(browser: str, url: str, profile: Path, budget_ms: int = 5000) -> str:
+    """The DOM of `url` once its scripts ran for `budget_ms` of virtual time (`--dump-dom`), in a
+    browser profile of its own at `profile`; the browser ending in error fails the test."""
+    done = subprocess.run(
+        [browser, *FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
 class DevTools:
     """Headless Chromium driven over the DevTools protocol, for a page that builds itself after it
     loads (a single-page app fetching its data): `--dump-dom` would dump it before, and virtual time

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import json
-import subprocess
 import urllib.parse
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from lexpilot_batch.cli import app
 from lexpilot_batch.engine.answers import own_words
 from lexpilot_batch.state.compaction import read_saved, saved_files
 from lexpilot_batch.state.workspace import Workspace
-from tests.helpers.browser import FLAGS, chromium
+from tests.helpers.browser import chromium, dump_dom
 from tests.helpers.engine import finish, open_session, prepare_runs
 
 MODEL = "sim-a"
@@ -155,16 +154,9 @@ def test_chromium_shows_a_malformed_judge_answer_and_its_retry_beside_the_decisi
     page.write_text(result.stdout, encoding="utf-8")
     parts = (MODEL, "r1", task, case, *(["c"] if task == "lca" else []))
     url = page.as_uri() + "#case=" + "/".join(urllib.parse.quote(p, safe="") for p in parts)
-    done = subprocess.run(
-        [browser, *FLAGS, f"--user-data-dir={tmp_path / 'p'}", "--virtual-time-budget=5000", "--dump-dom", url],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    shown = done.stdout.split('id="v-case"', 1)[1].split("</article>", 1)[0]
-    assert f'data-case="{case}"' in done.stdout
+    dumped = dump_dom(browser, url, tmp_path / "p")
+    shown = dumped.split('id="v-case"', 1)[1].split("</article>", 1)[0]
+    assert f'data-case="{case}"' in dumped
     # The turn the judge tagged holds its words, collapsed: the rejected attempt (its whole output
     # and why it was rejected) and the attempt used, whose decision is the turn's tag.
     turns = [html.unescape(t) for t in shown.split('<li class="turn ')[1:]]

@@ -8,7 +8,6 @@ named by LEXPILOT_CHROMIUM, and is skipped, saying so, only when none can be fou
 from __future__ import annotations
 
 import re
-import subprocess
 import urllib.parse
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,7 +18,7 @@ from typer.testing import CliRunner
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.cli import app
 from lexpilot_batch.data import load_dataset
-from tests.helpers.browser import FLAGS, chromium
+from tests.helpers.browser import chromium, dump_dom
 from tests.helpers.engine import STUDY_MODELS, records
 
 
@@ -105,16 +104,9 @@ def test_chromium_shows_the_tables_the_figures_and_one_case(study, page, tmp_pat
     assert "/" in STUDY_MODELS[1]
     link = "/".join(urllib.parse.quote(part, safe="") for part in (STUDY_MODELS[1], "r2", "ljp_interaction", number))
     url = page.as_uri() + "#case=" + link
-    done = subprocess.run(
-        [browser, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=5000", "--dump-dom", url],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    dumped = dump_dom(browser, url, tmp_path / "profile")
     dom = Dom()
-    dom.feed(done.stdout)
+    dom.feed(dumped)
 
     # The tables: the main one with a row per model, one per task, comparisons, interaction statistics.
     for table in ("t-main", "t-lca", "t-dcg", "t-ljp_direct", "t-ljp_gold", "t-ljp_interaction", "t-comparisons"):
@@ -138,21 +130,9 @@ def test_chromium_shows_the_tables_the_figures_and_one_case(study, page, tmp_pat
         assert text in turn["text"]
         if label:
             assert f"classifier: {label}" in turn["text"]
-    shown = done.stdout.split('id="v-case"', 1)[1]
+    shown = dumped.split('id="v-case"', 1)[1]
     for claim in record["claims"]:
         assert claim["claim"] in shown
-
-
-def _dump(browser: str, url: str, profile: Path) -> str:
-    done = subprocess.run(
-        [browser, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", url],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
 
 
 def _between(html: str, start: str, end: str) -> str:
@@ -175,7 +155,7 @@ def test_chromium_shows_what_the_dcg_judge_saw_and_finds_a_case_by_its_number(st
     case = cases[idx]
     assert len(case.focal_points) >= 1
     link = "/".join(urllib.parse.quote(part, safe="") for part in (STUDY_MODELS[0], "r1", "dcg", str(case.case_number)))
-    html = _dump(browser, page.as_uri() + "#case=" + link, tmp_path / "p1")
+    html = dump_dom(browser, page.as_uri() + "#case=" + link, tmp_path / "p1")
     shown = _between(html, 'id="v-case"', "</article>")
     facts = _between(shown, 'id="v-facts"', "</aside>")
     assert "What the DCG judge saw" in facts
@@ -195,7 +175,7 @@ def test_chromium_shows_what_the_dcg_judge_saw_and_finds_a_case_by_its_number(st
 
     # The search: its number typed into the box (a #search= link fills it) finds the case.
     wanted = str(cases[len(cases) // 2].case_number)
-    html = _dump(browser, page.as_uri() + "#search=" + urllib.parse.quote(wanted), tmp_path / "p2")
+    html = dump_dom(browser, page.as_uri() + "#search=" + urllib.parse.quote(wanted), tmp_path / "p2")
     listed = re.findall(r'<li[^>]*data-item="\d+"[^>]*>case ([^ <]+)', _between(html, 'id="v-cases"', "</ul>"))
     assert listed and listed[0] == wanted, listed
     assert all(wanted in number for number in listed)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study import runs
 from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util.spreadsheet import FORMULA_START, csv_text, safe_cell
-from tests.helpers.browser import FLAGS, chromium
+from tests.helpers.browser import chromium, dump_dom
 from tests.helpers.engine import finish, open_session
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -152,22 +151,8 @@ def test_chromium_fires_no_dialog_on_the_markdown_report(hostile_study, in_proce
         page.write_text(
             f"<!doctype html><html><head><meta charset='utf-8'>{head}</head><body>{body}</body></html>", "utf-8"
         )
-        done = subprocess.run(
-            [
-                browser,
-                *FLAGS,
-                f"--user-data-dir={tmp_path / 'profile'}",
-                "--virtual-time-budget=3000",
-                "--dump-dom",
-                page.as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        dialogs[name] = '<html data-alerts="' in done.stdout  # the attribute, not the script's text
+        dumped = dump_dom(browser, page.as_uri(), tmp_path / "profile", budget_ms=3000)
+        dialogs[name] = '<html data-alerts="' in dumped  # the attribute, not the script's text
     assert dialogs == {"report": False, "control": True}
 
 
