@@ -16,6 +16,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -53,6 +54,21 @@ def _cli_with(setup: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _status_where(root: Path, first: str) -> subprocess.CompletedProcess[str]:
+    """`status` in a child process whose summary runs `first` (Python source, a function body's
+    statements, `signal` imported) before its own work: where the tests below land a SIGTERM."""
+    setup = (
+        "import signal\n"
+        "import lexpilot_batch.status.summary as summary\n"
+        "real = summary.summarize\n"
+        "def summarize(*args, **kwargs):\n"
+        f"{textwrap.indent(first, '    ')}"
+        "    return real(*args, **kwargs)\n"
+        "summary.summarize = summarize\n"
+    )
+    return _cli_with(setup, "status", "--root", str(root))
+
+
 @posix_only
 def test_a_sigterm_while_the_modules_load_stops_the_command_before_it_does_anything(tmp_path):
     root = _prepared(tmp_path / "ws")
@@ -78,19 +94,13 @@ def test_a_sigterm_a_finalizer_swallows_still_stops_the_command(tmp_path):
     propagate: Python printed "Exception ignored in ..." with its traceback and the command went
     on to exit 0. It is raised again instead, and the command stops as on any SIGTERM."""
     root = _prepared(tmp_path / "ws")
-    setup = (
-        "import signal\n"
-        "import lexpilot_batch.status.summary as summary\n"
-        "real = summary.summarize\n"
+    done = _status_where(
+        root,
         "class Finalized:\n"
         "    def __del__(self):\n"
         "        signal.raise_signal(signal.SIGTERM)\n"
-        "def summarize(*args, **kwargs):\n"
-        "    Finalized()  # dropped at once: its finalizer receives the signal\n"
-        "    return real(*args, **kwargs)\n"
-        "summary.summarize = summarize\n"
+        "Finalized()  # dropped at once: its finalizer receives the signal\n",
     )
-    done = _cli_with(setup, "status", "--root", str(root))
     assert (done.returncode, done.stderr) == (TERMINATED_EXIT, TERMINATED + "\n")
 
 
@@ -101,19 +111,13 @@ def test_a_sigterm_a_library_turns_into_its_own_error_still_stops_the_command(tm
     ... Terminated`), the SIGTERM came out as that error: a traceback and rc 1, seen once in 200
     in the start-up campaign. An error a body ends with after a SIGTERM arrived is its consequence."""
     root = _prepared(tmp_path / "ws")
-    setup = (
-        "import signal\n"
-        "import lexpilot_batch.status.summary as summary\n"
-        "real = summary.summarize\n"
-        "def summarize(*args, **kwargs):\n"
-        "    try:\n"
-        "        signal.raise_signal(signal.SIGTERM)\n"
-        "    except BaseException as caught:  # as a library's own error handling does\n"
-        "        raise RuntimeError(f'Error building serializer: {caught!r}') from None\n"
-        "    return real(*args, **kwargs)\n"
-        "summary.summarize = summarize\n"
+    done = _status_where(
+        root,
+        "try:\n"
+        "    signal.raise_signal(signal.SIGTERM)\n"
+        "except BaseException as caught:  # as a library's own error handling does\n"
+        "    raise RuntimeError(f'Error building serializer: {caught!r}') from None\n",
     )
-    done = _cli_with(setup, "status", "--root", str(root))
     assert (done.returncode, done.stderr) == (TERMINATED_EXIT, TERMINATED + "\n")
 
 
