@@ -206,7 +206,7 @@ STATE_WORDS = {
 # of its API's states onto them); "failed" is also a thread's and a request's.
 BATCH_WORDS = {"completed", "failed", "expired", "cancelled", "cancelling", "in_progress", "validating", "finalizing"}
 # The vocabulary itself, and the released migrations, whose SQL stays as it was released.
-DEFINED_IN = {"state.states", "state.store"}
+DEFINED_IN = {"state.states", "state.migrations"}
 # A quoted word, alone or inside SQL (`status = 'done'`).
 _WORDS = "|".join(sorted(STATE_WORDS | BATCH_WORDS))
 QUOTED = re.compile(r"""(?<![\w])(['"])(""" + _WORDS + r""")\1""")

@@ -40,7 +40,7 @@ from typing import Any
 
 import pytest
 
-from lexpilot_batch.state.store import migrate
+from lexpilot_batch.state.migrations import migrate
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "lexpilot_batch"

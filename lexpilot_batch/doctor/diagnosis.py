@@ -31,8 +31,8 @@ from lexpilot_batch.engine.ingest import file_normaliser
 from lexpilot_batch.engine.result_lines import result_lines
 from lexpilot_batch.providers.results import Normalise
 from lexpilot_batch.state.compaction import SUFFIX, missing, verify
+from lexpilot_batch.state.migrations import MIGRATIONS
 from lexpilot_batch.state.states import RequestState, ThreadState
-from lexpilot_batch.state.store import MIGRATIONS
 from lexpilot_batch.state.waves import (
     CREATING,
     DOWNLOADED,

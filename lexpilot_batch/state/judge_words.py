@@ -20,7 +20,7 @@ Words = tuple[int, str | None, str | None]
 
 
 def create_table(db: sqlite3.Connection) -> None:
-    """Migration `0017_judge_words` (`store.MIGRATIONS`): requests answered before it have no row."""
+    """Migration `0017_judge_words` (`migrations.MIGRATIONS`): requests answered before it have no row."""
     db.execute(
         "CREATE TABLE judge_words ("
         " request_pk INTEGER PRIMARY KEY REFERENCES requests(pk),"

@@ -70,7 +70,7 @@ Result = tuple[
 
 
 def add_reported_cost(db: sqlite3.Connection) -> None:
-    """Migration `0018_reported_cost` (`store.MIGRATIONS`): `requests.cost_usd`, the cost a provider
+    """Migration `0018_reported_cost` (`migrations.MIGRATIONS`): `requests.cost_usd`, the cost a provider
     reported for the request (OpenRouter's `usage.cost`: `engine.answers`), null where it reported
     none; the covering index gains it so that reporting still reads no request row."""
     db.execute("ALTER TABLE requests ADD COLUMN cost_usd REAL")

@@ -13,8 +13,9 @@ import pytest
 
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.state import readonly as readonly_module
+from lexpilot_batch.state.migrations import MIGRATIONS
 from lexpilot_batch.state.readonly import open_read_only, sqlite_uri
-from lexpilot_batch.state.store import MIGRATIONS, Store
+from lexpilot_batch.state.store import Store
 
 # table -> [(column, type, NOT NULL, primary-key position)], in column order
 TABLES = {

@@ -3,7 +3,7 @@ statement in any other module of the package fails here, named by module and lin
 row is written is found from the file names (`state/requests.py`, `state/threads.py`...).
 
 The simulated provider is left out: a test double of the providers' APIs, with a state folder of its
-own (`simulated/store.py`). The migrations' SQL is in `state/store.py`.
+own (`simulated/store.py`). The migrations' SQL is in `state/migrations.py`.
 """
 
 from __future__ import annotations
