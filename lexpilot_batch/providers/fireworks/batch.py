@@ -33,7 +33,7 @@ is under `{FIREWORKS_BASE_URL}/v1/accounts/{account}`:
   whose two files (results and errors) are this backend's `{dataset}#results` and
   `{dataset}#errors`, downloaded from the signed URLs `GET /datasets/{id}:getDownloadEndpoint`
   answers (`filenameToSignedUrls`; the file whose name holds "error" is the error file). A failed
-  job's `status.message` says why.
+  job's status message says why.
 
 **A job carries no metadata**, so `tags_batches = False`: after a lost create answer,
 `engine.recovery` finds the job made from the file's own dataset (`inputDatasetId`), which only this
@@ -72,7 +72,8 @@ JOBS = "batchInferenceJobs"
 PAGE = 200  # `pageSize`: "The maximum page_size is 200"
 RESULTS, ERRORS = "results", "errors"
 FILE = "#"  # between a dataset and which of its files: `{dataset}#results`
-READY_LOOKS = 12  # polls of a dataset until it is READY, backing off to 5 s
+READY_LOOKS = 12  # polls of a dataset until it is READY, backing off to 5 s (`READY`)
+READY = clock.Backoff(0.25, 5.0)
 V = BatchStatus
 STATES = {
     "JOB_STATE_UNSPECIFIED": V.VALIDATING,
@@ -236,7 +237,7 @@ class FireworksBatchBackend(FileBatchBackend):
         for attempt in range(READY_LOOKS):
             if self._state(dataset) == "READY":
                 return dataset
-            clock.pause(min(5.0, 0.25 * 2**attempt))
+            clock.pause(READY.wait(attempt))
         raise ProviderUnavailable(
             f"Fireworks dataset {dataset} is not READY after its upload; run the same command again (it is not uploaded twice)"
         )

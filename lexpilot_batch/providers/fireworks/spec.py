@@ -32,8 +32,10 @@ def _load() -> tuple[Any, Any]:
 
 
 def _contract(model: str, body: Mapping[str, Any], first_party: bool, reasoning: bool | None) -> list[Any]:
-    # Its chat completions take OpenAI's body and extensions of their own (an OpenAI-compatible endpoint).
-    return contract.problems(body, first_party=first_party, reasoning=reasoning)
+    # Its chat completions take OpenAI's body and extensions of their own (an OpenAI-compatible
+    # endpoint); a line's body names no model, which is the job's (`fireworks.lines`).
+    named = body if "model" in body else {"model": model, **body}
+    return contract.problems(named, first_party=first_party, reasoning=reasoning)
 
 
 API = ApiSpec(
