@@ -29,5 +29,10 @@ class FireworksChat(OpenAIChat):
             max_retries=self.max_retries,
         )
 
+    def models(self) -> list[str] | None:
+        """None: Fireworks lists its model library per account (`GET /v1/accounts/fireworks/models`,
+        the SDK's `models.list`), hundreds of models a page, not an OpenAI `GET /models`."""
+        return None
+
     def payload(self, line: dict[str, Any], where: str) -> dict[str, Any]:
         return {"model": self.model, **super().payload(line, where)}
