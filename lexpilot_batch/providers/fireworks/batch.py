@@ -276,9 +276,11 @@ class FireworksBatchBackend(FileBatchBackend):
         while True:
             query: dict[str, Any] = {"pageSize": PAGE, **({"pageToken": token} if token else {})}
             page: Any = self.client.get(f"{self.base}/{JOBS}", cast_to=object, options={"params": query})
-            jobs = page.get(JOBS) if isinstance(page, dict) else None
+            if not isinstance(page, dict):  # not a listing: never read as an empty one
+                raise Unreadable(f"an answer that is no list of batch inference jobs: {redact_cut(str(page), 200)}")
+            jobs = page.get(JOBS)
             yield from (info(j) for j in jobs or [] if isinstance(j, dict) and j.get("name"))
-            token = page.get("nextPageToken") if isinstance(page, dict) else None
+            token = page.get("nextPageToken")
             if not jobs or not token:
                 return
 

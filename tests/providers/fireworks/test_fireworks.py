@@ -226,6 +226,15 @@ def test_a_file_over_the_one_call_upload_is_refused_before_anything_is_sent(serv
     assert server.stats["calls:fireworks_create_dataset"] == 0
 
 
+def test_an_answer_that_is_no_listing_is_an_answer_lost_not_an_empty_listing(server, monkeypatch) -> None:
+    """A gateway's page where the listing was asked: read as empty, a lost create would be sent again."""
+    from lexpilot_batch.errors import ProviderUnavailable
+
+    monkeypatch.setattr(FireworksApi, "listing", lambda self, account, query: "<html>busy</html>")
+    with pytest.raises(ProviderUnavailable, match="no list of batch inference jobs"):
+        list(_backend(server).batches())
+
+
 # --- readers ------------------------------------------------------------------------------------------
 
 
