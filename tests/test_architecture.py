@@ -53,9 +53,15 @@ PROVIDER_CORE = {
     "sync.call",
 }
 # A folder that is a variant of another's API builds on that folder's pieces, as inspect_ai's
-# `TogetherBatcher(OpenAIBatcher)` does: Mistral's, OpenRouter's and Together's batches and chat over
+# `TogetherBatcher(OpenAIBatcher)` does: Mistral's, OpenRouter's, Together's and Fireworks' batches and chat over
 # OpenAI's client, every OpenAI-compatible platform over OpenAI's contract and dialect.
-VARIANTS = {("mistral", "openai"), ("openrouter", "openai"), ("together", "openai"), ("platforms", "openai")}
+VARIANTS = {
+    ("mistral", "openai"),
+    ("openrouter", "openai"),
+    ("together", "openai"),
+    ("fireworks", "openai"),
+    ("platforms", "openai"),
+}
 MAX_LINES = 500
 
 

@@ -28,7 +28,6 @@ FOREIGN_PREFIXES = frozenset(
         "azureai",
         "bedrock",
         "cloudflare",
-        "fireworks",
         "goodfire",
         "grok",
         "hf",

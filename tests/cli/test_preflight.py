@@ -115,3 +115,19 @@ def test_preflight_has_a_row_for_an_openrouter_model_with_its_one_request_batch(
     row = _rows(text)[("eval", model)]
     assert row[0] == "simulated/openrouter" and row[-3:-1] == ["ok", "completed"] and row[-1] != "-"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_preflight_has_a_row_for_a_fireworks_model_with_its_one_request_batch(
+    in_process, tmp_path: Path, monkeypatch
+) -> None:
+    """Fireworks (issue 50): its call (the model named by the call, its line names none) and its
+    one-request job (a dataset uploaded, a job, its results file) on the simulated provider's
+    Fireworks routes; its price from the bundled table."""
+    monkeypatch.chdir(tmp_path)
+    model = "fireworks/accounts/fireworks/models/qwen3-235b-a22b"
+    code, out = in_process(["preflight", "--provider", "simulated", "--model", model, "--batch"])
+    text = out.decode("utf-8")
+    assert code == 0, text
+    row = _rows(text)[("eval", model)]
+    assert row[0] == "simulated/fireworks" and row[-3:-1] == ["ok", "completed"] and row[-1] != "-"
+    assert list(tmp_path.iterdir()) == []

@@ -214,6 +214,21 @@ def _read_openrouter(kind: str, payload: Any, expect: dict[str, Any]) -> None:
         raise AssertionError(f"no reader for an OpenRouter {kind}")
 
 
+def _read_fireworks(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    from lexpilot_batch.providers.bodies.contract import line_problems
+    from lexpilot_batch.providers.fireworks.batch import STATES, info
+
+    if kind == "batch":
+        _check_info(info(payload), expect)
+    elif kind == "states":  # every state the SDK can hand over has its own reading, none by default
+        assert {state: STATES[state] for state in payload} == expect
+    elif kind == "input_lines":
+        for line in payload:
+            assert not line_problems("fireworks", line, model=expect["model"], prefix="fireworks"), line
+    else:
+        raise AssertionError(f"no reader for a Fireworks {kind}")
+
+
 def _read_limits(provider: str, payload: Any, expect: dict[str, Any]) -> None:
     from lexpilot_batch.providers.registry import resolve_limits
 
@@ -229,6 +244,7 @@ READERS = {
     "google": _read_google,
     "mistral": _read_mistral,
     "openrouter": _read_openrouter,
+    "fireworks": _read_fireworks,
 }
 
 

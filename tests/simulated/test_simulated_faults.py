@@ -295,6 +295,7 @@ def test_the_route_names_are_the_registered_routes_with_their_public_spellings()
         "mistral_create",
         "openrouter_create",
         "together_create",
+        "fireworks_create",
     }
     assert public | creates <= set(route_names())
     assert {route.name for _, route in ROUTES if route.creates} == creates

@@ -9,6 +9,7 @@ base path), and nothing else names it. Adding an API is adding its module (docs/
 - `mistral`: batch jobs, over OpenAI's files routes
 - `openrouter`: OpenRouter's inline batches and chat completions, under /api/v1
 - `together`: Together AI's files and batch jobs, under /together
+- `fireworks`: Fireworks AI's datasets and batch inference jobs, under /fireworks
 
 The lookups below read the declarations: which route a call is for, and which API owns a path.
 """
