@@ -42,6 +42,7 @@ MODELS = (
     "mistral/mistral-sim",
     "together/llama-sim",
     "openrouter/x/sim",
+    "fireworks/accounts/fireworks/models/glm-5p3",
 )
 PREPARE = ("prepare", "--stage", "all", "--run-id", "r1", *(a for m in MODELS for a in ("--model", m)), "--limit", "3")
 ADVANCE = ("poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05", "--create-grace", "0.5")
@@ -95,7 +96,7 @@ def check_one_batch_per_file(root: Path) -> None:
     assert len(batches) - refused == batch_files, f"{len(batches)} batches at the provider for {batch_files} files"
 
 
-@pytest.mark.slow  # an uninterrupted study and a killed one over five APIs: about a minute
+@pytest.mark.slow  # an uninterrupted study and a killed one over every native API: a few minutes
 def test_sigkill_at_random_instants_across_every_native_api(reference, tmp_path):
     rng = random.Random(SEED)
     root = tmp_path / "ws"
