@@ -82,7 +82,7 @@ def say_prepared(result: PrepareResult, root: Path | None = None, polls: bool = 
         where = Path(root if root is not None else Path.cwd()).expanduser().resolve()
         say(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s) under {where}:")
         for path in compiled.files:
-            say(f"  {path}" + ("  (at once: --tail-sync / --tail auto)" if path in compiled.tail_sync_files else ""))
+            say(f"  {path}" + ("  (at once: --tail-sync / --tail auto, or fewer than its provider's batch minimum)" if path in compiled.tail_sync_files else ""))
     else:
         say("Nothing is due: every thread of these runs is finished.")
     say_manual(result.compiled.manual_files, root)
