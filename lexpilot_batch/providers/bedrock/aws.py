@@ -1,7 +1,7 @@
 """The boto3 clients of a `bedrock/` route, and where its jobs' files go.
 
 - **Credentials and Region**: boto3's default chain alone (environment, `AWS_PROFILE` and
-  `~/.aws/config`, SSO, an instance or container role; `AWS_REGION` or the profile's Region). They
+  `~/.aws/config`, SSO, an instance or container role; `AWS_DEFAULT_REGION` or the profile's `region`). They
   are never read, stored nor printed here: a client is handed none. The simulated provider's
   rehearsal is the one exception: its clients get the placeholder key every simulated endpoint
   gets and the Region `us-east-1`, so that no real credential is ever sent to it.
@@ -97,7 +97,7 @@ def client(endpoint: Endpoint, service: str, timeout: float, attempts: int) -> A
         return boto3.session.Session().client(service, **options)
     except EXTRA.require("botocore.exceptions").NoRegionError:
         raise ConfigError(
-            f"the {endpoint.where}: boto3 found no AWS Region; set AWS_REGION (or a profile's region in "
+            f"the {endpoint.where}: boto3 found no AWS Region; set AWS_DEFAULT_REGION (or a profile's region in "
             "~/.aws/config) to the Region the jobs run in"
         ) from None
 

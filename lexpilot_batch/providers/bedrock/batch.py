@@ -136,7 +136,7 @@ def info(job: dict[str, Any], metadata: dict[str, str] | None = None) -> BatchIn
 
 class BedrockBatchBackend(FileBatchBackend):
     noun = "Bedrock batch inference job"
-    not_found_hint = f"Check {aws.S3_VAR} and the job's Region (AWS_REGION)"
+    not_found_hint = f"Check {aws.S3_VAR} and the job's Region (AWS_DEFAULT_REGION)"
 
     def __init__(self, endpoint: Endpoint, limits: Limits, timeout: float = 120.0, max_retries: int = 5) -> None:
         super().__init__(endpoint, limits, timeout, max_retries)

@@ -16,7 +16,6 @@ import json
 import threading
 from typing import Any
 
-from lexpilot_batch.providers.backends import SIMULATED
 from lexpilot_batch.providers.bedrock import aws
 from lexpilot_batch.providers.bedrock.errors import failure_of
 from lexpilot_batch.providers.errors import Failure
@@ -31,9 +30,10 @@ class BedrockChat(ChatCall):
 
     def new_client(self) -> Any:
         made = aws.client(self.endpoint, "bedrock-runtime", self.timeout, self.max_retries + 1)
+        # Each call carries its record's id as every API's synchronous call does (`sync.call`): AWS
+        # ignores a header it does not know, the simulated provider draws the record's answer by it.
         self._calling = threading.local()  # the record each thread is sending (the sync runner's pool)
-        if self.endpoint.backend == SIMULATED:  # a rehearsal's answer is drawn by the record's id
-            aws.tag_call(made, "InvokeModel", aws.HEADER, lambda: getattr(self._calling, "id", None))
+        aws.tag_call(made, "InvokeModel", aws.HEADER, lambda: getattr(self._calling, "id", None))
         return made
 
     def payload(self, line: dict[str, Any], where: str) -> dict[str, Any]:

@@ -33,7 +33,9 @@ def claude_name(model: str) -> str | None:
 
 def problems(model: str, body: Mapping[str, Any]) -> list[Problem]:
     """What Bedrock refuses in a Claude record's `modelInput` (module docstring)."""
-    name = claude_name(model)
+    from lexpilot_batch.providers.bodies.model_names import is_simulator_name  # (its module reads the registry)
+
+    name = claude_name(model) or (model if is_simulator_name(model) else None)  # `bedrock-sim`: a rehearsal's
     if name is None:
         why = (
             f"{model!r} is no Claude model id: bedrock/ sends Claude only, as anthropic.claude-... or an "
