@@ -27,9 +27,9 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError
+from lexpilot_batch.providers import registry
 from lexpilot_batch.providers.bodies.model_names import model_problem
 from lexpilot_batch.providers.ids import id_stem
-from lexpilot_batch.providers import registry
 from lexpilot_batch.providers.registry import APIS, BARE, PROVIDERS
 from lexpilot_batch.providers.spec import ApiSpec
 from lexpilot_batch.simulated import SimulatedServer, parse_faults, profiles

@@ -31,6 +31,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -130,7 +131,7 @@ def info(job: dict[str, Any], metadata: dict[str, str] | None = None) -> BatchIn
         request_counts=counts,
         errors=errors,
         metadata=dict(metadata or {}),
-        created_at=submitted.timestamp() if hasattr(submitted, "timestamp") else None,
+        created_at=submitted.timestamp() if isinstance(submitted, datetime) else None,
     )
 
 

@@ -285,7 +285,9 @@ def test_the_bucket_and_role_are_asked_for_by_name_and_credentials_come_from_bot
         aws.place(real, {})
     with pytest.raises(ConfigError, match=r"BEDROCK_ROLE_ARN=arn:aws:iam::<account>:role/<name>"):
         aws.place(real, {"BEDROCK_S3_URI": "s3://my-bucket/lexpilot"})
-    found = aws.place(real, {"BEDROCK_S3_URI": "s3://my-bucket/lexpilot/", "BEDROCK_ROLE_ARN": "arn:aws:iam::123456789012:role/x"})
+    found = aws.place(
+        real, {"BEDROCK_S3_URI": "s3://my-bucket/lexpilot/", "BEDROCK_ROLE_ARN": "arn:aws:iam::123456789012:role/x"}
+    )
     assert (found.bucket, found.prefix) == ("my-bucket", "lexpilot/")
     assert real.require_key() == ""  # no key variable is asked for: boto3 finds the credentials
     failure = errors.failure_of(NoCredentialsError())
