@@ -55,7 +55,13 @@ PROVIDER_CORE = {
 # A folder that is a variant of another's API builds on that folder's pieces, as inspect_ai's
 # `TogetherBatcher(OpenAIBatcher)` does: Mistral's, OpenRouter's and Together's batches and chat over
 # OpenAI's client, every OpenAI-compatible platform over OpenAI's contract and dialect.
-VARIANTS = {("mistral", "openai"), ("openrouter", "openai"), ("together", "openai"), ("platforms", "openai")}
+VARIANTS = {
+    ("mistral", "openai"),
+    ("openrouter", "openai"),
+    ("together", "openai"),
+    ("platforms", "openai"),
+    ("bedrock", "anthropic"),  # Claude on Bedrock: Anthropic's Messages body, dialect and results
+}
 MAX_LINES = 500
 
 

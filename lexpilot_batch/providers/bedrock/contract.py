@@ -23,6 +23,9 @@ VERSION = "bedrock-2023-05-31"
 # inference profile of one (`us.anthropic.claude-...`, `global.anthropic.claude-...`): the Region
 # set, the provider, the Anthropic name, the version.
 _CLAUDE = re.compile(r"(?:[a-z]{2,6}\.)?anthropic\.(claude-[a-z0-9.-]+?)(?:-v\d+)?(?::\d+)?")
+# A model of the simulated provider (`bedrock-sim`, `sim-eval`: `bodies.model_names.is_simulator_name`'s
+# names), which a rehearsal may send through `bedrock/` as through any prefix.
+_SIM = re.compile(r"(?:.*-)?sim|sim-.*", re.IGNORECASE)
 
 
 def claude_name(model: str) -> str | None:
@@ -33,9 +36,7 @@ def claude_name(model: str) -> str | None:
 
 def problems(model: str, body: Mapping[str, Any]) -> list[Problem]:
     """What Bedrock refuses in a Claude record's `modelInput` (module docstring)."""
-    from lexpilot_batch.providers.bodies.model_names import is_simulator_name  # (its module reads the registry)
-
-    name = claude_name(model) or (model if is_simulator_name(model) else None)  # `bedrock-sim`: a rehearsal's
+    name = claude_name(model) or (model if _SIM.fullmatch(model) else None)
     if name is None:
         why = (
             f"{model!r} is no Claude model id: bedrock/ sends Claude only, as anthropic.claude-... or an "

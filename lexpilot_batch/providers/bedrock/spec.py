@@ -72,8 +72,7 @@ PROVIDERS = (
         "aws://default",  # boto3 finds each service's endpoint from the Region (`bedrock.aws`)
         "BEDROCK_BASE_URL",
         "AWS credentials (boto3's default chain)",  # named in messages; no key variable is read
-        limits=LIMITS,
-        hosts=("amazonaws.com",),
+        limits=LIMITS,  # (no `hosts`: an OpenAI-compatible endpoint on AWS is no Bedrock job queue)
         keyless=True,
     ),
 )

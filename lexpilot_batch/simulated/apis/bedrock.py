@@ -404,13 +404,13 @@ API = SimulatedApi[BedrockApi](
         Route(
             "POST", PREFIX + r"/model/([^/]+)/invoke", "chat_completion", lambda a, r: a.invoke(r.args[0], r), chat=True
         ),
-        _s3("PUT", "s3_put", lambda a, r: a.put_object(*r.args, r)),
-        _s3("GET", "s3_get", lambda a, r: a.object_bytes(*r.args)),
-        _s3("HEAD", "s3_head", lambda a, r: a.head_object(*r.args)),
+        _s3("PUT", "bedrock_s3_put", lambda a, r: a.put_object(*r.args, r)),
+        _s3("GET", "bedrock_s3_get", lambda a, r: a.object_bytes(*r.args)),
+        _s3("HEAD", "bedrock_s3_head", lambda a, r: a.head_object(*r.args)),
         Route(
             "GET",
             PREFIX + r"/([a-z0-9][-.a-z0-9]{1,61}[a-z0-9])",
-            "s3_list",
+            "bedrock_s3_list",
             lambda a, r: a.list_objects(r.args[0], r.query),
             header=S3_MARK,
         ),
