@@ -71,7 +71,7 @@ PROVIDERS = (
         NAME,
         "aws://default",  # boto3 finds each service's endpoint from the Region (`bedrock.aws`)
         "BEDROCK_BASE_URL",
-        "AWS credentials (boto3's default chain)",  # named in messages; no key variable is read
+        "AWS_SECRET_ACCESS_KEY",  # boto3's chain reads it (or a profile, SSO, a role); redacted wherever it is echoed
         limits=LIMITS,  # (no `hosts`: an OpenAI-compatible endpoint on AWS is no Bedrock job queue)
         keyless=True,
     ),

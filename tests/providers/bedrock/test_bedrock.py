@@ -280,7 +280,7 @@ def test_record_ids_are_alphanumeric_and_read_back(cid: str) -> None:
 
 
 def test_the_bucket_and_role_are_asked_for_by_name_and_credentials_come_from_boto3_s_chain() -> None:
-    real = Endpoint("eval", aws.DEFAULT_URL, "AWS credentials (boto3's default chain)", keyless=True)
+    real = Endpoint("eval", aws.DEFAULT_URL, "AWS_SECRET_ACCESS_KEY", keyless=True)
     with pytest.raises(ConfigError, match=r"BEDROCK_S3_URI=s3://<bucket>/<prefix>.*not set"):
         aws.place(real, {})
     with pytest.raises(ConfigError, match=r"BEDROCK_ROLE_ARN=arn:aws:iam::<account>:role/<name>"):
