@@ -61,6 +61,7 @@ VARIANTS = {
     ("together", "openai"),
     ("fireworks", "openai"),
     ("platforms", "openai"),
+    ("bedrock", "anthropic"),  # Claude on Bedrock: Anthropic's Messages body, dialect and results
 }
 MAX_LINES = 500
 

@@ -26,7 +26,6 @@ from lexpilot_batch.providers.spec import Provider, env_name
 FOREIGN_PREFIXES = frozenset(
     {
         "azureai",
-        "bedrock",
         "cloudflare",
         "goodfire",
         "grok",

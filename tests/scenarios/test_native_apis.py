@@ -123,8 +123,11 @@ def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_
     assert [f for f in faulty["files"] if f["batch_status"] == "expired"]  # what expired batches finished kept
     kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
     assert {"transport", "unexecuted"} <= set(kinds), kinds  # errored lines, and what expired batches never ran
-    # Creating is not idempotent: no create was sent twice blindly; lost ones were found again.
+    # Creating is not idempotent: no create was sent twice blindly; lost ones were found again, and
+    # every batch the provider holds is one the workspace knows. (A create sent again after its
+    # answer was lost is answered with the batch it made where the API takes an idempotency token:
+    # AWS Bedrock's clientRequestToken.)
     assert stats[f"retried:{api.create}"] == 0
     batches = {f["batch_id"] for f in faulty["files"]} | {b["batch_id"] for b in faulty["other_batches"]}
     answered = stats[f"calls:{api.create}"] - stats[f"http_500:{api.create}"] - stats[f"http_429:{api.create}"]
-    assert answered == len(batches)
+    assert sum(faulty["held"].values()) == len(batches) <= answered

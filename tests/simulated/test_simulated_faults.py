@@ -291,6 +291,7 @@ def test_the_route_names_are_the_registered_routes_with_their_public_spellings()
     creates = {
         "create_batch",
         "anthropic_create",
+        "bedrock_create",
         "gemini_create",
         "mistral_create",
         "openrouter_create",

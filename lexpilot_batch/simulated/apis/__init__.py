@@ -5,6 +5,7 @@ base path), and nothing else names it. Adding an API is adding its module (docs/
 - `openai`: the Files + Batches routes and chat completions, also under each OpenAI-compatible
   platform's path (`profiles`)
 - `anthropic`: Message Batches and Messages
+- `bedrock`: AWS Bedrock's batch inference jobs, InvokeModel and the S3 calls boto3 makes, under /bedrock
 - `gemini`: Batch Mode, the File API's resumable upload and generateContent
 - `mistral`: batch jobs, over OpenAI's files routes
 - `openrouter`: OpenRouter's inline batches and chat completions, under /api/v1
