@@ -6,6 +6,9 @@ point (`KILL_POINTS`), so that the narrow windows between "the provider did it" 
 recorded it" are hit on purpose rather than by luck. The package has no such hook: it exists only in
 the child processes this script runs. `LEXPILOT_TEST_READY_FILE=PATH` makes it create PATH once its
 imports are done, so that a parent can time a kill from the start of the command's work.
+`LEXPILOT_TEST_ONE_REQUEST_BATCHES=1` lowers every provider's batch minimum to one request, in the
+product and in an in-process simulated provider, as `native.lower_minimums` does in the tests' own
+process (AWS Bedrock's 100 records would send a small study's every group through its call).
 
     python tests/helpers/crash.py poll-and-advance --submit --wait --root WS
 """
@@ -30,6 +33,7 @@ from typing import Any
 HERE = Path(__file__).resolve()
 KILL_ENV = "LEXPILOT_TEST_KILL_AT"
 READY_ENV = "LEXPILOT_TEST_READY_FILE"  # created once the CLI's imports are done
+ONE_REQUEST_BATCHES_ENV = "LEXPILOT_TEST_ONE_REQUEST_BATCHES"
 
 # name -> (module, attribute path, "before" | "after" the call)
 KILL_POINTS: dict[str, tuple[str, str, str]] = {
@@ -477,6 +481,14 @@ if __name__ == "__main__":
 
     import lexpilot_batch.engine.loop  # noqa: F401
     from lexpilot_batch.cli import main
+
+    if os.environ.get(ONE_REQUEST_BATCHES_ENV):
+        import pytest
+
+        sys.path.insert(0, str(HERE.parents[2]))  # the repository, for `tests.helpers`
+        from tests.helpers.native import lower_minimums
+
+        lower_minimums(pytest.MonkeyPatch())
 
     if os.environ.get(READY_ENV):
         Path(os.environ[READY_ENV]).touch()

@@ -23,6 +23,7 @@ from lexpilot_batch.providers.prefixes import parse_model
 from lexpilot_batch.providers.registry import native_simulated
 from lexpilot_batch.simulated.store import Store as ProviderStore
 from tests.helpers.crash import (
+    ONE_REQUEST_BATCHES_ENV,
     Client,
     KillLog,
     base_env,
@@ -43,10 +44,13 @@ MODELS = (
     "together/llama-sim",
     "openrouter/x/sim",
     "fireworks/accounts/fireworks/models/glm-5p3",
+    "bedrock/anthropic.claude-3-5-haiku-20241022-v1:0",
 )
 PREPARE = ("prepare", "--stage", "all", "--run-id", "r1", *(a for m in MODELS for a in ("--model", m)), "--limit", "3")
 ADVANCE = ("poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05", "--create-grace", "0.5")
 IN_PROCESS = ["--provider", "simulated", "--sim-seed", str(SEED), "--sim-faults", FAULTS]
+# A one-request batch everywhere: below AWS Bedrock's 100 records a group goes through its call.
+ENV = base_env(**{ONE_REQUEST_BATCHES_ENV: "1"})
 
 
 def _api(model: str) -> str:
@@ -63,7 +67,7 @@ def test_every_native_batch_api_has_a_model_in_the_study() -> None:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> dict:
     base = tmp_path_factory.mktemp("providers-reference")
-    client = Client(base / "ws", base_env(), extra=IN_PROCESS, log_path=base / "ws.log")
+    client = Client(base / "ws", ENV, extra=IN_PROCESS, log_path=base / "ws.log")
     client.run(*PREPARE)
     client.run(*ADVANCE, timeout=300.0)
     state = final_state(base / "ws")
@@ -100,7 +104,7 @@ def check_one_batch_per_file(root: Path) -> None:
 def test_sigkill_at_random_instants_across_every_native_api(reference, tmp_path):
     rng = random.Random(SEED)
     root = tmp_path / "ws"
-    client = Client(root, base_env(), extra=IN_PROCESS, log_path=tmp_path / "ws.log")
+    client = Client(root, ENV, extra=IN_PROCESS, log_path=tmp_path / "ws.log")
     log = KillLog(root, root / "state" / "simulated")
     client.run(*PREPARE)
     landed = 0
