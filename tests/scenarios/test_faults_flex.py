@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -114,7 +113,8 @@ def test_a_crash_between_flex_answers_and_their_record_sends_nothing_twice(
     assert len(outcome.requests) <= outcome.server["flex_answers"] <= len(outcome.requests) + 2 * crashes
 
 
-SPEED = 200.0  # the server's minute passes this many times faster than real time (its waits too)
+SPEED = 200.0  # the client waits the retry-after the server names this many times faster
+CALL_SECONDS = 0.5  # server seconds between two calls it admits or refuses: 120 a minute, 6 per token of TIGHT_RPM
 TIGHT_AFTER = 30  # calls admitted before the limit tightens
 TIGHT_RPM = 20
 
@@ -122,13 +122,12 @@ TIGHT_RPM = 20
 def test_rate_limits_tightening_mid_wave(tmp_path, baseline: Outcome, monkeypatch: pytest.MonkeyPatch) -> None:
     original = RateLimits.admit
     seen = {"calls": 0}
-    start = time.monotonic()
     peaks: list[int] = []
     cuts: list[int] = []
 
     def tightening(self: RateLimits, faults: Faults, api: str, model: str, cost: int) -> dict[str, str]:
-        self._clock = lambda: (time.monotonic() - start) * SPEED
         seen["calls"] += 1
+        self._clock = lambda: seen["calls"] * CALL_SECONDS  # the server's time goes by calls, not by the machine's load
         if seen["calls"] > TIGHT_AFTER:
             faults = dataclasses.replace(faults, rpm=TIGHT_RPM)
         try:
