@@ -20,6 +20,7 @@ from lexpilot_batch.benchmark import records
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.backends import SYNC
 from lexpilot_batch.report import RunResults, TaskRecords
 from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace, command_hint
@@ -281,6 +282,17 @@ def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, fl
         if reported:  # the provider's own cost of some (`engine.answers._usage`), and the work it did not price
             counts.update(reported=reported, reported_cost_usd=cost or 0.0, unreported=unreported or 0)
         out[run_pk].setdefault(role, {})[backend] = counts
+    # Sync work by the minute it was answered (`requests.answered_at`, null before it was kept): what
+    # a provider pricing by the hour bills it at (`build._cost`, `providers.schedules`).
+    for run_pk, role, minute, n, p, c, k, w in db.execute(
+        "SELECT q.run_pk, q.role, CAST(q.answered_at / 60 AS INTEGER), COUNT(*), SUM(q.prompt_tokens),"
+        " SUM(q.completion_tokens), SUM(q.cached_tokens), SUM(q.cache_write_tokens)"
+        f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
+        f" AND f.backend = '{SYNC}' GROUP BY q.run_pk, q.role, 3"
+    ):
+        timed = out[run_pk].get(role, {}).get(SYNC)
+        if timed is not None:
+            timed.setdefault("timed", []).append((minute, n, p or 0, c or 0, k or 0, w or 0))
     return out
 
 
