@@ -128,7 +128,7 @@ def _run_results(
     db: sqlite3.Connection,
     run: Any,
     texts: bool,
-    usage: dict[str, dict[str, dict[str, float]]],
+    usage: dict[str, dict[str, dict[str, Any]]],
     labels: dict[tuple[str, str | None], dict[int, tuple[str, str]]],
 ) -> RunResults:
     manifest = json.loads(run["manifest"])
@@ -260,11 +260,11 @@ class _WholeRecords:
         return records.expand(stored, self.case[1])
 
 
-def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, float]]]]:
+def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, Any]]]]:
     """Requests and tokens by run, role and backend (what their cost depends on), and, where the
     provider reported the cost of some of them, how many and its sum; from the `requests_usage`
     index and the small files table."""
-    out: dict[int, dict[str, dict[str, dict[str, float]]]] = defaultdict(dict)
+    out: dict[int, dict[str, dict[str, dict[str, Any]]]] = defaultdict(dict)
     for run_pk, role, backend, n, p, c, k, w, reported, cost, unreported in db.execute(
         "SELECT q.run_pk, q.role, f.backend, COUNT(*), SUM(q.prompt_tokens), SUM(q.completion_tokens),"
         " SUM(q.cached_tokens), SUM(q.cache_write_tokens), COUNT(q.cost_usd), SUM(q.cost_usd),"
