@@ -20,6 +20,9 @@ import pytest
 from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine import off_peak
 from lexpilot_batch.engine.loop import poll_and_advance
+from lexpilot_batch.engine.session import ProviderOptions, Session
+from lexpilot_batch.estimate.build import dry_run_prepare
+from lexpilot_batch.estimate.render import render
 from lexpilot_batch.providers.prices import bundled_prices
 from lexpilot_batch.providers.schedules import bundled_schedules, is_peak
 from lexpilot_batch.report.build import build_report
@@ -27,6 +30,7 @@ from lexpilot_batch.report.results import load_run_results
 from lexpilot_batch.simulated import completions
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status.summary import render_summary, summarize
+from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util import clock
 from tests.helpers.clocks import ClientClock
 from tests.helpers.engine import open_session, prepare_runs, records
@@ -174,3 +178,25 @@ def test_the_window_closing_mid_group_holds_the_rest_and_ends_as_an_uninterrupte
     finally:
         session.close()
         ws.__exit__(None, None, None)
+
+
+@pytest.mark.parametrize("chosen", [True, False])
+def test_the_projection_shows_cost_and_wait_both_ways_and_takes_the_off_peak_price_with_off_peak(
+    monkeypatch, chosen: bool
+) -> None:
+    at(monkeypatch, MONDAY_PEAK)
+    session = Session(None, ProviderOptions(provider="simulated", off_peak=chosen))
+    try:
+        estimate = dry_run_prepare(None, session, RunSpec(("r1",), ("sim-eval",), "all", ROLES, limit=2))
+    finally:
+        session.close()
+    rows = {r.role: r for r in estimate.off_peak}
+    assert set(rows) == {"user", "judge"}  # the evaluated model travels by batch: not priced by the hour
+    for role, r in rows.items():
+        assert r.now_is_peak and r.now_usd == r.peak_usd
+        assert r.wait_s == pytest.approx(OPENS - MONDAY_PEAK, abs=60) and r.opens == "2026-12-07 10:00 UTC (Mon)"
+        assert r.off_peak_usd.expected <= 0.55 * r.peak_usd.expected
+        projected = estimate.projection_cost_by_model[ROLES.model_for(role, "sim-eval")]
+        assert projected == (r.off_peak_usd if chosen else r.peak_usd)
+    shown = render(estimate)
+    assert "sent off-peak (--off-peak)" in shown and "wait 3.0 h, until 2026-12-07 10:00 UTC (Mon)" in shown
