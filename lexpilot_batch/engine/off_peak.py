@@ -70,7 +70,8 @@ def waiting(db: sqlite3.Connection, choices_json: str | None) -> list[dict[str, 
     now = clock.now()
     for row in db.execute(
         "SELECT f.model, f.backend, COUNT(q.pk) FROM files f JOIN requests q ON q.file_pk = f.pk"
-        f" WHERE f.status = '{SUBMITTED}' AND q.status = '{RequestState.PENDING}' GROUP BY f.model, f.backend"
+        f" WHERE f.status = '{SUBMITTED}' AND f.backend IN ({', '.join(repr(b) for b in sorted(RUN_HERE))})"
+        f" AND q.status = '{RequestState.PENDING}' GROUP BY f.model, f.backend"
     ):
         model, backend, n = row[0], row[1], row[2]
         schedule = schedule_of(choices, {"backend": backend, "model": model})

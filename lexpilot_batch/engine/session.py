@@ -162,6 +162,8 @@ class Session:
             # turned into a clean run was already registered and compiled.
             parse_faults(options.sim_faults)
         self.settings = _workspace_settings(ws, self._given_settings())
+        if ws is not None and ws.writable and options.off_peak is not None:
+            _remember_off_peak(ws, options.off_peak)  # by any command it is given to (`engine.off_peak`)
         if ws is not None and ws.writable and options.max_enqueued_tokens:
             from lexpilot_batch.engine import budgets
 
@@ -416,6 +418,17 @@ def _tail_choices(ws: Workspace | None, options: ProviderOptions) -> dict[str, A
         "prices": options.prices if options.prices is not None else kept.get("prices"),
         **({"off_peak": off_peak} if (off_peak := _off_peak(options, kept)) else {}),
     }
+
+
+def _remember_off_peak(ws: Workspace, on: bool) -> None:
+    """`--off-peak` / `--any-hour` kept at once, whichever command was given it: the files it holds
+    wait across commands, and `status` says so."""
+    kept = json.loads(ws.store.meta(_TAIL_KEY) or "{}")
+    if bool(kept.get("off_peak")) != on:
+        kept["off_peak"] = on
+        ws.store.set_meta(
+            _TAIL_KEY, json.dumps({k: v for k, v in kept.items() if k != "off_peak" or on}, sort_keys=True)
+        )
 
 
 def _off_peak(options: ProviderOptions, kept: dict[str, Any]) -> bool:

@@ -200,3 +200,25 @@ def test_the_projection_shows_cost_and_wait_both_ways_and_takes_the_off_peak_pri
         assert projected == (r.off_peak_usd if chosen else r.peak_usd)
     shown = render(estimate)
     assert "sent off-peak (--off-peak)" in shown and "wait 3.0 h, until 2026-12-07 10:00 UTC (Mon)" in shown
+
+
+def test_run_with_off_peak_at_peak_says_what_waits_and_status_until_when(tmp_path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from lexpilot_batch.cli import app
+
+    at(monkeypatch, MONDAY_PEAK)
+    root = tmp_path / "cli"
+    roles = ("--user-model", "deepseek/deepseek-flash", "--judge-model", "deepseek/deepseek-reasoner")
+    common = ("--provider", "simulated", "--root", str(root))
+    prepared = CliRunner().invoke(
+        app, ["prepare", "--stage", "lca", "--run-id", "r1", "--model", "sim-eval", "--limit", "2", *roles, *common]
+    )
+    assert prepared.exit_code == 0, prepared.output
+    # The evaluated model's batch, then the judge's DeepSeek requests: held (remembered by the second).
+    first = CliRunner().invoke(app, ["poll-and-advance", "--submit", "--off-peak", *common])
+    assert first.exit_code == 0 and "Off-peak:" not in first.output, first.output
+    second = CliRunner().invoke(app, ["poll-and-advance", "--submit", *common])
+    assert "Off-peak:" in second.output and "from 2026-12-07 10:00 UTC (Mon)" in second.output, second.output
+    shown = CliRunner().invoke(app, ["status", "--root", str(root)])
+    assert "Off-peak:" in shown.output and "2026-12-07 10:00 UTC (Mon)" in shown.output, shown.output
