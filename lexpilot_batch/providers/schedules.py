@@ -11,9 +11,9 @@ A user's `--prices FILE` may carry the same section, to correct a provider's sch
 one (`check_schedules`); it replaces the bundled one of that provider whole.
 
 `factor_at` is the price factor of a model at a UTC instant; `next_change` when its window next
-opens or closes. What `--off-peak` holds back and when it sends it again, the
+opens or closes. What `--off-peak` holds back and when it sends it again (`engine.off_peak`), the
 report's cost of each answer at the time it was answered (`report.build`) and the projection's
-two costs (`estimate.build`) all read them.
+cost and wait both ways (`estimate.off_peak`) all read them.
 """
 
 from __future__ import annotations
