@@ -260,7 +260,9 @@ def _run_sync(ws: Workspace, session: Session, row: FileRow, may_start: Callable
             bar.update(saved - bar.n)
 
         try:
-            stats = runner.run(path, out, on_progress=progress, may_start=may_start)
+            # The hook only where `--off-peak` holds the file: any other run is called as before.
+            gate = {} if may_start is None else {"may_start": may_start}
+            stats = runner.run(path, out, on_progress=progress, **gate)
         except FlexRefused as exc:
             _fall_back(ws, row, out, str(exc))
             session.flex_refused_now(row["model"])
