@@ -338,6 +338,7 @@ def provider_options(values: dict[str, Any]) -> Target:
             outage_wait=values["outage_wait"],
             max_wave_age=values["max_wave_age"] * 3600 if values["max_wave_age"] is not None else None,
             hedge=values["hedge"],
+            off_peak=values["off_peak"],
             tail_sync=values["tail_sync"],
             tail=values["tail"],
             max_premium=values["max_premium"],

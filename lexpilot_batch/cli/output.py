@@ -191,6 +191,7 @@ def progress_printer(
     threads finished of all of them), and a summary line per step; housekeeping (compacting
     finished waves) only with `verbose`. A tqdm bar on a terminal, plain lines in a log or a pipe
     (`util.progress.bar`)."""
+    from lexpilot_batch.providers.schedules import when
     from lexpilot_batch.util.progress import Bar, bar
 
     state: dict[str, Any] = {"bar": None, "wave": None, "manual": set(), "unresolved": set()}
@@ -275,6 +276,11 @@ def progress_printer(
             if why not in state["unresolved"]:  # said once: the wait may take a while
                 state["unresolved"].add(why)
                 note(f"Waiting: {why}.")
+        if poll.off_peak and state.get("off_peak") != min(poll.off_peak.values()):  # said once a window
+            state["off_peak"] = opens = min(poll.off_peak.values())
+            note(
+                f"Off-peak: {len(poll.off_peak)} file(s) wait for their provider's off-peak window, from {when(opens)}."
+            )
         new_manual = [p for p in poll.manual if p not in state["manual"]]
         if new_manual:
             state["manual"].update(new_manual)

@@ -1,6 +1,6 @@
 """The options of how a wave's groups travel (`engine.tail`): `--tail-sync`, `--tail`,
-`--max-premium`, `--flex`, `--expect-latency`, and the `--prices` the premium is weighed at; each
-remembered by the workspace, and none of them changes a record; and `--hedge` (`engine.hedge`), which
+`--max-premium`, `--flex`, `--expect-latency`, the `--prices` the premium is weighed at and
+`--off-peak` (`engine.off_peak`); each remembered by the workspace, and none of them changes a record; and `--hedge` (`engine.hedge`), which
 cancels a wave's stragglers so that their rest travels again, not remembered (give it to each command)."""
 
 from __future__ import annotations
@@ -81,6 +81,17 @@ HedgeOpt = Annotated[
     ),
 ]
 
+OffPeakOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--off-peak/--any-hour",
+        help="Send the requests of a model whose provider prices by time of day (DeepSeek: data/prices.json's "
+        "$schedules, or your --prices FILE's) only in its off-peak window: a call is not started once the window "
+        "closes, and the rest wait, across commands, for the next one (`status` says until when, UTC); batch-priced "
+        "models are unaffected. Remembered by the workspace (--any-hour turns it off); records are the same either way.",
+    ),
+]
+
 TAIL_OPTIONS: list[tuple[str, object, object]] = [  # (name, type, default) as `options.Option`
     ("tail", TailOpt, None),
     ("max_premium", MaxPremiumOpt, None),
@@ -88,4 +99,5 @@ TAIL_OPTIONS: list[tuple[str, object, object]] = [  # (name, type, default) as `
     ("expect_latency", ExpectLatencyOpt, []),
     ("prices", PremiumPricesOpt, None),
     ("hedge", HedgeOpt, False),
+    ("off_peak", OffPeakOpt, None),
 ]

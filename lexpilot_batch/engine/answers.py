@@ -92,6 +92,18 @@ def _usage(body: dict) -> tuple[int, int, int, int, int, float | None]:
     )
 
 
+def answered_at(line: dict, now: float) -> float:
+    """When a result line's request was answered: the `created` of its chat completion (Unix
+    seconds, the provider's own clock, which is what a provider pricing by the hour bills by:
+    `providers.schedules`), else `now` (this machine's clock at ingest)."""
+    response = line.get("response")
+    body = response.get("body") if isinstance(response, dict) else None
+    created = body.get("created") if isinstance(body, dict) else None
+    if isinstance(created, (int, float)) and not isinstance(created, bool) and 1e9 < created < 1e11:
+        return float(created)
+    return now
+
+
 def parse_answer(content: str, parser: str, n_claims: int) -> tuple[str, Any]:
     """The usable text and value of a response, or `MalformedOutput`."""
     text = judges.parse_text(content)

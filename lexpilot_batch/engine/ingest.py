@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lexpilot_batch.engine.answers import INVALID, TRANSPORT, judge_line, own_words, read_content
+from lexpilot_batch.engine.answers import INVALID, TRANSPORT, answered_at, judge_line, own_words, read_content
 from lexpilot_batch.engine.result_lines import INVALID_UTF8, TOO_DEEP, TOO_LARGE, Flaw, read_lines, result_lines
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.backends import MANUAL
@@ -242,42 +242,14 @@ def apply_result_files(
                 if said is not None or reasoning is not None:
                     words.append((request_pk, said, reasoning))
             prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens, written_tokens, cost = usage
+            used = (prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, written_tokens, cost)
+            when = answered_at(line, now)  # (`answers.answered_at`: what a price by the hour reads)
             if ok:
                 stats.answered += 1
-                updates.append(
-                    (
-                        RequestState.ANSWERED,
-                        text,
-                        value_json,
-                        None,
-                        None,
-                        prompt_tokens,
-                        completion_tokens,
-                        reasoning_tokens,
-                        cached_tokens,
-                        written_tokens,
-                        cost,
-                        request_pk,
-                    )
-                )
+                updates.append((RequestState.ANSWERED, text, value_json, None, None, *used, when, request_pk))
             else:
                 stats.failed += 1
-                updates.append(
-                    (
-                        RequestState.FAILED,
-                        None,
-                        None,
-                        error,
-                        error_kind,
-                        prompt_tokens,
-                        completion_tokens,
-                        reasoning_tokens,
-                        cached_tokens,
-                        written_tokens,
-                        cost,
-                        request_pk,
-                    )
-                )
+                updates.append((RequestState.FAILED, None, None, error, error_kind, *used, when, request_pk))
     # In key order rather than the shuffled order of the lines, so that each page of the table is
     # visited once (every request is written at most once: the order changes nothing else).
     updates.sort(key=_last)

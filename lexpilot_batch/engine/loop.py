@@ -266,5 +266,13 @@ def _rounds(
         if left_work["in_flight"] == waiting and (left_work["unsubmitted"] == 0 or not do_submit):
             return left_work  # done, or only the user can move it on (manual files), or a later command (held)
         sent = outcome.submitted
-        if outcome.poll.in_flight or (sent is not None and (sent.unresolved or sent.waiting)):
+        held = outcome.poll.off_peak
+        if (
+            held
+            and outcome.poll.in_flight == len(held)
+            and not (sent is not None and (sent.unresolved or sent.waiting))
+        ):
+            # Only files `--off-peak` holds: wait for the first window to open (`off_peak`).
+            clock.pause(max(poll_interval, min(held.values()) - clock.now()))
+        elif outcome.poll.in_flight or (sent is not None and (sent.unresolved or sent.waiting)):
             clock.pause(poll_interval)  # a file waiting for room (a quota refusal) is not re-sent in a tight loop

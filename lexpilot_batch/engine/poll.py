@@ -27,11 +27,12 @@ download (`state.instances`). A delete that fails is left to the file's expirati
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lexpilot_batch.engine import budgets
+from lexpilot_batch.engine import budgets, off_peak
 from lexpilot_batch.engine.downloads import checked, collect
 from lexpilot_batch.engine.ingest import IngestStats, ingest_file
 from lexpilot_batch.engine.submit import TamperedFile
@@ -86,6 +87,8 @@ class PollResult:
     refused: list[str] = field(default_factory=list)  # files whose batch the quota refused: waiting again
     held: list[str] = field(default_factory=list)  # files whose results stayed damaged (`downloads`): held
     lost: list[str] = field(default_factory=list)  # files whose batch the provider lost
+    # Files `--off-peak` holds (`engine.off_peak`): path -> when their window opens (epoch seconds).
+    off_peak: dict[str, float] = field(default_factory=dict)
     deleted: int = 0  # files deleted at the provider after their results were ingested
 
 
@@ -106,7 +109,13 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             continue
         stats: IngestStats | None
         if row["status"] == SUBMITTED and row["backend"] in RUN_HERE:
-            _run_sync(ws, session, row)
+            schedule = off_peak.schedule_of(session.tail, row)
+            until = off_peak.held_until(schedule, clock.now())
+            if until is not None or not _run_sync(ws, session, row, off_peak.may_start(schedule)):
+                # At peak: not begun, or begun and stopped as the window closed (`off_peak`).
+                result.in_flight += 1
+                result.off_peak[row["path"]] = until or off_peak.held_until(schedule, clock.now()) or clock.now()
+                continue
             row = file_row(ws.store.conn, row["pk"])
             stats = ingest_file(ws, row)
         elif row["status"] == DOWNLOADED and checked(row):
@@ -229,8 +238,10 @@ def _quota_refusal(ws: Workspace, row: FileRow, info: BatchInfo) -> bool:
     return True
 
 
-def _run_sync(ws: Workspace, session: Session, row: FileRow) -> None:
-    """Execute a file through its API's synchronous call (`providers.sync.runner`); its output file grows as answers arrive."""
+def _run_sync(ws: Workspace, session: Session, row: FileRow, may_start: Callable[[], bool] | None = None) -> bool:
+    """Execute a file through its API's synchronous call (`providers.sync.runner`); its output file
+    grows as answers arrive. False when `may_start` (`--off-peak`) stopped it before the end: it
+    stays in flight, and the next run sends the rest."""
     path = ws.path(row["path"])
     # `submit` only marked the file: it is read now, so this is the last moment to check that it
     # still holds what was compiled (an edit made since would otherwise be sent and scored).
@@ -249,15 +260,20 @@ def _run_sync(ws: Workspace, session: Session, row: FileRow) -> None:
             bar.update(saved - bar.n)
 
         try:
-            stats = runner.run(path, out, on_progress=progress)
+            # The hook only where `--off-peak` holds the file: any other run is called as before.
+            gate = {} if may_start is None else {"may_start": may_start}
+            stats = runner.run(path, out, on_progress=progress, **gate)
         except FlexRefused as exc:
             _fall_back(ws, row, out, str(exc))
             session.flex_refused_now(row["model"])
-            return
+            return True
+    if stats.stopped and stats.already_done + stats.ok + stats.failed < stats.total:
+        return False
     counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
     with ws.store.transaction() as db:
         redacted = row["redacted"] + stats.redacted
         mark_downloaded(db, row["pk"], BatchStatus.COMPLETED, counts, ws.relative(out), redacted=redacted)
+    return True
 
 
 def _fall_back(ws: Workspace, row: FileRow, out: Path, why: str) -> None:

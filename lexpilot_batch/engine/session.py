@@ -76,6 +76,8 @@ class ProviderOptions:
     batch_endpoint: str | None = None
     max_wave_age: float | None = None  # seconds; older batches are cancelled and their rest re-queued
     hedge: bool = False  # `--hedge`: also cancel batches past the workspace's own deadline (`hedge`)
+    # `--off-peak` / `--any-hour` (`engine.off_peak`); None: what the workspace remembers.
+    off_peak: bool | None = None
     # Seconds to look for a batch whose create answer was lost before creating it again (`batches`).
     create_grace: float = 60.0
     # Seconds `poll-and-advance --wait` keeps trying through a provider outage (`engine`).
@@ -160,6 +162,8 @@ class Session:
             # turned into a clean run was already registered and compiled.
             parse_faults(options.sim_faults)
         self.settings = _workspace_settings(ws, self._given_settings())
+        if ws is not None and ws.writable and options.off_peak is not None:
+            _remember_off_peak(ws, options.off_peak)  # by any command it is given to (`engine.off_peak`)
         if ws is not None and ws.writable and options.max_enqueued_tokens:
             from lexpilot_batch.engine import budgets
 
@@ -400,7 +404,7 @@ _TAIL_KEY = TAIL_CHOICES_KEY
 
 
 def _tail_choices(ws: Workspace | None, options: ProviderOptions) -> dict[str, Any]:
-    """`--tail`, `--max-premium`, `--flex`, `--expect-latency` and `--prices`: this command's, over what the
+    """`--tail`, `--max-premium`, `--flex`, `--expect-latency`, `--prices` and `--off-peak`: this command's, over what the
     workspace remembers (a `--flex` or `--expect-latency` adds to the remembered ones)."""
     kept = json.loads(ws.store.meta(_TAIL_KEY) or "{}") if ws is not None else {}
     premium = options.max_premium if options.max_premium is not None else kept.get("max_premium", 0.0)
@@ -412,7 +416,25 @@ def _tail_choices(ws: Workspace | None, options: ProviderOptions) -> dict[str, A
         "flex": {**kept.get("flex", {}), **options.flex},
         "expect_latency": {**kept.get("expect_latency", {}), **options.expect_latency},
         "prices": options.prices if options.prices is not None else kept.get("prices"),
+        **({"off_peak": off_peak} if (off_peak := _off_peak(options, kept)) else {}),
     }
+
+
+def _remember_off_peak(ws: Workspace, on: bool) -> None:
+    """`--off-peak` / `--any-hour` kept at once, whichever command was given it: the files it holds
+    wait across commands, and `status` says so."""
+    kept = json.loads(ws.store.meta(_TAIL_KEY) or "{}")
+    if bool(kept.get("off_peak")) != on:
+        kept["off_peak"] = on
+        ws.store.set_meta(
+            _TAIL_KEY, json.dumps({k: v for k, v in kept.items() if k != "off_peak" or on}, sort_keys=True)
+        )
+
+
+def _off_peak(options: ProviderOptions, kept: dict[str, Any]) -> bool:
+    """`--off-peak` / `--any-hour` given now, else what the workspace remembers (`engine.off_peak`);
+    kept only when on, so that a workspace that never used it remembers what it did before."""
+    return bool(options.off_peak if options.off_peak is not None else kept.get("off_peak", False))
 
 
 def _workspace_settings(ws: Workspace | None, given: dict[str, Any]) -> dict[str, Any]:

@@ -167,6 +167,8 @@ class Estimate:
     # Projected cost of each model over the roles it serves (`prices.price_for`: a model has its
     # own price); empty when no model has a price.
     projection_cost_by_model: dict[str, Span | None] = field(default_factory=dict)
+    # Models priced by the hour, their cost and wait sent now and off-peak (`estimate.off_peak`).
+    off_peak: list[Any] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -19,9 +19,11 @@ from typing import Literal
 from lexpilot_batch.benchmark import prompts
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.data import open_dataset
+from lexpilot_batch.engine.off_peak import OFF_PEAK
 from lexpilot_batch.engine.request_files import file_group
 from lexpilot_batch.engine.session import Session
 from lexpilot_batch.engine.tail import Spent, TailPolicy, sent_spent, wave_travel
+from lexpilot_batch.estimate import off_peak
 from lexpilot_batch.estimate.assumptions import (
     Assumptions,
     Estimate,
@@ -52,6 +54,7 @@ from lexpilot_batch.study.dataset_memory import refuse_if_changed, with_remember
 from lexpilot_batch.study.lineup import plan_runs
 from lexpilot_batch.study.price_memory import study_models
 from lexpilot_batch.study.runs import RunSpec, check_case_limit, check_run_id, protocol_variants
+from lexpilot_batch.util import clock
 
 
 def dry_run_prepare(
@@ -204,6 +207,8 @@ def build(
         p.completion_tokens = requests.map(lambda n, role=role: round(n * a.completion_tokens[role]))
         projection[role] = p
     cost_by_model = _cost_by_model(by_model, backends, a, price_of, discount)
+    # Models priced by the hour: both ways; under `--off-peak`, at the off-peak price (`off_peak`).
+    hours = off_peak.choices(cost_by_model, backends, prices, bool(session.tail.get(OFF_PEAK)), clock.now())
     # (Nothing left to project is no missing price: the cost so far is priced as usual.)
     priced = any(cost is not None for cost in cost_by_model.values()) or not cost_by_model
     for role, p in projection.items():
@@ -241,6 +246,7 @@ def build(
         assumptions=a,
         tail_sync=tail,
         tail_auto=auto,
+        off_peak=hours,
     )
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from lexpilot_batch.benchmark.settings import ROLES
 from lexpilot_batch.estimate.assumptions import Assumptions, AutoProjection, Estimate, Span
+from lexpilot_batch.estimate.off_peak import lines as off_peak_lines
 from lexpilot_batch.providers.prices import bundled_as_of
 from lexpilot_batch.state.states import FileState
 from lexpilot_batch.util.columns import aligned
@@ -91,6 +92,7 @@ def render(estimate: Estimate) -> str:
         lines.append(_tail_sync_text(e))
         if e.tail_auto is not None and e.tail_auto.waves:
             lines.extend(_auto_lines(e.tail_auto))
+        lines.extend(off_peak_lines(e.off_peak, _usd, _three))
     if e.prices_given:
         lines.append(
             f"Cost: list price per 1M tokens x (1 - {a.batch_discount:g}) on batch/simulated backends, "

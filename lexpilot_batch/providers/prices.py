@@ -8,6 +8,8 @@ tokens}}`, looked up by `price_for`: a user's `--prices FILE` first (a model as 
 as its provider is sent it, then the older per-role keys `eval`, `user`, `judge`, still accepted),
 then the bundled, dated table `data/prices.json` (its sources and date in the file), so that a
 study of common models is priced without a file and a user's file overrides it model by model.
+A provider that bills by time of day has its peak hours in the table's `$schedules` (or the
+file's), read by `providers.schedules`: its models are listed at the peak price.
 Work sent through a provider's Batch API (the `batch`
 backend, and the `simulated` one that stands in for it) costs the list price less the batch
 discount, 0.5 by default because providers' Batch APIs charge about half; work sent through
@@ -222,4 +224,7 @@ def load_prices(path: Path | None) -> dict | None:
         check_prices(prices, DEFAULT_BATCH_DISCOUNT)
     except LexpilotError as exc:
         raise LexpilotError(f"{path}: {exc}") from None
+    from lexpilot_batch.providers.schedules import check_schedules
+
+    check_schedules(prices, str(path))  # a provider's hours by time of day (`providers.schedules`)
     return prices

@@ -30,7 +30,8 @@ The JSON shape (`build_report`), stable and validated against `Report` before it
             "dcg": {"n": {run_id: cases}, "success_by_round": {"1": share, "2": share}}},
             (each share or mean: {"mean", "sd", "n_defined", "per_run"}; a task not run is left out)
         "usage": {"roles": {role: {"requests", "prompt_tokens", "completion_tokens",
-                                   "cached_tokens", "cache_write_tokens", "cost_usd"}},
+                                   "cached_tokens", "cache_write_tokens", "cost_usd",
+                                   "peak_cost_usd", "untimed_requests" (priced by the hour only)}},
                   "total": {...same six keys...},
                   "batch_discount": float | null}}],
      "comparisons": [{
@@ -92,8 +93,10 @@ class RunResults:
     group_key: str
     settings: dict = field(default_factory=dict)
     tasks: dict[str, TaskRecords] = field(default_factory=dict)
-    # role -> backend -> {requests, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens}
-    usage: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # role -> backend -> {requests, prompt_tokens, completion_tokens, cached_tokens, cache_write_tokens},
+    # and for sync work its `timed` buckets: [(minute answered or None, requests, prompt, completion,
+    # cached, written)] (`results._usage`)
+    usage: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     comparison_key: str = ""
     # The run's dataset is the bundled sample: a demonstration, not a benchmark result.
     bundled_sample: bool = False
@@ -177,6 +180,10 @@ class RoleUsage(_Strict):
     cached_tokens: int = 0  # of the prompt tokens: read from the provider's cache (`prices.cost_usd`)
     cache_write_tokens: int = 0  # of the prompt tokens: written to it (Anthropic)
     cost_usd: float | None
+    # A model priced by the hour (`providers.schedules`): the same requests at the listed peak price,
+    # and those answered before answer times were kept (priced at it).
+    peak_cost_usd: float | None = None
+    untimed_requests: int = 0
 
 
 class Usage(_Strict):

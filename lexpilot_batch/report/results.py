@@ -20,6 +20,7 @@ from lexpilot_batch.benchmark import records
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.errors import LexpilotError
+from lexpilot_batch.providers.backends import SYNC
 from lexpilot_batch.report import RunResults, TaskRecords
 from lexpilot_batch.state.states import RequestState, ThreadState
 from lexpilot_batch.state.workspace import Workspace, command_hint
@@ -127,7 +128,7 @@ def _run_results(
     db: sqlite3.Connection,
     run: Any,
     texts: bool,
-    usage: dict[str, dict[str, dict[str, float]]],
+    usage: dict[str, dict[str, dict[str, Any]]],
     labels: dict[tuple[str, str | None], dict[int, tuple[str, str]]],
 ) -> RunResults:
     manifest = json.loads(run["manifest"])
@@ -259,11 +260,11 @@ class _WholeRecords:
         return records.expand(stored, self.case[1])
 
 
-def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, float]]]]:
+def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, Any]]]]:
     """Requests and tokens by run, role and backend (what their cost depends on), and, where the
     provider reported the cost of some of them, how many and its sum; from the `requests_usage`
     index and the small files table."""
-    out: dict[int, dict[str, dict[str, dict[str, float]]]] = defaultdict(dict)
+    out: dict[int, dict[str, dict[str, dict[str, Any]]]] = defaultdict(dict)
     for run_pk, role, backend, n, p, c, k, w, reported, cost, unreported in db.execute(
         "SELECT q.run_pk, q.role, f.backend, COUNT(*), SUM(q.prompt_tokens), SUM(q.completion_tokens),"
         " SUM(q.cached_tokens), SUM(q.cache_write_tokens), COUNT(q.cost_usd), SUM(q.cost_usd),"
@@ -281,6 +282,17 @@ def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, fl
         if reported:  # the provider's own cost of some (`engine.answers._usage`), and the work it did not price
             counts.update(reported=reported, reported_cost_usd=cost or 0.0, unreported=unreported or 0)
         out[run_pk].setdefault(role, {})[backend] = counts
+    # Sync work by the minute it was answered (`requests.answered_at`, null before it was kept): what
+    # a provider pricing by the hour bills it at (`build._cost`, `providers.schedules`).
+    for run_pk, role, minute, n, p, c, k, w in db.execute(
+        "SELECT q.run_pk, q.role, CAST(q.answered_at / 60 AS INTEGER), COUNT(*), SUM(q.prompt_tokens),"
+        " SUM(q.completion_tokens), SUM(q.cached_tokens), SUM(q.cache_write_tokens)"
+        f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
+        f" AND f.backend = '{SYNC}' GROUP BY q.run_pk, q.role, 3"
+    ):
+        timed = out[run_pk].get(role, {}).get(SYNC)
+        if timed is not None:
+            timed.setdefault("timed", []).append((minute, n, p or 0, c or 0, k or 0, w or 0))
     return out
 
 

@@ -354,6 +354,7 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("0016_cancel_asked", _m0016_cancel_asked),
     ("0017_judge_words", judge_words.create_table),
     ("0018_reported_cost", requests.add_reported_cost),
+    ("0023_answered_at", requests.add_answered_at),
 ]
 
 

@@ -52,7 +52,7 @@ NewRequest = tuple[str, int, int, str, int, str, str, str, int, int, int, int]
 
 # A result applied to a request, as `apply_results` takes it: (status, text, value, error,
 # error_kind, prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens, cache_write_tokens,
-# cost_usd, pk).
+# cost_usd, answered_at, pk).
 Result = tuple[
     RequestStatus,
     str | None,
@@ -64,6 +64,7 @@ Result = tuple[
     int | None,
     int | None,
     int | None,
+    float | None,
     float | None,
     int,
 ]
@@ -79,6 +80,15 @@ def add_reported_cost(db: sqlite3.Connection) -> None:
         "CREATE INDEX requests_usage ON requests(run_pk, role, status, file_pk, prompt_tokens, completion_tokens,"
         " cached_tokens, cache_write_tokens, cost_usd)"
     )
+
+
+def add_answered_at(db: sqlite3.Connection) -> None:
+    """Migration `0023_answered_at` (`migrations.MIGRATIONS`): `requests.answered_at`, when the
+    request's result came (the provider's `created` where its answer has one, else this machine's
+    clock at ingest: `engine.answers.answered_at`), written with the result; what a provider that
+    prices by time of day bills it at (`providers.schedules`). Null for results recorded before it:
+    priced at the list (peak) price, and the report says so."""
+    db.execute("ALTER TABLE requests ADD COLUMN answered_at REAL")
 
 
 def insert_pending(db: sqlite3.Connection, rows: Iterable[NewRequest]) -> None:
@@ -104,8 +114,8 @@ def apply_results(db: sqlite3.Connection, results: Iterable[Result]) -> None:
     only to pending requests, each at most once."""
     db.executemany(
         "UPDATE requests SET status = ?, text = ?, value = ?, error = ?, error_kind = ?, prompt_tokens = ?,"
-        " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ?, cache_write_tokens = ?, cost_usd = ?"
-        " WHERE pk = ?",
+        " completion_tokens = ?, reasoning_tokens = ?, cached_tokens = ?, cache_write_tokens = ?, cost_usd = ?,"
+        " answered_at = ? WHERE pk = ?",
         results,
     )
 

@@ -15,15 +15,18 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from lexpilot_batch.engine import off_peak
 from lexpilot_batch.engine.downloads import held_advice
 from lexpilot_batch.engine.tail import flex_refused
 from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
 from lexpilot_batch.providers.prices import total as total_cost
+from lexpilot_batch.providers.schedules import when
 from lexpilot_batch.state import writer
 from lexpilot_batch.state.queries import check_run_filters, measured_batch_seconds
 from lexpilot_batch.state.states import FileState, RequestState, ThreadState
 from lexpilot_batch.state.waves import OPEN, files_in, work_left
 from lexpilot_batch.state.workspace import LOCK_NAME, Workspace, command_hint
+from lexpilot_batch.study.price_memory import TAIL_CHOICES_KEY
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.columns import aligned
 from lexpilot_batch.util.redaction import redact_cut
@@ -124,6 +127,7 @@ def summarize(
         "next": command,
         "next_why": why,
         "flex_refused": flex_refused(db),
+        "off_peak": off_peak.waiting(db, ws.store.meta(TAIL_CHOICES_KEY)),
         "time_left_s": time_left(db, waves_left, in_flight),
     }
 
@@ -329,6 +333,13 @@ def render_summary(summary: dict[str, Any], root_text: str) -> str:
             lines.append(f"  {f['path']}  {status}  {done}/{counts.get('total') or f['requests']}  {_age(f['age_s'])}")
         if len(flying) > 6:
             lines.append(f"  ... and {len(flying) - 6} more")
+    for held in summary.get("off_peak") or []:  # `--off-peak` (`engine.off_peak`)
+        until = (
+            "its off-peak window is open: the next poll sends them"
+            if held["until"] is None
+            else (f"they wait for its off-peak window, from {when(held['until'])}")
+        )
+        lines.append(f"\nOff-peak: {held['requests']:,} request(s) of {terminal_safe(held['model'])}: {until}")
     refused = summary.get("flex_refused") or []
     if refused:
         names = ", ".join(terminal_safe(m) for m in refused)

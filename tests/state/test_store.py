@@ -132,6 +132,7 @@ TABLES = {
         ("cached_tokens", "INTEGER", 0, 0),
         ("cache_write_tokens", "INTEGER", 0, 0),
         ("cost_usd", "REAL", 0, 0),
+        ("answered_at", "REAL", 0, 0),
     ],
     "runs": [
         ("pk", "INTEGER", 0, 1),
@@ -233,6 +234,7 @@ MIGRATION_NAMES = [
     "0016_cancel_asked",
     "0017_judge_words",
     "0018_reported_cost",
+    "0023_answered_at",
 ]
 
 

@@ -104,6 +104,7 @@ class SyncStats:
     peak_in_flight: int = 0  # the most calls in flight at once (`window.Window`)
     window_cuts: int = 0  # times the window halved (429s, or rate limits running low)
     redacted: int = 0  # secrets replaced in the lines written (`redaction.Scrubber`)
+    stopped: bool = False  # `may_start` said no before every request was sent: run again later
 
 
 class SyncRunner:
@@ -135,10 +136,14 @@ class SyncRunner:
         request_path: Path,
         output_path: Path,
         on_progress: Callable[[int, int], None] | None = None,
+        may_start: Callable[[], bool] | None = None,
     ) -> SyncStats:
         """Send every request of `request_path` that `output_path` does not answer yet.
 
         `on_progress(saved, total)` is called at the start and after every line written.
+        `may_start()` (the engine's hook, `engine.off_peak`), asked before each call: once it says
+        no, no call is started; those in flight finish, and the run returns `stopped` (the file's
+        other requests are sent by a later run, as after a kill).
         Raises `ConfigError` / `ProviderError` when the endpoint as a whole fails (see the module
         docstring); the lines written until then stay, and running again resumes.
         """
@@ -176,6 +181,9 @@ class SyncRunner:
                 while state.fatal is None:
                     # At most the window in flight: the file is read only as fast as it is sent.
                     while len(pending) < window.limit():
+                        if may_start is not None and not may_start():
+                            stats.stopped = True
+                            break
                         now = time.monotonic()
                         if later and later[0][0] <= now:
                             _, custom_id, body = heapq.heappop(later)
@@ -186,7 +194,7 @@ class SyncRunner:
                             break
                         send(*item)
                     if not pending:
-                        if not later:
+                        if not later or stats.stopped:
                             break
                         clock.pause(later[0][0] - time.monotonic())
                         continue

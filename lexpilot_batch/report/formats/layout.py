@@ -122,5 +122,26 @@ def cost_note(usage: Mapping[str, Any]) -> str:
     return (
         f"Estimated cost = list price per 1M tokens × (1 − batch discount "
         f"{usage['batch_discount']:g}); n/a where a model has no price. Prices from --prices FILE (one given to prepare or "
-        f"run is kept), else the bundled table of {bundled_as_of()}."
+        f"run is kept), else the bundled table of {bundled_as_of()}." + _by_the_hour(usage)
     )
+
+
+def _by_the_hour(usage: Mapping[str, Any]) -> str:
+    """What the note adds for roles priced by the hour (`providers.schedules`): each answer at the
+    price of the minute it was answered, against the same requests at the listed peak price."""
+    timed = {role: u for role, u in usage["roles"].items() if u.get("peak_cost_usd") is not None}
+    if not timed:
+        return ""
+    parts = [
+        f"{role} ${u['cost_usd']:.2f} against ${u['peak_cost_usd']:.2f} at peak ({u['cost_usd'] / u['peak_cost_usd']:.0%})"
+        for role, u in timed.items()
+        if u["cost_usd"] is not None and u["peak_cost_usd"]
+    ]
+    note = " Priced by the hour each request was answered (off-peak rates outside the provider's peak hours)"
+    note += f": {'; '.join(parts)}." if parts else "."
+    untimed = sum(int(u.get("untimed_requests") or 0) for u in timed.values())
+    if untimed:
+        note += (
+            f" {untimed:,} requests answered before this version kept answer times are priced at the peak (list) price."
+        )
+    return note
