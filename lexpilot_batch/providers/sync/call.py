@@ -18,6 +18,11 @@ provider answers by it exactly as it answers a batch line with that id). A failu
 the SDK's retries (timeout, connection, 5xx) is written as the API's own transport failure, which
 the engine retries as a new attempt; a refusal on the request's merits (a 400) as the API's error
 answer. What each outcome means for the run (`OK` ... `RATE`) is `sync`'s to act on.
+
+Each call has two spellings: `post` / `send` through the SDK's client, for a caller on a thread
+(`preflight`'s listing, an API without an asynchronous client), and `apost` / `asend` through its
+asynchronous client (`new_async_client`, one per run of the runner's event loop), awaited as one
+task among many. Both give the same `CallResult` for the same answer (`_failed`, `_answered`).
 """
 
 from __future__ import annotations

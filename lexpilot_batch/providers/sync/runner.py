@@ -24,9 +24,16 @@ downloaded batch's results do: the one change made to what the provider sent.
 
 Requests are streamed from the file, as many in flight as the run's `window.Window` allows: it
 grows while answers come back with room left under the provider's rate limits and halves on a 429
-or an answer whose `x-ratelimit-remaining-*` runs low, never past `concurrency` (the ceiling). The
-pool's threads are made as the window first needs them, so a run holds as many threads as its
-window's peak, never more than the ceiling. Backoff on 429/5xx (honouring `retry-after`) is first
+or an answer whose `x-ratelimit-remaining-*` runs low, never past `concurrency` (the ceiling).
+The calls in flight are tasks of one event loop (`asyncio.run` for each run), sent through the
+SDK's asynchronous client (`ChatCall.asend`: OpenAI's and Anthropic's `Async*` clients, the genai
+client's `aio` side), so a thousand in flight cost a thousand sockets and no thread each: the run
+holds its own thread and at most `LOOP_THREADS` helpers of the loop (address lookups). A client
+carries at most `CALLS_PER_CLIENT` of them; more open more clients, as the window grows. An API whose
+SDK has no asynchronous client (`ChatCall.new_async_client` None) is sent from a pool whose threads
+are made as the window first needs them, never more than the ceiling. Every wait of the loop goes
+through the one clock (`clock.sleep`) and lasts at most `waiting.STEP`, so Ctrl-C stops a run at
+once on every platform, cutting the calls in flight. Backoff on 429/5xx (honouring `retry-after`) is first
 the SDK's, set by `max_retries`. A request still refused for the rate (429)
 after those is no failure of its own: it is put back and sent again after a backoff of its own
 (`retry-after`, else doubling from `RATE_LIMIT_WAIT`), never written as a failed line, so it uses
@@ -39,7 +46,7 @@ means "resource unavailable" (no charge; OpenAI's advice is to back off and retr
 elsewhere). It is backed off the same way, from `FLEX_WAIT`; one request refused `FLEX_ROUNDS` times
 in a row stops the run with `FlexRefused`, the lines saved until then kept, so that the engine can
 send the rest of the file's requests as a batch (`engine.poll`). The output is appended one whole line at a time
-by one thread, so a run can be killed at any moment and resumed: a request whose line is saved is
+by the loop's one thread, so a run can be killed at any moment and resumed: a request whose line is saved is
 never sent again, and a line cut by the kill is dropped and its request sent again.
 
 A broken endpoint must not become thousands of error lines. A rejected key (401) stops the run at
@@ -56,6 +63,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
+import math
 import os
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
@@ -84,6 +92,9 @@ FLEX_ROUNDS = 6  # 429s in a row for one request on the flex tier: the file's re
 FLEX_WAIT = 2.0  # seconds before a refused flex call is sent again (doubling, capped at 60 s)
 RATE_BACKOFF = clock.Backoff(RATE_LIMIT_WAIT, 60.0)
 FLEX_BACKOFF = clock.Backoff(FLEX_WAIT, 60.0)
+# Calls in flight per asynchronous client: a client's connection pool looks over all its connections
+# at each request (httpcore's), so a thousand in flight go through ten clients, not one.
+CALLS_PER_CLIENT = 100
 LOOP_THREADS = 8  # the event loop's own helpers (its default executor: address lookups for new connections)
 FSYNC_EVERY = 100  # lines between fsyncs; a crash loses at most these, and resume re-sends them
 
@@ -182,6 +193,8 @@ class SyncRunner:
         none sends them from a pool whose threads are made as the window first needs them."""
         call, stats, name = self.call, state.stats, state.file_name
         client = call.new_async_client()
+        clients = [] if client is None else [client]
+        shards = math.ceil(self.concurrency / CALLS_PER_CLIENT)
         threads = None if client is not None else ThreadPoolExecutor(self.concurrency, "lexpilot-sync")
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(LOOP_THREADS, "lexpilot-loop"))
@@ -197,11 +210,15 @@ class SyncRunner:
 
         def send(custom_id: str, body: dict[str, Any]) -> None:
             future: asyncio.Future[CallResult]
+            ticket = window.ticket()
             if threads is None:
-                future = asyncio.ensure_future(call.asend(client, custom_id, body))
+                if len(clients) < shards and len(in_flight) >= len(clients) * CALLS_PER_CLIENT:
+                    clients.append(call.new_async_client())
+                shard = clients[ticket % len(clients)]
+                future = asyncio.ensure_future(call.asend(shard, custom_id, body))
             else:
                 future = loop.run_in_executor(threads, call.send, custom_id, body)
-            in_flight[future] = window.ticket()
+            in_flight[future] = ticket
             future.add_done_callback(ended)
             stats.peak_in_flight = max(stats.peak_in_flight, len(in_flight))
 
@@ -263,10 +280,10 @@ class SyncRunner:
                     future.cancel()
                 if threads is not None:
                     call.reset()  # closing the client ends its threads' connections
-            if in_flight and client is not None:
+            if in_flight and clients:
                 await asyncio.wait(in_flight)
-            if client is not None:
-                await call.close_async_client(client)
+            for opened in clients:
+                await call.close_async_client(opened)
             if threads is not None:
                 threads.shutdown(wait=finished, cancel_futures=True)
 
