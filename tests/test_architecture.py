@@ -282,13 +282,13 @@ def test_no_state_word_is_spelled_outside_its_definition():
 SLEEPS_ALLOWED = {"util.clock"}
 
 
-def calls_from_time(path: Path, name: str) -> list[int]:
-    """The lines of a module that call `time.<name>` (or a `<name>` imported from `time`)."""
+def calls_from_time(path: Path, name: str, module: str = "time") -> list[int]:
+    """The lines of a module that call `<module>.<name>` (or a `<name>` imported from `<module>`)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     imported = {
         alias.asname or alias.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.module == "time"
+        if isinstance(node, ast.ImportFrom) and node.module == module
         for alias in node.names
         if alias.name == name
     }
@@ -298,7 +298,7 @@ def calls_from_time(path: Path, name: str) -> list[int]:
             continue
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr == name and isinstance(func.value, ast.Name):
-            if func.value.id == "time":
+            if func.value.id == module:
                 out.append(node.lineno)
         elif isinstance(func, ast.Name) and func.id in imported:
             out.append(node.lineno)
@@ -306,8 +306,8 @@ def calls_from_time(path: Path, name: str) -> list[int]:
 
 
 def sleeps(path: Path) -> list[int]:
-    """The lines of a module that call `time.sleep` (or a `sleep` imported from `time`)."""
-    return calls_from_time(path, "sleep")
+    """The lines of a module that call `time.sleep` or `asyncio.sleep` (or a `sleep` imported from either)."""
+    return sorted(calls_from_time(path, "sleep") + calls_from_time(path, "sleep", "asyncio"))
 
 
 def test_every_wait_goes_through_the_one_clock():
@@ -317,15 +317,18 @@ def test_every_wait_goes_through_the_one_clock():
         if name not in SLEEPS_ALLOWED and layer_of(name) != "simulated"
         for line in sleeps(path)
     ]
-    assert not stray, "time.sleep outside util.clock (use clock.pause, and clock.Backoff for retries):\n" + "\n".join(
+    assert not stray, "a sleep outside util.clock (use clock.pause or clock.sleep, and clock.Backoff):\n" + "\n".join(
         stray
     )
 
 
 def test_the_sleep_finder_sees_both_spellings(tmp_path: Path):
     planted = tmp_path / "m.py"
-    planted.write_text("import time\nfrom time import sleep as nap\n\ntime.sleep(1)\nnap(2)\n", encoding="utf-8")
-    assert sleeps(planted) == [4, 5]
+    planted.write_text(
+        "import asyncio\nimport time\nfrom time import sleep as nap\n\ntime.sleep(1)\nnap(2)\nasyncio.sleep(3)\n",
+        encoding="utf-8",
+    )
+    assert sleeps(planted) == [5, 6, 7]
 
 
 def wall_clock_reads(path: Path) -> list[int]:

@@ -75,6 +75,9 @@ def check_loopback(host: str) -> str:
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # The listen backlog: a provider's front end takes a burst of new connections (a client opening
+    # hundreds at once on an event loop) where socketserver's default of 5 would refuse most.
+    request_queue_size = 1024
     # HTTPServer sets SO_REUSEADDR, which on Linux only lets a port in TIME_WAIT be taken again but
     # on Windows lets a second server bind a port another one listens on, silently: there, a port in
     # use is refused as elsewhere ("cannot listen").

@@ -1,12 +1,14 @@
 """Every wait of the product, the one retry schedule and the one clock it reads, in one place.
 
-`pause` is the only sleep of the package (the simulated server's latency aside): a test makes every
-wait zero at once with `monkeypatch.setattr(clock, "pause", ...)`, and `tests/test_architecture.py`
-fails on a `time.sleep` anywhere else. `now` is the only reading of this machine's clock (the
-simulated provider, which stands for another machine, keeps its own): a test shifts the client's
-clock with `monkeypatch.setattr(clock, "now", ...)`, and the same test fails on a `time.time()`
-anywhere else. What `now` gives is recorded and compared with what it gave before, never with a
-provider's times: the two clocks may disagree by hours (`engine.recovery`).
+`pause` is the only sleep of the package (the simulated server's latency aside), and `sleep` its
+twin for a coroutine on an event loop (the sync runner's, `providers.sync.runner`): a test makes
+every wait zero at once with `monkeypatch.setattr(clock, "pause", ...)` (and `"sleep"`), and
+`tests/test_architecture.py` fails on a `time.sleep` or an `asyncio.sleep` anywhere else. `now`
+is the only reading of this machine's clock (the simulated provider, which stands for another
+machine, keeps its own): a test shifts the client's clock with `monkeypatch.setattr(clock, "now",
+...)`, and the same test fails on a `time.time()` anywhere else. What `now` gives is recorded and
+compared with what it gave before, never with a provider's times: the two clocks may disagree by
+hours (`engine.recovery`).
 
 `Backoff` is the one schedule of a call tried again: the provider's `retry-after` when it sent one,
 else a wait doubling from `first` up to `cap`. Every provider call, the sync runner and the
@@ -19,6 +21,7 @@ the first refusal of the outage, and each is told (`ProviderWait`) so that it is
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +43,13 @@ def pause(seconds: float) -> None:
     """Wait `seconds` (nothing for zero or less)."""
     if seconds > 0:
         time.sleep(seconds)
+
+
+async def sleep(seconds: float) -> None:
+    """Wait `seconds` on the running event loop (nothing for zero or less): `pause` for a coroutine,
+    which lets the loop's other tasks run meanwhile."""
+    if seconds > 0:
+        await asyncio.sleep(seconds)
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,14 @@ the real one by `ahead` seconds, its waits taken in virtual time.
 
 The simulated provider keeps the real clock (it stands for another machine), so a clock `ahead` plays
 a client whose clock runs that far in front of the provider's (WSL2 or a VM after sleep), and
-setting `ahead` back to 0 plays the clock being set right. A wait (`clock.pause`) does not sleep: it
+setting `ahead` back to 0 plays the clock being set right. A wait (`clock.pause`, `clock.sleep`) does not sleep: it
 moves both the client's clocks on and is added up in `waited`, so that a command that would sit for
 hours ends at once, and says how long it would have sat.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -25,8 +26,13 @@ class ClientClock:
         monkeypatch.setattr(clock, "now", lambda: time.time() + self.ahead + self.waited)
         monkeypatch.setattr(clock, "monotonic", lambda: time.monotonic() + self.waited)
         monkeypatch.setattr(clock, "pause", self._pause)
+        monkeypatch.setattr(clock, "sleep", self._sleep)
 
     def _pause(self, seconds: float) -> None:
         if seconds > 0:
             self.waited += seconds
             self.longest = max(self.longest, seconds)
+
+    async def _sleep(self, seconds: float) -> None:
+        self._pause(seconds)
+        await asyncio.sleep(0)  # the loop's other tasks run, as during a real wait

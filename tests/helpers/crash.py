@@ -16,6 +16,7 @@ process (AWS Bedrock's 100 records would send a small study's every group throug
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import os
 import re
@@ -62,7 +63,7 @@ NATIVE_KILL_POINTS: dict[str, tuple[str, str, str]] = {
         for step in ("upload", "create", "download")
     },
     **{
-        f"{api}.after_call": (f"lexpilot_batch.providers.{api}.chat", f"{cls}.send", "after")
+        f"{api}.after_call": (f"lexpilot_batch.providers.{api}.chat", f"{cls}.asend", "after")
         for api, cls in (("anthropic", "AnthropicChat"), ("google", "GeminiChat"))
     },
 }
@@ -85,11 +86,14 @@ def install_kill_point(spec: str) -> None:
     calls = 0
     lock = threading.Lock()  # a synchronous call runs in several threads at once
 
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def number() -> int:
         nonlocal calls
         with lock:
             calls += 1
-            mine = calls  # this call's number, whatever the others do meanwhile
+            return calls  # this call's number, whatever the others do meanwhile
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        mine = number()
         if mine == nth and when == "before":
             _die()
         result = original(*args, **kwargs)
@@ -97,7 +101,16 @@ def install_kill_point(spec: str) -> None:
             _die()
         return result
 
-    setattr(owner, name, wrapper)
+    async def async_wrapper(*args: Any, **kwargs: Any) -> Any:  # a call awaited on the sync runner's loop
+        mine = number()
+        if mine == nth and when == "before":
+            _die()
+        result = await original(*args, **kwargs)
+        if mine == nth and when == "after":
+            _die()
+        return result
+
+    setattr(owner, name, async_wrapper if inspect.iscoroutinefunction(original) else wrapper)
 
 
 # --- processes ----------------------------------------------------------------------------------

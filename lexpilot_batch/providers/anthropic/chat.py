@@ -33,6 +33,14 @@ class AnthropicChat(ChatCall):
             max_retries=self.max_retries,
         )
 
+    def new_async_client(self) -> Any:
+        return self.sdk.AsyncAnthropic(
+            base_url=self.endpoint.base_url,
+            api_key=self.endpoint.require_key(),
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
+
     def models(self) -> list[str] | None:
         """`GET /v1/models`, every page (the SDK's iterator)."""
         return [m.id for m in self.client.models.list(limit=1000)]
@@ -45,6 +53,12 @@ class AnthropicChat(ChatCall):
 
     def post(self, line_id: str, payload: dict[str, Any]) -> Answer:
         response = self.client.post(
+            self.route, cast_to=Response, body=payload, options={"headers": {CLIENT_REQUEST_ID: line_id}}
+        )
+        return Answer(response.status_code, response.content, headers=response.headers)
+
+    async def apost(self, client: Any, line_id: str, payload: dict[str, Any]) -> Answer:
+        response = await client.post(
             self.route, cast_to=Response, body=payload, options={"headers": {CLIENT_REQUEST_ID: line_id}}
         )
         return Answer(response.status_code, response.content, headers=response.headers)

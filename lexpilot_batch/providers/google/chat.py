@@ -26,23 +26,31 @@ class GeminiChat(ChatCall):
     id_key = "key"
 
     def new_client(self) -> Any:
+        sdk_client = self._sdk_client()
+        # The low-level request sends a request as compiled; `models.generate_content` re-encodes it.
+        self._request: Any = _low_level(sdk_client, "request")
+        return sdk_client
+
+    def new_async_client(self) -> Any:
+        """A genai client whose `aio` side's low-level `async_request` `apost` awaits (the client is
+        kept whole: collecting it closes its `aio` side too)."""
+        sdk_client = self._sdk_client()
+        _low_level(sdk_client.aio, "async_request")
+        return sdk_client
+
+    async def close_async_client(self, client: Any) -> None:
+        await client.aio.aclose()
+        client.close()
+
+    def _sdk_client(self) -> Any:
         genai = EXTRA.require()
         self.errors = EXTRA.require("google.genai.errors")
         types = EXTRA.require("google.genai.types")
-        sdk_client = genai.Client(
+        return genai.Client(
             vertexai=False,
             api_key=self.endpoint.require_key(),
             http_options=client.http_options(types, self.endpoint, self.timeout, self.max_retries),
         )
-        # The low-level request sends a request as compiled; `models.generate_content` re-encodes it.
-        request = getattr(getattr(sdk_client, "_api_client", None), "request", None)
-        if request is None:
-            raise ConfigError(
-                "this version of google-genai has no low-level request call for generateContent; "
-                'install the version the extra names: python -m pip install "lexpilot-batch[google]"'
-            )
-        self._request: Any = request
-        return sdk_client
 
     def models(self) -> list[str] | None:
         """`GET models` (the SDK's `models.list`, every page), each name without `models/`."""
@@ -57,6 +65,12 @@ class GeminiChat(ChatCall):
     def post(self, line_id: str, payload: dict[str, Any]) -> Answer:
         path = f"models/{self.model}:generateContent"
         response = self._request("post", path, payload, {"headers": {CLIENT_REQUEST_ID: line_id}})
+        return Answer(200, response.body or "", headers=getattr(response, "headers", None))
+
+    async def apost(self, client: Any, line_id: str, payload: dict[str, Any]) -> Answer:
+        path = f"models/{self.model}:generateContent"
+        request = _low_level(client.aio, "async_request")
+        response = await request("post", path, payload, {"headers": {CLIENT_REQUEST_ID: line_id}})
         return Answer(200, response.body or "", headers=getattr(response, "headers", None))
 
     def model_of(self, payload: dict[str, Any]) -> str:
@@ -89,3 +103,15 @@ class GeminiChat(ChatCall):
 
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(self.errors, exc)
+
+
+def _low_level(sdk_client: Any, name: str) -> Any:
+    """The genai client's low-level call `name` (`request`, `async_request`), which sends a request as
+    compiled; a `ConfigError` for a version of google-genai without it."""
+    call = getattr(getattr(sdk_client, "_api_client", None), name, None)
+    if call is None:
+        raise ConfigError(
+            "this version of google-genai has no low-level request call for generateContent; "
+            'install the version the extra names: python -m pip install "lexpilot-batch[google]"'
+        )
+    return call

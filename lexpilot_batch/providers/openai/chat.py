@@ -31,6 +31,14 @@ class OpenAIChat(ChatCall):
             max_retries=self.max_retries,
         )
 
+    def new_async_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(
+            base_url=self.endpoint.base_url,
+            api_key=self.endpoint.require_key(),
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+        )
+
     def models(self) -> list[str] | None:
         """`GET /models`: OpenAI's, and every OpenAI-compatible server's that has one."""
         return [m.id for m in self.client.models.list()]
@@ -55,7 +63,13 @@ class OpenAIChat(ChatCall):
         response = self.client.post(
             self.route, cast_to=Response, body=payload, options={"headers": {CLIENT_REQUEST_ID: line_id}}
         )
-        return Answer(response.status_code, response.content, response.headers.get("x-request-id"), response.headers)
+        return _answer(response)
+
+    async def apost(self, client: openai.AsyncOpenAI, line_id: str, payload: dict[str, Any]) -> Answer:
+        response = await client.post(
+            self.route, cast_to=Response, body=payload, options={"headers": {CLIENT_REQUEST_ID: line_id}}
+        )
+        return _answer(response)
 
     def answer_line(self, line_id: str, answer: Answer, data: dict[str, Any]) -> dict[str, Any]:
         return _line(line_id, answer.status, answer.request_id, data)
@@ -91,6 +105,10 @@ class OpenAIChat(ChatCall):
             f"Check the model name ({result.model!r}) and that {self.endpoint.base_url}{self.route} is the "
             "provider's chat completions route"
         )
+
+
+def _answer(response: Response) -> Answer:
+    return Answer(response.status_code, response.content, response.headers.get("x-request-id"), response.headers)
 
 
 def _line(custom_id: str, status: int, request_id: str | None, body: dict[str, Any]) -> dict[str, Any]:

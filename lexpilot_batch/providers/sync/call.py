@@ -18,6 +18,11 @@ provider answers by it exactly as it answers a batch line with that id). A failu
 the SDK's retries (timeout, connection, 5xx) is written as the API's own transport failure, which
 the engine retries as a new attempt; a refusal on the request's merits (a 400) as the API's error
 answer. What each outcome means for the run (`OK` ... `RATE`) is `sync`'s to act on.
+
+Each call has two spellings: `post` / `send` through the SDK's client, for a caller on a thread
+(`preflight`'s listing, an API without an asynchronous client), and `apost` / `asend` through its
+asynchronous client (`new_async_client`, one per run of the runner's event loop), awaited as one
+task among many. Both give the same `CallResult` for the same answer (`_failed`, `_answered`).
 """
 
 from __future__ import annotations
@@ -128,31 +133,57 @@ class ChatCall(ABC):
         """The model a request names, for messages."""
         return str(payload.get("model", "")) or self.model
 
+    def new_async_client(self) -> Any | None:
+        """The SDK's asynchronous client, for one run's event loop (its connections belong to the loop
+        they were opened on, so each run makes its own and closes it, `close_async_client`); None for
+        an API whose SDK has none, whose calls the runner then sends from threads (`send`)."""
+        return None
+
+    async def close_async_client(self, client: Any) -> None:
+        """Close what `new_async_client` made, ending its connections."""
+        await client.close()
+
+    async def apost(self, client: Any, line_id: str, payload: dict[str, Any]) -> Answer:
+        """`post` through `client` (`new_async_client`), awaited on its event loop."""
+        raise NotImplementedError(f"{type(self).__name__} has no asynchronous client")
+
     def send(self, line_id: str, payload: dict[str, Any]) -> CallResult:
         """One request, through the SDK's retries; never raises for an HTTP or network failure: what
         came back is a result line, and what it means for the run a `kind_of`."""
-        model = self.model_of(payload)
         try:
             answer = self.post(line_id, payload)
         except Exception as exc:
-            failure = self.failure(exc)
-            if failure is None:
-                raise
-            headers = getattr(getattr(exc, "response", None), "headers", None)
-            if failure.status is None:
-                line = self.failure_line(line_id, None, f"{failure.message}, {self.after_retries()}", exc)
-                return CallResult(line_id, SUSPECT, line, model, exc)
-            kind = kind_of(failure.status)
-            if kind in (FATAL, RATE):
-                return CallResult(line_id, kind, None, model, exc, payload, headers)
-            if transient_status(failure.status):
-                message = f"HTTP {failure.status} {self.after_retries()}: {failure.message}"
-                return CallResult(
-                    line_id, SUSPECT, self.failure_line(line_id, failure.status, message, exc), model, exc
-                )
-            return CallResult(
-                line_id, kind, self.refusal_line(line_id, failure.status, exc), model, exc, headers=headers
-            )
+            return self._failed(line_id, payload, exc)
+        return self._answered(line_id, payload, answer)
+
+    async def asend(self, client: Any, line_id: str, payload: dict[str, Any]) -> CallResult:
+        """`send` through the asynchronous client (`apost`): the same outcomes, the same lines."""
+        try:
+            answer = await self.apost(client, line_id, payload)
+        except Exception as exc:
+            return self._failed(line_id, payload, exc)
+        return self._answered(line_id, payload, answer)
+
+    def _failed(self, line_id: str, payload: dict[str, Any], exc: Exception) -> CallResult:
+        """What a call that raised `exc` means; `exc` itself when its SDK did not raise it."""
+        model = self.model_of(payload)
+        failure = self.failure(exc)
+        if failure is None:
+            raise exc
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+        if failure.status is None:
+            line = self.failure_line(line_id, None, f"{failure.message}, {self.after_retries()}", exc)
+            return CallResult(line_id, SUSPECT, line, model, exc)
+        kind = kind_of(failure.status)
+        if kind in (FATAL, RATE):
+            return CallResult(line_id, kind, None, model, exc, payload, headers)
+        if transient_status(failure.status):
+            message = f"HTTP {failure.status} {self.after_retries()}: {failure.message}"
+            return CallResult(line_id, SUSPECT, self.failure_line(line_id, failure.status, message, exc), model, exc)
+        return CallResult(line_id, kind, self.refusal_line(line_id, failure.status, exc), model, exc, headers=headers)
+
+    def _answered(self, line_id: str, payload: dict[str, Any], answer: Answer) -> CallResult:
+        model = self.model_of(payload)
         try:
             data = loads_bounded(answer.content)  # the line it becomes is read within these bounds
         except BeyondBounds as exc:  # this request's answer, not the endpoint: written at once

@@ -24,9 +24,16 @@ downloaded batch's results do: the one change made to what the provider sent.
 
 Requests are streamed from the file, as many in flight as the run's `window.Window` allows: it
 grows while answers come back with room left under the provider's rate limits and halves on a 429
-or an answer whose `x-ratelimit-remaining-*` runs low, never past `concurrency` (the ceiling). The
-pool's threads are made as the window first needs them, so a run holds as many threads as its
-window's peak, never more than the ceiling. Backoff on 429/5xx (honouring `retry-after`) is first
+or an answer whose `x-ratelimit-remaining-*` runs low, never past `concurrency` (the ceiling).
+The calls in flight are tasks of one event loop (`asyncio.run` for each run), sent through the
+SDK's asynchronous client (`ChatCall.asend`: OpenAI's and Anthropic's `Async*` clients, the genai
+client's `aio` side), so a thousand in flight cost a thousand sockets and no thread each: the run
+holds its own thread and at most `LOOP_THREADS` helpers of the loop (address lookups). A client
+carries at most `CALLS_PER_CLIENT` of them; more open more clients, as the window grows. An API whose
+SDK has no asynchronous client (`ChatCall.new_async_client` None) is sent from a pool whose threads
+are made as the window first needs them, never more than the ceiling. Every wait of the loop goes
+through the one clock (`clock.sleep`) and lasts at most `waiting.STEP`, so Ctrl-C stops a run at
+once on every platform, cutting the calls in flight. Backoff on 429/5xx (honouring `retry-after`) is first
 the SDK's, set by `max_retries`. A request still refused for the rate (429)
 after those is no failure of its own: it is put back and sent again after a backoff of its own
 (`retry-after`, else doubling from `RATE_LIMIT_WAIT`), never written as a failed line, so it uses
@@ -39,7 +46,7 @@ means "resource unavailable" (no charge; OpenAI's advice is to back off and retr
 elsewhere). It is backed off the same way, from `FLEX_WAIT`; one request refused `FLEX_ROUNDS` times
 in a row stops the run with `FlexRefused`, the lines saved until then kept, so that the engine can
 send the rest of the file's requests as a batch (`engine.poll`). The output is appended one whole line at a time
-by one thread, so a run can be killed at any moment and resumed: a request whose line is saved is
+by the loop's one thread, so a run can be killed at any moment and resumed: a request whose line is saved is
 never sent again, and a line cut by the kill is dropped and its request sent again.
 
 A broken endpoint must not become thousands of error lines. A rejected key (401) stops the run at
@@ -53,12 +60,14 @@ held failures are then written as ordinary lines.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import json
+import math
 import os
-import time
-from collections.abc import Callable, Generator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Generator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -73,7 +82,7 @@ from lexpilot_batch.providers.sync.call import FATAL, RATE, SUSPECT, CallResult,
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.jsonbounds import loads_bounded
 from lexpilot_batch.util.redaction import Scrubber, redact_data
-from lexpilot_batch.util.waiting import wait_first
+from lexpilot_batch.util.waiting import STEP
 
 PROBE = 3  # failures in a row, before any success, that stop a run
 SYNC_RETRIES = 5  # the SDK's retries of one request (timeouts, connection errors, 429, 5xx)
@@ -83,6 +92,10 @@ FLEX_ROUNDS = 6  # 429s in a row for one request on the flex tier: the file's re
 FLEX_WAIT = 2.0  # seconds before a refused flex call is sent again (doubling, capped at 60 s)
 RATE_BACKOFF = clock.Backoff(RATE_LIMIT_WAIT, 60.0)
 FLEX_BACKOFF = clock.Backoff(FLEX_WAIT, 60.0)
+# Calls in flight per asynchronous client: a client's connection pool looks over all its connections
+# at each request (httpcore's), so a thousand in flight go through ten clients, not one.
+CALLS_PER_CLIENT = 100
+LOOP_THREADS = 8  # the event loop's own helpers (its default executor: address lookups for new connections)
 FSYNC_EVERY = 100  # lines between fsyncs; a crash loses at most these, and resume re-sends them
 
 
@@ -160,95 +173,148 @@ class SyncRunner:
         requests = _requests(request_path, call)
         extra = self.extra
         todo = ((cid, {**body, **extra} if extra else body) for cid, body in requests if cid not in saved)
-        later: list[tuple[float, str, dict[str, Any]]] = []  # (not before, custom_id, body): 429s
-        refusals: dict[str, int] = {}
-        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="lexpilot-sync")
-        pending: set[Future[CallResult]] = set()
         key = (self.endpoint.base_url, _first_model(request_path, call), self.flex)
         window = windows.learned(key, self.concurrency)
-        tickets: dict[Future[CallResult], int] = {}
-
-        def send(custom_id: str, body: dict[str, Any]) -> None:
-            future = pool.submit(call.send, custom_id, body)
-            tickets[future] = window.ticket()
-            pending.add(future)
-            stats.peak_in_flight = max(stats.peak_in_flight, len(pending))
-
-        finished_cleanly = False
         with open(output_path, "ab") as out:
             state = _Run(self, request_path.name, out, stats, on_progress)
             try:
-                while state.fatal is None:
-                    # At most the window in flight: the file is read only as fast as it is sent.
-                    while len(pending) < window.limit():
-                        if may_start is not None and not may_start():
-                            stats.stopped = True
-                            break
-                        now = time.monotonic()
-                        if later and later[0][0] <= now:
-                            _, custom_id, body = heapq.heappop(later)
-                            send(custom_id, body)
-                            continue
-                        item = next(todo, None)
-                        if item is None:
-                            break
-                        send(*item)
-                    if not pending:
-                        if not later or stats.stopped:
-                            break
-                        clock.pause(later[0][0] - time.monotonic())
-                        continue
-                    # In steps (`waiting`): a bare wait for a call that takes minutes would not
-                    # let Ctrl-C through on Windows before Python 3.14.
-                    done, pending = wait_first(
-                        pending, timeout=max(0.0, later[0][0] - time.monotonic()) if later else None
-                    )
-                    for future in done:
-                        result = future.result()
-                        ticket = tickets.pop(future)
-                        if result.kind != RATE:
-                            window.answered(ticket, result.headers)
-                            state.take(result)
-                            continue
-                        window.refused(ticket)
-                        stats.rate_limited += 1
-                        count = refusals[result.custom_id] = refusals.get(result.custom_id, 0) + 1
-                        if self.flex and count >= FLEX_ROUNDS:
-                            state.fatal = state.fatal or FlexRefused(
-                                f"sending {request_path.name} on the flex tier: the {self.endpoint.where} answered "
-                                f"429 (resource unavailable) {count} times for one request; its other requests go "
-                                "as a batch"
-                            )
-                            continue
-                        if count >= RATE_LIMIT_ROUNDS:
-                            state.fatal = state.fatal or ProviderUnavailable(
-                                f"sending {request_path.name}: the {self.endpoint.where} kept refusing requests for "
-                                f"the rate (HTTP 429, {count} times for one request, each after the SDK's retries); "
-                                "nothing was lost, run the same command again later (or with a lower --concurrency)"
-                            )
-                            continue
-                        schedule = FLEX_BACKOFF if self.flex else RATE_BACKOFF
-                        wait_s = schedule.wait(count - 1, retry_after(result.exc))
-                        assert result.body is not None
-                        heapq.heappush(later, (time.monotonic() + wait_s, result.custom_id, result.body))
+                # One event loop for the run: every call in flight a task on it (`_send_all`).
+                asyncio.run(self._send_all(todo, state, window, may_start))
                 stats.window_cuts = window.cuts
                 windows.keep(key, window)
                 if state.fatal is not None:
                     raise state.fatal
                 state.finish()
-                finished_cleanly = True
             finally:
                 requests.close()
-                if not finished_cleanly:
-                    # Drop what is queued and cut what is in flight (closing the client ends its
-                    # connections), so that an error or Ctrl-C does not wait out long calls.
-                    for future in pending:
-                        future.cancel()
-                    call.reset()
-                pool.shutdown(wait=finished_cleanly, cancel_futures=True)
                 out.flush()
                 os.fsync(out.fileno())
         return stats
+
+    async def _send_all(
+        self,
+        todo: Iterator[tuple[str, dict[str, Any]]],
+        state: _Run,
+        window: windows.Window,
+        may_start: Callable[[], bool] | None = None,
+    ) -> None:
+        """Send `todo`, as many in flight as `window` allows, each answer taken (`_Run.take`) as it
+        lands, until all are answered, the run must stop (a fatal outcome) or `may_start` says no
+        more may begin (`stats.stopped`: those in flight are waited for). The calls are tasks of
+        this loop through the SDK's asynchronous client (`ChatCall.asend`); an API whose SDK has
+        none sends them from a pool whose threads are made as the window first needs them."""
+        call, stats, name = self.call, state.stats, state.file_name
+        client = call.new_async_client()
+        clients = [] if client is None else [client]
+        shards = math.ceil(self.concurrency / CALLS_PER_CLIENT)
+        threads = None if client is not None else ThreadPoolExecutor(self.concurrency, "lexpilot-sync")
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(LOOP_THREADS, "lexpilot-loop"))
+        in_flight: dict[asyncio.Future[CallResult], int] = {}  # each call's window ticket
+        landed: deque[asyncio.Future[CallResult]] = deque()  # calls ended, in the order they ended
+        wake = asyncio.Event()
+        later: list[tuple[float, str, dict[str, Any]]] = []  # (not before, custom_id, body): 429s
+        refusals: dict[str, int] = {}
+
+        def ended(future: asyncio.Future[CallResult]) -> None:
+            landed.append(future)
+            wake.set()
+
+        def send(custom_id: str, body: dict[str, Any]) -> None:
+            future: asyncio.Future[CallResult]
+            ticket = window.ticket()
+            if threads is None:
+                if len(clients) < shards and len(in_flight) >= len(clients) * CALLS_PER_CLIENT:
+                    clients.append(call.new_async_client())
+                shard = clients[ticket % len(clients)]
+                future = asyncio.ensure_future(call.asend(shard, custom_id, body))
+            else:
+                future = loop.run_in_executor(threads, call.send, custom_id, body)
+            in_flight[future] = ticket
+            future.add_done_callback(ended)
+            stats.peak_in_flight = max(stats.peak_in_flight, len(in_flight))
+
+        finished = False
+        try:
+            while state.fatal is None:
+                # At most the window in flight: the file is read only as fast as it is sent.
+                while len(in_flight) < window.limit():
+                    if may_start is not None and not may_start():
+                        stats.stopped = True
+                        break
+                    if later and later[0][0] <= clock.monotonic():
+                        _, custom_id, body = heapq.heappop(later)
+                        send(custom_id, body)
+                        continue
+                    item = next(todo, None)
+                    if item is None:
+                        break
+                    send(*item)
+                if not in_flight and (not later or stats.stopped):
+                    break
+                if not landed:
+                    # A request backing off is due when its wait ends, if the window has room for it.
+                    room = later and len(in_flight) < window.limit()
+                    await _until(wake, later[0][0] - clock.monotonic() if room else None)
+                wake.clear()
+                while landed:
+                    future = landed.popleft()
+                    ticket = in_flight.pop(future)
+                    result = future.result()
+                    if result.kind != RATE:
+                        window.answered(ticket, result.headers)
+                        state.take(result)
+                        continue
+                    window.refused(ticket)
+                    stats.rate_limited += 1
+                    count = refusals[result.custom_id] = refusals.get(result.custom_id, 0) + 1
+                    if self.flex and count >= FLEX_ROUNDS:
+                        state.fatal = state.fatal or FlexRefused(
+                            f"sending {name} on the flex tier: the {self.endpoint.where} answered "
+                            f"429 (resource unavailable) {count} times for one request; its other requests go "
+                            "as a batch"
+                        )
+                        continue
+                    if count >= RATE_LIMIT_ROUNDS:
+                        state.fatal = state.fatal or ProviderUnavailable(
+                            f"sending {name}: the {self.endpoint.where} kept refusing requests for "
+                            f"the rate (HTTP 429, {count} times for one request, each after the SDK's retries); "
+                            "nothing was lost, run the same command again later (or with a lower --concurrency)"
+                        )
+                        continue
+                    schedule = FLEX_BACKOFF if self.flex else RATE_BACKOFF
+                    wait_s = schedule.wait(count - 1, retry_after(result.exc))
+                    assert result.body is not None
+                    heapq.heappush(later, (clock.monotonic() + wait_s, result.custom_id, result.body))
+            finished = state.fatal is None
+        finally:
+            if not finished:
+                # Cut what is in flight (a stop, an error, Ctrl-C), so as not to wait out long calls; what
+                # they would have answered is not written, and the next run sends them again.
+                for future in in_flight:
+                    future.cancel()
+                if threads is not None:
+                    call.reset()  # closing the client ends its threads' connections
+            if in_flight and clients:
+                await asyncio.wait(in_flight)
+            for opened in clients:
+                await call.close_async_client(opened)
+            if threads is not None:
+                threads.shutdown(wait=finished, cancel_futures=True)
+
+
+async def _until(wake: asyncio.Event, due: float | None) -> None:
+    """Until a call ends (`wake`), `due` seconds pass on the one clock (`clock.sleep`: a request's
+    backoff ends; None: no such wait) or `waiting.STEP` seconds, whichever comes first: a loop that
+    wakes in steps acts on Ctrl-C within a step on every platform, as `util.waiting`'s waits do."""
+    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(wake.wait())]
+    if due is not None:
+        waits.append(asyncio.ensure_future(clock.sleep(due)))
+    try:
+        await asyncio.wait(waits, timeout=STEP, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in waits:
+            waiting.cancel()
 
 
 class _Run:

@@ -17,7 +17,7 @@ A window serves one run (one request file, of one model); what it learned is kep
 run of the same (endpoint, model, tier) in this process (`learned`, `keep`), so the next wave's file
 starts where the last one ended rather than at `START`: the window is per (provider, model), as the
 limits are. A new process starts at `START` again. A window is not thread-safe on its own: the
-runner's one thread calls it.
+runner's event loop calls it, from its one thread.
 """
 
 from __future__ import annotations

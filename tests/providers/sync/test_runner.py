@@ -4,6 +4,7 @@ lines versus errors that stop a run, and keys that never reach a message or a fi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -518,28 +519,24 @@ def test_answers_beyond_the_bounds_of_a_result_line_are_failures_written_at_once
 def test_ctrl_c_during_a_long_call_stops_the_run_at_once_as_on_windows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Waiting for the next finished call is in steps (`util.waiting`): Ctrl-C, delivered as Windows
-    before Python 3.14 delivers it to a bare wait (`helpers.interrupts`), stops the run within a
-    second, not when the calls in flight end; nothing is written for them."""
+    """The run's event loop wakes in steps (`runner._until`, as `util.waiting`'s waits do): Ctrl-C,
+    delivered as Windows before Python 3.14 delivers it to a bare wait (`helpers.interrupts`), stops
+    the run within a second, not when the calls in flight end; nothing is written for them."""
     requests = write_requests(tmp_path / "req.jsonl", cases(4))
     out = tmp_path / "out.jsonl"
     runner = SyncRunner(endpoint("http://127.0.0.1:9/v1"), concurrency=2)
-    release = threading.Event()
     sent: list[str] = []
 
-    def long_call(custom_id: str, body: dict[str, Any]) -> Any:
+    async def long_call(client: Any, custom_id: str, body: dict[str, Any]) -> Any:
         sent.append(custom_id)
-        release.wait(10)  # a provider taking its time
+        await asyncio.sleep(10)  # a provider taking its time
         raise AssertionError("the run should have stopped before this call ended")
 
-    monkeypatch.setattr(runner.call, "send", long_call)
+    monkeypatch.setattr(runner.call, "asend", long_call)
     start = time.monotonic()
-    try:
-        with pytest.raises(KeyboardInterrupt), ctrl_c_as_on_windows():
-            runner.run(requests, out)
-        assert time.monotonic() - start < PROMPT
-    finally:
-        release.set()
+    with pytest.raises(KeyboardInterrupt), ctrl_c_as_on_windows():
+        runner.run(requests, out)
+    assert time.monotonic() - start < PROMPT
     assert sent and out.read_bytes() == b""
 
 
@@ -572,7 +569,12 @@ def test_the_runner_shrinks_on_the_providers_limits_and_answers_each_request_onc
     requests = write_requests(tmp_path / "req.jsonl", cases(48))
     # The server's minute passes 100 times faster (30 a minute: one call each 20 ms of real time);
     # the runner's backoff after a 429 is cut to match (the wait it is told is tested elsewhere).
-    monkeypatch.setattr(sync, "retry_after", lambda exc: 0.01)
+    told = sync.retry_after
+    monkeypatch.setattr(sync, "retry_after", lambda exc: (told(exc) or 1.0) / 100)
+    # A burst of 48 against 30 a minute, re-sent by an event loop within a millisecond of each wait:
+    # a request may meet more 429s than `RATE_LIMIT_ROUNDS` while the window halves down to the
+    # limit. That stop is tested on its own (above); here the window is what is tested.
+    monkeypatch.setattr(sync, "RATE_LIMIT_ROUNDS", 100)
     with SimulatedServer(tmp_path / "sim", faults=parse_faults("rpm=30")) as server:
         start = time.monotonic()
         server.limits = RateLimits(lambda: (time.monotonic() - start) * 100)
