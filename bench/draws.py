@@ -15,7 +15,9 @@ product's own default, `engine.tail.DEFAULT_FLEX_SECONDS`, unless `--flex-latenc
 `--sync-latency`. A wave takes its longest batch, or its flex and sync files run one after the other
 if that is longer; the run the sum over its waves plus the engine's own local time measured in the
 run. A file's calls run as the product's client runs them (`adaptive_makespan`): the product's own
-window (`providers.sync.window.Window`, `--concurrency` its ceiling, a fresh one per file) against
+window (`providers.sync.window.Window`, `--concurrency` its ceiling; a file starts where the last file
+of its model and tier ended in the same draw and configuration, as `window.learned` and `keep` carry it
+from one run to the next within the product's process, a `run --wait`) against
 the simulator's own rate limits (`simulated.ratelimits.RateLimits`, `--rate-limits RPM:TPM`, the
 documented mid-tier `MID_TIER` by default, each call counting its file's mean input tokens).
 
@@ -26,8 +28,9 @@ product's default (`DEFAULT_BATCH_SECONDS`) before any, and of flex and sync cal
 defaults (`Expected`), as a workspace told nothing would. The policy changes how groups travel,
 not what a wave holds, so every configuration is replayed on the same waves. `--tail auto` plans a
 flex or sync group with the requests a second its model's files ran at in the earlier waves of the
-same draw, as the product does (`state.queries.measured_call_rates`). Not modelled: a window carried
-from one file to the next (the product keeps it within a process), output tokens against the limit.
+same draw, as the product does (`state.queries.measured_call_rates`). Not modelled: the provider's
+rate-limit buckets carried from one file to the next (each file finds them full), output tokens
+against the limit.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import heapq
 import json
 import math
 from collections import defaultdict
+from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import median
@@ -165,11 +169,14 @@ def rate_limits(spec: str | None) -> tuple[int, int]:
     return pair
 
 
-def adaptive_makespan(durations: list[float], ceiling: int, rpm: int, tpm: int, tokens: float) -> tuple[float, int]:
+def adaptive_makespan(
+    durations: list[float], ceiling: int, rpm: int, tpm: int, tokens: float, window: Any = None
+) -> tuple[float, int]:
     """(seconds, most calls in flight) for calls of these durations, in file order, sent as the
-    product's sync runner sends them: at most its window (`Window`) in flight, each call admitted by
-    the simulator's rate limits (`RateLimits`) on a clock of the replay's own; a refused call halves
-    the window and the sending waits the retry-after the refusal names."""
+    product's sync runner sends them: at most its window (`Window`; `window`, one carried from an
+    earlier file, which this one leaves where it ended, else a new one) in flight, each call admitted
+    by the simulator's rate limits (`RateLimits`) on a clock of the replay's own; a refused call
+    halves the window and the sending waits the retry-after the refusal names."""
     from lexpilot_batch.providers.sync.window import Window
     from lexpilot_batch.simulated.errors import ApiError
     from lexpilot_batch.simulated.faults import Faults
@@ -177,7 +184,7 @@ def adaptive_makespan(durations: list[float], ceiling: int, rpm: int, tpm: int, 
 
     now = 0.0
     limits, faults = RateLimits(lambda: now), Faults(rpm=rpm, tpm=tpm)
-    window = Window(ceiling)
+    window = Window(ceiling) if window is None else window
     flight: list[tuple[float, int, dict[str, str]]] = []
     cost = max(1, round(tokens))
     pending, blocked, peak = 0, 0.0, 0
@@ -249,27 +256,36 @@ def replay(
         wave_travel,
     )
     from lexpilot_batch.providers.backends import FLEX, SYNC
+    from lexpilot_batch.providers.sync.window import keep, learned
     from lexpilot_batch.simulated.batches.answers import draw_key
     from lexpilot_batch.simulated.batches.lifecycle import WINDOW_SECONDS
     from lexpilot_batch.simulated.latency import batch_seconds, chat_seconds, stuck
 
     faults = model_faults(args, seed)
     trips = {f["pk"]: round_trip(faults, f["path"], WINDOW_SECONDS) for f in study.files}
-    here: dict[tuple[int, bool, int], float] = {}
+    here: dict[tuple[int, bool, int, float, float], tuple[float, float, float]] = {}
 
     rpm, tpm = rate_limits(args.rate_limits)
     peaks: list[int] = []
 
-    def at_once(pk: int, flex: bool, last: int = 0) -> float:
-        """Seconds to send the file's requests (its `last` ones, if given) here, on flex or sync."""
-        if (pk, flex, last) not in here:
+    def at_once(pk: int, flex: bool, carry: Hashable, last: int = 0) -> float:
+        """Seconds to send the file's requests (its `last` ones, if given) here, on flex or sync, its
+        window the one the last file of its model and tier ended with under `carry` (a draw's
+        configuration), left where this one ends (`window.learned`, `window.keep`)."""
+        f = by_pk[pk]
+        key = (seed, carry, f["model"], flex)
+        window = learned(key, args.concurrency)
+        memo = (pk, flex, last, window.size, window.threshold)
+        if memo not in here:
             cids = [draw_key(c) for c in study.ids.get(pk, [])]
             calls = [chat_seconds(faults, c, flex=flex) for c in (cids[-last:] if last else cids)]
-            f = by_pk[pk]
             tokens = (f["tokens"] or 0) / max(1, f["n_requests"])
-            here[pk, flex, last], peak = adaptive_makespan(calls, args.concurrency, rpm, tpm, tokens)
+            took, peak = adaptive_makespan(calls, args.concurrency, rpm, tpm, tokens, window)
+            here[memo] = (took, window.size, window.threshold)
             peaks.append(peak)
-        return here[pk, flex, last]
+        took, window.size, window.threshold = here[memo]
+        keep(key, window)
+        return took
 
     by_pk = {f["pk"]: f for f in study.files}
 
@@ -314,7 +330,7 @@ def replay(
             sent = 0.0
             for f in wave_files:
                 if f not in batched:
-                    took_here = at_once(f["pk"], backend_of[f["pk"]] == FLEX)
+                    took_here = at_once(f["pk"], backend_of[f["pk"]] == FLEX, (name, hedge))
                     sent += took_here
                     total = ran.setdefault((backend_of[f["pk"]], study.routes[f["pk"]].model), [0.0, 0.0])
                     total[0] += f["n_requests"]
@@ -349,7 +365,9 @@ def replay(
                     longest = max(longest, deadline + CANCEL_SECONDS + retry)
                     trips_here = max(trips_here, 1 + retry_trips)
                 else:
-                    longest = max(longest, deadline + CANCEL_SECONDS + at_once(f["pk"], again == FLEX, left))
+                    longest = max(
+                        longest, deadline + CANCEL_SECONDS + at_once(f["pk"], again == FLEX, (name, hedge), left)
+                    )
                     trips_here = max(trips_here, 1)
             seconds += max(longest, sent)
             round_trips += trips_here
@@ -428,7 +446,7 @@ def time_to_result_draws(
             "flex_s": list(spread) if spread else faults.flex_latency,
             "sync_s": faults.sync_latency,
             "concurrency": args.concurrency,
-            "client": "adaptive window (providers.sync.window), --concurrency its ceiling, fresh per file",
+            "client": "adaptive window (providers.sync.window), --concurrency its ceiling, carried from file to file per model and tier",
             "rate_limits": dict(zip(("rpm", "tpm"), rate_limits(args.rate_limits), strict=True)),
             "peak_in_flight": max(peaks, default=0),
             "expected_by_auto": {

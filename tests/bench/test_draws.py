@@ -199,3 +199,18 @@ def test_rate_limits_parse_with_the_mid_tier_by_default() -> None:
     assert draws.rate_limits("0:100") == (0, 100)
     with pytest.raises(ValueError, match="RPM:TPM"):
         draws.rate_limits("5000")
+
+
+def test_a_window_carried_from_the_last_file_starts_where_it_ended() -> None:
+    """The product keeps a run's window for the next file of the same model and tier in its process
+    (`window.learned`, `keep`); the replay does too: a second file of 60 s calls starts at the
+    ceiling the first grew to, instead of climbing from 64 again."""
+    from lexpilot_batch.providers.sync.window import Window
+
+    calls = [60.0] * 4000
+    fresh, _ = draws.adaptive_makespan(calls, 1000, 0, 0, 1000)
+    window = Window(1000)
+    draws.adaptive_makespan(calls, 1000, 0, 0, 1000, window)
+    assert window.limit() == 1000
+    carried, peak = draws.adaptive_makespan(calls, 1000, 0, 0, 1000, window)
+    assert carried == 4 * 60.0 and peak == 1000 and fresh >= carried + 3 * 60.0  # 64, 128, 256, 512 first
