@@ -7,7 +7,7 @@ recorded it" are hit on purpose rather than by luck. The package has no such hoo
 the child processes this script runs. `LEXPILOT_TEST_READY_FILE=PATH` makes it create PATH once its
 imports are done, so that a parent can time a kill from the start of the command's work.
 `LEXPILOT_TEST_ONE_REQUEST_BATCHES=1` lowers every provider's batch minimum to one request, in the
-product and in an in-process simulated provider, as `native.lower_minimums` does in the tests' own
+product and in an in-process simulated provider, as `lower_minimums` does in the tests' own
 process (AWS Bedrock's 100 records would send a small study's every group through its call).
 
     python tests/helpers/crash.py poll-and-advance --submit --wait --root WS
@@ -290,6 +290,26 @@ class Client:
         return False
 
 
+def lower_minimums(monkeypatch: Any) -> None:
+    """A batch of one request is taken everywhere: the scenarios' studies are a case or two, and
+    below a provider's minimum (AWS Bedrock's 100 records, an adjustable quota) every group would
+    go through its synchronous call, leaving its batches untested. The product's minimum and the
+    simulated provider's own (a module's `MIN_RECORDS`) are lowered alike; tests/providers/bedrock/
+    checks the real one. `monkeypatch`: pytest's, in the tests' process or in a child this script is."""
+    import dataclasses
+
+    from lexpilot_batch.providers import registry
+    from lexpilot_batch.simulated import apis as simulated_apis
+
+    for name, limits in list(registry.PROFILES.items()):
+        if limits.min_requests > 1:
+            monkeypatch.setitem(registry.PROFILES, name, dataclasses.replace(limits, min_requests=1))
+    for api in simulated_apis.APIS:
+        module = sys.modules[api.handlers.__module__]
+        if hasattr(module, "MIN_RECORDS"):
+            monkeypatch.setattr(module, "MIN_RECORDS", 1)
+
+
 # --- reading a workspace and a provider's state folder --------------------------------------------
 
 
@@ -497,9 +517,6 @@ if __name__ == "__main__":
 
     if os.environ.get(ONE_REQUEST_BATCHES_ENV):
         import pytest
-
-        sys.path.insert(0, str(HERE.parents[2]))  # the repository, for `tests.helpers`
-        from tests.helpers.native import lower_minimums
 
         lower_minimums(pytest.MonkeyPatch())
 

@@ -11,9 +11,7 @@ API as soon as its folder and its simulated routes declare it.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import sys
 import time
 import types
 from collections import Counter
@@ -27,7 +25,6 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError
-from lexpilot_batch.providers import registry
 from lexpilot_batch.providers.bodies.model_names import model_problem
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.registry import APIS, BARE, PROVIDERS
@@ -38,6 +35,7 @@ from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
 from lexpilot_batch.study.runs import RunSpec
 from lexpilot_batch.util import clock as waits
+from tests.helpers.crash import lower_minimums
 from tests.helpers.engine import finish, open_session, records
 from tests.helpers.faults import finish_despite
 
@@ -107,21 +105,6 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LEXPILOT_EVAL_BACKEND", "LEXPILOT_USER_BACKEND"):
         monkeypatch.delenv(name, raising=False)
     lower_minimums(monkeypatch)
-
-
-def lower_minimums(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch of one request is taken everywhere: the scenarios' studies are a case or two, and
-    below a provider's minimum (AWS Bedrock's 100 records, an adjustable quota) every group would
-    go through its synchronous call, leaving its batches untested. The product's minimum and the
-    simulated provider's own (a module's `MIN_RECORDS`) are lowered alike; tests/providers/bedrock/
-    checks the real one."""
-    for name, limits in list(registry.PROFILES.items()):
-        if limits.min_requests > 1:
-            monkeypatch.setitem(registry.PROFILES, name, dataclasses.replace(limits, min_requests=1))
-    for api in simulated_apis.APIS:
-        module = sys.modules[api.handlers.__module__]
-        if hasattr(module, "MIN_RECORDS"):
-            monkeypatch.setattr(module, "MIN_RECORDS", 1)
 
 
 def point_at(monkeypatch: pytest.MonkeyPatch, server: SimulatedServer) -> None:
