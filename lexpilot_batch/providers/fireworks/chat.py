@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import openai
-
 from lexpilot_batch.providers.fireworks.batch import DEFAULT_HOST, host_of
 from lexpilot_batch.providers.openai.chat import OpenAIChat
 
@@ -21,13 +19,8 @@ def chat_base(base_url: str) -> str:
 
 
 class FireworksChat(OpenAIChat):
-    def new_client(self) -> openai.OpenAI:
-        return openai.OpenAI(
-            base_url=chat_base(self.endpoint.base_url),
-            api_key=self.endpoint.require_key(),
-            timeout=self.timeout,
-            max_retries=self.max_retries,
-        )
+    def base_url(self) -> str:
+        return chat_base(self.endpoint.base_url)
 
     def models(self) -> list[str] | None:
         """None: Fireworks lists its model library per account (`GET /v1/accounts/fireworks/models`,

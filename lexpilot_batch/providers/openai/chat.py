@@ -23,9 +23,14 @@ class OpenAIChat(ChatCall):
 
     route = "/chat/completions"
 
+    def base_url(self) -> str:
+        """Where the SDK's clients, the one and the asynchronous one alike, send the calls: the
+        endpoint's base URL, unless a platform's chat completions live elsewhere (Fireworks')."""
+        return self.endpoint.base_url
+
     def new_client(self) -> openai.OpenAI:
         return openai.OpenAI(
-            base_url=self.endpoint.base_url,
+            base_url=self.base_url(),
             api_key=self.endpoint.require_key(),
             timeout=self.timeout,
             max_retries=self.max_retries,
@@ -33,7 +38,7 @@ class OpenAIChat(ChatCall):
 
     def new_async_client(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(
-            base_url=self.endpoint.base_url,
+            base_url=self.base_url(),
             api_key=self.endpoint.require_key(),
             timeout=self.timeout,
             max_retries=self.max_retries,
