@@ -54,8 +54,15 @@ PROVIDER_CORE = {
 }
 # A folder that is a variant of another's API builds on that folder's pieces, as inspect_ai's
 # `TogetherBatcher(OpenAIBatcher)` does: Mistral's, OpenRouter's and Together's batches and chat over
-# OpenAI's client, every OpenAI-compatible platform over OpenAI's contract and dialect.
-VARIANTS = {("mistral", "openai"), ("openrouter", "openai"), ("together", "openai"), ("platforms", "openai")}
+# OpenAI's client, every OpenAI-compatible platform over OpenAI's contract and dialect, Vertex's
+# Gemini batches over Gemini's lines, contract, results and call.
+VARIANTS = {
+    ("mistral", "openai"),
+    ("openrouter", "openai"),
+    ("together", "openai"),
+    ("platforms", "openai"),
+    ("vertex", "google"),
+}
 MAX_LINES = 500
 
 
