@@ -68,7 +68,7 @@ def _served_model(api: ApiSpec, provider: Provider) -> str:
     """A simulator name (`<name>-sim`, `bodies.model_names`) its own routes serve: `<api>-sim`, or,
     where they serve their lab's models only (Claude, Gemini), its first family's word; a provider
     whose names are another API's (Vertex's, Gemini's) by that API's rules and families."""
-    rules = APIS[provider.names] if provider.names in APIS else api
+    rules = APIS.get(provider.names, api)
     families = (*api.families, *rules.families)
     words = [api.name, *(m.group() for f in families if (m := re.match(r"[a-z]+", f.pattern)))]
     name = next(f"{word}-sim" for word in words if model_problem(rules.name, f"{word}-sim") is None)

@@ -36,7 +36,7 @@ from typing import Any
 from lexpilot_batch.providers.lines import our_id
 from lexpilot_batch.providers.vertex.spec import NAME as VERTEX
 from lexpilot_batch.simulated import batches
-from lexpilot_batch.simulated.apis.gemini import GeminiApi, _chat_parts, _problem, error_body
+from lexpilot_batch.simulated.apis.gemini import NO_CONTENTS, GeminiApi, _chat_parts, _problem, error_body
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.native import counts, record_of, records_of, result_lines, rfc3339, run, to_chat
 from lexpilot_batch.simulated.routes import Route, SimulatedApi
@@ -162,7 +162,9 @@ class VertexApi(GeminiApi):
         if not isinstance(dest, str) or not dest.startswith("gs://"):
             raise bad_request("outputConfig.gcsDestination.outputUriPrefix: a gs:// prefix is required.")
         data = self.media(*_split(uris[0]))
-        lines, problems, requests = [], {}, []
+        lines: list[bytes] = []
+        problems: dict[str, str] = {}
+        requests: list[Any] = []
         for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
             if not raw.strip():
                 continue
@@ -173,9 +175,9 @@ class VertexApi(GeminiApi):
             key = _key(request, len(requests))
             requests.append(request)
             parts = _chat_parts(request)
-            problem = _problem(request, sent) if parts is not None else "contents is not specified"
+            problem = _problem(request, sent) if parts is not None else NO_CONTENTS
             if parts is None or problem is not None:
-                problems[key] = problem
+                problems[key] = problem or NO_CONTENTS
                 lines.append(to_chat(key, sent, [], {}))
                 continue
             lines.append(to_chat(key, sent, *parts))
@@ -377,9 +379,11 @@ API = SimulatedApi[VertexApi](
             lambda a, r: a.upload(r.args[0], r.query, r.headers, r.body),
         ),
         Route("GET", r"/storage/v1/b/([^/]+)/o", "gcs_list", lambda a, r: a.list_objects(r.args[0], r.query)),
-        Route("GET", r"/storage/v1/b/([^/]+)/o/(.+)", "gcs_get", lambda a, r: a.get_object(*r.args, r.query)),
+        Route(
+            "GET", r"/storage/v1/b/([^/]+)/o/(.+)", "gcs_get", lambda a, r: a.get_object(r.args[0], r.args[1], r.query)
+        ),
         Route("GET", r"/download/storage/v1/b/([^/]+)/o/(.+)", "gcs_get", lambda a, r: a.media(*r.args)),
-        Route("POST", _JOBS, "vertex_create", lambda a, r: a.create_job(*r.args, r.json()), creates=True),
+        Route("POST", _JOBS, "vertex_create", lambda a, r: a.create_job(r.args[0], r.args[1], r.json()), creates=True),
         Route("GET", _JOBS, "vertex_list", lambda a, r: a.list_jobs(r.query)),
         Route("GET", _JOBS + r"/([^/:]+)", "vertex_get", lambda a, r: a.get_job(r.args[2])),
         Route("POST", _JOBS + r"/([^/:]+):cancel", "vertex_cancel", lambda a, r: a.cancel_job(r.args[2])),
@@ -387,7 +391,7 @@ API = SimulatedApi[VertexApi](
             "POST",
             _V + r"/projects/([^/]+)/locations/([^/]+)/publishers/google/models/([^/:]+):generateContent",
             "vertex_generate",
-            lambda a, r: a.vertex_generate(*r.args, r.json(), r.call_id),
+            lambda a, r: a.vertex_generate(r.args[0], r.args[1], r.args[2], r.json(), r.call_id),
             chat=True,
         ),
         Route("GET", _V + r"/publishers/google/models", "vertex_models", lambda a, r: a.publisher_models()),
