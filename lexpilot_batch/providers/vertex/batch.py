@@ -180,7 +180,8 @@ class VertexBatchBackend(FileBatchBackend):
         """One create call, without the SDK's retries; the tag in the output prefix (module docstring)."""
         if source is None:
             raise ValueError("a Vertex batch job names its model: create it from its workspace file")
-        dest = f"gs://{self.where.bucket}/{self.where.prefix}{TAGGED}{tag_path(metadata)}/{uuid.uuid4().hex[:12]}/"
+        tagged = "".join(f"{segment}/" for segment in [tag_path(metadata)] if segment)
+        dest = f"gs://{self.where.bucket}/{self.where.prefix}{TAGGED}{tagged}{uuid.uuid4().hex[:12]}/"
         name = " ".join(["lexpilot", *(f"{_SHORT.get(k, k)}={v}" for k, v in metadata.items())])
         config = {
             "display_name": name[:_DISPLAY_MAX],

@@ -63,12 +63,13 @@ def _object_id(bucket: str, name: str) -> str:
 
 
 def _job_id(batch_id: str) -> str:
-    """A simulated batch's id as a job's numeric id (Vertex's are digits)."""
-    return str(int(batch_id.removeprefix("batch_"), 16))
+    """A simulated batch's id as a job's numeric id (Vertex's are digits): its hex digits after a
+    leading 1, so that leading zeros come back (`_batch_id`)."""
+    return str(int("1" + batch_id.removeprefix("batch_"), 16))
 
 
 def _batch_id(job: str) -> str:
-    return "batch_" + format(int(job), "024x") if job.isdigit() else ""
+    return "batch_" + format(int(job), "x")[1:] if job.isdigit() else ""
 
 
 def _split(uri: str) -> tuple[str, str]:
