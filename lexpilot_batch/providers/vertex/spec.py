@@ -21,10 +21,13 @@ from lexpilot_batch.providers.vertex import ids, results
 NAME = "vertex"
 EXTRA = Extra("google.genai", "google", "Vertex AI")
 API_VERSION = "v1"  # batchPredictionJobs and generateContent are GA there (google-genai's default is v1beta1)
-# Per job: Gemini batch inference's limits (docs.cloud.google.com/vertex-ai/generative-ai/docs/
-# multimodal/batch-prediction-gemini, "Quotas and limits", taken 2026-12-06): up to 200,000
-# requests and a Cloud Storage input file of at most 1 GB; a job may stay queued up to 72 hours and
-# aims to finish within 24 hours of starting.
+# Per job, taken 2026-12-06: an input file of at most 1 GB, a job queued up to 72 hours and aiming
+# to finish within 24 hours of starting (the Gemini embedding batch page, "built on Gemini Batch
+# Inference": docs.cloud.google.com/gemini-enterprise-agent-platform/models/embeddings/
+# batch-prediction-genai-embeddings); 200,000 requests per job from a secondary source (GMI Cloud's
+# guide to its Vertex-backed Gemini batches, docs.gmicloud.ai: "Max 1GB file size, max 200K
+# requests"): the Gemini guide's own "Quotas and limits" section was not in what could be read.
+# Gemini jobs beyond 8 at once are queued (Vertex's batch prediction quotas page).
 LIMITS = Limits(200_000, 1000 * MB, "72h", "batchPredictionJobs")
 
 

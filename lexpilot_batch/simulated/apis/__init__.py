@@ -9,6 +9,7 @@ base path), and nothing else names it. Adding an API is adding its module (docs/
 - `mistral`: batch jobs, over OpenAI's files routes
 - `openrouter`: OpenRouter's inline batches and chat completions, under /api/v1
 - `together`: Together AI's files and batch jobs, under /together
+- `vertex`: Vertex AI's batch prediction jobs and the Cloud Storage JSON API its files go through
 
 The lookups below read the declarations: which route a call is for, and which API owns a path.
 """
