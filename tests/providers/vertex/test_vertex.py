@@ -121,8 +121,12 @@ def test_google_genai_s_vertex_client_creates_gets_lists_and_cancels_jobs_on_the
         credentials=credentials,
         http_options={"base_url": server.root_url, "api_version": "v1"},
     )
-    server.handlers["vertex"].put_object(BUCKET, "in/a.jsonl", batch.vertex_lines(_lines(3)))
-    made = client.batches.create(
+    from google.auth.transport.requests import AuthorizedSession
+
+    gcs.Gcs(AuthorizedSession(credentials), server.root_url, 10.0).upload(
+        BUCKET, "in/a.jsonl", batch.vertex_lines(_lines(3))
+    )
+    made: Any = client.batches.create(
         model="gemini-2.5-flash",
         src=f"gs://{BUCKET}/in/a.jsonl",
         config={"display_name": "sdk job", "dest": f"gs://{BUCKET}/out"},
@@ -130,7 +134,7 @@ def test_google_genai_s_vertex_client_creates_gets_lists_and_cancels_jobs_on_the
     assert made.name.startswith("projects/p1/locations/us-central1/batchPredictionJobs/")
     assert made.model == "publishers/google/models/gemini-2.5-flash" and made.display_name == "sdk job"
     assert made.src.gcs_uri == [f"gs://{BUCKET}/in/a.jsonl"] and made.dest.gcs_uri == f"gs://{BUCKET}/out"
-    job = made
+    job: Any = made
     for _ in range(200):
         if job.state.value in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"):
             break
@@ -139,9 +143,10 @@ def test_google_genai_s_vertex_client_creates_gets_lists_and_cancels_jobs_on_the
     assert job.state.value == "JOB_STATE_SUCCEEDED" and job.completion_stats.successful_count == 3
     assert job.output_info.gcs_output_directory.startswith(f"gs://{BUCKET}/out/prediction-model-")
     assert [j.name for j in client.batches.list(config={"page_size": 1})] == [made.name]  # a page at a time
-    other = client.batches.create(model="gemini-2.5-flash", src=f"gs://{BUCKET}/in/a.jsonl")  # dest: the SDK's own
+    other: Any = client.batches.create(model="gemini-2.5-flash", src=f"gs://{BUCKET}/in/a.jsonl")  # dest: the SDK's own
     client.batches.cancel(name=other.name)
-    assert client.batches.get(name=other.name).state.value in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
+    seen: Any = client.batches.get(name=other.name)
+    assert seen.state.value in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
     with pytest.raises(genai.errors.ClientError) as refused:
         client.batches.create(model="gemini-9-ultra", src=f"gs://{BUCKET}/in/a.jsonl")
     assert refused.value.code == 404 and "Publisher Model" in str(refused.value.message)
