@@ -53,15 +53,17 @@ PROVIDER_CORE = {
     "sync.call",
 }
 # A folder that is a variant of another's API builds on that folder's pieces, as inspect_ai's
-# `TogetherBatcher(OpenAIBatcher)` does: Mistral's, OpenRouter's and Together's batches and chat over
-# OpenAI's client, every OpenAI-compatible platform over OpenAI's contract and dialect, Vertex's
-# Gemini batches over Gemini's lines, contract, results and call.
+# `TogetherBatcher(OpenAIBatcher)` does: Mistral's, OpenRouter's, Together's and Fireworks' batches and chat over
+# OpenAI's client, every OpenAI-compatible platform over OpenAI's contract and dialect, Vertex's Gemini
+# batches over Gemini's lines, contract, results and call.
 VARIANTS = {
     ("mistral", "openai"),
     ("openrouter", "openai"),
     ("together", "openai"),
+    ("fireworks", "openai"),
     ("platforms", "openai"),
-    ("vertex", "google"),
+    ("bedrock", "anthropic"),  # Claude on Bedrock: Anthropic's Messages body, dialect and results
+    ("vertex", "google"),  # Gemini on Vertex: Gemini's lines, contract, results and call
 }
 MAX_LINES = 500
 

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from lexpilot_batch.engine.loop import AdvanceResult, Outage, PrepareResult
     from lexpilot_batch.util.clock import ProviderWait
 
+# A wave's file sent through the synchronous call instead of a batch (`engine.tail`).
+AT_ONCE = "  (at once: --tail-sync / --tail auto, or fewer than its provider's batch minimum)"
+
 
 def printable(text: str) -> str:
     """`text` as it may reach a terminal: redacted, control characters escaped, line breaks kept."""
@@ -82,7 +85,7 @@ def say_prepared(result: PrepareResult, root: Path | None = None, polls: bool = 
         where = Path(root if root is not None else Path.cwd()).expanduser().resolve()
         say(f"Wave {compiled.wave}: {compiled.requests} requests in {len(compiled.files)} file(s) under {where}:")
         for path in compiled.files:
-            say(f"  {path}" + ("  (at once: --tail-sync / --tail auto)" if path in compiled.tail_sync_files else ""))
+            say(f"  {path}" + (AT_ONCE if path in compiled.tail_sync_files else ""))
     else:
         say("Nothing is due: every thread of these runs is finished.")
     say_manual(result.compiled.manual_files, root)

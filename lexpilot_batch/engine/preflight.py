@@ -172,6 +172,8 @@ def run(
             check.cost_usd = _cost(usage, prices, target.role, target.model, SYNC)
         if batch and route.backend == SYNC:
             check.batch = "no batch API"  # (DeepSeek's, Ark's: the study sends them one by one)
+        elif batch and route.limits.min_requests > 1:  # (AWS Bedrock's jobs: 100 records at least)
+            check.batch = f"not tried: one takes {route.limits.min_requests:,}+ requests"
         elif batch and (route.api, endpoint.base_url, endpoint.key_var) not in batched:
             batched.add((route.api, endpoint.base_url, endpoint.key_var))
             check.batch = _one_batch(target, route, endpoint, raw, timeout, batch_wait, say)

@@ -32,6 +32,10 @@ an operational choice.
   sync outgrows the largest of its role and model answered before it. While a model of the study
   has no price, tokens stand in for dollars, every model alike. The bench measures the real premium.
 
+A group smaller than its provider takes in one batch (`spec.Limits.min_requests`: AWS Bedrock's
+minimum records per job) goes through `sync` whatever the policy and the premium: it cannot be a
+batch (`below_minimum`). Its provider's batch backend refuses such a file, naming the minimum.
+
 Decided here only, for the groups of a wave as the compiler writes them (`request_files.WaveWriter`),
 for the waves an estimate projects (`estimate.tail`), and the bench's replays.
 """
@@ -250,11 +254,21 @@ def has_chat(route: Route) -> bool:
 
 def wave_backend(route: Route, requests: float, limit: int) -> str:
     """`--tail-sync limit`: the backend a wave's group of `requests` requests of this route travels
-    on: `sync` for a batched group of at most `limit` requests (0: never) whose provider has a
-    synchronous call, the route's own backend otherwise. (An estimate passes expected numbers.)"""
-    if limit and requests <= limit and route.backend in BATCH_LIKE and has_chat(route):
+    on: `sync` for a batched group of at most `limit` requests (0: never), or of fewer than one
+    batch of its provider may hold (`spec.Limits.min_requests`), whose provider has a synchronous
+    call; the route's own backend otherwise. (An estimate passes expected numbers.)"""
+    if (
+        (limit and requests <= limit or below_minimum(route, requests))
+        and route.backend in BATCH_LIKE
+        and has_chat(route)
+    ):
         return SYNC
     return route.backend
+
+
+def below_minimum(route: Route, requests: float) -> bool:
+    """Whether a group is smaller than the fewest requests its provider takes in one batch."""
+    return 0 < requests < route.limits.min_requests
 
 
 def run_seconds(requests: float, concurrency: int, latency: float) -> float:
@@ -296,6 +310,11 @@ def wave_travel(
         chosen = {key: wave_backend(route, n, policy.limit) for key, (route, n, _) in groups.items()}
     else:
         chosen = _auto(policy, groups, spent, batched, weights) or own
+        # A group below its provider's minimum cannot be a batch, whatever the premium.
+        chosen = {
+            key: wave_backend(route, n, 0) if chosen[key] == route.backend else chosen[key]
+            for key, (route, n, _) in groups.items()
+        }
     for key in batched:
         usd, tokens = weights[key]
         spent.add(usd, tokens, chosen[key] == SYNC)

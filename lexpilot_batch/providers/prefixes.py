@@ -26,9 +26,7 @@ from lexpilot_batch.providers.spec import Provider, env_name
 FOREIGN_PREFIXES = frozenset(
     {
         "azureai",
-        "bedrock",
         "cloudflare",
-        "fireworks",
         "goodfire",
         "grok",
         "hf",

@@ -106,6 +106,7 @@ def resolve_limits(
         enqueued_tokens=base.enqueued_tokens,
         file_expiry=base.file_expiry,
         delete_files=base.delete_files,
+        min_requests=base.min_requests,
     )
 
 

@@ -57,6 +57,10 @@ class Limits:
     # Whether files the workspace uploaded, and its batches' output files, are deleted at the
     # provider once their results are saved and ingested (`--keep-provider-files` keeps them).
     delete_files: bool = False
+    # The fewest requests one batch may hold (AWS Bedrock's "Minimum number of records per batch
+    # inference job"): a smaller group of a wave goes through the synchronous call instead, where
+    # the provider has one (`engine.tail.wave_backend`).
+    min_requests: int = 1
 
 
 @dataclass(frozen=True)
@@ -231,6 +235,9 @@ class Provider:
     # aggregator's hundreds of models): its names are checked by the provider alone.
     catalogue: Catalogue | None = None
     generic: bool = False  # openai-api/<service>/<model>: the service names its variables
+    # Its SDK finds its credentials itself (boto3's default chain: AWS Bedrock): no key variable is
+    # asked for, and `key_var` only names where they come from in messages.
+    keyless: bool = False
     ready: bool = True  # False: reserved for a later version
 
     @property

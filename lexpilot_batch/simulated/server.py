@@ -132,8 +132,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
-    def do_PUT(self) -> None:  # Together's signed upload URL
+    def do_PUT(self) -> None:  # Together's signed upload URL, S3's PutObject (Bedrock's)
         self._dispatch("PUT")
+
+    def do_HEAD(self) -> None:  # S3's HeadObject: the headers of a GET, no body
+        self._dispatch("HEAD")
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
@@ -236,14 +239,16 @@ class _Handler(BaseHTTPRequestHandler):
         self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None, cut: int | None = None
     ) -> None:
         """Answer `data`; with `cut`, only its first `cut` bytes, under the whole one's length."""
+        extra = dict(headers or {})
         self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Type", extra.pop("Content-Type", content_type))
+        self.send_header("Content-Length", extra.pop("Content-Length", str(len(data))))  # a HEAD's: its GET's
         self.send_header("x-request-id", "req_" + os.urandom(12).hex())
-        for key, value in (headers or {}).items():
+        for key, value in extra.items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(data if cut is None else data[:cut])
+        if self.command != "HEAD":
+            self.wfile.write(data if cut is None else data[:cut])
 
 
 class SimulatedServer:

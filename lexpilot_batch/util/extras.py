@@ -26,6 +26,7 @@ from typing import Any
 # extra -> the requirement it adds, as in pyproject.toml's [project.optional-dependencies]
 REQUIREMENTS: dict[str, str] = {
     "anthropic": "anthropic>=2",
+    "aws": "boto3>=1.35",
     "google": "google-genai>=3",
     "hub": "huggingface_hub>=1",
     "inspect": "inspect_ai>=0.3.280",

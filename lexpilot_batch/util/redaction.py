@@ -50,7 +50,8 @@ from urllib.parse import parse_qsl, quote, urlsplit
 
 MIN_SECRET_LENGTH = 8
 # A variable is a key variable when its name (upper-cased: Windows keeps names as typed) ends so.
-KEY_VARIABLE_SUFFIXES = ("API_KEY", "_AUTH_TOKEN", "_ACCESS_TOKEN")
+# AWS's secret key and session token (boto3's chain reads them: AWS Bedrock) are keys too.
+KEY_VARIABLE_SUFFIXES = ("API_KEY", "_AUTH_TOKEN", "_ACCESS_TOKEN", "_SECRET_ACCESS_KEY", "_SESSION_TOKEN")
 URL_VARIABLE_SUFFIX = "_BASE_URL"
 # Query parameters that carry credentials (case-insensitive): Azure's `api-key`, Google's `key`,
 # OAuth's `access_token`, Azure SAS `sig`, AWS presigned URLs' `X-Amz-*`, and the usual others.

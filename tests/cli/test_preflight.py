@@ -117,6 +117,38 @@ def test_preflight_has_a_row_for_an_openrouter_model_with_its_one_request_batch(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_preflight_has_a_row_for_a_fireworks_model_with_its_one_request_batch(
+    in_process, tmp_path: Path, monkeypatch
+) -> None:
+    """Fireworks (issue 50): its call (the model named by the call, its line names none) and its
+    one-request job (a dataset uploaded, a job, its results file) on the simulated provider's
+    Fireworks routes; its price from the bundled table."""
+    monkeypatch.chdir(tmp_path)
+    model = "fireworks/accounts/fireworks/models/qwen3-235b-a22b"
+    code, out = in_process(["preflight", "--provider", "simulated", "--model", model, "--batch"])
+    text = out.decode("utf-8")
+    assert code == 0, text
+    row = _rows(text)[("eval", model)]
+    assert row[0] == "simulated/fireworks" and row[-3:-1] == ["ok", "completed"] and row[-1] != "-"
+
+
+def test_preflight_has_a_row_for_a_bedrock_model_whose_job_minimum_it_cannot_meet(
+    in_process, tmp_path: Path, monkeypatch
+) -> None:
+    """AWS Bedrock (issue 50): its call is InvokeModel on the simulated Bedrock routes, through boto3;
+    a job takes 100 records at least, so no one-request job is tried, and that is no failure."""
+    pytest.importorskip("boto3")
+    monkeypatch.chdir(tmp_path)
+    model = "bedrock/anthropic.claude-3-5-haiku-20241022-v1:0"
+    code, out = in_process(["preflight", "--provider", "simulated", "--model", model, "--batch"])
+    text = out.decode("utf-8")
+    assert code == 0, text
+    line = next(x for x in text.splitlines() if x.startswith("eval ") and model in x)
+    assert line.split()[2:5] == ["simulated/bedrock", "no", "listing"] and " ok " in line
+    assert "not tried: one takes 100+ requests" in line and not line.rstrip().endswith(" -")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_preflight_has_a_row_for_a_vertex_model_with_its_one_request_batch(
     in_process, tmp_path: Path, monkeypatch
 ) -> None:

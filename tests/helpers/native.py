@@ -11,7 +11,9 @@ API as soon as its folder and its simulated routes declare it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sys
 import time
 import types
 from collections import Counter
@@ -25,6 +27,7 @@ from lexpilot_batch.benchmark.settings import Settings
 from lexpilot_batch.engine.loop import prepare
 from lexpilot_batch.engine.session import ProviderOptions, Session
 from lexpilot_batch.errors import ProviderError
+from lexpilot_batch.providers import registry
 from lexpilot_batch.providers.bodies.model_names import model_problem
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.registry import APIS, BARE, PROVIDERS
@@ -107,6 +110,22 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(genai_client, "time", clock)
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "LEXPILOT_EVAL_BACKEND", "LEXPILOT_USER_BACKEND"):
         monkeypatch.delenv(name, raising=False)
+    lower_minimums(monkeypatch)
+
+
+def lower_minimums(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of one request is taken everywhere: the scenarios' studies are a case or two, and
+    below a provider's minimum (AWS Bedrock's 100 records, an adjustable quota) every group would
+    go through its synchronous call, leaving its batches untested. The product's minimum and the
+    simulated provider's own (a module's `MIN_RECORDS`) are lowered alike; tests/providers/bedrock/
+    checks the real one."""
+    for name, limits in list(registry.PROFILES.items()):
+        if limits.min_requests > 1:
+            monkeypatch.setitem(registry.PROFILES, name, dataclasses.replace(limits, min_requests=1))
+    for api in simulated_apis.APIS:
+        module = sys.modules[api.handlers.__module__]
+        if hasattr(module, "MIN_RECORDS"):
+            monkeypatch.setattr(module, "MIN_RECORDS", 1)
 
 
 def point_at(monkeypatch: pytest.MonkeyPatch, server: SimulatedServer) -> None:
@@ -127,6 +146,18 @@ def point_at(monkeypatch: pytest.MonkeyPatch, server: SimulatedServer) -> None:
             continue
         monkeypatch.setenv(provider.url_var, url)
         monkeypatch.setenv(provider.key_var, "sk-simulated")
+    # AWS Bedrock's boto3 finds credentials and a Region in its own chain (`bedrock.aws`), and its
+    # jobs' files go where BEDROCK_S3_URI says, run as BEDROCK_ROLE_ARN: a user's set-up, pointed here.
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "simulated"),
+        ("AWS_SECRET_ACCESS_KEY", "sk-simulated"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_CONFIG_FILE", str(server.state_dir / "no-aws-config")),
+        ("AWS_SHARED_CREDENTIALS_FILE", str(server.state_dir / "no-aws-credentials")),
+        ("BEDROCK_S3_URI", "s3://lexpilot-study/batches"),
+        ("BEDROCK_ROLE_ARN", "arn:aws:iam::123456789012:role/lexpilot-batch"),
+    ):
+        monkeypatch.setenv(name, value)
     # Vertex's credentials (Application Default Credentials) and bucket, at the same server.
     point_vertex_at(monkeypatch, server.state_dir, server.root_url)
 

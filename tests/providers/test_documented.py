@@ -236,6 +236,45 @@ def _read_vertex(kind: str, payload: Any, expect: dict[str, Any]) -> None:
         raise AssertionError(f"no reader for a Vertex {kind}")
 
 
+def _read_fireworks(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    from lexpilot_batch.providers.bodies.contract import line_problems
+    from lexpilot_batch.providers.fireworks.batch import STATES, info
+
+    if kind == "batch":
+        _check_info(info(payload), expect)
+    elif kind == "states":  # every state the SDK can hand over has its own reading, none by default
+        assert {state: STATES[state] for state in payload} == expect
+    elif kind == "input_lines":
+        for line in payload:
+            assert not line_problems("fireworks", line, model=expect["model"], prefix="fireworks"), line
+    else:
+        raise AssertionError(f"no reader for a Fireworks {kind}")
+
+
+def _read_bedrock(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    from lexpilot_batch.providers.bedrock import batch, contract, lines, results
+    from lexpilot_batch.simulated.sources import service_model
+
+    if kind == "input_line":  # our line has its shape, and its body is one the contract takes
+        ours = lines.empty(expect["model"], "", {"max_tokens": 1024})
+        assert (
+            set(ours) == set(payload)
+            and ours["modelInput"]["anthropic_version"] == payload["modelInput"]["anthropic_version"]
+        )
+        assert contract.problems(expect["model"], payload["modelInput"]) == []
+    elif kind == "create":  # botocore's own model takes it, and our create sends the same members and more
+        pytest.importorskip("botocore")
+        assert service_model.input_problems("bedrock", "CreateModelInvocationJob", payload) == []
+        assert batch.STATUSES and batch.job_name({"lexpilot_workspace": "w"}).startswith(batch.NAME_PREFIX)
+    elif kind == "result_line":
+        _check_line(results.result(payload, "00000000"), expect)
+    elif kind == "statuses":
+        assert set(batch.STATUSES) == set(payload)
+        assert {s for s in payload if batch.STATUSES[s] in TERMINAL} == set(expect["terminal"])
+    else:
+        raise AssertionError(f"no reader for a Bedrock {kind}")
+
+
 def _read_limits(provider: str, payload: Any, expect: dict[str, Any]) -> None:
     from lexpilot_batch.providers.registry import resolve_limits
 
@@ -251,6 +290,8 @@ READERS = {
     "google": _read_google,
     "mistral": _read_mistral,
     "openrouter": _read_openrouter,
+    "fireworks": _read_fireworks,
+    "bedrock": _read_bedrock,
     "vertex": _read_vertex,
 }
 

@@ -36,13 +36,14 @@ def test_a_prefix_names_the_provider_and_the_rest_is_sent(name, key, sent):
 
 def test_an_unknown_prefix_lists_the_known_ones():
     with pytest.raises(ConfigError) as caught:
-        parse_model("fireworks/meta-llama/Llama-3-8b", "--judge-model")
+        parse_model("sambanova/meta-llama/Llama-3-8b", "--judge-model")
     message = str(caught.value)
-    for needle in ("--judge-model fireworks/", "openai/", "azure/", "dashscope/", "deepseek/", "openai-api/<service>/"):
+    for needle in ("--judge-model sambanova/", "openai/", "azure/", "dashscope/", "deepseek/", "openai-api/<service>/"):
         assert needle in message
     for needle in ("mistral/", "groq/", "zhipu/", "qianfan/", "siliconflow/", "moonshot/", "ark/", "together/"):
         assert needle in message
-    assert "openai-api/fireworks/meta-llama/Llama-3-8b" in message and "FIREWORKS_BASE_URL" in message
+    assert "openai-api/sambanova/meta-llama/Llama-3-8b" in message and "SAMBANOVA_BASE_URL" in message
+    assert "fireworks/" in message  # a prefix of its own now (providers/fireworks/)
 
 
 def test_mistral_groq_and_together_are_prefixes_now():

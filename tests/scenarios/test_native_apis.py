@@ -97,7 +97,7 @@ def faults(api: SimulatedApi) -> str:
     broken off half-way and HTTP 429/500 on the API's own routes; per-request faults drawn on the
     workspace's own custom_ids, answers held back 0.45 s past the client's timeout."""
     return (
-        "line_error=0.1,expire_batch=0.3,late_create=0.3,slow_seconds=0.45,cut_download=0.5,"
+        "line_error=0.12,expire_batch=0.3,late_create=0.3,slow_seconds=0.45,cut_download=0.5,"
         f"http_429=0.05,http_500=0.05,http_routes={'+'.join(api.route_names)},retry_after=0.001,seed=1"
     )
 
@@ -123,8 +123,11 @@ def test_lost_creates_expired_batches_and_errored_lines_end_with_the_fault_free_
     assert [f for f in faulty["files"] if f["batch_status"] == "expired"]  # what expired batches finished kept
     kinds = Counter(v[4] for v in faulty["requests"].values() if v[3] == "failed")
     assert {"transport", "unexecuted"} <= set(kinds), kinds  # errored lines, and what expired batches never ran
-    # Creating is not idempotent: no create was sent twice blindly; lost ones were found again.
+    # Creating is not idempotent: no create was sent twice blindly; lost ones were found again, and
+    # every batch the provider holds is one the workspace knows. (A create sent again after its
+    # answer was lost is answered with the batch it made where the API takes an idempotency token:
+    # AWS Bedrock's clientRequestToken.)
     assert stats[f"retried:{api.create}"] == 0
     batches = {f["batch_id"] for f in faulty["files"]} | {b["batch_id"] for b in faulty["other_batches"]}
     answered = stats[f"calls:{api.create}"] - stats[f"http_500:{api.create}"] - stats[f"http_429:{api.create}"]
-    assert answered == len(batches)
+    assert sum(faulty["held"].values()) == len(batches) <= answered

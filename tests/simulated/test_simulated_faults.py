@@ -291,10 +291,12 @@ def test_the_route_names_are_the_registered_routes_with_their_public_spellings()
     creates = {
         "create_batch",
         "anthropic_create",
+        "bedrock_create",
         "gemini_create",
         "mistral_create",
         "openrouter_create",
         "together_create",
+        "fireworks_create",
     }
     assert public | creates <= set(route_names())
     assert {route.name for _, route in ROUTES if route.creates} == creates

@@ -139,7 +139,7 @@ def test_flags_win_over_the_list(tmp_path: Path):
         ('[[eval]]\nname = "m"\nbase_url = "https://u:sk-1@h.example/v1"\n', "must not hold credentials"),
         ('[[eval]]\nname = "m"\nbase_url = "https://h.example/v1?api-key=sk-1"\n', "must not hold credentials"),
         ('[[eval]]\nname = "m"\nprovider = "openai-api"\n', "provider must be a provider prefix without its slash"),
-        ('[[eval]]\nname = "fireworks/m"\n', "unknown provider prefix"),
+        ('[[eval]]\nname = "sambanova/m"\n', "unknown provider prefix"),
         ('[eval]\nname = "m"\n', "eval must be a list"),
         ('judges = "m"\n', "unknown key(s) judges"),
         ('[[eval]\nname = "m"\n', "not valid TOML"),

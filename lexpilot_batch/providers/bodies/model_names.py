@@ -189,5 +189,14 @@ def providers_serving(model: str, limit: int = 3) -> list[str]:
                 exact.append(f"{provider.prefix}/{name}")
             elif maker and name.lower().startswith(maker):
                 alike.append(f"{provider.prefix}/{name}")
-    alike.sort(key=lambda named: -SequenceMatcher(None, lowered, named.partition("/")[2].lower()).ratio())
+    # A name whose part after the maker starts as the model's does first (`DeepSeek-R1`: `deepseek-reasoner`
+    # before `deepseek-chat`), then by likeness.
+    rest = lowered[len(maker) :].lstrip("-_.:/")[:1]
+
+    def order(named: str) -> tuple[bool, float]:
+        name = named.partition("/")[2].lower()
+        starts = bool(rest) and name[len(maker) :].lstrip("-_.:/").startswith(rest)
+        return not starts, -SequenceMatcher(None, lowered, name).ratio()
+
+    alike.sort(key=order)
     return (exact + alike)[:limit]

@@ -14,11 +14,22 @@ PROVIDER = Provider(
     "DEEPSEEK_API_KEY",
     backend="sync",
     batch_api=False,
-    # The `model` its chat completions take: `deepseek-chat` or `deepseek-reasoner`
-    # (https://api-docs.deepseek.com/api/create-chat-completion).
+    # The `model` its chat completions take: `deepseek-chat` or `deepseek-reasoner` in its API
+    # reference (https://api-docs.deepseek.com/api/create-chat-completion); `deepseek-flash` and
+    # `deepseek-v4-pro` on its pricing page, which still accepts the retired `deepseek-v4-flash` and
+    # `deepseek-v4-flash-vision-exp` (https://api-docs.deepseek.com/quick_start/pricing).
     catalogue=Catalogue(
-        "api-docs.deepseek.com/api/create-chat-completion",
-        "2026-12-05",
-        frozenset({"deepseek-chat", "deepseek-reasoner"}),
+        "api-docs.deepseek.com/api/create-chat-completion and /quick_start/pricing",
+        "2026-12-06",
+        frozenset(
+            {
+                "deepseek-chat",
+                "deepseek-reasoner",
+                "deepseek-flash",
+                "deepseek-v4-pro",
+                "deepseek-v4-flash",
+                "deepseek-v4-flash-vision-exp",
+            }
+        ),
     ),
 )

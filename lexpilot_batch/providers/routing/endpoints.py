@@ -64,6 +64,7 @@ class Endpoint:
     backend: str = "batch"
     model: str | None = None  # a provider-qualified model: named in messages
     key_hint: str = ""  # the variables a missing key can be set in, when more than `key_var`
+    keyless: bool = False  # its SDK finds its credentials itself (`spec.Provider.keyless`): none is asked for
 
     @property
     def where(self) -> str:
@@ -73,7 +74,9 @@ class Endpoint:
 
     def require_key(self) -> str:
         """The key, for a provider client: registered for redaction first, so that no echo of it
-        is ever printed or stored, whatever variable it came from."""
+        is ever printed or stored, whatever variable it came from ("" for a keyless provider)."""
+        if self.keyless and self.backend != SIMULATED:
+            return ""
         if not self.api_key:
             raise ConfigError(
                 f"no API key for the {self.where}: set {self.key_hint or self.key_var}, "

@@ -152,7 +152,7 @@ def _resolve_route(role: str, model: str, provider: str | None, rules: RouteRule
             f"{model} ({role} role): {spec.title} has no default endpoint: set {url_var} to its base URL{example}"
         )
     base_url = base_url.rstrip("/")
-    endpoint = Endpoint(role, base_url, key_var, env.get(key_var) or None, backend, model)
+    endpoint = Endpoint(role, base_url, key_var, env.get(key_var) or None, backend, model, keyless=spec.keyless)
     return Route(
         role, model, provider, endpoint, rules.limits(spec.profile or guess_profile(base_url), base_url), spec.api
     )

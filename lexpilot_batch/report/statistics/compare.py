@@ -16,11 +16,12 @@ makes them):
   distribution. For Macro-F1, F1_U, F1_C and QWK (`permutation-mover`), the union of that
   interval and the MOVER interval (`proportions.mover`: Zou & Donner 2008, Newcombe 1998's
   method 10 for any estimate) built from each model's own interval (`estimates.interval`) and the
-  correlation of their influence values. The swap distribution holds the cases on which the two
-  models agree fixed, but at a true difference they move it too (through the other cases'
-  confusion the ratio is taken over): the permutation interval alone covered 84-92% there with
-  stable and near-deterministic models; the union keeps the test's interval (so its coverage at
-  a true 0) and widens it where the models' own intervals say the difference is less certain.
+  continuity-corrected correlation of their influence values (`proportions.corrected_correlation`).
+  The swap distribution holds the cases on which the two models agree fixed, but at a true
+  difference they move it too (through the other cases' confusion the ratio is taken over): the
+  permutation interval alone covered 84-92% there with stable and near-deterministic models; the
+  union keeps the test's interval (so its coverage at a true 0) and widens it where the models'
+  own intervals say the difference is less certain.
   `null` with the reason where the test cannot reject at 5% at all.
 - the p-value, at every number of cases, from a paired permutation test with the case as the unit,
   exact when two models are the same however few cases they differ on (the t test, and the paired
@@ -266,7 +267,7 @@ def _difference(
     half = result.accepted * unit + 1e-12 * max(1.0, abs(difference))  # an end at 0 stays at 0, not 1e-17 from it
     low, high = difference - half, difference + half
     method = PERMUTATION
-    mover = None if additive(metric) else _mover(info_a, info_b, n, metric, out["correlation"])
+    mover = None if additive(metric) else _mover(info_a, info_b, n, metric)
     if mover is not None:
         low, high, method = min(low, mover[0]), max(high, mover[1]), PERMUTATION_MOVER
     low, high = clip(low, high, _difference_range(metric))
@@ -282,17 +283,18 @@ def _difference(
     return out
 
 
-def _mover(
-    info_a: MetricInfluence, info_b: MetricInfluence, n: int, metric: str, correlation: float | None
-) -> tuple[float, float] | None:
-    """The MOVER interval of A's estimate minus B's from each model's own interval on these cases,
-    None where either has none (`estimates.interval`: too few cases, no variation, unstable)."""
+def _mover(info_a: MetricInfluence, info_b: MetricInfluence, n: int, metric: str) -> tuple[float, float] | None:
+    """The MOVER interval of A's estimate minus B's from each model's own interval on these cases
+    and the continuity-corrected correlation of their influence values, None where either has no
+    interval (`estimates.interval`: too few cases, no variation, unstable)."""
     _, ci_a, _ = interval(info_a, n, metric)
     _, ci_b, _ = interval(info_b, n, metric)
     if ci_a is None or ci_b is None or info_a.estimate is None or info_b.estimate is None:
         return None
     return proportions.mover(
-        (info_a.estimate, ci_a["low"], ci_a["high"]), (info_b.estimate, ci_b["low"], ci_b["high"]), correlation or 0.0
+        (info_a.estimate, ci_a["low"], ci_a["high"]),
+        (info_b.estimate, ci_b["low"], ci_b["high"]),
+        proportions.corrected_correlation(info_a.influence or [], info_b.influence or []) or 0.0,
     )
 
 

@@ -5,10 +5,12 @@ base path), and nothing else names it. Adding an API is adding its module (docs/
 - `openai`: the Files + Batches routes and chat completions, also under each OpenAI-compatible
   platform's path (`profiles`)
 - `anthropic`: Message Batches and Messages
+- `bedrock`: AWS Bedrock's batch inference jobs, InvokeModel and the S3 calls boto3 makes, under /bedrock
 - `gemini`: Batch Mode, the File API's resumable upload and generateContent
 - `mistral`: batch jobs, over OpenAI's files routes
 - `openrouter`: OpenRouter's inline batches and chat completions, under /api/v1
 - `together`: Together AI's files and batch jobs, under /together
+- `fireworks`: Fireworks AI's datasets and batch inference jobs, under /fireworks
 - `vertex`: Vertex AI's batch prediction jobs and the Cloud Storage JSON API its files go through
 
 The lookups below read the declarations: which route a call is for, and which API owns a path.

@@ -261,9 +261,11 @@ def test_a_name_no_catalogue_lists_is_refused_unless_allowed(model, near):
     with pytest.raises(ConfigError) as caught:
         _check(model)
     said = str(caught.value)
-    assert model in said and "(eval role)" in said and f"--allow-model {model}" in said and "2026-12-05" in said
-    assert (f"did you mean {near}?" in said) if near else ("did you mean" not in said)
     name = parse_model(model)
+    assert name.provider is not None and name.provider.catalogue is not None
+    taken = name.provider.catalogue.taken
+    assert model in said and "(eval role)" in said and f"--allow-model {model}" in said and taken in said
+    assert (f"did you mean {near}?" in said) if near else ("did you mean" not in said)
     check_role_body("eval", name, role_request("eval", name, Settings()).body, allowed=frozenset({model}))
 
 

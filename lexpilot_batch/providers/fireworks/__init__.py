@@ -1,0 +1,1 @@
+"""Fireworks AI's API shape: its batch inference jobs over datasets, and its chat completions."""
