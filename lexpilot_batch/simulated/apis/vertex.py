@@ -376,14 +376,17 @@ API = SimulatedApi[VertexApi](
         Route(
             "POST",
             r"/upload/storage/v1/b/([^/]+)/o",
-            "gcs_upload",
+            "vertex_gcs_upload",
             lambda a, r: a.upload(r.args[0], r.query, r.headers, r.body),
         ),
-        Route("GET", r"/storage/v1/b/([^/]+)/o", "gcs_list", lambda a, r: a.list_objects(r.args[0], r.query)),
+        Route("GET", r"/storage/v1/b/([^/]+)/o", "vertex_gcs_list", lambda a, r: a.list_objects(r.args[0], r.query)),
         Route(
-            "GET", r"/storage/v1/b/([^/]+)/o/(.+)", "gcs_get", lambda a, r: a.get_object(r.args[0], r.args[1], r.query)
+            "GET",
+            r"/storage/v1/b/([^/]+)/o/(.+)",
+            "vertex_gcs_get",
+            lambda a, r: a.get_object(r.args[0], r.args[1], r.query),
         ),
-        Route("GET", r"/download/storage/v1/b/([^/]+)/o/(.+)", "gcs_get", lambda a, r: a.media(*r.args)),
+        Route("GET", r"/download/storage/v1/b/([^/]+)/o/(.+)", "vertex_gcs_get", lambda a, r: a.media(*r.args)),
         Route("POST", _JOBS, "vertex_create", lambda a, r: a.create_job(r.args[0], r.args[1], r.json()), creates=True),
         Route("GET", _JOBS, "vertex_list", lambda a, r: a.list_jobs(r.query)),
         Route("GET", _JOBS + r"/([^/:]+)", "vertex_get", lambda a, r: a.get_job(r.args[2])),
@@ -396,7 +399,7 @@ API = SimulatedApi[VertexApi](
             chat=True,
         ),
         Route("GET", _V + r"/publishers/google/models", "vertex_models", lambda a, r: a.publisher_models()),
-        Route("POST", r"/token", "oauth_token", lambda a, r: a.token(r.body), keyless=True),
+        Route("POST", r"/token", "vertex_oauth_token", lambda a, r: a.token(r.body), keyless=True),
     ),
     prefixes=("/v1/projects", "/v1beta1/", "/upload/storage/", "/storage/v1/", "/download/storage/", "/token"),
     base_path="",  # the server itself (`GOOGLE_VERTEX_BASE_URL`), Cloud Storage's routes beside Vertex's
