@@ -36,7 +36,10 @@ def service_account_file(folder: Path, root_url: str) -> Path:
 
 
 def point_vertex_at(monkeypatch: pytest.MonkeyPatch, folder: Path, root_url: str) -> None:
-    """The variables a real Vertex run reads (besides its project and base URL), at the simulated provider."""
+    """The variables a real Vertex run reads (besides its base URL), at the simulated provider: its
+    credentials found by google-auth's own search (no access token of ours in the way)."""
+    monkeypatch.delenv("GOOGLE_OAUTH_ACCESS_TOKEN", raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(service_account_file(folder, root_url)))
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "lexpilot-test")
     monkeypatch.setenv("LEXPILOT_VERTEX_BUCKET", f"gs://{BUCKET}/runs")
     monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "europe-west4")

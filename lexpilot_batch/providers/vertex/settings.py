@@ -5,7 +5,8 @@ says how to set each, step by step).
 
 | what | from | default |
 | --- | --- | --- |
-| project | `GOOGLE_CLOUD_PROJECT` (the variable google-genai reads): the provider's key variable, so that a run without it stops before sending anything | none |
+| credentials | Application Default Credentials (google-auth's search); an access token in `GOOGLE_OAUTH_ACCESS_TOKEN` (the provider's key variable: `gcloud auth print-access-token`, an hour's worth) instead where it is set | |
+| project | `GOOGLE_CLOUD_PROJECT` (the variable google-genai reads) | none |
 | location | `GOOGLE_CLOUD_LOCATION` (google-genai's too) | `global` (google-genai's default; batch prediction is served there) |
 | bucket | `LEXPILOT_VERTEX_BUCKET`: `my-bucket` or `gs://my-bucket/some/prefix` | none |
 | endpoint | `GOOGLE_VERTEX_BASE_URL`: unset, google-genai picks the location's own (`https://{location}-aiplatform.googleapis.com`); set (a proxy, the simulated provider), Vertex's and Cloud Storage's calls both go there | |
@@ -25,9 +26,11 @@ from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.backends import SIMULATED
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.vertex import gcs
+from lexpilot_batch.util.redaction import register_secret
 
 DEFAULT_URL = "https://aiplatform.googleapis.com"  # the provider's default: the location decides
 BUCKET_VAR = "LEXPILOT_VERTEX_BUCKET"
+PROJECT_VAR = "GOOGLE_CLOUD_PROJECT"
 LOCATION_VAR = "GOOGLE_CLOUD_LOCATION"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 # A rehearsal's own: no such project exists.
@@ -52,7 +55,12 @@ def settings_of(endpoint: Endpoint, environ: Mapping[str, str] | None = None) ->
         return Settings(
             SIMULATED_PROJECT, SIMULATED_LOCATION, SIMULATED_BUCKET, "", endpoint.base_url, endpoint.base_url
         )
-    project = endpoint.require_key()
+    project = (env.get(PROJECT_VAR) or "").strip()
+    if not project:
+        raise ConfigError(
+            f"no Google Cloud project for the {endpoint.where}: set {PROJECT_VAR} to the project the jobs "
+            "run and are billed in (docs/providers.md#vertex-ai)"
+        )
     location = env.get(LOCATION_VAR) or "global"
     where = env.get(BUCKET_VAR) or ""
     if not where.strip():
@@ -73,13 +81,22 @@ def settings_of(endpoint: Endpoint, environ: Mapping[str, str] | None = None) ->
     )
 
 
-def credentials(endpoint: Endpoint) -> Any:
+def credentials(endpoint: Endpoint, environ: Mapping[str, str] | None = None) -> Any:
     """Application Default Credentials (google-auth's search: GOOGLE_APPLICATION_CREDENTIALS, the
-    gcloud CLI's application-default login, the metadata server); a fixed token in a rehearsal."""
+    gcloud CLI's application-default login, the metadata server); the access token of the
+    endpoint's key variable where it is set (registered for redaction, never refreshed); a fixed
+    token in a rehearsal."""
+    env = os.environ if environ is None else environ
     if endpoint.backend == SIMULATED:
         from google.oauth2.credentials import Credentials
 
         return Credentials(token=SIMULATED_TOKEN)
+    token = (env.get(endpoint.key_var) or "").strip()
+    if token:
+        from google.oauth2.credentials import Credentials
+
+        register_secret(endpoint.key_var, token)
+        return Credentials(token=token)
     import google.auth
     from google.auth.exceptions import DefaultCredentialsError
 

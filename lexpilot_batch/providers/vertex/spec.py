@@ -64,12 +64,14 @@ PROVIDERS = (
         NAME,
         "https://aiplatform.googleapis.com",  # unchanged: google-genai picks the location's endpoint
         "GOOGLE_VERTEX_BASE_URL",
-        # Not a key: the Google Cloud project (the variable google-genai reads). Credentials are
-        # Application Default Credentials (`vertex.settings`); a run without a project stops here.
-        "GOOGLE_CLOUD_PROJECT",
+        # Credentials are Application Default Credentials, found by google-auth (`vertex.settings`);
+        # an access token in this variable (Terraform's google provider's name for one) is used
+        # instead where it is set, and redacted wherever it is echoed.
+        "GOOGLE_OAUTH_ACCESS_TOKEN",
         limits=LIMITS,
         hosts=("aiplatform.googleapis.com",),
         names="google",  # Gemini's models, by the Gemini API's rules and list
         catalogue=catalogue.CATALOGUE,
+        keyless=True,
     ),
 )

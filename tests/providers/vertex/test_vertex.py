@@ -86,18 +86,32 @@ def test_the_workspace_s_tag_is_read_back_from_the_output_prefix_it_was_written_
 
 
 def test_a_real_run_names_what_it_lacks_before_anything_is_sent() -> None:
-    endpoint = Endpoint("eval", settings.DEFAULT_URL, "GOOGLE_CLOUD_PROJECT", None, "batch", "vertex/gemini-2.5-flash")
+    endpoint = Endpoint(
+        "eval", settings.DEFAULT_URL, "GOOGLE_OAUTH_ACCESS_TOKEN", None, "batch", "vertex/gemini-2.5-flash"
+    )
     with pytest.raises(ConfigError, match="GOOGLE_CLOUD_PROJECT"):
         settings.settings_of(endpoint, {})
-    endpoint = Endpoint("eval", settings.DEFAULT_URL, "GOOGLE_CLOUD_PROJECT", "p", "batch", "vertex/gemini-2.5-flash")
     with pytest.raises(ConfigError, match="LEXPILOT_VERTEX_BUCKET"):
-        settings.settings_of(endpoint, {})
-    found = settings.settings_of(
-        endpoint, {"LEXPILOT_VERTEX_BUCKET": "gs://b/x/y/", "GOOGLE_CLOUD_LOCATION": "us-east4"}
-    )
+        settings.settings_of(endpoint, {"GOOGLE_CLOUD_PROJECT": "p"})
+    env = {"GOOGLE_CLOUD_PROJECT": "p", "LEXPILOT_VERTEX_BUCKET": "gs://b/x/y/", "GOOGLE_CLOUD_LOCATION": "us-east4"}
+    found = settings.settings_of(endpoint, env)
     # The default endpoint: google-genai picks the location's own; Cloud Storage is Google's.
     assert (found.project, found.location, found.bucket, found.prefix) == ("p", "us-east4", "b", "x/y/")
     assert found.vertex_url is None and found.storage_url == "https://storage.googleapis.com"
+
+
+def test_an_access_token_in_its_variable_is_used_instead_of_adc_and_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lexpilot_batch.util import redaction
+
+    monkeypatch.setattr(redaction, "_registered", {})
+    token = "ya29.a0AfH6SMB-not-a-real-token-0123456789"
+    endpoint = Endpoint(
+        "eval", settings.DEFAULT_URL, "GOOGLE_OAUTH_ACCESS_TOKEN", None, "batch", "vertex/x", keyless=True
+    )
+    assert endpoint.require_key() == ""  # keyless: nothing is asked for
+    found = settings.credentials(endpoint, {"GOOGLE_OAUTH_ACCESS_TOKEN": token})
+    assert found.token == token and found.valid
+    assert redaction.redact(f"Bearer {token}") == "Bearer [redacted GOOGLE_OAUTH_ACCESS_TOKEN]"
 
 
 # --- the official SDKs on the simulated routes ------------------------------------------------------
