@@ -25,6 +25,7 @@ Cloud Storage (`gcs`).
 from __future__ import annotations
 
 import json
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -94,18 +95,20 @@ def tag_of(uri: str | None) -> dict[str, str]:
     return found
 
 
+def vertex_line(raw: bytes) -> bytes:
+    """One workspace `{"key", "request"}` line as Vertex's `{"request"}` line, the key in its
+    request's labels (`ids`); b"" for a blank line."""
+    if not raw.strip():
+        return b""
+    line = json.loads(raw)
+    request = dict(line.get("request") or {})
+    request["labels"] = {**(request.get("labels") or {}), LABEL: line["key"]}
+    return (json.dumps({"request": request}, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
 def vertex_lines(data: bytes) -> bytes:
-    """The workspace's `{"key", "request"}` lines as Vertex's `{"request"}` lines, each key in its
-    request's labels (`ids`)."""
-    out = []
-    for raw in data.splitlines():
-        if not raw.strip():
-            continue
-        line = json.loads(raw)
-        request = dict(line.get("request") or {})
-        request["labels"] = {**(request.get("labels") or {}), LABEL: line["key"]}
-        out.append(json.dumps({"request": request}, ensure_ascii=False, separators=(",", ":")) + "\n")
-    return "".join(out).encode("utf-8")
+    """The workspace's lines as Vertex's (`vertex_line`)."""
+    return b"".join(vertex_line(raw) for raw in data.splitlines())
 
 
 def _state(job: Any) -> str:
@@ -169,10 +172,17 @@ class VertexBatchBackend(FileBatchBackend):
         return failure_of(self.errors, exc)
 
     def _upload(self, path: Path, name: str) -> str:
-        """The file's lines as Vertex's (`vertex_lines`), stored once under a name of their own."""
-        data = vertex_lines(path.read_bytes())
+        """The file's lines as Vertex's (`vertex_line`), written a line at a time into a temporary
+        file and streamed from there (an input file may hold 1 GB), stored once under a name of
+        its own."""
         object_name = f"{self.where.prefix}lexpilot/input/{uuid.uuid4().hex[:12]}/{Path(name).name}"
-        return self.gcs.upload(self.where.bucket, object_name, data)
+        with tempfile.TemporaryDirectory(prefix="lexpilot-vertex-") as folder:
+            converted = Path(folder) / "input.jsonl"
+            with open(path, "rb") as source, open(converted, "wb") as out:
+                for raw in source:
+                    out.write(vertex_line(raw))
+            with open(converted, "rb") as fh:
+                return self.gcs.upload(self.where.bucket, object_name, fh)
 
     def _create(
         self, input_file_id: str, metadata: dict[str, str], endpoint: str | None, source: BatchSource | None
@@ -209,15 +219,18 @@ class VertexBatchBackend(FileBatchBackend):
         bucket, prefix = split(file_id)
         prefix = prefix.rstrip("/") + "/" if prefix else ""
 
-        def fetch() -> tuple[list[bytes], int]:
+        def fetch() -> int:
             found = sorted(o.name for o in self.gcs.objects(bucket, prefix) if _predictions(o.name))
-            scrubber = Scrubber()
-            data = [b"".join(scrub(self.gcs.chunks(bucket, name), scrubber)) for name in found]
-            return data, scrubber.replaced
 
-        data, replaced = self._again(fetch)
-        write_atomic(dest, b"".join(data))
-        return replaced
+            def chunks() -> Iterator[bytes]:
+                for name in found:
+                    yield from self.gcs.chunks(bucket, name)
+
+            scrubber = Scrubber()
+            write_atomic(dest, scrub(chunks(), scrubber))  # streamed: whole or not at all
+            return scrubber.replaced
+
+        return self._again(fetch)
 
     def _again(self, fn: Callable[[], T]) -> T:
         """`fn`, tried again after a 408, 429 or 5xx answer or a dropped connection (Cloud Storage's

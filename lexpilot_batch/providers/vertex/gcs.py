@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 DEFAULT_URL = "https://storage.googleapis.com"  # the JSON API's endpoint
@@ -59,8 +59,8 @@ class Gcs:
             message = (response.text or "")[:200] or response.reason or "no message"
         raise GcsError(response.status_code, str(message), response)
 
-    def upload(self, bucket: str, name: str, data: bytes) -> str:
-        """Store `data` as `name` in `bucket`; its `gs://` URI."""
+    def upload(self, bucket: str, name: str, data: bytes | BinaryIO) -> str:
+        """Store `data` (bytes, or an open file, streamed) as `name` in `bucket`; its `gs://` URI."""
         url = f"{self.base}/upload/storage/v1/b/{quote(bucket, safe='')}/o"
         params = {"uploadType": "media", "name": name}
         headers = {"Content-Type": "application/jsonl"}
