@@ -54,7 +54,8 @@ PROVIDER_CORE = {
 }
 # A folder that is a variant of another's API builds on that folder's pieces, as inspect_ai's
 # `TogetherBatcher(OpenAIBatcher)` does: Mistral's, OpenRouter's, Together's and Fireworks' batches and chat over
-# OpenAI's client, every OpenAI-compatible platform over OpenAI's contract and dialect.
+# OpenAI's client, every OpenAI-compatible platform over OpenAI's contract and dialect, Vertex's Gemini
+# batches over Gemini's lines, contract, results and call.
 VARIANTS = {
     ("mistral", "openai"),
     ("openrouter", "openai"),
@@ -62,6 +63,7 @@ VARIANTS = {
     ("fireworks", "openai"),
     ("platforms", "openai"),
     ("bedrock", "anthropic"),  # Claude on Bedrock: Anthropic's Messages body, dialect and results
+    ("vertex", "google"),  # Gemini on Vertex: Gemini's lines, contract, results and call
 }
 MAX_LINES = 500
 

@@ -147,3 +147,20 @@ def test_preflight_has_a_row_for_a_bedrock_model_whose_job_minimum_it_cannot_mee
     assert line.split()[2:5] == ["simulated/bedrock", "no", "listing"] and " ok " in line
     assert "not tried: one takes 100+ requests" in line and not line.rstrip().endswith(" -")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_preflight_has_a_row_for_a_vertex_model_with_its_one_request_batch(
+    in_process, tmp_path: Path, monkeypatch
+) -> None:
+    """Vertex AI (issue 50): its publisher model listed, its generateContent call and its one-request
+    batch prediction job (through the simulated Cloud Storage) on the simulated provider's Vertex
+    routes; its price from the bundled table's `vertex/` row."""
+    pytest.importorskip("google.genai")
+    monkeypatch.chdir(tmp_path)
+    model = "vertex/gemini-2.5-flash"
+    code, out = in_process(["preflight", "--provider", "simulated", "--model", model, "--batch"])
+    text = out.decode("utf-8")
+    assert code == 0, text
+    row = _rows(text)[("eval", model)]
+    assert row[:4] == ["simulated/vertex", "listed", "ok", "completed"] and row[-1] != "-", row
+    assert list(tmp_path.iterdir()) == []

@@ -28,7 +28,7 @@ from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.bodies.model_names import model_problem
 from lexpilot_batch.providers.ids import id_stem
 from lexpilot_batch.providers.registry import APIS, BARE, PROVIDERS
-from lexpilot_batch.providers.spec import ApiSpec
+from lexpilot_batch.providers.spec import ApiSpec, Provider
 from lexpilot_batch.simulated import SimulatedServer, parse_faults, profiles
 from lexpilot_batch.simulated import apis as simulated_apis
 from lexpilot_batch.state.workspace import Workspace
@@ -38,6 +38,7 @@ from lexpilot_batch.util import clock as waits
 from tests.helpers.crash import lower_minimums
 from tests.helpers.engine import finish, open_session, records
 from tests.helpers.faults import finish_despite
+from tests.helpers.vertex import point_vertex_at
 
 # The Claude and Gemini scenarios' study (`scenarios/test_native.py`, `test_native_chat.py`): in the
 # same waves as an OpenAI model, every task over the sample's first LIMIT cases.
@@ -64,22 +65,25 @@ class SimulatedApi:
         return self.name
 
 
-def _served_model(api: ApiSpec, prefix: str) -> str:
+def _served_model(api: ApiSpec, provider: Provider) -> str:
     """A simulator name (`<name>-sim`, `bodies.model_names`) its own routes serve: `<api>-sim`, or,
-    where they serve their lab's models only (Claude, Gemini), its first family's word."""
-    words = [api.name, *(m.group() for f in api.families if (m := re.match(r"[a-z]+", f.pattern)))]
-    name = next(f"{word}-sim" for word in words if model_problem(api.name, f"{word}-sim") is None)
-    return f"{prefix}/{name}"
+    where they serve their lab's models only (Claude, Gemini), its first family's word; a provider
+    whose names are another API's (Vertex's, Gemini's) by that API's rules and families."""
+    rules = APIS.get(provider.names, api)
+    families = (*api.families, *rules.families)
+    words = [api.name, *(m.group() for f in families if (m := re.match(r"[a-z]+", f.pattern)))]
+    name = next(f"{word}-sim" for word in words if model_problem(rules.name, f"{word}-sim") is None)
+    return f"{provider.prefix}/{name}"
 
 
 def _simulated(api: ApiSpec) -> SimulatedApi:
-    prefix = next(p.prefix for p in PROVIDERS.values() if p.api == api.name and not p.generic)
+    provider = next(p for p in PROVIDERS.values() if p.api == api.name and not p.generic)
     sim = simulated_apis.native(api.name)
     assert sim is not None, f"the simulated provider declares no API of its own for {api.name}"
     bare = next(a for a in simulated_apis.APIS if a.spec == BARE.name)
     chat = next(r.name for r in (*sim.routes, *bare.routes) if r.chat)
     create = next(r.name for r in sim.routes if r.creates)
-    return SimulatedApi(api.name, _served_model(api, prefix), tuple(r.name for r in sim.routes), create, chat)
+    return SimulatedApi(api.name, _served_model(api, provider), tuple(r.name for r in sim.routes), create, chat)
 
 
 SIMULATED_APIS = tuple(_simulated(a) for a in APIS.values() if a.simulated_native)
@@ -137,6 +141,8 @@ def point_at(monkeypatch: pytest.MonkeyPatch, server: SimulatedServer) -> None:
         ("BEDROCK_ROLE_ARN", "arn:aws:iam::123456789012:role/lexpilot-batch"),
     ):
         monkeypatch.setenv(name, value)
+    # Vertex's credentials (Application Default Credentials) and bucket, at the same server.
+    point_vertex_at(monkeypatch, server.state_dir, server.root_url)
 
 
 def outcome(ws: Workspace) -> dict[str, Any]:

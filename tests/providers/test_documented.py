@@ -214,6 +214,28 @@ def _read_openrouter(kind: str, payload: Any, expect: dict[str, Any]) -> None:
         raise AssertionError(f"no reader for an OpenRouter {kind}")
 
 
+def _read_vertex(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    pytest.importorskip("google.genai")
+    from lexpilot_batch.providers.vertex import batch, results
+    from lexpilot_batch.providers.vertex.ids import LABEL
+
+    if kind == "input_line":  # the line uploaded for the same request is the documented shape, our id in its labels
+        ours = batch.vertex_lines(json.dumps({"key": "k-1", **payload}).encode("utf-8"))
+        labelled = {"request": {**payload["request"], "labels": {LABEL: "k-1"}}}
+        assert [json.loads(x) for x in ours.splitlines()] == [labelled]
+    elif kind == "result_line":
+        _check_line(results.result(payload), expect)
+    elif kind == "states":
+        assert {s: batch._state(SimpleNamespace(state=s)) for s in payload} == expect
+    elif kind == "job":  # the REST answer through google-genai's own converter and type, as `batches.get` returns it
+        from google.genai import batches, types
+
+        job = types.BatchJob._from_response(response=batches._BatchJob_from_vertex(payload), kwargs={})
+        _check_info(batch._info(job), expect)
+    else:
+        raise AssertionError(f"no reader for a Vertex {kind}")
+
+
 def _read_fireworks(kind: str, payload: Any, expect: dict[str, Any]) -> None:
     from lexpilot_batch.providers.bodies.contract import line_problems
     from lexpilot_batch.providers.fireworks.batch import STATES, info
@@ -270,6 +292,7 @@ READERS = {
     "openrouter": _read_openrouter,
     "fireworks": _read_fireworks,
     "bedrock": _read_bedrock,
+    "vertex": _read_vertex,
 }
 
 

@@ -297,6 +297,7 @@ def test_the_route_names_are_the_registered_routes_with_their_public_spellings()
         "openrouter_create",
         "together_create",
         "fireworks_create",
+        "vertex_create",
     }
     assert public | creates <= set(route_names())
     assert {route.name for _, route in ROUTES if route.creates} == creates

@@ -1,0 +1,1 @@
+"""Vertex AI batch prediction (`batchPredictionJobs`) of Gemini models, over Cloud Storage."""
