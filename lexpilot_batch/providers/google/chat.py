@@ -62,15 +62,17 @@ class GeminiChat(ChatCall):
             raise damaged_line(where, "a key and a request object")
         return request
 
+    def path(self) -> str:
+        """The call's path under the client's base URL (Vertex AI's differs, `vertex.chat`)."""
+        return f"models/{self.model}:generateContent"
+
     def post(self, line_id: str, payload: dict[str, Any]) -> Answer:
-        path = f"models/{self.model}:generateContent"
-        response = self._request("post", path, payload, {"headers": {CLIENT_REQUEST_ID: line_id}})
+        response = self._request("post", self.path(), payload, {"headers": {CLIENT_REQUEST_ID: line_id}})
         return Answer(200, response.body or "", headers=getattr(response, "headers", None))
 
     async def apost(self, client: Any, line_id: str, payload: dict[str, Any]) -> Answer:
-        path = f"models/{self.model}:generateContent"
         request = _low_level(client.aio, "async_request")
-        response = await request("post", path, payload, {"headers": {CLIENT_REQUEST_ID: line_id}})
+        response = await request("post", self.path(), payload, {"headers": {CLIENT_REQUEST_ID: line_id}})
         return Answer(200, response.body or "", headers=getattr(response, "headers", None))
 
     def model_of(self, payload: dict[str, Any]) -> str:

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.google.chat import GeminiChat
 from lexpilot_batch.providers.google.client import MAX_DELAY, RETRY_DELAY
-from lexpilot_batch.providers.sync.call import CLIENT_REQUEST_ID, Answer
 from lexpilot_batch.providers.vertex import settings
 from lexpilot_batch.providers.vertex.errors import failure_of
 from lexpilot_batch.providers.vertex.spec import API_VERSION, EXTRA
@@ -22,7 +20,9 @@ from lexpilot_batch.providers.vertex.spec import API_VERSION, EXTRA
 class VertexChat(GeminiChat):
     """`publishers/google/models/{model}:generateContent` with a batch line's request."""
 
-    def new_client(self) -> Any:
+    def _sdk_client(self) -> Any:
+        """google-genai's Vertex client, for the call and its asynchronous side alike (`GeminiChat`
+        sends both through the client's low-level request)."""
         genai = EXTRA.require()
         self.errors = EXTRA.require("google.genai.errors")
         types = EXTRA.require("google.genai.types")
@@ -33,31 +33,21 @@ class VertexChat(GeminiChat):
         options = types.HttpOptions(
             base_url=where.vertex_url, api_version=API_VERSION, timeout=int(self.timeout * 1000), retry_options=retry
         )
-        sdk_client = genai.Client(
+        return genai.Client(
             vertexai=True,
             project=where.project,
             location=where.location,
             credentials=settings.credentials(self.endpoint),
             http_options=options,
         )
-        request = getattr(getattr(sdk_client, "_api_client", None), "request", None)
-        if request is None:
-            raise ConfigError(
-                "this version of google-genai has no low-level request call for generateContent; "
-                'install the version the extra names: python -m pip install "lexpilot-batch[google]"'
-            )
-        self._request: Any = request
-        return sdk_client
 
     def models(self) -> list[str] | None:
         """Google's publisher models (`models.list(query_base=True)`: `GET publishers/google/models`)."""
         listed = self.client.models.list(config={"query_base": True})
         return [str(m.name or "").rsplit("/", 1)[-1] for m in listed]
 
-    def post(self, line_id: str, payload: dict[str, Any]) -> Answer:
-        path = f"publishers/google/models/{self.model}:generateContent"
-        response = self._request("post", path, payload, {"headers": {CLIENT_REQUEST_ID: line_id}})
-        return Answer(200, response.body or "", headers=getattr(response, "headers", None))
+    def path(self) -> str:
+        return f"publishers/google/models/{self.model}:generateContent"
 
     def failure(self, exc: BaseException) -> Failure | None:
         return failure_of(self.errors, exc)
