@@ -135,9 +135,9 @@ def test_latency_advances_request_counts(tmp_path: Path) -> None:
     lines = [request_line(f"r{i}", f"问题{i}") for i in range(50)]
     with SimulatedServer(tmp_path / "sim", faults=parse_faults("latency=0.6")) as server:
         client = OpenAI(base_url=server.base_url, api_key="k")
+        start = time.monotonic()  # before the create: under load its answer can come well after the batch began
         batch_id = submit(client, jsonl(lines))
         seen: list[tuple[str, int]] = []
-        start = time.monotonic()
         while True:
             batch = client.batches.retrieve(batch_id)
             seen.append((batch.status, batch.request_counts.completed if batch.request_counts else 0))
@@ -147,7 +147,7 @@ def test_latency_advances_request_counts(tmp_path: Path) -> None:
             time.sleep(0.03)
     elapsed = time.monotonic() - start
     statuses = [status for status, _ in seen]
-    assert "in_progress" in statuses and 0.4 < elapsed < 2.0
+    assert "in_progress" in statuses and 0.4 < elapsed < 4.0
     partial = [done for status, done in seen if status == "in_progress"]
     assert partial == sorted(partial) and any(0 < done < 50 for done in partial)
     assert seen[-1] == ("completed", 50)
