@@ -7,10 +7,12 @@ held against the fault-free run (`helpers.faults.assert_same_as`, the invariants
 | --- | --- |
 | log-normal batch durations, 30% of batches stuck until their 24 h window, `--hedge` (`--max-wave-age 4 s` for stragglers before 3 batches are measured) | = fault-free; stragglers cancelled at the measured 90th percentile, well before the fixed bound; what they finished kept, the rest sent again once |
 | the same, the command stopped right after a hedge's cancel was asked and before its answer was recorded, then run again | = fault-free; the batch is taken as the provider has it (cancelling, then cancelled), nothing answered twice |
+| a cancel that races the batch's completion: every batch past its deadline ends before the cancel reaches the provider, which refuses it (HTTP 400, "Cannot cancel a batch with status 'completed'") | = fault-free; each such batch taken as it ended, its answers recorded once, nothing cancelled or sent again |
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from lexpilot_batch.engine import poll as poll_module
 from lexpilot_batch.engine.hedge import hedge_deadline, max_age
 from lexpilot_batch.engine.loop import poll_and_advance
 from lexpilot_batch.engine.session import Session
+from lexpilot_batch.providers.file_batch import FileBatchBackend
 from lexpilot_batch.state.workspace import Workspace
 from tests.helpers.engine import finish, rounds
 from tests.helpers.faults import Outcome, assert_same_as, run_benchmark
@@ -123,3 +126,31 @@ def test_the_deadline_is_the_90th_percentile_of_completed_batches_once_three_are
             assert max_age(db, True, deadline / 2) == deadline / 2
         finally:
             session.close()
+
+
+@pytest.mark.slow
+def test_a_cancel_that_races_the_batch_s_completion_keeps_its_answers_once(tmp_path, baseline, monkeypatch):
+    """Batches of about 0.5 s against a deadline of 0.05 s: each is cancelled while it runs, but the
+    cancel reaches the provider only once the batch has completed (as when a batch ends between the
+    poll that saw it running and the cancel): the provider refuses it, and the batch is taken as it
+    ended (`BatchBackend.cancel_live`)."""
+    real = FileBatchBackend.cancel
+    raced: list[str] = []
+
+    def late(self: FileBatchBackend, batch_id: str):
+        for _ in range(1000):
+            if self.retrieve(batch_id).terminal:
+                break
+            time.sleep(0.01)
+        raced.append(batch_id)
+        return real(self, batch_id)
+
+    monkeypatch.setattr(FileBatchBackend, "cancel", late)
+    outcome = run_benchmark(tmp_path / "ws", "latency=0.5,seed=11", max_wave_age=0.05)
+    assert raced, "no cancel raced a completion"
+    assert_same_as(baseline, outcome)
+    once_each(outcome)
+    mine = {f["batch_id"]: f for f in outcome.files}
+    assert all(mine[b]["batch_status"] == "completed" and mine[b]["cancel_asked"] is not None for b in raced)
+    assert not [f for f in outcome.files if f["batch_status"] == "cancelled"]
+    assert not [r for r in outcome.requests if r["attempt"] > 1], "a request of a raced batch was sent again"
