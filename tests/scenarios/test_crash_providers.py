@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -66,15 +67,20 @@ def test_every_native_batch_api_has_a_model_in_the_study() -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> dict:
+def reference(tmp_path_factory) -> tuple[dict, float]:
+    """The uninterrupted run's records, and the seconds its `poll-and-advance` took on this machine
+    now (the kills' delays are drawn as shares of it: the same study takes 10 s alone and three
+    times that beside the rest of the slow suite)."""
     base = tmp_path_factory.mktemp("providers-reference")
     client = Client(base / "ws", ENV, extra=IN_PROCESS, log_path=base / "ws.log")
     client.run(*PREPARE)
+    start = time.monotonic()
     client.run(*ADVANCE, timeout=300.0)
+    seconds = time.monotonic() - start
     state = final_state(base / "ws")
     assert Counter(s for s, _, _ in state["threads"].values()) == Counter(done=len(MODELS) * 3 * 6)
     assert any(attempt > 1 for _, _, attempt, *_ in state["requests"].values())  # the faults forced retries
-    return state
+    return state, seconds
 
 
 def check_one_batch_per_file(root: Path) -> None:
@@ -103,14 +109,16 @@ def check_one_batch_per_file(root: Path) -> None:
 
 @pytest.mark.slow  # an uninterrupted study and a killed one over every native API: a few minutes
 def test_sigkill_at_random_instants_across_every_native_api(reference, tmp_path):
+    records, seconds = reference
     rng = random.Random(SEED)
     root = tmp_path / "ws"
     client = Client(root, ENV, extra=IN_PROCESS, log_path=tmp_path / "ws.log")
     log = KillLog(root, root / "state" / "simulated")
     client.run(*PREPARE)
     landed = 0
-    for _ in range(15):
-        delay = rng.uniform(1.0, 6.0)  # each command first starts its provider (seconds under load)
+    for _ in range(20):
+        # A share of an uninterrupted run: each command first starts its provider, then sends and polls.
+        delay = rng.uniform(0.1, 0.4) * seconds
         log.before()
         if not client.kill_after(delay, *ADVANCE):
             break
@@ -118,7 +126,7 @@ def test_sigkill_at_random_instants_across_every_native_api(reference, tmp_path)
         log.landed(f"random {delay:.2f}s")
     client.run(*ADVANCE, timeout=300.0)
     print(log.summary("every native API, random instants"))
-    assert landed >= 6, log.summary("too few kills landed before the study finished")
-    check_same_as_reference(root, reference)
+    assert landed >= 4, log.summary("too few kills landed before the study finished")
+    check_same_as_reference(root, records)
     check_nothing_in_flight(client)
     check_one_batch_per_file(root)
