@@ -155,8 +155,9 @@ def se_of_influence(influence: Sequence[float]) -> float:
     return math.sqrt(math.fsum((v - mean) ** 2 for v in influence) / (n * (n - 1)))
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
-    """Pearson's correlation; None when either side does not vary."""
+def co_moments(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float] | None:
+    """The sums of cross-products and squares about the means (sxy, sxx, syy); None when there are
+    fewer than two pairs or either side does not vary."""
     n = len(x)
     if n < 2:
         return None
@@ -166,6 +167,15 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
     syy = math.fsum((b - my) ** 2 for b in y)
     if sxx <= 0.0 or syy <= 0.0:
         return None
+    return sxy, sxx, syy
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Pearson's correlation; None when either side does not vary."""
+    moments = co_moments(x, y)
+    if moments is None:
+        return None
+    sxy, sxx, syy = moments
     return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
 
 

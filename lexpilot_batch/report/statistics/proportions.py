@@ -92,15 +92,10 @@ def _expit(x: float) -> float:
 def corrected_correlation(x: Sequence[float], y: Sequence[float]) -> float | None:
     """Newcombe's continuity-corrected correlation of paired per-case values (a negative one is
     kept as it is: it already widens the interval); None when either side does not vary."""
-    n = len(x)
-    if n < 2:
+    moments = inference.co_moments(x, y)
+    if moments is None:
         return None
-    mx, my = math.fsum(x) / n, math.fsum(y) / n
-    sxy = math.fsum((a - mx) * (b - my) for a, b in zip(x, y, strict=True))
-    sxx = math.fsum((a - mx) ** 2 for a in x)
-    syy = math.fsum((b - my) ** 2 for b in y)
-    if sxx <= 0.0 or syy <= 0.0:
-        return None
+    sxy, sxx, syy = moments
     if sxy > 0.0:
         sxy = max(0.0, sxy - (max(x) - min(x)) * (max(y) - min(y)) / 2.0)
     return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
