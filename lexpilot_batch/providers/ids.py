@@ -61,3 +61,29 @@ def id_stem(cid: str) -> str:
 def id_tag(workspace_id: str) -> str:
     """The workspace's tag in the ids of its Anthropic requests."""
     return hashlib.sha256(workspace_id.encode("utf-8")).hexdigest()[:TAG_LENGTH]
+
+
+def unescape(text: str, kept: frozenset[str], hexdigits: frozenset[str], escape: str, dot: str = "") -> str | None:
+    """The text a provider-safe id stands for, reversing the mapping of the APIs whose ids take few
+    characters (Anthropic's, Bedrock's record ids, Vertex's labels): a `kept` character as itself,
+    `escape` and two of `hexdigits` as that byte, `dot` (where given) as "."; None for anything else
+    or bytes that are no UTF-8: no id of ours."""
+    raw = bytearray()
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in kept:
+            raw += ch.encode("ascii")
+            i += 1
+        elif dot and text.startswith(dot, i):
+            raw += b"."
+            i += len(dot)
+        elif ch == escape and len(text) >= i + 3 and set(text[i + 1 : i + 3]) <= hexdigits:
+            raw.append(int(text[i + 1 : i + 3], 16))
+            i += 3
+        else:
+            return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None

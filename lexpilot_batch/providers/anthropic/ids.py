@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from lexpilot_batch.providers.ids import TAG_LENGTH
+from lexpilot_batch.providers.ids import TAG_LENGTH, unescape
 
 ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
@@ -38,23 +38,4 @@ def our_id(mapped: str, tag: str | None = None) -> str | None:
     ours: not mapped by `line_id`, or (with `tag`) by another workspace's."""
     if len(mapped) < TAG_LENGTH or (tag is not None and mapped[:TAG_LENGTH] != tag):
         return None
-    raw = bytearray()
-    text = mapped[TAG_LENGTH:]
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch in _KEPT:
-            raw += ch.encode("ascii")
-            i += 1
-        elif ch == "_" and text[i + 1 : i + 2] == "_":
-            raw += b"."
-            i += 2
-        elif ch == "_" and len(text) >= i + 3 and set(text[i + 1 : i + 3]) <= _HEX:
-            raw.append(int(text[i + 1 : i + 3], 16))
-            i += 3
-        else:
-            return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return unescape(mapped[TAG_LENGTH:], _KEPT, _HEX, "_", dot="__")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from lexpilot_batch.providers.ids import TAG_LENGTH
+from lexpilot_batch.providers.ids import TAG_LENGTH, unescape
 
 RECORD_ID = re.compile(r"[A-Za-z0-9]+")
 _KEPT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWYZabcdefghijklmnopqrstuvwxyz0123456789")  # no X
@@ -35,20 +35,4 @@ def our_id(mapped: str, tag: str | None = None) -> str | None:
     mapped by `line_id`, or (with `tag`) by another workspace's."""
     if len(mapped) < TAG_LENGTH or (tag is not None and mapped[:TAG_LENGTH] != tag):
         return None
-    raw = bytearray()
-    text = mapped[TAG_LENGTH:]
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch in _KEPT:
-            raw += ch.encode("ascii")
-            i += 1
-        elif ch == "X" and len(text) >= i + 3 and set(text[i + 1 : i + 3]) <= _HEX:
-            raw.append(int(text[i + 1 : i + 3], 16))
-            i += 3
-        else:
-            return None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    return unescape(mapped[TAG_LENGTH:], _KEPT, _HEX, "X")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from lexpilot_batch.providers.ids import id_parts
+from lexpilot_batch.providers.ids import id_parts, unescape
 
 LABEL = "lexpilot_id"  # the label holding a request's id
 LABEL_VALUE = re.compile(r"[a-z0-9_-]{1,63}")
@@ -41,24 +41,8 @@ def line_id(cid: str, tag: str = "") -> str:
 def our_id(mapped: str, tag: str | None = None) -> str | None:
     """The custom_id a label value stands for (`line_id` reversed); None when it is no id of ours,
     or (with `tag`) another workspace's."""
-    raw = bytearray()
-    i = 0
-    while i < len(mapped):
-        ch = mapped[i]
-        if ch in _KEPT:
-            raw += ch.encode("ascii")
-            i += 1
-        elif ch == "_" and mapped[i + 1 : i + 2] == "_":
-            raw += b"."
-            i += 2
-        elif ch == "_" and len(mapped) >= i + 3 and set(mapped[i + 1 : i + 3]) <= _HEX:
-            raw.append(int(mapped[i + 1 : i + 3], 16))
-            i += 3
-        else:
-            return None
-    try:
-        cid = raw.decode("utf-8")
-    except UnicodeDecodeError:
+    cid = unescape(mapped, _KEPT, _HEX, "_", dot="__")
+    if cid is None:
         return None
     if tag is not None:
         parts = id_parts(cid)
