@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError, ProviderUnavailable, transient_status
@@ -38,6 +39,20 @@ class Failure:
 
 
 _VERSION = re.compile(r"/v\d+[a-z0-9.]*(/|$)")  # /v1, /v4, /v1beta, /api/v3: an API's version
+
+
+def body_message(body: Any, fallback: str) -> str:
+    """The message of an error body as OpenAI-shaped APIs give it: `error.message`, an `error` that is
+    the message itself, or a top-level `message` (Together's, Fireworks'); `fallback` where none."""
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str) and inner:
+            return inner
+        if body.get("message"):
+            return str(body["message"])
+    return fallback
 
 
 def unversioned_base_url(base_url: str | None) -> str:

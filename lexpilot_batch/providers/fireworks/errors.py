@@ -14,7 +14,7 @@ from typing import Any
 
 import openai
 
-from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.errors import Failure, body_message
 from lexpilot_batch.providers.sync.call import http
 
 
@@ -31,19 +31,6 @@ class Unreadable(Exception):
     way, so a create is uncertain and a poll is tried again."""
 
 
-def error_message(body: Any, fallback: str) -> str:
-    """Fireworks' own message from an error body."""
-    if isinstance(body, dict):
-        inner = body.get("error")
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if isinstance(inner, str) and inner:
-            return inner
-        if body.get("message"):
-            return str(body["message"])
-    return fallback
-
-
 def _code(body: Any) -> str | None:
     inner = body.get("error") if isinstance(body, dict) else None
     code = inner.get("code") if isinstance(inner, dict) else (body.get("code") if isinstance(body, dict) else None)
@@ -58,7 +45,7 @@ def failure_of(exc: BaseException) -> Failure | None:
             raw = exc.response.json()
         except ValueError:
             raw = body
-        return Failure(exc.status_code, error_message(raw, str(exc.message)), code=_code(raw))
+        return Failure(exc.status_code, body_message(raw, str(exc.message)), code=_code(raw))
     if isinstance(exc, Unreadable):
         return Failure(None, str(exc))
     if isinstance(exc, DownloadRefused):

@@ -10,11 +10,9 @@ documentation lists the statuses of its errors (https://docs.together.ai/docs/in
 
 from __future__ import annotations
 
-from typing import Any
-
 import openai
 
-from lexpilot_batch.providers.errors import Failure
+from lexpilot_batch.providers.errors import Failure, body_message
 from lexpilot_batch.providers.sync.call import http
 
 
@@ -26,26 +24,13 @@ class UploadRefused(Exception):
         self.status, self.message = status, message
 
 
-def error_message(body: Any, fallback: str) -> str:
-    """Together's own message from an error body."""
-    if isinstance(body, dict):
-        inner = body.get("error")
-        if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-        if isinstance(inner, str) and inner:
-            return inner
-        if body.get("message"):
-            return str(body["message"])
-    return fallback
-
-
 def failure_of(exc: BaseException) -> Failure | None:
     """What an exception of a Together call says; None for any other."""
     if isinstance(exc, openai.APIStatusError):
         body = exc.body
         inner = body.get("error") if isinstance(body, dict) else None
         code = inner.get("code") if isinstance(inner, dict) else None
-        return Failure(exc.status_code, error_message(body, str(exc.message)), code=str(code) if code else None)
+        return Failure(exc.status_code, body_message(body, str(exc.message)), code=str(code) if code else None)
     if isinstance(exc, UploadRefused):
         return Failure(exc.status, exc.message)
     if isinstance(exc, (openai.APITimeoutError, http.TimeoutException)):
