@@ -35,7 +35,8 @@ from lexpilot_batch.util.redaction import Scrubber, scrub
 
 T = TypeVar("T")
 
-_STATES = {
+# google-genai's JobState, the same for Gemini Batch Mode and Vertex AI's batch prediction (`vertex.batch`).
+JOB_STATES = {
     "JOB_STATE_QUEUED": "validating",
     "JOB_STATE_PENDING": "validating",
     "JOB_STATE_RUNNING": "in_progress",
@@ -90,7 +91,7 @@ def tag_of(name: str | None) -> dict[str, str]:
 
 def _state(job: Any) -> str:
     state = getattr(job.state, "value", job.state)
-    return _STATES.get(str(state), "in_progress")
+    return JOB_STATES.get(str(state), "in_progress")
 
 
 def _info(job: Any) -> BatchInfo:

@@ -36,6 +36,7 @@ from lexpilot_batch.errors import transient_status
 from lexpilot_batch.providers.batch import BatchInfo, BatchSource
 from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.file_batch import FileBatchBackend, retry_after
+from lexpilot_batch.providers.google.batch import JOB_STATES
 from lexpilot_batch.providers.google.client import MAX_DELAY, RETRY_DELAY
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.spec import Limits
@@ -50,19 +51,6 @@ from lexpilot_batch.util.redaction import Scrubber, scrub
 
 T = TypeVar("T")
 
-_STATES = {
-    "JOB_STATE_QUEUED": "validating",
-    "JOB_STATE_PENDING": "validating",
-    "JOB_STATE_RUNNING": "in_progress",
-    "JOB_STATE_UPDATING": "in_progress",
-    "JOB_STATE_PAUSED": "in_progress",
-    "JOB_STATE_SUCCEEDED": "completed",
-    "JOB_STATE_PARTIALLY_SUCCEEDED": "completed",
-    "JOB_STATE_FAILED": "failed",
-    "JOB_STATE_CANCELLING": "cancelling",
-    "JOB_STATE_CANCELLED": "cancelled",
-    "JOB_STATE_EXPIRED": "expired",
-}
 _ENDED = frozenset({"completed", "failed", "cancelled", "expired"})
 # Metadata keys as the output prefix abbreviates them.
 _SHORT = {
@@ -113,7 +101,7 @@ def vertex_lines(data: bytes) -> bytes:
 
 def _state(job: Any) -> str:
     state = getattr(job.state, "value", job.state)
-    return _STATES.get(str(state), "in_progress")
+    return JOB_STATES.get(str(state), "in_progress")
 
 
 def _info(job: Any) -> BatchInfo:
