@@ -63,7 +63,7 @@ def anthropic_name(model: str) -> str:
 def check_model(project: str, location: str, model: str) -> None:
     """A 404 for a model Vertex AI serves no Claude under (as for Gemini's, `vertex._check_model`)."""
     name = anthropic_name(model)
-    if names.is_sim(model) and names.CLAUDE.fullmatch(model):
+    if names.is_sim(model):  # the simulator's own models, answered alike on every route
         return
     if not names.CLAUDE.fullmatch(name) or name not in names.anthropic():
         raise ApiError(
@@ -162,6 +162,7 @@ API = SimulatedApi[VertexClaudeApi](
         ),
     ),
     prefixes=(),  # a path under Vertex's no route has is answered in `vertex`'s error shape
+    batches_at="vertex",  # its jobs are created, listed, read and cancelled through `vertex`'s routes
     base_path="",  # the server itself (`GOOGLE_VERTEX_BASE_URL`), beside Vertex's other routes
     error_body=claude.error_body,
     overloaded=529,  # Anthropic's overloaded_error, which Claude's answers carry on Vertex too
