@@ -241,7 +241,10 @@ def _read_vertex_anthropic(kind: str, payload: Any, expect: dict[str, Any]) -> N
 
     if kind == "input_line":  # our line has its shape and version, and the contract takes the documented request
         ours = lines.empty(expect["model"], "", {"max_tokens": 50})
-        assert set(ours) == set(payload) and ours["request"]["anthropic_version"] == payload["request"]["anthropic_version"]
+        assert (
+            set(ours) == set(payload)
+            and ours["request"]["anthropic_version"] == payload["request"]["anthropic_version"]
+        )
         assert contract.problems(expect["model"], payload["request"]) == []
     elif kind == "model_ids":  # each Vertex AI id is read as the Anthropic model it names
         assert {m: contract.claude_name(m) for m in payload.values()} == expect["anthropic"]

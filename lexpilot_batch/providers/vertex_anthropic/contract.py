@@ -46,7 +46,9 @@ def problems(model: str, body: Mapping[str, Any]) -> list[Problem]:
         return [Problem("model", why, UNSUPPORTED)]
     out: list[Problem] = []
     if "model" in body:
-        out.append(Problem("model", "Vertex AI names the model in the job (or rawPredict's URL), not in the body", UNKNOWN))
+        out.append(
+            Problem("model", "Vertex AI names the model in the job (or rawPredict's URL), not in the body", UNKNOWN)
+        )
     if body.get("anthropic_version") != VERSION:
         out.append(Problem("anthropic_version", f'must be "{VERSION}" on Vertex AI', MISSING))
     rest = {k: v for k, v in body.items() if k not in ("anthropic_version", "model")}

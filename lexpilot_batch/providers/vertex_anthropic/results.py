@@ -35,4 +35,6 @@ def result(line: dict[str, Any], tag: str) -> dict[str, Any]:
     if isinstance(response, dict):
         read = anthropic.result({"custom_id": "", "result": {"type": "succeeded", "message": response}}, tag)
         return {**read, "custom_id": custom_id}
-    return outputs.never_run(custom_id, "unreadable_result", "a Vertex AI output row with neither a response nor a status")
+    return outputs.never_run(
+        custom_id, "unreadable_result", "a Vertex AI output row with neither a response nor a status"
+    )

@@ -172,7 +172,9 @@ class VertexApi(GeminiApi):
         if not isinstance(dest, str) or not dest.startswith("gs://"):
             raise bad_request("outputConfig.gcsDestination.outputUriPrefix: a gs:// prefix is required.")
         data = self.media(*_split(uris[0]))
-        lines, problems = claude.job_lines(data, sent, uris[0]) if publisher != _PUBLISHED else self._lines(data, sent, uris[0])
+        lines, problems = (
+            claude.job_lines(data, sent, uris[0]) if publisher != _PUBLISHED else self._lines(data, sent, uris[0])
+        )
         if not lines:
             raise bad_request(f"{uris[0]} holds no requests.")
         native = {
@@ -310,8 +312,8 @@ class VertexApi(GeminiApi):
                 if converted is None:
                     continue  # never ran: not exported
                 failed = self._status(converted["error"]) if "error" in converted else None
-                row = claude.row(batch["id"], line, given.get(line["custom_id"], {}), failed)
-                out.append(batches.dumps(row) + "\n")
+                entry = claude.row(batch["id"], line, given.get(line["custom_id"], {}), failed)
+                out.append(batches.dumps(entry) + "\n")
             self.put_object(bucket, name, "".join(out).encode("utf-8"))
         elif self.store.get_file(_object_id(bucket, name)) is None:
             data = self.media(*_split(native["input"]))
@@ -343,7 +345,7 @@ class VertexApi(GeminiApi):
         return row
 
     @staticmethod
-    def _status(error: dict[str, Any]) -> str:
+    def _status(error: Any) -> str:
         """A failed row's `status` (the simulator's wording: the documentation shows none)."""
         status, reason = _HTTP.get(error.get("code"), (500, "Internal Server Error"))
         return f"{reason}: " + json.dumps(

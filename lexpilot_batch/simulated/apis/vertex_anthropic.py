@@ -81,7 +81,9 @@ def problem(model: str, given: Any) -> str | None:
         return f"anthropic_version: must be {VERSION}"
     if "model" in given:
         return "model: Extra inputs are not permitted"
-    return claude._problem({"model": anthropic_name(model), **{k: v for k, v in given.items() if k != "anthropic_version"}})
+    return claude._problem(
+        {"model": anthropic_name(model), **{k: v for k, v in given.items() if k != "anthropic_version"}}
+    )
 
 
 def key(line: Any, row: int) -> str:

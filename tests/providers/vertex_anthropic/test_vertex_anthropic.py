@@ -160,9 +160,12 @@ def test_anthropic_vertex_sends_messages_to_the_simulated_raw_predict_route(serv
     assert message.type == "message" and message.content[0].type == "text" and message.usage.output_tokens > 0
     with pytest.raises(anthropic.BadRequestError) as bad:
         client.messages.create(model=MODEL, max_tokens=64, messages=[{"role": "system", "content": "x"}])
-    assert bad.value.body["error"]["type"] == "invalid_request_error"
+    body: Any = bad.value.body
+    assert body["error"]["type"] == "invalid_request_error"
     with pytest.raises(anthropic.NotFoundError):
-        client.messages.create(model="claude-9-ultra@20990101", max_tokens=8, messages=[{"role": "user", "content": "x"}])
+        client.messages.create(
+            model="claude-9-ultra@20990101", max_tokens=8, messages=[{"role": "user", "content": "x"}]
+        )
 
 
 # --- the backend and the call -------------------------------------------------------------------------
@@ -188,7 +191,9 @@ def test_a_claude_job_s_rows_come_back_keyed_by_our_ids_and_found_again_by_its_t
     )
     gemini_path = tmp_path / "g.jsonl"
     gemini_path.write_text('{"key": "k", "request": {"contents": [{"role": "user", "parts": [{"text": "x"}]}]}}\n')
-    other.create(other.upload(gemini_path, "g.jsonl"), {"lexpilot_file": "g"}, None, BatchSource(gemini_path, "gemini-sim"))
+    other.create(
+        other.upload(gemini_path, "g.jsonl"), {"lexpilot_file": "g"}, None, BatchSource(gemini_path, "gemini-sim")
+    )
     assert sorted(b.metadata.get("lexpilot_file", "") for b in backend.batches()) == ["g", "requests/in.jsonl"]
     done = _finish(backend, made.id)
     assert done.status == "completed" and done.output_file_id
