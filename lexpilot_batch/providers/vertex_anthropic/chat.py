@@ -17,8 +17,11 @@ from typing import Any
 
 from lexpilot_batch.providers.anthropic.chat import AnthropicChat
 from lexpilot_batch.providers.anthropic.spec import EXTRA as ANTHROPIC_SDK
+from lexpilot_batch.providers.errors import Failure
 from lexpilot_batch.providers.sync.call import damaged_line
 from lexpilot_batch.providers.vertex import settings
+from lexpilot_batch.providers.vertex.errors import failure_of as vertex_failure
+from lexpilot_batch.providers.vertex.spec import EXTRA as GENAI_SDK
 
 
 class VertexClaudeChat(AnthropicChat):
@@ -39,6 +42,7 @@ class VertexClaudeChat(AnthropicChat):
 
     def new_client(self) -> Any:
         self.sdk = ANTHROPIC_SDK.require()
+        self.genai_errors = GENAI_SDK.require("google.genai.errors")
         return self.sdk.AnthropicVertex(**self._options())
 
     def new_async_client(self) -> Any:
@@ -57,3 +61,8 @@ class VertexClaudeChat(AnthropicChat):
 
     def model_of(self, payload: dict[str, Any]) -> str:
         return self.model
+
+    def failure(self, exc: BaseException) -> Failure | None:
+        """The `anthropic` SDK's failures (`anthropic.errors`), then what the SDK lets through from
+        google-auth, which it asks for a token: a refused refresh (401), its transport's errors."""
+        return super().failure(exc) or vertex_failure(self.genai_errors, exc)

@@ -233,6 +233,31 @@ def test_the_call_sends_a_line_through_anthropic_vertex_and_its_line_reads_as_a_
     assert results.result(refused.line, TAG)["response"]["status_code"] == 400
 
 
+def test_credentials_google_auth_cannot_refresh_are_a_401_of_the_call(server: SimulatedServer) -> None:
+    """AnthropicVertex asks google-auth for a token before each call: a refresh refused there is
+    no SDK error of Anthropic's, and is read as Vertex's calls read it (the run stops, saying so)."""
+    from google.auth.exceptions import RefreshError
+
+    call = chat.VertexClaudeChat(_endpoint(server), 10.0, 0, MODEL)
+    found = call.failure(RefreshError("invalid_grant: Token has been expired or revoked."))
+    assert found is not None and found.status == 401 and "refreshed" in found.message
+    assert call.failure(ValueError("ours")) is None
+
+
+def test_what_to_install_names_whichever_sdk_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lexpilot_batch.providers import spec as declarations
+    from lexpilot_batch.providers.vertex_anthropic.spec import EXTRA
+
+    monkeypatch.setattr(
+        declarations,
+        "requirement_problem",
+        lambda module, extra, what: f"install [{extra}]" if module == "anthropic" else None,
+    )
+    assert EXTRA.problem() == "install [anthropic]"  # google-genai there, the anthropic SDK missing
+    monkeypatch.setattr(declarations, "requirement_problem", lambda module, extra, what: f"install [{extra}]")
+    assert EXTRA.problem() == "install [google]"
+
+
 # --- a study --------------------------------------------------------------------------------------
 
 
