@@ -9,7 +9,8 @@ https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/batc
 "vertex-2023-10-16", "max_tokens": 50}}`, `custom_id` "An ID for each request to match the input
 with the output". The workspace file is uploaded as it is: its lines are already Vertex's. The id
 is ours mapped as Anthropic's Message Batches map it (`anthropic.ids`: `[a-zA-Z0-9_-]{1,64}`,
-after the workspace's tag), a form any custom_id Google accepts holds. The same `request` is the
+after the workspace's tag): Google documents no pattern for it, and this is the narrowest a Claude
+request id is known to need (an assumption docs/providers.md states). The same `request` is the
 `rawPredict` body of the `sync` backend (`vertex_anthropic.chat`).
 
 `providers.lines` frames every request line from `empty`: the line with an empty id and an empty
