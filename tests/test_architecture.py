@@ -64,6 +64,8 @@ VARIANTS = {
     ("platforms", "openai"),
     ("bedrock", "anthropic"),  # Claude on Bedrock: Anthropic's Messages body, dialect and results
     ("vertex", "google"),  # Gemini on Vertex: Gemini's lines, contract, results and call
+    ("vertex_anthropic", "anthropic"),  # Claude on Vertex: Anthropic's ids, dialect, contract, results and call
+    ("vertex_anthropic", "vertex"),  # ... over Vertex's jobs, settings and Cloud Storage
 }
 MAX_LINES = 500
 

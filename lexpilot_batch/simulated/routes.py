@@ -133,6 +133,9 @@ class SimulatedApi(Generic[H]):
     # Its routes are also served under each OpenAI-compatible platform's path (`profiles`), given
     # the platform's profile (`Request.platform`).
     platforms: bool = False
+    # The API whose routes create, list, read and cancel its batches, where they are another's (the
+    # jobs of Claude on Vertex AI are Vertex's batch prediction jobs); "": its own routes.
+    batches_at: str = ""
 
 
 def parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[str, memoryview] | None]:

@@ -164,3 +164,23 @@ def test_preflight_has_a_row_for_a_vertex_model_with_its_one_request_batch(
     row = _rows(text)[("eval", model)]
     assert row[:4] == ["simulated/vertex", "listed", "ok", "completed"] and row[-1] != "-", row
     assert list(tmp_path.iterdir()) == []
+
+
+def test_preflight_has_a_row_for_a_claude_on_vertex_model_with_its_one_request_batch(
+    in_process, tmp_path: Path, monkeypatch
+) -> None:
+    """Claude on Vertex AI (issue 50): its rawPredict call through the `anthropic` SDK's
+    AnthropicVertex and its one-request batch prediction job (google-genai, the simulated Cloud
+    Storage) on the simulated Vertex routes; no listing (Vertex lists no Anthropic models to a
+    project); its price from the bundled table's `vertex-anthropic/` row."""
+    pytest.importorskip("google.genai")
+    pytest.importorskip("anthropic")
+    monkeypatch.chdir(tmp_path)
+    model = "vertex-anthropic/claude-haiku-4-5@20251001"
+    code, out = in_process(["preflight", "--provider", "simulated", "--model", model, "--batch"])
+    text = out.decode("utf-8")
+    assert code == 0, text
+    line = next(x for x in text.splitlines() if x.startswith("eval ") and model in x)
+    assert line.split()[2] == "simulated/vertex_anthropic" and "no listing" in line
+    assert line.split()[-3:-1] == ["ok", "completed"] and not line.rstrip().endswith(" -"), line
+    assert list(tmp_path.iterdir()) == []

@@ -81,9 +81,11 @@ def _simulated(api: ApiSpec) -> SimulatedApi:
     sim = simulated_apis.native(api.name)
     assert sim is not None, f"the simulated provider declares no API of its own for {api.name}"
     bare = next(a for a in simulated_apis.APIS if a.spec == BARE.name)
-    chat = next(r.name for r in (*sim.routes, *bare.routes) if r.chat)
-    create = next(r.name for r in sim.routes if r.creates)
-    return SimulatedApi(api.name, _served_model(api, provider), tuple(r.name for r in sim.routes), create, chat)
+    # Its batches' routes are another API's where it says so (Claude's jobs on Vertex AI are Vertex's).
+    routes = (*sim.routes, *(r for a in simulated_apis.APIS if a.name == sim.batches_at for r in a.routes))
+    chat = next(r.name for r in (*routes, *bare.routes) if r.chat)
+    create = next(r.name for r in routes if r.creates)
+    return SimulatedApi(api.name, _served_model(api, provider), tuple(r.name for r in routes), create, chat)
 
 
 SIMULATED_APIS = tuple(_simulated(a) for a in APIS.values() if a.simulated_native)

@@ -236,6 +236,22 @@ def _read_vertex(kind: str, payload: Any, expect: dict[str, Any]) -> None:
         raise AssertionError(f"no reader for a Vertex {kind}")
 
 
+def _read_vertex_anthropic(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    from lexpilot_batch.providers.vertex_anthropic import contract, lines
+
+    if kind == "input_line":  # our line has its shape and version, and the contract takes the documented request
+        ours = lines.empty(expect["model"], "", {"max_tokens": 50})
+        assert (
+            set(ours) == set(payload)
+            and ours["request"]["anthropic_version"] == payload["request"]["anthropic_version"]
+        )
+        assert contract.problems(expect["model"], payload["request"]) == []
+    elif kind == "model_ids":  # each Vertex AI id is read as the Anthropic model it names
+        assert {m: contract.claude_name(m) for m in payload.values()} == expect["anthropic"]
+    else:
+        raise AssertionError(f"no reader for a Claude-on-Vertex {kind}")
+
+
 def _read_fireworks(kind: str, payload: Any, expect: dict[str, Any]) -> None:
     from lexpilot_batch.providers.bodies.contract import line_problems
     from lexpilot_batch.providers.fireworks.batch import STATES, info
@@ -293,6 +309,7 @@ READERS = {
     "fireworks": _read_fireworks,
     "bedrock": _read_bedrock,
     "vertex": _read_vertex,
+    "vertex_anthropic": _read_vertex_anthropic,
 }
 
 

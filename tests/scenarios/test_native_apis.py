@@ -97,7 +97,7 @@ def faults(api: SimulatedApi) -> str:
     broken off half-way and HTTP 429/500 on the API's own routes; per-request faults drawn on the
     workspace's own custom_ids, answers held back 0.45 s past the client's timeout."""
     return (
-        "line_error=0.12,expire_batch=0.3,late_create=0.3,slow_seconds=0.45,cut_download=0.5,"
+        "line_error=0.2,expire_batch=0.3,late_create=0.3,slow_seconds=0.45,cut_download=0.5,"
         f"http_429=0.05,http_500=0.05,http_routes={'+'.join(api.route_names)},retry_after=0.001,seed=1"
     )
 

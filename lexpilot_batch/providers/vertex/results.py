@@ -49,21 +49,28 @@ def _status_code(status: str) -> int:
     return next((code for phrase, code in _REASONS.items() if lowered.startswith(phrase)), 500)
 
 
+def row_failed(custom_id: str | None, status: Any) -> dict | None:
+    """The failed line a row's non-empty `status` stands for (module docstring); None for a row answered."""
+    if not isinstance(status, str) or not status.strip():
+        return None
+    message = status.strip()
+    try:  # a status holding a JSON error object: its message
+        found = json.loads(message[message.index("{") :])
+        inner = outputs.as_dict(found.get("error")) or found
+        message = str(inner.get("message") or message)
+    except (ValueError, AttributeError):
+        pass
+    return outputs.failed(custom_id, _status_code(status), "vertex_row_failed", message)
+
+
 def result(line: dict, tag: str | None = None) -> dict:
     """One Vertex batch result line as an OpenAI batch output line, its id mapped back (`ids.our_id`)."""
     raw = line_key(line)
     ours = our_id(raw, tag) if raw is not None else None
     custom_id = ours if ours is not None else raw
-    status = line.get("status")
-    if isinstance(status, str) and status.strip():
-        message = status.strip()
-        try:  # a status holding a JSON error object: its message
-            found = json.loads(message[message.index("{") :])
-            inner = outputs.as_dict(found.get("error")) or found
-            message = str(inner.get("message") or message)
-        except (ValueError, AttributeError):
-            pass
-        return outputs.failed(custom_id, _status_code(status), "vertex_row_failed", message)
+    failed = row_failed(custom_id, line.get("status"))
+    if failed is not None:
+        return failed
     response = line.get("response")
     if not isinstance(response, dict):
         return {"custom_id": custom_id, "response": None, "error": None}

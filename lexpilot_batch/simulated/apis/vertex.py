@@ -24,6 +24,9 @@ Vertex mode (`batches.py`'s `_CreateBatchJobParameters_to_vertex`, `_BatchJob_fr
   status}}"` (the documentation shows no failed row: this wording is the simulator's guess).
 - `publishers/google/models/{m}:generateContent` answers one request as the same request in a
   batch is; `GET publishers/google/models` lists the Gemini models it serves.
+- A job of a Claude model (`publishers/anthropic/models/<m>`) reads `{"custom_id", "request"}` lines
+  and writes Claude's rows (`vertex_anthropic`, which also serves `rawPredict`); it is listed with
+  the others, as Vertex lists a project's jobs.
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ from typing import Any
 from lexpilot_batch.providers.lines import our_id
 from lexpilot_batch.providers.vertex.spec import NAME as VERTEX
 from lexpilot_batch.simulated import batches
+from lexpilot_batch.simulated.apis import vertex_anthropic as claude
 from lexpilot_batch.simulated.apis.gemini import NO_CONTENTS, GeminiApi, _chat_parts, _problem, error_body
 from lexpilot_batch.simulated.errors import ApiError, bad_request
 from lexpilot_batch.simulated.native import counts, record_of, records_of, result_lines, rfc3339, run, to_chat
 from lexpilot_batch.simulated.routes import Route, SimulatedApi
 from lexpilot_batch.simulated.sources import names
 
-NAME = "vertex"  # its batches' mark in the store (`native`)
+NAME = "vertex"  # its batches' mark in the store (`native`); Claude's jobs carry `vertex_anthropic`'s
+MARKS = (NAME, claude.NAME)
 _STATES = {
     "validating": "JOB_STATE_PENDING",
     "in_progress": "JOB_STATE_RUNNING",
@@ -151,10 +156,14 @@ class VertexApi(GeminiApi):
         if not isinstance(body, dict):
             raise bad_request("The request body must be a BatchPredictionJob.")
         model = str(body.get("model") or "")
-        if not model.startswith(_PUBLISHED):
+        if not model.startswith((_PUBLISHED, claude.PUBLISHED)):
             raise bad_request(f"model must be a publisher model ({_PUBLISHED}<model>), not {model!r}.")
-        sent = model.removeprefix(_PUBLISHED)
-        self._check_model(project, location, sent)
+        publisher = _PUBLISHED if model.startswith(_PUBLISHED) else claude.PUBLISHED
+        sent = model.removeprefix(publisher)
+        if publisher == _PUBLISHED:
+            self._check_model(project, location, sent)
+        else:
+            claude.check_model(project, location, sent)
         source = (body.get("inputConfig") or {}).get("gcsSource") or {}
         uris = source.get("uris") if isinstance(source, dict) else None
         dest = ((body.get("outputConfig") or {}).get("gcsDestination") or {}).get("outputUriPrefix")
@@ -163,30 +172,15 @@ class VertexApi(GeminiApi):
         if not isinstance(dest, str) or not dest.startswith("gs://"):
             raise bad_request("outputConfig.gcsDestination.outputUriPrefix: a gs:// prefix is required.")
         data = self.media(*_split(uris[0]))
-        lines: list[bytes] = []
-        problems: dict[str, str] = {}
-        requests: list[Any] = []
-        for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-            if not raw.strip():
-                continue
-            try:
-                request = json.loads(raw).get("request")
-            except (ValueError, AttributeError):
-                raise bad_request(f"{uris[0]} line {number}: each line is a JSON object with a request.") from None
-            key = _key(request, len(requests))
-            requests.append(request)
-            parts = _chat_parts(request)
-            problem = _problem(request, sent) if parts is not None else NO_CONTENTS
-            if parts is None or problem is not None:
-                problems[key] = problem or NO_CONTENTS
-                lines.append(to_chat(key, sent, [], {}))
-                continue
-            lines.append(to_chat(key, sent, *parts))
+        lines, problems = (
+            claude.job_lines(data, sent, uris[0]) if publisher != _PUBLISHED else self._lines(data, sent, uris[0])
+        )
         if not lines:
             raise bad_request(f"{uris[0]} holds no requests.")
         native = {
-            "api": NAME,
+            "api": NAME if publisher == _PUBLISHED else claude.NAME,
             "model": sent,
+            "publisher": publisher,
             "display_name": str(body.get("displayName") or ""),
             "project": project,
             "location": location,
@@ -197,6 +191,29 @@ class VertexApi(GeminiApi):
         }
         record = run(self.store, lines, self.seed, self.faults, native, hashlib.sha256(data).hexdigest())
         return self._job(record)
+
+    def _lines(self, data: bytes, sent: str, uri: str) -> tuple[list[bytes], dict[str, str]]:
+        """A Gemini job's input as OpenAI batch lines, and the refused requests' reasons."""
+        lines: list[bytes] = []
+        problems: dict[str, str] = {}
+        requests: list[Any] = []
+        for number, raw in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+            if not raw.strip():
+                continue
+            try:
+                request = json.loads(raw).get("request")
+            except (ValueError, AttributeError):
+                raise bad_request(f"{uri} line {number}: each line is a JSON object with a request.") from None
+            key = _key(request, len(requests))
+            requests.append(request)
+            parts = _chat_parts(request)
+            problem = _problem(request, sent) if parts is not None else NO_CONTENTS
+            if parts is None or problem is not None:
+                problems[key] = problem or NO_CONTENTS
+                lines.append(to_chat(key, sent, [], {}))
+                continue
+            lines.append(to_chat(key, sent, *parts))
+        return lines, problems
 
     def _check_model(self, project: str, location: str, model: str) -> None:
         if names.is_sim(model) and names.GOOGLE.fullmatch(model):
@@ -209,7 +226,8 @@ class VertexApi(GeminiApi):
             )
 
     def _record(self, job: str) -> dict[str, Any]:
-        record = record_of(self.store, _batch_id(job), NAME) if _batch_id(job) else None
+        found = (record_of(self.store, _batch_id(job), mark) for mark in MARKS) if _batch_id(job) else iter(())
+        record = next((r for r in found if r is not None), None)
         if record is None:
             raise ApiError(404, f"The BatchPredictionJob {job} does not exist.")
         return record
@@ -225,7 +243,7 @@ class VertexApi(GeminiApi):
         return {}
 
     def list_jobs(self, query: dict[str, str]) -> dict[str, Any]:
-        jobs = [self._job(r) for r in records_of(self.store, NAME)]
+        jobs = [self._job(r) for r in self._records()]
         try:
             start, size = int(query.get("pageToken") or 0), int(query.get("pageSize") or 100)
         except ValueError:
@@ -236,8 +254,13 @@ class VertexApi(GeminiApi):
             out["nextPageToken"] = str(start + len(page))
         return out
 
+    def _records(self) -> list[dict[str, Any]]:
+        """The jobs of both publishers, newest first."""
+        found = [r for mark in MARKS for r in records_of(self.store, mark)]
+        return sorted(found, key=lambda r: r["sim"]["created"], reverse=True)
+
     def _jobs_outputs(self) -> None:
-        for record in records_of(self.store, NAME):
+        for record in self._records():
             self._job(record)
 
     def _job(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -252,7 +275,7 @@ class VertexApi(GeminiApi):
             "name": f"projects/{native['project']}/locations/{native['location']}/batchPredictionJobs/"
             + _job_id(batch["id"]),
             "displayName": native["display_name"],
-            "model": _PUBLISHED + native["model"],
+            "model": native.get("publisher", _PUBLISHED) + native["model"],
             "inputConfig": {"instancesFormat": "jsonl", "gcsSource": {"uris": [native["input"]]}},
             "outputConfig": {"predictionsFormat": "jsonl", "gcsDestination": {"outputUriPrefix": native["dest"]}},
             "state": _STATES[status],
@@ -281,7 +304,18 @@ class VertexApi(GeminiApi):
             f"{prefix.rstrip('/')}/prediction-model-{stamp}" if prefix.strip("/") else f"prediction-model-{stamp}"
         )
         name = f"{directory}/predictions.jsonl"
-        if self.store.get_file(_object_id(bucket, name)) is None:
+        if self.store.get_file(_object_id(bucket, name)) is None and native["api"] == claude.NAME:
+            given = claude.inputs(self.media(*_split(native["input"])))
+            out = []
+            for line in result_lines(self.store, batch):
+                converted = self._line(batch["id"], line, native)
+                if converted is None:
+                    continue  # never ran: not exported
+                failed = self._status(converted["error"]) if "error" in converted else None
+                entry = claude.row(batch["id"], line, given.get(line["custom_id"], {}), failed)
+                out.append(batches.dumps(entry) + "\n")
+            self.put_object(bucket, name, "".join(out).encode("utf-8"))
+        elif self.store.get_file(_object_id(bucket, name)) is None:
             data = self.media(*_split(native["input"]))
             requests = [json.loads(x).get("request") for x in data.decode("utf-8").splitlines() if x.strip()]
             by_key = {_key(r, i): r for i, r in enumerate(requests)}
@@ -307,12 +341,16 @@ class VertexApi(GeminiApi):
         if "response" in converted:
             row["response"] = converted["response"]
             return row
-        error = converted["error"]
+        row["status"] = self._status(converted["error"])
+        return row
+
+    @staticmethod
+    def _status(error: Any) -> str:
+        """A failed row's `status` (the simulator's wording: the documentation shows none)."""
         status, reason = _HTTP.get(error.get("code"), (500, "Internal Server Error"))
-        row["status"] = f"{reason}: " + json.dumps(
+        return f"{reason}: " + json.dumps(
             {"error": {"code": status, "message": error.get("message"), "status": error.get("status")}}
         )
-        return row
 
     def vertex_generate(self, project: str, location: str, model: str, request: Any, call_id: str | None) -> Any:
         """One request answered at once, as the same request in a batch is: the call's id (the
