@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from lexpilot_batch.data.jsonfile import object_pairs
 from lexpilot_batch.errors import ConfigError, LexpilotError
 from lexpilot_batch.providers.backends import BATCH_DISCOUNT, BATCH_PRICED
 from lexpilot_batch.providers.prefixes import parse_model
@@ -204,17 +205,34 @@ def _price_problem(price: object) -> str | None:
     return None
 
 
+def duplicate_keys(value: object) -> list[str]:
+    """The keys given more than once anywhere in JSON read with `object_pairs`, in file order."""
+    if isinstance(value, list):
+        return [k for item in value for k in duplicate_keys(item)]
+    if not isinstance(value, dict):
+        return []
+    found = list(getattr(value, "duplicate_keys", []))
+    return found + [k for item in value.values() for k in duplicate_keys(item)]
+
+
 def load_prices(path: Path | None) -> dict | None:
     """The prices file (`--prices`), checked; None without one."""
     if path is None:
         return None
     try:
-        prices = json.loads(path.read_text(encoding="utf-8-sig"))  # a BOM from a Windows editor is fine
+        # A BOM from a Windows editor is fine; a key given twice is marked (`object_pairs`), not lost.
+        prices = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=object_pairs)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LexpilotError(
             f"{path}: cannot read prices ({exc}); expected JSON "
             '{"openai/gpt-4o-mini": {"input": 0.15, "cached_input": 0.075, "output": 0.6}, ...} in USD per 1M tokens'
         ) from None
+    twice = duplicate_keys(prices)
+    if twice:
+        raise LexpilotError(
+            f"{path}: {', '.join(map(repr, twice))} given more than once; JSON keeps only the last, "
+            "so keep one entry for each and delete the others"
+        )
     if not isinstance(prices, dict):
         raise LexpilotError(
             f"{path}: prices must be a JSON object keyed by model (or by role: eval, user, judge), "

@@ -77,6 +77,19 @@ def test_a_prices_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> N
     assert load_prices(marked) == {"openai/gpt-4o-mini": {"input": 1, "output": 2}}
 
 
+def test_a_key_given_twice_is_refused_in_a_users_file_and_absent_from_the_bundled_one(tmp_path: Path) -> None:
+    """JSON keeps the last of two equal keys: a price typed twice would be half ignored in silence."""
+    twice = tmp_path / "prices.json"
+    twice.write_text(
+        '{"openai/gpt-4o": {"input": 1, "output": 2},\n "openai/gpt-4o": {"input": 3, "output": 4, "input": 5}}',
+        encoding="utf-8",
+    )
+    with pytest.raises(LexpilotError, match=r"prices.json: 'openai/gpt-4o', 'input' given more than once"):
+        load_prices(twice)
+    bundled = Path(__file__).resolve().parents[2].joinpath("data", "prices.json")
+    assert load_prices(bundled) is not None  # the same check passes on the table we ship
+
+
 def test_cached_and_written_prompt_tokens_are_priced_at_their_own_rates():
     from lexpilot_batch.providers.prices import cache_saving, cost_usd
 
