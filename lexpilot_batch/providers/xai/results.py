@@ -10,7 +10,8 @@ they came, one result per line (`xai.batch`): `{"batch_request_id", "batch_resul
 (https://docs.x.ai/developers/advanced-api-usage/batch-api, taken 2026-12-06) shows the request's
 shape, not the result's: the wrapping `batch_result` is what xAI's answers and every client of them
 read (the REST names mirror the request's, `batch_request.chat_get_completion`); an `error` (or an
-`error_message`) beside it rather than inside is read as well.
+`error_message`) beside it rather than inside is read as well. The `sync` backend's answers, saved
+as OpenAI's output lines, are read as they are.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from lexpilot_batch.providers import results as outputs
 
 
 def result(line: dict) -> dict:
-    """One xAI result as an OpenAI batch output line."""
+    """One xAI result as an OpenAI batch output line; a line that is one already (the `sync`
+    backend's answers to chat completions: `openai.chat`) as it is."""
+    if "batch_request_id" not in line and "custom_id" in line:
+        return line
     cid = line.get("batch_request_id")
     wrapped = outputs.as_dict(line.get("batch_result"))
     answer = outputs.as_dict(wrapped.get("response")).get("chat_get_completion")
