@@ -12,6 +12,7 @@ base path), and nothing else names it. Adding an API is adding its module (docs/
 - `together`: Together AI's files and batch jobs, under /together
 - `fireworks`: Fireworks AI's datasets and batch inference jobs, under /fireworks
 - `vertex`: Vertex AI's batch prediction jobs and the Cloud Storage JSON API its files go through
+- `xai`: xAI's batches (created empty, requests added to them, results paged) and chat completions, under /xai/v1
 
 The lookups below read the declarations: which route a call is for, and which API owns a path.
 """
