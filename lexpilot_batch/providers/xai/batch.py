@@ -105,7 +105,8 @@ def info(batch: Any) -> BatchInfo:
     (`errors.Unreadable`) is an answer lost on the way."""
     if not isinstance(batch, dict) or not batch.get("batch_id"):
         raise Unreadable("an answer that is no batch object")
-    state = batch.get("state") if isinstance(batch.get("state"), dict) else {}
+    said = batch.get("state")
+    state: dict[str, Any] = said if isinstance(said, dict) else {}
     total, pending = _count(state, "num_requests"), _count(state, "num_pending")
     succeeded, failed = _count(state, "num_success"), _count(state, "num_error")
     if batch.get("cancel_time"):
@@ -122,7 +123,7 @@ def info(batch: Any) -> BatchInfo:
         output_file_id=str(batch["batch_id"]) if done else None,
         request_counts={"total": total, "completed": succeeded, "failed": failed},
         # A container that holds no request carries no tag: it is no file's batch (module docstring).
-        metadata=tag_of(batch.get("name")) if total or batch.get("cancel_time") else {},
+        metadata=tag_of(batch.get("name")) if total else {},
         created_at=seconds(batch.get("create_time")),
     )
 

@@ -154,7 +154,7 @@ class XaiApi(Handlers):
             req = request.get("chat_get_completion") if isinstance(request, dict) else None
             if not isinstance(cid, str) or cid in ids:
                 raise bad_request(f"{where}.batch_request_id: a string unique in the call.")
-            if not isinstance(req, dict) or set(request) != {"chat_get_completion"}:
+            if not isinstance(req, dict) or not isinstance(request, dict) or set(request) != {"chat_get_completion"}:
                 raise bad_request(f"{where}.batch_request: {{chat_get_completion: <a chat completions body>}}.")
             if (
                 not isinstance(req.get("model"), str)

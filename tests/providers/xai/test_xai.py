@@ -86,7 +86,10 @@ def test_a_batch_holding_no_request_carries_no_tag_so_no_file_adopts_it() -> Non
     tag = {"lexpilot_workspace": "w1", "lexpilot_file": "batches/a.jsonl", "lexpilot_sha256": "ab" * 16}
     empty = batch.info({"batch_id": "b-1", "name": batch.name_of(tag), "state": {}})
     filled = batch.info({"batch_id": "b-2", "name": batch.name_of(tag), "state": {"num_requests": 2, "num_pending": 2}})
-    assert empty.metadata == {} and filled.metadata == tag
+    refused = batch.info(
+        {"batch_id": "b-3", "name": batch.name_of(tag), "state": {}, "cancel_time": "2026-12-06T10:00:00Z"}
+    )
+    assert empty.metadata == {} and refused.metadata == {} and filled.metadata == tag
 
 
 @pytest.mark.parametrize(
@@ -250,10 +253,13 @@ def test_the_official_sdk_creates_adds_polls_lists_reads_and_cancels_the_batches
     from xai_sdk import Client
     from xai_sdk.chat import system, user
 
+    from lexpilot_batch.simulated.apis.xai import XaiApi
     from tests.helpers.xai_grpc import serve
 
     with SimulatedServer(tmp_path / "sim", parse_faults("")) as server:
-        grpc_server, port = serve(server.handlers["xai"])
+        api = server.handlers["xai"]
+        assert isinstance(api, XaiApi)
+        grpc_server, port = serve(api)
         try:
             client = Client(api_key=KEY, api_host=f"127.0.0.1:{port}", use_insecure_channel=True, timeout=30)
             made = client.batch.create(batch_name="customer_feedback_analysis")
