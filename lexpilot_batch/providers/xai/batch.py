@@ -54,6 +54,10 @@ from lexpilot_batch.util.redaction import Scrubber, scrub
 BATCHES = "/batches"  # under the base URL, https://api.x.ai/v1
 INLINE = "inline:"  # the "file id" of a checked file: its hash, verified again when it is created
 PAGE = 100  # the page size the guide's examples ask for (no largest one is documented)
+ADD_BYTES = 25_000_000  # an add call's documented payload limit ("25MB")
+# What the add body's item adds to a line: `{"batch_request_id":…,"batch_request":{"chat_get_completion":…}}`
+# for `{"custom_id":…,"body":…}`, and the comma between items.
+WRAP = len('"batch_request_id""batch_request"{"chat_get_completion"}') - len('"custom_id""body"') + 1
 TAGGED = "lexpilot "  # a batch name holding the workspace's tag: this, then the tag as JSON (`name_of`)
 
 
@@ -145,7 +149,7 @@ class XaiBatchBackend(OpenAIClientBackend):
         with open(path, "rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 lines += chunk.count(b"\n")
-        if lines > self.limits.max_requests or size > self.limits.max_bytes:
+        if lines > self.limits.max_requests or size > self.limits.max_bytes or size + lines * WRAP > ADD_BYTES:
             raise ProviderError(
                 f"{path.name}: {lines:,} requests / {size:,} bytes exceed what one add call of an xAI batch takes "
                 f"({self.limits.max_requests:,} / {self.limits.max_bytes // (1 << 20)} MB); compile it again with "

@@ -20,7 +20,7 @@ NAME = "xai"
 # an add call carried at most 25 MB (the guide's earlier wording, "Each request to add batch requests
 # has a maximum payload size of 25MB"; its later one puts 25 MB on each request), 100 add calls per
 # 30 s and one create a second per team; most batches finish "within 24 hours". A file is sent in one
-# add call: at most 25 MB here (the add body's wrapping of each line is counted in: 24 MB of lines),
+# add call: 24 MB of lines here, and those lines as the add body wraps them within 25 MB (`xai.batch.WRAP`),
 # and 50,000 requests, ours (OpenAI's), none being documented.
 LIMITS = Limits(50_000, 24 * MB, "24h", "/v1/chat/completions")
 

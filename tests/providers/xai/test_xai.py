@@ -147,6 +147,23 @@ def test_a_file_beyond_one_add_call_is_refused_before_sending(tmp_path: Path) ->
 # --- the backend on the simulated routes, their answers xai-sdk's messages ------------------------
 
 
+def test_the_add_call_s_wrapping_is_counted_against_its_documented_25_mb(tmp_path: Path) -> None:
+    source = _file(tmp_path, 3)
+    body = batch._requests(source)
+    assert len(body) - source.stat().st_size <= 3 * batch.WRAP + len('{"batch_requests":[]}')
+    endpoint = Endpoint("eval", "http://127.0.0.1:9/v1", "XAI_API_KEY", api_key=KEY)
+    backend = batch.XaiBatchBackend(endpoint, LIMITS)
+    many = tmp_path / "many.jsonl"  # within a file's lines and bytes, beyond one add call once wrapped
+    request = _requests(1)[0]
+    short = len(json.dumps(request).encode("utf-8")) + 1
+    request["body"]["messages"][0]["content"] += "x" * (470 - short)  # 470 bytes a line
+    many.write_bytes((json.dumps(request).encode("utf-8") + b"\n") * LIMITS.max_requests)
+    size = many.stat().st_size
+    assert size <= LIMITS.max_bytes and size + LIMITS.max_requests * batch.WRAP > batch.ADD_BYTES
+    with pytest.raises(ProviderError, match="one add call"):
+        backend.upload(many)
+
+
 def test_the_backend_runs_a_batch_whose_every_answer_is_xai_sdk_s_batch_message(tmp_path: Path) -> None:
     json_format = pytest.importorskip("google.protobuf.json_format")
     batch_pb2 = pytest.importorskip("xai_sdk.proto.v6.batch_pb2")
