@@ -53,7 +53,7 @@ PROVIDER_CORE = {
     "sync.call",
 }
 # A folder that is a variant of another's API builds on that folder's pieces, as inspect_ai's
-# `TogetherBatcher(OpenAIBatcher)` does: Mistral's, OpenRouter's, Together's and Fireworks' batches and chat over
+# `TogetherBatcher(OpenAIBatcher)` does: Mistral's, OpenRouter's, Together's, Fireworks' and xAI's batches and chat over
 # OpenAI's client, every OpenAI-compatible platform over OpenAI's contract and dialect, Vertex's Gemini
 # batches over Gemini's lines, contract, results and call.
 VARIANTS = {
@@ -61,6 +61,7 @@ VARIANTS = {
     ("openrouter", "openai"),
     ("together", "openai"),
     ("fireworks", "openai"),
+    ("xai", "openai"),  # xAI's chat completions, contract and dialect are OpenAI's; its batches over OpenAI's client
     ("platforms", "openai"),
     ("bedrock", "anthropic"),  # Claude on Bedrock: Anthropic's Messages body, dialect and results
     ("vertex", "google"),  # Gemini on Vertex: Gemini's lines, contract, results and call

@@ -132,6 +132,20 @@ def test_preflight_has_a_row_for_a_fireworks_model_with_its_one_request_batch(
     assert row[0] == "simulated/fireworks" and row[-3:-1] == ["ok", "completed"] and row[-1] != "-"
 
 
+def test_preflight_has_a_row_for_an_xai_model_with_its_one_request_batch(
+    in_process, tmp_path: Path, monkeypatch
+) -> None:
+    """xAI (issue 50): its call and its one-request batch (created, its request added, its results
+    paged) on the simulated provider's xAI routes; its price from the bundled table."""
+    monkeypatch.chdir(tmp_path)
+    model = "xai/grok-4-1-fast-reasoning"
+    code, out = in_process(["preflight", "--provider", "simulated", "--model", model, "--batch"])
+    text = out.decode("utf-8")
+    assert code == 0, text
+    row = _rows(text)[("eval", model)]
+    assert row[0] == "simulated/xai" and row[-3:-1] == ["ok", "completed"] and row[-1] != "-"
+
+
 def test_preflight_has_a_row_for_a_bedrock_model_whose_job_minimum_it_cannot_meet(
     in_process, tmp_path: Path, monkeypatch
 ) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -291,6 +292,29 @@ def _read_bedrock(kind: str, payload: Any, expect: dict[str, Any]) -> None:
         raise AssertionError(f"no reader for a Bedrock {kind}")
 
 
+def _read_xai(kind: str, payload: Any, expect: dict[str, Any]) -> None:
+    from lexpilot_batch.providers.xai import batch, results
+
+    if kind == "create":  # the create body the backend sends: a name, the workspace's tag
+        assert set(payload) == {"name"} and batch.name_of({"lexpilot_workspace": "w"}).startswith("lexpilot ")
+    elif kind == "add":  # the documented requests as workspace lines, sent as the documented add body
+        lines = [
+            {"custom_id": r["batch_request_id"], "body": r["batch_request"]["chat_get_completion"]}
+            for r in payload["batch_requests"]
+        ]
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "requests.jsonl"
+            path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+            assert json.loads(batch._requests(path)) == payload
+    elif kind == "batch":
+        _check_info(batch.info(payload), expect)
+    elif kind == "chat_completion":  # an answer as a batch result carries it
+        wrapped = {"batch_request_id": "r-1", "batch_result": {"response": {"chat_get_completion": payload}}}
+        _check_line(results.result(wrapped), expect)
+    else:
+        raise AssertionError(f"no reader for an xAI {kind}")
+
+
 def _read_limits(provider: str, payload: Any, expect: dict[str, Any]) -> None:
     from lexpilot_batch.providers.registry import resolve_limits
 
@@ -310,6 +334,7 @@ READERS = {
     "bedrock": _read_bedrock,
     "vertex": _read_vertex,
     "vertex_anthropic": _read_vertex_anthropic,
+    "xai": _read_xai,
 }
 
 

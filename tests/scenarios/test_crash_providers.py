@@ -48,6 +48,7 @@ MODELS = (
     "bedrock/anthropic.claude-3-5-haiku-20241022-v1:0",
     "vertex/gemini-sim",
     "vertex-anthropic/claude-haiku-4-5@20251001",
+    "xai/xai-sim",
 )
 PREPARE = ("prepare", "--stage", "all", "--run-id", "r1", *(a for m in MODELS for a in ("--model", m)), "--limit", "3")
 ADVANCE = ("poll-and-advance", "--submit", "--wait", "--poll-interval", "0.05", "--create-grace", "0.5")

@@ -88,9 +88,11 @@ def gateway(monkeypatch: pytest.MonkeyPatch) -> Counter:
                 lines.append(json.dumps(line, ensure_ascii=False) + "\n")
                 echoed["keys"] += len(KEYS)
             data = "".join(lines).encode("utf-8")
-        elif status == 200 and content_type == "application/json" and (results := _results(data)):
+        elif status == 200 and content_type == "application/json" and (results := _results(data)[1]):
             page = json.loads(data)
-            page["data"] = [{ECHO: f"upstream saw x-api-key: {CONFIGURED}; forwarded {SHAPED}", **r} for r in results]
+            page[_results(data)[0]] = [
+                {ECHO: f"upstream saw x-api-key: {CONFIGURED}; forwarded {SHAPED}", **r} for r in results
+            ]
             echoed["keys"] += len(KEYS) * len(results)
             data = json.dumps(page, ensure_ascii=False).encode("utf-8")
         send(self, status, data, content_type, *args, **kwargs)
@@ -99,13 +101,15 @@ def gateway(monkeypatch: pytest.MonkeyPatch) -> Counter:
     return echoed
 
 
-def _results(data: bytes) -> list[dict[str, Any]]:
-    """The results of a page of them in JSON (OpenRouter's `{"data": [BatchResult, ...]}`), else none."""
+def _results(data: bytes) -> tuple[str, list[dict[str, Any]]]:
+    """The member holding a page of results in JSON and its results (OpenRouter's `{"data":
+    [BatchResult, ...]}`, xAI's `{"results": [...]}`), else none."""
     page = json.loads(data) if data else None
-    found = page.get("data") if isinstance(page, dict) else None
-    if isinstance(found, list) and all(isinstance(r, dict) and "custom_id" in r for r in found):
-        return found
-    return []
+    for key, id_key in (("data", "custom_id"), ("results", "batch_request_id")):
+        found = page.get(key) if isinstance(page, dict) else None
+        if isinstance(found, list) and found and all(isinstance(r, dict) and id_key in r for r in found):
+            return key, found
+    return "", []
 
 
 def saved_lines(root: Path) -> list[dict[str, Any]]:

@@ -298,6 +298,7 @@ def test_the_route_names_are_the_registered_routes_with_their_public_spellings()
         "together_create",
         "fireworks_create",
         "vertex_create",
+        "xai_create",
     }
     assert public | creates <= set(route_names())
     assert {route.name for _, route in ROUTES if route.creates} == creates

@@ -13,6 +13,7 @@ base path), and nothing else names it. Adding an API is adding its module (docs/
 - `fireworks`: Fireworks AI's datasets and batch inference jobs, under /fireworks
 - `vertex`: Vertex AI's batch prediction jobs and the Cloud Storage JSON API its files go through
 - `vertex_anthropic`: Claude on Vertex AI's `rawPredict` (its jobs are `vertex`'s, Claude's lines read there)
+- `xai`: xAI's batches (created empty, requests added to them, results paged) and chat completions, under /xai/v1
 
 The lookups below read the declarations: which route a call is for, and which API owns a path.
 """

@@ -12,6 +12,7 @@ checked by what its documentation says alone (`None` below: the route keeps its 
 | Gemini generateContent | `google.genai.types.Content` (each content, `role` "user" or "model") and `GenerationConfig` | the request's fields: those google-genai 3.6.1 writes into it (`models._GenerateContentParameters_to_mldev`, `_GenerateContentConfig_to_mldev`) |
 | Mistral chat completion | `mistralai.client.models.chatcompletionrequest.ChatCompletionRequestTypedDict` (closed) | |
 | OpenRouter batch request body | `openrouter.components.ChatRequestTypedDict` (closed) | a batch takes `provider.only` only, as the batch's (its batch quickstart) |
+| xAI batch request body | its fields: those of `xai_sdk.proto.v6.chat_pb2.GetCompletionsRequest`; their values: OpenAI's chat completion (open) | "an OpenAI-compatible" chat completions body (its REST reference) |
 | Moonshot chat completion | OpenAI's | temperature 0 to 1 (Moonshot's chat reference) |
 | Ark batch chat | the fields `volcenginesdkarkruntime` `batch_chat.completions.Completions.create` sends, each null when not given | |
 """
@@ -51,6 +52,14 @@ def openrouter_chat() -> Any | None:
     """OpenRouter's chat completions request, the body of each request of a batch to
     `/v1/chat/completions` (its official SDK, `openrouter`: `components.ChatRequestTypedDict`)."""
     return _type("openrouter.components", "ChatRequestTypedDict")
+
+
+def xai_completion_fields() -> frozenset[str] | None:
+    """The fields of xAI's chat completions request, as its official SDK's protobuf message names
+    them (`xai-sdk`: `proto.v6.chat_pb2.GetCompletionsRequest`); the REST body of each request of a
+    batch (`chat_get_completion`) is its JSON."""
+    message = _type("xai_sdk.proto.v6.chat_pb2", "GetCompletionsRequest")
+    return None if message is None else frozenset(f.name for f in message.DESCRIPTOR.fields)
 
 
 def groq_batch_create() -> Any | None:
