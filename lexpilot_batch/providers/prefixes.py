@@ -28,17 +28,18 @@ FOREIGN_PREFIXES = frozenset(
         "azureai",
         "cloudflare",
         "goodfire",
-        "grok",
         "hf",
         "llama-cpp-python",
         "ollama",
         "perplexity",
         "sambanova",
         "sglang",
-        "vertex",
         "vllm",
     }
 )
+
+# inspect_ai's spellings of providers this tool knows under another prefix: named, not refused blind.
+SAME_AS = {"grok": "xai"}
 
 # Prefixes of providers whose batch API is documented but not supported here, and why; their
 # models can still be sent one by one through their OpenAI-compatible chat completions. (None today:
@@ -85,6 +86,11 @@ def parse_model(name: str, option: str = "--model") -> ModelName:
     """What a model name says; `ConfigError` for an unknown or reserved prefix, a near miss of a
     known one, or a name missing a part."""
     head, sep, rest = name.partition("/")
+    if sep and head.lower() in SAME_AS:
+        ours = SAME_AS[head.lower()]
+        raise ConfigError(
+            f"{option} {name}: {head}/ is inspect_ai's prefix for these models; here it is {ours}/: write {ours}/{rest}"
+        )
     near = near_prefix(head) if sep and head not in PROVIDERS and head.lower() not in FOREIGN_PREFIXES else None
     if near is not None:
         raise ConfigError(

@@ -46,6 +46,19 @@ def test_an_unknown_prefix_lists_the_known_ones():
     assert "fireworks/" in message  # a prefix of its own now (providers/fireworks/)
 
 
+def test_inspect_ais_grok_prefix_is_named_as_ours_and_vllm_is_refused_not_sent_bare():
+    """inspect_ai writes xAI's models grok/<model>; here they are xai/<model>. vllm/ is not a prefix
+    here: read as a bare name it would go to the role's default endpoint."""
+    with pytest.raises(
+        ConfigError,
+        match=r"--model grok/grok-4: grok/ is inspect_ai's prefix for these models; here it is xai/: write xai/grok-4$",
+    ):
+        parse_model("grok/grok-4", "--model")
+    with pytest.raises(ConfigError, match=r"unknown provider prefix 'vllm/'.*openai-api/vllm/Qwen/Qwen3-8B"):
+        parse_model("vllm/Qwen/Qwen3-8B")
+    assert parse_model("vertex/gemini-2.5-flash").key == "vertex"
+
+
 def test_mistral_groq_and_together_are_prefixes_now():
     """Issue 28: `mistral/`, `groq/` and `together/` were refused as other tools' prefixes (the last
     saying why: its Batch API now has its folder, providers/together/)."""
