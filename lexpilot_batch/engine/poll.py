@@ -1,5 +1,11 @@
 """Polling the batches in flight: their results saved, checked and ingested; sync files run.
 
+The due sync and flex files of a poll are sent together once the batches are polled, on one event
+loop (`providers.sync.at_once`): the files of different models in parallel, each model within its
+window and `--concurrency`. Each is then recorded and ingested in its own transaction, as a batch
+is; one stopped by an error (a rejected key, an endpoint that is down) stays in flight and its error
+is raised once the others are ingested.
+
 A terminal batch's result files are saved under `responses/` before anything is applied, checked
 against what the provider reported, fetched again or held when damaged (`downloads`), and ingested
 in one transaction (`ingest`). A batch the
