@@ -12,14 +12,17 @@ window's expiry (24 h) with part of its requests done, and the rest take another
 by the same model (a stuck retry waits again). A flex call takes `chat_seconds(..., flex=True)`: the
 product's own default, `engine.tail.DEFAULT_FLEX_SECONDS`, unless `--flex-latency S` or
 `--flex-range MIN:MAX` (Gemini's "1 to 15 minutes": 60:900) says otherwise; a chat completion
-`--sync-latency`. A wave takes its longest batch, or its flex and sync files run one after the other
-if that is longer; the run the sum over its waves plus the engine's own local time measured in the
-run. A file's calls run as the product's client runs them (`adaptive_makespan`): the product's own
-window (`providers.sync.window.Window`, `--concurrency` its ceiling; a file starts where the last file
-of its model and tier ended in the same draw and configuration, as `window.learned` and `keep` carry it
-from one run to the next within the product's process, a `run --wait`) against
-the simulator's own rate limits (`simulated.ratelimits.RateLimits`, `--rate-limits RPM:TPM`, the
-documented mid-tier `MID_TIER` by default, each call counting its file's mean input tokens).
+`--sync-latency`. A wave takes its longest batch, or the time its flex and sync files take if that
+is longer: sent at once as the product sends a pass's files (`providers.sync.at_once.run_files`),
+each model and tier in its own window under its own rate limit, the files of one model in turn in
+that window, the wave waiting for the slowest model; the run the sum over its waves plus the
+engine's own local time measured in the run. A model's calls run as the product's client runs them
+(`adaptive_makespan`): the product's own window (`providers.sync.window.Window`, `--concurrency` its
+ceiling per model; a wave's files start where the last files of their model and tier ended in the
+same draw and configuration, as `window.learned` and `keep` carry it from one pass to the next
+within the product's process, a `run --wait`) against the simulator's own rate limits
+(`simulated.ratelimits.RateLimits`, `--rate-limits RPM:TPM` per model, the documented mid-tier
+`MID_TIER` by default, each call counting its file's mean input tokens).
 
 Each configuration of `CONFIGS` replays the run's waves with `engine.tail.wave_travel` as the
 compiler would: `--tail auto` expects of a batch the median of the durations of the batches that
@@ -28,9 +31,9 @@ product's default (`DEFAULT_BATCH_SECONDS`) before any, and of flex and sync cal
 defaults (`Expected`), as a workspace told nothing would. The policy changes how groups travel,
 not what a wave holds, so every configuration is replayed on the same waves. `--tail auto` plans a
 flex or sync group with the requests a second its model's files ran at in the earlier waves of the
-same draw, as the product does (`state.queries.measured_call_rates`). Not modelled: the provider's
-rate-limit buckets carried from one file to the next (each file finds them full), output tokens
-against the limit.
+same draw, as the product does (`state.queries.measured_call_rates`), and a wave's models at once
+(`engine.tail.TailPolicy.here_seconds`). Not modelled: the provider's rate-limit buckets carried
+from one wave to the next (each wave's models find them full), output tokens against the limit.
 """
 
 from __future__ import annotations
@@ -170,13 +173,16 @@ def rate_limits(spec: str | None) -> tuple[int, int]:
 
 
 def adaptive_makespan(
-    durations: list[float], ceiling: int, rpm: int, tpm: int, tokens: float, window: Any = None
+    durations: list[float], ceiling: int, rpm: int, tpm: int, tokens: float | list[float], window: Any = None
 ) -> tuple[float, int]:
     """(seconds, most calls in flight) for calls of these durations, in file order, sent as the
     product's sync runner sends them: at most its window (`Window`; `window`, one carried from an
     earlier file, which this one leaves where it ended, else a new one) in flight, each call admitted
     by the simulator's rate limits (`RateLimits`) on a clock of the replay's own; a refused call
-    halves the window and the sending waits the retry-after the refusal names."""
+    halves the window and the sending waits the retry-after the refusal names. `tokens`: each call's
+    input tokens, or one figure for all. The calls of the files of one model and tier sent at once
+    share its window and its limits (`providers.sync.at_once.Lane`): they are its files' calls in
+    turn, as one list."""
     from lexpilot_batch.providers.sync.window import Window
     from lexpilot_batch.simulated.errors import ApiError
     from lexpilot_batch.simulated.faults import Faults
@@ -186,13 +192,14 @@ def adaptive_makespan(
     limits, faults = RateLimits(lambda: now), Faults(rpm=rpm, tpm=tpm)
     window = Window(ceiling) if window is None else window
     flight: list[tuple[float, int, dict[str, str]]] = []
-    cost = max(1, round(tokens))
+    costs = [max(1, round(t)) for t in tokens] if isinstance(tokens, list) else None
+    cost = max(1, round(tokens)) if not isinstance(tokens, list) else 0
     pending, blocked, peak = 0, 0.0, 0
     while pending < len(durations) or flight:
         while pending < len(durations) and len(flight) < window.limit() and blocked <= now:
             ticket = window.ticket()
             try:
-                headers = limits.admit(faults, "replay", "model", cost)
+                headers = limits.admit(faults, "replay", "model", cost if costs is None else costs[pending])
             except ApiError as refused:
                 window.refused(ticket)
                 blocked = now + int(refused.headers["retry-after-ms"]) / 1000
@@ -263,23 +270,29 @@ def replay(
 
     faults = model_faults(args, seed)
     trips = {f["pk"]: round_trip(faults, f["path"], WINDOW_SECONDS) for f in study.files}
-    here: dict[tuple[int, bool, int, float, float], tuple[float, float, float]] = {}
+    here: dict[tuple[tuple[int, ...], bool, int, float, float], tuple[float, float, float]] = {}
 
     rpm, tpm = rate_limits(args.rate_limits)
     peaks: list[int] = []
 
-    def at_once(pk: int, flex: bool, carry: Hashable, last: int = 0) -> float:
-        """Seconds to send the file's requests (its `last` ones, if given) here, on flex or sync, its
-        window the one the last file of its model and tier ended with under `carry` (a draw's
-        configuration), left where this one ends (`window.learned`, `window.keep`)."""
-        f = by_pk[pk]
-        key = (seed, carry, f["model"], flex)
+    def at_once(pks: tuple[int, ...], flex: bool, carry: Hashable, last: int = 0) -> float:
+        """Seconds to send the requests of these files of one model (the last `last` of the one file,
+        if given) here, on flex or sync, in one window and under one rate limit, as a pass sends the
+        files of one model and tier (`at_once.Lane`); the window the one the last files of the model
+        and tier ended with under `carry` (a draw's configuration), left where these end
+        (`window.learned`, `window.keep`)."""
+        key = (seed, carry, by_pk[pks[0]]["model"], flex)
         window = learned(key, args.concurrency)
-        memo = (pk, flex, last, window.size, window.threshold)
+        memo = (pks, flex, last, window.size, window.threshold)
         if memo not in here:
-            cids = [draw_key(c) for c in study.ids.get(pk, [])]
-            calls = [chat_seconds(faults, c, flex=flex) for c in (cids[-last:] if last else cids)]
-            tokens = (f["tokens"] or 0) / max(1, f["n_requests"])
+            calls: list[float] = []
+            tokens: list[float] = []
+            for pk in pks:
+                f = by_pk[pk]
+                cids = [draw_key(c) for c in study.ids.get(pk, [])]
+                cids = cids[-last:] if last else cids
+                calls += [chat_seconds(faults, c, flex=flex) for c in cids]
+                tokens += [(f["tokens"] or 0) / max(1, f["n_requests"])] * len(cids)
             took, peak = adaptive_makespan(calls, args.concurrency, rpm, tpm, tokens, window)
             here[memo] = (took, window.size, window.threshold)
             peaks.append(peak)
@@ -327,14 +340,19 @@ def replay(
             deadline = quantile(measured, HEDGE_QUANTILE) if hedge and len(measured) >= MIN_MEASURED else None
             wave_files = [f for g in mine.values() for f in g]
             batched = [f for f in wave_files if is_round_trip(backend_of[f["pk"]])]
-            sent = 0.0
+            # The wave's flex and sync files at once (`poll.poll_files`, `at_once.run_files`): each
+            # model and tier in its own window, under its own limits; the wave waits for the longest.
+            lanes: dict[tuple[str, str], list[dict]] = defaultdict(list)
             for f in wave_files:
                 if f not in batched:
-                    took_here = at_once(f["pk"], backend_of[f["pk"]] == FLEX, (name, hedge))
-                    sent += took_here
-                    total = ran.setdefault((backend_of[f["pk"]], study.routes[f["pk"]].model), [0.0, 0.0])
-                    total[0] += f["n_requests"]
-                    total[1] += took_here
+                    lanes[(backend_of[f["pk"]], study.routes[f["pk"]].model)].append(f)
+            sent = 0.0
+            for (backend, model), lane in lanes.items():
+                took_here = at_once(tuple(f["pk"] for f in lane), backend == FLEX, (name, hedge))
+                sent = max(sent, took_here)
+                total = ran.setdefault((backend, model), [0.0, 0.0])
+                total[0] += sum(f["n_requests"] for f in lane)
+                total[1] += took_here
             longest, trips_here = 0.0, 0
             for f in batched:
                 took, n_trips, completed = trips[f["pk"]]
@@ -366,7 +384,7 @@ def replay(
                     trips_here = max(trips_here, 1 + retry_trips)
                 else:
                     longest = max(
-                        longest, deadline + CANCEL_SECONDS + at_once(f["pk"], again == FLEX, (name, hedge), left)
+                        longest, deadline + CANCEL_SECONDS + at_once((f["pk"],), again == FLEX, (name, hedge), left)
                     )
                     trips_here = max(trips_here, 1)
             seconds += max(longest, sent)
@@ -446,7 +464,7 @@ def time_to_result_draws(
             "flex_s": list(spread) if spread else faults.flex_latency,
             "sync_s": faults.sync_latency,
             "concurrency": args.concurrency,
-            "client": "adaptive window (providers.sync.window), --concurrency its ceiling, carried from file to file per model and tier",
+            "client": "a wave's flex and sync files at once (providers.sync.at_once), an adaptive window (providers.sync.window) per model and tier, --concurrency its ceiling, carried from wave to wave",
             "rate_limits": dict(zip(("rpm", "tpm"), rate_limits(args.rate_limits), strict=True)),
             "peak_in_flight": max(peaks, default=0),
             "expected_by_auto": {

@@ -99,9 +99,9 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
 
     Computed, not slept: each batch takes `simulated.latency.batch_seconds` of its input's hash and
     each chat completion `chat_seconds` of its custom_id, the draws the simulated provider sleeps
-    with `--real-time`. A wave takes the longest of its batches, or the sync files run one after the
-    other (`batches.poll_files` runs them in turn, each `--concurrency` requests at a time) if that
-    is longer; the run takes the sum over its waves plus `local_seconds`: the engine's time measured
+    with `--real-time`. A wave takes the longest of its batches, or its sync and flex files if that
+    is longer: sent at once (`poll.poll_files`, `providers.sync.at_once.run_files`), each model
+    `--concurrency` requests at a time, its files in turn, the wave waiting for the slowest model; the run takes the sum over its waves plus `local_seconds`: the engine's time measured
     in this run, less the simulated provider's own work (answering a batch when it is created, and
     chat completions), which a real provider does within its latency. Polls are assumed to notice a
     finished batch at once (`--poll-interval` adds up to its length per wave). Tail-sync does not
@@ -191,7 +191,12 @@ def time_to_result(ws_root: Path, options: Any, args: argparse.Namespace, local_
             mine = [f for f in files if f["wave"] == wave]
             batched = [f for f in mine if is_round_trip(backend_of[f["pk"]])]
             synced = [f for f in mine if not is_round_trip(backend_of[f["pk"]])]
-            here = sum((flex_s if backend_of[f["pk"]] == FLEX else sync_s)[f["pk"]] for f in synced)
+            # The files at once, each model in its own pool (`at_once.run_files`), a model's files in turn.
+            lanes: dict[tuple[str, str], float] = defaultdict(float)
+            for f in synced:
+                backend = backend_of[f["pk"]]
+                lanes[(backend, f["model"])] += (flex_s if backend == FLEX else sync_s)[f["pk"]]
+            here = max(lanes.values(), default=0.0)
             seconds = max(max((batch_s[f["pk"]] for f in batched), default=0.0), here)
             waves.append(
                 {

@@ -151,7 +151,7 @@ PROVIDER_OPTIONS: list[Option] = [
             int,
             typer.Option(
                 "--concurrency",
-                help="Most parallel requests of the sync backend and the flex tier (a ceiling: fewer while the provider's rate limits say so).",
+                help="Most parallel requests of the sync backend and the flex tier to one model (a ceiling: fewer while the provider's rate limits say so; the files of different models run at once, each model its own ceiling).",
                 min=1,
             ),
         ],

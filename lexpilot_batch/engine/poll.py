@@ -1,5 +1,11 @@
 """Polling the batches in flight: their results saved, checked and ingested; sync files run.
 
+The due sync and flex files of a poll are sent together once the batches are polled, on one event
+loop (`providers.sync.at_once`): the files of different models in parallel, each model within its
+window and `--concurrency`. Each is then recorded and ingested in its own transaction, as a batch
+is; one stopped by an error (a rejected key, an endpoint that is down) stays in flight and its error
+is raised once the others are ingested.
+
 A terminal batch's result files are saved under `responses/` before anything is applied, checked
 against what the provider reported, fetched again or held when damaged (`downloads`), and ingested
 in one transaction (`ingest`). A batch the
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +48,7 @@ from lexpilot_batch.engine.tail import FLEX_REFUSED, flex_refused
 from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.providers.backends import MANUAL, RUN_HERE, SYNC
 from lexpilot_batch.providers.batch import BatchBackend, BatchInfo, BatchNotFound, BatchStatus
+from lexpilot_batch.providers.sync.at_once import SyncJob, run_files
 from lexpilot_batch.providers.sync.runner import FlexRefused, saved_custom_ids
 from lexpilot_batch.state.store import write_meta
 from lexpilot_batch.state.waves import (
@@ -101,6 +109,7 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
     """
     result = PollResult()
     rows = files_in(ws.store.conn, IN_FLIGHT)
+    due: list[FileRow] = []  # sync and flex files to send now
     listed = sweep(ws, session, rows, result.duplicates)
     for row in rows:
         if row["status"] == SUBMITTED and row["backend"] == MANUAL:
@@ -109,16 +118,14 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
             continue
         stats: IngestStats | None
         if row["status"] == SUBMITTED and row["backend"] in RUN_HERE:
-            schedule = off_peak.schedule_of(session.tail, row)
-            until = off_peak.held_until(schedule, clock.now())
-            if until is not None or not _run_sync(ws, session, row, off_peak.may_start(schedule)):
-                # At peak: not begun, or begun and stopped as the window closed (`off_peak`).
+            until = off_peak.held_until(off_peak.schedule_of(session.tail, row), clock.now())
+            if until is None:
+                due.append(row)  # sent below, with the pass's other sync and flex files
+            else:  # at peak: not begun (`off_peak`)
                 result.in_flight += 1
-                result.off_peak[row["path"]] = until or off_peak.held_until(schedule, clock.now()) or clock.now()
-                continue
-            row = file_row(ws.store.conn, row["pk"])
-            stats = ingest_file(ws, row)
-        elif row["status"] == DOWNLOADED and checked(row):
+                result.off_peak[row["path"]] = until
+            continue
+        if row["status"] == DOWNLOADED and checked(row):
             # Saved by an earlier round or command: checked before it is believed. One held is
             # fetched again, once a command (`downloads`).
             stats = None
@@ -177,13 +184,20 @@ def poll_files(ws: Workspace, session: Session, max_age: float | None = None) ->
                 continue
         else:
             stats = ingest_file(ws, row)
-        result.stats.add(stats)
-        result.finished.append(row["path"])
-        row = file_row(ws.store.conn, row["pk"])  # as ingested: its result files' ids
-        if row["backend"] not in (SYNC, MANUAL):
-            result.deleted += _delete_provider_files(ws, session, row)
+        _finished(ws, session, row, stats, result)
+    errors = _run_sync(ws, session, due, result)
     close_finished_waves(ws)
+    if errors:
+        raise errors[0]  # the other files' answers are ingested: running again sends the rest
     return result
+
+
+def _finished(ws: Workspace, session: Session, row: FileRow, stats: IngestStats, result: PollResult) -> None:
+    result.stats.add(stats)
+    result.finished.append(row["path"])
+    row = file_row(ws.store.conn, row["pk"])  # as ingested: its result files' ids
+    if row["backend"] not in (SYNC, MANUAL):
+        result.deleted += _delete_provider_files(ws, session, row)
 
 
 def _delete_provider_files(ws: Workspace, session: Session, row: FileRow) -> int:
@@ -238,42 +252,68 @@ def _quota_refusal(ws: Workspace, row: FileRow, info: BatchInfo) -> bool:
     return True
 
 
-def _run_sync(ws: Workspace, session: Session, row: FileRow, may_start: Callable[[], bool] | None = None) -> bool:
-    """Execute a file through its API's synchronous call (`providers.sync.runner`); its output file
-    grows as answers arrive. False when `may_start` (`--off-peak`) stopped it before the end: it
-    stays in flight, and the next run sends the rest."""
-    path = ws.path(row["path"])
-    # `submit` only marked the file: it is read now, so this is the last moment to check that it
-    # still holds what was compiled (an edit made since would otherwise be sent and scored).
-    if file_sha256(path) != row["sha256"]:
-        raise TamperedFile(
-            f"request file {row['path']} changed on disk or vanished after it was compiled, so it is not sent. "
-            f"Run `{ws.command('doctor --repair')}` to discard it (its requests are asked again), or restore it"
-        )
-    out = ws.wave_dir("responses", row["wave"]) / f"{Path(row['path']).stem}.output.jsonl"
-    runner = session.sync_runner(row)
-    # disable=None: a bar on a terminal, silence in logs and pipes.
-    with Bar(total=row["n_requests"], desc=f"sync {Path(row['path']).name}", unit="req", disable=None) as bar:
-
-        def progress(saved: int, total: int) -> None:
-            bar.total = total
-            bar.update(saved - bar.n)
-
-        try:
-            # The hook only where `--off-peak` holds the file: any other run is called as before.
-            gate = {} if may_start is None else {"may_start": may_start}
-            stats = runner.run(path, out, on_progress=progress, **gate)
-        except FlexRefused as exc:
-            _fall_back(ws, row, out, str(exc))
+def _run_sync(ws: Workspace, session: Session, rows: list[FileRow], result: PollResult) -> list[LexpilotError]:
+    """Execute the due sync and flex files of a pass at once through their APIs' synchronous calls
+    (`providers.sync.at_once.run_files`: one event loop, the files of different models in parallel,
+    those of one model sharing its window); each output file grows as answers arrive. Then each file
+    is taken in its own transaction: recorded and ingested, or fallen back to batches
+    (`FlexRefused`), or left in flight when `--off-peak` stopped it before the end (the next run
+    sends the rest) or an error stopped it, which is returned and stops no other file."""
+    if not rows:
+        return []
+    jobs: list[SyncJob] = []
+    with ExitStack() as bars:
+        for row in rows:
+            path = ws.path(row["path"])
+            # `submit` only marked the file: it is read now, so this is the last moment to check that it
+            # still holds what was compiled (an edit made since would otherwise be sent and scored).
+            if file_sha256(path) != row["sha256"]:
+                raise TamperedFile(
+                    f"request file {row['path']} changed on disk or vanished after it was compiled, so it is not "
+                    f"sent. Run `{ws.command('doctor --repair')}` to discard it (its requests are asked again), "
+                    "or restore it"
+                )
+            out = ws.wave_dir("responses", row["wave"]) / f"{Path(row['path']).stem}.output.jsonl"
+            # disable=None: a bar on a terminal, silence in logs and pipes.
+            bar = bars.enter_context(Bar(total=row["n_requests"], desc=f"sync {path.name}", unit="req", disable=None))
+            may_start = off_peak.may_start(off_peak.schedule_of(session.tail, row))
+            jobs.append(SyncJob(session.sync_runner(row), path, out, _progress(bar), may_start))
+        outcomes = run_files(jobs)
+    errors: list[LexpilotError] = []
+    for row, job, outcome in zip(rows, jobs, outcomes, strict=True):
+        if isinstance(outcome, FlexRefused):
+            _fall_back(ws, row, job.output_path, str(outcome))
             session.flex_refused_now(row["model"])
-            return True
-    if stats.stopped and stats.already_done + stats.ok + stats.failed < stats.total:
-        return False
-    counts = {"total": stats.total, "completed": stats.ok, "failed": stats.failed}
-    with ws.store.transaction() as db:
-        redacted = row["redacted"] + stats.redacted
-        mark_downloaded(db, row["pk"], BatchStatus.COMPLETED, counts, ws.relative(out), redacted=redacted)
-    return True
+        elif isinstance(outcome, LexpilotError):
+            errors.append(outcome)
+            result.in_flight += 1
+            continue
+        elif outcome.stopped and outcome.already_done + outcome.ok + outcome.failed < outcome.total:
+            # Begun off-peak and stopped as the window closed (`off_peak`).
+            result.in_flight += 1
+            schedule = off_peak.schedule_of(session.tail, row)
+            result.off_peak[row["path"]] = off_peak.held_until(schedule, clock.now()) or clock.now()
+            continue
+        else:
+            counts = {"total": outcome.total, "completed": outcome.ok, "failed": outcome.failed}
+            with ws.store.transaction() as db:
+                redacted = row["redacted"] + outcome.redacted
+                output = ws.relative(job.output_path)
+                ended = outcome.ended_at  # its own end, not the pass's: its rate (`measured_call_rates`)
+                mark_downloaded(
+                    db, row["pk"], BatchStatus.COMPLETED, counts, output, redacted=redacted, finished_at=ended
+                )
+        row = file_row(ws.store.conn, row["pk"])
+        _finished(ws, session, row, ingest_file(ws, row), result)
+    return errors
+
+
+def _progress(bar: Bar) -> Callable[[int, int], None]:
+    def progress(saved: int, total: int) -> None:
+        bar.total = total
+        bar.update(saved - bar.n)
+
+    return progress
 
 
 def _fall_back(ws: Workspace, row: FileRow, out: Path, why: str) -> None:

@@ -13,8 +13,9 @@ an operational choice.
 - `--tail auto`: per wave, the groups travel together without a batch when running them here
   takes less than the expected batch round trip: on the flex tier (`providers.routing.flex`: batch price)
   for the models that take it, else through `sync` while the premium stays within `--max-premium`
-  (0, the default: flex only). Running them takes `ceil(n / concurrency) × latency` per group, the
-  groups one after the other (`poll.poll_files` runs files in turn). A wave that must wait for a
+  (0, the default: flex only). Running them takes `ceil(n / concurrency) × latency` per model, or
+  its measured rate, the models at once (`poll.poll_files` sends a pass's files together, each model
+  in its own window: `TailPolicy.here_seconds`). A wave that must wait for a
   batch anyway sends every group as a batch: it would pay a premium, or risk flex refusals, and
   save nothing. The expected latencies are `Expected`: the workspace's own measured batch
   durations, else `DEFAULT_BATCH_SECONDS`, and `--expect-latency KIND=S` for any of them.
@@ -45,7 +46,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -143,6 +144,15 @@ class TailPolicy:
         if rate and rate > 0:
             return requests / rate if requests > 0 else 0.0
         return run_seconds(requests, self.concurrency, getattr(self.expected, backend))
+
+    def here_seconds(self, groups: Iterable[tuple[str, str, float]]) -> float:
+        """Seconds the groups (backend, model, requests) sent here together take: the files of a
+        pass run at once, each (backend, model) in its own window (`providers.sync.at_once.run_files`),
+        so the longest of the models, each model's groups one after the other in its window."""
+        lanes: dict[tuple[str, str], float] = {}
+        for backend, model, requests in groups:
+            lanes[(backend, model)] = lanes.get((backend, model), 0.0) + requests
+        return max((self.group_seconds(b, m, n) for (b, m), n in lanes.items()), default=0.0)
 
 
 @dataclass(frozen=True)
@@ -339,9 +349,7 @@ def _auto(
     discount = policy.measures.discount
     flexed = {key: FLEX if policy.takes_flex(groups[key][0]) else SYNC for key in movable}
     for plan in (flexed, dict.fromkeys(movable, SYNC)):
-        seconds = sum(
-            policy.group_seconds(backend, groups[key][0].model, groups[key][1]) for key, backend in plan.items()
-        )
+        seconds = policy.here_seconds((backend, groups[key][0].model, groups[key][1]) for key, backend in plan.items())
         extra = sum(weight.get(key, 0.0) for key, backend in plan.items() if backend == SYNC)
         paid = premium(sent + extra, discount)
         if seconds < policy.expected.batch and paid <= budget + 1e-12 * max(1.0, budget):

@@ -121,7 +121,7 @@ def project_auto(
         if any(is_round_trip(route.backend) for route, _, _ in sizes.values()):
             row.batch_seconds = policy.expected.batch
             out.batch_round_trips += 1
-        here = 0.0
+        here: list[tuple[str, str, float]] = []
         for group, backend in travels.items():
             n = sizes[group][1]
             if backend == FLEX:
@@ -131,8 +131,8 @@ def project_auto(
             if is_round_trip(backend):
                 row.batch += n
             else:
-                here += policy.group_seconds(backend, routes[group].model, n)
-        row.seconds = policy.expected.batch if row.batch else here
+                here.append((backend, routes[group].model, n))
+        row.seconds = policy.expected.batch if row.batch else policy.here_seconds(here)
         out.auto_round_trips += bool(row.batch)
         if batch_cost is not None:
             row.premium_usd = 0.0

@@ -30,6 +30,16 @@ class Calls:
         self._lock = threading.Lock()
         self._draws: Counter[tuple[str, ...]] = Counter()  # draws made per key: the next one's number
         self._damaged: Counter[str] = Counter()  # damaged downloads by file (its path): `damaged_times`
+        # Set to a list to keep a log of the synchronous calls answered: (model, the client's id of
+        # the call, began, ended) on this process's monotonic clock (`chat_span`); None: no log.
+        self.chats: list[tuple[str, str, float, float]] | None = None
+
+    def chat_span(self, model: str, call_id: str, began: float) -> None:
+        """Log a synchronous call answered now, begun at `began` (`time.monotonic`), if logging."""
+        if self.chats is not None:
+            ended = time.monotonic()
+            with self._lock:
+                self.chats.append((model, call_id, began, ended))
 
     def count(self, what: str, route: str) -> None:
         with self._lock:

@@ -37,7 +37,7 @@ from urllib.parse import parse_qs
 
 from lexpilot_batch.errors import ConfigError
 from lexpilot_batch.providers.together.spec import NAME as TOGETHER
-from lexpilot_batch.simulated import apis, profiles
+from lexpilot_batch.simulated import apis, chat, profiles
 from lexpilot_batch.simulated.calls import Calls, damaged, damaged_page
 from lexpilot_batch.simulated.errors import ApiError
 from lexpilot_batch.simulated.faults import Faults, parse_faults
@@ -159,6 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         sim = self.server.sim
+        began = time.monotonic()
         # The body is always read, even for an error answer, so keep-alive stays in step.
         body = self._read_body()
         path, _, raw_query = self.path.partition("?")
@@ -206,6 +207,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if route.on_flex is not None and route.on_flex(result):
             sim.calls.count("flex_answers", route.name)
+        if route.chat:
+            sim.calls.chat_span(model_of(args, body), self.headers.get(chat.HEADER) or "", began)
         sim.calls.slow(route.name)
         reply = result if isinstance(result, Reply) else Reply(result)
         if limited:
@@ -328,14 +331,7 @@ class SimulatedServer:
         (`ratelimits`): the headers its answer carries, or the 429 `ApiError`. The model is the
         body's, else the path's (generateContent's `models/{model}`)."""
         try:
-            payload = json.loads(body.decode("utf-8")) if body else None
-        except (UnicodeDecodeError, ValueError):
-            payload = None  # the route refuses it; it still counts, as a real provider's would
-        model = payload.get("model") if isinstance(payload, dict) else None
-        if not isinstance(model, str) or not model:
-            model = args[0] if args else ""
-        try:
-            return self.limits.admit(self.faults, api, model, request_tokens(payload))
+            return self.limits.admit(self.faults, api, model_of(args, body), request_tokens(_payload(body)))
         except ApiError:
             self.calls.count("rate_limited", api)
             raise
@@ -431,3 +427,17 @@ def serve_forever(
         print("Stopping the simulated provider.", file=sys.stderr, flush=True)
     finally:
         server.stop()
+
+
+def _payload(body: bytes) -> Any:
+    try:
+        return json.loads(body.decode("utf-8")) if body else None
+    except (UnicodeDecodeError, ValueError):
+        return None  # the route refuses it; it still counts, as a real provider's would
+
+
+def model_of(args: tuple[str, ...], body: bytes) -> str:
+    """The model a synchronous call names: the body's, else the path's (generateContent's `models/{model}`)."""
+    payload = _payload(body)
+    model = payload.get("model") if isinstance(payload, dict) else None
+    return model if isinstance(model, str) and model else (args[0] if args else "")

@@ -7,6 +7,7 @@ others, the CLI above all (which holds no SQL), is asked here.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,22 +47,28 @@ def measured_batch_seconds(db: sqlite3.Connection) -> float | None:
 
 def measured_call_rates(db: sqlite3.Connection) -> dict[tuple[str, str], float]:
     """Requests a second the workspace's finished flex and sync files ran at, per (backend, model):
-    their requests over the seconds from sending the first to saving the last, summed over files,
+    their requests over the seconds from sending the first to saving the last, the files of a model
+    that ran at once (one pass, `providers.sync.at_once.run_files`: one window) counted once in time,
     as the adaptive window and the provider's rate limits let them run (what `--tail auto` plans a
     group's time with, `engine.tail`). A rehearsal's files (the simulated provider's) are not
     measured, as its batches are not (`measured_batch_seconds`)."""
-    totals: dict[tuple[str, str], list[float]] = {}
-    for backend, model, endpoint, n, seconds in db.execute(
-        "SELECT backend, model, endpoint, n_requests, finished_at - submitted_at FROM files"
+    spans: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+    for backend, model, endpoint, n, started, ended in db.execute(
+        "SELECT backend, model, endpoint, n_requests, submitted_at, finished_at FROM files"
         " WHERE backend IN (?, ?) AND finished_at IS NOT NULL AND submitted_at IS NOT NULL AND n_requests > 0",
         (FLEX, SYNC),
     ):
-        if simulated_target(endpoint) is not None or not seconds or seconds <= 0:
+        if simulated_target(endpoint) is not None or ended <= started:
             continue
-        total = totals.setdefault((backend, model), [0.0, 0.0])
-        total[0] += n
-        total[1] += seconds
-    return {key: n / seconds for key, (n, seconds) in totals.items()}
+        spans.setdefault((backend, model), []).append((started, ended, n))
+    rates = {}
+    for key, runs in spans.items():
+        seconds, reach = 0.0, -math.inf
+        for started, ended, _ in sorted(runs):
+            seconds += max(0.0, ended - max(started, reach))  # the time no earlier file covered
+            reach = max(reach, ended)
+        rates[key] = sum(n for _, _, n in runs) / seconds
+    return rates
 
 
 def check_run_filters(

@@ -348,9 +348,11 @@ def mark_downloaded(
     counts: Mapping[str, int],
     output_path: str | None,
     error_path: str | None = None,
+    finished_at: float | None = None,
     **more: object,
 ) -> None:
-    """`submitted` -> `downloaded`: the results are saved under `responses/`, not yet applied."""
+    """`submitted` -> `downloaded`: the results are saved under `responses/`, not yet applied;
+    `finished_at` when the last was saved (now, if not given)."""
     update_file(
         db,
         pk,
@@ -359,7 +361,7 @@ def mark_downloaded(
         request_counts=json.dumps(dict(counts)),
         output_path=output_path,
         error_path=error_path,
-        finished_at=clock.now(),
+        finished_at=clock.now() if finished_at is None else finished_at,
         **more,
     )
 

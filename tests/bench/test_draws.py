@@ -214,3 +214,41 @@ def test_a_window_carried_from_the_last_file_starts_where_it_ended() -> None:
     assert window.limit() == 1000
     carried, peak = draws.adaptive_makespan(calls, 1000, 0, 0, 1000, window)
     assert carried == 4 * 60.0 and peak == 1000 and fresh >= carried + 3 * 60.0  # 64, 128, 256, 512 first
+
+
+def one_wave(models: list[str], n: int) -> draws.Study:
+    """One wave of one file per entry of `models` (a model may repeat), each of `n` requests."""
+    rules = RouteRules(environ={})
+    files: list[dict[str, Any]] = [
+        {"pk": i, "wave": 1, "path": f"file-{i}", "n_requests": n, "tokens": 1000 * n, "endpoint": "/v1/chat/completions",
+         "model": model, "provider": None, "backend": "batch"}
+        for i, model in enumerate(models, start=1)
+    ]  # fmt: skip
+    ids = {f["pk"]: [f"f{f['pk']}-r{j}" for j in range(n)] for f in files}
+    routes = {f["pk"]: resolve_route("eval", f["model"], None, rules) for f in files}
+    return draws.Study(files, routes, ids, {})
+
+
+def test_a_wave_s_flex_files_of_two_models_take_the_longer_not_the_sum() -> None:
+    """The product sends a pass's files at once, each model in its own window (`at_once.run_files`):
+    two models' 1,500 calls of 60 s, 64 at a time, take the time of one (1,410 s), and `--tail auto`
+    plans them so (the sum, 2,820 s, would still be under the default hour; 3,000 calls each, 2,820 s
+    apiece, go flex only because they run at once). Two files of one model share its window: they
+    take as long as their calls through one window."""
+    alone = draws.adaptive_makespan([DEFAULT_FLEX_SECONDS] * 1500, 64, 5000, 4_000_000, 1000)[0]
+    two = replay(one_wave(["bench-eval", "bench-two"], 1500), args(), seed=0)["auto"]
+    assert two["round_trips"] == 0 and two["seconds"] == pytest.approx(alone)
+    big = replay(one_wave(["bench-eval", "bench-two"], 3000), args(), seed=0)["auto"]
+    longer = draws.adaptive_makespan([DEFAULT_FLEX_SECONDS] * 3000, 64, 5000, 4_000_000, 1000)[0]
+    assert big["round_trips"] == 0 and big["seconds"] == pytest.approx(longer) and 2 * longer > 3600
+    same = replay(one_wave(["bench-eval", "bench-eval"], 1500), args(), seed=0)["auto"]
+    assert same["seconds"] == pytest.approx(longer) and same["seconds"] > 1.9 * two["seconds"]
+
+
+def test_the_files_of_one_model_share_its_rate_limit() -> None:
+    """At 120,000 tokens a minute and 1,000 tokens a call, two files of one model together send
+    120 calls a minute; two models, each its own limit, twice that."""
+    limited = args(concurrency=1000, rate_limits="0:120000", flex_latency=60.0)
+    same = replay(one_wave(["bench-eval", "bench-eval"], 600), limited, seed=0)["auto"]["seconds"]
+    apart = replay(one_wave(["bench-eval", "bench-two"], 600), limited, seed=0)["auto"]["seconds"]
+    assert same >= (1200 - 120) / 2 and apart < 0.6 * same

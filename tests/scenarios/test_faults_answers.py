@@ -235,18 +235,19 @@ def test_another_workspaces_results_on_the_sync_backend_are_never_applied(
             finish(ws, session)
             session.close()
         theirs = saved_output_lines(other)
-        real = SyncRunner.run
+        real = SyncRunner.arun
         put: Counter = Counter()
 
-        def run(self, request_path: Path, output_path: Path, on_progress=None):
-            stats = real(self, request_path, output_path, on_progress)
+        async def arun(self, job, lanes):
+            stats = await real(self, job, lanes)
+            output_path = job.output_path
             name = name_of(output_path)
             if name in theirs and not put[name]:
                 put[name] = len(theirs[name])
                 output_path.write_bytes(b"".join(theirs[name]) + output_path.read_bytes())
             return stats
 
-        monkeypatch.setattr(SyncRunner, "run", run)
+        monkeypatch.setattr(SyncRunner, "arun", arun)
         outcome = run_benchmark(tmp_path / "ws", session_factory=provider.session)
     finally:
         provider.close()

@@ -12,6 +12,7 @@ provider's `flex_429` fault refuses flex calls so (`simulated.chat`).
 | flex refusing for a while (`flex_429=0.5`) | = fault-free; every wave on flex, refusals backed off without using an attempt (no request retried), each request answered once |
 | flex refusing for good (`flex_429=1`) | = fault-free; each flex file falls back: recorded as cancelled, its model in `flex_refused`, its requests asked again as batches (never run: no attempt used up), every later wave on batches |
 | a crash between flex answers and their record | = fault-free after running again; the saved lines are not sent again (each custom_id once in the output, at most the calls in flight at the crash answered twice) |
+| a kill with several files of a pass in flight (`sync.at_once.run_files`: the models' files at once) | = fault-free after running again; each custom_id once in every output, at most one call per model in flight answered twice per kill |
 | rate limits tightening mid-wave (`simulated.ratelimits`: a mid-tier limit cut to 20 requests a minute after 30 calls) | = fault-free; every wave on flex, each request answered once (no 429'd call ran), the 429s backed off without using an attempt, the adaptive window (`providers.sync.window`) halved |
 """
 
@@ -113,6 +114,45 @@ def test_a_crash_between_flex_answers_and_their_record_sends_nothing_twice(
     assert len(outcome.requests) <= outcome.server["flex_answers"] <= len(outcome.requests) + 2 * crashes
 
 
+class Kill(BaseException):
+    """The process killed: not an error of one file (which `run_files` keeps to that file), it
+    leaves the event loop at once, every file's calls cut."""
+
+
+def test_a_kill_with_several_files_in_flight_sends_nothing_twice(
+    tmp_path: Path, baseline: Outcome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed once per pass with at least two files of a pass begun and not finished (the models'
+    files sent at once, `sync.at_once.run_files`): running again ends as the fault-free run, each
+    saved answer never asked again."""
+    runs: dict[str, sync_module._Run] = {}
+    kills: list[int] = []  # files begun and not finished at each kill
+    original = sync_module._Run._write
+
+    def write_then_kill(self: sync_module._Run, result: sync_module.CallResult) -> None:
+        original(self, result)
+        runs[self.file_name] = self
+        stats = [run.stats for run in runs.values()]
+        begun = [s for s in stats if 0 < s.already_done + s.ok + s.failed < s.total and s.ok + s.failed]
+        if len(begun) >= 2 and self.stats.ok + self.stats.failed == 2 and self.stats.already_done == 0:
+            kills.append(len(begun))
+            raise Kill()
+
+    monkeypatch.setattr(sync_module._Run, "_write", write_then_kill)
+    outcome = run_benchmark(tmp_path / "ws", "", drive=finish_despite(Kill), concurrency=1, **FLEX)
+    assert_same_as(baseline, outcome)
+    assert not retried(outcome)
+    assert kills and min(kills) >= 2  # each kill cut at least two files part-way
+    for f in flex_files(outcome):
+        saved = read_saved(tmp_path / "ws" / f["output_path"]).decode("utf-8")
+        ids = [json.loads(line)["custom_id"] for line in saved.splitlines()]
+        assert len(ids) == len(set(ids)) == f["n_requests"], f["path"]
+    # One call per model in flight (`--concurrency 1`): a kill cuts at most one call of each model
+    # of the pass, answered by the provider and asked again.
+    models = len({f["model"] for f in flex_files(outcome)})
+    assert len(outcome.requests) <= outcome.server["flex_answers"] <= len(outcome.requests) + models * len(kills)
+
+
 SPEED = 200.0  # the client waits the retry-after the server names this many times faster
 CALL_SECONDS = 0.5  # server seconds between two calls it admits or refuses: 120 a minute, 6 per token of TIGHT_RPM
 TIGHT_AFTER = 30  # calls admitted before the limit tightens
@@ -138,15 +178,15 @@ def test_rate_limits_tightening_mid_wave(tmp_path, baseline: Outcome, monkeypatc
             raise
 
     monkeypatch.setattr(RateLimits, "admit", tightening)
-    real_run = sync_module.SyncRunner.run
+    real_run = sync_module.SyncRunner.arun
 
-    def recording(self: sync_module.SyncRunner, *args: Any, **kwargs: Any) -> sync_module.SyncStats:
-        stats = real_run(self, *args, **kwargs)
+    async def recording(self: sync_module.SyncRunner, *args: Any, **kwargs: Any) -> sync_module.SyncStats:
+        stats = await real_run(self, *args, **kwargs)
         peaks.append(stats.peak_in_flight)
         cuts.append(stats.window_cuts)
         return stats
 
-    monkeypatch.setattr(sync_module.SyncRunner, "run", recording)
+    monkeypatch.setattr(sync_module.SyncRunner, "arun", recording)
     outcome = run_benchmark(tmp_path / "ws", MID_TIER, concurrency=64, **FLEX)
     assert_same_as(baseline, outcome)
     assert {f["backend"] for f in outcome.files} == {"flex"}  # never fell back to batches

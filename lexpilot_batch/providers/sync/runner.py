@@ -22,13 +22,15 @@ downloaded batch's results do: the one change made to what the provider sent.
 
 (Anthropic's and Gemini's lines are their batch results' own, `providers.sync.call`.)
 
-Requests are streamed from the file, as many in flight as the run's `window.Window` allows: it
+Requests are streamed from the file, as many in flight as the `window.Window` of its (endpoint,
+model, tier) allows, shared with the other files of that key sent at once (`at_once.Lane`): it
 grows while answers come back with room left under the provider's rate limits and halves on a 429
 or an answer whose `x-ratelimit-remaining-*` runs low, never past `concurrency` (the ceiling).
-The calls in flight are tasks of one event loop (`asyncio.run` for each run), sent through the
+The calls in flight are tasks of one event loop (`at_once.run_files`: every file of a pass on
+it), sent through the
 SDK's asynchronous client (`ChatCall.asend`: OpenAI's and Anthropic's `Async*` clients, the genai
 client's `aio` side), so a thousand in flight cost a thousand sockets and no thread each: the run
-holds its own thread and at most `LOOP_THREADS` helpers of the loop (address lookups). A client
+holds its own thread and at most `at_once.LOOP_THREADS` helpers of the loop (address lookups). A client
 carries at most `CALLS_PER_CLIENT` of them; more open more clients, as the window grows. An API whose
 SDK has no asynchronous client (`ChatCall.new_async_client` None) is sent from a pool whose threads
 are made as the window first needs them, never more than the ceiling. Every wait of the loop goes
@@ -66,7 +68,7 @@ import json
 import math
 import os
 from collections import deque
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,9 +80,10 @@ from lexpilot_batch.providers.registry import BARE, chat_call
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.routing.flex import tier_fields
 from lexpilot_batch.providers.sync import window as windows
+from lexpilot_batch.providers.sync.at_once import Lane, SyncJob, run_files
 from lexpilot_batch.providers.sync.call import FATAL, RATE, SUSPECT, CallResult, ChatCall
+from lexpilot_batch.providers.sync.lines import count_requests, first_model, read_requests, saved_custom_ids
 from lexpilot_batch.util import clock
-from lexpilot_batch.util.jsonbounds import loads_bounded
 from lexpilot_batch.util.redaction import Scrubber, redact_data
 from lexpilot_batch.util.waiting import STEP
 
@@ -95,7 +98,6 @@ FLEX_BACKOFF = clock.Backoff(FLEX_WAIT, 60.0)
 # Calls in flight per asynchronous client: a client's connection pool looks over all its connections
 # at each request (httpcore's), so a thousand in flight go through ten clients, not one.
 CALLS_PER_CLIENT = 100
-LOOP_THREADS = 8  # the event loop's own helpers (its default executor: address lookups for new connections)
 FSYNC_EVERY = 100  # lines between fsyncs; a crash loses at most these, and resume re-sends them
 
 
@@ -118,6 +120,7 @@ class SyncStats:
     window_cuts: int = 0  # times the window halved (429s, or rate limits running low)
     redacted: int = 0  # secrets replaced in the lines written (`redaction.Scrubber`)
     stopped: bool = False  # `may_start` said no before every request was sent: run again later
+    ended_at: float | None = None  # when its run ended (`clock.now`)
 
 
 class SyncRunner:
@@ -144,6 +147,10 @@ class SyncRunner:
         self.extra = tier_fields(api) if flex else {}
         self.call: ChatCall = chat_call(api, endpoint, timeout, max_retries, model)
 
+    def key(self, request_path: Path) -> tuple[str, str, bool]:
+        """(endpoint, model, tier) of a file: what one rate limit, and so one window, covers."""
+        return (self.endpoint.base_url, first_model(request_path, self.call), self.flex)
+
     def run(
         self,
         request_path: Path,
@@ -151,37 +158,41 @@ class SyncRunner:
         on_progress: Callable[[int, int], None] | None = None,
         may_start: Callable[[], bool] | None = None,
     ) -> SyncStats:
-        """Send every request of `request_path` that `output_path` does not answer yet.
+        """Send every request of `request_path` that `output_path` does not answer yet: `run_files`
+        with this one file (`SyncJob` says what the arguments are). Raises what stopped it:
+        `ConfigError` / `ProviderError` when the endpoint as a whole fails (see the module
+        docstring); the lines written until then stay, and running again resumes."""
+        outcome = run_files([SyncJob(self, request_path, output_path, on_progress, may_start)])[0]
+        if isinstance(outcome, LexpilotError):
+            raise outcome
+        return outcome
 
-        `on_progress(saved, total)` is called at the start and after every line written.
-        `may_start()` (the engine's hook, `engine.off_peak`), asked before each call: once it says
-        no, no call is started; those in flight finish, and the run returns `stopped` (the file's
-        other requests are sent by a later run, as after a kill).
-        Raises `ConfigError` / `ProviderError` when the endpoint as a whole fails (see the module
-        docstring); the lines written until then stay, and running again resumes.
-        """
+    async def arun(self, job: SyncJob, lanes: dict[Hashable, Lane]) -> SyncStats:
+        """`job`'s file sent on the running loop, its calls in the `Lane` of its key in `lanes` (made
+        here for the first file of the key), which the files of that key share."""
         call = self.call
+        request_path, output_path, on_progress = job.request_path, job.output_path, job.on_progress
         saved = saved_custom_ids(output_path, call.id_key)
-        total, already = _count(request_path, saved, call)
+        total, already = count_requests(request_path, saved, call)
         stats = SyncStats(total=total, already_done=already)
         if on_progress:
             on_progress(already, total)
         output_path.parent.mkdir(parents=True, exist_ok=True)
         if already == total:
             output_path.touch()  # the engine ingests a file even when nothing was left to send
+            stats.ended_at = clock.now()
             return stats
-        requests = _requests(request_path, call)
+        key = self.key(request_path)
+        lane = lanes.get(key) or lanes.setdefault(key, Lane(windows.learned(key, self.concurrency)))
+        cuts = lane.window.cuts
+        requests = read_requests(request_path, call)
         extra = self.extra
         todo = ((cid, {**body, **extra} if extra else body) for cid, body in requests if cid not in saved)
-        key = (self.endpoint.base_url, _first_model(request_path, call), self.flex)
-        window = windows.learned(key, self.concurrency)
         with open(output_path, "ab") as out:
             state = _Run(self, request_path.name, out, stats, on_progress)
             try:
-                # One event loop for the run: every call in flight a task on it (`_send_all`).
-                asyncio.run(self._send_all(todo, state, window, may_start))
-                stats.window_cuts = window.cuts
-                windows.keep(key, window)
+                await self._send_all(todo, state, lane, job.may_start)
+                stats.window_cuts = lane.window.cuts - cuts
                 if state.fatal is not None:
                     raise state.fatal
                 state.finish()
@@ -189,32 +200,33 @@ class SyncRunner:
                 requests.close()
                 out.flush()
                 os.fsync(out.fileno())
+        stats.ended_at = clock.now()
         return stats
 
     async def _send_all(
         self,
         todo: Iterator[tuple[str, dict[str, Any]]],
         state: _Run,
-        window: windows.Window,
+        lane: Lane,
         may_start: Callable[[], bool] | None = None,
     ) -> None:
-        """Send `todo`, as many in flight as `window` allows, each answer taken (`_Run.take`) as it
+        """Send `todo`, as many in flight as `lane` has room for, each answer taken (`_Run.take`) as it
         lands, until all are answered, the run must stop (a fatal outcome) or `may_start` says no
         more may begin (`stats.stopped`: those in flight are waited for). The calls are tasks of
         this loop through the SDK's asynchronous client (`ChatCall.asend`); an API whose SDK has
         none sends them from a pool whose threads are made as the window first needs them."""
-        call, stats, name = self.call, state.stats, state.file_name
+        call, stats, name, window = self.call, state.stats, state.file_name, lane.window
         client = call.new_async_client()
         clients = [] if client is None else [client]
         shards = math.ceil(self.concurrency / CALLS_PER_CLIENT)
         threads = None if client is not None else ThreadPoolExecutor(self.concurrency, "lexpilot-sync")
         loop = asyncio.get_running_loop()
-        loop.set_default_executor(ThreadPoolExecutor(LOOP_THREADS, "lexpilot-loop"))
         in_flight: dict[asyncio.Future[CallResult], int] = {}  # each call's window ticket
         landed: deque[asyncio.Future[CallResult]] = deque()  # calls ended, in the order they ended
-        wake = asyncio.Event()
+        wake = lane.join()
         later: list[tuple[float, str, dict[str, Any]]] = []  # (not before, custom_id, body): 429s
         refusals: dict[str, int] = {}
+        exhausted = False  # every line of `todo` sent once
 
         def ended(future: asyncio.Future[CallResult]) -> None:
             landed.append(future)
@@ -231,14 +243,16 @@ class SyncRunner:
             else:
                 future = loop.run_in_executor(threads, call.send, custom_id, body)
             in_flight[future] = ticket
+            lane.busy += 1
             future.add_done_callback(ended)
             stats.peak_in_flight = max(stats.peak_in_flight, len(in_flight))
 
         finished = False
         try:
             while state.fatal is None:
-                # At most the window in flight: the file is read only as fast as it is sent.
-                while len(in_flight) < window.limit():
+                # At most the window in flight, this key's files together: the file is read only as
+                # fast as it is sent.
+                while lane.room():
                     if may_start is not None and not may_start():
                         stats.stopped = True
                         break
@@ -248,18 +262,21 @@ class SyncRunner:
                         continue
                     item = next(todo, None)
                     if item is None:
+                        exhausted = True
                         break
                     send(*item)
-                if not in_flight and (not later or stats.stopped):
+                if not in_flight and (stats.stopped or (exhausted and not later)):
                     break
                 if not landed:
-                    # A request backing off is due when its wait ends, if the window has room for it.
-                    room = later and len(in_flight) < window.limit()
+                    # Until a call of this file ends, or of another file of the key (`Lane.ended`),
+                    # or a request backing off is due and the window has room for it.
+                    room = later and lane.room()
                     await _until(wake, later[0][0] - clock.monotonic() if room else None)
                 wake.clear()
                 while landed:
                     future = landed.popleft()
                     ticket = in_flight.pop(future)
+                    lane.ended()
                     result = future.result()
                     if result.kind != RATE:
                         window.answered(ticket, result.headers)
@@ -288,19 +305,23 @@ class SyncRunner:
                     heapq.heappush(later, (clock.monotonic() + wait_s, result.custom_id, result.body))
             finished = state.fatal is None
         finally:
-            if not finished:
-                # Cut what is in flight (a stop, an error, Ctrl-C), so as not to wait out long calls; what
-                # they would have answered is not written, and the next run sends them again.
-                for future in in_flight:
-                    future.cancel()
+            try:
+                if not finished:
+                    # Cut what is in flight (a stop, an error, Ctrl-C), so as not to wait out long calls; what
+                    # they would have answered is not written, and the next run sends them again.
+                    for future in in_flight:
+                        future.cancel()
+                    if threads is not None:
+                        call.reset()  # closing the client ends its threads' connections
+                if in_flight and clients:
+                    await asyncio.wait(in_flight)
+                for opened in clients:
+                    await call.close_async_client(opened)
                 if threads is not None:
-                    call.reset()  # closing the client ends its threads' connections
-            if in_flight and clients:
-                await asyncio.wait(in_flight)
-            for opened in clients:
-                await call.close_async_client(opened)
-            if threads is not None:
-                threads.shutdown(wait=finished, cancel_futures=True)
+                    threads.shutdown(wait=finished, cancel_futures=True)
+            finally:
+                lane.ended(len(in_flight))
+                lane.leave(wake)
 
 
 async def _until(wake: asyncio.Event, due: float | None) -> None:
@@ -404,91 +425,3 @@ class _Run:
             f"{what}: the {self.runner.endpoint.where} answered without a usable body; "
             "nothing was lost, run the same command again later"
         )
-
-
-def saved_custom_ids(output_path: Path, id_key: str = "custom_id") -> set[str]:
-    """The ids (`id_key` of each line: `ChatCall.id_key`) an output file already answers, after
-    repairing a cut last line.
-
-    A line cut by a kill is removed (the file is truncated to the end of its last complete line),
-    unless it lacks only its newline, which is then added. A complete line that cannot be read
-    (only a power loss leaves one) stays for ingest to report, and its request is sent again.
-    """
-    if not output_path.exists():
-        return set()
-    saved: set[str] = set()
-    end = 0
-    tail = b""
-    with open(output_path, "r+b") as fh:
-        for raw in fh:
-            if not raw.endswith(b"\n"):
-                tail = raw
-                break
-            end += len(raw)
-            custom_id = _saved_id(raw, id_key)
-            if custom_id is not None:
-                saved.add(custom_id)
-        if tail:
-            custom_id = _saved_id(tail, id_key)
-            if custom_id is not None:
-                fh.seek(0, os.SEEK_END)
-                fh.write(b"\n")
-                saved.add(custom_id)
-            else:
-                fh.truncate(end)
-            fh.flush()
-            os.fsync(fh.fileno())
-    return saved
-
-
-def _saved_id(raw: bytes, id_key: str) -> str | None:
-    try:
-        obj = loads_bounded(raw)  # a line beyond the bounds is read by nobody: its request is sent again
-    except ValueError:  # also UnicodeDecodeError
-        return None
-    custom_id = obj.get(id_key) if isinstance(obj, dict) else None
-    return custom_id if isinstance(custom_id, str) else None
-
-
-def _requests(path: Path, call: ChatCall) -> Generator[tuple[str, dict[str, Any]], None, None]:
-    """(line id, what is sent) of every request line, streaming; `LexpilotError` for a line that is
-    not one of `call`'s API."""
-    with open(path, "rb") as fh:
-        for number, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            where = f"{path} line {number}"
-            try:
-                obj = json.loads(raw)
-            except ValueError:
-                raise LexpilotError(f"{where} is not JSON; this request file is damaged, compile it again") from None
-            line_id = obj.get(call.id_key) if isinstance(obj, dict) else None
-            if not isinstance(line_id, str) or not line_id:
-                raise LexpilotError(
-                    f"{where} is not a batch request line (it needs a {call.id_key} and a request); "
-                    "this request file is damaged, compile it again"
-                )
-            yield line_id, call.payload(obj, where)
-
-
-def _first_model(path: Path, call: ChatCall) -> str:
-    """The model the file's first request names (a file holds one model's requests)."""
-    lines = _requests(path, call)
-    try:
-        first = next(lines, None)
-    finally:
-        lines.close()
-    return call.model_of(first[1]) if first is not None else ""
-
-
-def _count(path: Path, saved: set[str], call: ChatCall) -> tuple[int, int]:
-    """(requests in the file, of which already saved); checks every line before anything is sent."""
-    total = already = 0
-    seen: set[str] = set()
-    for custom_id, _ in _requests(path, call):
-        if custom_id in seen:
-            raise LexpilotError(f"{path}: {call.id_key} {custom_id!r} appears twice; this request file is damaged")
-        seen.add(custom_id)
-        total += 1
-        already += custom_id in saved
-    return total, already

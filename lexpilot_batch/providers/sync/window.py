@@ -5,7 +5,10 @@ congestion control and curator's request pools do).
 A `Window` starts at `START` calls (or the ceiling, `--concurrency`, when lower) and grows as
 answers come back: by one call per answer until the first sign of the limit (TCP's slow start,
 doubling each round trip), then by one call per window's worth of answers (additive increase),
-never past the ceiling. Two signs make it shrink by half (`DECREASE`), never below one call: a 429
+never past the ceiling; but by one call per answer again while an answer's `x-ratelimit-remaining-*`
+headers say at least `HIGH` of every limit is unused: at a round trip of a minute (a flex call),
+one call a minute would leave a token limit a quarter unused for the rest of a study (the bench:
+`bench/draws.py`), and the provider's own headers say the limit is still far. Two signs make it shrink by half (`DECREASE`), never below one call: a 429
 refusal for the rate, and an answer whose `x-ratelimit-remaining-requests` or
 `x-ratelimit-remaining-tokens` is below `LOW` of its `x-ratelimit-limit-*` (OpenAI's headers,
 https://platform.openai.com/docs/guides/rate-limits#rate-limits-in-headers; an API whose answers
@@ -29,6 +32,7 @@ from collections.abc import Hashable, Mapping
 # so a run told nothing keeps 8 in flight as before).
 START = 64
 LOW = 0.1  # an answer with less than this share of a limit remaining is a sign to shrink
+HIGH = 0.5  # an answer with at least this share of every limit remaining: grow as in slow start
 DECREASE = 0.5  # the share of the window kept on a sign
 
 
@@ -78,7 +82,7 @@ class Window:
         if share is not None and share < LOW:
             self._cut(ticket)
             return
-        if self.size < self.threshold:
+        if self.size < self.threshold or (share is not None and share >= HIGH):
             self.size += 1.0
         else:
             self.size += 1.0 / self.size

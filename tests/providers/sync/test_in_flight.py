@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.sync import at_once
 from lexpilot_batch.providers.sync import runner as sync
 from lexpilot_batch.providers.sync.runner import SyncRunner
 from lexpilot_batch.simulated import SimulatedServer
@@ -43,7 +44,7 @@ def test_many_calls_in_flight_hold_a_handful_of_threads(tmp_path: Path, monkeypa
     """The provider (in a process of its own, so that its threads are not counted) holds every call
     half a second: when the first answer lands, the others are all in flight, and the threads of
     this process then are those it had before the run plus at most the event loop's own helpers
-    (`LOOP_THREADS`, which look addresses up), never one per call."""
+    (`at_once.LOOP_THREADS`, which look addresses up), never one per call."""
     monkeypatch.setattr(sync.windows, "START", CALLS)  # the whole file in flight at once
     requests = write_requests(tmp_path / "req.jsonl", CALLS)
     before = threading.active_count()
@@ -53,7 +54,7 @@ def test_many_calls_in_flight_hold_a_handful_of_threads(tmp_path: Path, monkeypa
             requests, tmp_path / "out.jsonl", lambda saved, total: seen.append(threading.active_count())
         )
     assert stats.ok == CALLS and stats.peak_in_flight == CALLS
-    assert max(seen) <= before + sync.LOOP_THREADS < CALLS
+    assert max(seen) <= before + at_once.LOOP_THREADS < CALLS
     assert len(set(saved_ids(tmp_path / "out.jsonl"))) == CALLS
 
 

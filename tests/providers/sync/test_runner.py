@@ -20,6 +20,7 @@ from lexpilot_batch.data import Message
 from lexpilot_batch.engine.answers import judge_line
 from lexpilot_batch.errors import ConfigError, LexpilotError, ProviderError
 from lexpilot_batch.providers.routing.endpoints import Endpoint
+from lexpilot_batch.providers.sync import lines
 from lexpilot_batch.providers.sync import runner as sync
 from lexpilot_batch.providers.sync.runner import SyncRunner, saved_custom_ids
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
@@ -170,7 +171,7 @@ def test_concurrency_and_read_ahead_are_bounded(
                 state["active"] -= 1
                 state["finished"] += 1
 
-    real_requests = sync._requests
+    real_requests = lines.read_requests
 
     def counting(path: Path, call: Any) -> Iterator[tuple[str, dict]]:
         pulled.append(0)
@@ -179,7 +180,8 @@ def test_concurrency_and_read_ahead_are_bounded(
             yield item
 
     monkeypatch.setattr(openai_routes(server), "chat_completion", slow)
-    monkeypatch.setattr(sync, "_requests", counting)
+    monkeypatch.setattr(lines, "read_requests", counting)  # the check's and the key's reads
+    monkeypatch.setattr(sync, "read_requests", counting)  # the sending pass's
     stats = SyncRunner(endpoint(server.base_url), concurrency=concurrency).run(requests, tmp_path / "out.jsonl")
 
     assert stats.ok == 24

@@ -54,9 +54,14 @@ def test_remaining_running_low_halves_like_a_429():
     low = {"x-ratelimit-limit-requests": "5000", "x-ratelimit-remaining-requests": "400"}  # 8% left
     window.answered(window.ticket(), low)
     assert window.limit() == 20
-    plenty = {**low, "x-ratelimit-remaining-requests": "4000"}
-    window.answered(window.ticket(), plenty)
+    some = {**low, "x-ratelimit-remaining-requests": "2000"}  # 40% left: the limit is near
+    window.answered(window.ticket(), some)
     assert window.limit() == 20  # grows by 1/20
+    plenty = {**low, "x-ratelimit-remaining-requests": "4000"}  # 80% left: far
+    window.answered(window.ticket(), plenty)
+    window.answered(window.ticket(), plenty)
+    assert window.limit() == 22  # grows by one an answer, as in slow start
+    assert window.threshold == 20 and window.cuts == 1
     assert remaining_share(plenty) == pytest.approx(0.8)
     tokens = {**plenty, "x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "50"}
     assert remaining_share(tokens) == pytest.approx(0.05)  # the scarcer of the two
