@@ -113,9 +113,24 @@ def check_one_batch_per_file(root: Path) -> None:
 def test_sigkill_at_random_instants_across_every_native_api(reference, tmp_path):
     records, seconds = reference
     rng = random.Random(SEED)
-    root = tmp_path / "ws"
-    client = Client(root, ENV, extra=IN_PROCESS, log_path=tmp_path / "ws.log")
-    log = KillLog(root, root / "state" / "simulated")
+    # The delays are shares of the reference's time on this machine; when the load falls between the
+    # two (other suites sharing its two cores end), the study outruns them and few kills land. Each
+    # campaign is checked; one at half the time scale follows until one lands at least 4 kills.
+    for attempt, scale in enumerate((1.0, 0.5, 0.25)):
+        root = tmp_path / f"ws{attempt}"
+        landed, log = _kill_campaign(
+            Client(root, ENV, extra=IN_PROCESS, log_path=tmp_path / f"ws{attempt}.log"), rng, seconds * scale
+        )
+        check_same_as_reference(root, records)
+        check_one_batch_per_file(root)
+        if landed >= 4:
+            break
+    assert landed >= 4, log.summary("too few kills landed before the study finished, at every time scale")
+
+
+def _kill_campaign(client: Client, rng: random.Random, seconds: float) -> tuple[int, KillLog]:
+    """Up to 20 `poll-and-advance` commands killed at 10-40% of `seconds`, then one left to finish."""
+    log = KillLog(client.root, client.root / "state" / "simulated")
     client.run(*PREPARE)
     landed = 0
     for _ in range(20):
@@ -127,8 +142,6 @@ def test_sigkill_at_random_instants_across_every_native_api(reference, tmp_path)
         landed += 1
         log.landed(f"random {delay:.2f}s")
     client.run(*ADVANCE, timeout=300.0)
-    print(log.summary("every native API, random instants"))
-    assert landed >= 4, log.summary("too few kills landed before the study finished")
-    check_same_as_reference(root, records)
+    print(log.summary(f"every native API, random instants, {landed} kills"))
     check_nothing_in_flight(client)
-    check_one_batch_per_file(root)
+    return landed, log
