@@ -149,17 +149,18 @@ def interval(
         return None, None, info.reason or FEW_CASES
     se = inference.se_of_influence(info.influence)
     flat = se <= 1e-12 * max(1.0, abs(estimate))
+    df = inference.kurtosis_df(info.influence)
     if additive(metric):
         if info.binary:  # one run, one trial per case: a binomial count of the cases
             low, high = proportions.clopper_pearson(round(estimate * info.trials), info.trials, level)
             return (0.0 if flat else se), _ci(low, high, CLOPPER_PEARSON, n, None), None
-        low, high = proportions.korn_graubard(estimate, 0.0 if flat else se, info.trials, n, level)
+        low, high = proportions.korn_graubard(estimate, 0.0 if flat else se, info.trials, n, level, df)
         exact = estimate <= 0.0 or estimate >= 1.0  # the exact bound, each case one trial
-        return (0.0 if flat else se), _ci(low, high, CLOPPER_PEARSON if exact else KORN_GRAUBARD, n, n - 1), None
+        return (0.0 if flat else se), _ci(low, high, CLOPPER_PEARSON if exact else KORN_GRAUBARD, n, df), None
     if flat:
         return 0.0, None, FLAT
-    low, high = proportions.logit_t(estimate, se, n - 1, metric_range(metric), level)
-    return se, _ci(low, high, LOGIT_T, n, n - 1), None
+    low, high = proportions.logit_t(estimate, se, df, metric_range(metric), level)
+    return se, _ci(low, high, LOGIT_T, n, df), None
 
 
 def _ci(low: float, high: float, method: str, n: int, df: int | None) -> dict:

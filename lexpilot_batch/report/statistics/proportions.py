@@ -53,15 +53,16 @@ def clopper_pearson(x: float, n: float, level: float = inference.LEVEL) -> tuple
 
 
 def korn_graubard(
-    p: float, se: float, trials: int, clusters: int, level: float = inference.LEVEL
+    p: float, se: float, trials: int, clusters: int, level: float = inference.LEVEL, df: int | None = None
 ) -> tuple[float, float]:
     """The Korn-Graubard interval of a proportion p estimated from `trials` trials in `clusters`
-    clusters (cases), with its clustered standard error `se`."""
+    clusters (cases), with its clustered standard error `se` and the degrees of freedom `df` of its
+    variance (default clusters - 1)."""
     if p <= 0.0 or p >= 1.0:
         return clopper_pearson(round(p) * clusters, clusters, level)
     n_eff = trials if se <= 0.0 else min(trials, p * (1.0 - p) / (se * se))
     z = inference.normal_quantile(0.5 + level / 2.0)
-    t = inference.t_quantile(0.5 + level / 2.0, clusters - 1)
+    t = inference.t_quantile(0.5 + level / 2.0, clusters - 1 if df is None else df)
     n_eff *= (z / t) ** 2
     return clopper_pearson(p * n_eff, n_eff, level)
 
