@@ -260,7 +260,13 @@ def _add(counts: dict, key: str, hit: bool) -> None:
 
 
 def run_cell(
-    world_name: str, scenario: str, layout: str, n: int, reps: int, resamples: int, first: int = 0,
+    world_name: str,
+    scenario: str,
+    layout: str,
+    n: int,
+    reps: int,
+    resamples: int,
+    first: int = 0,
     models_only: bool = False,
 ) -> dict:
     """Counts of one cell over replications `first` .. `first + reps - 1`; with `models_only`, only

@@ -11,8 +11,14 @@ there):
 - Acc_C, Acc_U, DCG success, LJP accuracy: with one run and one trial per case, the exact binomial
   interval (`clopper-pearson`); otherwise Clopper-Pearson at the case-clustered effective sample
   size (`korn-graubard`); at 0 or 1 the exact bound with each case one trial (8/8: [0.631, 1]).
-- Macro-F1, F1_U, F1_C, QWK: the t interval (df = cases - 1) on the logit scale of the metric's
-  range (`jackknife-logit-t`; for QWK, Fisher's z).
+- Macro-F1, F1_U, F1_C, QWK: the t interval on the logit scale of the metric's range
+  (`jackknife-logit-t`; for QWK, Fisher's z).
+
+Where a t quantile enters (Korn-Graubard's and the logit interval's), its degrees of freedom are
+Satterthwaite's for the influence values' kurtosis (`inference.kurtosis_df`, `ci.df`): cases - 1
+when they are near normal, fewer when a few cases carry the variation. With cases - 1 throughout,
+the overall intervals at a rate near 0.05 covered 91-92% and those of classes of 5-11 cases 91-93%
+(QWK, LJP accuracy), missing on the side the few cases pull to.
 
 No interval is better than a false one. It is `null`, with `ci_reason`, when the scope has fewer
 than `MIN_CASES` cases (`FEW_CASES`), when every case has the same jackknife influence (`FLAT`:

@@ -9,7 +9,8 @@ numbers (`estimates` says which metric gets which; docs/report.md gives the meas
   proportion (Korn & Graubard 1998, *Confidence intervals for proportions with small expected
   number of positive counts estimated from survey data*, Survey Methodology 24: 193-201; the NCHS
   standard for proportions, Parker et al. 2017): n_eff = p (1 - p) / SE^2 with the case-clustered
-  SE, at most the trials, scaled by (z / t_{cases-1})^2 for the estimated variance, and x = p n_eff.
+  SE, at most the trials, scaled by (z / t_df)^2 for the estimated variance (df: cases - 1, or
+  `inference.kurtosis_df`), and x = p n_eff.
   At p = 0 or 1, where no variance is estimated, the exact bound with each case one trial (its
   records may all be one: the most conservative design effect).
 - `logit_t`: a t interval on the logit scale of the metric's range, mapped back (the delta
