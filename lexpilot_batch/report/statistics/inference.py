@@ -155,6 +155,12 @@ def se_of_influence(influence: Sequence[float]) -> float:
     return math.sqrt(math.fsum((v - mean) ** 2 for v in influence) / (n * (n - 1)))
 
 
+# The fewest degrees of freedom `kurtosis_df` gives (t_0.975 = 3.18): one case that carries all the
+# variation (one success in 20 cases) would give 1 (t = 12.7, an interval of nearly every value),
+# from a kurtosis that so few cases cannot estimate (docs/report.md measures the widths).
+MIN_DF = 3
+
+
 def kurtosis_df(influence: Sequence[float]) -> int:
     """The degrees of freedom of the t quantile for the standard error of these influence values:
     Satterthwaite's, from the variance of the variance estimate given the values' kurtosis. With
@@ -163,8 +169,8 @@ def kurtosis_df(influence: Sequence[float]) -> int:
     318-335): n - 1 for normal values, fewer when a few cases carry most of the variation (a low
     rate's skewed per-case values, a small class's ratio). k is the small-sample estimate G2
     (Joanes & Gill 1998, *Comparing measures of sample skewness and kurtosis*, The Statistician
-    47: 183-189), kept at 0 or more; the result is rounded down, at least 1. n - 1 with fewer than
-    four values or none varying."""
+    47: 183-189), kept at 0 or more; the result is rounded down and at least `MIN_DF` (or n - 1,
+    if fewer). n - 1 with fewer than four values or none varying."""
     n = len(influence)
     if n < 2:
         raise ValueError("degrees of freedom need at least two cases")
@@ -175,7 +181,7 @@ def kurtosis_df(influence: Sequence[float]) -> int:
     g2 = math.fsum((v - mean) ** 4 for v in influence) / n / (m2 * m2) - 3.0
     excess = max(0.0, ((n + 1) * g2 + 6.0) * (n - 1) / ((n - 2) * (n - 3)))
     df = 2.0 / (2.0 / (n - 1) + excess / n)
-    return max(1, min(n - 1, math.floor(df + 1e-9)))
+    return min(n - 1, max(MIN_DF, math.floor(df + 1e-9)))
 
 
 def co_moments(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float] | None:
