@@ -479,16 +479,17 @@ MODEL_KEYS = ("overall", "class", "below", "above")  # the counts of the models'
 
 
 def _models_into(cell: dict, newer: dict) -> dict:
-    """`cell` with the counts of its models' intervals from `newer` (a `--models-only` run of the
-    same replications), its comparisons' counts kept."""
-    if newer["reps"] != cell["reps"]:
-        raise SystemExit(f"--merge: a --models-only cell needs the replications of the one it updates "
-                         f"({cell['reps']}), not {newer['reps']}")  # fmt: skip
+    """`cell` with the counts of its models' intervals from `newer` (a `--models-only` run of its
+    first `models_reps` replications, at most all), its comparisons' counts kept."""
+    if newer["reps"] > cell["reps"]:
+        raise SystemExit(f"--merge: a --models-only cell has more replications ({newer['reps']}) than the one "
+                         f"it updates ({cell['reps']})")  # fmt: skip
     counts = {}
     for metric, found in cell["counts"].items():
         kept = {k: v for k, v in found.items() if k != "classes" and k.split("_")[0] not in MODEL_KEYS}
         counts[metric] = {**kept, **newer["counts"][metric]}
-    return dict(cell, counts=counts, seconds=cell["seconds"] + newer["seconds"])
+    seconds = cell.get("seconds", 0.0) + newer.get("seconds", 0.0)
+    return dict(cell, counts=counts, seconds=seconds, models_reps=newer["reps"])
 
 
 def merge_into(result: dict, newer: dict, reason: str) -> dict:
@@ -500,7 +501,9 @@ def merge_into(result: dict, newer: dict, reason: str) -> dict:
     if newer["settings"].get("models_only"):
         olds = {tuple(c[k] for k in key): c for c in result["cells"]}
         fresh = {k: _models_into(olds[k], c) if k in olds else c for k, c in fresh.items()}
-        reason += " (the models' intervals; the comparisons' counts are the earlier code's)"
+        reps = sorted({c["reps"] for c in newer["cells"]})
+        count = f"{reps[0]:,}" if len(reps) == 1 else f"{reps[0]:,}-{reps[-1]:,}"
+        reason += f" (the models' intervals, {count} replications; the comparisons' counts are the earlier code's)"
     cells = [fresh.pop(tuple(c[k] for k in key), c) for c in result["cells"]]
     if fresh:
         raise SystemExit(f"--merge: cells not in the grid of --out: {sorted(fresh)}")
