@@ -259,8 +259,19 @@ def _add(counts: dict, key: str, hit: bool) -> None:
     c[1] += 1
 
 
-def run_cell(world_name: str, scenario: str, layout: str, n: int, reps: int, resamples: int, first: int = 0) -> dict:
-    """Counts of one cell over replications `first` .. `first + reps - 1`."""
+def run_cell(
+    world_name: str,
+    scenario: str,
+    layout: str,
+    n: int,
+    reps: int,
+    resamples: int,
+    first: int = 0,
+    models_only: bool = False,
+) -> dict:
+    """Counts of one cell over replications `first` .. `first + reps - 1`; with `models_only`, only
+    the models' own intervals (the report without its Monte Carlo tests, `resamples` 0: those
+    intervals do not depend on them, the comparisons' counts do)."""
     world = WORLDS[world_name]
     runs_a, runs_b = LAYOUTS[layout]
     truth = {side: scope_truths(world, n, side, scenario) for side in "AB"}
@@ -271,16 +282,16 @@ def run_cell(world_name: str, scenario: str, layout: str, n: int, reps: int, res
         cases = draw_cases(world, n, scenario, rng)
         runs = [one_run(cases, f"run{r + 1}", "model-a", False, rng) for r in range(runs_a)]
         runs += [one_run(cases, f"run{r + 1}", "model-b", True, rng) for r in range(runs_b)]
-        report = build_report(runs, resamples=resamples, seed=rep + 1)
+        report = build_report(runs, resamples=0 if models_only else resamples, seed=rep + 1)
         (comparison,) = report["comparisons"]
         first_side = "A" if comparison["a"]["model"] == "model-a" else "B"
         second_side = "B" if first_side == "A" else "A"
         for task, metric in METRICS:
             into = counts[f"{task}.{metric}"]
             d = comparison["tasks"][task][metric]
-            if d["p_value"] is not None:
+            if d["p_value"] is not None and not models_only:
                 _add(into, "reject" if scenario in NULLS else "power", d["p_value"] < ALPHA)
-            if d["ci"] is not None:
+            if d["ci"] is not None and not models_only:
                 true = truth[first_side][None][metric] - truth[second_side][None][metric]
                 _add(into, "difference", d["ci"]["low"] - 1e-12 <= true <= d["ci"]["high"] + 1e-12)
             for group in report["groups"]:
@@ -290,12 +301,15 @@ def run_cell(world_name: str, scenario: str, layout: str, n: int, reps: int, res
                     ci = by_metric[metric]["ci"]
                     if ci is None:
                         continue
-                    hit = ci["low"] - 1e-12 <= truth[side][scope][metric] <= ci["high"] + 1e-12
+                    true = truth[side][scope][metric]
+                    hit = ci["low"] - 1e-12 <= true <= ci["high"] + 1e-12
                     who = f"{side}{group['n_runs']}"
-                    if scope is None:
-                        _add(into, f"overall_{who}", hit)
-                    else:
-                        _add(into, f"class_{who}", hit)
+                    where = "overall" if scope is None else "class"
+                    _add(into, f"{where}_{who}", hit)
+                    # Which side a miss is on: the truth below the interval (it is too high) or above.
+                    _add(into, f"below_{where}_{who}", true < ci["low"] - 1e-12)
+                    _add(into, f"above_{where}_{who}", true > ci["high"] + 1e-12)
+                    if scope is not None:
                         _add(into["classes"], f"{scope}_{who}", hit)
     return {"world": world_name, "scenario": scenario, "layout": layout, "cases": n, "reps": reps, "counts": counts}
 
@@ -461,11 +475,35 @@ def remeasured_line(result: dict) -> str:
     return f"Cells measured again after the grid (the others are of code {code}): " + "; ".join(parts) + "."
 
 
+MODEL_KEYS = ("overall", "class", "below", "above")  # the counts of the models' own intervals
+
+
+def _models_into(cell: dict, newer: dict) -> dict:
+    """`cell` with the counts of its models' intervals from `newer` (a `--models-only` run of its
+    first `models_reps` replications, at most all), its comparisons' counts kept."""
+    if newer["reps"] > cell["reps"]:
+        raise SystemExit(f"--merge: a --models-only cell has more replications ({newer['reps']}) than the one "
+                         f"it updates ({cell['reps']})")  # fmt: skip
+    counts = {}
+    for metric, found in cell["counts"].items():
+        kept = {k: v for k, v in found.items() if k != "classes" and k.split("_")[0] not in MODEL_KEYS}
+        counts[metric] = {**kept, **newer["counts"][metric]}
+    seconds = cell.get("seconds", 0.0) + newer.get("seconds", 0.0)
+    return dict(cell, counts=counts, seconds=seconds, models_reps=newer["reps"])
+
+
 def merge_into(result: dict, newer: dict, reason: str) -> dict:
     """`result` with each cell of `newer` (another code version's run of some cells) in place of
-    its own, the batch listed in `settings.remeasured` with `newer`'s code and `reason`."""
+    its own, the batch listed in `settings.remeasured` with `newer`'s code and `reason`; of a
+    `--models-only` run (`settings.models_only`), only the counts of the models' intervals."""
     key = ("world", "scenario", "layout", "cases")
     fresh = {tuple(c[k] for k in key): c for c in newer["cells"]}
+    if newer["settings"].get("models_only"):
+        olds = {tuple(c[k] for k in key): c for c in result["cells"]}
+        fresh = {k: _models_into(olds[k], c) if k in olds else c for k, c in fresh.items()}
+        reps = sorted({c["reps"] for c in newer["cells"]})
+        count = f"{reps[0]:,}" if len(reps) == 1 else f"{reps[0]:,}-{reps[-1]:,}"
+        reason += f" (the models' intervals, {count} replications; the comparisons' counts are the earlier code's)"
     cells = [fresh.pop(tuple(c[k] for k in key), c) for c in result["cells"]]
     if fresh:
         raise SystemExit(f"--merge: cells not in the grid of --out: {sorted(fresh)}")
@@ -497,7 +535,7 @@ def grid(worlds: Sequence[str], scenarios: Sequence[str], layouts: Sequence[str]
 
 def _run_piece(args: tuple) -> dict:
     started = time.perf_counter()
-    out = run_cell(*args[:7])
+    out = run_cell(*args[:7], models_only=args[5] == 0)
     out["first"] = args[6]
     out["resamples"] = args[5]
     out["code"] = args[7]
@@ -639,6 +677,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--layout", action="append", choices=list(LAYOUTS))
     parser.add_argument("--cases", action="append", type=int, help=f"repeatable; default {CASES}")
     parser.add_argument("--quick", action="store_true", help="40 replications per cell (80 from 50 cases)")
+    parser.add_argument(
+        "--models-only",
+        action="store_true",
+        help="count only the models' own intervals (the report without Monte Carlo tests, which they "
+        "do not depend on: several times faster); --merge then keeps the comparisons' counts",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="pieces run in parallel")
     parser.add_argument("--out", type=Path, help="write the counts as JSON here (pieces go to <out>.parts.jsonl)")
     parser.add_argument("--table", type=Path, help="print docs/report.md's block from a result file, and exit")
@@ -677,6 +721,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         reps = {"small": 40, "large": 80, "shift_large": 80}
     cells = grid(args.world or list(WORLDS), args.scenario or SCENARIOS, args.layout or list(LAYOUTS),
                  args.cases or CASES)  # fmt: skip
+    if args.models_only:
+        args.resamples = 0  # pieces with 0 resamples are models-only pieces (`_run_piece`)
     parts = None if args.out is None else args.out.with_name(args.out.name + ".parts.jsonl")
     started = time.perf_counter()
     code = code_version()
@@ -695,7 +741,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "resamples": args.resamples, "alpha": ALPHA,
                      "shift": SHIFT, "chunk": CHUNK, "code": code, "complete": not args.assemble or not missing
                      and all(c["reps"] == replications(c["scenario"], c["cases"], reps) for c in done),
-                     "missing": missing}  # fmt: skip
+                     "missing": missing, "models_only": args.models_only}  # fmt: skip
     if checked is not None:  # pieces of other code, checked to give this code's counts
         settings["checked_with"] = checked
     result = {"settings": settings, "seconds": round(time.perf_counter() - started), "cells": done}

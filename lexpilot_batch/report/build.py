@@ -49,7 +49,8 @@ METHOD = (
     "for accuracies and DCG success the exact binomial interval with one run (clopper-pearson), else "
     "Clopper-Pearson at the case-clustered effective sample size (korn-graubard), exact bounds at 0 and 1; for "
     "Macro-F1, F1_U, F1_C and QWK a t interval with the jackknife SE on the logit scale of the metric's range "
-    f"(jackknife-logit-t, df = cases - 1); none below {estimates.MIN_CASES} cases"
+    "(jackknife-logit-t); the t quantiles' df Satterthwaite's for the kurtosis of the case influence values, at "
+    f"most cases - 1; none below {estimates.MIN_CASES} cases"
 )
 TEST = (
     "paired by case at every number of cases, on as many runs of each model (the first ones): the sign-flip "

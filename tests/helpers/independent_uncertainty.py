@@ -88,6 +88,13 @@ def clustered_se(runs: list[dict], task: str, metric: str, cases: list[str]) -> 
     """The case-clustered SE of a ratio metric Y/M averaged over runs, with the n/(n-1) correction
     (Miller 2024, Appendix A): sqrt(n/(n-1) * sum_c (mean_r (y_rc - theta_r m_rc) / M_r)^2) for the
     mean over runs of theta_r = Y_r / M_r."""
+    residual = np.array(clustered_residuals(runs, task, metric, cases))
+    n = len(cases)
+    return math.sqrt(n / (n - 1) * float((residual**2).sum()))
+
+
+def clustered_residuals(runs: list[dict], task: str, metric: str, cases: list[str]) -> list[float]:
+    """Each case's mean_r (y_rc - theta_r m_rc) / M_r, whose squares `clustered_se` sums."""
     numerator, denominator = _ratio(task, metric)
     n = len(cases)
     residual = np.zeros(n)
@@ -99,7 +106,7 @@ def clustered_se(runs: list[dict], task: str, metric: str, cases: list[str]) -> 
         ms = np.array([sum(denominator(r) for r in by_case.get(c, [])) for c in cases], dtype=float)
         theta = ys.sum() / ms.sum()
         residual += (ys - theta * ms) / ms.sum() / len(runs)
-    return math.sqrt(n / (n - 1) * float((residual**2).sum()))
+    return [float(v) for v in residual]
 
 
 def _ratio(task: str, metric: str):

@@ -11,8 +11,14 @@ there):
 - Acc_C, Acc_U, DCG success, LJP accuracy: with one run and one trial per case, the exact binomial
   interval (`clopper-pearson`); otherwise Clopper-Pearson at the case-clustered effective sample
   size (`korn-graubard`); at 0 or 1 the exact bound with each case one trial (8/8: [0.631, 1]).
-- Macro-F1, F1_U, F1_C, QWK: the t interval (df = cases - 1) on the logit scale of the metric's
-  range (`jackknife-logit-t`; for QWK, Fisher's z).
+- Macro-F1, F1_U, F1_C, QWK: the t interval on the logit scale of the metric's range
+  (`jackknife-logit-t`; for QWK, Fisher's z).
+
+Where a t quantile enters (Korn-Graubard's and the logit interval's), its degrees of freedom are
+Satterthwaite's for the influence values' kurtosis (`inference.kurtosis_df`, `ci.df`): cases - 1
+when they are near normal, fewer when a few cases carry the variation. With cases - 1 throughout,
+the overall intervals at a rate near 0.05 covered 91-92% and those of classes of 5-11 cases 91-93%
+(QWK, LJP accuracy), missing on the side the few cases pull to.
 
 No interval is better than a false one. It is `null`, with `ci_reason`, when the scope has fewer
 than `MIN_CASES` cases (`FEW_CASES`), when every case has the same jackknife influence (`FLAT`:
@@ -149,17 +155,18 @@ def interval(
         return None, None, info.reason or FEW_CASES
     se = inference.se_of_influence(info.influence)
     flat = se <= 1e-12 * max(1.0, abs(estimate))
+    df = inference.kurtosis_df(info.influence)
     if additive(metric):
         if info.binary:  # one run, one trial per case: a binomial count of the cases
             low, high = proportions.clopper_pearson(round(estimate * info.trials), info.trials, level)
             return (0.0 if flat else se), _ci(low, high, CLOPPER_PEARSON, n, None), None
-        low, high = proportions.korn_graubard(estimate, 0.0 if flat else se, info.trials, n, level)
+        low, high = proportions.korn_graubard(estimate, 0.0 if flat else se, info.trials, n, level, df)
         exact = estimate <= 0.0 or estimate >= 1.0  # the exact bound, each case one trial
-        return (0.0 if flat else se), _ci(low, high, CLOPPER_PEARSON if exact else KORN_GRAUBARD, n, n - 1), None
+        return (0.0 if flat else se), _ci(low, high, CLOPPER_PEARSON if exact else KORN_GRAUBARD, n, df), None
     if flat:
         return 0.0, None, FLAT
-    low, high = proportions.logit_t(estimate, se, n - 1, metric_range(metric), level)
-    return se, _ci(low, high, LOGIT_T, n, n - 1), None
+    low, high = proportions.logit_t(estimate, se, df, metric_range(metric), level)
+    return se, _ci(low, high, LOGIT_T, n, df), None
 
 
 def _ci(low: float, high: float, method: str, n: int, df: int | None) -> dict:

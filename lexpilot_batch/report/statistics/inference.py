@@ -155,6 +155,35 @@ def se_of_influence(influence: Sequence[float]) -> float:
     return math.sqrt(math.fsum((v - mean) ** 2 for v in influence) / (n * (n - 1)))
 
 
+# The fewest degrees of freedom `kurtosis_df` gives (t_0.975 = 3.18): one case that carries all the
+# variation (one success in 20 cases) would give 1 (t = 12.7, an interval of nearly every value),
+# from a kurtosis that so few cases cannot estimate (docs/report.md measures the widths).
+MIN_DF = 3
+
+
+def kurtosis_df(influence: Sequence[float]) -> int:
+    """The degrees of freedom of the t quantile for the standard error of these influence values:
+    Satterthwaite's, from the variance of the variance estimate given the values' kurtosis. With
+    excess kurtosis k, Var(s^2) = sigma^4 (2 / (n - 1) + k / n), which a chi-square matches with
+    df = 2 / (2 / (n - 1) + k / n) (Box 1953, *Non-normality and tests on variances*, Biometrika 40:
+    318-335): n - 1 for normal values, fewer when a few cases carry most of the variation (a low
+    rate's skewed per-case values, a small class's ratio). k is the small-sample estimate G2
+    (Joanes & Gill 1998, *Comparing measures of sample skewness and kurtosis*, The Statistician
+    47: 183-189), kept at 0 or more; the result is rounded down and at least `MIN_DF` (or n - 1,
+    if fewer). n - 1 with fewer than four values or none varying."""
+    n = len(influence)
+    if n < 2:
+        raise ValueError("degrees of freedom need at least two cases")
+    mean = math.fsum(influence) / n
+    m2 = math.fsum((v - mean) ** 2 for v in influence) / n
+    if n < 4 or m2 <= 0.0:
+        return n - 1
+    g2 = math.fsum((v - mean) ** 4 for v in influence) / n / (m2 * m2) - 3.0
+    excess = max(0.0, ((n + 1) * g2 + 6.0) * (n - 1) / ((n - 2) * (n - 3)))
+    df = 2.0 / (2.0 / (n - 1) + excess / n)
+    return min(n - 1, max(MIN_DF, math.floor(df + 1e-9)))
+
+
 def co_moments(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float] | None:
     """The sums of cross-products and squares about the means (sxy, sxx, syy); None when there are
     fewer than two pairs or either side does not vary."""

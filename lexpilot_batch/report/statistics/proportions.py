@@ -9,7 +9,8 @@ numbers (`estimates` says which metric gets which; docs/report.md gives the meas
   proportion (Korn & Graubard 1998, *Confidence intervals for proportions with small expected
   number of positive counts estimated from survey data*, Survey Methodology 24: 193-201; the NCHS
   standard for proportions, Parker et al. 2017): n_eff = p (1 - p) / SE^2 with the case-clustered
-  SE, at most the trials, scaled by (z / t_{cases-1})^2 for the estimated variance, and x = p n_eff.
+  SE, at most the trials, scaled by (z / t_df)^2 for the estimated variance (df: cases - 1, or
+  `inference.kurtosis_df`), and x = p n_eff.
   At p = 0 or 1, where no variance is estimated, the exact bound with each case one trial (its
   records may all be one: the most conservative design effect).
 - `logit_t`: a t interval on the logit scale of the metric's range, mapped back (the delta
@@ -53,15 +54,16 @@ def clopper_pearson(x: float, n: float, level: float = inference.LEVEL) -> tuple
 
 
 def korn_graubard(
-    p: float, se: float, trials: int, clusters: int, level: float = inference.LEVEL
+    p: float, se: float, trials: int, clusters: int, level: float = inference.LEVEL, df: int | None = None
 ) -> tuple[float, float]:
     """The Korn-Graubard interval of a proportion p estimated from `trials` trials in `clusters`
-    clusters (cases), with its clustered standard error `se`."""
+    clusters (cases), with its clustered standard error `se` and the degrees of freedom `df` of its
+    variance (default clusters - 1)."""
     if p <= 0.0 or p >= 1.0:
         return clopper_pearson(round(p) * clusters, clusters, level)
     n_eff = trials if se <= 0.0 else min(trials, p * (1.0 - p) / (se * se))
     z = inference.normal_quantile(0.5 + level / 2.0)
-    t = inference.t_quantile(0.5 + level / 2.0, clusters - 1)
+    t = inference.t_quantile(0.5 + level / 2.0, clusters - 1 if df is None else df)
     n_eff *= (z / t) ** 2
     return clopper_pearson(p * n_eff, n_eff, level)
 

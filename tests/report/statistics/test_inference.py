@@ -53,6 +53,24 @@ def test_the_korn_graubard_interval_at_the_ends_is_exact_with_each_case_one_tria
     assert (low, high) == (pytest.approx(exact[0], abs=2e-4), pytest.approx(exact[1], abs=2e-4))
 
 
+def test_the_degrees_of_freedom_fall_with_the_kurtosis_of_the_case_values() -> None:
+    """Satterthwaite's df for the variance of the case values: n - 1 when their kurtosis is that of
+    normal values or lower (here: two equal halves, evenly spaced values, no variation), fewer as
+    few cases carry the variation, and never below 3 (one case of 20 carrying it all: G2 = 20,
+    2 / (2/19 + 20/20) = 1.8)."""
+    assert inference.kurtosis_df([0.0, 1.0] * 10) == 19
+    assert inference.kurtosis_df([float(i) for i in range(12)]) == 11
+    assert inference.kurtosis_df([0.5] * 9) == 8
+    assert inference.kurtosis_df([1.0] + [0.0] * 19) == inference.MIN_DF == 3
+    assert inference.kurtosis_df([1.0, 0.0, 0.0, 0.0]) == 3  # n - 1 is already 3
+    # Two of 40 cases apart from the rest: G2 = 17.3 by scipy, 2 / (2/39 + 17.3/40) = 4.1.
+    two = [1.0, 1.0] + [0.0] * 38
+    assert float(stats.kurtosis(two, fisher=True, bias=False)) == pytest.approx(17.29, abs=0.01)
+    assert inference.kurtosis_df(two) == 4
+    # A heavier tail gives fewer df; a quarter of the cases apart is lighter-tailed than normal.
+    assert inference.kurtosis_df([0.0] * 30 + [1.0] * 3) < inference.kurtosis_df([0.0] * 30 + [1.0] * 10) == 39
+
+
 def test_the_logit_t_interval_stays_in_the_range_and_is_fishers_z_for_qwk() -> None:
     low, high = proportions.logit_t(0.02, 0.05, 7, (0.0, 1.0))
     assert 0.0 < low < 0.02 < high < 1.0

@@ -13,7 +13,7 @@ from lexpilot_batch.errors import LexpilotError
 from lexpilot_batch.report import build_report
 from lexpilot_batch.report.statistics.compare import DEFAULT_RESAMPLES
 from lexpilot_batch.report.statistics.influence import UNSTABLE
-from tests.helpers.independent_uncertainty import cases_of, clustered_se, jackknife, value
+from tests.helpers.independent_uncertainty import cases_of, clustered_residuals, clustered_se, jackknife, value
 from tests.helpers.synthetic_runs import synthetic
 
 
@@ -32,18 +32,28 @@ def _clopper_pearson(x: float, n: float) -> tuple[float, float]:
     return low, high
 
 
-def _expected_interval(mean: float, se: float, metric: str, trials: int, n: int) -> tuple[float, float]:
+def _kurtosis_df(values: list[float]) -> int:
+    """docs/report.md's degrees of freedom: 2 / (2 / (n - 1) + G2 / n), G2 scipy's unbiased excess
+    kurtosis (at least 0), rounded down, between 3 and n - 1."""
+    n = len(values)
+    if n < 4 or max(values) - min(values) <= 1e-12 * max(1.0, max(map(abs, values))):
+        return n - 1
+    excess = max(0.0, float(stats.kurtosis(values, fisher=True, bias=False)))
+    return min(n - 1, max(3, math.floor(2 / (2 / (n - 1) + excess / n) + 1e-9)))
+
+
+def _expected_interval(mean: float, se: float, metric: str, trials: int, n: int, df: int) -> tuple[float, float]:
     """docs/report.md's intervals, with scipy's distributions: Korn-Graubard for the per-case
     additive metrics (Clopper-Pearson at n_eff = p(1-p)/SE^2, at most the trials, times (z/t)^2;
     each case one trial at 0 or 1), the logit t interval for the others."""
     if metric in ("acc_c", "acc_u", "success_rate", "accuracy"):
         if mean in (0.0, 1.0):
             return _clopper_pearson(mean * n, n)
-        n_eff = min(trials, mean * (1 - mean) / se**2) * (stats.norm.ppf(0.975) / stats.t.ppf(0.975, n - 1)) ** 2
+        n_eff = min(trials, mean * (1 - mean) / se**2) * (stats.norm.ppf(0.975) / stats.t.ppf(0.975, df)) ** 2
         return _clopper_pearson(mean * n_eff, n_eff)
     lo, hi = (-1.0, 1.0) if metric == "qwk" else (0.0, 1.0)
     u = (mean - lo) / (hi - lo)
-    half = stats.t.ppf(0.975, n - 1) * se / ((hi - lo) * u * (1 - u))
+    half = stats.t.ppf(0.975, df) * se / ((hi - lo) * u * (1 - u))
     centre = math.log(u / (1 - u))
     return lo + (hi - lo) * float(special.expit(centre - half)), lo + (hi - lo) * float(special.expit(centre + half))
 
@@ -67,8 +77,9 @@ def _trials(runs: list[dict], task: str, metric: str, cases: list[str]) -> int:
 
 def test_every_interval_rests_on_an_independent_clustered_or_jackknife_se():
     """Per-case additive metrics: the case-clustered SE (Miller 2024, Appendix A) and the
-    Korn-Graubard interval; the others: the jackknife SE and the logit t interval; with cases - 1
-    degrees of freedom (docs/report.md), recomputed record by record with scipy."""
+    Korn-Graubard interval; the others: the jackknife SE and the logit t interval; with the
+    kurtosis degrees of freedom of the case values (docs/report.md), recomputed record by record
+    with scipy."""
     runs, plain = synthetic(n_cases=12)
     report = build_report(runs, resamples=0)
     seen = {"korn-graubard": 0, "jackknife-logit-t": 0, "too few cases": 0}
@@ -86,8 +97,9 @@ def test_every_interval_rests_on_an_independent_clustered_or_jackknife_se():
         se: float | None
         if additive:
             se = clustered_se(plain[gi], task, metric, cases)
+            values = clustered_residuals(plain[gi], task, metric, cases)
         else:
-            se, _ = jackknife(plain[gi], task, metric, cases)
+            se, values = jackknife(plain[gi], task, metric, cases)  # kurtosis: the same as of the influence
             if se is None:  # undefined without one of its cases: no interval, and the reason
                 assert summary["ci"] is None and summary["ci_reason"] == UNSTABLE
                 seen[UNSTABLE] = 1
@@ -99,12 +111,15 @@ def test_every_interval_rests_on_an_independent_clustered_or_jackknife_se():
             assert not additive and se == 0 and summary["ci_reason"] == "no variation between cases"
             continue
         trials = _trials(plain[gi], task, metric, cases) if additive else 0
-        low, high = _expected_interval(summary["mean"], se, metric, trials, len(cases))
+        df = _kurtosis_df(values)
+        assert ci["df"] == df, (gi, task, scope, metric)
+        seen["fewer df"] = seen.get("fewer df", 0) + (df < len(cases) - 1)
+        low, high = _expected_interval(summary["mean"], se, metric, trials, len(cases), df)
         assert ci["low"] == pytest.approx(low, abs=1e-9), (gi, task, scope, metric)
         assert ci["high"] == pytest.approx(high, abs=1e-9), (gi, task, scope, metric)
         assert ci["low"] <= summary["mean"] <= ci["high"]
         seen[ci["method"]] = seen.get(ci["method"], 0) + 1
-    assert seen["korn-graubard"] and seen["jackknife-logit-t"] and seen["too few cases"], seen
+    assert seen["korn-graubard"] and seen["jackknife-logit-t"] and seen["too few cases"] and seen["fewer df"], seen
 
 
 def _class_cases(plain: list[list[dict]], cls: str) -> set[str]:
