@@ -53,6 +53,7 @@ are averaged first.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -260,7 +261,7 @@ def _difference(
     out["test"] = f"{name}-{'exact' if result.exact else 'mc'}"
     if n < MIN_CASES:
         return out
-    if result.critical is None:
+    if result.critical is None or not math.isfinite(result.accepted):  # patterns whose metric is undefined
         out["ci_reason"] = out["mdd_reason"] = _unreachable(result)
         return out
     # The interval the test inverts: every difference it would not tell from this one.

@@ -244,14 +244,19 @@ def critical_value(
     P(|T| >= v) > alpha, and P(|T| >= the largest value)."""
     if weights is None:
         weights = [1.0 / len(values)] * len(values)
-    pairs = sorted(zip(values, weights, strict=True), reverse=True)
+    # A pattern whose statistic is undefined (NaN) is never at least as extreme as the observed one
+    # (the p-value's count says so too), so it ranks last; an infinite one ranks first.
+    pairs = sorted(((-math.inf if math.isnan(v) else v, w) for v, w in zip(values, weights, strict=True)), reverse=True)
     tail, critical, accepted = 0.0, None, 0.0
     smallest = None
     i = 0
     while i < len(pairs):
         v = pairs[i][0]
+        # Ties within rounding; an infinite v ties only with itself (inf - inf would be NaN, which
+        # no value reaches: the loop took nothing and never ended).
+        floor = v - 1e-12 * max(1.0, abs(v)) if math.isfinite(v) else v
         j = i
-        while j < len(pairs) and pairs[j][0] >= v - 1e-12 * max(1.0, abs(v)):
+        while j < len(pairs) and pairs[j][0] >= floor:
             tail += pairs[j][1]
             j += 1
         if smallest is None:

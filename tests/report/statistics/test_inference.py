@@ -184,6 +184,17 @@ def test_with_few_cases_that_differ_the_sign_flip_test_cannot_reject() -> None:
     assert six is not None and six.p == pytest.approx(2 / 64) and six.critical == pytest.approx(6.0)
 
 
+def test_the_critical_value_of_a_distribution_with_infinite_and_undefined_values() -> None:
+    """A swap pattern can make a metric infinite or undefined (NaN); the search once took nothing at
+    an infinite value (inf - inf is NaN) and never returned. NaN ranks below every value, as the
+    p-value's count (v >= observed) already treats it."""
+    inf, nan = math.inf, math.nan
+    assert inference.critical_value([inf, 1.0, 0.5, 0.25], alpha=0.3) == (inf, 1.0, 0.25)
+    assert inference.critical_value([nan, 1.0, 0.5, inf], alpha=0.3) == (inf, 1.0, 0.25)
+    assert inference.critical_value([2.0, nan, nan, nan], alpha=0.3) == (2.0, -inf, 0.25)
+    assert inference.critical_value([nan, nan], alpha=0.3) == (None, -inf, 1.0)
+
+
 def test_holm_is_the_step_down_adjustment() -> None:
     # p = 0.01, 0.04, 0.03, 0.5 (m = 4): sorted 0.01*4 = 0.04, 0.03*3 = 0.09, 0.04*2 = 0.08 -> 0.09
     # (monotone), 0.5*1 = 0.5.
