@@ -252,3 +252,39 @@ def test_the_files_of_one_model_share_its_rate_limit() -> None:
     same = replay(one_wave(["bench-eval", "bench-eval"], 600), limited, seed=0)["auto"]["seconds"]
     apart = replay(one_wave(["bench-eval", "bench-two"], 600), limited, seed=0)["auto"]["seconds"]
     assert same >= (1200 - 120) / 2 and apart < 0.6 * same
+
+
+def test_the_hedge_deadline_counts_the_same_wave_s_completed_batches_as_engine_hedge_does() -> None:
+    # Nothing measured before: once three of the wave have completed (at 300 s), the deadline is the
+    # 90th percentile of those three (280 s), already passed: every batch still running is cancelled then.
+    wave = [(400.0, True), (100.0, True), (90_000.0, False), (300.0, True), (200.0, True)]
+    assert draws.hedge_times([], wave) == [(300.0, 280.0), None, (300.0, 280.0), None, None]
+    # Earlier waves measured: the wave's own completed batches join them.
+    assert draws.hedge_times([1000.0] * 3, [(100.0, True), (5000.0, True)]) == [None, (1000.0, 1000.0)]
+    # A stuck batch never completes: it does not count, and fewer than 3 completed hedge nothing.
+    assert draws.hedge_times([], [(100.0, True), (200.0, True), (90_000.0, False)]) == [None, None, None]
+    # The deadline already below a batch's age when the wave starts: cancelled at the deadline.
+    assert draws.hedge_times([50.0, 60.0, 70.0], [(100.0, True)]) == [(68.0, 68.0)]
+
+
+def test_a_stall_in_the_first_wave_is_hedged_once_three_of_its_batches_have_completed() -> None:
+    route = resolve_route("eval", "bench-eval", None, RouteRules(environ={}))
+    files: list[dict[str, Any]] = [
+        {"pk": i, "wave": 1, "path": f"file-{i}", "n_requests": 200, "tokens": 200_000, "endpoint": "/v1/chat/completions",
+         "model": "bench-eval", "provider": None, "backend": "batch"}
+        for i in (1, 2, 3, 4)
+    ]  # fmt: skip
+    s = draws.Study(
+        files, {f["pk"]: route for f in files}, {f["pk"]: [f"w1-r{f['pk']}-{j}" for j in range(200)] for f in files}, {}
+    )
+    spec = args(stuck=0.3)
+    seed = a_seed(spec)
+    faults = draws.model_faults(spec, seed)
+    first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
+    got = replay(s, spec, seed)
+    retry = batch_seconds(faults, "file-4|retry-1")
+    assert got["batches"]["seconds"] == pytest.approx(max(WINDOW_SECONDS + retry, *first))
+    # Hedged when the third of the wave completes (its 90th percentile is below that), its rest anew.
+    again = batch_seconds(faults, "file-4|hedge")
+    assert got["batches+hedge"]["seconds"] == pytest.approx(max(first) + draws.CANCEL_SECONDS + again)
+    assert got["batches+hedge"]["seconds"] < got["batches"]["seconds"] / 5
