@@ -253,20 +253,30 @@ def hedge_times(measured: list[float], wave: list[tuple[float, bool]]) -> list[t
     completes) of `round_trip`) is cancelled as a straggler, and the deadline then: `(at, deadline)`,
     or None when it ends unhedged. The deadline is the product's (`engine.hedge.hedge_deadline`, at
     every poll): the `HEDGE_QUANTILE` of the durations of the batches completed so far, the earlier
-    waves' (`measured`) and this wave's that have by then, once `MIN_MEASURED` have. So a stall in
-    the first wave is hedged once 3 of its batches have completed; every batch still running when
-    the wave's age passes the deadline is cancelled then (they were sent together)."""
+    waves' (`measured`) and this wave's that have by then, each batch still running counted at its
+    age (it will take at least that), once `MIN_MEASURED` have completed. So a stall in the first
+    wave is hedged once about 9 in 10 of its batches have completed, and every batch still running
+    then is cancelled (they were sent together)."""
     from lexpilot_batch.engine.hedge import HEDGE_QUANTILE, MIN_MEASURED, quantile
 
     out: list[tuple[float, float] | None] = [None] * len(wave)
     order = sorted(range(len(wave)), key=lambda i: wave[i][0])
     done, now = list(measured), 0.0
+
+    def past(t: float, running: int) -> bool:  # a batch of age t past the deadline at t
+        return quantile(done + [t] * running, HEDGE_QUANTILE) < t
+
     for at, i in enumerate(order):
         took, completed = wave[i]
-        deadline = quantile(done, HEDGE_QUANTILE) if len(done) >= MIN_MEASURED else None
-        if deadline is not None and deadline < took:
+        running = len(order) - at
+        if len(done) >= MIN_MEASURED and past(took, running):
+            # The first moment past the deadline (how far past only grows with the age): bisected.
+            low, high = now, took
+            for _ in range(50):
+                mid = (low + high) / 2
+                low, high = (low, mid) if past(mid, running) else (mid, high)
             for j in order[at:]:
-                out[j] = (max(now, deadline), deadline)
+                out[j] = (high, quantile(done + [high] * running, HEDGE_QUANTILE))
             break
         now = took
         done += [took] if completed else []
