@@ -191,15 +191,17 @@ def adaptive_makespan(
     now = 0.0
     limits, faults = RateLimits(lambda: now), Faults(rpm=rpm, tpm=tpm)
     window = Window(ceiling) if window is None else window
+    window.now = lambda: now  # a call's seconds on the replay's clock (the stated limits' width)
     flight: list[tuple[float, int, dict[str, str]]] = []
     costs = [max(1, round(t)) for t in tokens] if isinstance(tokens, list) else None
     cost = max(1, round(tokens)) if not isinstance(tokens, list) else 0
     pending, blocked, peak = 0, 0.0, 0
     while pending < len(durations) or flight:
         while pending < len(durations) and len(flight) < window.limit() and blocked <= now:
-            ticket = window.ticket()
+            need = cost if costs is None else costs[pending]
+            ticket = window.ticket(need)
             try:
-                headers = limits.admit(faults, "replay", "model", cost if costs is None else costs[pending])
+                headers = limits.admit(faults, "replay", "model", need)
             except ApiError as refused:
                 window.refused(ticket)
                 blocked = now + int(refused.headers["retry-after-ms"]) / 1000
@@ -246,13 +248,47 @@ def hedged_trip(faults: Any, key: str, deadline: float) -> tuple[float, int, boo
     raise AssertionError("unreachable")
 
 
+def hedge_times(measured: list[float], wave: list[tuple[float, bool]]) -> list[tuple[float, float] | None]:
+    """When each batch of a wave (all sent at its start; each (seconds it would take, whether it
+    completes) of `round_trip`) is cancelled as a straggler, and the deadline then: `(at, deadline)`,
+    or None when it ends unhedged. The deadline is the product's (`engine.hedge.hedge_deadline`, at
+    every poll): the `HEDGE_QUANTILE` of the durations of the batches completed so far, the earlier
+    waves' (`measured`) and this wave's that have by then, each batch still running counted at its
+    age (it will take at least that), once `MIN_MEASURED` have completed. So a stall in the first
+    wave is hedged once about 9 in 10 of its batches have completed, and every batch still running
+    then is cancelled (they were sent together)."""
+    from lexpilot_batch.engine.hedge import HEDGE_QUANTILE, MIN_MEASURED, quantile
+
+    out: list[tuple[float, float] | None] = [None] * len(wave)
+    order = sorted(range(len(wave)), key=lambda i: wave[i][0])
+    done, now = list(measured), 0.0
+
+    def past(t: float, running: int) -> bool:  # a batch of age t past the deadline at t
+        return quantile(done + [t] * running, HEDGE_QUANTILE) < t
+
+    for at, i in enumerate(order):
+        took, completed = wave[i]
+        running = len(order) - at
+        if len(done) >= MIN_MEASURED and past(took, running):
+            # The first moment past the deadline (how far past only grows with the age): bisected.
+            low, high = now, took
+            for _ in range(50):
+                mid = (low + high) / 2
+                low, high = (low, mid) if past(mid, running) else (mid, high)
+            for j in order[at:]:
+                out[j] = (high, quantile(done + [high] * running, HEDGE_QUANTILE))
+            break
+        now = took
+        done += [took] if completed else []
+    return out
+
+
 def replay(
     study: Study, args: argparse.Namespace, seed: int, batch_usd: dict[int, float], peaks_out: list[int] | None = None
 ) -> dict[str, dict[str, Any]]:
     """Each configuration's time, round trips and cost under the draw of this seed, unhedged and
     hedged (`hedged`); `batch_usd` is each file's batch-priced cost, for a leftover sent through sync;
     `peaks_out` gets the most calls in flight of each file sent here."""
-    from lexpilot_batch.engine.hedge import HEDGE_QUANTILE, MIN_MEASURED, quantile
     from lexpilot_batch.engine.tail import (
         DEFAULT_BATCH_SECONDS,
         Expected,
@@ -270,7 +306,7 @@ def replay(
 
     faults = model_faults(args, seed)
     trips = {f["pk"]: round_trip(faults, f["path"], WINDOW_SECONDS) for f in study.files}
-    here: dict[tuple[tuple[int, ...], bool, int, float, float], tuple[float, float, float]] = {}
+    here: dict[tuple[tuple[int, ...], bool, int, float, float, bool], tuple[float, float, float, bool]] = {}
 
     rpm, tpm = rate_limits(args.rate_limits)
     peaks: list[int] = []
@@ -283,7 +319,7 @@ def replay(
         (`window.learned`, `window.keep`)."""
         key = (seed, carry, by_pk[pks[0]]["model"], flex)
         window = learned(key, args.concurrency)
-        memo = (pks, flex, last, window.size, window.threshold)
+        memo = (pks, flex, last, window.size, window.threshold, window.signed)
         if memo not in here:
             calls: list[float] = []
             tokens: list[float] = []
@@ -294,9 +330,9 @@ def replay(
                 calls += [chat_seconds(faults, c, flex=flex) for c in cids]
                 tokens += [(f["tokens"] or 0) / max(1, f["n_requests"])] * len(cids)
             took, peak = adaptive_makespan(calls, args.concurrency, rpm, tpm, tokens, window)
-            here[memo] = (took, window.size, window.threshold)
+            here[memo] = (took, window.size, window.threshold, window.signed)
             peaks.append(peak)
-        took, window.size, window.threshold = here[memo]
+        took, window.size, window.threshold, window.signed = here[memo]
         keep(key, window)
         return took
 
@@ -337,7 +373,6 @@ def replay(
                     backend_of.update((f["pk"], backend) for f in mine[key])
             else:
                 backend_of.update((f["pk"], study.routes[f["pk"]].backend) for g in mine.values() for f in g)
-            deadline = quantile(measured, HEDGE_QUANTILE) if hedge and len(measured) >= MIN_MEASURED else None
             wave_files = [f for g in mine.values() for f in g]
             batched = [f for f in wave_files if is_round_trip(backend_of[f["pk"]])]
             # The wave's flex and sync files at once (`poll.poll_files`, `at_once.run_files`): each
@@ -354,16 +389,19 @@ def replay(
                 total[0] += sum(f["n_requests"] for f in lane)
                 total[1] += took_here
             longest, trips_here = 0.0, 0
-            for f in batched:
+            wave_trips = [(trips[f["pk"]][0], trips[f["pk"]][2]) for f in batched]
+            cancels = hedge_times(measured, wave_trips) if hedge else [None] * len(batched)
+            for f, cancel in zip(batched, cancels, strict=True):
                 took, n_trips, completed = trips[f["pk"]]
-                if deadline is None or took <= deadline:
+                if cancel is None:
                     longest, trips_here = max(longest, took), max(trips_here, n_trips)
                     measured += [took] if completed else []
                     continue
+                at, deadline = cancel
                 # Hedged: cancelled at the deadline, its finished lines kept (a stuck batch stopped
                 # part-way: half, the middle of the simulator's 30-70%; a slow one progresses
                 # linearly), the rest sent again by the quickest route the policy allows.
-                done = 0.5 if stuck(faults, f["path"], WINDOW_SECONDS) else deadline / batch_seconds(faults, f["path"])
+                done = 0.5 if stuck(faults, f["path"], WINDOW_SECONDS) else at / batch_seconds(faults, f["path"])
                 left = max(1, math.ceil(f["n_requests"] * (1 - done)))
                 route = study.routes[f["pk"]]
                 again = route.backend
@@ -380,11 +418,11 @@ def replay(
                     # The rest in a new batch, which is hedged in turn past the same deadline.
                     retry, retry_trips, retry_completed = hedged_trip(faults, f"{f['path']}|hedge", deadline)
                     measured += [retry] if retry_completed else []
-                    longest = max(longest, deadline + CANCEL_SECONDS + retry)
+                    longest = max(longest, at + CANCEL_SECONDS + retry)
                     trips_here = max(trips_here, 1 + retry_trips)
                 else:
                     longest = max(
-                        longest, deadline + CANCEL_SECONDS + at_once((f["pk"],), again == FLEX, (name, hedge), left)
+                        longest, at + CANCEL_SECONDS + at_once((f["pk"],), again == FLEX, (name, hedge), left)
                     )
                     trips_here = max(trips_here, 1)
             seconds += max(longest, sent)

@@ -129,8 +129,10 @@ def test_hedging_cancels_a_stuck_batch_at_the_measured_90th_percentile_and_resen
     retry = batch_seconds(faults, "file-4|retry-1")
     assert not stuck(faults, "file-4|retry-1", WINDOW_SECONDS)
     assert got["batches"]["seconds"] == pytest.approx(sum(first) + WINDOW_SECONDS + retry)
-    # Hedged: cancelled at the 90th percentile of the three measured, its rest in a new batch.
-    deadline = quantile(first, 0.9)
+    # Hedged: cancelled at the 90th percentile of the three measured and itself at its age (`engine.hedge`:
+    # 4 durations, the 90th percentile between the third and it), past which it is from the slowest
+    # of the three on; its rest in a new batch.
+    deadline = max(first)
     again = batch_seconds(faults, "file-4|hedge")
     assert got["batches+hedge"]["seconds"] == pytest.approx(sum(first) + deadline + draws.CANCEL_SECONDS + again)
     assert got["batches+hedge"]["round_trips"] == got["batches"]["round_trips"] == 5
@@ -157,7 +159,7 @@ def test_hedging_under_auto_sends_the_rest_on_flex_when_quicker_than_a_batch() -
     assert rest == 40 * DEFAULT_FLEX_SECONDS
     hedged = got["auto+hedge"]
     assert statistics.median(first) > rest  # (this seed's three measured batches)
-    assert hedged["seconds"] == pytest.approx(sum(first) + quantile(first, 0.9) + draws.CANCEL_SECONDS + rest)
+    assert hedged["seconds"] == pytest.approx(sum(first) + max(first) + draws.CANCEL_SECONDS + rest)
     assert hedged["round_trips"] == 4 and hedged["extra_usd"] == 0
     # Without flex, within --max-premium 10: 2,500 of 20,000 requests through sync is +12.5%, too much.
     noflex = got["auto-noflex+hedge"]
@@ -252,3 +254,46 @@ def test_the_files_of_one_model_share_its_rate_limit() -> None:
     same = replay(one_wave(["bench-eval", "bench-eval"], 600), limited, seed=0)["auto"]["seconds"]
     apart = replay(one_wave(["bench-eval", "bench-two"], 600), limited, seed=0)["auto"]["seconds"]
     assert same >= (1200 - 120) / 2 and apart < 0.6 * same
+
+
+def test_the_hedge_deadline_counts_the_same_wave_s_batches_as_engine_hedge_does() -> None:
+    def at(got: list[tuple[float, float] | None]) -> list[float | None]:
+        return [None if g is None else round(g[0], 3) for g in got]
+
+    # Nothing measured before: the wave's completed batches count, and its running ones at their age,
+    # so the three quickest set no deadline; with 4 of 5 completed (at 400 s) the stuck one is past it.
+    wave = [(400.0, True), (100.0, True), (90_000.0, False), (300.0, True), (200.0, True)]
+    assert at(draws.hedge_times([], wave)) == [None, None, 400.0, None, None]
+    # Earlier waves measured: the wave's own completed batches join them.
+    assert at(draws.hedge_times([1000.0] * 3, [(100.0, True), (5000.0, True)])) == [None, 1000.0]
+    # A stuck batch never completes: it does not count, and fewer than 3 completed hedge nothing.
+    assert draws.hedge_times([], [(100.0, True), (200.0, True), (90_000.0, False)]) == [None, None, None]
+    # The deadline of the earlier waves already below a batch's age: cancelled when it is passed.
+    assert at(draws.hedge_times([50.0, 60.0, 70.0], [(100.0, True)])) == [70.0]
+    # A wave of 20 whose 3 quickest end first: none of the others is cancelled until 18 have ended.
+    wave = [(100.0 * k, True) for k in range(1, 19)] + [(90_000.0, False), (80_000.0, True)]
+    got = draws.hedge_times([], wave)
+    assert got[:18] == [None] * 18 and at(got[18:]) == [1800.0, 1800.0]
+
+
+def test_a_stall_in_the_first_wave_is_hedged_once_the_rest_of_its_batches_have_completed() -> None:
+    route = resolve_route("eval", "bench-eval", None, RouteRules(environ={}))
+    files: list[dict[str, Any]] = [
+        {"pk": i, "wave": 1, "path": f"file-{i}", "n_requests": 200, "tokens": 200_000, "endpoint": "/v1/chat/completions",
+         "model": "bench-eval", "provider": None, "backend": "batch"}
+        for i in (1, 2, 3, 4)
+    ]  # fmt: skip
+    s = draws.Study(
+        files, {f["pk"]: route for f in files}, {f["pk"]: [f"w1-r{f['pk']}-{j}" for j in range(200)] for f in files}, {}
+    )
+    spec = args(stuck=0.3)
+    seed = a_seed(spec)
+    faults = draws.model_faults(spec, seed)
+    first = [batch_seconds(faults, f"file-{i}") for i in (1, 2, 3)]
+    got = replay(s, spec, seed)
+    retry = batch_seconds(faults, "file-4|retry-1")
+    assert got["batches"]["seconds"] == pytest.approx(max(WINDOW_SECONDS + retry, *first))
+    # Hedged when the other three of the wave have completed, its rest in a new batch.
+    again = batch_seconds(faults, "file-4|hedge")
+    assert got["batches+hedge"]["seconds"] == pytest.approx(max(first) + draws.CANCEL_SECONDS + again)
+    assert got["batches+hedge"]["seconds"] < got["batches"]["seconds"] / 5

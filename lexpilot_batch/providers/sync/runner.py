@@ -234,7 +234,7 @@ class SyncRunner:
 
         def send(custom_id: str, body: dict[str, Any]) -> None:
             future: asyncio.Future[CallResult]
-            ticket = window.ticket()
+            ticket = window.ticket(windows.call_tokens(body))  # its tokens: the stated limits' width
             if threads is None:
                 if len(clients) < shards and len(in_flight) >= len(clients) * CALLS_PER_CLIENT:
                     clients.append(call.new_async_client())

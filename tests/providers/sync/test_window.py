@@ -95,3 +95,91 @@ def test_the_next_run_of_the_same_model_starts_where_the_last_ended():
     assert (again.limit(), again.threshold) == (first.limit(), first.threshold) == (16, 16.0)
     assert learned(key, 10).limit() == 10  # within the new run's ceiling
     assert learned(("http://x/v1", "another", True), 100).limit() == START
+
+
+def send_against_limits(window: Window, calls: int, seconds: float, tokens: int, rpm: int, tpm: int) -> dict:
+    """`calls` calls of `seconds` each and `tokens` each sent in `window` against the simulated
+    provider's buckets (`RateLimits`) on a clock of the test's own, a refused call sent again when
+    its `retry-after-ms` has passed. Returns the widths after each round trip, the 429s and the end."""
+    import heapq
+
+    now = 0.0
+    limits, faults = RateLimits(lambda: now), parse_faults(f"rpm={rpm},tpm={tpm}")
+    window.now = lambda: now
+    flight: list[tuple[float, int, dict[str, str]]] = []
+    left, blocked, refused, widths = calls, 0.0, 0, []
+    next_trip = seconds
+    while left or flight:
+        while left and len(flight) < window.limit() and blocked <= now:
+            ticket = window.ticket(tokens)
+            try:
+                headers = limits.admit(faults, "openai", "m", tokens)
+            except Exception as err:  # the 429 `ApiError`
+                window.refused(ticket)
+                refused += 1
+                blocked = now + int(err.headers["retry-after-ms"]) / 1000  # type: ignore[attr-defined]
+                continue
+            heapq.heappush(flight, (now + seconds, ticket, headers))
+            left -= 1
+        after = [flight[0][0]] if flight else []
+        if left and blocked > now:
+            after.append(blocked)
+        now = min(after)
+        while flight and flight[0][0] <= now:
+            _, ticket, headers = heapq.heappop(flight)
+            window.answered(ticket, headers)
+        while now >= next_trip:
+            widths.append(window.limit())
+            next_trip += seconds
+    return {"widths": widths, "refused": refused, "end": now, "cuts": window.cuts}
+
+
+def test_the_window_jumps_to_what_the_stated_limits_sustain():
+    # Flex-like calls of 60 s and 6,000 tokens under OpenAI's tier-3 pair (5,000 requests and
+    # 4,000,000 tokens a minute): the tokens bind, at 666 calls a minute, so 666 in flight.
+    sustained = 4_000_000 / 6_000 * 60 / 60
+    got = send_against_limits(Window(1000), 20_000, 60.0, 6_000, 5_000, 4_000_000)
+    assert got["widths"][0] >= 0.85 * sustained  # after the first round trip, not 64 doubling
+    assert got["refused"] <= 0.005 * 20_000  # 429s rare
+    # The time: 20,000 calls at the limit's 666 a minute take 30 minutes and the last minute's calls.
+    assert got["end"] <= (20_000 / sustained + 1) * 60 * 1.05
+    # Doubling from 64 would have needed 4 round trips to get there.
+    blind = Window(1000)
+    for _ in range(2):
+        round_trip(blind)
+    assert blind.limit() == 256
+
+
+def test_without_tokens_only_the_requests_limit_is_stated():
+    window = Window(1000)
+    clock = [0.0]
+    window.now = lambda: clock[0]
+    ticket = window.ticket()
+    clock[0] = 6.0
+    window.answered(
+        ticket,
+        {
+            "x-ratelimit-limit-requests": "5000",
+            "x-ratelimit-remaining-requests": "4990",
+            "x-ratelimit-limit-tokens": "4000000",
+            "x-ratelimit-remaining-tokens": "3990000",
+        },
+    )
+    assert window.width == pytest.approx(5000 * 6 / 60)  # 500 in flight: the requests' width alone
+    assert window.limit() == 451  # STATED of it, and one call for the answer (plenty left: `HIGH`)
+    window.refused(window.ticket())  # a sign: AIMD's from here on
+    assert window.limit() == 225
+    ticket = window.ticket()
+    clock[0] = 60.0
+    window.answered(ticket, {"x-ratelimit-limit-requests": "5000", "x-ratelimit-remaining-requests": "4990"})
+    assert window.limit() == 226  # no jump after a sign: one call for an answer with plenty left
+
+
+def test_call_tokens_counts_the_text_and_the_output_asked_for():
+    from lexpilot_batch.providers.sync.window import CHARS_PER_TOKEN, call_tokens
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "x" * 1300}], "max_tokens": 500}
+    import json
+
+    assert call_tokens(body) == pytest.approx(len(json.dumps(body)) / CHARS_PER_TOKEN + 500)
+    assert call_tokens({"contents": [], "generationConfig": {"maxOutputTokens": 64}}) > 64
