@@ -28,8 +28,19 @@ needs_sigmask = pytest.mark.skipif(
 PROMPT = 1.0
 
 
+class Pressed:
+    """When Ctrl-C was pressed: a test measures how soon it was acted on from there, not from its
+    own start (a loaded machine can take most of a second to set a test up)."""
+
+    at: float | None = None
+
+    def since(self) -> float:
+        assert self.at is not None, "Ctrl-C was not pressed"
+        return time.monotonic() - self.at
+
+
 @contextmanager
-def ctrl_c_as_on_windows(after: float = 0.3) -> Iterator[None]:
+def ctrl_c_as_on_windows(after: float = 0.3) -> Iterator[Pressed]:
     """Ctrl-C `after` seconds into the block, which only a wait in steps sees before it ends."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -37,15 +48,18 @@ def ctrl_c_as_on_windows(after: float = 0.3) -> Iterator[None]:
 
     previous = signal.signal(signal.SIGINT, handler)
 
+    pressed = Pressed()
+
     def press() -> None:
         time.sleep(after)
+        pressed.at = time.monotonic()
         signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # to this thread, which does not block it
 
     presser = threading.Thread(target=press, name="ctrl-c")
     presser.start()  # before the mask: a thread inherits its creator's
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        yield
+        yield pressed
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         presser.join()
