@@ -13,7 +13,8 @@ makes them):
   influence values; `variance`: the split `plan` uses. From `estimates.MIN_CASES` cases.
 - `ci`: for per-case additive metrics (`permutation`), the differences the test would not tell
   from this one, the difference +- the 95% quantile of the |difference| over its permutation
-  distribution. For Macro-F1, F1_U, F1_C and QWK (`permutation-mover`), the union of that
+  distribution (for an exact test, continuity-corrected: halfway to the smallest value it rejects,
+  `_half_width`). For Macro-F1, F1_U, F1_C and QWK (`permutation-mover`), the union of that
   interval and the MOVER interval (`proportions.mover`: Zou & Donner 2008, Newcombe 1998's
   method 10 for any estimate) built from each model's own interval (`estimates.interval`) and the
   continuity-corrected correlation of their influence values (`proportions.corrected_correlation`).
@@ -265,7 +266,7 @@ def _difference(
         out["ci_reason"] = out["mdd_reason"] = _unreachable(result)
         return out
     # The interval the test inverts: every difference it would not tell from this one.
-    half = result.accepted * unit + 1e-12 * max(1.0, abs(difference))  # an end at 0 stays at 0, not 1e-17 from it
+    half = _half_width(result) * unit + 1e-12 * max(1.0, abs(difference))  # an end at 0 stays at 0, not 1e-17 from it
     low, high = difference - half, difference + half
     method = PERMUTATION
     mover = None if additive(metric) else _mover(info_a, info_b, n, metric)
@@ -297,6 +298,20 @@ def _mover(info_a: MetricInfluence, info_b: MetricInfluence, n: int, metric: str
         (info_b.estimate, ci_b["low"], ci_b["high"]),
         proportions.corrected_correlation(info_a.influence or [], info_b.influence or []) or 0.0,
     )
+
+
+def _half_width(result: inference.Permutation) -> float:
+    """The permutation interval's half-width: for an exact test, halfway between the largest
+    |difference| it accepts and the smallest it rejects (a continuity correction: its distribution
+    lives on the few values the observed cases can sum to, the true difference anywhere between
+    them, and an interval ending at the last accepted value covered a true shift of 0.1 in 90.8% of
+    2,000 draws at 8 cases, Acc_U; 97.9% with the correction). The observed difference is one of
+    those values, so the interval still holds 0 exactly when p >= 5%. A Monte Carlo test's sample
+    has no such lattice, and the observed value may fall between its accepted and critical values,
+    which the test rejects: its interval ends at the accepted value."""
+    if result.exact and result.critical is not None:
+        return (result.accepted + result.critical) / 2
+    return result.accepted
 
 
 def _unreachable(result: inference.Permutation) -> str:

@@ -110,9 +110,10 @@ def test_the_p_value_is_the_exact_sign_flip_worked_out_by_hand():
     b = dcg_runs("B", [[False] * 8, [False] * 8])
     d = build_report(a + b, resamples=0)["comparisons"][0]["tasks"]["dcg"]["success_rate"]
     assert d["p_value"] == pytest.approx(2 / 256) and d["test"] == "sign-flip-exact"
-    # Every case moves alike: the interval is what the test does not reject (|sum| up to 6 of 8);
-    # no MDD, since no spread between cases is there to have power against.
-    assert (d["ci"]["low"], d["ci"]["high"]) == (pytest.approx(0.25), 1.0)
+    # Every case moves alike: the interval is what the test does not reject (|sum| up to 6 of 8),
+    # continuity-corrected halfway to the first sum it rejects (8): 1 - 7/8; no MDD, since no
+    # spread between cases is there to have power against.
+    assert (d["ci"]["low"], d["ci"]["high"]) == (pytest.approx(0.125), 1.0)
     assert d["mdd"] is None and d["mdd_reason"] == FLAT
 
 
