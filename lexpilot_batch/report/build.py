@@ -31,9 +31,10 @@ from typing import Any
 
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, cost_usd, price_for
+from lexpilot_batch.providers.charges import all_reported, backend_cost
+from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, check_prices, price_for
 from lexpilot_batch.providers.prices import total as total_cost
-from lexpilot_batch.providers.schedules import Schedule, factor_at, schedule_for
+from lexpilot_batch.providers.schedules import schedule_for
 from lexpilot_batch.report.document import Report, RunResults
 from lexpilot_batch.report.statistics import compare, estimates, inference, swap
 from lexpilot_batch.report.statistics import plan as planning
@@ -67,7 +68,7 @@ THRESHOLDS: dict[str, float] = {
 }
 USAGE_FIELDS = ("requests", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens")
 # What a provider reported of a backend's cost: requests that report one, their sum, and those that
-# used tokens without one (`results._usage`).
+# used tokens without one (`state.usage.usage_by_run`).
 REPORTED = ("reported", "reported_cost_usd", "unreported")
 
 
@@ -104,7 +105,7 @@ def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> di
                     into[key] += int(counts.get(key, 0) or 0)
                 for key in REPORTED:
                     into[key] += counts.get(key, 0) or 0
-                if "timed" in counts:  # (`results._usage`: sync work by the minute it was answered)
+                if "timed" in counts:  # (`state.usage`: sync work by the minute it was answered)
                     into.setdefault("timed", []).extend(counts["timed"])
     order = [r for r in ROLE_ORDER if r in by_backend] + sorted(set(by_backend) - set(ROLE_ORDER))
     first = runs[0] if runs else None  # a group's runs share their models
@@ -115,10 +116,12 @@ def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> di
         price = price_for(prices, role, model_of.get(role))
         schedule = schedule_for(prices, model_of.get(role))
         parts = by_backend[role].items()
-        priced = priced or price is not None or any(_reported(counts) for _, counts in parts)
+        priced = priced or price is not None or any(all_reported(counts) for _, counts in parts)
         roles[role] = {
             **{key: int(sum(counts[key] for _, counts in parts)) for key in USAGE_FIELDS},
-            "cost_usd": total_cost(_cost(counts, price, backend, discount, schedule) for backend, counts in parts),
+            "cost_usd": total_cost(
+                backend_cost(counts, price, backend, discount, schedule) for backend, counts in parts
+            ),
         }
         if any(counts["reported"] for _, counts in parts):  # (only then: a report without it is unchanged)
             roles[role]["reported_cost_usd"] = sum(float(counts["reported_cost_usd"]) for _, counts in parts)
@@ -126,7 +129,7 @@ def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> di
             # Priced by the hour (`providers.schedules`): the same requests at the listed peak price
             # beside, and those answered before answer times were kept, which took that price.
             roles[role]["peak_cost_usd"] = total_cost(
-                _cost(counts, price, backend, discount) for backend, counts in parts
+                backend_cost(counts, price, backend, discount) for backend, counts in parts
             )
             untimed = sum(t[1] for _, counts in parts for t in counts.get("timed", []) if t[0] is None)
             if untimed:
@@ -136,40 +139,6 @@ def _usage(runs: list[RunResults], prices: Prices | None, discount: float) -> di
     if any("peak_cost_usd" in r for r in roles.values()) and total["cost_usd"] is not None:
         total["peak_cost_usd"] = total_cost(r.get("peak_cost_usd", r["cost_usd"]) for r in roles.values())
     return {"roles": roles, "total": total, "batch_discount": discount if priced else None}
-
-
-def _reported(counts: dict[str, Any]) -> bool:
-    """Whether the provider reported the cost of all the work of a role's backend: some requests
-    report one, and none that used tokens reports none."""
-    return bool(counts["reported"]) and not counts["unreported"]
-
-
-def _cost(
-    counts: dict[str, Any], price: Any, backend: str, discount: float, schedule: Schedule | None = None
-) -> float | None:
-    """A role's work on one backend: what the provider reported it cost, where it reported the
-    cost of all of it (OpenRouter's `usage.cost`, its batch discount included); else
-    `prices.cost_usd` of its tokens (batch work at the discount, sync work at list price, manual
-    work unpriced); sync work of a provider pricing by the hour (`schedule`) minute by minute of
-    its answers, at `schedules.factor_at` of the list price (the list price where no time was kept)."""
-    if _reported(counts):
-        return float(counts["reported_cost_usd"])
-    if schedule is not None and "timed" in counts:
-        return total_cost(
-            None
-            if (usd := cost_usd(p, c, price, backend, discount, k, w)) is None
-            else usd * factor_at(schedule, None if minute is None else minute * 60.0)
-            for minute, _, p, c, k, w in counts["timed"]
-        )
-    return cost_usd(
-        int(counts["prompt_tokens"]),
-        int(counts["completion_tokens"]),
-        price,
-        backend,
-        discount,
-        int(counts["cached_tokens"]),
-        int(counts["cache_write_tokens"]),
-    )
 
 
 def build_report(

@@ -20,9 +20,9 @@ from lexpilot_batch.benchmark import records
 from lexpilot_batch.benchmark.tasks import TASKS
 from lexpilot_batch.data import Case, stored_case
 from lexpilot_batch.errors import LexpilotError
-from lexpilot_batch.providers.backends import SYNC
 from lexpilot_batch.report import RunResults, TaskRecords
-from lexpilot_batch.state.states import RequestState, ThreadState
+from lexpilot_batch.state.states import ThreadState
+from lexpilot_batch.state.usage import usage_by_run
 from lexpilot_batch.state.workspace import Workspace, command_hint
 from lexpilot_batch.study.runs import role_requests, used_bundled_sample
 
@@ -118,7 +118,7 @@ def load_run_results(
             f"no run{' matching ' + what if what else 's'} in {ws.root}{there}; check --run-id/--model/--root"
             " (a model is named as registered, with its provider prefix where it was given one)"
         )
-    usage = _usage(db)
+    usage = usage_by_run(db)
     labels: dict[tuple[str, str | None], dict[int, tuple[str, str]]] = {}
     with _without_gc_pauses():
         return [_run_results(db, run, texts, usage.get(run["pk"], {}), labels) for run in runs]
@@ -258,42 +258,6 @@ class _WholeRecords:
             data = self.db.execute("SELECT data FROM cases WHERE dataset = ? AND idx = ?", (self.dataset, case_idx))
             self.case = (case_idx, stored_case(data.fetchone()[0]))
         return records.expand(stored, self.case[1])
-
-
-def _usage(db: sqlite3.Connection) -> dict[int, dict[str, dict[str, dict[str, Any]]]]:
-    """Requests and tokens by run, role and backend (what their cost depends on), and, where the
-    provider reported the cost of some of them, how many and its sum; from the `requests_usage`
-    index and the small files table."""
-    out: dict[int, dict[str, dict[str, dict[str, Any]]]] = defaultdict(dict)
-    for run_pk, role, backend, n, p, c, k, w, reported, cost, unreported in db.execute(
-        "SELECT q.run_pk, q.role, f.backend, COUNT(*), SUM(q.prompt_tokens), SUM(q.completion_tokens),"
-        " SUM(q.cached_tokens), SUM(q.cache_write_tokens), COUNT(q.cost_usd), SUM(q.cost_usd),"
-        " SUM(q.cost_usd IS NULL AND (q.prompt_tokens > 0 OR q.completion_tokens > 0))"
-        f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
-        " GROUP BY q.run_pk, q.role, f.backend"
-    ):
-        counts = {
-            "requests": n,
-            "prompt_tokens": p or 0,
-            "completion_tokens": c or 0,
-            "cached_tokens": k or 0,
-            "cache_write_tokens": w or 0,
-        }
-        if reported:  # the provider's own cost of some (`engine.answers._usage`), and the work it did not price
-            counts.update(reported=reported, reported_cost_usd=cost or 0.0, unreported=unreported or 0)
-        out[run_pk].setdefault(role, {})[backend] = counts
-    # Sync work by the minute it was answered (`requests.answered_at`, null before it was kept): what
-    # a provider pricing by the hour bills it at (`build._cost`, `providers.schedules`).
-    for run_pk, role, minute, n, p, c, k, w in db.execute(
-        "SELECT q.run_pk, q.role, CAST(q.answered_at / 60 AS INTEGER), COUNT(*), SUM(q.prompt_tokens),"
-        " SUM(q.completion_tokens), SUM(q.cached_tokens), SUM(q.cache_write_tokens)"
-        f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
-        f" AND f.backend = '{SYNC}' GROUP BY q.run_pk, q.role, 3"
-    ):
-        timed = out[run_pk].get(role, {}).get(SYNC)
-        if timed is not None:
-            timed.setdefault("timed", []).append((minute, n, p or 0, c or 0, k or 0, w or 0))
-    return out
 
 
 def stored_mapping(db: sqlite3.Connection, sha256: str) -> dict[str, list[str]] | None:

@@ -18,12 +18,14 @@ from typing import Any
 from lexpilot_batch.engine import off_peak
 from lexpilot_batch.engine.downloads import held_advice
 from lexpilot_batch.engine.tail import flex_refused
-from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, cost_usd, price_for
+from lexpilot_batch.providers.charges import backend_cost
+from lexpilot_batch.providers.prices import DEFAULT_BATCH_DISCOUNT, Prices, price_for
 from lexpilot_batch.providers.prices import total as total_cost
-from lexpilot_batch.providers.schedules import when
+from lexpilot_batch.providers.schedules import schedule_for, when
 from lexpilot_batch.state import writer
 from lexpilot_batch.state.queries import check_run_filters, measured_batch_seconds
-from lexpilot_batch.state.states import FileState, RequestState, ThreadState
+from lexpilot_batch.state.states import FileState, ThreadState
+from lexpilot_batch.state.usage import usage_by_run
 from lexpilot_batch.state.waves import OPEN, files_in, work_left
 from lexpilot_batch.state.workspace import LOCK_NAME, Workspace, command_hint
 from lexpilot_batch.study.price_memory import TAIL_CHOICES_KEY
@@ -77,15 +79,19 @@ def summarize(
             roles = models.setdefault(model, _model_entry())["roles"]
             if role not in roles:
                 roles.append(role)
-    for run_pk, role, backend, prompt, completion, cached, written in _usage(db):
+    # Priced as the report prices them (`providers.charges`): the provider's own cost where it
+    # reported all of it, and a provider pricing by the hour at the minute each answer came.
+    for run_pk, by_role in usage_by_run(db).items():
         if run_pk not in kept:
             continue
-        model = role_model[run_pk][role]
-        entry = models.setdefault(model, _model_entry())
-        entry["prompt_tokens"] += prompt
-        entry["completion_tokens"] += completion
-        price = price_for(prices, role, model)
-        entry["costs"].append(cost_usd(prompt, completion, price, backend, discount, cached, written))
+        for role, by_backend in by_role.items():
+            model = role_model[run_pk][role]
+            entry = models.setdefault(model, _model_entry())
+            price, schedule = price_for(prices, role, model), schedule_for(prices, model)
+            for backend, counts in by_backend.items():
+                entry["prompt_tokens"] += counts["prompt_tokens"]
+                entry["completion_tokens"] += counts["completion_tokens"]
+                entry["costs"].append(backend_cost(counts, price, backend, discount, schedule))
     for model, entry in models.items():
         costs = entry.pop("costs")
         entry["cost_usd"] = total_cost(costs) if costs else (0.0 if price_for(prices, "eval", model) else None)
@@ -141,15 +147,6 @@ def _model_entry() -> dict[str, Any]:
         "completion_tokens": 0,
         "costs": [],
     }
-
-
-def _usage(db: sqlite3.Connection) -> list[tuple[int, str, str, int, int, int, int]]:
-    return db.execute(
-        "SELECT q.run_pk, q.role, f.backend, SUM(COALESCE(q.prompt_tokens, 0)), SUM(COALESCE(q.completion_tokens, 0)),"
-        " SUM(COALESCE(q.cached_tokens, 0)), SUM(COALESCE(q.cache_write_tokens, 0))"
-        f" FROM requests q JOIN files f ON f.pk = q.file_pk WHERE q.status != '{RequestState.PENDING}'"
-        " GROUP BY q.run_pk, q.role, f.backend"
-    ).fetchall()
 
 
 def time_left(

@@ -7,6 +7,7 @@ filters, `--format json` for scripts."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -110,3 +111,34 @@ def test_a_finished_workspace_with_anomalies_says_finished_not_blocked(tmp_path:
     assert "Blocked" not in text and "Finished" not in text
     assert "\nNote: 2 ingest anomalies (result lines never applied" in text
     assert "Next: lexpilot-batch poll-and-advance --submit --wait" in text
+
+
+def test_the_cost_so_far_is_the_reports_cost_answers_priced_by_the_hour_included(tmp_path: Path) -> None:
+    """A provider pricing by the hour (DeepSeek's off-peak, `providers.schedules`): `status` priced
+    its answers at the listed peak price while the report priced each at the minute it came, so
+    the two disagreed (twice the report's cost for a study answered off-peak). Both price the same
+    counts now (`providers.charges`): half the judge's answers at Monday 07:30 UTC (peak), half on
+    Saturday (off-peak); every model's cost so far is the sum of the report's costs of its roles."""
+    root = tmp_path / "ws"
+    deepseek = "deepseek/deepseek-flash"
+    roles = ["--user-model", deepseek, "--judge-model", deepseek]
+    cli("run", "--stage", "lca", "--run-id", "r1", "--model", "openai/gpt-4o-mini", *roles, *SIM, "--limit", "3",
+        "--root", str(root))  # fmt: skip
+    peak, off_peak = 1796628600, 1797065400  # 2026-12-07T07:30Z (Monday), 2026-12-12T07:30Z (Saturday)
+    with sqlite3.connect(root / "state" / "lexpilot.sqlite3") as db:
+        judged = [pk for (pk,) in db.execute("SELECT pk FROM requests WHERE role = 'judge' ORDER BY pk")]
+        assert len(judged) >= 2
+        for i, pk in enumerate(judged):
+            db.execute("UPDATE requests SET answered_at = ? WHERE pk = ?", (peak if i % 2 else off_peak, pk))
+    models = json.loads(status(root, "--format", "json"))["summary"]["models"]
+    report = json.loads(cli("report", "--root", str(root), "--format", "json").stdout)
+    by_model: dict[str, float] = {}
+    for group in report["groups"]:
+        of_role = {"eval": group["model"], "user": group["user_model"], "judge": group["judge_model"]}
+        for role, usage in group["usage"]["roles"].items():
+            by_model[of_role[role]] = by_model.get(of_role[role], 0.0) + usage["cost_usd"]
+    assert set(by_model) <= set(models)
+    for model, cost in by_model.items():
+        assert abs(models[model]["cost_usd"] - cost) < 1e-12, (model, models[model]["cost_usd"], cost)
+    judge = report["groups"][0]["usage"]["roles"]["judge"]
+    assert judge["cost_usd"] < judge["peak_cost_usd"]  # the off-peak half at half price
