@@ -188,14 +188,24 @@ def _catches_sigterm(pid: int) -> bool | None:
 def _terminated_at(command: list[str], delay: float) -> tuple[float, int, str, str, bool | None]:
     """Start `command`, SIGTERM it `delay` seconds later; (delay, exit code, stdout, stderr, whether
     it had a SIGTERM handler just before the signal was sent)."""
+    # With faulthandler on, a child still running a minute after the signal is sent SIGABRT and
+    # prints every thread's stack: the failure then says where the signal was lost.
+    env = {**base_env(), "PYTHONFAULTHANDLER": "1"}
     child = subprocess.Popen(
-        command, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8"
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8"
     )
     try:
         time.sleep(delay)
         caught = _catches_sigterm(child.pid)
         child.send_signal(signal.SIGTERM)
-        out, err = child.communicate(timeout=120)
+        try:
+            out, err = child.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGABRT)
+            out, err = child.communicate(timeout=30)
+            raise AssertionError(
+                f"still running 60 s after SIGTERM at {delay:.3f} s; its stacks:\n{err[-6000:]}"
+            ) from None
     finally:
         if child.poll() is None:
             child.kill()
