@@ -69,19 +69,30 @@ def _error_text(error: Any) -> str:
     return redact(str(error))
 
 
+USD_TICKS = 10**10  # xAI's `cost_in_usd_ticks` a US dollar
+
+
 def _usage(body: dict) -> tuple[int, int, int, int, int, float | None]:
     """(prompt, completion, cached, reasoning, cache-written) tokens, and the cost the provider
     reported for the request in US dollars (None where it reports none). Cached:
     `prompt_tokens_details.cached_tokens`, or DeepSeek's `prompt_cache_hit_tokens`
     (https://api-docs.deepseek.com/guides/kv_cache) where a body has only that. The cost: `usage.cost`,
     OpenRouter's "cost in credits" (https://openrouter.ai/docs/use-cases/usage-accounting, taken
-    2026-12-06), a credit a US dollar; what the cost report uses where every request reports one
-    (`report.build`)."""
+    2026-12-06), a credit a US dollar; or `usage.cost_in_usd_ticks`, xAI's "exact cost you were
+    charged", discounts applied, 10^10 ticks a US dollar (https://docs.x.ai/developers/cost-tracking,
+    taken 2026-12-06; xai-sdk 1.21's `cost.USD_PER_TICK`), a number or, as protobuf's JSON writes
+    an int64, a string of digits; what the cost report uses where every request reports one
+    (`providers.charges`)."""
     usage = body.get("usage") or {}
     prompt_details = usage.get("prompt_tokens_details") or {}
     completion_details = usage.get("completion_tokens_details") or {}
     cost = usage.get("cost")
     reported = float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else None
+    ticks = usage.get("cost_in_usd_ticks")
+    if reported is None and isinstance(ticks, str) and ticks.isascii() and ticks.isdigit():
+        ticks = int(ticks)
+    if reported is None and isinstance(ticks, int) and not isinstance(ticks, bool):
+        reported = ticks / USD_TICKS
     return (
         int(usage.get("prompt_tokens") or 0),
         int(usage.get("completion_tokens") or 0),

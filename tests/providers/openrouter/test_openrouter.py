@@ -22,11 +22,11 @@ from lexpilot_batch.providers.openrouter import batch, errors, lines, results
 from lexpilot_batch.providers.openrouter.spec import API, DIALECT, LIMITS
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.sync.call import http
-from lexpilot_batch.report import results as report_results
 from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.apis.openrouter import PRICE
 from lexpilot_batch.simulated.faults import DAMAGES
 from lexpilot_batch.simulated.sources import typed
+from lexpilot_batch.state.usage import usage_by_run
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunSpec
@@ -319,7 +319,7 @@ def test_each_answer_s_reported_cost_is_kept_and_summed_for_the_cost_report(
         rows = ws.store.conn.execute(
             "SELECT prompt_tokens, completion_tokens, cost_usd FROM requests WHERE status = 'answered'"
         ).fetchall()
-        usage = report_results._usage(ws.store.conn)
+        usage = usage_by_run(ws.store.conn)
     assert rows and set(done["threads"]) == {"done"}
     for prompt, completion, cost in rows:
         assert cost == pytest.approx((prompt * PRICE[0] + completion * PRICE[1]) / 1e6 * 0.5)

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lexpilot_batch.engine import answers
 from lexpilot_batch.errors import ProviderError
 from lexpilot_batch.providers.batch import BatchSource, BatchStatus
 from lexpilot_batch.providers.routing.endpoints import Endpoint
@@ -314,3 +315,24 @@ def test_the_official_sdk_creates_adds_polls_lists_reads_and_cancels_the_batches
     saved = [json.loads(x) for x in (tmp_path / "results.jsonl").read_text(encoding="utf-8").splitlines()]
     read = [results.result(r) for r in saved]
     assert sorted(r["custom_id"] for r in read) == ["feedback_001", "feedback_002"]
+
+
+def test_each_answer_s_charged_cost_is_read_from_its_ticks_as_xai_s_sdk_reads_them() -> None:
+    """xAI's cost-tracking page (https://docs.x.ai/developers/cost-tracking, taken 2026-12-06):
+    every response's `usage.cost_in_usd_ticks` is what the request was charged, 10^10 ticks a
+    dollar ("a response with "cost_in_usd_ticks": 37756000 cost $0.0038"). Read as the official
+    SDK's `cost.cost_usd_from_usage` reads its `SamplingUsage`, and as protobuf's JSON writes that
+    int64 (a string), through a batch result."""
+    usage_pb2 = pytest.importorskip("xai_sdk.proto.v6.usage_pb2")
+    cost = pytest.importorskip("xai_sdk.cost")
+    json_format = pytest.importorskip("google.protobuf.json_format")
+    sampled = usage_pb2.SamplingUsage(prompt_tokens=26, completion_tokens=168, cost_in_usd_ticks=37756000)
+    as_json = json_format.MessageToDict(sampled, preserving_proto_field_name=True)
+    assert as_json["cost_in_usd_ticks"] == "37756000"  # protobuf's JSON: an int64 is a string
+    for usage in (as_json, {**as_json, "cost_in_usd_ticks": 37756000}):
+        completion: dict[str, Any] = {"id": "c", "object": "chat.completion", "choices": [], "usage": usage}
+        line = {"batch_request_id": "r", "batch_result": {"response": {"chat_get_completion": completion}}}
+        body = results.result(line)["response"]["body"]
+        assert answers._usage(body)[5] == pytest.approx(cost.cost_usd_from_usage(sampled)) == pytest.approx(0.0037756)
+    for bad in ("-5", "1e3", True, None, 1.5):
+        assert answers._usage({"usage": {"cost_in_usd_ticks": bad}})[5] is None, bad
