@@ -23,7 +23,8 @@ otherwise (`batch_request.chat_get_completion`, a chat completions body):
 - **batches**: `GET /batches` (`page_size`, `pagination_token`: `{"batches", "pagination_token"}`,
   newest first) and `GET /batches/{batch_id}`: `state` counts `num_requests`, `num_pending`,
   `num_success`, `num_error`, `num_cancelled`; a cancelled batch has its `cancel_time`;
-  `cost_breakdown.total_cost_usd_ticks` (1e-10 USD) at the simulated provider's own price (`PRICE`);
+  `cost_breakdown.total_cost_usd_ticks` (1e-10 USD) at the simulated provider's own price (`PRICE`),
+  each answer's own in its `usage.cost_in_usd_ticks` (https://docs.x.ai/developers/cost-tracking);
   `POST /batches/{batch_id}:cancel` answers the batch: "pending requests will not be processed",
   the processed ones stay in the results;
 - **results**: `GET /batches/{batch_id}/results` (`page_size`, default 100, `pagination_token`):
@@ -270,7 +271,10 @@ def _result(line: dict[str, Any]) -> dict[str, Any] | None:
     cid = line.get("custom_id")
     response = line.get("response")
     if isinstance(response, dict) and response.get("status_code") == 200:
-        return {"batch_request_id": cid, "batch_result": {"response": {"chat_get_completion": response["body"]}}}
+        # Every answer's `usage.cost_in_usd_ticks`, what it was charged (https://docs.x.ai/developers/cost-tracking).
+        body = dict(response["body"])
+        body["usage"] = {**(body.get("usage") or {}), "cost_in_usd_ticks": round(_cost(line) * 1e10)}
+        return {"batch_request_id": cid, "batch_result": {"response": {"chat_get_completion": body}}}
     error = line.get("error")
     detail = error if isinstance(error, dict) else None
     if detail is None and isinstance(response, dict) and isinstance(response.get("body"), dict):
