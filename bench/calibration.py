@@ -509,11 +509,19 @@ def merge_into(result: dict, newer: dict, reason: str) -> dict:
         raise SystemExit(f"--merge: cells not in the grid of --out: {sorted(fresh)}")
     settings = dict(result["settings"])
     done = [list(c) for c in (tuple(c[k] for k in key) for c in newer["cells"])]
-    earlier = [b for b in settings.get("remeasured", []) if b["code"] != newer["settings"]["code"]]
-    kept = [dict(b, cells=[c for c in b["cells"] if c not in done]) for b in earlier]
+    # Each earlier batch keeps the cells this one did not measure again (a batch of the same code
+    # too: two merges of one code's runs, say the 6- and 8-case cells then the 20-case ones, are
+    # two batches, each naming its own cells).
+    kept = [dict(b, cells=[c for c in b["cells"] if c not in done]) for b in settings.get("remeasured", [])]
     settings["remeasured"] = [b for b in kept if b["cells"]] + [
         {"code": newer["settings"]["code"], "reason": reason, "cells": done}
     ]
+    # A grid stopped at a deadline (`--assemble`) is complete once merges bring every cell to its
+    # planned replications.
+    planned = {"small": settings["reps"], "large": settings["reps_large"], "shift_large": settings["reps_shift_large"]}
+    settings["complete"] = not settings.get("missing") and all(
+        c["reps"] == replications(c["scenario"], c["cases"], planned) for c in cells
+    )
     return {"settings": settings, "seconds": result["seconds"] + newer["seconds"], "cells": cells}
 
 

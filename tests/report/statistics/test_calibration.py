@@ -74,14 +74,18 @@ def _cell(world: str, n: int, reps: int, hits: int) -> dict:
 
 
 def test_a_merge_puts_the_newer_cells_in_place_and_names_them_with_their_code():
+    """A grid stopped at a deadline (its 20-case cell short of the planned 1,000) is complete once a
+    merge brings that cell to it."""
+    planned = {"reps": 1000, "reps_large": 1600, "reps_shift_large": 400}
     grid = {
-        "settings": {"code": "old"},
+        "settings": {"code": "old", "complete": False, "missing": [], **planned},
         "seconds": 10,
-        "cells": [_cell("low", 8, 1000, 900), _cell("low", 20, 1000, 910)],
+        "cells": [_cell("low", 8, 1000, 900), _cell("low", 20, 200, 182)],
     }
     newer = {"settings": {"code": "new"}, "seconds": 5, "cells": [_cell("low", 20, 1000, 950)]}
     merged = calibration.merge_into(grid, newer, "a wider interval")
     assert [c["counts"]["lca.f1_c"]["difference"] for c in merged["cells"]] == [[900, 1000], [950, 1000]]
+    assert merged["settings"]["complete"] and not calibration.merge_into(grid, grid, "x")["settings"]["complete"]
     assert merged["settings"]["remeasured"] == [
         {"code": "new", "reason": "a wider interval", "cells": [["low", "shift", "3v3", 20]]}
     ]
@@ -89,6 +93,13 @@ def test_a_merge_puts_the_newer_cells_in_place_and_names_them_with_their_code():
     # A cell measured again by yet newer code leaves the earlier batch.
     newest = {"settings": {"code": "newest"}, "seconds": 5, "cells": [_cell("low", 20, 1000, 940)]}
     assert [b["code"] for b in calibration.merge_into(merged, newest, "again")["settings"]["remeasured"]] == ["newest"]
+    # Another cell measured by the same newer code is a batch of its own: the first keeps its cells.
+    other = {"settings": {"code": "new"}, "seconds": 5, "cells": [_cell("low", 8, 1000, 960)]}
+    batches = calibration.merge_into(merged, other, "the small cells")["settings"]["remeasured"]
+    assert [(b["code"], b["cells"]) for b in batches] == [
+        ("new", [["low", "shift", "3v3", 20]]),
+        ("new", [["low", "shift", "3v3", 8]]),
+    ]
     with pytest.raises(SystemExit, match="not in the grid"):
         calibration.merge_into(
             grid, {"settings": {"code": "new"}, "seconds": 1, "cells": [_cell("low", 6, 10, 9)]}, "x"
@@ -108,7 +119,11 @@ def test_a_models_only_merge_keeps_the_comparisons_counts_and_says_so():
     old = dict(_cell("low", 8, 3, 2), layout="1v5")
     old["counts"] = {metric: {"classes": {"class0_A1": [0, 9]}, "power": [1, 3], "overall_A1": [0, 3]}
                      for metric in cell["counts"]}  # fmt: skip
-    grid = {"settings": {"code": "old"}, "seconds": 1, "cells": [old]}
+    grid = {
+        "settings": {"code": "old", "reps": 1000, "reps_large": 1600, "reps_shift_large": 400},
+        "seconds": 1,
+        "cells": [old],
+    }
     newer = {"settings": {"code": "new", "models_only": True}, "seconds": 1, "cells": [cell]}
     merged = calibration.merge_into(grid, newer, "kurtosis df")["cells"][0]["counts"]["lca.macro_f1"]
     assert merged["power"] == [1, 3] and merged["overall_A1"] == counts.get("overall_A1")
