@@ -517,10 +517,10 @@ def merge_into(result: dict, newer: dict, reason: str) -> dict:
         {"code": newer["settings"]["code"], "reason": reason, "cells": done}
     ]
     # A grid stopped at a deadline (`--assemble`) is complete once merges bring every cell to its
-    # planned replications.
+    # planned replications (a cell measured again with more, to settle a rate, counts as well).
     planned = {"small": settings["reps"], "large": settings["reps_large"], "shift_large": settings["reps_shift_large"]}
     settings["complete"] = not settings.get("missing") and all(
-        c["reps"] == replications(c["scenario"], c["cases"], planned) for c in cells
+        c["reps"] >= replications(c["scenario"], c["cases"], planned) for c in cells
     )
     return {"settings": settings, "seconds": result["seconds"] + newer["seconds"], "cells": cells}
 

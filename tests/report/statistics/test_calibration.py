@@ -47,10 +47,10 @@ def test_the_committed_results_cover_the_whole_grid():
     reps = {"small": settings["reps"], "large": settings["reps_large"], "shift_large": settings["reps_shift_large"]}
     for (_, scenario, _, n), cell in cells.items():
         planned = calibration.replications(scenario, n, reps)
-        if settings["complete"]:
-            assert cell["reps"] == planned, (scenario, n, cell["reps"])
+        if settings["complete"]:  # (a cell measured again with more replications, to settle a rate, too)
+            assert cell["reps"] >= planned, (scenario, n, cell["reps"])
         else:
-            assert min(200, planned) <= cell["reps"] <= planned, (scenario, n, cell["reps"])
+            assert min(200, planned) <= cell["reps"], (scenario, n, cell["reps"])
         # Every replication gave each metric's comparison a p-value or not, and each model an
         # overall interval or not: no such count exceeds the replications (the class_ counts
         # are over every class with an interval: several a replication).
@@ -58,7 +58,7 @@ def test_the_committed_results_cover_the_whole_grid():
             assert all(v[1] <= cell["reps"] for key, v in counts.items() if "class" not in key)
     assert settings["complete"] == (
         not missing
-        and all(c["reps"] == calibration.replications(c["scenario"], c["cases"], reps) for c in cells.values())
+        and all(c["reps"] >= calibration.replications(c["scenario"], c["cases"], reps) for c in cells.values())
     )
     assert calibration.replications_line(result) in _docs_block()
     # Cells measured again by later code (`--merge`) are in the grid and named on the page.
