@@ -31,6 +31,7 @@ from lexpilot_batch.providers.registry import APIS, BARE, PROVIDERS
 from lexpilot_batch.providers.spec import ApiSpec, Provider
 from lexpilot_batch.simulated import SimulatedServer, parse_faults, profiles
 from lexpilot_batch.simulated import apis as simulated_apis
+from lexpilot_batch.state.usage import usage_by_run
 from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.status import detail
 from lexpilot_batch.study.runs import RunSpec
@@ -200,6 +201,22 @@ def run_on_routes(
                 "held": held,
                 "other_batches": others,
             }
+
+
+def reported_costs(root: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> tuple[list[tuple], list[dict]]:
+    """A small DCG study whose every role is the simulated API `name`'s model, on its routes: each
+    answered request's (prompt tokens, completion tokens, cost kept) and the workspace's usage
+    counts of each run, role and backend (`state.usage`), what the report prices."""
+    [api] = [a for a in SIMULATED_APIS if a.name == name]
+    spec = RunSpec(("r1",), (api.model,), "dcg", Settings(user_model=api.model, judge_model=api.model), limit=2)
+    done = run_on_routes(root, monkeypatch, spec)
+    with Workspace(root, writable=False) as ws:
+        rows = ws.store.conn.execute(
+            "SELECT prompt_tokens, completion_tokens, cost_usd FROM requests WHERE status = 'answered'"
+        ).fetchall()
+        usage = usage_by_run(ws.store.conn)
+    assert rows and set(done["threads"]) == {"done"}
+    return rows, [c for roles in usage.values() for backends in roles.values() for c in backends.values()]
 
 
 def rehearse(root: Path, spec: RunSpec, **options: Any) -> dict[str, Any]:

@@ -26,11 +26,9 @@ from lexpilot_batch.simulated import SimulatedServer, parse_faults
 from lexpilot_batch.simulated.apis.openrouter import PRICE
 from lexpilot_batch.simulated.faults import DAMAGES
 from lexpilot_batch.simulated.sources import typed
-from lexpilot_batch.state.usage import usage_by_run
-from lexpilot_batch.state.workspace import Workspace
 from lexpilot_batch.study.model_list import ModelOptions
 from lexpilot_batch.study.runs import RunSpec
-from tests.helpers.native import SIMULATED_APIS, quick, run_on_routes  # noqa: F401 - the autouse `quick`
+from tests.helpers.native import SIMULATED_APIS, quick, reported_costs, run_on_routes  # noqa: F401 - the autouse `quick`
 
 DOC = json.loads((Path(__file__).parents[1] / "documented" / "openrouter.json").read_text(encoding="utf-8"))
 EXAMPLES = {e["name"]: e for e in DOC["examples"]}
@@ -311,19 +309,9 @@ def test_each_answer_s_reported_cost_is_kept_and_summed_for_the_cost_report(
 ) -> None:
     """From the simulated answers' `usage.cost` (at its own price, `PRICE`) to the report's query:
     every answered request keeps its cost, and the sum is what the report prices its work at."""
-    [api] = [a for a in SIMULATED_APIS if a.name == "openrouter"]
-    settings = Settings(user_model=api.model, judge_model=api.model)
-    spec = RunSpec(("r1",), (api.model,), "dcg", settings, limit=2)
-    done = run_on_routes(tmp_path / "ws", monkeypatch, spec)
-    with Workspace(tmp_path / "ws", writable=False) as ws:
-        rows = ws.store.conn.execute(
-            "SELECT prompt_tokens, completion_tokens, cost_usd FROM requests WHERE status = 'answered'"
-        ).fetchall()
-        usage = usage_by_run(ws.store.conn)
-    assert rows and set(done["threads"]) == {"done"}
+    rows, counted = reported_costs(tmp_path / "ws", monkeypatch, "openrouter")
     for prompt, completion, cost in rows:
         assert cost == pytest.approx((prompt * PRICE[0] + completion * PRICE[1]) / 1e6 * 0.5)
-    counted = [c for roles in usage.values() for backends in roles.values() for c in backends.values()]
     assert sum(c["reported"] for c in counted) >= len(rows) and not any(c["unreported"] for c in counted)
     assert sum(c["reported_cost_usd"] for c in counted) == pytest.approx(sum(r[2] for r in rows))
 

@@ -344,23 +344,10 @@ def test_each_answer_s_charged_cost_is_kept_and_is_the_reports_cost(
     """From the simulated answers' `usage.cost_in_usd_ticks` (at its own price, `PRICE`) to the
     workspace: every answered request keeps what it was charged, and every role's work is priced
     at the sum (`providers.charges`), not at the bundled table's price."""
-    from lexpilot_batch.benchmark.settings import Settings
     from lexpilot_batch.simulated.apis.xai import PRICE
-    from lexpilot_batch.state.usage import usage_by_run
-    from lexpilot_batch.state.workspace import Workspace
-    from lexpilot_batch.study.runs import RunSpec
-    from tests.helpers.native import SIMULATED_APIS, run_on_routes
+    from tests.helpers.native import reported_costs
 
-    [api] = [a for a in SIMULATED_APIS if a.name == "xai"]
-    spec = RunSpec(("r1",), (api.model,), "dcg", Settings(user_model=api.model, judge_model=api.model), limit=2)
-    done = run_on_routes(tmp_path / "ws", monkeypatch, spec)
-    with Workspace(tmp_path / "ws", writable=False) as ws:
-        rows = ws.store.conn.execute(
-            "SELECT prompt_tokens, completion_tokens, cost_usd FROM requests WHERE status = 'answered'"
-        ).fetchall()
-        usage = usage_by_run(ws.store.conn)
-    assert rows and set(done["threads"]) == {"done"}
+    rows, counted = reported_costs(tmp_path / "ws", monkeypatch, "xai")
     for prompt, completion, cost in rows:
         assert cost == pytest.approx(round((prompt * PRICE[0] + completion * PRICE[1]) / 1e6 * 1e10) / 1e10)
-    counted = [c for roles in usage.values() for backends in roles.values() for c in backends.values()]
     assert sum(c["reported"] for c in counted) == len(rows) and not any(c["unreported"] for c in counted)
