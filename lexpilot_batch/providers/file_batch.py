@@ -29,8 +29,7 @@ from lexpilot_batch.providers.errors import Failure, provider_error
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.util import clock
-from lexpilot_batch.util.fileio import write_atomic
-from lexpilot_batch.util.redaction import Scrubber, scrub
+from lexpilot_batch.util.redaction import save_scrubbed
 
 T = TypeVar("T")
 
@@ -299,11 +298,9 @@ def save_streamed(
             yield chunk
 
     for attempt in range(tries):
-        scrubber = Scrubber()
         try:
             with open_stream() as response:
-                write_atomic(dest, scrub(chunks(response), scrubber))
-            return scrubber.replaced
+                return save_scrubbed(dest, chunks(response))
         except _BrokeOff as broke:
             if attempt + 1 >= tries:
                 raise connection_error(

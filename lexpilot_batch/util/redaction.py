@@ -45,8 +45,11 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlsplit
+
+from lexpilot_batch.util.fileio import write_atomic
 
 MIN_SECRET_LENGTH = 8
 # A variable is a key variable when its name (upper-cased: Windows keeps names as typed) ends so.
@@ -367,3 +370,11 @@ def scrub(chunks: Iterable[bytes], scrubber: Scrubber) -> Iterator[bytes]:
     rest = scrubber.close()
     if rest:
         yield rest
+
+
+def save_scrubbed(dest: Path, chunks: Iterable[bytes]) -> int:
+    """Write `chunks` (a download as it arrives) to `dest` whole or not at all
+    (`fileio.write_atomic`), every secret replaced on the way (`scrub`); how many were."""
+    scrubber = Scrubber()
+    write_atomic(dest, scrub(chunks, scrubber))
+    return scrubber.replaced

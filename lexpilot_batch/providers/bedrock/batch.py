@@ -45,7 +45,7 @@ from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.util import clock
 from lexpilot_batch.util.fileio import write_atomic
-from lexpilot_batch.util.redaction import Scrubber, scrub
+from lexpilot_batch.util.redaction import save_scrubbed
 
 # `ModelInvocationJobStatus` (botocore's service model) read as ours.
 STATUSES = {
@@ -231,11 +231,9 @@ class BedrockBatchBackend(FileBatchBackend):
         expired job's missing output object is no results (`PARTIAL`)."""
         bucket, key = split_uri(file_id.removeprefix(PARTIAL))
         for attempt in range(self.max_retries + 1):
-            scrubber = Scrubber()
             try:
                 body = self.s3.get_object(Bucket=bucket, Key=key)["Body"]
-                write_atomic(dest, scrub(body.iter_chunks(DOWNLOAD_CHUNK), scrubber))
-                return scrubber.replaced
+                return save_scrubbed(dest, body.iter_chunks(DOWNLOAD_CHUNK))
             except Exception as exc:
                 failure = self.failure(exc)
                 if failure is not None and failure.status == 404 and file_id.startswith(PARTIAL):

@@ -63,8 +63,7 @@ from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.providers.sync.call import http
 from lexpilot_batch.util import clock
-from lexpilot_batch.util.fileio import write_atomic
-from lexpilot_batch.util.redaction import Scrubber, redact_cut, scrub
+from lexpilot_batch.util.redaction import redact_cut, save_scrubbed
 
 ACCOUNT_VAR = "FIREWORKS_ACCOUNT_ID"  # the SDK's (`_client.py`)
 DEFAULT_HOST = "https://api.fireworks.ai"  # the SDK's default base URL
@@ -309,10 +308,8 @@ class FireworksBatchBackend(FileBatchBackend):
         dataset, _, kind = file_id.partition(FILE)
         tries = self.max_retries + 1
         for attempt in range(tries):
-            scrubber = Scrubber()
             try:
-                write_atomic(dest, scrub(self._bytes(dataset, kind), scrubber))
-                return scrubber.replaced
+                return save_scrubbed(dest, self._bytes(dataset, kind))
             except (http.TransportError, DownloadRefused) as exc:
                 refused = isinstance(exc, DownloadRefused) and exc.status not in (
                     None,

@@ -30,8 +30,8 @@ from lexpilot_batch.providers.google.spec import EXTRA
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.spec import Limits
 from lexpilot_batch.util import clock, fileio
-from lexpilot_batch.util.fileio import TMP_SUFFIX, write_atomic
-from lexpilot_batch.util.redaction import Scrubber, scrub
+from lexpilot_batch.util.fileio import TMP_SUFFIX
+from lexpilot_batch.util.redaction import Scrubber, save_scrubbed
 
 T = TypeVar("T")
 
@@ -162,9 +162,7 @@ class GoogleBatchBackend(FileBatchBackend):
         dest.parent.mkdir(parents=True, exist_ok=True)
         if file_id.startswith(INLINED):
             job = self._again(lambda: self.client.batches.get(name=file_id[len(INLINED) :]))
-            scrubber = Scrubber()
-            write_atomic(dest, scrub([inlined_lines(job)], scrubber))
-            return scrubber.replaced
+            return save_scrubbed(dest, [inlined_lines(job)])
 
         def fetch() -> int:
             scrubber = Scrubber()

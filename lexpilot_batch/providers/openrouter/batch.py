@@ -46,8 +46,8 @@ from lexpilot_batch.providers.openai.batch import OpenAIClientBackend
 from lexpilot_batch.providers.openrouter.errors import Unreadable, failure_of
 from lexpilot_batch.providers.routing.endpoints import Endpoint
 from lexpilot_batch.providers.sync.call import Response
-from lexpilot_batch.util.fileio import file_sha256, write_atomic
-from lexpilot_batch.util.redaction import Scrubber, scrub
+from lexpilot_batch.util.fileio import file_sha256
+from lexpilot_batch.util.redaction import save_scrubbed
 
 BATCHES = "/batches"  # under the base URL, https://openrouter.ai/api/v1
 INLINE = "inline:"  # the "file id" of a checked file: its hash, verified again when it is created
@@ -158,9 +158,7 @@ class OpenRouterBatchBackend(OpenAIClientBackend):
     def _download(self, file_id: str, dest: Path) -> int:
         """The ended batch's results (`file_id` is the batch id), one per line, written whole or not
         at all, its secrets replaced (`redaction.Scrubber`)."""
-        scrubber = Scrubber()
-        write_atomic(dest, scrub(self._result_lines(file_id), scrubber))
-        return scrubber.replaced
+        return save_scrubbed(dest, self._result_lines(file_id))
 
     def _result_lines(self, batch_id: str) -> Iterator[bytes]:
         """The batch's results page after page (`GET /batches/{id}/results`, the API reference's:

@@ -46,8 +46,7 @@ from lexpilot_batch.providers.vertex.gcs import Gcs, split
 from lexpilot_batch.providers.vertex.ids import LABEL
 from lexpilot_batch.providers.vertex.spec import API_VERSION, EXTRA
 from lexpilot_batch.util import clock
-from lexpilot_batch.util.fileio import write_atomic
-from lexpilot_batch.util.redaction import Scrubber, scrub
+from lexpilot_batch.util.redaction import save_scrubbed
 
 T = TypeVar("T")
 
@@ -214,9 +213,7 @@ class VertexBatchBackend(FileBatchBackend):
                 for name in found:
                     yield from self.gcs.chunks(bucket, name)
 
-            scrubber = Scrubber()
-            write_atomic(dest, scrub(chunks(), scrubber))  # streamed: whole or not at all
-            return scrubber.replaced
+            return save_scrubbed(dest, chunks())  # streamed: whole or not at all
 
         return self._again(fetch)
 
